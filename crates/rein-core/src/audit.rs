@@ -1,0 +1,182 @@
+//! The decision audit (SPEC §3.6): records of intervention decisions and handler errors.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// A point in an invocation's lifecycle where hooks and handlers run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum EventKind {
+    /// Before the loop starts (or before an injected message is admitted).
+    BeforeInvocation,
+    /// Before each model call.
+    BeforeModelCall,
+    /// After each model call.
+    AfterModelCall,
+    /// Before each tool call.
+    BeforeToolCall,
+    /// After each tool call.
+    AfterToolCall,
+    /// A message was added to history.
+    MessageAdded,
+    /// A stored message was rewritten.
+    MessageUpdated,
+    /// After the invocation ends.
+    AfterInvocation,
+}
+
+impl EventKind {
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::BeforeInvocation => "before_invocation",
+            Self::BeforeModelCall => "before_model_call",
+            Self::AfterModelCall => "after_model_call",
+            Self::BeforeToolCall => "before_tool_call",
+            Self::AfterToolCall => "after_tool_call",
+            Self::MessageAdded => "message_added",
+            Self::MessageUpdated => "message_updated",
+            Self::AfterInvocation => "after_invocation",
+        }
+    }
+
+    /// Whether this is an After* event (hooks of equal order run in reverse registration order).
+    pub fn is_after(self) -> bool {
+        matches!(
+            self,
+            Self::AfterModelCall | Self::AfterToolCall | Self::AfterInvocation
+        )
+    }
+}
+
+impl fmt::Display for EventKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a handler's error does (SPEC §3.4).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnError {
+    /// The invocation fails with a typed error naming the handler and the event.
+    #[default]
+    Throw,
+    /// Logged; the handler is skipped (fail open).
+    Proceed,
+    /// Logged; applied as a deny (fail closed).
+    Deny,
+}
+
+/// The decision recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum DecisionAction {
+    /// A deny.
+    Deny,
+    /// Guidance.
+    Guide,
+    /// A confirmation (asked, approved or rejected).
+    Confirm,
+    /// A transform.
+    Transform,
+    /// A handler error.
+    Error,
+}
+
+/// What became of a decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum DecisionOutcome {
+    /// It took effect.
+    Applied,
+    /// Shadow mode: recorded, not applied.
+    Shadowed,
+    /// Voided by a stronger outcome of the same pass.
+    Overridden,
+    /// The handler failed; `on_error` says what was done.
+    Error,
+}
+
+/// One audit record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct DecisionRecord {
+    /// The handler's name.
+    pub handler: String,
+    /// The lifecycle event.
+    pub event: EventKind,
+    /// The action.
+    pub action: DecisionAction,
+    /// Reason, feedback, prompt, or error message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// The tool use concerned, on tool events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_use_id: Option<String>,
+    /// What became of it.
+    pub outcome: DecisionOutcome,
+    /// For errors: the policy that was applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_error: Option<OnError>,
+    /// How long the handler took (with the audit-timing option).
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "opt_nanos")]
+    pub duration: Option<Duration>,
+}
+
+impl DecisionRecord {
+    /// A record.
+    pub fn new(
+        handler: impl Into<String>,
+        event: EventKind,
+        action: DecisionAction,
+        outcome: DecisionOutcome,
+    ) -> Self {
+        Self {
+            handler: handler.into(),
+            event,
+            action,
+            text: None,
+            tool_use_id: None,
+            outcome,
+            on_error: None,
+            duration: None,
+        }
+    }
+
+    /// Sets the text.
+    pub fn with_text(mut self, text: impl Into<String>) -> Self {
+        self.text = Some(text.into());
+        self
+    }
+
+    /// Sets the tool use id.
+    pub fn with_tool_use_id(mut self, id: Option<String>) -> Self {
+        self.tool_use_id = id;
+        self
+    }
+}
+
+mod opt_nanos {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_u64(d.as_nanos() as u64),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        Ok(Option::<u64>::deserialize(d)?.map(Duration::from_nanos))
+    }
+}

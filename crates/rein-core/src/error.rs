@@ -1,0 +1,269 @@
+//! Errors: the core error enum and the model error type.
+
+use std::fmt;
+use std::time::Duration;
+
+/// A boxed error from user code (a hook, a tool, a handler).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Rein's core error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Message JSON that does not match the message model (unknown block kind, missing field ...).
+    #[error("invalid message JSON: {0}")]
+    InvalidMessage(String),
+    /// A model stream that breaks the event grammar (a delta without a start, no message stop ...).
+    #[error("malformed model stream: {0}")]
+    MalformedStream(String),
+    /// The model call failed.
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    /// A hook callback failed.
+    #[error("hook failed on {event}: {source}")]
+    Hook {
+        /// The lifecycle event.
+        event: &'static str,
+        /// What the hook returned.
+        #[source]
+        source: BoxError,
+    },
+    /// An intervention handler failed and its error policy is `Throw`.
+    #[error("intervention handler '{handler}' failed on {event}: {message}")]
+    Handler {
+        /// The handler name.
+        handler: String,
+        /// The lifecycle event.
+        event: &'static str,
+        /// The error (or panic) message.
+        message: String,
+    },
+    /// Two plugins share a name.
+    #[error("duplicate plugin name: '{0}'")]
+    DuplicatePlugin(String),
+    /// Invalid configuration when building an agent or registry.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+}
+
+/// What kind of failure a [`ModelError`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ModelErrorKind {
+    /// The credentials were rejected (HTTP 401/403).
+    Auth,
+    /// The provider throttled the call (HTTP 429 or a throttling exception).
+    Throttled,
+    /// The input is larger than the model's context window.
+    ContextWindowOverflow,
+    /// The provider rejected the request (HTTP 400 and similar).
+    BadRequest,
+    /// The provider failed (HTTP 5xx).
+    Server,
+    /// The connection failed or dropped.
+    Transport,
+    /// A connect or idle timeout elapsed.
+    Timeout,
+    /// The stream did not follow its protocol.
+    MalformedStream,
+    /// The scripted model ran out of responses.
+    ScriptExhausted,
+    /// Anything else.
+    Other,
+}
+
+/// A failed model call, classified so that retry strategies and callers can act on it.
+///
+/// ```
+/// use std::time::Duration;
+/// use rein_core::ModelError;
+/// let e = ModelError::throttled("slow down").with_retry_after(Duration::from_secs(2));
+/// assert!(e.is_retryable());
+/// assert_eq!(e.retry_after(), Some(Duration::from_secs(2)));
+/// assert!(!ModelError::context_window_overflow("too long").is_retryable());
+/// ```
+pub struct ModelError {
+    kind: ModelErrorKind,
+    message: String,
+    status: Option<u16>,
+    body: Option<String>,
+    retry_after: Option<Duration>,
+    before_first_byte: bool,
+    source: Option<BoxError>,
+}
+
+impl ModelError {
+    /// An error of the given kind.
+    pub fn new(kind: ModelErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            status: None,
+            body: None,
+            retry_after: None,
+            before_first_byte: false,
+            source: None,
+        }
+    }
+
+    /// Credentials rejected.
+    pub fn auth(message: impl Into<String>) -> Self {
+        Self::new(ModelErrorKind::Auth, message)
+    }
+    /// Throttled by the provider.
+    pub fn throttled(message: impl Into<String>) -> Self {
+        Self::new(ModelErrorKind::Throttled, message)
+    }
+    /// Context window overflow.
+    pub fn context_window_overflow(message: impl Into<String>) -> Self {
+        Self::new(ModelErrorKind::ContextWindowOverflow, message)
+    }
+    /// Request rejected.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(ModelErrorKind::BadRequest, message)
+    }
+    /// Provider failure (5xx).
+    pub fn server(message: impl Into<String>) -> Self {
+        Self::new(ModelErrorKind::Server, message)
+    }
+    /// Connection failure.
+    pub fn transport(message: impl Into<String>) -> Self {
+        Self::new(ModelErrorKind::Transport, message)
+    }
+    /// Timeout.
+    pub fn timeout(message: impl Into<String>) -> Self {
+        Self::new(ModelErrorKind::Timeout, message)
+    }
+    /// Malformed stream.
+    pub fn malformed_stream(message: impl Into<String>) -> Self {
+        Self::new(ModelErrorKind::MalformedStream, message)
+    }
+
+    /// Sets the HTTP status.
+    pub fn with_status(mut self, status: u16) -> Self {
+        self.status = Some(status);
+        self
+    }
+    /// Keeps the provider's response body (what it said went wrong).
+    pub fn with_body(mut self, body: impl Into<String>) -> Self {
+        self.body = Some(body.into());
+        self
+    }
+    /// Sets the provider's `retry-after`.
+    pub fn with_retry_after(mut self, after: Duration) -> Self {
+        self.retry_after = Some(after);
+        self
+    }
+    /// Marks a transport error as happening before the first response byte (safe to retry).
+    pub fn before_first_byte(mut self) -> Self {
+        self.before_first_byte = true;
+        self
+    }
+    /// Attaches the underlying error.
+    pub fn with_source(mut self, source: impl Into<BoxError>) -> Self {
+        self.source = Some(source.into());
+        self
+    }
+
+    /// The kind of failure.
+    pub fn kind(&self) -> ModelErrorKind {
+        self.kind
+    }
+    /// The message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+    /// The HTTP status, when there was one.
+    pub fn status(&self) -> Option<u16> {
+        self.status
+    }
+    /// The provider's response body, when there was one.
+    pub fn body(&self) -> Option<&str> {
+        self.body.as_deref()
+    }
+    /// How long the provider asked to wait.
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
+
+    /// Whether retrying the same call may succeed: throttling, server errors, and connection
+    /// failures before the first byte.
+    pub fn is_retryable(&self) -> bool {
+        match self.kind {
+            ModelErrorKind::Throttled | ModelErrorKind::Server => true,
+            ModelErrorKind::Transport | ModelErrorKind::Timeout => self.before_first_byte,
+            _ => false,
+        }
+    }
+    /// Whether this is a throttling error.
+    pub fn is_throttled(&self) -> bool {
+        self.kind == ModelErrorKind::Throttled
+    }
+    /// Whether the input overflowed the context window.
+    pub fn is_context_window_overflow(&self) -> bool {
+        self.kind == ModelErrorKind::ContextWindowOverflow
+    }
+    /// Whether the credentials were rejected.
+    pub fn is_auth(&self) -> bool {
+        self.kind == ModelErrorKind::Auth
+    }
+}
+
+impl fmt::Debug for ModelError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ModelError")
+            .field("kind", &self.kind)
+            .field("message", &self.message)
+            .field("status", &self.status)
+            .field("body", &self.body)
+            .field("retry_after", &self.retry_after)
+            .finish_non_exhaustive()
+    }
+}
+
+impl fmt::Display for ModelError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self.kind {
+            ModelErrorKind::Auth => "authentication failed",
+            ModelErrorKind::Throttled => "throttled",
+            ModelErrorKind::ContextWindowOverflow => "context window overflow",
+            ModelErrorKind::BadRequest => "bad request",
+            ModelErrorKind::Server => "server error",
+            ModelErrorKind::Transport => "transport error",
+            ModelErrorKind::Timeout => "timeout",
+            ModelErrorKind::MalformedStream => "malformed stream",
+            ModelErrorKind::ScriptExhausted => "script exhausted",
+            ModelErrorKind::Other => "model error",
+        };
+        write!(f, "model {kind}")?;
+        if let Some(s) = self.status {
+            write!(f, " (HTTP {s})")?;
+        }
+        if !self.message.is_empty() {
+            write!(f, ": {}", self.message)?;
+        }
+        if let Some(body) = &self.body {
+            let b: String = body.chars().take(500).collect();
+            write!(f, ": {b}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ModelError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+impl From<Error> for ModelError {
+    fn from(e: Error) -> Self {
+        match e {
+            Error::Model(m) => m,
+            Error::MalformedStream(m) => ModelError::malformed_stream(m),
+            other => ModelError::new(ModelErrorKind::Other, other.to_string()),
+        }
+    }
+}

@@ -1,0 +1,597 @@
+//! Lifecycle event types (SPEC §2). What a hook may change is a public field or a `_mut`
+//! accessor; everything else is read-only behind a getter, so the split is enforced by types.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::audit::{DecisionRecord, EventKind};
+use crate::ids::{InvocationId, MessageId, before_tool_call_interrupt_id};
+use crate::interrupt::{Interrupt, InterruptAnswers};
+use crate::message::{Message, ToolResult, ToolUse};
+use crate::request::ModelRequest;
+use crate::result::AgentResult;
+use crate::state::InvocationState;
+use crate::stream::ModelResponse;
+use crate::tool::ToolHandle;
+use crate::{Error, ModelError};
+
+/// A cancel request: `No`, `Yes` (the event's default text), or a message of your own.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Cancel {
+    /// Not cancelled.
+    #[default]
+    No,
+    /// Cancelled with the default text.
+    Yes,
+    /// Cancelled with this text.
+    Message(String),
+}
+
+impl Cancel {
+    /// Whether this is a cancel.
+    pub fn is_cancelled(&self) -> bool {
+        !matches!(self, Cancel::No)
+    }
+
+    /// The cancel text (`default` for `Yes`), or `None` when not cancelled.
+    pub fn text<'a>(&'a self, default: &'a str) -> Option<&'a str> {
+        match self {
+            Cancel::No => None,
+            Cancel::Yes => Some(default),
+            Cancel::Message(m) => Some(m),
+        }
+    }
+}
+
+/// What every event carries: the invocation id and the caller's invocation state.
+#[derive(Debug, Clone, Default)]
+pub struct InvocationContext {
+    /// The invocation id.
+    pub invocation_id: InvocationId,
+    /// The caller's invocation state.
+    pub invocation_state: InvocationState,
+}
+
+impl InvocationContext {
+    /// A context for a new invocation.
+    pub fn new(invocation_state: InvocationState) -> Self {
+        Self {
+            invocation_id: InvocationId::new(),
+            invocation_state,
+        }
+    }
+}
+
+impl Default for InvocationId {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+macro_rules! common_accessors {
+    ($ty:ident, $kind:expr) => {
+        impl $ty {
+            /// Which lifecycle event this is.
+            pub const KIND: EventKind = $kind;
+
+            /// The invocation id.
+            pub fn invocation_id(&self) -> InvocationId {
+                self.cx.invocation_id
+            }
+
+            /// The caller's invocation state (read-only).
+            pub fn invocation_state(&self) -> &InvocationState {
+                &self.cx.invocation_state
+            }
+
+            /// The invocation context.
+            pub fn context(&self) -> &InvocationContext {
+                &self.cx
+            }
+        }
+    };
+}
+
+macro_rules! decision_accessors {
+    ($ty:ident) => {
+        impl $ty {
+            /// Intervention decisions recorded on this event so far.
+            pub fn decisions(&self) -> &[DecisionRecord] {
+                &self.decisions
+            }
+
+            /// Records a decision (the interventions registry does; custom policies may).
+            pub fn record_decision(&mut self, record: DecisionRecord) {
+                self.decisions.push(record);
+            }
+
+            /// Takes the recorded decisions out of the event.
+            pub fn take_decisions(&mut self) -> Vec<DecisionRecord> {
+                std::mem::take(&mut self.decisions)
+            }
+        }
+    };
+}
+
+/// Fired once per invocation before the loop starts, and (for interventions only) for each
+/// injected message before it is admitted.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct BeforeInvocationEvent {
+    /// The new input (writable). Empty on a resume.
+    pub messages: Vec<Message>,
+    /// Cancel the invocation (default text `invocation denied by hook`).
+    pub cancel: Cancel,
+    cx: InvocationContext,
+    history: Arc<Vec<Message>>,
+    resume: bool,
+    injected: bool,
+    decisions: Vec<DecisionRecord>,
+}
+
+common_accessors!(BeforeInvocationEvent, EventKind::BeforeInvocation);
+decision_accessors!(BeforeInvocationEvent);
+
+impl BeforeInvocationEvent {
+    /// Default cancel text.
+    pub const DEFAULT_CANCEL: &'static str = "invocation denied by hook";
+
+    /// An event for a new input.
+    pub fn new(cx: InvocationContext, messages: Vec<Message>, history: Arc<Vec<Message>>) -> Self {
+        Self {
+            messages,
+            cancel: Cancel::No,
+            cx,
+            history,
+            resume: false,
+            injected: false,
+            decisions: Vec::new(),
+        }
+    }
+
+    /// Marks the event as a resume (no new input).
+    pub fn as_resume(mut self) -> Self {
+        self.resume = true;
+        self
+    }
+
+    /// Marks the event as the admission check of an injected message.
+    pub fn as_injected(mut self) -> Self {
+        self.injected = true;
+        self
+    }
+
+    /// Whether this invocation resumes from interrupts.
+    pub fn is_resume(&self) -> bool {
+        self.resume
+    }
+
+    /// Whether the input was injected mid-run.
+    pub fn is_injected(&self) -> bool {
+        self.injected
+    }
+
+    /// The stored history before this input.
+    pub fn history(&self) -> &[Message] {
+        &self.history
+    }
+}
+
+/// Fired before each model call.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct BeforeModelCallEvent {
+    /// Cancel the call (default text `model call denied by hook`).
+    pub cancel: Cancel,
+    /// What this one call sends; a copy-on-write overlay that never touches stored history.
+    pub request: ModelRequest,
+    cx: InvocationContext,
+    model_call_index: u32,
+    guidance: Vec<String>,
+    decisions: Vec<DecisionRecord>,
+}
+
+common_accessors!(BeforeModelCallEvent, EventKind::BeforeModelCall);
+decision_accessors!(BeforeModelCallEvent);
+
+impl BeforeModelCallEvent {
+    /// Default cancel text.
+    pub const DEFAULT_CANCEL: &'static str = "model call denied by hook";
+
+    /// An event for model call `model_call_index`.
+    pub fn new(cx: InvocationContext, request: ModelRequest, model_call_index: u32) -> Self {
+        Self {
+            cancel: Cancel::No,
+            request,
+            cx,
+            model_call_index,
+            guidance: Vec::new(),
+            decisions: Vec::new(),
+        }
+    }
+
+    /// The index of this model call within the invocation (0-based, retries included).
+    pub fn model_call_index(&self) -> u32 {
+        self.model_call_index
+    }
+
+    /// Injects guidance: stored in history as user text (through `MessageAdded` /
+    /// `MessageUpdated`) and sent on this very call.
+    pub fn inject_guidance(&mut self, text: impl Into<String>) {
+        self.guidance.push(text.into());
+    }
+
+    /// Guidance injected so far.
+    pub fn guidance(&self) -> &[String] {
+        &self.guidance
+    }
+
+    /// Takes the injected guidance out of the event.
+    pub fn take_guidance(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.guidance)
+    }
+}
+
+/// Fired after each model call, with its response or its error.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct AfterModelCallEvent {
+    /// Discard the response (or error) and call the model again.
+    pub retry: bool,
+    outcome: Result<ModelResponse, ModelError>,
+    cx: InvocationContext,
+    model_call_index: u32,
+    guidance: Vec<String>,
+    edited: bool,
+    withheld: Option<String>,
+    decisions: Vec<DecisionRecord>,
+}
+
+common_accessors!(AfterModelCallEvent, EventKind::AfterModelCall);
+decision_accessors!(AfterModelCallEvent);
+
+impl AfterModelCallEvent {
+    /// An event for the outcome of model call `model_call_index`.
+    pub fn new(
+        cx: InvocationContext,
+        outcome: Result<ModelResponse, ModelError>,
+        model_call_index: u32,
+    ) -> Self {
+        Self {
+            retry: false,
+            outcome,
+            cx,
+            model_call_index,
+            guidance: Vec::new(),
+            edited: false,
+            withheld: None,
+            decisions: Vec::new(),
+        }
+    }
+
+    /// The index of this model call within the invocation.
+    pub fn model_call_index(&self) -> u32 {
+        self.model_call_index
+    }
+
+    /// The response, when the call succeeded.
+    pub fn response(&self) -> Option<&ModelResponse> {
+        self.outcome.as_ref().ok()
+    }
+
+    /// The error, when the call failed.
+    pub fn error(&self) -> Option<&ModelError> {
+        self.outcome.as_ref().err()
+    }
+
+    /// The response message, for rewriting (committed like a transform).
+    pub fn message_mut(&mut self) -> Option<&mut Message> {
+        match &mut self.outcome {
+            Ok(r) => {
+                self.edited = true;
+                Some(&mut r.message)
+            }
+            Err(_) => None,
+        }
+    }
+
+    /// Whether the response message was rewritten.
+    pub fn is_edited(&self) -> bool {
+        self.edited
+    }
+
+    /// Withholds the response: its tool uses never run, and an assistant message with `text`
+    /// is stored in its place; the turn ends.
+    pub fn withhold(&mut self, text: impl Into<String>) {
+        self.withheld = Some(text.into());
+    }
+
+    /// The text standing in for a withheld response.
+    pub fn withheld(&self) -> Option<&str> {
+        self.withheld.as_deref()
+    }
+
+    /// Adds guidance that is stored as user text before the retry (use with `retry = true`).
+    pub fn inject_guidance(&mut self, text: impl Into<String>) {
+        self.guidance.push(text.into());
+    }
+
+    /// Guidance injected so far.
+    pub fn guidance(&self) -> &[String] {
+        &self.guidance
+    }
+
+    /// Takes the event apart: (outcome, guidance, decisions).
+    pub fn into_parts(
+        self,
+    ) -> (
+        Result<ModelResponse, ModelError>,
+        Vec<String>,
+        Vec<DecisionRecord>,
+    ) {
+        (self.outcome, self.guidance, self.decisions)
+    }
+}
+
+/// Fired before each tool call, unknown tools included.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct BeforeToolCallEvent {
+    /// The tool to run (`None` for an unknown tool). Writable: a hook may swap the tool.
+    pub selected_tool: Option<ToolHandle>,
+    /// Cancel this tool call (default text `tool cancelled by user`).
+    pub cancel_tool: Cancel,
+    tool_use: ToolUse,
+    edited: bool,
+    cx: InvocationContext,
+    model_call_index: u32,
+    answers: InterruptAnswers,
+    interrupts: Vec<Interrupt>,
+    decisions: Vec<DecisionRecord>,
+}
+
+common_accessors!(BeforeToolCallEvent, EventKind::BeforeToolCall);
+decision_accessors!(BeforeToolCallEvent);
+
+impl BeforeToolCallEvent {
+    /// Default cancel text.
+    pub const DEFAULT_CANCEL: &'static str = "tool cancelled by user";
+
+    /// An event for one tool use.
+    pub fn new(
+        cx: InvocationContext,
+        tool_use: ToolUse,
+        selected_tool: Option<ToolHandle>,
+        model_call_index: u32,
+        answers: InterruptAnswers,
+    ) -> Self {
+        Self {
+            selected_tool,
+            cancel_tool: Cancel::No,
+            tool_use,
+            edited: false,
+            cx,
+            model_call_index,
+            answers,
+            interrupts: Vec::new(),
+            decisions: Vec::new(),
+        }
+    }
+
+    /// The tool use.
+    pub fn tool_use(&self) -> &ToolUse {
+        &self.tool_use
+    }
+
+    /// The tool use, for rewriting its name or input; the stored assistant message is then
+    /// rewritten too (`MessageUpdated`).
+    pub fn tool_use_mut(&mut self) -> &mut ToolUse {
+        self.edited = true;
+        &mut self.tool_use
+    }
+
+    /// Whether the tool use was rewritten.
+    pub fn is_edited(&self) -> bool {
+        self.edited
+    }
+
+    /// The index of the model call that asked for this tool.
+    pub fn model_call_index(&self) -> u32 {
+        self.model_call_index
+    }
+
+    /// The answers given on resume.
+    pub fn answers(&self) -> &InterruptAnswers {
+        &self.answers
+    }
+
+    /// Asks a human: the answer if this resume carries one for
+    /// `v1:before_tool_call:<toolUseId>:<uuid5(OID, name)>`, otherwise raises that interrupt and
+    /// returns `None` (the tool does not run; the invocation stops with `Interrupt`).
+    pub fn interrupt(&mut self, name: &str, reason: impl Into<Value>) -> Option<Value> {
+        let id = before_tool_call_interrupt_id(&self.tool_use.tool_use_id, name);
+        if let Some(answer) = self.answers.get(&id) {
+            return Some(answer.clone());
+        }
+        let interrupt =
+            Interrupt::new(id, name, reason).with_tool_use_id(self.tool_use.tool_use_id.clone());
+        self.raise_interrupt(interrupt);
+        None
+    }
+
+    /// Raises a prepared interrupt (ids and fingerprints of your own).
+    pub fn raise_interrupt(&mut self, interrupt: Interrupt) {
+        if !self.interrupts.iter().any(|i| i.id == interrupt.id) {
+            self.interrupts.push(interrupt);
+        }
+    }
+
+    /// Interrupts raised on this event.
+    pub fn interrupts(&self) -> &[Interrupt] {
+        &self.interrupts
+    }
+
+    /// Takes the raised interrupts out of the event.
+    pub fn take_interrupts(&mut self) -> Vec<Interrupt> {
+        std::mem::take(&mut self.interrupts)
+    }
+
+    /// Takes the event apart: (tool use, edited, selected tool, cancel, interrupts, decisions).
+    #[allow(clippy::type_complexity)]
+    pub fn into_parts(
+        self,
+    ) -> (
+        ToolUse,
+        bool,
+        Option<ToolHandle>,
+        Cancel,
+        Vec<Interrupt>,
+        Vec<DecisionRecord>,
+    ) {
+        (
+            self.tool_use,
+            self.edited,
+            self.selected_tool,
+            self.cancel_tool,
+            self.interrupts,
+            self.decisions,
+        )
+    }
+}
+
+/// Fired after each tool call (also after a cancelled, unknown, invalid or failed one).
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct AfterToolCallEvent {
+    /// The result (writable).
+    pub result: ToolResult,
+    /// Run the tool again, from BeforeToolCall.
+    pub retry: bool,
+    tool_use: ToolUse,
+    selected_tool: Option<ToolHandle>,
+    cx: InvocationContext,
+    model_call_index: u32,
+    decisions: Vec<DecisionRecord>,
+}
+
+common_accessors!(AfterToolCallEvent, EventKind::AfterToolCall);
+decision_accessors!(AfterToolCallEvent);
+
+impl AfterToolCallEvent {
+    /// An event for one finished tool call.
+    pub fn new(
+        cx: InvocationContext,
+        tool_use: ToolUse,
+        selected_tool: Option<ToolHandle>,
+        result: ToolResult,
+        model_call_index: u32,
+    ) -> Self {
+        Self {
+            result,
+            retry: false,
+            tool_use,
+            selected_tool,
+            cx,
+            model_call_index,
+            decisions: Vec::new(),
+        }
+    }
+
+    /// The tool use that ran.
+    pub fn tool_use(&self) -> &ToolUse {
+        &self.tool_use
+    }
+
+    /// The tool that ran (`None` for an unknown tool).
+    pub fn selected_tool(&self) -> Option<&ToolHandle> {
+        self.selected_tool.as_ref()
+    }
+
+    /// The index of the model call that asked for this tool.
+    pub fn model_call_index(&self) -> u32 {
+        self.model_call_index
+    }
+
+    /// Takes the event apart: (result, retry, decisions).
+    pub fn into_parts(self) -> (ToolResult, bool, Vec<DecisionRecord>) {
+        (self.result, self.retry, self.decisions)
+    }
+}
+
+/// Fired when a message is appended to history.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct MessageAddedEvent {
+    id: MessageId,
+    message: Message,
+    cx: InvocationContext,
+}
+
+common_accessors!(MessageAddedEvent, EventKind::MessageAdded);
+
+impl MessageAddedEvent {
+    /// An event for a message just stored.
+    pub fn new(cx: InvocationContext, id: MessageId, message: Message) -> Self {
+        Self { id, message, cx }
+    }
+    /// The stored message's id.
+    pub fn id(&self) -> MessageId {
+        self.id
+    }
+    /// The message.
+    pub fn message(&self) -> &Message {
+        &self.message
+    }
+}
+
+/// Fired when a stored message is rewritten (guidance joined to it, a transform committed).
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct MessageUpdatedEvent {
+    id: MessageId,
+    message: Message,
+    cx: InvocationContext,
+}
+
+common_accessors!(MessageUpdatedEvent, EventKind::MessageUpdated);
+
+impl MessageUpdatedEvent {
+    /// An event for a message just rewritten.
+    pub fn new(cx: InvocationContext, id: MessageId, message: Message) -> Self {
+        Self { id, message, cx }
+    }
+    /// The message's id.
+    pub fn id(&self) -> MessageId {
+        self.id
+    }
+    /// The message as it now is.
+    pub fn message(&self) -> &Message {
+        &self.message
+    }
+}
+
+/// Fired once when the invocation ends, with its real result (or error). Read-only.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct AfterInvocationEvent {
+    result: Result<AgentResult, Error>,
+    cx: InvocationContext,
+}
+
+common_accessors!(AfterInvocationEvent, EventKind::AfterInvocation);
+
+impl AfterInvocationEvent {
+    /// An event for a finished invocation.
+    pub fn new(cx: InvocationContext, result: Result<AgentResult, Error>) -> Self {
+        Self { result, cx }
+    }
+    /// The result, or the error the invocation failed with.
+    pub fn result(&self) -> Result<&AgentResult, &Error> {
+        self.result.as_ref()
+    }
+    /// Gives the result back.
+    pub fn into_result(self) -> Result<AgentResult, Error> {
+        self.result
+    }
+}

@@ -1,0 +1,321 @@
+//! The message model: Bedrock-Converse-shaped messages and content blocks (SPEC §1).
+
+use std::fmt;
+
+use base64::Engine as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+
+use crate::Error;
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The caller, tool results and injected guidance.
+    User,
+    /// The model.
+    Assistant,
+}
+
+/// One conversation message: `{"role": ..., "content": [block, ...]}`.
+///
+/// ```
+/// use rein_core::{Message, Role};
+/// let m = Message::user("hello");
+/// assert_eq!(m.role, Role::User);
+/// assert_eq!(serde_json::to_string(&m).unwrap(), r#"{"role":"user","content":[{"text":"hello"}]}"#);
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    /// Author of the message.
+    pub role: Role,
+    /// Content blocks, in order.
+    pub content: Vec<ContentBlock>,
+}
+
+impl Message {
+    /// A message with the given role and blocks.
+    pub fn new(role: Role, content: Vec<ContentBlock>) -> Self {
+        Self { role, content }
+    }
+
+    /// A user message holding one text block.
+    pub fn user(text: impl Into<String>) -> Self {
+        Self::new(Role::User, vec![ContentBlock::Text(text.into())])
+    }
+
+    /// An assistant message holding one text block.
+    pub fn assistant(text: impl Into<String>) -> Self {
+        Self::new(Role::Assistant, vec![ContentBlock::Text(text.into())])
+    }
+
+    /// Parses one message from its JSON form; unknown block kinds are a typed error.
+    pub fn from_json(json: &str) -> Result<Self, Error> {
+        serde_json::from_str(json).map_err(|e| Error::InvalidMessage(e.to_string()))
+    }
+
+    /// Parses a message from a JSON value; unknown block kinds are a typed error.
+    pub fn from_value(value: Value) -> Result<Self, Error> {
+        serde_json::from_value(value).map_err(|e| Error::InvalidMessage(e.to_string()))
+    }
+
+    /// The concatenation of the message's text blocks.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for block in &self.content {
+            if let ContentBlock::Text(t) = block {
+                out.push_str(t);
+            }
+        }
+        out
+    }
+
+    /// The tool uses of this message, in order.
+    pub fn tool_uses(&self) -> impl Iterator<Item = &ToolUse> {
+        self.content.iter().filter_map(|b| match b {
+            ContentBlock::ToolUse(u) => Some(u),
+            _ => None,
+        })
+    }
+
+    /// The tool results of this message, in order.
+    pub fn tool_results(&self) -> impl Iterator<Item = &ToolResult> {
+        self.content.iter().filter_map(|b| match b {
+            ContentBlock::ToolResult(r) => Some(r),
+            _ => None,
+        })
+    }
+
+    /// Whether the message holds at least one tool use.
+    pub fn has_tool_use(&self) -> bool {
+        self.tool_uses().next().is_some()
+    }
+}
+
+/// One block of message content. Serialized externally tagged, as Converse does
+/// (`{"text": "..."}`, `{"toolUse": {...}}`, ...).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum ContentBlock {
+    /// Plain text.
+    Text(String),
+    /// A request from the model to run a tool.
+    ToolUse(ToolUse),
+    /// The result of a tool run.
+    ToolResult(ToolResult),
+    /// Model reasoning ("thinking"), kept so it can be sent back to providers that require it.
+    ReasoningContent(ReasoningContent),
+    /// An image.
+    Image(ImageBlock),
+    /// A document (PDF, text, ...).
+    Document(DocumentBlock),
+    /// A human's answer to an interrupt, as stored by a resume.
+    InterruptResponse(InterruptResponse),
+}
+
+impl ContentBlock {
+    /// A text block.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self::Text(text.into())
+    }
+}
+
+/// A tool use: `{"toolUseId", "name", "input"}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolUse {
+    /// Provider-assigned id that the tool result refers to.
+    pub tool_use_id: String,
+    /// Tool name.
+    pub name: String,
+    /// Tool input (a JSON object for well-behaved models).
+    pub input: Value,
+}
+
+impl ToolUse {
+    /// A tool use.
+    pub fn new(tool_use_id: impl Into<String>, name: impl Into<String>, input: Value) -> Self {
+        Self {
+            tool_use_id: tool_use_id.into(),
+            name: name.into(),
+            input,
+        }
+    }
+}
+
+/// Whether a tool ran successfully.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolResultStatus {
+    /// The tool succeeded.
+    Success,
+    /// The tool failed (or was cancelled, denied, unknown ...); the content says why.
+    Error,
+}
+
+/// A tool result: `{"toolUseId", "status", "content": [...]}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolResult {
+    /// The tool use this answers.
+    pub tool_use_id: String,
+    /// Success or error.
+    pub status: ToolResultStatus,
+    /// Result content.
+    pub content: Vec<ToolResultContent>,
+}
+
+impl ToolResult {
+    /// A successful result with one text item.
+    pub fn success(tool_use_id: impl Into<String>, text: impl Into<String>) -> Self {
+        Self {
+            tool_use_id: tool_use_id.into(),
+            status: ToolResultStatus::Success,
+            content: vec![ToolResultContent::Text(text.into())],
+        }
+    }
+
+    /// An error result with one text item.
+    pub fn error(tool_use_id: impl Into<String>, text: impl Into<String>) -> Self {
+        Self {
+            tool_use_id: tool_use_id.into(),
+            status: ToolResultStatus::Error,
+            content: vec![ToolResultContent::Text(text.into())],
+        }
+    }
+
+    /// Whether the status is `error`.
+    pub fn is_error(&self) -> bool {
+        self.status == ToolResultStatus::Error
+    }
+
+    /// The concatenation of the result's text items.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for c in &self.content {
+            if let ToolResultContent::Text(t) = c {
+                out.push_str(t);
+            }
+        }
+        out
+    }
+}
+
+/// One item of tool-result content.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum ToolResultContent {
+    /// Text.
+    Text(String),
+    /// Structured JSON.
+    Json(Value),
+    /// An image.
+    Image(ImageBlock),
+    /// A document.
+    Document(DocumentBlock),
+}
+
+/// Model reasoning: `{"reasoningText": {"text", "signature"?}}` or `{"redactedContent": base64}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum ReasoningContent {
+    /// Readable reasoning text, with the provider's signature when it gives one.
+    ReasoningText(ReasoningText),
+    /// Encrypted reasoning the provider returns opaque.
+    RedactedContent(Bytes),
+}
+
+/// Reasoning text and its signature.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReasoningText {
+    /// The reasoning.
+    pub text: String,
+    /// The provider's signature over it (sent back verbatim).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
+}
+
+/// An image: `{"format": "png", "source": {"bytes": base64}}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ImageBlock {
+    /// `png`, `jpeg`, `gif` or `webp`.
+    pub format: String,
+    /// Where the bytes are.
+    pub source: MediaSource,
+}
+
+/// A document: `{"format": "pdf", "name": "...", "source": {"bytes": base64}}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DocumentBlock {
+    /// `pdf`, `csv`, `doc`, `docx`, `xls`, `xlsx`, `html`, `txt` or `md`.
+    pub format: String,
+    /// A name for the document.
+    pub name: String,
+    /// Where the bytes are.
+    pub source: MediaSource,
+}
+
+/// The source of an image or document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum MediaSource {
+    /// Inline bytes (base64 in JSON).
+    Bytes(Bytes),
+}
+
+/// A human's answer to an interrupt: `{"interruptId", "response"}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InterruptResponse {
+    /// The interrupt answered.
+    pub interrupt_id: String,
+    /// The answer (any JSON).
+    pub response: Value,
+}
+
+impl InterruptResponse {
+    /// An answer to the interrupt `interrupt_id`.
+    pub fn new(interrupt_id: impl Into<String>, response: impl Into<Value>) -> Self {
+        Self {
+            interrupt_id: interrupt_id.into(),
+            response: response.into(),
+        }
+    }
+}
+
+/// Binary data, serialized as standard base64 in JSON.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct Bytes(pub Vec<u8>);
+
+impl fmt::Debug for Bytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Bytes({} bytes)", self.0.len())
+    }
+}
+
+impl From<Vec<u8>> for Bytes {
+    fn from(v: Vec<u8>) -> Self {
+        Self(v)
+    }
+}
+
+impl Serialize for Bytes {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(&self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for Bytes {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        base64::engine::general_purpose::STANDARD
+            .decode(s.as_bytes())
+            .map(Bytes)
+            .map_err(serde::de::Error::custom)
+    }
+}

@@ -1,0 +1,131 @@
+//! What is sent on one model call.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::message::{ContentBlock, Message, Role};
+use crate::state::InvocationState;
+use crate::tool::ToolSpec;
+
+/// Which tool the model must use, if any.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ToolChoice {
+    /// The model decides.
+    #[default]
+    Auto,
+    /// The model must call some tool.
+    Any,
+    /// The model must call this tool.
+    Tool(String),
+    /// The model must not call tools.
+    None,
+}
+
+/// Sampling settings for a model call; `None` leaves the provider's default.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct InferenceConfig {
+    /// Output token limit for one call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// Sampling temperature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    /// Nucleus sampling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f32>,
+    /// Stop sequences.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stop_sequences: Vec<String>,
+    /// Sampling seed, where the provider supports one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+}
+
+/// The request of one model call. Fields are shared (`Arc`) so building it costs no copy of the
+/// history; a `BeforeModelCall` hook that edits it copies on write (`Arc::make_mut`), so stored
+/// history is never touched.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct ModelRequest {
+    /// The system prompt.
+    pub system_prompt: Option<Arc<str>>,
+    /// The conversation.
+    pub messages: Arc<Vec<Message>>,
+    /// The tools offered.
+    pub tools: Arc<Vec<ToolSpec>>,
+    /// Tool choice.
+    pub tool_choice: ToolChoice,
+    /// Sampling settings.
+    pub config: InferenceConfig,
+    /// The caller's invocation state (read-only for the model).
+    pub invocation_state: InvocationState,
+}
+
+impl ModelRequest {
+    /// A request with these messages and nothing else.
+    pub fn new(messages: Vec<Message>) -> Self {
+        Self {
+            messages: Arc::new(messages),
+            ..Self::default()
+        }
+    }
+
+    /// Sets the system prompt.
+    pub fn with_system_prompt(mut self, prompt: impl Into<Arc<str>>) -> Self {
+        self.system_prompt = Some(prompt.into());
+        self
+    }
+
+    /// Sets the tools.
+    pub fn with_tools(mut self, tools: Vec<ToolSpec>) -> Self {
+        self.tools = Arc::new(tools);
+        self
+    }
+
+    /// Sets the tool choice.
+    pub fn with_tool_choice(mut self, choice: ToolChoice) -> Self {
+        self.tool_choice = choice;
+        self
+    }
+
+    /// Sets the sampling settings.
+    pub fn with_config(mut self, config: InferenceConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// The messages, for editing (copies them first if they are shared).
+    pub fn messages_mut(&mut self) -> &mut Vec<Message> {
+        Arc::make_mut(&mut self.messages)
+    }
+
+    /// The tool specs, for editing (copies them first if they are shared).
+    pub fn tools_mut(&mut self) -> &mut Vec<ToolSpec> {
+        Arc::make_mut(&mut self.tools)
+    }
+}
+
+/// Appends a text block to the trailing user message, or a new user message when the last
+/// message is not the user's: history never holds two messages of the same role in a row.
+/// Returns the index of the message written and whether it was new.
+pub fn append_user_text(messages: &mut Vec<Message>, text: String) -> (usize, bool) {
+    append_user_blocks(messages, vec![ContentBlock::Text(text)])
+}
+
+/// Appends blocks to the trailing user message, or as a new user message (see [`append_user_text`]).
+pub fn append_user_blocks(messages: &mut Vec<Message>, blocks: Vec<ContentBlock>) -> (usize, bool) {
+    match messages.last_mut() {
+        Some(last) if last.role == Role::User => {
+            last.content.extend(blocks);
+            (messages.len() - 1, false)
+        }
+        _ => {
+            messages.push(Message::new(Role::User, blocks));
+            (messages.len() - 1, true)
+        }
+    }
+}

@@ -1,0 +1,90 @@
+//! The result of one invocation.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::audit::DecisionRecord;
+use crate::ids::InvocationId;
+use crate::interrupt::Interrupt;
+use crate::message::Message;
+use crate::stream::{StopReason, Usage};
+
+/// Metrics of one model call that happened (calls cancelled by a hook record nothing).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct CycleMetrics {
+    /// The model call index.
+    pub model_call_index: u32,
+    /// Wall time of the call.
+    pub duration: Duration,
+    /// Time to the first stream event.
+    pub time_to_first_event: Option<Duration>,
+    /// Usage reported for the call.
+    pub usage: Usage,
+}
+
+/// Metrics of one tool, summed over its calls.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct ToolMetrics {
+    /// Calls (each retry counts).
+    pub calls: u32,
+    /// Calls that ended in an error result.
+    pub errors: u32,
+    /// Total run time.
+    pub total_time: Duration,
+}
+
+/// Metrics of one invocation.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct InvocationMetrics {
+    /// One entry per model call made.
+    pub cycles: Vec<CycleMetrics>,
+    /// Per tool name.
+    pub tools: BTreeMap<String, ToolMetrics>,
+    /// Wall time of the invocation.
+    pub duration: Duration,
+}
+
+/// What an invocation produced.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct AgentResult {
+    /// Why it stopped.
+    pub stop_reason: StopReason,
+    /// The final message (for `Interrupt`: the assistant message holding the tool uses).
+    pub message: Message,
+    /// Usage summed over the invocation's model calls.
+    pub usage: Usage,
+    /// Per-cycle and per-tool metrics.
+    pub metrics: InvocationMetrics,
+    /// Interrupts pending (with `StopReason::Interrupt`).
+    pub interrupts: Vec<Interrupt>,
+    /// The decision audit.
+    pub decisions: Vec<DecisionRecord>,
+    /// The invocation id.
+    pub invocation_id: InvocationId,
+}
+
+impl AgentResult {
+    /// A result.
+    pub fn new(stop_reason: StopReason, message: Message, invocation_id: InvocationId) -> Self {
+        Self {
+            stop_reason,
+            message,
+            usage: Usage::default(),
+            metrics: InvocationMetrics::default(),
+            interrupts: Vec::new(),
+            decisions: Vec::new(),
+            invocation_id,
+        }
+    }
+
+    /// The final message's text.
+    pub fn text(&self) -> String {
+        self.message.text()
+    }
+}

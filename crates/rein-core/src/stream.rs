@@ -1,0 +1,520 @@
+//! Normalized model stream events, stop reasons, usage, and stream assembly (SPEC §1).
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::message::{ContentBlock, Message, ReasoningContent, ReasoningText, Role, ToolUse};
+use crate::{Error, Map};
+
+/// Why a model (or the agent) stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum StopReason {
+    /// The model finished its turn.
+    EndTurn,
+    /// The model asked for tools.
+    ToolUse,
+    /// The output token limit of the model call was hit.
+    MaxTokens,
+    /// A stop sequence was produced.
+    StopSequence,
+    /// The provider filtered the content.
+    ContentFiltered,
+    /// A provider guardrail intervened.
+    GuardrailIntervened,
+    /// The invocation stopped for human input (interrupts pending).
+    Interrupt,
+    /// The invocation was cancelled.
+    Cancelled,
+    /// The agent's turn limit was reached.
+    LimitTurns,
+    /// The agent's total-token limit was reached.
+    LimitTotalTokens,
+    /// The agent's output-token limit was reached.
+    LimitOutputTokens,
+}
+
+impl StopReason {
+    /// The snake_case name used in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::EndTurn => "end_turn",
+            Self::ToolUse => "tool_use",
+            Self::MaxTokens => "max_tokens",
+            Self::StopSequence => "stop_sequence",
+            Self::ContentFiltered => "content_filtered",
+            Self::GuardrailIntervened => "guardrail_intervened",
+            Self::Interrupt => "interrupt",
+            Self::Cancelled => "cancelled",
+            Self::LimitTurns => "limit_turns",
+            Self::LimitTotalTokens => "limit_total_tokens",
+            Self::LimitOutputTokens => "limit_output_tokens",
+        }
+    }
+}
+
+/// Token usage of one model call, or summed over an invocation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    /// Input (prompt) tokens.
+    pub input_tokens: u64,
+    /// Output (completion) tokens.
+    pub output_tokens: u64,
+    /// Total tokens.
+    pub total_tokens: u64,
+    /// Input tokens read from the provider's prompt cache.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_read_input_tokens: u64,
+    /// Input tokens written to the provider's prompt cache.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_input_tokens: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+impl Usage {
+    /// Usage with input and output tokens; total is their sum.
+    pub fn new(input_tokens: u64, output_tokens: u64) -> Self {
+        Self {
+            input_tokens,
+            output_tokens,
+            total_tokens: input_tokens + output_tokens,
+            ..Self::default()
+        }
+    }
+
+    /// Adds another usage to this one.
+    pub fn add(&mut self, other: &Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.total_tokens += other.total_tokens;
+        self.cache_read_input_tokens += other.cache_read_input_tokens;
+        self.cache_write_input_tokens += other.cache_write_input_tokens;
+    }
+}
+
+/// Timing a provider reports for one call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamMetrics {
+    /// End-to-end latency of the call.
+    #[serde(default, with = "opt_millis", skip_serializing_if = "Option::is_none")]
+    pub latency: Option<Duration>,
+    /// Time to the first byte of the response.
+    #[serde(default, with = "opt_millis", skip_serializing_if = "Option::is_none")]
+    pub time_to_first_byte: Option<Duration>,
+}
+
+mod opt_millis {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_u64(d.as_millis() as u64),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        Ok(Option::<u64>::deserialize(d)?.map(Duration::from_millis))
+    }
+}
+
+/// The kind of a content block being opened in a stream.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum BlockStart {
+    /// A text block.
+    Text,
+    /// A tool use; its input arrives as JSON fragments.
+    ToolUse {
+        /// The tool use id.
+        tool_use_id: String,
+        /// The tool name.
+        name: String,
+    },
+    /// A reasoning block.
+    Reasoning,
+}
+
+/// A piece of content for the open block.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum BlockDelta {
+    /// More text.
+    Text(String),
+    /// A fragment of a tool use's input JSON.
+    ToolInput(String),
+    /// More reasoning text.
+    ReasoningText(String),
+    /// The reasoning block's signature (or a part of it).
+    ReasoningSignature(String),
+    /// Opaque (encrypted) reasoning bytes.
+    RedactedReasoning(Vec<u8>),
+}
+
+/// One normalized event of a model stream. Every provider maps its wire format to these.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum StreamEvent {
+    /// The response message starts.
+    MessageStart {
+        /// Its role (always assistant in practice).
+        role: Role,
+    },
+    /// A content block opens.
+    BlockStart(BlockStart),
+    /// Content for the open block.
+    BlockDelta(BlockDelta),
+    /// The open block closes.
+    BlockStop,
+    /// The message ends.
+    MessageStop {
+        /// Why the model stopped.
+        stop_reason: StopReason,
+    },
+    /// Usage and timing, usually last.
+    Metadata {
+        /// Token usage.
+        usage: Usage,
+        /// Timing.
+        metrics: StreamMetrics,
+    },
+}
+
+/// A complete model response assembled from a stream.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ModelResponse {
+    /// The assistant message.
+    pub message: Message,
+    /// Why the model stopped (`EndTurn` with tool uses present is reported as `ToolUse`).
+    pub stop_reason: StopReason,
+    /// Usage of the call.
+    pub usage: Usage,
+    /// Timing of the call.
+    pub metrics: StreamMetrics,
+    /// Tool uses whose input JSON did not parse: tool-use id → parser error. Their stored input
+    /// is `{}`; the agent answers them with an error result instead of running the tool.
+    pub invalid_tool_inputs: Vec<(String, String)>,
+}
+
+impl ModelResponse {
+    /// A response holding `message`, with the given stop reason and no usage.
+    pub fn new(message: Message, stop_reason: StopReason) -> Self {
+        Self {
+            message,
+            stop_reason,
+            usage: Usage::default(),
+            metrics: StreamMetrics::default(),
+            invalid_tool_inputs: Vec::new(),
+        }
+    }
+
+    /// The parser error for a tool use whose input JSON did not parse.
+    pub fn invalid_input(&self, tool_use_id: &str) -> Option<&str> {
+        self.invalid_tool_inputs
+            .iter()
+            .find(|(id, _)| id == tool_use_id)
+            .map(|(_, e)| e.as_str())
+    }
+}
+
+enum OpenBlock {
+    Text(String),
+    ToolUse {
+        id: String,
+        name: String,
+        json: String,
+    },
+    Reasoning {
+        text: String,
+        signature: Option<String>,
+        redacted: Option<Vec<u8>>,
+    },
+}
+
+/// Assembles [`StreamEvent`]s into a [`ModelResponse`]. Malformed sequences are typed errors,
+/// never panics.
+///
+/// ```
+/// use rein_core::{BlockDelta, BlockStart, StreamAssembler, StreamEvent, StopReason};
+/// let mut a = StreamAssembler::new();
+/// a.push(StreamEvent::BlockStart(BlockStart::Text)).unwrap();
+/// a.push(StreamEvent::BlockDelta(BlockDelta::Text("hi".into()))).unwrap();
+/// a.push(StreamEvent::BlockStop).unwrap();
+/// a.push(StreamEvent::MessageStop { stop_reason: StopReason::EndTurn }).unwrap();
+/// let r = a.finish().unwrap();
+/// assert_eq!(r.message.text(), "hi");
+/// ```
+#[derive(Default)]
+pub struct StreamAssembler {
+    content: Vec<ContentBlock>,
+    open: Option<OpenBlock>,
+    stop_reason: Option<StopReason>,
+    usage: Usage,
+    metrics: StreamMetrics,
+    invalid: Vec<(String, String)>,
+}
+
+impl StreamAssembler {
+    /// An empty assembler.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Feeds one event.
+    pub fn push(&mut self, event: StreamEvent) -> Result<(), Error> {
+        match event {
+            StreamEvent::MessageStart { .. } => Ok(()),
+            StreamEvent::BlockStart(start) => {
+                if self.open.is_some() {
+                    // A provider that omits stops between blocks: close the previous one.
+                    self.close_block();
+                }
+                self.open = Some(match start {
+                    BlockStart::Text => OpenBlock::Text(String::new()),
+                    BlockStart::ToolUse { tool_use_id, name } => OpenBlock::ToolUse {
+                        id: tool_use_id,
+                        name,
+                        json: String::new(),
+                    },
+                    BlockStart::Reasoning => OpenBlock::Reasoning {
+                        text: String::new(),
+                        signature: None,
+                        redacted: None,
+                    },
+                });
+                Ok(())
+            }
+            StreamEvent::BlockDelta(delta) => self.delta(delta),
+            StreamEvent::BlockStop => {
+                if self.open.is_none() {
+                    return Err(Error::MalformedStream(
+                        "content block stop without a block start".into(),
+                    ));
+                }
+                self.close_block();
+                Ok(())
+            }
+            StreamEvent::MessageStop { stop_reason } => {
+                self.close_block();
+                self.stop_reason = Some(stop_reason);
+                Ok(())
+            }
+            StreamEvent::Metadata { usage, metrics } => {
+                self.usage = usage;
+                self.metrics = metrics;
+                Ok(())
+            }
+        }
+    }
+
+    fn delta(&mut self, delta: BlockDelta) -> Result<(), Error> {
+        let mismatch = |what: &str| {
+            Err(Error::MalformedStream(format!(
+                "{what} delta does not match the open content block"
+            )))
+        };
+        match (&mut self.open, delta) {
+            (None, _) => Err(Error::MalformedStream(
+                "content block delta without a block start".into(),
+            )),
+            (Some(OpenBlock::Text(t)), BlockDelta::Text(s)) => {
+                t.push_str(&s);
+                Ok(())
+            }
+            (Some(OpenBlock::ToolUse { json, .. }), BlockDelta::ToolInput(s)) => {
+                json.push_str(&s);
+                Ok(())
+            }
+            (Some(OpenBlock::Reasoning { text, .. }), BlockDelta::ReasoningText(s)) => {
+                text.push_str(&s);
+                Ok(())
+            }
+            (Some(OpenBlock::Reasoning { signature, .. }), BlockDelta::ReasoningSignature(s)) => {
+                signature.get_or_insert_with(String::new).push_str(&s);
+                Ok(())
+            }
+            (Some(OpenBlock::Reasoning { redacted, .. }), BlockDelta::RedactedReasoning(b)) => {
+                redacted.get_or_insert_with(Vec::new).extend_from_slice(&b);
+                Ok(())
+            }
+            (_, BlockDelta::Text(_)) => mismatch("text"),
+            (_, BlockDelta::ToolInput(_)) => mismatch("tool input"),
+            (_, _) => mismatch("reasoning"),
+        }
+    }
+
+    fn close_block(&mut self) {
+        let Some(open) = self.open.take() else {
+            return;
+        };
+        match open {
+            OpenBlock::Text(t) => self.content.push(ContentBlock::Text(t)),
+            OpenBlock::ToolUse { id, name, json } => {
+                let input = if json.trim().is_empty() {
+                    Value::Object(Map::new())
+                } else {
+                    match serde_json::from_str::<Value>(&json) {
+                        Ok(v) => v,
+                        Err(e) => {
+                            self.invalid.push((id.clone(), e.to_string()));
+                            Value::Object(Map::new())
+                        }
+                    }
+                };
+                self.content.push(ContentBlock::ToolUse(ToolUse {
+                    tool_use_id: id,
+                    name,
+                    input,
+                }));
+            }
+            OpenBlock::Reasoning {
+                text,
+                signature,
+                redacted,
+            } => {
+                if let Some(bytes) = redacted {
+                    self.content.push(ContentBlock::ReasoningContent(
+                        ReasoningContent::RedactedContent(bytes.into()),
+                    ));
+                }
+                if !text.is_empty() || signature.is_some() {
+                    self.content.push(ContentBlock::ReasoningContent(
+                        ReasoningContent::ReasoningText(ReasoningText { text, signature }),
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Finishes the message. A stream that ended without a message stop is a typed error.
+    pub fn finish(mut self) -> Result<ModelResponse, Error> {
+        let Some(mut stop_reason) = self.stop_reason else {
+            return Err(Error::MalformedStream(
+                "stream ended without a message stop".into(),
+            ));
+        };
+        self.close_block();
+        let message = Message::new(Role::Assistant, self.content);
+        if stop_reason == StopReason::EndTurn && message.has_tool_use() {
+            stop_reason = StopReason::ToolUse;
+        }
+        Ok(ModelResponse {
+            message,
+            stop_reason,
+            usage: self.usage,
+            metrics: self.metrics,
+            invalid_tool_inputs: self.invalid,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev_text(s: &str) -> StreamEvent {
+        StreamEvent::BlockDelta(BlockDelta::Text(s.into()))
+    }
+
+    #[test]
+    fn delta_without_start_is_malformed() {
+        let mut a = StreamAssembler::new();
+        assert!(matches!(
+            a.push(ev_text("x")),
+            Err(Error::MalformedStream(_))
+        ));
+    }
+
+    #[test]
+    fn missing_message_stop_is_malformed() {
+        let mut a = StreamAssembler::new();
+        a.push(StreamEvent::BlockStart(BlockStart::Text)).unwrap();
+        a.push(ev_text("x")).unwrap();
+        assert!(matches!(a.finish(), Err(Error::MalformedStream(_))));
+    }
+
+    #[test]
+    fn tool_input_is_parsed_at_stop_and_blank_is_empty_object() {
+        let mut a = StreamAssembler::new();
+        for (id, frags) in [
+            ("a", vec!["{\"x\":", " 1}"]),
+            ("b", vec!["  "]),
+            ("c", vec!["{oops"]),
+        ] {
+            a.push(StreamEvent::BlockStart(BlockStart::ToolUse {
+                tool_use_id: id.into(),
+                name: "t".into(),
+            }))
+            .unwrap();
+            for f in frags {
+                a.push(StreamEvent::BlockDelta(BlockDelta::ToolInput(f.into())))
+                    .unwrap();
+            }
+            a.push(StreamEvent::BlockStop).unwrap();
+        }
+        a.push(StreamEvent::MessageStop {
+            stop_reason: StopReason::EndTurn,
+        })
+        .unwrap();
+        let r = a.finish().unwrap();
+        assert_eq!(
+            r.stop_reason,
+            StopReason::ToolUse,
+            "end_turn with tools is tool_use"
+        );
+        let uses: Vec<_> = r.message.tool_uses().collect();
+        assert_eq!(uses[0].input, serde_json::json!({"x": 1}));
+        assert_eq!(uses[1].input, serde_json::json!({}));
+        assert!(r.invalid_input("a").is_none());
+        assert!(r.invalid_input("c").is_some());
+    }
+
+    #[test]
+    fn mismatched_delta_is_malformed() {
+        let mut a = StreamAssembler::new();
+        a.push(StreamEvent::BlockStart(BlockStart::Text)).unwrap();
+        let e = a.push(StreamEvent::BlockDelta(BlockDelta::ToolInput("{}".into())));
+        assert!(matches!(e, Err(Error::MalformedStream(_))));
+    }
+
+    #[test]
+    fn reasoning_with_signature() {
+        let mut a = StreamAssembler::new();
+        a.push(StreamEvent::BlockStart(BlockStart::Reasoning))
+            .unwrap();
+        a.push(StreamEvent::BlockDelta(BlockDelta::ReasoningText(
+            "think".into(),
+        )))
+        .unwrap();
+        a.push(StreamEvent::BlockDelta(BlockDelta::ReasoningSignature(
+            "sig".into(),
+        )))
+        .unwrap();
+        a.push(StreamEvent::BlockStop).unwrap();
+        a.push(StreamEvent::MessageStop {
+            stop_reason: StopReason::EndTurn,
+        })
+        .unwrap();
+        let r = a.finish().unwrap();
+        assert_eq!(
+            r.message.content[0],
+            ContentBlock::ReasoningContent(ReasoningContent::ReasoningText(ReasoningText {
+                text: "think".into(),
+                signature: Some("sig".into())
+            }))
+        );
+    }
+}

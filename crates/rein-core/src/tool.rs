@@ -1,0 +1,424 @@
+//! Tools: the [`Tool`] trait, its type-erased handle, the tool context, and tool specs.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::ids::tool_call_interrupt_id;
+use crate::interrupt::{Interrupt, InterruptAnswers};
+use crate::message::{ToolResultContent, ToolResultStatus};
+use crate::state::{AgentState, InvocationState};
+use crate::{BoxError, InvocationId};
+
+/// A boxed, `Send` future, as used by the type-erased twins of Rein's async traits.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What the model is told about a tool: name, description and JSON input schema.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolSpec {
+    /// Unique tool name.
+    pub name: String,
+    /// What the tool does, for the model.
+    pub description: String,
+    /// JSON schema of the input object.
+    pub input_schema: Value,
+}
+
+impl ToolSpec {
+    /// A tool spec.
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        input_schema: Value,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            description: description.into(),
+            input_schema,
+        }
+    }
+}
+
+/// What a tool returns on success (or, with `status: Error`, a failure it reports itself).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ToolOutput {
+    /// Success or error.
+    pub status: ToolResultStatus,
+    /// Result content.
+    pub content: Vec<ToolResultContent>,
+}
+
+impl ToolOutput {
+    /// A successful text output.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            status: ToolResultStatus::Success,
+            content: vec![ToolResultContent::Text(text.into())],
+        }
+    }
+
+    /// A successful JSON output.
+    pub fn json(value: Value) -> Self {
+        Self {
+            status: ToolResultStatus::Success,
+            content: vec![ToolResultContent::Json(value)],
+        }
+    }
+
+    /// An output with explicit status and content.
+    pub fn new(status: ToolResultStatus, content: Vec<ToolResultContent>) -> Self {
+        Self { status, content }
+    }
+}
+
+impl From<String> for ToolOutput {
+    fn from(s: String) -> Self {
+        Self::text(s)
+    }
+}
+
+impl From<&str> for ToolOutput {
+    fn from(s: &str) -> Self {
+        Self::text(s)
+    }
+}
+
+impl From<Value> for ToolOutput {
+    fn from(v: Value) -> Self {
+        Self::json(v)
+    }
+}
+
+/// A tool failure. The model sees `Error: <message>` as an error tool result. Any
+/// `std::error::Error` converts into it, so `?` works inside tools.
+pub struct ToolError {
+    message: String,
+    source: Option<BoxError>,
+}
+
+impl ToolError {
+    /// A failure with a message.
+    pub fn msg(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// The message shown to the model (after `Error: `).
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The underlying error, if any.
+    pub fn source(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
+        self.source.as_deref()
+    }
+}
+
+impl<E: std::error::Error + Send + Sync + 'static> From<E> for ToolError {
+    fn from(e: E) -> Self {
+        Self {
+            message: e.to_string(),
+            source: Some(Box::new(e)),
+        }
+    }
+}
+
+impl fmt::Debug for ToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolError")
+            .field("message", &self.message)
+            .finish()
+    }
+}
+
+impl fmt::Display for ToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// Returned by [`ToolContext::interrupt`] when no answer is known yet: propagate it with `?`;
+/// the agent stops with the interrupt pending and runs the tool again on resume.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("interrupt raised: {0}")]
+pub struct InterruptRaised(pub String);
+
+/// What a running tool can see and do besides its input.
+#[derive(Clone)]
+pub struct ToolContext {
+    tool_use_id: Arc<str>,
+    tool_name: Arc<str>,
+    invocation_id: InvocationId,
+    invocation_state: InvocationState,
+    agent_state: AgentState,
+    answers: InterruptAnswers,
+    raised: Arc<Mutex<Vec<Interrupt>>>,
+}
+
+impl fmt::Debug for ToolContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolContext")
+            .field("tool_use_id", &self.tool_use_id)
+            .field("tool_name", &self.tool_name)
+            .field("invocation_id", &self.invocation_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolContext {
+    /// A context for one tool call (the agent builds these; tests of tools may too).
+    pub fn new(
+        tool_use_id: &str,
+        tool_name: &str,
+        invocation_id: InvocationId,
+        invocation_state: InvocationState,
+        agent_state: AgentState,
+        answers: InterruptAnswers,
+    ) -> Self {
+        Self {
+            tool_use_id: tool_use_id.into(),
+            tool_name: tool_name.into(),
+            invocation_id,
+            invocation_state,
+            agent_state,
+            answers,
+            raised: Arc::default(),
+        }
+    }
+
+    /// The id of the tool use being answered.
+    pub fn tool_use_id(&self) -> &str {
+        &self.tool_use_id
+    }
+
+    /// The tool's name.
+    pub fn tool_name(&self) -> &str {
+        &self.tool_name
+    }
+
+    /// The invocation id.
+    pub fn invocation_id(&self) -> InvocationId {
+        self.invocation_id
+    }
+
+    /// The caller's invocation state.
+    pub fn invocation_state(&self) -> &InvocationState {
+        &self.invocation_state
+    }
+
+    /// The agent's state (shared, writable).
+    pub fn agent_state(&self) -> &AgentState {
+        &self.agent_state
+    }
+
+    /// Asks a human: returns the answer when this invocation is a resume that carries one,
+    /// otherwise records the interrupt (id `v1:tool_call:<toolUseId>:<uuid5(OID, name)>`) and
+    /// returns [`InterruptRaised`] for the tool to propagate.
+    ///
+    /// ```
+    /// # use rein_core::*;
+    /// let cx = ToolContext::new("t1", "rm", InvocationId::new(), InvocationState::new(),
+    ///     AgentState::new(), InterruptAnswers::default());
+    /// assert!(cx.interrupt("approve", "delete /tmp?").is_err());
+    /// assert_eq!(cx.raised_interrupts().len(), 1);
+    /// ```
+    pub fn interrupt(
+        &self,
+        name: &str,
+        reason: impl Into<Value>,
+    ) -> Result<Value, InterruptRaised> {
+        let id = tool_call_interrupt_id(&self.tool_use_id, name);
+        if let Some(answer) = self.answers.get(&id) {
+            return Ok(answer.clone());
+        }
+        let interrupt =
+            Interrupt::new(id.clone(), name, reason).with_tool_use_id(self.tool_use_id.as_ref());
+        self.raised
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(interrupt);
+        Err(InterruptRaised(id))
+    }
+
+    /// The interrupts this tool raised (the agent reads them after the call).
+    pub fn raised_interrupts(&self) -> Vec<Interrupt> {
+        self.raised
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// A tool the model can call.
+///
+/// Implement it for a type, or build a tool from a closure with [`ToolHandle::from_fn`].
+///
+/// ```
+/// use rein_core::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+/// use serde_json::{json, Value};
+///
+/// struct Clock;
+/// impl Tool for Clock {
+///     fn spec(&self) -> ToolSpec {
+///         ToolSpec::new("clock", "The current time.", json!({"type": "object"}))
+///     }
+///     async fn call(&self, _input: Value, _cx: ToolContext) -> Result<ToolOutput, ToolError> {
+///         Ok("12:00".into())
+///     }
+/// }
+/// ```
+pub trait Tool: Send + Sync + 'static {
+    /// The tool's spec (read once, when the tool is registered).
+    fn spec(&self) -> ToolSpec;
+
+    /// Runs the tool.
+    fn call(
+        &self,
+        input: Value,
+        cx: ToolContext,
+    ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send;
+}
+
+/// The object-safe twin of [`Tool`], so tools of different types can be stored together.
+trait ErasedTool: Send + Sync {
+    fn call_erased(
+        &self,
+        input: Value,
+        cx: ToolContext,
+    ) -> BoxFuture<'_, Result<ToolOutput, ToolError>>;
+}
+
+impl<T: Tool> ErasedTool for T {
+    fn call_erased(
+        &self,
+        input: Value,
+        cx: ToolContext,
+    ) -> BoxFuture<'_, Result<ToolOutput, ToolError>> {
+        Box::pin(self.call(input, cx))
+    }
+}
+
+/// A registered tool: its spec and the erased implementation. Cloning is cheap.
+#[derive(Clone)]
+pub struct ToolHandle {
+    spec: Arc<ToolSpec>,
+    inner: Arc<dyn ErasedTool>,
+}
+
+impl fmt::Debug for ToolHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolHandle")
+            .field("name", &self.spec.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for ToolHandle {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.spec, &other.spec)
+    }
+}
+
+impl ToolHandle {
+    /// Wraps a tool.
+    pub fn new<T: Tool>(tool: T) -> Self {
+        Self {
+            spec: Arc::new(tool.spec()),
+            inner: Arc::new(tool),
+        }
+    }
+
+    /// A tool from an async closure.
+    ///
+    /// ```
+    /// use rein_core::{ToolHandle, ToolOutput};
+    /// use serde_json::json;
+    /// let add = ToolHandle::from_fn("add", "Adds a and b.",
+    ///     json!({"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}}),
+    ///     |input, _cx| async move {
+    ///         let sum = input["a"].as_f64().unwrap_or(0.0) + input["b"].as_f64().unwrap_or(0.0);
+    ///         Ok(ToolOutput::text(sum.to_string()))
+    ///     });
+    /// assert_eq!(add.name(), "add");
+    /// ```
+    pub fn from_fn<F, Fut>(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        input_schema: Value,
+        f: F,
+    ) -> Self
+    where
+        F: Fn(Value, ToolContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<ToolOutput, ToolError>> + Send + 'static,
+    {
+        Self::new(FnTool {
+            spec: ToolSpec::new(name, description, input_schema),
+            f,
+        })
+    }
+
+    /// A tool from a synchronous closure.
+    pub fn from_sync_fn<F>(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        input_schema: Value,
+        f: F,
+    ) -> Self
+    where
+        F: Fn(Value, ToolContext) -> Result<ToolOutput, ToolError> + Send + Sync + 'static,
+    {
+        Self::from_fn(name, description, input_schema, move |input, cx| {
+            std::future::ready(f(input, cx))
+        })
+    }
+
+    /// The tool's spec.
+    pub fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    /// The tool's name.
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    /// Runs the tool.
+    pub fn call(
+        &self,
+        input: Value,
+        cx: ToolContext,
+    ) -> BoxFuture<'_, Result<ToolOutput, ToolError>> {
+        self.inner.call_erased(input, cx)
+    }
+}
+
+struct FnTool<F> {
+    spec: ToolSpec,
+    f: F,
+}
+
+impl<F, Fut> Tool for FnTool<F>
+where
+    F: Fn(Value, ToolContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<ToolOutput, ToolError>> + Send + 'static,
+{
+    fn spec(&self) -> ToolSpec {
+        self.spec.clone()
+    }
+
+    fn call(
+        &self,
+        input: Value,
+        cx: ToolContext,
+    ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send {
+        (self.f)(input, cx)
+    }
+}

@@ -1,0 +1,567 @@
+//! [`ScriptedModel`]: a model that replays scripted responses, for tests, demos and benchmarks.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures_util::stream;
+use rein_core::{
+    BlockDelta, BlockStart, ModelError, ModelErrorKind, ModelRequest, Role, StopReason,
+    StreamEvent, StreamMetrics, Usage,
+};
+use serde_json::Value;
+
+use crate::model::{Model, ModelInfo, ModelStream};
+
+/// One block of a scripted response.
+#[derive(Debug, Clone, PartialEq)]
+enum Block {
+    Text(String),
+    ToolUse {
+        id: String,
+        name: String,
+        input: String,
+    },
+    Reasoning {
+        text: String,
+        signature: Option<String>,
+    },
+}
+
+/// A scripted response: blocks, stop reason, usage — or raw stream events for malformed-stream
+/// tests.
+///
+/// ```
+/// use rein_models::ScriptedResponse;
+/// use serde_json::json;
+/// let r = ScriptedResponse::new()
+///     .reasoning("The user wants the time.", Some("sig"))
+///     .text("Let me check.")
+///     .tool_use("t1", "clock", json!({}));
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScriptedResponse {
+    blocks: Vec<Block>,
+    stop_reason: Option<StopReason>,
+    usage: Usage,
+    raw: Option<Vec<RawItem>>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum RawItem {
+    Event(StreamEvent),
+    Error(ErrorSpec),
+}
+
+impl Default for ScriptedResponse {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ScriptedResponse {
+    /// An empty response (usage 12 in / 4 out, stop reason derived from the blocks).
+    pub fn new() -> Self {
+        Self {
+            blocks: Vec::new(),
+            stop_reason: None,
+            usage: Usage::new(12, 4),
+            raw: None,
+        }
+    }
+
+    /// Adds a text block.
+    pub fn text(mut self, text: impl Into<String>) -> Self {
+        self.blocks.push(Block::Text(text.into()));
+        self
+    }
+
+    /// Adds a tool use.
+    pub fn tool_use(
+        mut self,
+        id: impl Into<String>,
+        name: impl Into<String>,
+        input: Value,
+    ) -> Self {
+        self.blocks.push(Block::ToolUse {
+            id: id.into(),
+            name: name.into(),
+            input: input.to_string(),
+        });
+        self
+    }
+
+    /// Adds a tool use whose input JSON is sent verbatim (it may not parse).
+    pub fn tool_use_raw(
+        mut self,
+        id: impl Into<String>,
+        name: impl Into<String>,
+        raw_input: impl Into<String>,
+    ) -> Self {
+        self.blocks.push(Block::ToolUse {
+            id: id.into(),
+            name: name.into(),
+            input: raw_input.into(),
+        });
+        self
+    }
+
+    /// Adds a reasoning block.
+    pub fn reasoning(mut self, text: impl Into<String>, signature: Option<&str>) -> Self {
+        self.blocks.push(Block::Reasoning {
+            text: text.into(),
+            signature: signature.map(str::to_owned),
+        });
+        self
+    }
+
+    /// Sets the stop reason (default: `ToolUse` with tool uses, else `EndTurn`).
+    pub fn stop_reason(mut self, reason: StopReason) -> Self {
+        self.stop_reason = Some(reason);
+        self
+    }
+
+    /// Sets the usage reported.
+    pub fn usage(mut self, usage: Usage) -> Self {
+        self.usage = usage;
+        self
+    }
+
+    /// A response given as raw stream events (for malformed-stream tests).
+    pub fn events(events: Vec<StreamEvent>) -> Self {
+        Self {
+            raw: Some(events.into_iter().map(RawItem::Event).collect()),
+            ..Self::new()
+        }
+    }
+
+    /// A raw response that breaks off with an error after `events` (a dropped stream).
+    pub fn events_then_error(events: Vec<StreamEvent>, error: &ModelError) -> Self {
+        let mut raw: Vec<RawItem> = events.into_iter().map(RawItem::Event).collect();
+        raw.push(RawItem::Error(ErrorSpec::of(error)));
+        Self {
+            raw: Some(raw),
+            ..Self::new()
+        }
+    }
+
+    fn to_events(&self, chunk_chars: usize) -> Vec<Result<StreamEvent, ModelError>> {
+        if let Some(raw) = &self.raw {
+            return raw
+                .iter()
+                .map(|i| match i {
+                    RawItem::Event(e) => Ok(e.clone()),
+                    RawItem::Error(e) => Err(e.build()),
+                })
+                .collect();
+        }
+        let mut out = Vec::with_capacity(2 + self.blocks.len() * 3 + 2);
+        out.push(Ok(StreamEvent::MessageStart {
+            role: Role::Assistant,
+        }));
+        let mut has_tool = false;
+        for b in &self.blocks {
+            match b {
+                Block::Text(t) => {
+                    out.push(Ok(StreamEvent::BlockStart(BlockStart::Text)));
+                    for c in chunks(t, chunk_chars) {
+                        out.push(Ok(StreamEvent::BlockDelta(BlockDelta::Text(c))));
+                    }
+                }
+                Block::ToolUse { id, name, input } => {
+                    has_tool = true;
+                    out.push(Ok(StreamEvent::BlockStart(BlockStart::ToolUse {
+                        tool_use_id: id.clone(),
+                        name: name.clone(),
+                    })));
+                    for c in chunks(input, chunk_chars) {
+                        out.push(Ok(StreamEvent::BlockDelta(BlockDelta::ToolInput(c))));
+                    }
+                }
+                Block::Reasoning { text, signature } => {
+                    out.push(Ok(StreamEvent::BlockStart(BlockStart::Reasoning)));
+                    for c in chunks(text, chunk_chars) {
+                        out.push(Ok(StreamEvent::BlockDelta(BlockDelta::ReasoningText(c))));
+                    }
+                    if let Some(s) = signature {
+                        out.push(Ok(StreamEvent::BlockDelta(BlockDelta::ReasoningSignature(
+                            s.clone(),
+                        ))));
+                    }
+                }
+            }
+            out.push(Ok(StreamEvent::BlockStop));
+        }
+        let stop_reason = self.stop_reason.unwrap_or(if has_tool {
+            StopReason::ToolUse
+        } else {
+            StopReason::EndTurn
+        });
+        out.push(Ok(StreamEvent::MessageStop { stop_reason }));
+        out.push(Ok(StreamEvent::Metadata {
+            usage: self.usage,
+            metrics: StreamMetrics::default(),
+        }));
+        out
+    }
+}
+
+/// Splits `s` into pieces of at most `n` characters (`n == 0`: one piece).
+fn chunks(s: &str, n: usize) -> Vec<String> {
+    if n == 0 || s.chars().count() <= n {
+        return vec![s.to_owned()];
+    }
+    let chars: Vec<char> = s.chars().collect();
+    chars.chunks(n).map(|c| c.iter().collect()).collect()
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct ErrorSpec {
+    kind: ModelErrorKind,
+    message: String,
+    status: Option<u16>,
+    retry_after: Option<Duration>,
+    retryable_transport: bool,
+}
+
+impl ErrorSpec {
+    fn of(e: &ModelError) -> Self {
+        Self {
+            kind: e.kind(),
+            message: e.message().to_owned(),
+            status: e.status(),
+            retry_after: e.retry_after(),
+            retryable_transport: matches!(
+                e.kind(),
+                ModelErrorKind::Transport | ModelErrorKind::Timeout
+            ) && e.is_retryable(),
+        }
+    }
+
+    fn build(&self) -> ModelError {
+        let mut e = ModelError::new(self.kind, self.message.clone());
+        if let Some(s) = self.status {
+            e = e.with_status(s);
+        }
+        if let Some(r) = self.retry_after {
+            e = e.with_retry_after(r);
+        }
+        if self.retryable_transport {
+            e = e.before_first_byte();
+        }
+        e
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Entry {
+    Response(Arc<ScriptedResponse>),
+    Error(ErrorSpec),
+}
+
+#[derive(Debug, Default)]
+struct Script {
+    queue: VecDeque<Entry>,
+    all: Vec<Entry>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    script: Mutex<Script>,
+    requests: Mutex<Vec<ModelRequest>>,
+    record: bool,
+    cycle: bool,
+    chunk_chars: usize,
+    chunk_delay: Option<Duration>,
+    call_delay: Option<Duration>,
+    model_id: String,
+}
+
+/// A model that replays a script of responses and errors, one per call, and records every
+/// request it receives. Cloning shares the script and the record.
+///
+/// ```
+/// use rein_models::{Model, ScriptedModel};
+/// use serde_json::json;
+/// let model = ScriptedModel::builder()
+///     .tool_use("t1", "clock", json!({}))
+///     .text("It is noon.")
+///     .build();
+/// assert_eq!(model.remaining(), 2);
+/// ```
+#[derive(Debug, Clone)]
+pub struct ScriptedModel {
+    inner: Arc<Inner>,
+}
+
+/// Builds a [`ScriptedModel`].
+#[derive(Debug)]
+pub struct ScriptedModelBuilder {
+    entries: Vec<Entry>,
+    record: bool,
+    cycle: bool,
+    chunk_chars: usize,
+    chunk_delay: Option<Duration>,
+    call_delay: Option<Duration>,
+    model_id: String,
+}
+
+impl ScriptedModelBuilder {
+    /// Scripts a text answer.
+    pub fn text(self, text: impl Into<String>) -> Self {
+        self.response(ScriptedResponse::new().text(text))
+    }
+
+    /// Scripts a response holding one tool use.
+    pub fn tool_use(self, id: impl Into<String>, name: impl Into<String>, input: Value) -> Self {
+        self.response(ScriptedResponse::new().tool_use(id, name, input))
+    }
+
+    /// Scripts a response.
+    pub fn response(mut self, response: ScriptedResponse) -> Self {
+        self.entries.push(Entry::Response(Arc::new(response)));
+        self
+    }
+
+    /// Scripts an error for one call.
+    pub fn error(mut self, error: ModelError) -> Self {
+        self.entries.push(Entry::Error(ErrorSpec::of(&error)));
+        self
+    }
+
+    /// Scripts a throttling error.
+    pub fn throttled(self) -> Self {
+        self.error(ModelError::throttled("scripted throttling").with_status(429))
+    }
+
+    /// Scripts a context-window overflow.
+    pub fn context_overflow(self) -> Self {
+        self.error(ModelError::context_window_overflow(
+            "scripted context window overflow",
+        ))
+    }
+
+    /// Scripts a server error.
+    pub fn server_error(self) -> Self {
+        self.error(ModelError::server("scripted server error").with_status(500))
+    }
+
+    /// Splits text, tool input and reasoning into deltas of at most `n` characters
+    /// (default 0: one delta per block).
+    pub fn chunk_chars(mut self, n: usize) -> Self {
+        self.chunk_chars = n;
+        self
+    }
+
+    /// Waits this long before each stream event after the first.
+    pub fn chunk_delay(mut self, d: Duration) -> Self {
+        self.chunk_delay = Some(d);
+        self
+    }
+
+    /// Waits this long before the first event of each call.
+    pub fn call_delay(mut self, d: Duration) -> Self {
+        self.call_delay = Some(d);
+        self
+    }
+
+    /// Starts the script over when it runs out, instead of failing (for benchmarks).
+    pub fn cycle(mut self) -> Self {
+        self.cycle = true;
+        self
+    }
+
+    /// Whether to record requests (default true; benchmarks turn it off).
+    pub fn record_requests(mut self, record: bool) -> Self {
+        self.record = record;
+        self
+    }
+
+    /// The model id reported (default `scripted`).
+    pub fn model_id(mut self, id: impl Into<String>) -> Self {
+        self.model_id = id.into();
+        self
+    }
+
+    /// Builds the model.
+    pub fn build(self) -> ScriptedModel {
+        ScriptedModel {
+            inner: Arc::new(Inner {
+                script: Mutex::new(Script {
+                    queue: self.entries.iter().cloned().collect(),
+                    all: if self.cycle { self.entries } else { Vec::new() },
+                }),
+                requests: Mutex::new(Vec::new()),
+                record: self.record,
+                cycle: self.cycle,
+                chunk_chars: self.chunk_chars,
+                chunk_delay: self.chunk_delay,
+                call_delay: self.call_delay,
+                model_id: self.model_id,
+            }),
+        }
+    }
+}
+
+impl ScriptedModel {
+    /// A builder.
+    pub fn builder() -> ScriptedModelBuilder {
+        ScriptedModelBuilder {
+            entries: Vec::new(),
+            record: true,
+            cycle: false,
+            chunk_chars: 0,
+            chunk_delay: None,
+            call_delay: None,
+            model_id: "scripted".into(),
+        }
+    }
+
+    /// A model that answers every call with `text` (cycling), recording nothing.
+    pub fn repeating_text(text: impl Into<String>) -> Self {
+        Self::builder()
+            .text(text)
+            .cycle()
+            .record_requests(false)
+            .build()
+    }
+
+    /// Every request received so far.
+    pub fn requests(&self) -> Vec<ModelRequest> {
+        self.inner
+            .requests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// How many scripted entries are left.
+    pub fn remaining(&self) -> usize {
+        self.inner
+            .script
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .queue
+            .len()
+    }
+
+    /// Appends responses to the script.
+    pub fn push_response(&self, response: ScriptedResponse) {
+        self.inner
+            .script
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .queue
+            .push_back(Entry::Response(Arc::new(response)));
+    }
+
+    fn next_entry(&self) -> Option<Entry> {
+        let mut s = self
+            .inner
+            .script
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if s.queue.is_empty() && self.inner.cycle && !s.all.is_empty() {
+            let all = s.all.clone();
+            s.queue.extend(all);
+        }
+        s.queue.pop_front()
+    }
+}
+
+impl Model for ScriptedModel {
+    fn info(&self) -> ModelInfo {
+        ModelInfo::new("scripted", self.inner.model_id.clone())
+    }
+
+    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
+        if self.inner.record {
+            self.inner
+                .requests
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(request);
+        }
+        if let Some(d) = self.inner.call_delay {
+            tokio::time::sleep(d).await;
+        }
+        let entry = self.next_entry().ok_or_else(|| {
+            ModelError::new(
+                ModelErrorKind::ScriptExhausted,
+                "the scripted model has no more responses",
+            )
+        })?;
+        let response = match entry {
+            Entry::Error(e) => return Err(e.build()),
+            Entry::Response(r) => r,
+        };
+        let events = response.to_events(self.inner.chunk_chars);
+        match self.inner.chunk_delay {
+            None => Ok(Box::pin(stream::iter(events))),
+            Some(delay) => {
+                let state = (events.into_iter(), true);
+                Ok(Box::pin(stream::unfold(
+                    state,
+                    move |(mut it, first)| async move {
+                        let next = it.next()?;
+                        if !first {
+                            tokio::time::sleep(delay).await;
+                        }
+                        Some((next, (it, false)))
+                    },
+                )))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures_util::StreamExt;
+    use rein_core::StreamAssembler;
+    use serde_json::json;
+
+    async fn run(model: &ScriptedModel) -> Result<rein_core::ModelResponse, ModelError> {
+        let mut s = model.stream(ModelRequest::default()).await?;
+        let mut a = StreamAssembler::new();
+        while let Some(ev) = s.next().await {
+            a.push(ev?).map_err(ModelError::from)?;
+        }
+        a.finish().map_err(ModelError::from)
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn replays_in_order_then_errors() {
+        let m = ScriptedModel::builder()
+            .response(
+                ScriptedResponse::new()
+                    .reasoning("hmm", Some("s"))
+                    .text("a")
+                    .tool_use("t1", "x", json!({"k": 1})),
+            )
+            .throttled()
+            .text("done")
+            .chunk_chars(1)
+            .chunk_delay(Duration::from_millis(5))
+            .build();
+        let r = run(&m).await.unwrap();
+        assert_eq!(r.stop_reason, StopReason::ToolUse);
+        assert_eq!(r.message.tool_uses().next().unwrap().input, json!({"k": 1}));
+        let e = run(&m).await.unwrap_err();
+        assert!(e.is_throttled() && e.is_retryable());
+        assert_eq!(run(&m).await.unwrap().message.text(), "done");
+        let e = run(&m).await.unwrap_err();
+        assert_eq!(e.kind(), ModelErrorKind::ScriptExhausted);
+        assert_eq!(m.requests().len(), 4);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn cycle_restarts() {
+        let m = ScriptedModel::repeating_text("x");
+        for _ in 0..3 {
+            assert_eq!(run(&m).await.unwrap().message.text(), "x");
+        }
+        assert!(m.requests().is_empty());
+    }
+}

@@ -1,0 +1,2 @@
+//! Placeholder until the agent lands.
+fn main() {}

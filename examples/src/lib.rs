@@ -1,0 +1,1 @@
+//! Runnable examples for Rein (see the `[[example]]` targets).
