@@ -16,7 +16,7 @@
 //! hooks.add_async_with(HookOrder::SDK_LAST, |ev: &mut BeforeToolCallEvent| {
 //!     Box::pin(async move { let _ = ev.tool_use(); })
 //! });
-//! assert_eq!(hooks.len::<BeforeToolCallEvent>(), 2);
+//! assert_eq!(hooks.count::<BeforeToolCallEvent>(), 2);
 //! ```
 
 mod plugin;

@@ -312,7 +312,7 @@ impl HookRegistry {
     }
 
     /// How many callbacks are registered for `E`.
-    pub fn len<E: HookEvent>(&self) -> usize {
+    pub fn count<E: HookEvent>(&self) -> usize {
         E::hooks(self).0.entries.len()
     }
 

@@ -1,4 +1,5 @@
 //! Ordering, async callbacks and error propagation of the hook registry.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::{Arc, Mutex};
 
