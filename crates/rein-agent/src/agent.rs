@@ -13,6 +13,7 @@ use crate::cancel::CancelHandle;
 use crate::conversation::{
     Conversation, ConversationManager, HistoryEdit, NoConversationManager, SlidingWindow,
 };
+use crate::inject::TurnInterceptor;
 use crate::pending::PendingInterrupts;
 use crate::retry::RetryStrategy;
 use crate::stream::{AgentStream, Sink};
@@ -182,6 +183,7 @@ pub struct Agent {
     pub(crate) pending: Option<PendingInterrupts>,
     pub(crate) manager: Box<dyn ConversationManager>,
     pub(crate) cancel: CancelHandle,
+    pub(crate) interceptor: TurnInterceptor,
 }
 
 impl std::fmt::Debug for Agent {
@@ -274,6 +276,11 @@ impl Agent {
                 self.conv.append_user(blocks);
             }
         }
+    }
+
+    /// A handle that injects messages into the running invocation (SPEC §5).
+    pub fn interceptor(&self) -> TurnInterceptor {
+        self.interceptor.clone()
     }
 
     /// A handle that cancels the running invocation.
@@ -547,6 +554,7 @@ impl AgentBuilder {
             pending: None,
             manager: self.manager,
             cancel: CancelHandle::default(),
+            interceptor: TurnInterceptor::default(),
         })
     }
 }
