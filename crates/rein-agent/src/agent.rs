@@ -422,6 +422,18 @@ impl AgentBuilder {
         self
     }
 
+    /// Adds an async hook callback at the default order (a closure returning
+    /// `Box::pin(async move { ... })`).
+    pub fn hook_async<E, R, F>(mut self, f: F) -> Self
+    where
+        E: HookEvent,
+        R: IntoHookResult + 'static,
+        F: for<'a> Fn(&'a mut E) -> rein_core::BoxFuture<'a, R> + Send + Sync + 'static,
+    {
+        self.hooks.add_async(f);
+        self
+    }
+
     /// Adds the callbacks (and plugins) of a registry.
     pub fn hooks(mut self, hooks: HookRegistry) -> Self {
         if let Err(e) = self.hooks.merge(hooks) {

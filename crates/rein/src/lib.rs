@@ -57,3 +57,6 @@ struct HooksGuide;
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 struct Readme;
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/steering-a-running-agent.md")]
+struct SteeringGuide;
