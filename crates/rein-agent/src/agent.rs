@@ -235,6 +235,17 @@ impl Agent {
         self.conv = Conversation::from_parts(messages, ids);
     }
 
+    /// Rewinds the conversation to its first `len` messages (and forgets pending interrupts when
+    /// their assistant message is cut).
+    pub fn truncate_messages(&mut self, len: usize) {
+        self.conv.truncate(len);
+        if let Some(p) = &self.pending
+            && !self.conv.ids().contains(&p.assistant_message_id)
+        {
+            self.pending = None;
+        }
+    }
+
     /// Forgets the conversation (and any pending interrupts).
     pub fn clear_history(&mut self) {
         self.conv.clear();
