@@ -361,44 +361,44 @@ impl InterventionHandler for Intervention {
         self.events()
     }
 
-    fn before_invocation(
+    async fn before_invocation(
         &self,
         event: &BeforeInvocationEvent,
         cx: &InterventionContext,
-    ) -> impl Future<Output = Result<BeforeInvocationAction, HandlerError>> + Send {
-        async move { self.before_invocation.call(event, cx).await }
+    ) -> Result<BeforeInvocationAction, HandlerError> {
+        self.before_invocation.call(event, cx).await
     }
 
-    fn before_model_call(
+    async fn before_model_call(
         &self,
         event: &BeforeModelCallEvent,
         cx: &InterventionContext,
-    ) -> impl Future<Output = Result<BeforeModelCallAction, HandlerError>> + Send {
-        async move { self.before_model_call.call(event, cx).await }
+    ) -> Result<BeforeModelCallAction, HandlerError> {
+        self.before_model_call.call(event, cx).await
     }
 
-    fn after_model_call(
+    async fn after_model_call(
         &self,
         event: &AfterModelCallEvent,
         cx: &InterventionContext,
-    ) -> impl Future<Output = Result<AfterModelCallAction, HandlerError>> + Send {
-        async move { self.after_model_call.call(event, cx).await }
+    ) -> Result<AfterModelCallAction, HandlerError> {
+        self.after_model_call.call(event, cx).await
     }
 
-    fn before_tool_call(
+    async fn before_tool_call(
         &self,
         event: &BeforeToolCallEvent,
         cx: &InterventionContext,
-    ) -> impl Future<Output = Result<BeforeToolCallAction, HandlerError>> + Send {
-        async move { self.before_tool_call.call(event, cx).await }
+    ) -> Result<BeforeToolCallAction, HandlerError> {
+        self.before_tool_call.call(event, cx).await
     }
 
-    fn after_tool_call(
+    async fn after_tool_call(
         &self,
         event: &AfterToolCallEvent,
         cx: &InterventionContext,
-    ) -> impl Future<Output = Result<AfterToolCallAction, HandlerError>> + Send {
-        async move { self.after_tool_call.call(event, cx).await }
+    ) -> Result<AfterToolCallAction, HandlerError> {
+        self.after_tool_call.call(event, cx).await
     }
 
     fn __dispatch_before_invocation<'a>(

@@ -450,40 +450,40 @@ impl<H: InterventionHandler> InterventionHandler for Arc<H> {
     fn subscriptions(&self) -> EventSet {
         H::subscriptions(self)
     }
-    fn before_invocation(
+    async fn before_invocation(
         &self,
         event: &BeforeInvocationEvent,
         cx: &InterventionContext,
-    ) -> impl Future<Output = Result<BeforeInvocationAction, HandlerError>> + Send {
-        async move { H::__dispatch_before_invocation(self, event, cx).await }
+    ) -> Result<BeforeInvocationAction, HandlerError> {
+        H::__dispatch_before_invocation(self, event, cx).await
     }
-    fn before_model_call(
+    async fn before_model_call(
         &self,
         event: &BeforeModelCallEvent,
         cx: &InterventionContext,
-    ) -> impl Future<Output = Result<BeforeModelCallAction, HandlerError>> + Send {
-        async move { H::__dispatch_before_model_call(self, event, cx).await }
+    ) -> Result<BeforeModelCallAction, HandlerError> {
+        H::__dispatch_before_model_call(self, event, cx).await
     }
-    fn after_model_call(
+    async fn after_model_call(
         &self,
         event: &AfterModelCallEvent,
         cx: &InterventionContext,
-    ) -> impl Future<Output = Result<AfterModelCallAction, HandlerError>> + Send {
-        async move { H::__dispatch_after_model_call(self, event, cx).await }
+    ) -> Result<AfterModelCallAction, HandlerError> {
+        H::__dispatch_after_model_call(self, event, cx).await
     }
-    fn before_tool_call(
+    async fn before_tool_call(
         &self,
         event: &BeforeToolCallEvent,
         cx: &InterventionContext,
-    ) -> impl Future<Output = Result<BeforeToolCallAction, HandlerError>> + Send {
-        async move { H::__dispatch_before_tool_call(self, event, cx).await }
+    ) -> Result<BeforeToolCallAction, HandlerError> {
+        H::__dispatch_before_tool_call(self, event, cx).await
     }
-    fn after_tool_call(
+    async fn after_tool_call(
         &self,
         event: &AfterToolCallEvent,
         cx: &InterventionContext,
-    ) -> impl Future<Output = Result<AfterToolCallAction, HandlerError>> + Send {
-        async move { H::__dispatch_after_tool_call(self, event, cx).await }
+    ) -> Result<AfterToolCallAction, HandlerError> {
+        H::__dispatch_after_tool_call(self, event, cx).await
     }
     fn __dispatch_before_invocation<'a>(
         &'a self,

@@ -128,7 +128,7 @@ impl InterventionRegistryBuilder {
         let mut entries = Vec::with_capacity(self.handlers.len());
         for SharedHandler(handler) in self.handlers {
             let name: Arc<str> = Arc::from(handler.name());
-            if names.iter().any(|n| *n == name) {
+            if names.contains(&name) {
                 return Err(Error::DuplicateHandler(name.to_string()));
             }
             names.push(name.clone());

@@ -1,6 +1,7 @@
 //! Each action on each event where it is valid, guide accumulation, short-circuit, transforms
 //! staged and discarded, shadow mode, skipping, subscriptions and registry construction, all
 //! driven through `HookRegistry::dispatch`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
@@ -536,8 +537,8 @@ fn handlers_are_called_only_on_their_subscriptions() {
     assert_eq!(registry.subscribers(EventKind::BeforeToolCall), 1);
     assert_eq!(registry.subscribers(EventKind::BeforeModelCall), 0);
     let hooks = registry.to_hooks();
-    assert_eq!(hooks.len::<rein_interventions::BeforeToolCallEvent>(), 1);
-    assert_eq!(hooks.len::<rein_interventions::BeforeModelCallEvent>(), 0);
+    assert_eq!(hooks.count::<rein_interventions::BeforeToolCallEvent>(), 1);
+    assert_eq!(hooks.count::<rein_interventions::BeforeModelCallEvent>(), 0);
     let mut ev = before_model();
     dispatch(&hooks, &mut ev).unwrap();
     assert_eq!(calls.get(), 0);
@@ -550,9 +551,12 @@ fn closure_handlers_subscribe_exactly() {
     assert_eq!(i.events(), EventSet::BEFORE_TOOL_CALL);
     let registry = InterventionRegistry::new([i]).unwrap();
     let hooks = registry.to_hooks();
-    assert_eq!(hooks.len::<rein_interventions::BeforeToolCallEvent>(), 1);
-    assert_eq!(hooks.len::<rein_interventions::AfterToolCallEvent>(), 0);
-    assert_eq!(hooks.len::<rein_interventions::BeforeInvocationEvent>(), 0);
+    assert_eq!(hooks.count::<rein_interventions::BeforeToolCallEvent>(), 1);
+    assert_eq!(hooks.count::<rein_interventions::AfterToolCallEvent>(), 0);
+    assert_eq!(
+        hooks.count::<rein_interventions::BeforeInvocationEvent>(),
+        0
+    );
 }
 
 // ---- registry ----

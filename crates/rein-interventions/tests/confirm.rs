@@ -1,5 +1,6 @@
 //! `Confirm`: pause, resume with answers, pre-emptive responses, evaluation, fingerprints, and
 //! how confirms combine with deny, guide and transform in one pass.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

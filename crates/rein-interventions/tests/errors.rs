@@ -1,5 +1,6 @@
 //! Handler errors (SPEC §3.4): the three `on_error` policies on before and after events,
 //! panics in sync and async handlers, failing transforms, and trait-based async handlers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
