@@ -115,4 +115,8 @@ pub use rein_core::{
     StopReason, ToolResult, ToolResultContent, ToolResultStatus, ToolSpec, ToolUse,
     before_tool_call_interrupt_id, tool_call_fingerprint,
 };
-pub use serde_json::{Value, json};
+pub use serde_json::{self, Value, json};
+
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
