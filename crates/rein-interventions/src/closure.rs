@@ -152,6 +152,10 @@ impl<E, V, A: Default> Slot<E, V, A> {
         !matches!(self, Self::Empty)
     }
 
+    fn is_async(&self) -> bool {
+        matches!(self, Self::Async { .. })
+    }
+
     #[inline]
     fn call<'a>(&'a self, ev: &'a E, cx: &'a InterventionContext) -> HandlerFuture<'a, A> {
         match self {
@@ -359,6 +363,19 @@ impl InterventionHandler for Intervention {
 
     fn subscriptions(&self) -> EventSet {
         self.events()
+    }
+
+    fn __completes_immediately(&self, set: EventSet) -> bool {
+        let sync = |on: EventSet, is_async: bool| !set.contains(on) || !is_async;
+        sync(
+            EventSet::BEFORE_INVOCATION,
+            self.before_invocation.is_async(),
+        ) && sync(
+            EventSet::BEFORE_MODEL_CALL,
+            self.before_model_call.is_async(),
+        ) && sync(EventSet::AFTER_MODEL_CALL, self.after_model_call.is_async())
+            && sync(EventSet::BEFORE_TOOL_CALL, self.before_tool_call.is_async())
+            && sync(EventSet::AFTER_TOOL_CALL, self.after_tool_call.is_async())
     }
 
     async fn before_invocation(

@@ -13,7 +13,7 @@ use crate::action::{
     AfterModelCallAction, AfterToolCallAction, BeforeInvocationAction, BeforeModelCallAction,
     BeforeToolCallAction, ToolResultDraft, ToolUseDraft, Verdict,
 };
-use crate::handler::{DynHandler, HandlerFuture, InterventionContext};
+use crate::handler::{DynHandler, EventSet, HandlerFuture, InterventionContext};
 use crate::registry::{Entry, Shared};
 
 /// How an event applies the guidance of a pass.
@@ -31,6 +31,7 @@ pub(crate) trait PassEvent: HookEvent + Sync + Sized {
     type Action: Send;
     type Draft: Send;
     const GUIDE: GuideEffect;
+    const SET: EventSet;
 
     fn entries(shared: &Shared) -> &[Entry];
     fn call<'a>(
@@ -72,6 +73,7 @@ impl PassEvent for BeforeInvocationEvent {
     type Action = BeforeInvocationAction;
     type Draft = Vec<Message>;
     const GUIDE: GuideEffect = GuideEffect::Cancel;
+    const SET: EventSet = EventSet::BEFORE_INVOCATION;
 
     fn entries(shared: &Shared) -> &[Entry] {
         &shared.before_invocation
@@ -120,6 +122,7 @@ impl PassEvent for BeforeModelCallEvent {
     type Action = BeforeModelCallAction;
     type Draft = ModelRequest;
     const GUIDE: GuideEffect = GuideEffect::Inject;
+    const SET: EventSet = EventSet::BEFORE_MODEL_CALL;
 
     fn entries(shared: &Shared) -> &[Entry] {
         &shared.before_model_call
@@ -167,6 +170,7 @@ impl PassEvent for AfterModelCallEvent {
     type Action = AfterModelCallAction;
     type Draft = Message;
     const GUIDE: GuideEffect = GuideEffect::InjectAndRetry;
+    const SET: EventSet = EventSet::AFTER_MODEL_CALL;
 
     fn entries(shared: &Shared) -> &[Entry] {
         &shared.after_model_call
@@ -221,6 +225,7 @@ impl PassEvent for BeforeToolCallEvent {
     type Action = BeforeToolCallAction;
     type Draft = ToolUseDraft;
     const GUIDE: GuideEffect = GuideEffect::Cancel;
+    const SET: EventSet = EventSet::BEFORE_TOOL_CALL;
 
     fn entries(shared: &Shared) -> &[Entry] {
         &shared.before_tool_call
@@ -285,6 +290,7 @@ impl PassEvent for AfterToolCallEvent {
     type Draft = ToolResultDraft;
     // No guide on after_tool_call: the action type does not admit one.
     const GUIDE: GuideEffect = GuideEffect::Inject;
+    const SET: EventSet = EventSet::AFTER_TOOL_CALL;
 
     fn entries(shared: &Shared) -> &[Entry] {
         &shared.after_tool_call

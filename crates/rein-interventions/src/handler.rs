@@ -434,6 +434,14 @@ pub trait InterventionHandler: Send + Sync + 'static {
     ) -> HandlerFuture<'a, AfterToolCallAction> {
         HandlerFuture::boxed(self.after_tool_call(event, cx))
     }
+
+    /// Whether every call on the events of `set` completes without suspending (sync closures):
+    /// the registry then runs that event's pass without boxing a future. Not part of the API.
+    #[doc(hidden)]
+    fn __completes_immediately(&self, set: EventSet) -> bool {
+        let _ = set;
+        false
+    }
 }
 
 /// A shared handler is a handler (so one instance can serve several agents).
@@ -449,6 +457,9 @@ impl<H: InterventionHandler> InterventionHandler for Arc<H> {
     }
     fn subscriptions(&self) -> EventSet {
         H::subscriptions(self)
+    }
+    fn __completes_immediately(&self, set: EventSet) -> bool {
+        H::__completes_immediately(self, set)
     }
     async fn before_invocation(
         &self,
@@ -528,6 +539,7 @@ pub(crate) trait DynHandler: Send + Sync {
     fn on_error(&self) -> OnError;
     fn mode(&self) -> Mode;
     fn subscriptions(&self) -> EventSet;
+    fn completes_immediately(&self, set: EventSet) -> bool;
     fn before_invocation<'a>(
         &'a self,
         event: &'a BeforeInvocationEvent,
@@ -567,6 +579,9 @@ impl<H: InterventionHandler> DynHandler for H {
     }
     fn subscriptions(&self) -> EventSet {
         H::subscriptions(self)
+    }
+    fn completes_immediately(&self, set: EventSet) -> bool {
+        H::__completes_immediately(self, set)
     }
     fn before_invocation<'a>(
         &'a self,

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use futures_util::FutureExt as _;
@@ -230,10 +231,19 @@ impl InterventionRegistry {
             return;
         }
         let shared = self.shared.clone();
-        hooks.add_async_with(options, move |event: &mut E| {
-            let shared = shared.clone();
-            Box::pin(async move { run_pass(&shared, event).await })
-        });
+        let all_sync = E::entries(&self.shared)
+            .iter()
+            .all(|e| e.handler.completes_immediately(E::SET));
+        if all_sync {
+            // Every handler decides without suspending: run the pass in a sync callback, with
+            // no boxed future and no reference count traffic per dispatch.
+            hooks.add_with(options, move |event: &mut E| run_pass_now(&shared, event));
+        } else {
+            hooks.add_async_with(options, move |event: &mut E| {
+                let shared = shared.clone();
+                Box::pin(async move { run_pass(&shared, event).await })
+            });
+        }
     }
 }
 
@@ -318,6 +328,57 @@ async fn call_handler<E: PassEvent>(
     }
 }
 
+/// Calls a handler that completes without suspending (checked when the registry was built).
+#[inline]
+fn call_handler_now<E: PassEvent>(
+    entry: &Entry,
+    event: &E,
+    cx: &InterventionContext,
+) -> Result<Result<E::Action, HandlerError>, Error> {
+    let future = match catch_unwind(AssertUnwindSafe(|| E::call(&*entry.handler, event, cx))) {
+        Ok(f) => f,
+        Err(panic) => return Ok(Err(HandlerError::from_panic(panic))),
+    };
+    match future.into_state() {
+        HandlerFutureState::Ready(Some(result)) => Ok(result),
+        HandlerFutureState::Ready(None) => Ok(Err(HandlerError::new("decision already taken"))),
+        HandlerFutureState::Boxed(mut f) => {
+            // Not expected: the handler said it never suspends. Accept it if it completes at
+            // once; it cannot be waited for here.
+            let mut poll_cx = Context::from_waker(Waker::noop());
+            match catch_unwind(AssertUnwindSafe(|| f.as_mut().poll(&mut poll_cx))) {
+                Ok(Poll::Ready(result)) => Ok(result),
+                Ok(Poll::Pending) => Err(Error::Config(format!(
+                    "intervention handler '{}' suspended on {} although it declared it never does",
+                    entry.name,
+                    E::KIND
+                ))),
+                Err(panic) => Ok(Err(HandlerError::from_panic(panic))),
+            }
+        }
+    }
+}
+
+/// One pass (SPEC §3.3) over handlers that all complete without suspending: the same pass as
+/// [`run_pass`], without a future.
+fn run_pass_now<E: PassEvent>(shared: &Shared, event: &mut E) -> Result<(), Error> {
+    let entries = E::entries(shared);
+    if entries.is_empty() || event.settled() {
+        return Ok(());
+    }
+    let cx = InterventionContext::from(event.invocation());
+    let mut pass: Pass<E::Draft> = Pass::new();
+    for entry in entries.iter() {
+        let started = shared.audit_timing.then(Instant::now);
+        let result = call_handler_now(entry, &*event, &cx)?;
+        if let Flow::Stop = step(&mut pass, entry, event, result, started)? {
+            break;
+        }
+    }
+    finish(pass, event);
+    Ok(())
+}
+
 /// One pass over the handlers of `E` (SPEC §3.3).
 pub(crate) async fn run_pass<E: PassEvent>(shared: &Shared, event: &mut E) -> Result<(), Error> {
     let entries = E::entries(shared);
@@ -329,23 +390,34 @@ pub(crate) async fn run_pass<E: PassEvent>(shared: &Shared, event: &mut E) -> Re
     for entry in entries.iter() {
         let started = shared.audit_timing.then(Instant::now);
         let result = call_handler(entry, &*event, &cx).await;
-        let flow = match result {
-            Ok(action) => match E::verdict(action) {
-                Verdict::Proceed => continue,
-                verdict => decide(&mut pass, entry, event, verdict, started),
-            },
-            Err(error) => Err(error),
-        };
-        let flow = match flow {
-            Ok(flow) => flow,
-            Err(error) => handler_failed(&mut pass, entry, event, error, started)?,
-        };
-        if let Flow::Stop = flow {
+        if let Flow::Stop = step(&mut pass, entry, event, result, started)? {
             break;
         }
     }
     finish(pass, event);
     Ok(())
+}
+
+/// Acts on one handler's result; an `Err` fails the invocation (`OnError::Throw`).
+#[inline]
+fn step<E: PassEvent>(
+    pass: &mut Pass<E::Draft>,
+    entry: &Entry,
+    event: &mut E,
+    result: Result<E::Action, HandlerError>,
+    started: Option<Instant>,
+) -> Result<Flow, Error> {
+    let flow = match result {
+        Ok(action) => match E::verdict(action) {
+            Verdict::Proceed => return Ok(Flow::Continue),
+            verdict => decide(pass, entry, event, verdict, started),
+        },
+        Err(error) => Err(error),
+    };
+    match flow {
+        Ok(flow) => Ok(flow),
+        Err(error) => handler_failed(pass, entry, event, error, started),
+    }
 }
 
 fn elapsed(started: Option<Instant>) -> Option<Duration> {
