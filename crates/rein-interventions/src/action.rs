@@ -118,8 +118,9 @@ type EvaluateFn = Box<dyn FnOnce(&Value) -> Result<bool, HandlerError> + Send>;
 
 /// Ask a human before a tool runs (valid on `before_tool_call` only).
 ///
-/// With a known response — the pre-emptive [`response`](Self::response), or the answer given on
-/// resume — [`evaluate`](Self::with_evaluate) decides: approved lets the pass go on, rejected
+/// With a known response — the pre-emptive [`response`](Self::response) (which takes precedence),
+/// or else the answer given on resume, if it was given for the same tool call fingerprint —
+/// [`evaluate`](Self::with_evaluate) decides: approved lets the pass go on, rejected
 /// cancels the call with `CONFIRMATION_FAILED: <prompt>`. Without one, the question is raised as
 /// an interrupt at the end of the pass (unless a later handler denies or guides).
 ///

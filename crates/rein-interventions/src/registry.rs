@@ -478,6 +478,16 @@ fn decide<E: PassEvent>(
         }
         Verdict::Confirm(confirm) => confirm_step(pass, entry, event, confirm, shadow, started),
         Verdict::Transform(transform) => {
+            let Some(mut draft) = event.draft() else {
+                return Ok(Flow::Continue);
+            };
+            // The edit runs on a draft, so a failing edit changes nothing; in shadow mode the
+            // draft is thrown away (the edit is evaluated, never applied).
+            match catch_unwind(AssertUnwindSafe(|| transform.apply(&mut draft))) {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => return Err(error),
+                Err(panic) => return Err(HandlerError::from_panic(panic)),
+            }
             if shadow {
                 let r = record(
                     event,
@@ -489,14 +499,6 @@ fn decide<E: PassEvent>(
                 );
                 pass.records.push((r, Tag::Fixed));
                 return Ok(Flow::Continue);
-            }
-            let Some(mut draft) = event.draft() else {
-                return Ok(Flow::Continue);
-            };
-            match catch_unwind(AssertUnwindSafe(|| transform.apply(&mut draft))) {
-                Ok(Ok(())) => {}
-                Ok(Err(error)) => return Err(error),
-                Err(panic) => return Err(HandlerError::from_panic(panic)),
             }
             let previous = event.commit(draft);
             if pass.snapshot.is_none() {

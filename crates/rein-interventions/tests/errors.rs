@@ -396,3 +396,27 @@ fn sync_and_async_handlers_mix_in_one_pass() {
     assert!(ev.retry);
     assert_eq!(ev.guidance(), ["[sync] one\n[async] two".to_owned()]);
 }
+
+#[test]
+fn a_shadow_transform_is_evaluated_and_its_failure_recorded() {
+    let mut ev = before_tool();
+    run(
+        vec![
+            Intervention::named("s")
+                .mode(Mode::Shadow)
+                .before_tool_call(|_, _| {
+                    BeforeToolCallAction::try_transform(|_| Err(HandlerError::new("bad edit")))
+                })
+                .into(),
+        ],
+        &mut ev,
+    )
+    .unwrap();
+    assert_eq!(ev.tool_use(), &tool_use());
+    let d = &ev.decisions()[0];
+    assert_eq!(
+        (d.action, d.outcome),
+        (DecisionAction::Error, DecisionOutcome::Error)
+    );
+    assert_eq!(d.text.as_deref(), Some("bad edit"));
+}
