@@ -13,8 +13,11 @@ use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Level, Metadata, Subscriber};
 
+/// (target, level, fields) of one captured event.
+type Captured = (String, Level, Vec<(String, String)>);
+
 #[derive(Default, Clone)]
-struct Capture(Arc<Mutex<Vec<(String, Level, Vec<(String, String)>)>>>);
+struct Capture(Arc<Mutex<Vec<Captured>>>);
 
 struct Fields(Vec<(String, String)>);
 
