@@ -420,3 +420,40 @@ fn a_shadow_transform_is_evaluated_and_its_failure_recorded() {
     );
     assert_eq!(d.text.as_deref(), Some("bad edit"));
 }
+
+#[test]
+fn deny_on_error_cancels_before_invocation_and_before_model_call() {
+    use rein_interventions::{BeforeInvocationAction, BeforeModelCallAction};
+    let mut ev = before_invocation();
+    run(
+        vec![
+            Intervention::named("f")
+                .on_error(OnError::Deny)
+                .before_invocation(|_, _| Err::<BeforeInvocationAction, _>(HandlerError::new("x")))
+                .into(),
+        ],
+        &mut ev,
+    )
+    .unwrap();
+    assert_eq!(
+        ev.cancel,
+        Cancel::Message("DENIED: Handler threw: x".into())
+    );
+
+    let mut ev = before_model();
+    run(
+        vec![
+            Intervention::named("f")
+                .on_error(OnError::Deny)
+                .before_model_call(|_, _| Err::<BeforeModelCallAction, _>(HandlerError::new("y")))
+                .into(),
+        ],
+        &mut ev,
+    )
+    .unwrap();
+    assert_eq!(
+        ev.cancel,
+        Cancel::Message("DENIED: Handler threw: y".into())
+    );
+    assert!(ev.guidance().is_empty());
+}
