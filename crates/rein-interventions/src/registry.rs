@@ -530,12 +530,20 @@ fn confirm_step<E: PassEvent>(
         // Only before_tool_call admits a Confirm.
         return Ok(Flow::Continue);
     };
-    let id = before_tool_call_interrupt_id(&tool_use.tool_use_id, &entry.name);
-    let fingerprint = tool_call_fingerprint(&tool_use.name, &tool_use.input);
-    let response: Option<Value> = match confirm.response.take() {
-        Some(v) if !v.is_null() => Some(v),
-        _ => answers.get_bound(&id, &fingerprint).cloned(),
-    };
+    // A pre-emptive response wins; otherwise the answer given on resume, if it was given for
+    // this very call (same fingerprint). Ids and fingerprints are computed only when needed.
+    let (response, unanswered): (Option<Value>, Option<(String, String)>) =
+        match confirm.response.take().filter(|v| !v.is_null()) {
+            Some(v) => (Some(v), None),
+            None => {
+                let id = before_tool_call_interrupt_id(&tool_use.tool_use_id, &entry.name);
+                let fingerprint = tool_call_fingerprint(&tool_use.name, &tool_use.input);
+                match answers.get_bound(&id, &fingerprint) {
+                    Some(v) => (Some(v.clone()), None),
+                    None => (None, Some((id, fingerprint))),
+                }
+            }
+        };
     let tool_use_id = tool_use.tool_use_id.clone();
     let prompt = confirm.prompt.clone();
     let approved = match &response {
@@ -588,6 +596,9 @@ fn confirm_step<E: PassEvent>(
             Ok(Flow::Stop)
         }
         None => {
+            let Some((id, fingerprint)) = unanswered else {
+                return Ok(Flow::Continue);
+            };
             pass.asked.push(
                 Interrupt::new(id, &*entry.name, prompt.clone())
                     .with_fingerprint(fingerprint)
