@@ -609,3 +609,55 @@ fn proceeding_handlers_record_nothing() {
     assert!(!ev.is_edited());
     assert!(!ev.cancel_tool.is_cancelled());
 }
+
+#[test]
+fn interventions_decide_after_plain_hooks_before_and_act_before_them_after() {
+    use std::sync::{Arc, Mutex};
+    let log = Arc::new(Mutex::new(Vec::<String>::new()));
+    let registry = InterventionRegistry::new([Intervention::named("iv")
+        .before_tool_call({
+            let log = log.clone();
+            move |ev, _| {
+                log.lock()
+                    .unwrap()
+                    .push(format!("iv-before sees {}", ev.tool_use().name));
+                BeforeToolCallAction::Proceed
+            }
+        })
+        .after_tool_call({
+            let log = log.clone();
+            move |_, _| {
+                log.lock().unwrap().push("iv-after".into());
+                AfterToolCallAction::transform(|r| r.set_text("redacted"))
+            }
+        })])
+    .unwrap();
+    let mut hooks = HookRegistry::new();
+    {
+        let log = log.clone();
+        hooks.add(move |ev: &mut rein_interventions::BeforeToolCallEvent| {
+            log.lock().unwrap().push("plain-before".into());
+            ev.tool_use_mut().name = "renamed".into();
+        });
+    }
+    {
+        let log = log.clone();
+        hooks.add(move |ev: &mut rein_interventions::AfterToolCallEvent| {
+            log.lock()
+                .unwrap()
+                .push(format!("plain-after sees {}", ev.result.text()));
+        });
+    }
+    registry.install(&mut hooks);
+    dispatch(&hooks, &mut before_tool()).unwrap();
+    dispatch(&hooks, &mut after_tool()).unwrap();
+    assert_eq!(
+        *log.lock().unwrap(),
+        [
+            "plain-before",
+            "iv-before sees renamed",
+            "iv-after",
+            "plain-after sees redacted"
+        ]
+    );
+}
