@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use cpu_time::ProcessTime;
 use futures_util::StreamExt as _;
 use rein::core::{
-    AfterModelCallEvent, AfterToolCallEvent, BeforeModelCallEvent, BeforeToolCallEvent,
-    BlockDelta, BlockStart, Message, ModelError, ModelRequest, Role, StopReason, StreamEvent,
-    StreamMetrics, ToolHandle, ToolOutput, Usage,
+    AfterModelCallEvent, AfterToolCallEvent, BeforeModelCallEvent, BeforeToolCallEvent, BlockDelta,
+    BlockStart, Message, ModelError, ModelRequest, Role, StopReason, StreamEvent, StreamMetrics,
+    ToolHandle, ToolOutput, Usage,
 };
 use rein::models::{Model, ModelInfo, ModelStream, ScriptedModel, ScriptedResponse};
 use rein::{Agent, AgentEvent, ToolExecutor};
@@ -63,7 +63,14 @@ impl Recorder {
     }
 
     /// Records `<metric>` (wall) and `<metric>_cpu`; returns (wall, cpu) medians in µs.
-    fn summary(&self, scenario: &str, metric: &str, s: &Samples, div: f64, extra: Value) -> (f64, f64) {
+    fn summary(
+        &self,
+        scenario: &str,
+        metric: &str,
+        s: &Samples,
+        div: f64,
+        extra: Value,
+    ) -> (f64, f64) {
         let w = s.summarize(&s.wall, div);
         let c = s.summarize(&s.cpu, div);
         let with = |p10: f64, p90: f64| {
@@ -74,7 +81,13 @@ impl Recorder {
             e
         };
         self.record(scenario, metric, w.0, "us", with(w.1, w.2));
-        self.record(scenario, &format!("{metric}_cpu"), c.0, "us", with(c.1, c.2));
+        self.record(
+            scenario,
+            &format!("{metric}_cpu"),
+            c.0,
+            "us",
+            with(c.1, c.2),
+        );
         (w.0, c.0)
     }
 }
@@ -127,7 +140,10 @@ impl Config {
 }
 
 fn runtime() -> tokio::runtime::Runtime {
-    match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => panic!("cannot start a tokio runtime: {e}"),
     }
@@ -203,7 +219,11 @@ fn history(n: usize) -> Vec<Message> {
         .map(|i| {
             let text = format!("message {i}: {}", "lorem ipsum dolor sit amet ".repeat(2));
             Message::new(
-                if i % 2 == 0 { Role::User } else { Role::Assistant },
+                if i % 2 == 0 {
+                    Role::User
+                } else {
+                    Role::Assistant
+                },
                 vec![rein::core::ContentBlock::Text(text)],
             )
         })
@@ -240,7 +260,8 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
     }
     let rec = Recorder::new(out.clone());
     let cfg = Config { quick };
-    let want = |name: &str| prefixes.is_empty() || prefixes.iter().any(|p| name.starts_with(p.as_str()));
+    let want =
+        |name: &str| prefixes.is_empty() || prefixes.iter().any(|p| name.starts_with(p.as_str()));
     let rt = runtime();
 
     if want("construct_agent") {
@@ -263,7 +284,13 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
     let marginal = |scn: &str, r: (f64, f64), metric: &str, note: &str| {
         if let Some(b) = base {
             rec.record(scn, metric, (r.0 - b.0) / 10.0, "us", json!({"note": note}));
-            rec.record(scn, &format!("{metric}_cpu"), (r.1 - b.1) / 10.0, "us", json!({"note": note}));
+            rec.record(
+                scn,
+                &format!("{metric}_cpu"),
+                (r.1 - b.1) / 10.0,
+                "us",
+                json!({"note": note}),
+            );
         }
     };
     if want("tools10_seq") {
@@ -271,21 +298,35 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
         let s = invocations(&rt, &mut a, 0, cfg.batches(200), 20);
         let r = rec.summary("tools10_seq", "per_invocation", &s, 1.0, json!({}));
         rec.summary("tools10_seq", "per_tool_call_naive", &s, 10.0, json!({}));
-        marginal("tools10_seq", r, "per_tool_round_marginal",
-            "(tools10_seq - invoke_text)/10 = one extra model turn + one sync tool call");
+        marginal(
+            "tools10_seq",
+            r,
+            "per_tool_round_marginal",
+            "(tools10_seq - invoke_text)/10 = one extra model turn + one sync tool call",
+        );
     }
     if want("tools10_par") {
         let mut a = build(agent_builder(1, 10));
         let s = invocations(&rt, &mut a, 0, cfg.batches(200), 20);
         let r = rec.summary("tools10_par", "per_invocation", &s, 1.0, json!({}));
-        marginal("tools10_par", r, "per_tool_call_marginal",
-            "(tools10_par - invoke_text)/10: 10 concurrent sync calls + 1 extra model turn, amortized");
+        marginal(
+            "tools10_par",
+            r,
+            "per_tool_call_marginal",
+            "(tools10_par - invoke_text)/10: 10 concurrent sync calls + 1 extra model turn, amortized",
+        );
     }
     if want("history") {
         for h in [0usize, 20, 200, 2000] {
             let mut a = build(agent_builder(0, 1).messages(history(h)));
             let s = invocations(&rt, &mut a, h, cfg.batches(300), 50);
-            rec.summary(&format!("history_{h}"), "per_invocation", &s, 1.0, json!({"history": h}));
+            rec.summary(
+                &format!("history_{h}"),
+                "per_invocation",
+                &s,
+                1.0,
+                json!({"history": h}),
+            );
         }
     }
     if want("hooks") {
@@ -328,14 +369,31 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
         let mut pw = Vec::new();
         let mut pc = Vec::new();
         for (i, &n) in ns.iter().enumerate() {
-            let r = rec.summary(&format!("hooks_{n}"), "per_invocation", &samples[i], 1.0,
-                json!({"handlers": n, "events_per_invocation": EVENTS_TOOLS10}));
+            let r = rec.summary(
+                &format!("hooks_{n}"),
+                "per_invocation",
+                &samples[i],
+                1.0,
+                json!({"handlers": n, "events_per_invocation": EVENTS_TOOLS10}),
+            );
             pw.push((n as f64, r.0));
             pc.push((n as f64, r.1));
         }
         let note = "least-squares slope of tools10_seq per_invocation over N in {0,1,5,20} / 42 events (interleaved rounds)";
-        rec.record("hooks", "per_callback_per_event", slope(&pw) / EVENTS_TOOLS10, "us", json!({"note": note}));
-        rec.record("hooks", "per_callback_per_event_cpu", slope(&pc) / EVENTS_TOOLS10, "us", json!({"note": note}));
+        rec.record(
+            "hooks",
+            "per_callback_per_event",
+            slope(&pw) / EVENTS_TOOLS10,
+            "us",
+            json!({"note": note}),
+        );
+        rec.record(
+            "hooks",
+            "per_callback_per_event_cpu",
+            slope(&pc) / EVENTS_TOOLS10,
+            "us",
+            json!({"note": note}),
+        );
     }
     if want("stream") {
         streaming(&rec, &cfg, &rt);
@@ -345,18 +403,37 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
     }
     let exe = std::env::current_exe().ok();
     for (mode, ns) in [
-        ("idle_agents_20msg", if quick { vec![1000] } else { vec![1000, 5000, 10_000] }),
-        ("inflight", if quick { vec![1000] } else { vec![1000, 5000, 10_000, 100_000] }),
+        (
+            "idle_agents_20msg",
+            if quick {
+                vec![1000]
+            } else {
+                vec![1000, 5000, 10_000]
+            },
+        ),
+        (
+            "inflight",
+            if quick {
+                vec![1000]
+            } else {
+                vec![1000, 5000, 10_000, 100_000]
+            },
+        ),
     ] {
         if !want(mode) {
             continue;
         }
         for n in ns {
             let Some(exe) = &exe else { continue };
-            let out = Command::new(exe).args(["bench-child", mode, &n.to_string()]).output();
+            let out = Command::new(exe)
+                .args(["bench-child", mode, &n.to_string()])
+                .output();
             let Ok(out) = out else { continue };
             let Ok(v) = serde_json::from_slice::<Value>(&out.stdout) else {
-                eprintln!("child {mode} {n} failed: {}", String::from_utf8_lossy(&out.stderr));
+                eprintln!(
+                    "child {mode} {n} failed: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
                 continue;
             };
             let mib = 1024.0 * 1024.0;
@@ -364,18 +441,58 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
             if mode == "idle_agents_20msg" {
                 let per1k = f("rss_growth") / n as f64 * 1000.0 / mib;
                 rec.record(mode, "rss_per_1000", per1k, "MiB", json!({"agents": n}));
-                rec.record(mode, "agents_per_gib", 1024.0 / per1k * 1000.0, "agents", json!({"agents": n}));
-                rec.record(mode, "heap_per_agent", f("heap") / n as f64, "B",
-                    json!({"agents": n, "note": "bytes live per agent, counting allocator"}));
+                rec.record(
+                    mode,
+                    "agents_per_gib",
+                    1024.0 / per1k * 1000.0,
+                    "agents",
+                    json!({"agents": n}),
+                );
+                rec.record(
+                    mode,
+                    "heap_per_agent",
+                    f("heap") / n as f64,
+                    "B",
+                    json!({"agents": n, "note": "bytes live per agent, counting allocator"}),
+                );
             } else {
                 let a1k = f("rss_agents") / n as f64 * 1000.0 / mib;
                 let f1k = f("rss_inflight_peak") / n as f64 * 1000.0 / mib;
-                rec.record(mode, "rss_agents_per_1000", a1k, "MiB", json!({"agents": n}));
-                rec.record(mode, "rss_inflight_per_1000", f1k, "MiB", json!({"agents": n}));
-                rec.record(mode, "concurrent_per_gib", 1024.0 / (a1k + f1k) * 1000.0, "agents", json!({"agents": n}));
-                rec.record(mode, "wall_s", f("wall_s"), "s", json!({"agents": n, "ideal": 0.1}));
-                rec.record(mode, "overhead_per_invocation", (f("wall_s") - 0.1) / n as f64 * 1e6, "us",
-                    json!({"agents": n, "note": "(wall - 0.1 s) / N"}));
+                rec.record(
+                    mode,
+                    "rss_agents_per_1000",
+                    a1k,
+                    "MiB",
+                    json!({"agents": n}),
+                );
+                rec.record(
+                    mode,
+                    "rss_inflight_per_1000",
+                    f1k,
+                    "MiB",
+                    json!({"agents": n}),
+                );
+                rec.record(
+                    mode,
+                    "concurrent_per_gib",
+                    1024.0 / (a1k + f1k) * 1000.0,
+                    "agents",
+                    json!({"agents": n}),
+                );
+                rec.record(
+                    mode,
+                    "wall_s",
+                    f("wall_s"),
+                    "s",
+                    json!({"agents": n, "ideal": 0.1}),
+                );
+                rec.record(
+                    mode,
+                    "overhead_per_invocation",
+                    (f("wall_s") - 0.1) / n as f64 * 1e6,
+                    "us",
+                    json!({"agents": n, "note": "(wall - 0.1 s) / N"}),
+                );
                 rec.record(mode, "cpu_s", f("cpu_s"), "s", json!({"agents": n}));
             }
         }
@@ -398,22 +515,32 @@ impl Model for StampingModel {
     async fn stream(&self, _request: ModelRequest) -> Result<ModelStream, ModelError> {
         let k = *self.k.lock().unwrap_or_else(PoisonError::into_inner);
         let stamps = self.stamps.clone();
-        stamps.lock().unwrap_or_else(PoisonError::into_inner).clear();
+        stamps
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
         let total = k + 4;
         Ok(Box::pin(futures_util::stream::unfold(0usize, move |i| {
             let stamps = stamps.clone();
             async move {
                 let ev = match i {
                     _ if i >= total => return None,
-                    0 => StreamEvent::MessageStart { role: Role::Assistant },
+                    0 => StreamEvent::MessageStart {
+                        role: Role::Assistant,
+                    },
                     1 => StreamEvent::BlockStart(BlockStart::Text),
                     _ if i < k + 2 => {
                         let idx = i - 2;
-                        stamps.lock().unwrap_or_else(PoisonError::into_inner).push(Instant::now());
+                        stamps
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .push(Instant::now());
                         StreamEvent::BlockDelta(BlockDelta::Text(idx.to_string()))
                     }
                     _ if i == k + 2 => StreamEvent::BlockStop,
-                    _ => StreamEvent::MessageStop { stop_reason: StopReason::EndTurn },
+                    _ => StreamEvent::MessageStop {
+                        stop_reason: StopReason::EndTurn,
+                    },
                 };
                 let _ = (Usage::default(), StreamMetrics::default());
                 Some((Ok(ev), i + 1))
@@ -428,7 +555,10 @@ fn streaming(rec: &Recorder, cfg: &Config, rt: &tokio::runtime::Runtime) {
     let stamps = Arc::new(Mutex::new(Vec::new()));
     let mut agent = build(
         Agent::builder()
-            .model(StampingModel { k: k.clone(), stamps: stamps.clone() })
+            .model(StampingModel {
+                k: k.clone(),
+                stamps: stamps.clone(),
+            })
             .no_conversation_manager(),
     );
     let set_k = |n: usize| *k.lock().unwrap_or_else(PoisonError::into_inner) = n;
@@ -442,7 +572,8 @@ fn streaming(rec: &Recorder, cfg: &Config, rt: &tokio::runtime::Runtime) {
                 if let Ok(AgentEvent::TextDelta(t)) = ev {
                     let now = Instant::now();
                     if let Ok(i) = t.parse::<usize>()
-                        && let Some(at) = stamps.lock().unwrap_or_else(PoisonError::into_inner).get(i)
+                        && let Some(at) =
+                            stamps.lock().unwrap_or_else(PoisonError::into_inner).get(i)
                     {
                         lat.push(now.duration_since(*at).as_nanos() as f64);
                     }
@@ -460,7 +591,10 @@ fn streaming(rec: &Recorder, cfg: &Config, rt: &tokio::runtime::Runtime) {
     for _ in 0..iters {
         lat.extend(one(&mut agent));
     }
-    let s = Samples { wall: lat.clone(), cpu: lat };
+    let s = Samples {
+        wall: lat.clone(),
+        cpu: lat,
+    };
     let (m, p10, p90) = s.summarize(&s.wall, 1.0);
     rec.record("stream_latency", "yield_to_receive", m, "us",
         json!({"p10": p10, "p90": p90, "n": s.wall.len(), "deltas_per_call": K,
@@ -482,9 +616,20 @@ fn streaming(rec: &Recorder, cfg: &Config, rt: &tokio::runtime::Runtime) {
     let med = |v: &[f64]| Samples::default().summarize(v, 1.0).0;
     rec.record("stream_burst", "per_delta", (med(&bw) - med(&tw)) / K as f64, "us",
         json!({"n": iters, "deltas_per_call": K, "note": "(stream K deltas - text-only stream)/K, wall"}));
-    rec.record("stream_burst", "per_delta_cpu", (med(&bc) - med(&tc)) / K as f64, "us",
-        json!({"n": iters, "deltas_per_call": K}));
-    rec.record("stream_text_only", "per_invocation", med(&tw), "us", json!({"n": iters}));
+    rec.record(
+        "stream_burst",
+        "per_delta_cpu",
+        (med(&bc) - med(&tc)) / K as f64,
+        "us",
+        json!({"n": iters, "deltas_per_call": K}),
+    );
+    rec.record(
+        "stream_text_only",
+        "per_invocation",
+        med(&tw),
+        "us",
+        json!({"n": iters}),
+    );
 }
 
 /// Heap retained per finished invocation once history is cleared.
@@ -506,7 +651,8 @@ fn retained(rec: &Recorder, rt: &tokio::runtime::Runtime) {
         }
     });
     let st = region.change();
-    let live = st.bytes_allocated as f64 - st.bytes_deallocated as f64 + st.bytes_reallocated as f64;
+    let live =
+        st.bytes_allocated as f64 - st.bytes_deallocated as f64 + st.bytes_reallocated as f64;
     rec.record("retained", "retained_per_invocation", live / k as f64, "B",
         json!({"note": "heap kept by the agent per finished invocation after clearing the conversation (counting allocator)"}));
 }
@@ -514,7 +660,11 @@ fn retained(rec: &Recorder, rt: &tokio::runtime::Runtime) {
 fn rss_bytes() -> f64 {
     std::fs::read_to_string("/proc/self/statm")
         .ok()
-        .and_then(|s| s.split_whitespace().nth(1).and_then(|v| v.parse::<f64>().ok()))
+        .and_then(|s| {
+            s.split_whitespace()
+                .nth(1)
+                .and_then(|v| v.parse::<f64>().ok())
+        })
         .map(|pages| pages * 4096.0)
         .unwrap_or(f64::NAN)
 }
@@ -523,7 +673,10 @@ fn rss_bytes() -> f64 {
 pub(crate) fn child(args: &[String]) -> ExitCode {
     let mode = args.first().map(String::as_str).unwrap_or("");
     let n: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1000);
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(_) => return ExitCode::FAILURE,
     };
@@ -552,7 +705,10 @@ pub(crate) fn child(args: &[String]) -> ExitCode {
             });
             assert_eq!(agents[0].messages().len(), 20);
             let st = region.change();
-            out["heap"] = json!(st.bytes_allocated as f64 - st.bytes_deallocated as f64 + st.bytes_reallocated as f64);
+            out["heap"] = json!(
+                st.bytes_allocated as f64 - st.bytes_deallocated as f64
+                    + st.bytes_reallocated as f64
+            );
             out["rss_growth"] = json!(rss_bytes() - r0);
             std::hint::black_box(&agents);
         }
