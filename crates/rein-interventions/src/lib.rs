@@ -89,6 +89,8 @@ mod action;
 mod closure;
 mod event;
 mod handler;
+#[cfg(feature = "policy")]
+pub mod policy;
 mod registry;
 
 pub use action::{

@@ -1,0 +1,289 @@
+//! The typed configuration of each built-in kind, as written in a policy file.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+/// What a counter counts over.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// Each invocation counts from zero (a resume is a new invocation).
+    #[default]
+    Invocation,
+    /// Counts over the handler's whole life (every invocation of every agent it serves).
+    Agent,
+}
+
+/// What a `redact` handler rewrites, and so on which event it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RedactTarget {
+    /// The new input (and injected messages), on `before_invocation`.
+    Prompt,
+    /// What one model call sends (system prompt and messages), on `before_model_call`;
+    /// stored history is not touched.
+    ModelRequest,
+    /// The tool input, on `before_tool_call`.
+    ToolInput,
+    /// The tool result, on `after_tool_call`.
+    ToolResult,
+    /// The model's response, on `after_model_call`.
+    ModelOutput,
+}
+
+fn default_role_key() -> String {
+    "role".to_owned()
+}
+
+fn default_replacement() -> String {
+    "[REDACTED]".to_owned()
+}
+
+/// `deny_tools`: deny a call of a listed tool.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DenyTools {
+    /// Tool names (`*` = every tool).
+    pub tools: Vec<String>,
+    /// Deny reason (template); default `tool '{tool}' is not allowed`.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// `allow_tools_by_role`: deny unless the caller's role allows the tool.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AllowToolsByRole {
+    /// The invocation-state key holding the role (default `role`).
+    #[serde(default = "default_role_key")]
+    pub state_key: String,
+    /// Role → tools it may use (`*` = every tool). A role that is absent, or not a string,
+    /// may use nothing.
+    pub allowed: BTreeMap<String, Vec<String>>,
+    /// Deny reason (template); default `role '{state.<state_key>}' may not use tool '{tool}'`.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+impl Default for AllowToolsByRole {
+    fn default() -> Self {
+        Self {
+            state_key: default_role_key(),
+            allowed: BTreeMap::new(),
+            reason: None,
+        }
+    }
+}
+
+/// `deny_input_match`: deny when the tool input matches a pattern.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DenyInputMatch {
+    /// Only these tools (default: every tool).
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
+    /// Only this top-level field (non-strings compared as their JSON text); default: any string
+    /// value at any depth.
+    #[serde(default)]
+    pub field: Option<String>,
+    /// The regular expression.
+    pub pattern: String,
+    /// Deny reason (template); default `input of '{tool}' matches a denied pattern`.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// `require_fields`: guide when a listed field is missing or empty.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequireFields {
+    /// The tools checked (`*` = every tool).
+    pub tools: Vec<String>,
+    /// Top-level fields that must be present and not empty (`null`, `""`, `[]`, `{}`).
+    pub fields: Vec<String>,
+    /// Feedback (template; `{missing}` is the comma-separated list of missing fields); default
+    /// `missing required field(s): {missing}`.
+    #[serde(default)]
+    pub feedback: Option<String>,
+}
+
+/// `confirm_tools`: ask a human before a listed tool runs.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfirmTools {
+    /// The tools (`*` = every tool).
+    pub tools: Vec<String>,
+    /// The question (template).
+    pub prompt: String,
+    /// A pre-emptive answer (`true`, `"yes"`, `false`, ...); absent or `null`: ask.
+    #[serde(default)]
+    pub response: Option<Value>,
+}
+
+/// `max_tool_calls`: deny tool calls past a count.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MaxToolCalls {
+    /// How many distinct tool uses are let through.
+    pub limit: u64,
+    /// Only these tools are counted and limited (default: every tool).
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
+    /// Per invocation (default) or over the handler's life.
+    #[serde(default)]
+    pub scope: Scope,
+    /// Deny reason (template); default `tool call limit ({limit}) reached`.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// `max_model_calls`: deny model calls past a count (a budget).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MaxModelCalls {
+    /// How many model calls are let through.
+    pub limit: u64,
+    /// Per invocation (default) or over the handler's life.
+    #[serde(default)]
+    pub scope: Scope,
+    /// Deny reason (template); default `model call limit ({limit}) reached`.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// `redact`: replace matches of a pattern in every string of the target.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Redact {
+    /// What is rewritten.
+    pub target: RedactTarget,
+    /// The regular expression.
+    pub pattern: String,
+    /// The replacement (`$1`, `${name}` refer to groups); default `[REDACTED]`.
+    #[serde(default = "default_replacement")]
+    pub replacement: String,
+    /// Only these tools (targets `tool_input` and `tool_result` only).
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
+}
+
+/// `deny_prompt_match`: deny an input (prompt or injected message) that matches.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DenyPromptMatch {
+    /// The regular expression.
+    pub pattern: String,
+    /// Deny reason (template); default `input matches a denied pattern`.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// `guide_prompt_match`: cancel an input that matches, with feedback to the caller.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuidePromptMatch {
+    /// The regular expression.
+    pub pattern: String,
+    /// The feedback (template).
+    pub feedback: String,
+}
+
+/// `guide_output_match`: discard a response whose text matches, inject feedback, retry.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuideOutputMatch {
+    /// The regular expression.
+    pub pattern: String,
+    /// The feedback (template).
+    pub feedback: String,
+}
+
+/// `guide_model_call`: inject feedback before a model call.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuideModelCall {
+    /// The feedback (template).
+    pub feedback: String,
+    /// Only before the first model call of each invocation.
+    #[serde(default)]
+    pub once: bool,
+}
+
+/// A built-in kind with its configuration.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum PolicyKind {
+    /// `deny_tools`.
+    DenyTools(DenyTools),
+    /// `allow_tools_by_role`.
+    AllowToolsByRole(AllowToolsByRole),
+    /// `deny_input_match`.
+    DenyInputMatch(DenyInputMatch),
+    /// `require_fields`.
+    RequireFields(RequireFields),
+    /// `confirm_tools`.
+    ConfirmTools(ConfirmTools),
+    /// `max_tool_calls`.
+    MaxToolCalls(MaxToolCalls),
+    /// `max_model_calls`.
+    MaxModelCalls(MaxModelCalls),
+    /// `redact`.
+    Redact(Redact),
+    /// `deny_prompt_match`.
+    DenyPromptMatch(DenyPromptMatch),
+    /// `guide_prompt_match`.
+    GuidePromptMatch(GuidePromptMatch),
+    /// `guide_output_match`.
+    GuideOutputMatch(GuideOutputMatch),
+    /// `guide_model_call`.
+    GuideModelCall(GuideModelCall),
+}
+
+macro_rules! kinds {
+    ($($variant:ident => $name:literal),* $(,)?) => {
+        impl PolicyKind {
+            /// The kind's name in a policy file.
+            pub fn kind_name(&self) -> &'static str {
+                match self {
+                    $(Self::$variant(_) => $name,)*
+                }
+            }
+
+            /// The names of every built-in kind.
+            pub const KIND_NAMES: &'static [&'static str] = &[$($name),*];
+
+            pub(crate) fn from_value(
+                kind: &str,
+                value: Value,
+            ) -> Option<Result<Self, serde_path_to_error::Error<serde_json::Error>>> {
+                match kind {
+                    $($name => Some(serde_path_to_error::deserialize(value).map(Self::$variant)),)*
+                    _ => None,
+                }
+            }
+        }
+
+        $(impl From<$variant> for PolicyKind {
+            fn from(c: $variant) -> Self {
+                Self::$variant(c)
+            }
+        })*
+    };
+}
+
+kinds!(
+    DenyTools => "deny_tools",
+    AllowToolsByRole => "allow_tools_by_role",
+    DenyInputMatch => "deny_input_match",
+    RequireFields => "require_fields",
+    ConfirmTools => "confirm_tools",
+    MaxToolCalls => "max_tool_calls",
+    MaxModelCalls => "max_model_calls",
+    Redact => "redact",
+    DenyPromptMatch => "deny_prompt_match",
+    GuidePromptMatch => "guide_prompt_match",
+    GuideOutputMatch => "guide_output_match",
+    GuideModelCall => "guide_model_call",
+);

@@ -1,0 +1,846 @@
+//! [`PolicyHandler`]: one handler type for every built-in kind.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Mutex, PoisonError};
+
+use regex::Regex;
+use rein_core::{
+    AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent, BeforeModelCallEvent,
+    BeforeToolCallEvent, ContentBlock, EventKind, InvocationId, Message, OnError,
+    ToolResultContent,
+};
+use serde_json::Value;
+
+use super::config::{PolicyKind, RedactTarget, Scope};
+use super::load::PolicyError;
+use super::template::{Template, TemplateVars, json_text};
+use crate::action::{
+    AfterModelCallAction, AfterToolCallAction, BeforeInvocationAction, BeforeModelCallAction,
+    BeforeToolCallAction, Confirm,
+};
+use crate::handler::{
+    EventSet, HandlerError, HandlerFuture, InterventionContext, InterventionHandler, Mode,
+};
+
+/// A set of tool names; `*` matches every tool.
+#[derive(Debug, Clone)]
+struct Tools {
+    all: bool,
+    names: HashSet<String>,
+}
+
+impl Tools {
+    fn new(list: &[String]) -> Self {
+        Self {
+            all: list.iter().any(|t| t == "*"),
+            names: list.iter().cloned().collect(),
+        }
+    }
+
+    fn contains(&self, tool: &str) -> bool {
+        self.all || self.names.contains(tool)
+    }
+}
+
+fn matches_opt(tools: Option<&Tools>, tool: &str) -> bool {
+    tools.is_none_or(|t| t.contains(tool))
+}
+
+#[derive(Debug, Default)]
+struct Counter {
+    invocation: Option<InvocationId>,
+    seen: HashSet<String>,
+    count: u64,
+}
+
+impl Counter {
+    /// Whether one more (identified by `key`, when given) is let through; counts it if so.
+    fn admit(
+        &mut self,
+        scope: Scope,
+        invocation: InvocationId,
+        key: Option<&str>,
+        limit: u64,
+    ) -> bool {
+        if scope == Scope::Invocation && self.invocation != Some(invocation) {
+            self.invocation = Some(invocation);
+            self.seen.clear();
+            self.count = 0;
+        }
+        if let Some(k) = key
+            && self.seen.contains(k)
+        {
+            return true;
+        }
+        if self.count >= limit {
+            return false;
+        }
+        self.count += 1;
+        if let Some(k) = key {
+            self.seen.insert(k.to_owned());
+        }
+        true
+    }
+}
+
+#[derive(Debug)]
+enum Rule {
+    DenyTools {
+        tools: Tools,
+        reason: Template,
+    },
+    AllowToolsByRole {
+        state_key: String,
+        allowed: BTreeMap<String, Tools>,
+        reason: Template,
+    },
+    DenyInputMatch {
+        tools: Option<Tools>,
+        field: Option<String>,
+        pattern: Regex,
+        reason: Template,
+    },
+    RequireFields {
+        tools: Tools,
+        fields: Vec<String>,
+        feedback: Template,
+    },
+    ConfirmTools {
+        tools: Tools,
+        prompt: Template,
+        response: Option<Value>,
+    },
+    MaxToolCalls {
+        limit: u64,
+        tools: Option<Tools>,
+        scope: Scope,
+        reason: Template,
+        counter: Mutex<Counter>,
+    },
+    MaxModelCalls {
+        limit: u64,
+        scope: Scope,
+        reason: Template,
+        counter: Mutex<Counter>,
+    },
+    Redact {
+        target: RedactTarget,
+        pattern: Regex,
+        replacement: String,
+        tools: Option<Tools>,
+    },
+    DenyPromptMatch {
+        pattern: Regex,
+        reason: Template,
+    },
+    GuidePromptMatch {
+        pattern: Regex,
+        feedback: Template,
+    },
+    GuideOutputMatch {
+        pattern: Regex,
+        feedback: Template,
+    },
+    GuideModelCall {
+        feedback: Template,
+        once: bool,
+        last: Mutex<Option<InvocationId>>,
+    },
+    Fail {
+        event: EventKind,
+        message: String,
+    },
+}
+
+/// A built-in policy handler: one of the kinds of [`PolicyKind`], with a name, an error policy
+/// and a mode. Patterns are compiled when it is built.
+///
+/// ```
+/// use rein_interventions::policy::{PolicyHandler, Redact, RedactTarget};
+/// use rein_interventions::{EventSet, InterventionHandler};
+/// let h = PolicyHandler::new("pii", Redact {
+///     target: RedactTarget::ToolResult,
+///     pattern: r"\d{3}-\d{2}-\d{4}".into(),
+///     replacement: "[SSN]".into(),
+///     tools: None,
+/// })?;
+/// assert_eq!(h.subscriptions(), EventSet::AFTER_TOOL_CALL);
+/// # Ok::<(), rein_interventions::policy::PolicyError>(())
+/// ```
+#[derive(Debug)]
+pub struct PolicyHandler {
+    name: String,
+    kind: &'static str,
+    on_error: OnError,
+    mode: Mode,
+    rule: Rule,
+}
+
+fn compile(pattern: &str, name: &str) -> Result<Regex, PolicyError> {
+    Regex::new(pattern).map_err(|e| {
+        PolicyError::new(format!("invalid regex: {e}"))
+            .field("pattern")
+            .handler(name)
+    })
+}
+
+fn template(text: Option<String>, default: &str) -> Template {
+    Template::parse(text.as_deref().unwrap_or(default))
+}
+
+impl PolicyHandler {
+    /// Builds a handler of this kind (compiling its patterns).
+    pub fn new(name: impl Into<String>, kind: impl Into<PolicyKind>) -> Result<Self, PolicyError> {
+        let name = name.into();
+        let kind = kind.into();
+        let kind_name = kind.kind_name();
+        let rule = match kind {
+            PolicyKind::DenyTools(c) => Rule::DenyTools {
+                tools: Tools::new(&c.tools),
+                reason: template(c.reason, "tool '{tool}' is not allowed"),
+            },
+            PolicyKind::AllowToolsByRole(c) => {
+                let default = format!(
+                    "role '{{state.{}}}' may not use tool '{{tool}}'",
+                    c.state_key
+                );
+                Rule::AllowToolsByRole {
+                    allowed: c
+                        .allowed
+                        .iter()
+                        .map(|(role, tools)| (role.clone(), Tools::new(tools)))
+                        .collect(),
+                    reason: template(c.reason, &default),
+                    state_key: c.state_key,
+                }
+            }
+            PolicyKind::DenyInputMatch(c) => Rule::DenyInputMatch {
+                tools: c.tools.as_deref().map(Tools::new),
+                field: c.field,
+                pattern: compile(&c.pattern, &name)?,
+                reason: template(c.reason, "input of '{tool}' matches a denied pattern"),
+            },
+            PolicyKind::RequireFields(c) => Rule::RequireFields {
+                tools: Tools::new(&c.tools),
+                fields: c.fields,
+                feedback: template(c.feedback, "missing required field(s): {missing}"),
+            },
+            PolicyKind::ConfirmTools(c) => Rule::ConfirmTools {
+                tools: Tools::new(&c.tools),
+                prompt: Template::parse(&c.prompt),
+                response: c.response.filter(|v| !v.is_null()),
+            },
+            PolicyKind::MaxToolCalls(c) => Rule::MaxToolCalls {
+                limit: c.limit,
+                tools: c.tools.as_deref().map(Tools::new),
+                scope: c.scope,
+                reason: template(c.reason, &format!("tool call limit ({}) reached", c.limit)),
+                counter: Mutex::default(),
+            },
+            PolicyKind::MaxModelCalls(c) => Rule::MaxModelCalls {
+                limit: c.limit,
+                scope: c.scope,
+                reason: template(c.reason, &format!("model call limit ({}) reached", c.limit)),
+                counter: Mutex::default(),
+            },
+            PolicyKind::Redact(c) => {
+                if c.tools.is_some()
+                    && !matches!(c.target, RedactTarget::ToolInput | RedactTarget::ToolResult)
+                {
+                    return Err(PolicyError::new(
+                        "`tools` applies only to targets tool_input and tool_result",
+                    )
+                    .field("tools")
+                    .handler(&name));
+                }
+                Rule::Redact {
+                    target: c.target,
+                    pattern: compile(&c.pattern, &name)?,
+                    replacement: c.replacement,
+                    tools: c.tools.as_deref().map(Tools::new),
+                }
+            }
+            PolicyKind::DenyPromptMatch(c) => Rule::DenyPromptMatch {
+                pattern: compile(&c.pattern, &name)?,
+                reason: template(c.reason, "input matches a denied pattern"),
+            },
+            PolicyKind::GuidePromptMatch(c) => Rule::GuidePromptMatch {
+                pattern: compile(&c.pattern, &name)?,
+                feedback: Template::parse(&c.feedback),
+            },
+            PolicyKind::GuideOutputMatch(c) => Rule::GuideOutputMatch {
+                pattern: compile(&c.pattern, &name)?,
+                feedback: Template::parse(&c.feedback),
+            },
+            PolicyKind::GuideModelCall(c) => Rule::GuideModelCall {
+                feedback: Template::parse(&c.feedback),
+                once: c.once,
+                last: Mutex::new(None),
+            },
+        };
+        Ok(Self {
+            name,
+            kind: kind_name,
+            on_error: OnError::Throw,
+            mode: Mode::Enforce,
+            rule,
+        })
+    }
+
+    /// A handler whose method for `event` fails with `message` (kind `fail`): for testing error
+    /// policies (`on_error`) in scenario files; not a production policy.
+    pub fn failing(
+        name: impl Into<String>,
+        event: EventKind,
+        message: impl Into<String>,
+    ) -> Result<Self, PolicyError> {
+        let name = name.into();
+        if EventSet::of(event).is_empty() {
+            return Err(
+                PolicyError::new(format!("handlers are not called on {event}"))
+                    .field("event")
+                    .handler(&name),
+            );
+        }
+        Ok(Self {
+            name,
+            kind: "fail",
+            on_error: OnError::Throw,
+            mode: Mode::Enforce,
+            rule: Rule::Fail {
+                event,
+                message: message.into(),
+            },
+        })
+    }
+
+    /// Sets what the handler's errors do (default [`OnError::Throw`]).
+    pub fn with_on_error(mut self, on_error: OnError) -> Self {
+        self.on_error = on_error;
+        self
+    }
+
+    /// Sets the mode (default [`Mode::Enforce`]).
+    pub fn with_mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// The handler's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The kind's name (`deny_tools`, ..., or `fail`).
+    pub fn kind_name(&self) -> &'static str {
+        self.kind
+    }
+
+    fn event_set(&self) -> EventSet {
+        match &self.rule {
+            Rule::DenyTools { .. }
+            | Rule::AllowToolsByRole { .. }
+            | Rule::DenyInputMatch { .. }
+            | Rule::RequireFields { .. }
+            | Rule::ConfirmTools { .. }
+            | Rule::MaxToolCalls { .. } => EventSet::BEFORE_TOOL_CALL,
+            Rule::MaxModelCalls { .. } | Rule::GuideModelCall { .. } => EventSet::BEFORE_MODEL_CALL,
+            Rule::DenyPromptMatch { .. } | Rule::GuidePromptMatch { .. } => {
+                EventSet::BEFORE_INVOCATION
+            }
+            Rule::GuideOutputMatch { .. } => EventSet::AFTER_MODEL_CALL,
+            Rule::Redact { target, .. } => match target {
+                RedactTarget::Prompt => EventSet::BEFORE_INVOCATION,
+                RedactTarget::ModelRequest => EventSet::BEFORE_MODEL_CALL,
+                RedactTarget::ToolInput => EventSet::BEFORE_TOOL_CALL,
+                RedactTarget::ToolResult => EventSet::AFTER_TOOL_CALL,
+                RedactTarget::ModelOutput => EventSet::AFTER_MODEL_CALL,
+            },
+            Rule::Fail { event, .. } => EventSet::of(*event),
+        }
+    }
+
+    fn fail(&self, event: EventKind) -> Result<(), HandlerError> {
+        match &self.rule {
+            Rule::Fail { event: e, message } if *e == event => {
+                Err(HandlerError::new(message.clone()))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn decide_before_invocation(
+        &self,
+        ev: &BeforeInvocationEvent,
+        cx: &InterventionContext,
+    ) -> Result<BeforeInvocationAction, HandlerError> {
+        self.fail(EventKind::BeforeInvocation)?;
+        let vars = TemplateVars::new().state(cx.invocation_state());
+        Ok(match &self.rule {
+            Rule::DenyPromptMatch { pattern, reason } if input_matches(pattern, &ev.messages) => {
+                BeforeInvocationAction::deny(reason.render(&vars))
+            }
+            Rule::GuidePromptMatch { pattern, feedback }
+                if input_matches(pattern, &ev.messages) =>
+            {
+                BeforeInvocationAction::guide(feedback.render(&vars))
+            }
+            Rule::Redact {
+                target: RedactTarget::Prompt,
+                pattern,
+                replacement,
+                ..
+            } if ev
+                .messages
+                .iter()
+                .any(|m| blocks_match(pattern, &m.content)) =>
+            {
+                let (re, rep) = (pattern.clone(), replacement.clone());
+                BeforeInvocationAction::transform(move |messages: &mut Vec<Message>| {
+                    for m in messages {
+                        redact_blocks(&re, &rep, &mut m.content);
+                    }
+                })
+            }
+            _ => BeforeInvocationAction::Proceed,
+        })
+    }
+
+    fn decide_before_model_call(
+        &self,
+        ev: &BeforeModelCallEvent,
+        cx: &InterventionContext,
+    ) -> Result<BeforeModelCallAction, HandlerError> {
+        self.fail(EventKind::BeforeModelCall)?;
+        let vars = TemplateVars::new().state(cx.invocation_state());
+        Ok(match &self.rule {
+            Rule::MaxModelCalls {
+                limit,
+                scope,
+                reason,
+                counter,
+            } => {
+                let admitted = counter
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .admit(*scope, cx.invocation_id(), None, *limit);
+                if admitted {
+                    BeforeModelCallAction::Proceed
+                } else {
+                    BeforeModelCallAction::deny(reason.render(&vars))
+                }
+            }
+            Rule::GuideModelCall {
+                feedback,
+                once,
+                last,
+            } => {
+                let mut last = last.lock().unwrap_or_else(PoisonError::into_inner);
+                if *once && *last == Some(cx.invocation_id()) {
+                    BeforeModelCallAction::Proceed
+                } else {
+                    *last = Some(cx.invocation_id());
+                    BeforeModelCallAction::guide(feedback.render(&vars))
+                }
+            }
+            Rule::Redact {
+                target: RedactTarget::ModelRequest,
+                pattern,
+                replacement,
+                ..
+            } => {
+                let system = ev
+                    .request
+                    .system_prompt
+                    .as_deref()
+                    .is_some_and(|s| pattern.is_match(s));
+                let messages = ev
+                    .request
+                    .messages
+                    .iter()
+                    .any(|m| blocks_match(pattern, &m.content));
+                if !system && !messages {
+                    return Ok(BeforeModelCallAction::Proceed);
+                }
+                let (re, rep) = (pattern.clone(), replacement.clone());
+                BeforeModelCallAction::transform(move |request| {
+                    if system && let Some(s) = request.system_prompt.as_deref() {
+                        let new = re.replace_all(s, rep.as_str()).into_owned();
+                        request.system_prompt = Some(new.into());
+                    }
+                    if messages {
+                        for m in request.messages_mut() {
+                            redact_blocks(&re, &rep, &mut m.content);
+                        }
+                    }
+                })
+            }
+            _ => BeforeModelCallAction::Proceed,
+        })
+    }
+
+    fn decide_after_model_call(
+        &self,
+        ev: &AfterModelCallEvent,
+        cx: &InterventionContext,
+    ) -> Result<AfterModelCallAction, HandlerError> {
+        self.fail(EventKind::AfterModelCall)?;
+        let Some(response) = ev.response() else {
+            return Ok(AfterModelCallAction::Proceed);
+        };
+        let vars = TemplateVars::new().state(cx.invocation_state());
+        Ok(match &self.rule {
+            Rule::GuideOutputMatch { pattern, feedback }
+                if pattern.is_match(&response.message.text()) =>
+            {
+                AfterModelCallAction::guide(feedback.render(&vars))
+            }
+            Rule::Redact {
+                target: RedactTarget::ModelOutput,
+                pattern,
+                replacement,
+                ..
+            } if blocks_match(pattern, &response.message.content) => {
+                let (re, rep) = (pattern.clone(), replacement.clone());
+                AfterModelCallAction::transform(move |m: &mut Message| {
+                    redact_blocks(&re, &rep, &mut m.content);
+                })
+            }
+            _ => AfterModelCallAction::Proceed,
+        })
+    }
+
+    fn decide_before_tool_call(
+        &self,
+        ev: &BeforeToolCallEvent,
+        cx: &InterventionContext,
+    ) -> Result<BeforeToolCallAction, HandlerError> {
+        self.fail(EventKind::BeforeToolCall)?;
+        let tool_use = ev.tool_use();
+        let tool = tool_use.name.as_str();
+        let input = &tool_use.input;
+        let state = cx.invocation_state();
+        let vars = TemplateVars::new().tool(tool, input).state(state);
+        Ok(match &self.rule {
+            Rule::DenyTools { tools, reason } if tools.contains(tool) => {
+                BeforeToolCallAction::deny(reason.render(&vars))
+            }
+            Rule::AllowToolsByRole {
+                state_key,
+                allowed,
+                reason,
+            } => {
+                let ok = state
+                    .get(state_key)
+                    .and_then(Value::as_str)
+                    .and_then(|role| allowed.get(role))
+                    .is_some_and(|tools| tools.contains(tool));
+                if ok {
+                    BeforeToolCallAction::Proceed
+                } else {
+                    BeforeToolCallAction::deny(reason.render(&vars))
+                }
+            }
+            Rule::DenyInputMatch {
+                tools,
+                field,
+                pattern,
+                reason,
+            } if matches_opt(tools.as_ref(), tool) => {
+                let hit = match field {
+                    Some(f) => input
+                        .get(f)
+                        .is_some_and(|v| pattern.is_match(&json_text(v))),
+                    None => value_matches(pattern, input),
+                };
+                if hit {
+                    BeforeToolCallAction::deny(reason.render(&vars))
+                } else {
+                    BeforeToolCallAction::Proceed
+                }
+            }
+            Rule::RequireFields {
+                tools,
+                fields,
+                feedback,
+            } if tools.contains(tool) => {
+                let missing: Vec<&str> = fields
+                    .iter()
+                    .filter(|f| input.get(f.as_str()).is_none_or(is_empty))
+                    .map(String::as_str)
+                    .collect();
+                if missing.is_empty() {
+                    BeforeToolCallAction::Proceed
+                } else {
+                    let joined = missing.join(", ");
+                    let extra = [("missing", joined.as_str())];
+                    BeforeToolCallAction::guide(feedback.render(&vars.extra(&extra)))
+                }
+            }
+            Rule::ConfirmTools {
+                tools,
+                prompt,
+                response,
+            } if tools.contains(tool) => {
+                let mut confirm = Confirm::new(prompt.render(&vars));
+                if let Some(r) = response {
+                    confirm = confirm.with_response(r.clone());
+                }
+                BeforeToolCallAction::Confirm(confirm)
+            }
+            Rule::MaxToolCalls {
+                limit,
+                tools,
+                scope,
+                reason,
+                counter,
+            } if matches_opt(tools.as_ref(), tool) => {
+                let admitted = counter
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .admit(
+                        *scope,
+                        cx.invocation_id(),
+                        Some(&tool_use.tool_use_id),
+                        *limit,
+                    );
+                if admitted {
+                    BeforeToolCallAction::Proceed
+                } else {
+                    BeforeToolCallAction::deny(reason.render(&vars))
+                }
+            }
+            Rule::Redact {
+                target: RedactTarget::ToolInput,
+                pattern,
+                replacement,
+                tools,
+            } if matches_opt(tools.as_ref(), tool) && value_matches(pattern, input) => {
+                let (re, rep) = (pattern.clone(), replacement.clone());
+                BeforeToolCallAction::transform(move |draft| {
+                    redact_value(&re, &rep, &mut draft.input);
+                })
+            }
+            _ => BeforeToolCallAction::Proceed,
+        })
+    }
+
+    fn decide_after_tool_call(
+        &self,
+        ev: &AfterToolCallEvent,
+        _cx: &InterventionContext,
+    ) -> Result<AfterToolCallAction, HandlerError> {
+        self.fail(EventKind::AfterToolCall)?;
+        Ok(match &self.rule {
+            Rule::Redact {
+                target: RedactTarget::ToolResult,
+                pattern,
+                replacement,
+                tools,
+            } if matches_opt(tools.as_ref(), &ev.tool_use().name)
+                && result_matches(pattern, &ev.result.content) =>
+            {
+                let (re, rep) = (pattern.clone(), replacement.clone());
+                AfterToolCallAction::transform(move |draft| {
+                    redact_result(&re, &rep, &mut draft.content);
+                })
+            }
+            _ => AfterToolCallAction::Proceed,
+        })
+    }
+}
+
+/// Missing or empty: `null`, `""`, `[]`, `{}`.
+fn is_empty(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        _ => false,
+    }
+}
+
+/// Whether a text block of the input matches.
+fn input_matches(re: &Regex, messages: &[Message]) -> bool {
+    messages.iter().any(|m| {
+        m.content
+            .iter()
+            .any(|b| matches!(b, ContentBlock::Text(t) if re.is_match(t)))
+    })
+}
+
+/// Whether any string value at any depth matches.
+fn value_matches(re: &Regex, v: &Value) -> bool {
+    match v {
+        Value::String(s) => re.is_match(s),
+        Value::Array(a) => a.iter().any(|v| value_matches(re, v)),
+        Value::Object(o) => o.values().any(|v| value_matches(re, v)),
+        _ => false,
+    }
+}
+
+/// Replaces matches in every string value at any depth.
+fn redact_value(re: &Regex, rep: &str, v: &mut Value) {
+    match v {
+        Value::String(s) => {
+            if let std::borrow::Cow::Owned(new) = re.replace_all(s, rep) {
+                *s = new;
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(|v| redact_value(re, rep, v)),
+        Value::Object(o) => o.values_mut().for_each(|v| redact_value(re, rep, v)),
+        _ => {}
+    }
+}
+
+fn redact_string(re: &Regex, rep: &str, s: &mut String) {
+    if let std::borrow::Cow::Owned(new) = re.replace_all(s, rep) {
+        *s = new;
+    }
+}
+
+fn result_matches(re: &Regex, content: &[ToolResultContent]) -> bool {
+    content.iter().any(|c| match c {
+        ToolResultContent::Text(t) => re.is_match(t),
+        ToolResultContent::Json(v) => value_matches(re, v),
+        _ => false,
+    })
+}
+
+fn redact_result(re: &Regex, rep: &str, content: &mut [ToolResultContent]) {
+    for c in content {
+        match c {
+            ToolResultContent::Text(t) => redact_string(re, rep, t),
+            ToolResultContent::Json(v) => redact_value(re, rep, v),
+            _ => {}
+        }
+    }
+}
+
+/// The strings of message content: text, tool-use input, tool-result text and JSON. (Ids,
+/// names, media and signed reasoning are left alone.)
+fn blocks_match(re: &Regex, blocks: &[ContentBlock]) -> bool {
+    blocks.iter().any(|b| match b {
+        ContentBlock::Text(t) => re.is_match(t),
+        ContentBlock::ToolUse(u) => value_matches(re, &u.input),
+        ContentBlock::ToolResult(r) => result_matches(re, &r.content),
+        _ => false,
+    })
+}
+
+fn redact_blocks(re: &Regex, rep: &str, blocks: &mut [ContentBlock]) {
+    for b in blocks {
+        match b {
+            ContentBlock::Text(t) => redact_string(re, rep, t),
+            ContentBlock::ToolUse(u) => redact_value(re, rep, &mut u.input),
+            ContentBlock::ToolResult(r) => redact_result(re, rep, &mut r.content),
+            _ => {}
+        }
+    }
+}
+
+impl InterventionHandler for PolicyHandler {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn on_error(&self) -> OnError {
+        self.on_error
+    }
+
+    fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    fn subscriptions(&self) -> EventSet {
+        self.event_set()
+    }
+
+    fn __completes_immediately(&self, _set: EventSet) -> bool {
+        true
+    }
+
+    async fn before_invocation(
+        &self,
+        event: &BeforeInvocationEvent,
+        cx: &InterventionContext,
+    ) -> Result<BeforeInvocationAction, HandlerError> {
+        self.decide_before_invocation(event, cx)
+    }
+
+    async fn before_model_call(
+        &self,
+        event: &BeforeModelCallEvent,
+        cx: &InterventionContext,
+    ) -> Result<BeforeModelCallAction, HandlerError> {
+        self.decide_before_model_call(event, cx)
+    }
+
+    async fn after_model_call(
+        &self,
+        event: &AfterModelCallEvent,
+        cx: &InterventionContext,
+    ) -> Result<AfterModelCallAction, HandlerError> {
+        self.decide_after_model_call(event, cx)
+    }
+
+    async fn before_tool_call(
+        &self,
+        event: &BeforeToolCallEvent,
+        cx: &InterventionContext,
+    ) -> Result<BeforeToolCallAction, HandlerError> {
+        self.decide_before_tool_call(event, cx)
+    }
+
+    async fn after_tool_call(
+        &self,
+        event: &AfterToolCallEvent,
+        cx: &InterventionContext,
+    ) -> Result<AfterToolCallAction, HandlerError> {
+        self.decide_after_tool_call(event, cx)
+    }
+
+    fn __dispatch_before_invocation<'a>(
+        &'a self,
+        event: &'a BeforeInvocationEvent,
+        cx: &'a InterventionContext,
+    ) -> HandlerFuture<'a, BeforeInvocationAction> {
+        HandlerFuture::ready(self.decide_before_invocation(event, cx))
+    }
+
+    fn __dispatch_before_model_call<'a>(
+        &'a self,
+        event: &'a BeforeModelCallEvent,
+        cx: &'a InterventionContext,
+    ) -> HandlerFuture<'a, BeforeModelCallAction> {
+        HandlerFuture::ready(self.decide_before_model_call(event, cx))
+    }
+
+    fn __dispatch_after_model_call<'a>(
+        &'a self,
+        event: &'a AfterModelCallEvent,
+        cx: &'a InterventionContext,
+    ) -> HandlerFuture<'a, AfterModelCallAction> {
+        HandlerFuture::ready(self.decide_after_model_call(event, cx))
+    }
+
+    fn __dispatch_before_tool_call<'a>(
+        &'a self,
+        event: &'a BeforeToolCallEvent,
+        cx: &'a InterventionContext,
+    ) -> HandlerFuture<'a, BeforeToolCallAction> {
+        HandlerFuture::ready(self.decide_before_tool_call(event, cx))
+    }
+
+    fn __dispatch_after_tool_call<'a>(
+        &'a self,
+        event: &'a AfterToolCallEvent,
+        cx: &'a InterventionContext,
+    ) -> HandlerFuture<'a, AfterToolCallAction> {
+        HandlerFuture::ready(self.decide_after_tool_call(event, cx))
+    }
+}
+
+#[cfg(test)]
+mod tests;

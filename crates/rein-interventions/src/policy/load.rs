@@ -1,0 +1,420 @@
+//! Loading policy files: TOML `[[policy]]` tables or a JSON array of specs.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::path::Path;
+
+use rein_core::{EventKind, OnError};
+use serde_json::Value;
+
+use super::config::PolicyKind;
+use super::handler::PolicyHandler;
+use crate::handler::Mode;
+
+/// Why a policy (or one handler of it) could not be built. Its text starts with the JSON path
+/// of the problem (`policy[2].pattern: invalid regex in handler 'no-prod': ...`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyError {
+    index: Option<usize>,
+    handler: Option<String>,
+    field: Option<String>,
+    message: String,
+}
+
+impl PolicyError {
+    pub(crate) fn new(message: impl Into<String>) -> Self {
+        Self {
+            index: None,
+            handler: None,
+            field: None,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn field(mut self, field: impl Into<String>) -> Self {
+        self.field = Some(field.into());
+        self
+    }
+
+    pub(crate) fn handler(mut self, name: impl Into<String>) -> Self {
+        self.handler = Some(name.into());
+        self
+    }
+
+    fn at(mut self, index: usize) -> Self {
+        self.index = Some(index);
+        self
+    }
+
+    /// The index of the spec in the policy, when loaded from a file.
+    pub fn index(&self) -> Option<usize> {
+        self.index
+    }
+
+    /// The handler's name, when known.
+    pub fn handler_name(&self) -> Option<&str> {
+        self.handler.as_deref()
+    }
+
+    /// The field at fault (a path inside the spec, e.g. `pattern` or `allowed.admin[0]`).
+    pub fn field_name(&self) -> Option<&str> {
+        self.field.as_deref()
+    }
+
+    /// What is wrong.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The JSON path of the problem: `policy[2].pattern`, `policy[0]`, `pattern`, or empty.
+    pub fn path(&self) -> String {
+        let mut path = match self.index {
+            Some(i) => format!("policy[{i}]"),
+            None => String::new(),
+        };
+        if let Some(f) = &self.field {
+            if !path.is_empty() && !f.starts_with('[') {
+                path.push('.');
+            }
+            path.push_str(f);
+        }
+        path
+    }
+}
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let path = self.path();
+        if !path.is_empty() {
+            write!(f, "{path}: ")?;
+        }
+        f.write_str(&self.message)?;
+        if let Some(h) = &self.handler {
+            write!(f, " (handler '{h}')")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for PolicyError {}
+
+/// How a policy is loaded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LoadOptions {
+    allow_fail: bool,
+}
+
+impl LoadOptions {
+    /// Production policies: the built-in kinds only.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Scenario files (`rein replay`): also accept `kind: "fail"` (`event`, `message`), a
+    /// handler whose method for that event returns an error — for testing error policies.
+    pub fn scenario() -> Self {
+        Self { allow_fail: true }
+    }
+}
+
+/// An ordered list of policy handlers, loaded from a policy file.
+///
+/// A file is a JSON array of specs (or an object whose `policy` key holds one), or TOML
+/// `[[policy]]` tables. Each spec has `name` (unique), `kind`, the kind's fields, and optional
+/// `on_error` (`throw` | `proceed` | `deny`) and `mode` (`enforce` | `shadow`).
+///
+/// ```
+/// use rein_interventions::policy::Policy;
+/// let err = Policy::from_json_str(r#"[{"name": "a", "kind": "deny_prompt_match", "pattern": "("}]"#)
+///     .unwrap_err();
+/// assert!(err.to_string().starts_with("policy[0].pattern: invalid regex"));
+/// ```
+#[derive(Debug, Default)]
+pub struct Policy {
+    handlers: Vec<PolicyHandler>,
+}
+
+impl Policy {
+    /// Loads a JSON policy.
+    pub fn from_json_str(text: &str) -> Result<Self, PolicyError> {
+        Self::from_json_str_with(text, LoadOptions::new())
+    }
+
+    /// Loads a JSON policy with options.
+    pub fn from_json_str_with(text: &str, options: LoadOptions) -> Result<Self, PolicyError> {
+        let value: Value = serde_json::from_str(text)
+            .map_err(|e| PolicyError::new(format!("invalid JSON: {e}")))?;
+        Self::from_document(value, options)
+    }
+
+    /// Loads a TOML policy (`[[policy]]` tables).
+    pub fn from_toml_str(text: &str) -> Result<Self, PolicyError> {
+        Self::from_toml_str_with(text, LoadOptions::new())
+    }
+
+    /// Loads a TOML policy with options.
+    pub fn from_toml_str_with(text: &str, options: LoadOptions) -> Result<Self, PolicyError> {
+        let table: toml::Table = toml::from_str(text)
+            .map_err(|e| PolicyError::new(format!("invalid TOML: {}", e.message())))?;
+        let value = serde_json::to_value(table)
+            .map_err(|e| PolicyError::new(format!("invalid TOML: {e}")))?;
+        Self::from_document(value, options)
+    }
+
+    /// Loads a policy file: TOML when the extension is `.toml`, JSON otherwise.
+    pub fn from_path(path: impl AsRef<Path>) -> Result<Self, PolicyError> {
+        Self::from_path_with(path, LoadOptions::new())
+    }
+
+    /// Loads a policy file with options.
+    pub fn from_path_with(
+        path: impl AsRef<Path>,
+        options: LoadOptions,
+    ) -> Result<Self, PolicyError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| PolicyError::new(format!("cannot read {}: {e}", path.display())))?;
+        if path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("toml"))
+        {
+            Self::from_toml_str_with(&text, options)
+        } else {
+            Self::from_json_str_with(&text, options)
+        }
+    }
+
+    fn from_document(value: Value, options: LoadOptions) -> Result<Self, PolicyError> {
+        let specs = match value {
+            Value::Array(a) => a,
+            Value::Object(mut o) => match o.remove("policy") {
+                Some(Value::Array(a)) if o.is_empty() => a,
+                Some(Value::Array(_)) => {
+                    let key = o.keys().next().cloned().unwrap_or_default();
+                    return Err(PolicyError::new(format!("unknown top-level key `{key}`")));
+                }
+                Some(_) => {
+                    return Err(PolicyError::new(
+                        "`policy` must be an array of handler specs",
+                    ));
+                }
+                None => {
+                    return Err(PolicyError::new(
+                        "expected an array of handler specs (or `policy` tables)",
+                    ));
+                }
+            },
+            _ => {
+                return Err(PolicyError::new("expected an array of handler specs"));
+            }
+        };
+        Self::from_values(specs, options)
+    }
+
+    /// Builds the handlers from specs (JSON values), in order. Errors name the index in the
+    /// list (`policy[i]`), the handler and the field.
+    pub fn from_values(specs: Vec<Value>, options: LoadOptions) -> Result<Self, PolicyError> {
+        let mut names = HashSet::new();
+        let mut handlers = Vec::with_capacity(specs.len());
+        for (i, spec) in specs.into_iter().enumerate() {
+            let handler = load_one(spec, options).map_err(|e| e.at(i))?;
+            if !names.insert(handler.name().to_owned()) {
+                return Err(PolicyError::new(format!(
+                    "duplicate handler name '{}'",
+                    handler.name()
+                ))
+                .field("name")
+                .at(i));
+            }
+            handlers.push(handler);
+        }
+        Ok(Self { handlers })
+    }
+
+    /// The handlers, in order.
+    pub fn handlers(&self) -> &[PolicyHandler] {
+        &self.handlers
+    }
+
+    /// The handlers, in order, to give to an agent builder (`.interventions(..)`).
+    pub fn into_handlers(self) -> Vec<PolicyHandler> {
+        self.handlers
+    }
+
+    /// How many handlers.
+    pub fn len(&self) -> usize {
+        self.handlers.len()
+    }
+
+    /// Whether there is no handler.
+    pub fn is_empty(&self) -> bool {
+        self.handlers.is_empty()
+    }
+}
+
+fn take_string(
+    obj: &mut serde_json::Map<String, Value>,
+    key: &str,
+) -> Result<Option<String>, PolicyError> {
+    match obj.remove(key) {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(other) => Err(PolicyError::new(format!(
+            "invalid type: {}, expected a string",
+            type_name(&other)
+        ))
+        .field(key)),
+    }
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+fn parse_enum<T: serde::de::DeserializeOwned>(
+    value: Option<String>,
+    field: &str,
+    name: &str,
+) -> Result<Option<T>, PolicyError> {
+    match value {
+        None => Ok(None),
+        Some(s) => serde_json::from_value(Value::String(s))
+            .map(Some)
+            .map_err(|e| PolicyError::new(e.to_string()).field(field).handler(name)),
+    }
+}
+
+fn load_one(spec: Value, options: LoadOptions) -> Result<PolicyHandler, PolicyError> {
+    let Value::Object(mut obj) = spec else {
+        return Err(PolicyError::new(format!(
+            "invalid type: {}, expected a handler spec (an object)",
+            type_name(&spec)
+        )));
+    };
+    let name = take_string(&mut obj, "name")?
+        .ok_or_else(|| PolicyError::new("missing field `name`").field("name"))?;
+    if name.is_empty() {
+        return Err(PolicyError::new("the name must not be empty").field("name"));
+    }
+    let kind = take_string(&mut obj, "kind")
+        .map_err(|e| e.handler(&name))?
+        .ok_or_else(|| {
+            PolicyError::new("missing field `kind`")
+                .field("kind")
+                .handler(&name)
+        })?;
+    let on_error: Option<OnError> = parse_enum(
+        take_string(&mut obj, "on_error").map_err(|e| e.handler(&name))?,
+        "on_error",
+        &name,
+    )?;
+    let mode = match take_string(&mut obj, "mode").map_err(|e| e.handler(&name))? {
+        None => Mode::Enforce,
+        Some(m) if m == "enforce" => Mode::Enforce,
+        Some(m) if m == "shadow" => Mode::Shadow,
+        Some(m) => {
+            return Err(PolicyError::new(format!(
+                "unknown variant `{m}`, expected `enforce` or `shadow`"
+            ))
+            .field("mode")
+            .handler(&name));
+        }
+    };
+    let handler = if kind == "fail" {
+        if !options.allow_fail {
+            return Err(
+                PolicyError::new("kind `fail` is only accepted in scenario files")
+                    .field("kind")
+                    .handler(&name),
+            );
+        }
+        let event_name = take_string(&mut obj, "event")
+            .map_err(|e| e.handler(&name))?
+            .ok_or_else(|| {
+                PolicyError::new("missing field `event`")
+                    .field("event")
+                    .handler(&name)
+            })?;
+        let message = take_string(&mut obj, "message")
+            .map_err(|e| e.handler(&name))?
+            .unwrap_or_else(|| "scripted handler failure".to_owned());
+        if let Some(key) = obj.keys().next() {
+            return Err(PolicyError::new(format!("unknown field `{key}`"))
+                .field(key.clone())
+                .handler(&name));
+        }
+        let event = parse_event(&event_name).ok_or_else(|| {
+            PolicyError::new(format!(
+                "unknown event `{event_name}`, expected one of before_invocation, \
+                     before_model_call, after_model_call, before_tool_call, after_tool_call"
+            ))
+            .field("event")
+            .handler(&name)
+        })?;
+        PolicyHandler::failing(name.clone(), event, message)?
+    } else {
+        let parsed = PolicyKind::from_value(&kind, Value::Object(obj)).ok_or_else(|| {
+            PolicyError::new(format!(
+                "unknown kind `{kind}`, expected one of {}",
+                PolicyKind::KIND_NAMES.join(", ")
+            ))
+            .field("kind")
+            .handler(&name)
+        })?;
+        let config = parsed.map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner().to_string();
+            let field = if path == "." {
+                missing_field(&inner).unwrap_or_default()
+            } else {
+                path
+            };
+            let err = PolicyError::new(strip_position(&inner)).handler(&name);
+            if field.is_empty() {
+                err
+            } else {
+                err.field(field)
+            }
+        })?;
+        PolicyHandler::new(name.clone(), config)?
+    };
+    let mut handler = handler.with_mode(mode);
+    if let Some(on_error) = on_error {
+        handler = handler.with_on_error(on_error);
+    }
+    Ok(handler)
+}
+
+/// `missing field `x`` (or `unknown field `x``) → `x`, so the path names the field.
+fn missing_field(message: &str) -> Option<String> {
+    let rest = message
+        .strip_prefix("missing field `")
+        .or_else(|| message.strip_prefix("unknown field `"))?;
+    Some(rest.split('`').next()?.to_owned())
+}
+
+/// serde_json adds "at line L column C" to errors from text; values have none, but be safe.
+fn strip_position(message: &str) -> String {
+    match message.find(" at line ") {
+        Some(i) => message[..i].to_owned(),
+        None => message.to_owned(),
+    }
+}
+
+pub(crate) fn parse_event(name: &str) -> Option<EventKind> {
+    Some(match name {
+        "before_invocation" => EventKind::BeforeInvocation,
+        "before_model_call" => EventKind::BeforeModelCall,
+        "after_model_call" => EventKind::AfterModelCall,
+        "before_tool_call" => EventKind::BeforeToolCall,
+        "after_tool_call" => EventKind::AfterToolCall,
+        _ => return None,
+    })
+}
