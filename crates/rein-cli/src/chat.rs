@@ -1,0 +1,570 @@
+//! `rein chat`: an interactive terminal agent with a small built-in tool set, a policy, a
+//! spinner while the model thinks, streamed answers, one line per intervention decision, and
+//! human approval of confirmed tool calls at the terminal.
+
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use console::{Term, style};
+use futures_util::StreamExt as _;
+use indicatif::{ProgressBar, ProgressStyle};
+use rein_agent::{Agent, AgentEvent, Input};
+use rein_core::{
+    ContentBlock, DecisionAction, DecisionOutcome, DecisionRecord, Error, InterruptResponse,
+    ModelError, ModelRequest, Role, StopReason, ToolError, ToolHandle, ToolOutput,
+};
+use rein_interventions::policy::{ConfirmTools, Policy, PolicyHandler};
+use rein_models::{Model, ModelInfo, ModelStream, ScriptedModel, ScriptedResponse, SharedModel};
+use serde_json::{Value, json};
+
+/// Options of `rein chat`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ChatArgs {
+    /// A policy file (TOML or JSON) whose handlers guard the agent. Default: ask before
+    /// `delete_file` runs.
+    #[arg(long)]
+    policy: Option<PathBuf>,
+    /// The directory the file tools work in (they refuse paths outside it).
+    #[arg(long, default_value = ".")]
+    root: PathBuf,
+    /// The model: `demo` (a scripted demo model, no API needed) or `PROVIDER:MODEL`.
+    #[arg(long, default_value = "demo")]
+    model: String,
+    /// The system prompt.
+    #[arg(long)]
+    system_prompt: Option<String>,
+}
+
+/// Entry point of `rein chat`.
+pub(crate) fn main(args: ChatArgs) -> ExitCode {
+    let out = Term::stdout();
+    let model = match build_model(&args.model) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("rein chat: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let (handlers, policy_label) = match &args.policy {
+        Some(path) => match Policy::from_path(path) {
+            Ok(p) => (
+                p.into_handlers(),
+                format!("{} ({})", path.display(), "loaded"),
+            ),
+            Err(e) => {
+                eprintln!("rein chat: invalid policy {}: {e}", path.display());
+                return ExitCode::from(2);
+            }
+        },
+        None => match default_policy() {
+            Ok(h) => (vec![h], "built-in (approve delete_file)".to_owned()),
+            Err(e) => {
+                eprintln!("rein chat: {e}");
+                return ExitCode::from(1);
+            }
+        },
+    };
+    let root = match args.root.canonicalize() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("rein chat: cannot use root {}: {e}", args.root.display());
+            return ExitCode::from(2);
+        }
+    };
+    let mut builder = Agent::builder()
+        .name("rein-chat")
+        .shared_model(model.clone())
+        .tools(tools(&root))
+        .interventions(handlers);
+    if let Some(p) = &args.system_prompt {
+        builder = builder.system_prompt(p.as_str());
+    }
+    let mut agent = match builder.build() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("rein chat: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("rein chat: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+
+    let info = model.info();
+    let model_label = if info.provider == "demo" {
+        "the scripted demo model (no provider configured; it only knows a few requests)".to_owned()
+    } else {
+        format!("{}:{}", info.provider, info.model_id)
+    };
+    let _ = out.write_line(&format!(
+        "{} model: {model_label}\n     tools: {} (root {})\n     policy: {policy_label}\n     Type a request; an empty line or end of input quits.",
+        style("rein chat").bold(),
+        agent.tool_names().join(", "),
+        root.display(),
+    ));
+
+    let stdin = std::io::stdin();
+    let mut lines = stdin.lock().lines();
+    loop {
+        if out.is_term() {
+            let _ = out.write_str(&format!("{} ", style(">").cyan().bold()));
+        }
+        let Some(Ok(line)) = lines.next() else { break };
+        let line = line.trim().to_owned();
+        if line.is_empty() {
+            if out.is_term() {
+                break;
+            }
+            continue;
+        }
+        let mut input = Input::text(line);
+        loop {
+            let outcome = runtime.block_on(turn(&mut agent, input, &out));
+            let interrupts = match outcome {
+                Ok(r) if r.stop_reason == StopReason::Interrupt => r.interrupts,
+                Ok(_) => break,
+                Err(e) => {
+                    let _ = out.write_line(&format!("{} {e}", style("error:").red().bold()));
+                    if agent.pending_interrupts().is_some() {
+                        agent.discard_interrupts();
+                    }
+                    break;
+                }
+            };
+            let mut responses = Vec::new();
+            for i in interrupts {
+                let reason = match &i.reason {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                let _ = out.write_str(&format!(
+                    "{} {}? [y/N] ",
+                    style("Approve").yellow().bold(),
+                    reason
+                ));
+                let _ = std::io::stdout().flush();
+                let answer = match lines.next() {
+                    Some(Ok(a)) => a.trim().to_owned(),
+                    _ => String::new(),
+                };
+                if !out.is_term() {
+                    // Echo the answer so a piped transcript reads like the session.
+                    let _ = out.write_line(&answer);
+                }
+                responses.push(InterruptResponse::new(i.id, answer));
+            }
+            input = Input::resume(responses);
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+fn default_policy() -> Result<PolicyHandler, String> {
+    PolicyHandler::new(
+        "delete-approval",
+        ConfirmTools {
+            tools: vec!["delete_file".into()],
+            prompt: "delete {path}".into(),
+            response: None,
+        },
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// Runs one invocation, printing as it goes.
+async fn turn(
+    agent: &mut Agent,
+    input: Input,
+    out: &Term,
+) -> Result<rein_core::AgentResult, Error> {
+    let spinner_on = out.is_term();
+    let mut spinner: Option<ProgressBar> = None;
+    let mut streamed = String::new();
+    let mut stream = agent.stream(input);
+    let mut result = None;
+    while let Some(event) = stream.next().await {
+        let event = event?;
+        if !matches!(event, AgentEvent::ModelCallStarted { .. })
+            && let Some(s) = spinner.take()
+        {
+            s.finish_and_clear();
+        }
+        match event {
+            AgentEvent::ModelCallStarted { .. } => {
+                streamed.clear();
+                if spinner_on {
+                    let s = ProgressBar::new_spinner();
+                    s.set_style(
+                        ProgressStyle::default_spinner()
+                            .template("{spinner} {msg}")
+                            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                    );
+                    s.set_message("thinking…");
+                    s.enable_steady_tick(Duration::from_millis(80));
+                    spinner = Some(s);
+                }
+            }
+            AgentEvent::TextDelta(t) => {
+                streamed.push_str(&t);
+                let _ = out.write_str(&t);
+                let _ = std::io::stdout().flush();
+            }
+            AgentEvent::ResponseDiscarded { reason } => {
+                if !streamed.is_empty() {
+                    let _ = out.write_line("");
+                }
+                streamed.clear();
+                let _ = out.write_line(&format!(
+                    "{}",
+                    style(format!("(withdrawn: {reason})")).dim()
+                ));
+            }
+            AgentEvent::ResponseReplaced { message } => {
+                if !streamed.is_empty() {
+                    let _ = out.write_line("");
+                }
+                streamed = message.text();
+                let _ = out.write_line(&format!("{} {}", style("(replaced)").dim(), streamed));
+            }
+            AgentEvent::ToolCallStarted { tool_use } => {
+                if !streamed.is_empty() {
+                    let _ = out.write_line("");
+                    streamed.clear();
+                }
+                let _ = out.write_line(&format!(
+                    "{}",
+                    style(format!("→ {} {}", tool_use.name, tool_use.input)).dim()
+                ));
+            }
+            AgentEvent::ToolResult(r) => {
+                let text = one_line(&r.text(), 120);
+                let line = format!("← {text}");
+                let _ = out.write_line(&if r.is_error() {
+                    style(line).red().to_string()
+                } else {
+                    style(line).dim().to_string()
+                });
+            }
+            AgentEvent::Decision(d) => {
+                if !streamed.is_empty() {
+                    let _ = out.write_line("");
+                    streamed.clear();
+                }
+                let _ = out.write_line(&decision_line(&d));
+            }
+            AgentEvent::Finished(r) => result = Some(r),
+            _ => {}
+        }
+    }
+    if let Some(s) = spinner.take() {
+        s.finish_and_clear();
+    }
+    let result =
+        result.ok_or_else(|| Error::Config("the invocation ended without a result".into()))?;
+    if result.stop_reason != StopReason::Interrupt {
+        let text = result.text();
+        if streamed.is_empty() && !text.is_empty() {
+            let _ = out.write_line(&text);
+        } else if !streamed.is_empty() {
+            let _ = out.write_line("");
+        }
+    }
+    Ok(result)
+}
+
+fn one_line(text: &str, max: usize) -> String {
+    let flat = text.replace('\n', " ⏎ ");
+    if flat.chars().count() <= max {
+        flat
+    } else {
+        let cut: String = flat.chars().take(max).collect();
+        format!("{cut}…")
+    }
+}
+
+/// A compact coloured line for one decision: `[deny] handler @ event: text`.
+fn decision_line(d: &DecisionRecord) -> String {
+    let action = match d.action {
+        DecisionAction::Deny => style("deny").red().bold(),
+        DecisionAction::Guide => style("guide").yellow().bold(),
+        DecisionAction::Confirm => style("confirm").cyan().bold(),
+        DecisionAction::Transform => style("transform").blue().bold(),
+        DecisionAction::Error => style("error").magenta().bold(),
+        _ => style("decision").bold(),
+    };
+    let outcome = match d.outcome {
+        DecisionOutcome::Applied => String::new(),
+        DecisionOutcome::Shadowed => " (shadow)".into(),
+        DecisionOutcome::Overridden => " (overridden)".into(),
+        DecisionOutcome::Error => " (handler error)".into(),
+        _ => String::new(),
+    };
+    let text = d
+        .text
+        .as_deref()
+        .map(|t| format!(": {}", one_line(t, 120)))
+        .unwrap_or_default();
+    format!(
+        "  {} [{action}{outcome}] {} @ {}{text}",
+        style("◆").dim(),
+        style(&d.handler).bold(),
+        d.event
+    )
+}
+
+// ---- model ----
+
+/// EXTENSION POINT for providers: `--model PROVIDER:MODEL`. Providers are being added to
+/// `rein-models` behind its features `openai` and `anthropic`; once they land, build them here
+/// (behind the same features of this crate) and return them as a `SharedModel`.
+fn build_model(spec: &str) -> Result<SharedModel, String> {
+    if spec == "demo" {
+        return Ok(SharedModel::new(DemoModel::default()));
+    }
+    Err(format!(
+        "provider support not built: `--model {spec}` needs a model provider, and this `rein` \
+         has only the scripted demo model (`--model demo`)"
+    ))
+}
+
+/// A scripted demo model that picks a tool from keywords in the prompt, then summarises the
+/// tool results. Streams its text in small pieces, after a short pause.
+#[derive(Debug, Default)]
+struct DemoModel {
+    calls: AtomicU64,
+}
+
+impl DemoModel {
+    fn respond(&self, request: &ModelRequest) -> ScriptedResponse {
+        let n = self.calls.fetch_add(1, Ordering::Relaxed);
+        let id = format!("demo-{n}");
+        let Some(last) = request.messages.last() else {
+            return ScriptedResponse::new().text("Hello!");
+        };
+        let results: Vec<String> = last
+            .tool_results()
+            .map(|r| {
+                if r.is_error() {
+                    format!("the tool failed ({})", r.text())
+                } else {
+                    r.text()
+                }
+            })
+            .collect();
+        if !results.is_empty() {
+            return ScriptedResponse::new().text(format!("Done. {}", results.join("; ")));
+        }
+        let prompt = match (last.role, last.content.first()) {
+            (Role::User, Some(ContentBlock::Text(t))) => t.clone(),
+            _ => String::new(),
+        };
+        let lower = prompt.to_lowercase();
+        let path_arg = || {
+            prompt
+                .split_whitespace()
+                .find(|w| w.contains('.') || w.contains('/'))
+                .map(|w| w.trim_matches(|c: char| c == '"' || c == '\'' || c == '?' || c == ','))
+                .map(str::to_owned)
+        };
+        if lower.contains("time") {
+            ScriptedResponse::new().tool_use(id, "current_time", json!({}))
+        } else if lower.contains("delete") {
+            let path = path_arg().unwrap_or_else(|| "example.txt".into());
+            ScriptedResponse::new()
+                .text(format!("I'll delete {path}."))
+                .tool_use(id, "delete_file", json!({"path": path}))
+        } else if lower.contains("read") || lower.contains("show") {
+            let path = path_arg().unwrap_or_else(|| "README.md".into());
+            ScriptedResponse::new().tool_use(id, "read_file", json!({"path": path}))
+        } else if lower.contains("list") || lower.split_whitespace().any(|w| w == "ls") {
+            let path = path_arg().unwrap_or_else(|| ".".into());
+            ScriptedResponse::new().tool_use(id, "list_dir", json!({"path": path}))
+        } else {
+            ScriptedResponse::new().text(format!(
+                "(demo model) You said: \"{prompt}\". I can tell the time, list a directory, \
+                 read a file, or pretend to delete one — try \"what time is it?\", \"list files\", \
+                 \"read Cargo.toml\" or \"delete notes.txt\"."
+            ))
+        }
+    }
+}
+
+impl Model for DemoModel {
+    fn info(&self) -> ModelInfo {
+        ModelInfo::new("demo", "scripted-demo")
+    }
+
+    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
+        let response = self.respond(&request);
+        let one_shot = ScriptedModel::builder()
+            .response(response)
+            .chunk_chars(4)
+            .chunk_delay(Duration::from_millis(8))
+            .call_delay(Duration::from_millis(350))
+            .record_requests(false)
+            .build();
+        one_shot.stream(request).await
+    }
+}
+
+// ---- tools ----
+
+fn tools(root: &Path) -> Vec<ToolHandle> {
+    let root = Arc::new(root.to_path_buf());
+    let path_schema = json!({
+        "type": "object",
+        "properties": {"path": {"type": "string", "description": "A path relative to the root."}},
+        "required": ["path"]
+    });
+    let r1 = Arc::clone(&root);
+    let r2 = Arc::clone(&root);
+    let r3 = root;
+    vec![
+        ToolHandle::from_sync_fn(
+            "read_file",
+            "Read a text file under the root directory.",
+            path_schema.clone(),
+            move |input, _| {
+                let path = resolve(&r1, &input)?;
+                let bytes = std::fs::read(&path)
+                    .map_err(|e| ToolError::msg(format!("cannot read {}: {e}", path.display())))?;
+                let mut text = String::from_utf8_lossy(&bytes).into_owned();
+                if text.len() > 16_000 {
+                    let mut cut = 16_000;
+                    while !text.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    text.truncate(cut);
+                    text.push_str("\n[truncated]");
+                }
+                Ok(ToolOutput::text(text))
+            },
+        ),
+        ToolHandle::from_sync_fn(
+            "list_dir",
+            "List a directory under the root directory.",
+            json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+            move |input, _| {
+                let path = resolve(&r2, &input)?;
+                let entries = std::fs::read_dir(&path)
+                    .map_err(|e| ToolError::msg(format!("cannot list {}: {e}", path.display())))?;
+                let mut names: Vec<String> = entries
+                    .filter_map(Result::ok)
+                    .map(|e| {
+                        let mut name = e.file_name().to_string_lossy().into_owned();
+                        if e.file_type().is_ok_and(|t| t.is_dir()) {
+                            name.push('/');
+                        }
+                        name
+                    })
+                    .collect();
+                names.sort();
+                Ok(ToolOutput::text(names.join("\n")))
+            },
+        ),
+        ToolHandle::from_sync_fn(
+            "current_time",
+            "The current date and time (UTC).",
+            json!({"type": "object", "properties": {}}),
+            |_, _| Ok(ToolOutput::text(utc_now())),
+        ),
+        ToolHandle::from_sync_fn(
+            "delete_file",
+            "Delete a file under the root directory (demo: nothing is removed).",
+            path_schema,
+            move |input, _| {
+                let path = resolve(&r3, &input)?;
+                Ok(ToolOutput::text(format!(
+                    "deleted {} (demo: nothing was removed)",
+                    path.strip_prefix(r3.as_path()).unwrap_or(&path).display()
+                )))
+            },
+        ),
+    ]
+}
+
+/// The input's `path` (default `.`) under `root`; paths that leave the root are refused.
+fn resolve(root: &Path, input: &Value) -> Result<PathBuf, ToolError> {
+    let rel = input.get("path").and_then(Value::as_str).unwrap_or(".");
+    let candidate = root.join(rel);
+    let mut normal = PathBuf::new();
+    for c in candidate.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                normal.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => normal.push(other),
+        }
+    }
+    // Symlinks may point anywhere: compare the real path when the file exists.
+    let real = normal.canonicalize().unwrap_or_else(|_| normal.clone());
+    if !real.starts_with(root) {
+        return Err(ToolError::msg(format!(
+            "{rel} is outside the root directory"
+        )));
+    }
+    Ok(real)
+}
+
+/// Now, as `YYYY-MM-DD HH:MM:SS UTC`.
+fn utc_now() -> String {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(days as i64);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 → (year, month, day) (Howard Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn dates() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(19_723), (2024, 1, 1));
+        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+    }
+
+    #[test]
+    fn resolve_stays_under_root() {
+        let root = std::env::temp_dir().canonicalize().unwrap();
+        assert!(resolve(&root, &json!({"path": "../../etc/passwd"})).is_err());
+        assert!(resolve(&root, &json!({"path": "a/../b.txt"})).is_ok());
+        assert!(resolve(&root, &json!({})).is_ok());
+    }
+}

@@ -1,0 +1,209 @@
+//! The scenario file format (docs/replay.md): parsed strictly, every problem named by its JSON
+//! path.
+
+use rein_core::{ContentBlock, Map, StopReason};
+use serde::Deserialize;
+use serde_json::Value;
+
+/// A scenario file that cannot be run: the message starts with the JSON path of the problem.
+#[derive(Debug)]
+pub(crate) struct Invalid(pub(crate) String);
+
+impl Invalid {
+    fn at(path: impl std::fmt::Display, message: impl std::fmt::Display) -> Self {
+        Self(format!("{path}: {message}"))
+    }
+}
+
+impl std::fmt::Display for Invalid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Executor {
+    #[default]
+    Concurrent,
+    Sequential,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Scenario {
+    #[serde(default)]
+    pub(crate) name: String,
+    #[serde(default)]
+    pub(crate) system_prompt: Option<String>,
+    #[serde(default)]
+    pub(crate) tool_executor: Executor,
+    #[serde(default)]
+    pub(crate) max_hook_retries: Option<u32>,
+    #[serde(default)]
+    pub(crate) tools: Vec<ToolDef>,
+    #[serde(default)]
+    pub(crate) policy: Vec<Value>,
+    #[serde(default)]
+    pub(crate) model: Vec<ModelEntry>,
+    pub(crate) steps: Vec<Step>,
+}
+
+fn object_schema() -> Value {
+    serde_json::json!({"type": "object"})
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ToolDef {
+    pub(crate) name: String,
+    #[serde(default)]
+    pub(crate) description: String,
+    #[serde(default = "object_schema")]
+    pub(crate) input_schema: Value,
+    #[serde(default)]
+    pub(crate) result: Option<String>,
+    #[serde(default)]
+    pub(crate) error: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum ModelErrorName {
+    Throttled,
+    ContextOverflow,
+    Server,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct UsageDef {
+    pub(crate) input_tokens: u64,
+    pub(crate) output_tokens: u64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct ModelEntry {
+    #[serde(default)]
+    pub(crate) content: Option<Vec<ContentBlock>>,
+    #[serde(default)]
+    pub(crate) stop_reason: Option<StopReason>,
+    #[serde(default)]
+    pub(crate) usage: Option<UsageDef>,
+    #[serde(default)]
+    pub(crate) error: Option<ModelErrorName>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Answer {
+    #[serde(default)]
+    pub(crate) interrupt: Option<String>,
+    #[serde(default)]
+    pub(crate) id: Option<String>,
+    pub(crate) response: Value,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Step {
+    #[serde(default)]
+    pub(crate) prompt: Option<String>,
+    #[serde(default)]
+    pub(crate) invocation_state: Option<Map>,
+    #[serde(default)]
+    pub(crate) resume: Option<Vec<Answer>>,
+    #[serde(default)]
+    pub(crate) inject: Vec<String>,
+}
+
+impl Scenario {
+    /// Parses and checks a scenario (the policy is checked when it is built).
+    pub(crate) fn parse(text: &str) -> Result<Self, Invalid> {
+        let de = &mut serde_json::Deserializer::from_str(text);
+        let scenario: Self = serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            if inner.is_syntax() || inner.is_eof() {
+                Invalid(format!("invalid JSON: {inner}"))
+            } else {
+                Invalid::at(path, inner)
+            }
+        })?;
+        scenario.check()?;
+        Ok(scenario)
+    }
+
+    fn check(&self) -> Result<(), Invalid> {
+        for (i, t) in self.tools.iter().enumerate() {
+            if t.result.is_some() && t.error.is_some() {
+                return Err(Invalid::at(
+                    format!("tools[{i}]"),
+                    "give either `result` or `error`, not both",
+                ));
+            }
+        }
+        for (i, m) in self.model.iter().enumerate() {
+            let path = format!("model[{i}]");
+            match (&m.content, m.error) {
+                (Some(_), Some(_)) => {
+                    return Err(Invalid::at(
+                        path,
+                        "give either `content` or `error`, not both",
+                    ));
+                }
+                (None, None) => {
+                    return Err(Invalid::at(path, "missing field `content` (or `error`)"));
+                }
+                (None, Some(_)) if m.stop_reason.is_some() || m.usage.is_some() => {
+                    return Err(Invalid::at(
+                        path,
+                        "an `error` entry takes no `stopReason` or `usage`",
+                    ));
+                }
+                _ => {}
+            }
+            for (j, b) in m.content.iter().flatten().enumerate() {
+                if !matches!(
+                    b,
+                    ContentBlock::Text(_)
+                        | ContentBlock::ToolUse(_)
+                        | ContentBlock::ReasoningContent(_)
+                ) {
+                    return Err(Invalid::at(
+                        format!("{path}.content[{j}]"),
+                        "a scripted response holds only text, toolUse and reasoningContent blocks",
+                    ));
+                }
+            }
+        }
+        if self.steps.is_empty() {
+            return Err(Invalid::at("steps", "at least one step is needed"));
+        }
+        for (i, s) in self.steps.iter().enumerate() {
+            let path = format!("steps[{i}]");
+            match (&s.prompt, &s.resume) {
+                (Some(_), Some(_)) => {
+                    return Err(Invalid::at(
+                        path,
+                        "give either `prompt` or `resume`, not both",
+                    ));
+                }
+                (None, None) => {
+                    return Err(Invalid::at(path, "missing field `prompt` (or `resume`)"));
+                }
+                _ => {}
+            }
+            for (j, a) in s.resume.iter().flatten().enumerate() {
+                if a.interrupt.is_some() == a.id.is_some() {
+                    return Err(Invalid::at(
+                        format!("{path}.resume[{j}]"),
+                        "give exactly one of `interrupt` (a name) or `id`",
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
