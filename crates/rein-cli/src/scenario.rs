@@ -123,8 +123,18 @@ impl Scenario {
     pub(crate) fn parse(text: &str) -> Result<Self, Invalid> {
         let de = &mut serde_json::Deserializer::from_str(text);
         let scenario: Self = serde_path_to_error::deserialize(de).map_err(|e| {
-            let path = e.path().to_string();
+            let mut path = e.path().to_string();
             let inner = e.into_inner();
+            // An unknown field is reported at the object that holds it, as a JSON path should.
+            let message = inner.to_string();
+            if let Some(rest) = message.strip_prefix("unknown field `")
+                && let Some(field) = rest.split('`').next()
+                && let Some(parent) = path.strip_suffix(&format!(".{field}"))
+            {
+                path = parent.to_owned();
+            } else if message.starts_with("unknown field `") && !path.contains(['.', '[']) {
+                path = "$".to_owned();
+            }
             if inner.is_syntax() || inner.is_eof() {
                 Invalid(format!("invalid JSON: {inner}"))
             } else {

@@ -1,0 +1,122 @@
+//! Drives the real `rein chat` binary through stdin/stdout (a pipe): approvals, rejections,
+//! policies and the provider extension point.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+fn chat(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rein"))
+        .arg("chat")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn rein chat");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn approving_a_delete_runs_the_tool() {
+    let out = chat(&[], "delete the file\ny\n");
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("scripted demo model"), "{text}");
+    assert!(text.contains("Approve delete example.txt? [y/N]"), "{text}");
+    assert!(
+        text.contains("[confirm] delete-approval @ before_tool_call"),
+        "{text}"
+    );
+    assert!(
+        text.contains("← deleted example.txt (demo: nothing was removed)"),
+        "{text}"
+    );
+    assert!(text.contains("Done. deleted example.txt"), "{text}");
+}
+
+#[test]
+fn rejecting_a_delete_does_not_run_it() {
+    let out = chat(&[], "delete notes.txt\nn\n");
+    let text = stdout(&out);
+    assert!(text.contains("Approve delete notes.txt? [y/N]"), "{text}");
+    assert!(
+        text.contains("CONFIRMATION_FAILED: delete notes.txt"),
+        "{text}"
+    );
+    assert!(!text.contains("← deleted"), "{text}");
+}
+
+#[test]
+fn a_policy_file_guards_the_chat_agent() {
+    let dir = std::env::temp_dir().join(format!("rein-chat-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("hello.txt"), "hello from the file").unwrap();
+    let policy = dir.join("policy.toml");
+    std::fs::write(
+        &policy,
+        "[[policy]]\nname = \"no-time\"\nkind = \"deny_tools\"\ntools = [\"current_time\"]\nreason = \"no clocks\"\n",
+    )
+    .unwrap();
+    let out = chat(
+        &[
+            "--policy",
+            policy.to_str().unwrap(),
+            "--root",
+            dir.to_str().unwrap(),
+        ],
+        "what time is it?\nread hello.txt\nlist files\n",
+    );
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("[deny] no-time @ before_tool_call: no clocks"),
+        "{text}"
+    );
+    assert!(
+        text.contains("the tool failed (DENIED: no clocks)"),
+        "{text}"
+    );
+    assert!(text.contains("Done. hello from the file"), "{text}");
+    assert!(text.contains("hello.txt"), "{text}");
+    // Files outside the root are refused.
+    let out = chat(
+        &["--root", dir.to_str().unwrap()],
+        "read ../../etc/hostname\n",
+    );
+    assert!(
+        stdout(&out).contains("outside the root directory"),
+        "{}",
+        stdout(&out)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bad_policy_and_unbuilt_provider_exit_2() {
+    let dir = std::env::temp_dir().join(format!("rein-chat-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let policy = dir.join("p.json");
+    std::fs::write(
+        &policy,
+        r#"[{"name": "x", "kind": "deny_prompt_match", "pattern": "("}]"#,
+    )
+    .unwrap();
+    let out = chat(&["--policy", policy.to_str().unwrap()], "");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("policy[0].pattern: invalid regex"));
+    let out = chat(&["--model", "openai:gpt-4o"], "");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("provider support not built"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
