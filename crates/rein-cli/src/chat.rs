@@ -108,7 +108,7 @@ pub(crate) fn main(args: ChatArgs) -> ExitCode {
         format!("{}:{}", info.provider, info.model_id)
     };
     let _ = out.write_line(&format!(
-        "{} model: {model_label}\n     tools: {} (root {})\n     policy: {policy_label}\n     Type a request; an empty line or end of input quits.",
+        "{} model: {model_label}\n     tools: {} (root {})\n     policy: {policy_label}\n     Type a request; end of input (or an empty line at a terminal) quits.",
         style("rein chat").bold(),
         agent.tool_names().join(", "),
         root.display(),

@@ -122,3 +122,7 @@ pub use serde_json::{self, Value, json};
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+#[cfg(all(doctest, feature = "policy"))]
+#[doc = include_str!("../../../docs/policies.md")]
+struct PoliciesGuide;
