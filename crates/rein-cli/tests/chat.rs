@@ -120,3 +120,23 @@ fn bad_policy_and_unbuilt_provider_exit_2() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("provider support not built"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_example_policy_loads_and_guards() {
+    let policy = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/policies/chat.toml"
+    );
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let out = chat(&["--policy", policy, "--root", root], "read .env\n");
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("[deny] no-secrets @ before_tool_call"),
+        "{text}"
+    );
+    assert!(
+        text.contains("[guide (shadow)] tone @ before_model_call"),
+        "{text}"
+    );
+}
