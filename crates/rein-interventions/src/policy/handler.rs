@@ -1,6 +1,6 @@
 //! [`PolicyHandler`]: one handler type for every built-in kind.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::{Mutex, PoisonError};
 
 use regex::Regex;
@@ -46,27 +46,19 @@ fn matches_opt(tools: Option<&Tools>, tool: &str) -> bool {
     tools.is_none_or(|t| t.contains(tool))
 }
 
+/// How many invocations a per-invocation counter remembers at once (a handler may serve several
+/// agents whose invocations interleave).
+const RECENT_INVOCATIONS: usize = 64;
+
 #[derive(Debug, Default)]
-struct Counter {
-    invocation: Option<InvocationId>,
+struct Count {
     seen: HashSet<String>,
     count: u64,
 }
 
-impl Counter {
+impl Count {
     /// Whether one more (identified by `key`, when given) is let through; counts it if so.
-    fn admit(
-        &mut self,
-        scope: Scope,
-        invocation: InvocationId,
-        key: Option<&str>,
-        limit: u64,
-    ) -> bool {
-        if scope == Scope::Invocation && self.invocation != Some(invocation) {
-            self.invocation = Some(invocation);
-            self.seen.clear();
-            self.count = 0;
-        }
+    fn admit(&mut self, key: Option<&str>, limit: u64) -> bool {
         if let Some(k) = key
             && self.seen.contains(k)
         {
@@ -79,6 +71,63 @@ impl Counter {
         if let Some(k) = key {
             self.seen.insert(k.to_owned());
         }
+        true
+    }
+}
+
+/// Counts per invocation (the most recent ones) or over the handler's life.
+#[derive(Debug, Default)]
+struct Counter {
+    agent: Count,
+    invocations: VecDeque<(InvocationId, Count)>,
+}
+
+impl Counter {
+    fn admit(
+        &mut self,
+        scope: Scope,
+        invocation: InvocationId,
+        key: Option<&str>,
+        limit: u64,
+    ) -> bool {
+        if scope == Scope::Agent {
+            return self.agent.admit(key, limit);
+        }
+        let pos = match self
+            .invocations
+            .iter()
+            .position(|(id, _)| *id == invocation)
+        {
+            Some(p) => p,
+            None => {
+                if self.invocations.len() >= RECENT_INVOCATIONS {
+                    self.invocations.pop_front();
+                }
+                self.invocations.push_back((invocation, Count::default()));
+                self.invocations.len() - 1
+            }
+        };
+        match self.invocations.get_mut(pos) {
+            Some((_, count)) => count.admit(key, limit),
+            None => true,
+        }
+    }
+}
+
+/// The invocations a `once` guide has already guided (the most recent ones).
+#[derive(Debug, Default)]
+struct Seen(VecDeque<InvocationId>);
+
+impl Seen {
+    /// Whether `id` is new (and remembers it).
+    fn first_time(&mut self, id: InvocationId) -> bool {
+        if self.0.contains(&id) {
+            return false;
+        }
+        if self.0.len() >= RECENT_INVOCATIONS {
+            self.0.pop_front();
+        }
+        self.0.push_back(id);
         true
     }
 }
@@ -144,7 +193,7 @@ enum Rule {
     GuideModelCall {
         feedback: Template,
         once: bool,
-        last: Mutex<Option<InvocationId>>,
+        guided: Mutex<Seen>,
     },
     Fail {
         event: EventKind,
@@ -275,7 +324,7 @@ impl PolicyHandler {
             PolicyKind::GuideModelCall(c) => Rule::GuideModelCall {
                 feedback: Template::parse(&c.feedback),
                 once: c.once,
-                last: Mutex::new(None),
+                guided: Mutex::default(),
             },
         };
         Ok(Self {
@@ -433,14 +482,17 @@ impl PolicyHandler {
             Rule::GuideModelCall {
                 feedback,
                 once,
-                last,
+                guided,
             } => {
-                let mut last = last.lock().unwrap_or_else(PoisonError::into_inner);
-                if *once && *last == Some(cx.invocation_id()) {
-                    BeforeModelCallAction::Proceed
-                } else {
-                    *last = Some(cx.invocation_id());
+                let first = !*once
+                    || guided
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .first_time(cx.invocation_id());
+                if first {
                     BeforeModelCallAction::guide(feedback.render(&vars))
+                } else {
+                    BeforeModelCallAction::Proceed
                 }
             }
             Rule::Redact {

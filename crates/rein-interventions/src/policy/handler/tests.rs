@@ -831,3 +831,45 @@ fn loads_from_path_by_extension() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn per_invocation_counters_survive_interleaved_invocations() {
+    // One handler serving two agents whose invocations interleave.
+    let hooks = hooks(vec![
+        PolicyHandler::new(
+            "limit",
+            MaxToolCalls {
+                limit: 1,
+                ..Default::default()
+            },
+        )
+        .unwrap(),
+        PolicyHandler::new(
+            "tone",
+            GuideModelCall {
+                feedback: "x".into(),
+                once: true,
+            },
+        )
+        .unwrap(),
+    ]);
+    let (a, b) = (cx(json!({})), cx(json!({})));
+    let call = |cx: &InvocationContext, id: &str| {
+        let mut ev = tool_ev(cx, id, "x", json!({}));
+        block_on(hooks.dispatch(&mut ev)).unwrap();
+        ev.cancel_tool.is_cancelled()
+    };
+    assert!(!call(&a, "a1"));
+    assert!(!call(&b, "b1"));
+    assert!(call(&a, "a2"), "a's count was kept while b ran");
+    assert!(call(&b, "b2"));
+    let guided = |cx: &InvocationContext| {
+        let mut ev = model_ev(cx, 0);
+        block_on(hooks.dispatch(&mut ev)).unwrap();
+        !ev.guidance().is_empty()
+    };
+    assert!(guided(&a));
+    assert!(guided(&b));
+    assert!(!guided(&a));
+    assert!(!guided(&b));
+}
