@@ -43,6 +43,9 @@ fn approving_a_delete_runs_the_tool() {
         "{text}"
     );
     assert!(text.contains("Done. deleted example.txt"), "{text}");
+    // Not a terminal: no spinner, no colour codes.
+    assert!(!text.contains("thinking"), "{text}");
+    assert!(!text.contains('\u{1b}'), "{text}");
 }
 
 #[test]
