@@ -143,3 +143,44 @@ fn the_example_policy_loads_and_guards() {
         "{text}"
     );
 }
+
+/// On a terminal (a pty from util-linux `script`, when the machine has it): the spinner runs
+/// while the model is called, output is coloured, and the approval is answered at the prompt.
+#[test]
+fn on_a_terminal_spinner_colours_and_approval() {
+    let has_script = Command::new("script")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_script {
+        eprintln!("skipped: util-linux `script` is not installed");
+        return;
+    }
+    let cmd = format!("{} chat", env!("CARGO_BIN_EXE_rein"));
+    let mut child = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        // CI may run without TERM, which turns colours off.
+        .env("TERM", "xterm-256color")
+        .env_remove("NO_COLOR")
+        .env_remove("CLICOLOR")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"delete a.txt\ny\n\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = stdout(&out);
+    assert!(text.contains("thinking"), "{text}");
+    assert!(text.contains('\u{1b}'), "{text}");
+    assert!(text.contains("delete a.txt? [y/N]"), "{text}");
+    assert!(
+        text.contains("deleted a.txt (demo: nothing was removed)"),
+        "{text}"
+    );
+}
