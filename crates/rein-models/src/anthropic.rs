@@ -196,6 +196,9 @@ impl AnthropicModelBuilder {
     /// Builds the model. Fails on an invalid base URL or header.
     pub fn build(self) -> Result<AnthropicModel, Error> {
         let base_url = http::check_base_url(&self.base_url)?;
+        if let Some(key) = &self.api_key {
+            http::check_key(key)?;
+        }
         for (name, value) in self.headers.iter().chain(std::iter::once(&(
             "anthropic-version".to_owned(),
             self.version.clone(),
@@ -244,7 +247,7 @@ impl Model for AnthropicModel {
             .header("content-type", "application/json")
             .body(body.to_string());
         if let Some(key) = &self.api_key {
-            rb = rb.header("x-api-key", key.expose());
+            rb = rb.header("x-api-key", http::secret_header(key.expose())?);
         }
         for (n, v) in &self.headers {
             rb = rb.header(n.as_str(), v.as_str());

@@ -51,6 +51,24 @@ pub(crate) fn media_bytes(source: &MediaSource) -> &[u8] {
     }
 }
 
+/// A header value marked sensitive (hidden from HTTP-level debug output), for credentials.
+pub(crate) fn secret_header(value: &str) -> Result<reqwest::header::HeaderValue, ModelError> {
+    let mut v = reqwest::header::HeaderValue::from_str(value)
+        .map_err(|_| ModelError::bad_request("the API key is not a valid HTTP header value"))?;
+    v.set_sensitive(true);
+    Ok(v)
+}
+
+/// Checks that an API key can be sent in a header (without showing it in the error).
+pub(crate) fn check_key(key: &Secret) -> Result<(), Error> {
+    if reqwest::header::HeaderValue::from_str(key.expose()).is_err() {
+        return Err(Error::Config(
+            "the API key contains characters not allowed in an HTTP header".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// Reads a non-empty environment variable.
 pub(crate) fn env_var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
@@ -131,7 +149,23 @@ pub(crate) async fn send(
     };
     let status = response.status();
     if status.is_success() {
-        return Ok(response);
+        let json_body = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| ct.trim_start().starts_with("application/json"));
+        if !json_body {
+            return Ok(response);
+        }
+        // A JSON body where an event stream was asked for: a proxy or server that ignored
+        // `stream: true`, or an error reported with status 200.
+        let body = read_error_body(response, idle_timeout).await;
+        let detail = error_message(&body).unwrap_or_else(|| "no event stream".to_owned());
+        return Err(ModelError::malformed_stream(format!(
+            "{provider}: expected an event stream, got a JSON body: {detail}"
+        ))
+        .with_status(status.as_u16())
+        .with_body(body));
     }
     let retry_after = retry_after(response.headers());
     let body = read_error_body(response, idle_timeout).await;

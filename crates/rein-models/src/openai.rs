@@ -189,6 +189,9 @@ impl OpenAiModelBuilder {
     /// Builds the model. Fails on an invalid base URL or header.
     pub fn build(self) -> Result<OpenAiModel, Error> {
         let base_url = http::check_base_url(&self.base_url)?;
+        if let Some(key) = &self.api_key {
+            http::check_key(key)?;
+        }
         for (name, value) in &self.headers {
             if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err()
                 || reqwest::header::HeaderValue::from_str(value).is_err()
@@ -232,7 +235,10 @@ impl Model for OpenAiModel {
             .header("content-type", "application/json")
             .body(body.to_string());
         if let Some(key) = &self.api_key {
-            rb = rb.bearer_auth(key.expose());
+            rb = rb.header(
+                "authorization",
+                http::secret_header(&format!("Bearer {}", key.expose()))?,
+            );
         }
         for (n, v) in &self.headers {
             rb = rb.header(n.as_str(), v.as_str());

@@ -252,3 +252,37 @@ async fn the_suite_catches_a_provider_that_misreads_its_wire_format() {
         assert!(failed.contains(&name), "{name} should fail: {report}");
     }
 }
+
+#[tokio::test]
+async fn a_json_body_instead_of_an_event_stream_is_a_typed_error() {
+    let server = FixtureServer::start().await.unwrap();
+    server.push(FixtureResponse::status(
+        200,
+        r#"{"error":{"message":"upstream said no"}}"#,
+    ));
+    let model = openai(&server.base_url(), Duration::from_secs(5));
+    let e = match model
+        .stream(ModelRequest::new(vec![Message::user("hi")]))
+        .await
+    {
+        Err(e) => e,
+        Ok(_) => panic!("must fail"),
+    };
+    assert_eq!(e.kind(), ModelErrorKind::MalformedStream);
+    assert!(e.message().contains("upstream said no"), "{e}");
+}
+
+#[test]
+fn a_key_that_cannot_be_a_header_is_a_config_error_that_does_not_show_it() {
+    let e = OpenAiModel::builder("m")
+        .api_key("sk-line\nbreak")
+        .build()
+        .unwrap_err();
+    assert!(!e.to_string().contains("sk-line"), "{e}");
+    assert!(
+        AnthropicModel::builder("m")
+            .api_key("a\rb")
+            .build()
+            .is_err()
+    );
+}
