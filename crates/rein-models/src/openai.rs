@@ -826,6 +826,41 @@ mod tests {
     }
 
     #[test]
+    fn reasoning_field_and_missing_tool_ids() {
+        // Ollama / OpenRouter name the field `reasoning`; some servers omit tool-call ids.
+        let ev = decode(&[
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","reasoning":"think"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"name":"f","arguments":"{\"a\":"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"1}"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
+            "[DONE]",
+        ])
+        .unwrap();
+        let mut a = rein_core::StreamAssembler::new();
+        for e in ev {
+            a.push(e).unwrap();
+        }
+        let r = a.finish().unwrap();
+        assert!(matches!(
+            r.message.content[0],
+            ContentBlock::ReasoningContent(_)
+        ));
+        let u = r.message.tool_uses().next().unwrap();
+        assert_eq!((u.tool_use_id.as_str(), u.name.as_str()), ("call_1", "f"));
+        assert_eq!(u.input, json!({"a": 1}));
+        assert_eq!(r.stop_reason, StopReason::ToolUse);
+    }
+
+    #[test]
+    fn missing_finish_reason_is_malformed() {
+        let r = decode(&[
+            r#"{"choices":[{"index":0,"delta":{"content":"hi"}}]}"#,
+            "[DONE]",
+        ]);
+        assert!(r.is_err_and(|e| e.kind() == rein_core::ModelErrorKind::MalformedStream));
+    }
+
+    #[test]
     fn encodes_tool_round_trip() {
         let mut result_msg = Message::new(
             Role::User,
