@@ -625,8 +625,15 @@ where
         Self {
             fixtures,
             factory,
-            idle_timeout: Duration::from_millis(400),
+            idle_timeout: Duration::from_secs(1),
         }
+    }
+
+    /// The idle timeout handed to the factory (default 1 s). The stall check expects the
+    /// `Timeout` error within ten times this; the other checks need every chunk within it.
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = timeout;
+        self
     }
 
     /// Runs every check and reports each outcome (never panics; see
