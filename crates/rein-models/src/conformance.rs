@@ -143,6 +143,12 @@ impl FixtureResponse {
         self
     }
 
+    /// Pause between two body chunks (default 1 ms for event streams).
+    pub fn chunk_delay(mut self, delay: Duration) -> Self {
+        self.chunk_delay = delay;
+        self
+    }
+
     /// Keeps only the first `n` chunks, then drops the connection mid-body.
     pub fn truncated_after(mut self, n: usize) -> Self {
         self.chunks.truncate(n);

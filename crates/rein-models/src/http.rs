@@ -352,16 +352,57 @@ pub(crate) trait SseDecoder: Send + 'static {
     fn usage(&self) -> Usage;
 }
 
+/// What can interrupt the byte stream under the SSE parser.
+#[derive(Debug)]
+enum ByteError {
+    /// The connection failed.
+    Http(reqwest::Error),
+    /// No bytes arrived within the idle timeout (`after_data`: some had arrived before).
+    Idle { after_data: bool },
+}
+
+impl fmt::Display for ByteError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Http(e) => e.fmt(f),
+            Self::Idle { .. } => f.write_str("idle timeout"),
+        }
+    }
+}
+
 type SseStream = Pin<
     Box<
         dyn Stream<
                 Item = Result<
                     eventsource_stream::Event,
-                    eventsource_stream::EventStreamError<reqwest::Error>,
+                    eventsource_stream::EventStreamError<ByteError>,
                 >,
             > + Send,
     >,
 >;
+
+/// The response body as a byte stream in which every wait for the next chunk is bounded by
+/// `idle`: any bytes (SSE keep-alive comments included) reset the clock.
+fn idle_bounded_bytes(
+    response: reqwest::Response,
+    idle: Duration,
+) -> impl Stream<Item = Result<impl AsRef<[u8]> + Send, ByteError>> + Send {
+    let body = Box::pin(response.bytes_stream());
+    futures_util::stream::unfold(Some((body, false)), move |state| async move {
+        let (mut body, got_data) = state?;
+        match tokio::time::timeout(idle, body.next()).await {
+            Err(_) => Some((
+                Err(ByteError::Idle {
+                    after_data: got_data,
+                }),
+                None,
+            )),
+            Ok(None) => None,
+            Ok(Some(Ok(chunk))) => Some((Ok(chunk), Some((body, true)))),
+            Ok(Some(Err(e))) => Some((Err(ByteError::Http(e)), None)),
+        }
+    })
+}
 
 struct SseState<D> {
     provider: &'static str,
@@ -384,7 +425,7 @@ pub(crate) fn sse_model_stream<D: SseDecoder>(
     idle: Duration,
     started: Instant,
 ) -> ModelStream {
-    let sse: SseStream = Box::pin(response.bytes_stream().eventsource());
+    let sse: SseStream = Box::pin(idle_bounded_bytes(response, idle).eventsource());
     let state = SseState {
         provider,
         sse: Some(sse),
@@ -414,22 +455,7 @@ impl<D: SseDecoder> SseState<D> {
             let Some(sse) = self.sse.as_mut() else {
                 return self.end();
             };
-            let next = match tokio::time::timeout(self.idle, sse.next()).await {
-                Ok(n) => n,
-                Err(_) => {
-                    self.fail();
-                    let mut e = ModelError::timeout(format!(
-                        "{}: no stream data for {} ms",
-                        self.provider,
-                        self.idle.as_millis()
-                    ));
-                    if !self.received_any {
-                        e = e.before_first_byte();
-                    }
-                    return Some(Err(e));
-                }
-            };
-            match next {
+            match sse.next().await {
                 None => {
                     self.sse = None;
                     return self.end();
@@ -499,9 +525,17 @@ impl<D: SseDecoder> SseState<D> {
         self.pending.pop_front().map(Ok)
     }
 
-    fn stream_error(&self, e: eventsource_stream::EventStreamError<reqwest::Error>) -> ModelError {
+    fn stream_error(&self, e: eventsource_stream::EventStreamError<ByteError>) -> ModelError {
         match e {
-            eventsource_stream::EventStreamError::Transport(t) => {
+            eventsource_stream::EventStreamError::Transport(ByteError::Idle { after_data }) => {
+                let e = ModelError::timeout(format!(
+                    "{}: no stream data for {} ms",
+                    self.provider,
+                    self.idle.as_millis()
+                ));
+                if after_data { e } else { e.before_first_byte() }
+            }
+            eventsource_stream::EventStreamError::Transport(ByteError::Http(t)) => {
                 let kind = if t.is_timeout() {
                     ModelErrorKind::Timeout
                 } else {

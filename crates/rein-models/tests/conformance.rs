@@ -286,3 +286,52 @@ fn a_key_that_cannot_be_a_header_is_a_config_error_that_does_not_show_it() {
             .is_err()
     );
 }
+
+#[tokio::test]
+async fn keep_alive_comments_reset_the_idle_timeout() {
+    // Events 1.2 s apart, but an SSE comment every 200 ms: a 500 ms idle timeout must not fire,
+    // since the connection is not idle.
+    let events: Vec<&str> = fixture!("anthropic/text.sse")
+        .split("\n\n")
+        .filter(|e| !e.trim().is_empty())
+        .collect();
+    let mut body = String::new();
+    for (i, e) in events.iter().enumerate() {
+        body.push_str(e);
+        body.push_str("\n\n");
+        if i == 1 {
+            for _ in 0..6 {
+                body.push_str(": keep-alive\n\n");
+            }
+        }
+    }
+    let server = FixtureServer::start().await.unwrap();
+    server.push(FixtureResponse::sse(&body).chunk_delay(Duration::from_millis(200)));
+    // The same body without comments, stalled after two events, does time out.
+    server.push(FixtureResponse::sse(fixture!("anthropic/text.sse")).stalled_after(2));
+    let model = anthropic(&server.base_url(), Duration::from_millis(500));
+    let mut s = model
+        .stream(ModelRequest::new(vec![Message::user("hi")]))
+        .await
+        .unwrap();
+    let mut text = String::new();
+    while let Some(item) = s.next().await {
+        if let StreamEvent::BlockDelta(rein_core::BlockDelta::Text(t)) = item.unwrap() {
+            text.push_str(&t);
+        }
+    }
+    assert_eq!(text, "Hello, world!");
+    let mut s = model
+        .stream(ModelRequest::new(vec![Message::user("hi")]))
+        .await
+        .unwrap();
+    let mut last = None;
+    while let Some(item) = s.next().await {
+        if let Err(e) = item {
+            last = Some(e);
+        }
+    }
+    let e = last.expect("a timeout");
+    assert_eq!(e.kind(), ModelErrorKind::Timeout);
+    assert!(!e.is_retryable(), "data had arrived");
+}
