@@ -266,8 +266,7 @@ pub(crate) fn is_context_overflow(body: &str) -> bool {
 pub(crate) fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     if let Some(ms) = get("retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok())
-        && ms.is_finite()
-        && ms >= 0.0
+        && (0.0..1e12).contains(&ms)
     {
         return Some(Duration::from_secs_f64(ms / 1000.0));
     }
@@ -586,6 +585,13 @@ mod tests {
         );
         assert_eq!(parse_retry_after("-3"), None);
         assert_eq!(parse_retry_after("soon"), None);
+        assert_eq!(parse_retry_after("1e300"), None, "no overflow panic");
+        let mut h = reqwest::header::HeaderMap::new();
+        h.insert("retry-after-ms", "1e300".parse().unwrap());
+        h.insert("retry-after", "2".parse().unwrap());
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(2)));
+        h.insert("retry-after-ms", "1500".parse().unwrap());
+        assert_eq!(retry_after(&h), Some(Duration::from_millis(1500)));
         assert_eq!(
             parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"),
             Some(784_111_777)
