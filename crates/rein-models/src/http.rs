@@ -310,7 +310,7 @@ fn parse_http_date(v: &str) -> Option<u64> {
     let [h, m, s] = hms.as_slice() else {
         return None;
     };
-    if !(1..=31).contains(&day) || *h > 23 || *m > 59 || *s > 60 {
+    if !(1..=31).contains(&day) || !(1970..=9999).contains(&year) || *h > 23 || *m > 59 || *s > 60 {
         return None;
     }
     // Days from civil (Howard Hinnant's algorithm).
@@ -601,6 +601,10 @@ mod tests {
             Some(Duration::ZERO)
         );
         assert_eq!(parse_http_date("Sun, 06 Foo 1994 08:49:37 GMT"), None);
+        assert_eq!(
+            parse_http_date("Sun, 06 Nov 99999999999999999 08:49:37 GMT"),
+            None
+        );
     }
 
     #[test]
