@@ -717,7 +717,11 @@ impl SseDecoder for MessagesDecoder {
         Usage {
             input_tokens: self.input,
             output_tokens: self.output,
-            total_tokens: self.input + self.output + self.cache_read + self.cache_write,
+            total_tokens: self
+                .input
+                .saturating_add(self.output)
+                .saturating_add(self.cache_read)
+                .saturating_add(self.cache_write),
             cache_read_input_tokens: self.cache_read,
             cache_write_input_tokens: self.cache_write,
         }

@@ -742,7 +742,7 @@ impl SseDecoder for ChatDecoder {
                 output_tokens: u.completion_tokens,
                 total_tokens: u
                     .total_tokens
-                    .unwrap_or(u.prompt_tokens + u.completion_tokens),
+                    .unwrap_or(u.prompt_tokens.saturating_add(u.completion_tokens)),
                 cache_read_input_tokens: cached,
                 ..Usage::default()
             };
