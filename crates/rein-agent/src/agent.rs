@@ -13,6 +13,7 @@ use crate::cancel::CancelHandle;
 use crate::conversation::{
     Conversation, ConversationManager, HistoryEdit, NoConversationManager, SlidingWindow,
 };
+use crate::inject::TurnInterceptor;
 use crate::pending::PendingInterrupts;
 use crate::retry::RetryStrategy;
 use crate::stream::{AgentStream, Sink};
@@ -182,6 +183,7 @@ pub struct Agent {
     pub(crate) pending: Option<PendingInterrupts>,
     pub(crate) manager: Box<dyn ConversationManager>,
     pub(crate) cancel: CancelHandle,
+    pub(crate) interceptor: TurnInterceptor,
 }
 
 impl std::fmt::Debug for Agent {
@@ -274,6 +276,11 @@ impl Agent {
                 self.conv.append_user(blocks);
             }
         }
+    }
+
+    /// A handle that injects messages into the running invocation (SPEC §5).
+    pub fn interceptor(&self) -> TurnInterceptor {
+        self.interceptor.clone()
     }
 
     /// A handle that cancels the running invocation.
@@ -415,6 +422,18 @@ impl AgentBuilder {
         self
     }
 
+    /// Adds an async hook callback at the default order (a closure returning
+    /// `Box::pin(async move { ... })`).
+    pub fn hook_async<E, R, F>(mut self, f: F) -> Self
+    where
+        E: HookEvent,
+        R: IntoHookResult + 'static,
+        F: for<'a> Fn(&'a mut E) -> rein_core::BoxFuture<'a, R> + Send + Sync + 'static,
+    {
+        self.hooks.add_async(f);
+        self
+    }
+
     /// Adds the callbacks (and plugins) of a registry.
     pub fn hooks(mut self, hooks: HookRegistry) -> Self {
         if let Err(e) = self.hooks.merge(hooks) {
@@ -547,6 +566,7 @@ impl AgentBuilder {
             pending: None,
             manager: self.manager,
             cancel: CancelHandle::default(),
+            interceptor: TurnInterceptor::default(),
         })
     }
 }

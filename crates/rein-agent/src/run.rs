@@ -7,10 +7,10 @@ use futures_util::StreamExt as _;
 use rein_core::{
     AfterInvocationEvent, AfterModelCallEvent, AgentResult, BeforeInvocationEvent,
     BeforeModelCallEvent, ContentBlock, CycleMetrics, DecisionAction, DecisionOutcome,
-    DecisionRecord, Error, EventKind, Interrupt, InterruptAnswer, InterruptAnswers,
-    InvocationContext, InvocationMetrics, Message, MessageAddedEvent, MessageUpdatedEvent,
-    ModelError, ModelRequest, ModelResponse, Role, StopReason, StreamAssembler, StreamEvent,
-    ToolResult, ToolUse, Usage,
+    DecisionRecord, Error, EventKind, InjectionOutcome, InjectionRecord, Interrupt,
+    InterruptAnswer, InterruptAnswers, InvocationContext, InvocationMetrics, Message,
+    MessageAddedEvent, MessageUpdatedEvent, ModelError, ModelRequest, ModelResponse, Role,
+    StopReason, StreamAssembler, StreamEvent, ToolResult, ToolUse, Usage,
 };
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
@@ -49,6 +49,8 @@ pub(crate) struct Invocation {
     /// Index of the assistant message whose tools are running.
     tool_message: Option<usize>,
     streaming_response: bool,
+    run_version: u64,
+    injections: Vec<InjectionRecord>,
 }
 
 enum TurnEnd {
@@ -104,6 +106,7 @@ impl Agent {
             rein.stop_reason = tracing::field::Empty,
         );
         let token = self.cancel.begin();
+        let run_version = self.interceptor.begin();
         let mut inv = Invocation {
             cx,
             usage: Usage::default(),
@@ -115,6 +118,8 @@ impl Agent {
             turn_results: Vec::new(),
             tool_message: None,
             streaming_response: false,
+            run_version,
+            injections: Vec::new(),
         };
         let started = Instant::now();
         let outcome = {
@@ -126,9 +131,14 @@ impl Agent {
             }
         };
         self.cancel.end();
+        // Whatever is still queued when the run ends is rejected, exactly once.
+        for item in self.interceptor.end() {
+            self.reject_injection(&mut inv, &item.message, item.id, "run ended", &sink);
+        }
         inv.metrics.duration = started.elapsed();
         let result = match outcome {
             Ok(mut r) => {
+                r.injections = std::mem::take(&mut inv.injections);
                 r.usage = inv.usage;
                 r.metrics = std::mem::take(&mut inv.metrics);
                 r.decisions = std::mem::take(&mut inv.decisions);
@@ -155,6 +165,7 @@ impl Agent {
                 r.usage = inv.usage;
                 r.metrics = std::mem::take(&mut inv.metrics);
                 r.decisions = std::mem::take(&mut inv.decisions);
+                r.injections = std::mem::take(&mut inv.injections);
                 repaired.map(|()| r)
             }
             Err(Stop::Failed(e)) => {
@@ -285,6 +296,7 @@ impl Agent {
             if let Some(r) = self.after_tools_cancel(inv) {
                 return Ok(r);
             }
+            self.drain_injections(inv, sink).await?;
         }
 
         loop {
@@ -320,8 +332,85 @@ impl Agent {
                     if let Some(r) = self.after_tools_cancel(inv) {
                         return Ok(r);
                     }
+                    self.drain_injections(inv, sink).await?;
                 }
             }
+        }
+    }
+
+    /// Delivers injected messages at a turn boundary, after admission by the interventions.
+    async fn drain_injections(&mut self, inv: &mut Invocation, sink: &Sink) -> Result<(), Error> {
+        let mut items = self.interceptor.drain().into_iter();
+        while let Some(item) = items.next() {
+            if item.version != inv.run_version {
+                self.reject_injection(inv, &item.message, item.id, "stale", sink);
+                continue;
+            }
+            let mut messages = vec![item.message.clone()];
+            if self.core.hooks.has_injected() {
+                let mut ev =
+                    BeforeInvocationEvent::new(inv.cx.clone(), messages, self.conv.snapshot())
+                        .as_injected();
+                if let Err(e) = self.core.hooks.dispatch_injected(&mut ev).await {
+                    let reason = e.to_string();
+                    self.reject_injection(inv, &item.message, item.id, &reason, sink);
+                    for rest in items {
+                        self.reject_injection(inv, &rest.message, rest.id, "run ended", sink);
+                    }
+                    return Err(e);
+                }
+                self.take_decisions(inv, ev.take_decisions(), sink);
+                if let Some(text) = ev.cancel.text(BeforeInvocationEvent::DEFAULT_CANCEL) {
+                    let text = text.to_owned();
+                    self.reject_injection(inv, &item.message, item.id, &text, sink);
+                    continue;
+                }
+                messages = ev.messages;
+            }
+            for m in &messages {
+                if m.role == Role::User {
+                    self.append_user_blocks(inv, m.content.clone(), sink)
+                        .await?;
+                } else {
+                    self.add_message(inv, m.clone(), sink).await?;
+                }
+            }
+            let delivered = messages.into_iter().next().unwrap_or(item.message);
+            self.interceptor.consumed(item.id, &delivered);
+            inv.injections.push(InjectionRecord::new(
+                item.id,
+                InjectionOutcome::Consumed,
+                None,
+            ));
+            if sink.is_enabled() {
+                sink.push(AgentEvent::InjectionConsumed {
+                    id: item.id,
+                    message: delivered,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn reject_injection(
+        &self,
+        inv: &mut Invocation,
+        message: &Message,
+        id: rein_core::InjectionId,
+        reason: &str,
+        sink: &Sink,
+    ) {
+        self.interceptor.rejected(id, message, reason);
+        inv.injections.push(InjectionRecord::new(
+            id,
+            InjectionOutcome::Rejected,
+            Some(reason.to_owned()),
+        ));
+        if sink.is_enabled() {
+            sink.push(AgentEvent::InjectionRejected {
+                id,
+                reason: reason.to_owned(),
+            });
         }
     }
 

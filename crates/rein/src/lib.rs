@@ -46,3 +46,17 @@ pub mod prelude {
     pub use rein_hooks::{HookOrder, HookRegistry, Plugin};
     pub use rein_models::{Model, ScriptedModel, ScriptedResponse};
 }
+
+// The guides in docs/ are compiled and run as doc tests, so they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/agent.md")]
+struct AgentGuide;
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/hooks.md")]
+struct HooksGuide;
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct Readme;
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/steering-a-running-agent.md")]
+struct SteeringGuide;
