@@ -1112,3 +1112,239 @@ async fn on_error_throw_with_a_sibling_tool_still_answers_every_tool_use() {
     assert_eq!(agent.messages()[2].text(), "again");
     assert_history_valid(agent.messages());
 }
+
+// ---------------------------------------------------------------------------------------------
+// More edges
+
+#[tokio::test]
+async fn a_transform_before_a_confirm_is_reapplied_on_resume_and_the_approval_holds() {
+    let log = Log::default();
+    let updates = Log::default();
+    let mut agent = agent(one("t1", "  delete  "))
+        .tool(echo_tool(&log))
+        .hook(message_updates(&updates))
+        .intervention(Intervention::named("trim").before_tool_call(|ev, _| {
+            let text = ev.tool_use().input["text"].as_str().unwrap_or_default();
+            if text.trim() == text {
+                BeforeToolCallAction::Proceed
+            } else {
+                let trimmed = text.trim().to_owned();
+                BeforeToolCallAction::transform(move |d| d.input = json!({ "text": trimmed }))
+            }
+        }))
+        .intervention(approver("approver", "Delete it?"))
+        .build()
+        .unwrap();
+    let r = agent.invoke("go").await.unwrap();
+    assert_eq!(r.stop_reason, StopReason::Interrupt);
+    assert_eq!(
+        agent.messages()[1].tool_uses().next().unwrap().input["text"],
+        "  delete  ",
+        "the staged transform is undone while the call waits"
+    );
+    assert_eq!(
+        decision(&r.decisions, "trim").outcome,
+        DecisionOutcome::Overridden
+    );
+    assert!(updates.take().is_empty());
+    let id = r.interrupts[0].id.clone();
+    let r = agent
+        .invoke(vec![InterruptResponse::new(&id, true)])
+        .await
+        .unwrap();
+    assert_eq!(r.stop_reason, StopReason::EndTurn, "the approval applied");
+    assert_eq!(log.take(), vec!["ran echo:delete"]);
+    assert_eq!(
+        agent.messages()[1].tool_uses().next().unwrap().input["text"],
+        "delete"
+    );
+    assert_eq!(updates.take(), vec!["updated Assistant "]);
+    assert_history_valid(agent.messages());
+}
+
+#[tokio::test]
+async fn guide_then_deny_at_before_model_call_injects_nothing() {
+    let model = ScriptedModel::builder().text("never").build();
+    let mut agent = agent(model.clone())
+        .intervention(
+            Intervention::named("tone")
+                .before_model_call(|_, _| BeforeModelCallAction::guide("be nice")),
+        )
+        .intervention(
+            Intervention::named("budget")
+                .before_model_call(|_, _| BeforeModelCallAction::deny("over budget")),
+        )
+        .build()
+        .unwrap();
+    let r = agent.invoke("hi").await.unwrap();
+    assert_eq!(r.text(), "DENIED: over budget");
+    assert!(model.requests().is_empty());
+    assert_eq!(agent.messages()[0].text(), "hi", "no guidance stored");
+    assert_eq!(
+        decision(&r.decisions, "tone").outcome,
+        DecisionOutcome::Overridden
+    );
+}
+
+#[tokio::test]
+async fn guide_before_invocation_cancels_with_guidance_and_stores_nothing() {
+    let model = ScriptedModel::builder().text("never").build();
+    let mut agent = agent(model.clone())
+        .intervention(
+            Intervention::named("scope")
+                .before_invocation(|_, _| BeforeInvocationAction::guide("ask about billing only")),
+        )
+        .build()
+        .unwrap();
+    let r = agent.invoke("tell me a joke").await.unwrap();
+    assert_eq!(r.text(), "GUIDANCE: [scope] ask about billing only");
+    assert_eq!(r.stop_reason, StopReason::EndTurn);
+    assert!(agent.messages().is_empty());
+    assert!(model.requests().is_empty());
+}
+
+#[tokio::test]
+async fn on_error_deny_at_before_invocation_denies_the_prompt() {
+    let model = ScriptedModel::builder().text("never").build();
+    let mut agent = agent(model.clone())
+        .intervention(
+            Intervention::named("classifier")
+                .on_error(OnError::Deny)
+                .before_invocation(|_, _| -> Result<BeforeInvocationAction, HandlerError> {
+                    Err(HandlerError::new("classifier unavailable"))
+                }),
+        )
+        .build()
+        .unwrap();
+    let r = agent.invoke("hi").await.unwrap();
+    assert_eq!(r.text(), "DENIED: Handler threw: classifier unavailable");
+    assert!(agent.messages().is_empty());
+    assert!(model.requests().is_empty());
+}
+
+#[tokio::test]
+async fn a_shadow_handler_never_fails_the_invocation() {
+    let log = Log::default();
+    let mut agent = agent(one("t1", "x"))
+        .tool(echo_tool(&log))
+        .intervention(failing("new-policy", OnError::Throw).mode(Mode::Shadow))
+        .build()
+        .unwrap();
+    let r = agent.invoke("go").await.unwrap();
+    assert_eq!(log.take(), vec!["ran echo:x"]);
+    let d = decision(&r.decisions, "new-policy");
+    assert_eq!(d.outcome, DecisionOutcome::Error);
+    assert_eq!(d.on_error, Some(OnError::Proceed));
+}
+
+#[tokio::test]
+async fn a_panicking_handler_is_a_handler_error() {
+    let log = Log::default();
+    let mut agent = agent(one("t1", "x"))
+        .tool(echo_tool(&log))
+        .intervention(
+            Intervention::named("buggy")
+                .before_tool_call(|_, _| -> BeforeToolCallAction { panic!("index out of range") }),
+        )
+        .build()
+        .unwrap();
+    match agent.invoke("go").await {
+        Err(Error::Handler {
+            handler, message, ..
+        }) => {
+            assert_eq!(handler, "buggy");
+            assert!(message.contains("index out of range"), "{message}");
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert!(log.take().is_empty());
+    assert_history_valid(agent.messages());
+}
+
+#[tokio::test]
+async fn transform_response_that_drops_the_tool_uses_ends_the_turn() {
+    let log = Log::default();
+    let model = one("t1", "x");
+    let mut agent = agent(model.clone())
+        .tool(echo_tool(&log))
+        .intervention(Intervention::named("no-tools").after_model_call(|ev, _| {
+            if ev.response().is_some_and(|r| r.message.has_tool_use()) {
+                AfterModelCallAction::transform(|m| {
+                    m.content.retain(|b| !matches!(b, ContentBlock::ToolUse(_)));
+                    m.content
+                        .push(ContentBlock::Text("Tools are off today.".into()));
+                })
+            } else {
+                AfterModelCallAction::Proceed
+            }
+        }))
+        .build()
+        .unwrap();
+    let r = agent.invoke("go").await.unwrap();
+    assert_eq!(r.stop_reason, StopReason::EndTurn);
+    assert_eq!(r.text(), "Tools are off today.");
+    assert!(log.take().is_empty());
+    assert_eq!(model.requests().len(), 1);
+    assert_history_valid(agent.messages());
+}
+
+/// A trait handler with an `async fn` that waits, counting how many of its calls overlap.
+struct SlowCheck {
+    in_flight: std::sync::atomic::AtomicUsize,
+    max_in_flight: std::sync::atomic::AtomicUsize,
+}
+
+impl rein_interventions::InterventionHandler for SlowCheck {
+    fn name(&self) -> &str {
+        "slow-check"
+    }
+
+    fn subscriptions(&self) -> rein_interventions::EventSet {
+        rein_interventions::EventSet::BEFORE_TOOL_CALL
+    }
+
+    async fn before_tool_call(
+        &self,
+        _ev: &BeforeToolCallEvent,
+        _cx: &rein_interventions::InterventionContext,
+    ) -> Result<BeforeToolCallAction, HandlerError> {
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max_in_flight.fetch_max(now, Ordering::SeqCst);
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        Ok(BeforeToolCallAction::Proceed)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn async_handlers_run_concurrently_for_parallel_tool_calls() {
+    for (executor, expected) in [(ToolExecutor::default(), 3), (ToolExecutor::Sequential, 1)] {
+        let log = Log::default();
+        let handler = Arc::new(SlowCheck {
+            in_flight: Default::default(),
+            max_in_flight: Default::default(),
+        });
+        let model = ScriptedModel::builder()
+            .response(
+                ScriptedResponse::new()
+                    .tool_use("a", "echo", json!({"text": "1"}))
+                    .tool_use("b", "echo", json!({"text": "2"}))
+                    .tool_use("c", "echo", json!({"text": "3"})),
+            )
+            .text("done")
+            .build();
+        let mut agent = agent(model)
+            .tool(echo_tool(&log))
+            .tool_executor(executor)
+            .intervention(handler.clone())
+            .build()
+            .unwrap();
+        agent.invoke("go").await.unwrap();
+        assert_eq!(log.take().len(), 3);
+        assert_eq!(
+            handler.max_in_flight.load(Ordering::SeqCst),
+            expected,
+            "{executor:?}"
+        );
+    }
+}
