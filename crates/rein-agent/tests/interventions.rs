@@ -1348,3 +1348,135 @@ async fn async_handlers_run_concurrently_for_parallel_tool_calls() {
         );
     }
 }
+
+#[tokio::test]
+async fn the_retry_count_restarts_after_an_accepted_response() {
+    let log = Log::default();
+    let mut b = ScriptedModel::builder();
+    for _ in 0..3 {
+        b = b.text("bad");
+    }
+    b = b.tool_use("t1", "echo", json!({"text": "x"}));
+    for _ in 0..3 {
+        b = b.text("bad");
+    }
+    let model = b.text("good").build();
+    let mut agent = agent(model.clone())
+        .tool(echo_tool(&log))
+        .intervention(Intervention::named("picky").after_model_call(|ev, _| {
+            if ev.response().is_some_and(|r| r.message.text() == "bad") {
+                AfterModelCallAction::guide("again")
+            } else {
+                AfterModelCallAction::Proceed
+            }
+        }))
+        .build()
+        .unwrap();
+    let r = agent.invoke("go").await.unwrap();
+    assert_eq!(
+        r.text(),
+        "good",
+        "3 retries in each of two turns are allowed"
+    );
+    assert_eq!(model.requests().len(), 8);
+    assert!(r.decisions.iter().all(|d| d.handler == "picky"));
+    assert_history_valid(agent.messages());
+}
+
+#[tokio::test]
+async fn confirm_interrupts_and_decisions_are_streamed() {
+    let log = Log::default();
+    let mut agent = agent(one("t1", "delete"))
+        .tool(echo_tool(&log))
+        .intervention(approver("approver", "Delete it?"))
+        .build()
+        .unwrap();
+    let mut stream = agent.stream("go");
+    let mut seen = Vec::new();
+    while let Some(ev) = stream.next().await {
+        match ev.unwrap() {
+            AgentEvent::Interrupt(i) => seen.push(format!("interrupt {}", i.name)),
+            AgentEvent::Decision(d) => seen.push(format!("decision {} {:?}", d.handler, d.action)),
+            AgentEvent::Finished(r) => seen.push(format!("finished {:?}", r.stop_reason)),
+            _ => {}
+        }
+    }
+    assert_eq!(
+        seen,
+        vec![
+            "decision approver Confirm",
+            "interrupt approver",
+            "finished Interrupt"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn guide_on_injected_input_rejects_it_with_the_guidance_text() {
+    let slot = Arc::new(Mutex::new(None));
+    let model = ScriptedModel::builder()
+        .tool_use(
+            "t1",
+            "research",
+            json!({"inject": "switch topic to crypto"}),
+        )
+        .text("done")
+        .build();
+    let mut agent = agent(model.clone())
+        .tool(injecting_tool(slot.clone()))
+        .intervention(Intervention::named("focus").before_invocation(|ev, _| {
+            if ev.is_injected() {
+                BeforeInvocationAction::guide("stay on the current topic")
+            } else {
+                BeforeInvocationAction::Proceed
+            }
+        }))
+        .build()
+        .unwrap();
+    *slot.lock().unwrap() = Some(agent.interceptor());
+    let r = agent.invoke("research").await.unwrap();
+    assert_eq!(r.text(), "done");
+    assert_eq!(
+        r.injections[0].reason.as_deref(),
+        Some("GUIDANCE: [focus] stay on the current topic")
+    );
+    assert!(
+        !model.requests()[1]
+            .messages
+            .iter()
+            .any(|m| m.text().contains("crypto"))
+    );
+}
+
+#[tokio::test]
+async fn a_throwing_admission_handler_fails_the_run_and_rejects_the_item() {
+    let slot = Arc::new(Mutex::new(None));
+    let model = ScriptedModel::builder()
+        .tool_use("t1", "research", json!({"inject": "more"}))
+        .text("done")
+        .build();
+    let mut agent = agent(model)
+        .tool(injecting_tool(slot.clone()))
+        .intervention(Intervention::named("admission").before_invocation(
+            |ev, _| -> Result<BeforeInvocationAction, HandlerError> {
+                if ev.is_injected() {
+                    Err(HandlerError::new("admission service down"))
+                } else {
+                    Ok(BeforeInvocationAction::Proceed)
+                }
+            },
+        ))
+        .build()
+        .unwrap();
+    let i = agent.interceptor();
+    let rejected = Log::default();
+    let r2 = rejected.clone();
+    i.on_rejected(move |_, _, reason| r2.push(reason));
+    *slot.lock().unwrap() = Some(i);
+    let err = agent.invoke("research").await.unwrap_err();
+    assert!(matches!(err, Error::Handler { .. }), "{err:?}");
+    let reasons = rejected.take();
+    assert_eq!(reasons.len(), 1);
+    assert!(reasons[0].contains("admission service down"), "{reasons:?}");
+    assert_history_valid(agent.messages());
+}
