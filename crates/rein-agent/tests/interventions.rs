@@ -1480,3 +1480,80 @@ async fn a_throwing_admission_handler_fails_the_run_and_rejects_the_item() {
     assert!(reasons[0].contains("admission service down"), "{reasons:?}");
     assert_history_valid(agent.messages());
 }
+
+#[tokio::test]
+async fn a_null_answer_is_no_answer_and_the_human_is_asked_again() {
+    let log = Log::default();
+    let mut agent = agent(one("t1", "delete"))
+        .tool(echo_tool(&log))
+        .intervention(approver("approver", "Delete it?"))
+        .build()
+        .unwrap();
+    let r = agent.invoke("go").await.unwrap();
+    let id = r.interrupts[0].id.clone();
+    let r = agent
+        .invoke(vec![InterruptResponse::new(&id, serde_json::Value::Null)])
+        .await
+        .unwrap();
+    assert_eq!(r.stop_reason, StopReason::Interrupt);
+    assert_eq!(r.interrupts[0].id, id);
+    assert!(log.take().is_empty());
+    let r = agent
+        .invoke(vec![InterruptResponse::new(&id, false)])
+        .await
+        .unwrap();
+    assert_eq!(r.stop_reason, StopReason::EndTurn);
+    assert_eq!(
+        results_of(&agent.messages()[2]),
+        vec![("t1".into(), "CONFIRMATION_FAILED: Delete it?".into(), true)]
+    );
+}
+
+#[tokio::test]
+async fn a_partly_answered_round_asks_only_the_rest_and_remembers_the_answers() {
+    let log = Log::default();
+    let mut agent = agent(one("t1", "delete"))
+        .tool(echo_tool(&log))
+        .intervention(approver("owner", "Owner: delete?"))
+        .intervention(approver("security", "Security: delete?"))
+        .build()
+        .unwrap();
+    let r = agent.invoke("go").await.unwrap();
+    let (owner, security) = (r.interrupts[0].id.clone(), r.interrupts[1].id.clone());
+    let r = agent
+        .invoke(vec![InterruptResponse::new(&owner, "yes")])
+        .await
+        .unwrap();
+    assert_eq!(r.stop_reason, StopReason::Interrupt);
+    let names: Vec<_> = r.interrupts.iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(names, vec!["security"], "only the unanswered one is asked");
+    let r = agent
+        .invoke(vec![InterruptResponse::new(&security, "yes")])
+        .await
+        .unwrap();
+    assert_eq!(
+        r.stop_reason,
+        StopReason::EndTurn,
+        "the owner's yes was kept"
+    );
+    assert_eq!(log.take(), vec!["ran echo:delete"]);
+}
+
+#[tokio::test]
+async fn a_shadow_confirm_asks_nobody() {
+    let log = Log::default();
+    let mut agent = agent(one("t1", "delete"))
+        .tool(echo_tool(&log))
+        .intervention(approver("approver", "Delete it?").mode(Mode::Shadow))
+        .build()
+        .unwrap();
+    let r = agent.invoke("go").await.unwrap();
+    assert_eq!(r.stop_reason, StopReason::EndTurn);
+    assert!(r.interrupts.is_empty());
+    assert_eq!(log.take(), vec!["ran echo:delete"]);
+    let d = decision(&r.decisions, "approver");
+    assert_eq!(
+        (d.action, d.outcome),
+        (DecisionAction::Confirm, DecisionOutcome::Shadowed)
+    );
+}
