@@ -563,7 +563,7 @@ fn streaming(rec: &Recorder, cfg: &Config, rt: &tokio::runtime::Runtime) {
     );
     let set_k = |n: usize| *k.lock().unwrap_or_else(PoisonError::into_inner) = n;
     // One streamed call; latencies (ns) from model yield to caller receive.
-    let mut one = |agent: &mut Agent| -> Vec<f64> {
+    let one = |agent: &mut Agent| -> Vec<f64> {
         rt.block_on(async {
             agent.clear_history();
             let mut lat = Vec::with_capacity(K);

@@ -521,9 +521,9 @@ impl AfterToolCallEvent {
         self.model_call_index
     }
 
-    /// Takes the event apart: (result, retry, decisions).
-    pub fn into_parts(self) -> (ToolResult, bool, Vec<DecisionRecord>) {
-        (self.result, self.retry, self.decisions)
+    /// Takes the event apart: (result, retry, decisions, tool use).
+    pub fn into_parts(self) -> (ToolResult, bool, Vec<DecisionRecord>, ToolUse) {
+        (self.result, self.retry, self.decisions, self.tool_use)
     }
 }
 
