@@ -105,7 +105,7 @@ pub(crate) fn main(args: ChatArgs) -> ExitCode {
     let model_label = if info.provider == "demo" {
         "the scripted demo model (no provider configured; it only knows a few requests)".to_owned()
     } else {
-        format!("{}:{}", info.provider, info.model_id)
+        format!("{} provider, model {}", info.provider, info.model_id)
     };
     let _ = out.write_line(&format!(
         "{} model: {model_label}\n     tools: {} (root {})\n     policy: {policy_label}\n     Type a request; end of input (or an empty line at a terminal) quits.",
@@ -325,17 +325,48 @@ fn decision_line(d: &DecisionRecord) -> String {
 
 // ---- model ----
 
-/// EXTENSION POINT for providers: `--model PROVIDER:MODEL`. Providers are being added to
-/// `rein-models` behind its features `openai` and `anthropic`; once they land, build them here
-/// (behind the same features of this crate) and return them as a `SharedModel`.
+/// The model for `--model`: `demo`, or `PROVIDER:MODEL` with a provider compiled in through this
+/// crate's features `openai` / `anthropic` (credentials and base URLs from the environment, as
+/// `rein_models` reads them). To add a provider: a feature forwarding to `rein-models`, and an
+/// arm here.
 fn build_model(spec: &str) -> Result<SharedModel, String> {
     if spec == "demo" {
         return Ok(SharedModel::new(DemoModel::default()));
     }
-    Err(format!(
-        "provider support not built: `--model {spec}` needs a model provider, and this `rein` \
-         has only the scripted demo model (`--model demo`)"
-    ))
+    let Some((provider, model_id)) = spec.split_once(':').filter(|(_, m)| !m.is_empty()) else {
+        return Err(format!(
+            "invalid --model `{spec}`: use `demo` or PROVIDER:MODEL (e.g. openai:gpt-4o-mini)"
+        ));
+    };
+    // Without a provider feature, the model id is only checked for presence.
+    let _ = model_id;
+    match provider {
+        #[cfg(feature = "openai")]
+        "openai" => rein_models::OpenAiModel::from_env(model_id)
+            .build()
+            .map(SharedModel::new)
+            .map_err(|e| format!("OpenAI provider: {e}")),
+        #[cfg(feature = "anthropic")]
+        "anthropic" => rein_models::AnthropicModel::from_env(model_id)
+            .build()
+            .map(SharedModel::new)
+            .map_err(|e| format!("Anthropic provider: {e}")),
+        #[cfg(not(feature = "openai"))]
+        "openai" => Err(not_built(spec, provider)),
+        #[cfg(not(feature = "anthropic"))]
+        "anthropic" => Err(not_built(spec, provider)),
+        other => Err(format!(
+            "unknown provider `{other}` in --model `{spec}` (known: openai, anthropic; or `demo`)"
+        )),
+    }
+}
+
+#[cfg(not(all(feature = "openai", feature = "anthropic")))]
+fn not_built(spec: &str, provider: &str) -> String {
+    format!(
+        "provider support not built: `--model {spec}` needs `rein` built with `--features \
+         {provider}` (this one has only the scripted demo model, `--model demo`)"
+    )
 }
 
 /// A scripted demo model that picks a tool from keywords in the prompt, then summarises the

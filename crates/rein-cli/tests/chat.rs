@@ -118,9 +118,12 @@ fn bad_policy_and_unbuilt_provider_exit_2() {
     let out = chat(&["--policy", policy.to_str().unwrap()], "");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("policy[0].pattern: invalid regex"));
-    let out = chat(&["--model", "openai:gpt-4o"], "");
+    let out = chat(&["--model", "nope:x"], "");
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("provider support not built"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown provider `nope`"));
+    let out = chat(&["--model", "gpt"], "");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("use `demo` or PROVIDER:MODEL"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -183,4 +186,36 @@ fn on_a_terminal_spinner_colours_and_approval() {
         text.contains("deleted a.txt (demo: nothing was removed)"),
         "{text}"
     );
+}
+
+#[cfg(not(feature = "openai"))]
+#[test]
+fn a_provider_that_is_not_built_is_reported() {
+    let out = chat(&["--model", "openai:gpt-4o"], "");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(err.contains("provider support not built"), "{err}");
+    assert!(err.contains("--features openai"), "{err}");
+}
+
+/// With the provider built in, `--model openai:MODEL` builds it from the environment (no call
+/// is made: there is no prompt).
+#[cfg(feature = "openai")]
+#[test]
+fn an_openai_model_is_built_from_the_environment() {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_rein"))
+        .args(["chat", "--model", "openai:gpt-4o-mini"])
+        .env("OPENAI_API_KEY", "test-key")
+        .env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdin.take());
+    let out = child.wait_with_output().unwrap();
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("model gpt-4o-mini"), "{text}");
+    assert!(!text.contains("test-key"), "{text}");
 }
