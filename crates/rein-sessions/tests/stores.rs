@@ -7,9 +7,7 @@ mod common;
 use common::*;
 use rein_agent::{PENDING_SCHEMA_VERSION, PendingInterrupts};
 use rein_core::{Error, Interrupt, InterruptAnswer, Message, MessageId, ToolResult};
-use rein_sessions::{
-    FileSessionStore, SessionSnapshot, SessionStore, SessionWrite, StoredMessage,
-};
+use rein_sessions::{FileSessionStore, SessionSnapshot, SessionStore, SessionWrite, StoredMessage};
 use serde_json::json;
 
 fn pending(assistant: &StoredMessage) -> PendingInterrupts {
@@ -56,11 +54,7 @@ async fn every_block_kind_round_trips_through_every_store() {
         assert_eq!(s.messages, messages, "{name}: messages and ids round-trip");
         assert_eq!(s.agent_state, state, "{name}");
         assert_eq!(s.pending_interrupts, Some(p), "{name}");
-        assert_eq!(
-            s.conversation_manager_state["window"],
-            json!(40),
-            "{name}"
-        );
+        assert_eq!(s.conversation_manager_state["window"], json!(40), "{name}");
         store.delete(&id).await.unwrap();
         assert!(store.load(&id).await.unwrap().is_none(), "{name}");
     }
@@ -84,7 +78,10 @@ async fn writes_match_the_reference_and_versions_conflict_typed() {
                 Message::assistant("a2"),
             ))],
             vec![
-                SessionWrite::UpdateMessage(StoredMessage::new(MessageId::new(), Message::user("?"))),
+                SessionWrite::UpdateMessage(StoredMessage::new(
+                    MessageId::new(),
+                    Message::user("?"),
+                )),
                 SessionWrite::AppendMessage(c.clone()),
                 SessionWrite::SetHistoryStart(1),
             ],
@@ -113,18 +110,32 @@ async fn writes_match_the_reference_and_versions_conflict_typed() {
                 expected,
                 found,
             } => {
-                assert_eq!((session_id, expected, found), (id.clone(), version - 1, version), "{name}");
+                assert_eq!(
+                    (session_id, expected, found),
+                    (id.clone(), version - 1, version),
+                    "{name}"
+                );
             }
             e => panic!("{name}: {e}"),
         }
         let err = store.write(&id, 0, vec![]).await.unwrap_err();
-        assert!(matches!(err, Error::SessionConflict { expected: 0, .. }), "{name}");
+        assert!(
+            matches!(err, Error::SessionConflict { expected: 0, .. }),
+            "{name}"
+        );
         let err = store.write("../evil", 0, vec![]).await.unwrap_err();
         assert!(matches!(err, Error::Session(_)), "{name}: {err}");
         let fresh = session_id("fresh");
         let err = store.write(&fresh, 3, vec![]).await.unwrap_err();
         assert!(
-            matches!(err, Error::SessionConflict { expected: 3, found: 0, .. }),
+            matches!(
+                err,
+                Error::SessionConflict {
+                    expected: 3,
+                    found: 0,
+                    ..
+                }
+            ),
             "{name}: {err}"
         );
         assert!(store.load(&fresh).await.unwrap().is_none(), "{name}");
@@ -150,11 +161,17 @@ async fn file_store_compacts_and_reads_the_same() {
         }
         reference.apply(&w);
         reference.version = store.write(id, i, w).await.unwrap();
-        assert_eq!(store.load(id).await.unwrap().unwrap(), reference, "after {i}");
+        assert_eq!(
+            store.load(id).await.unwrap().unwrap(),
+            reference,
+            "after {i}"
+        );
     }
     let session_dir = store.session_dir(id).unwrap();
     let logs = std::fs::read_dir(session_dir.join("log")).unwrap().count();
-    let snaps = std::fs::read_dir(session_dir.join("snapshots")).unwrap().count();
+    let snaps = std::fs::read_dir(session_dir.join("snapshots"))
+        .unwrap()
+        .count();
     assert!(logs < 3, "old log entries removed: {logs}");
     assert_eq!(snaps, 1, "one snapshot kept");
 }
@@ -165,16 +182,29 @@ async fn newer_schema_is_a_typed_error() {
     let store = FileSessionStore::new(dir.path());
     let id = "future";
     store
-        .write(id, 0, vec![SessionWrite::AppendMessage(StoredMessage::new(
-            MessageId::new(),
-            Message::user("hi"),
-        ))])
+        .write(
+            id,
+            0,
+            vec![SessionWrite::AppendMessage(StoredMessage::new(
+                MessageId::new(),
+                Message::user("hi"),
+            ))],
+        )
         .await
         .unwrap();
     let log = store.session_dir(id).unwrap().join("log");
-    let file = std::fs::read_dir(&log).unwrap().next().unwrap().unwrap().path();
+    let file = std::fs::read_dir(&log)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
     let text = std::fs::read_to_string(&file).unwrap();
-    std::fs::write(&file, text.replace("\"schema_version\": 1", "\"schema_version\": 99")).unwrap();
+    std::fs::write(
+        &file,
+        text.replace("\"schema_version\": 1", "\"schema_version\": 99"),
+    )
+    .unwrap();
     let err = store.load(id).await.unwrap_err();
     assert!(
         matches!(&err, Error::Session(m) if m.contains("schema version 99")),

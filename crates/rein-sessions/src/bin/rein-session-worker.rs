@@ -16,8 +16,7 @@ use rein_agent::Agent;
 use rein_core::{BeforeToolCallEvent, Error, InterruptResponse, Message, MessageId, ToolHandle};
 use rein_models::ScriptedModel;
 use rein_sessions::{
-    FileSessionStore, SessionManager, SessionStore, SessionWrite, SharedSessionStore,
-    StoredMessage,
+    FileSessionStore, SessionManager, SessionStore, SessionWrite, SharedSessionStore, StoredMessage,
 };
 use serde_json::json;
 
@@ -77,7 +76,9 @@ async fn run(args: &[String]) -> Result<(), Error> {
             let model = ScriptedModel::builder()
                 .tool_use("t1", "delete", json!({"path": "report.txt"}))
                 .build();
-            let r = agent(store, session, model)?.invoke("Delete report.txt").await?;
+            let r = agent(store, session, model)?
+                .invoke("Delete report.txt")
+                .await?;
             let ids: Vec<&str> = r.interrupts.iter().map(|i| i.id.as_str()).collect();
             let line = json!({"stop_reason": r.stop_reason.as_str(), "interrupts": ids});
             let _ = writeln!(out, "{line}");

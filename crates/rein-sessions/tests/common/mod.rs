@@ -78,7 +78,11 @@ pub async fn stores(dir: &TempDir) -> Vec<(&'static str, SharedSessionStore, Opt
         let path = dir.path().join("sessions.db");
         out.push((
             "sqlite",
-            SharedSessionStore::new(rein_sessions::SqliteSessionStore::open(&path).await.unwrap()),
+            SharedSessionStore::new(
+                rein_sessions::SqliteSessionStore::open(&path)
+                    .await
+                    .unwrap(),
+            ),
             Some(format!("sqlite:{}", path.display())),
         ));
     }
