@@ -71,3 +71,14 @@ pub use postgres::PostgresSessionStore;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteSessionStore;
 pub use store::{MemorySessionStore, SessionStore, SharedSessionStore};
+
+// The guides are compiled and run as doc tests, so they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct Readme;
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/sessions.md")]
+struct SessionsGuide;
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/human-in-the-loop.md")]
+struct HumanInTheLoopGuide;

@@ -135,18 +135,18 @@ fn diff(stored: &SessionSnapshot, agent: &AgentSnapshot<'_>) -> Vec<SessionWrite
             if p as u64 != stored.history_start {
                 writes.push(SessionWrite::SetHistoryStart(p as u64));
             }
-            for (i, s) in log[p..].iter().enumerate() {
-                if s.message != messages[i] {
+            for ((s, id), m) in log[p..].iter().zip(ids).zip(messages) {
+                if s.message != *m {
                     writes.push(SessionWrite::UpdateMessage(StoredMessage::new(
-                        ids[i],
-                        messages[i].clone(),
+                        *id,
+                        m.clone(),
                     )));
                 }
             }
-            for i in log.len() - p..ids.len() {
+            for (id, m) in ids.iter().zip(messages).skip(log.len() - p) {
                 writes.push(SessionWrite::AppendMessage(StoredMessage::new(
-                    ids[i],
-                    messages[i].clone(),
+                    *id,
+                    m.clone(),
                 )));
             }
         }
