@@ -2,6 +2,8 @@
 //! session that already holds some messages. `REIN_TEST_POSTGRES` enables the PostgreSQL run.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+use std::time::{Duration, Instant};
+
 use criterion::{Criterion, criterion_group, criterion_main};
 use rein_core::{Message, MessageId};
 use rein_sessions::{
@@ -18,28 +20,45 @@ fn message() -> SessionWrite {
     ))
 }
 
+/// Appends to a session of 20 to 520 messages (it is recreated every 500 appends, outside
+/// the measured time), then loads a session of 100 messages.
 fn bench_store(
     c: &mut Criterion,
     rt: &tokio::runtime::Runtime,
     name: &str,
     store: SharedSessionStore,
 ) {
-    let session = format!("bench-{}", uuid::Uuid::new_v4().simple());
-    let mut version = rt.block_on(async {
-        let mut v = 0;
-        for _ in 0..20 {
-            v = store.write(&session, v, vec![message()]).await.unwrap();
-        }
-        v
-    });
+    let fresh = |len: usize| {
+        let session = format!("bench-{}", uuid::Uuid::new_v4().simple());
+        let version = rt.block_on(async {
+            let mut v = 0;
+            for _ in 0..len {
+                v = store.write(&session, v, vec![message()]).await.unwrap();
+            }
+            v
+        });
+        (session, version)
+    };
     c.bench_function(&format!("append_message/{name}"), |b| {
-        b.iter(|| {
-            version = rt
-                .block_on(store.write(&session, version, vec![message()]))
-                .unwrap();
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            let (mut session, mut version) = fresh(20);
+            for i in 0..iters {
+                if i > 0 && i % 500 == 0 {
+                    rt.block_on(store.delete(&session)).unwrap();
+                    (session, version) = fresh(20);
+                }
+                let w = vec![message()];
+                let t = Instant::now();
+                version = rt.block_on(store.write(&session, version, w)).unwrap();
+                total += t.elapsed();
+            }
+            rt.block_on(store.delete(&session)).unwrap();
+            total
         })
     });
-    c.bench_function(&format!("load/{name}"), |b| {
+    let (session, _) = fresh(100);
+    c.bench_function(&format!("load_100_messages/{name}"), |b| {
         b.iter(|| rt.block_on(store.load(&session)).unwrap())
     });
     rt.block_on(store.delete(&session)).unwrap();
