@@ -226,7 +226,7 @@ fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, Err
 }
 
 enum Attempt {
-    Done(Option<SessionSnapshot>),
+    Done(Option<Box<SessionSnapshot>>),
     /// A compaction changed the files under the reader: read again.
     Raced,
 }
@@ -234,7 +234,7 @@ enum Attempt {
 fn load_dir(dir: &Path, session_id: &str) -> Result<Option<SessionSnapshot>, Error> {
     for attempt in 0..20u32 {
         match load_once(dir, session_id)? {
-            Attempt::Done(s) => return s.map(SessionSnapshot::check_schema).transpose(),
+            Attempt::Done(s) => return s.map(|s| s.check_schema()).transpose(),
             Attempt::Raced => std::thread::sleep(Duration::from_millis(u64::from(attempt) + 1)),
         }
     }
@@ -290,7 +290,7 @@ fn load_once(dir: &Path, session_id: &str) -> Result<Attempt, Error> {
         session.apply(&entry.writes);
         session.version = v;
     }
-    Ok(Attempt::Done(Some(session)))
+    Ok(Attempt::Done(Some(Box::new(session))))
 }
 
 fn write_dir(
