@@ -61,6 +61,7 @@ pub fn session_id(tag: &str) -> String {
 
 /// The stores to test, by name, with the spec the worker process understands.
 pub async fn stores(dir: &TempDir) -> Vec<(&'static str, SharedSessionStore, Option<String>)> {
+    #[allow(unused_mut)]
     let mut out = vec![
         (
             "memory",
