@@ -287,3 +287,29 @@ async fn a_failing_store_is_a_typed_error_not_a_panic() {
         .unwrap();
     assert!(matches!(b.invoke("x").await, Err(Error::Session(_))));
 }
+
+#[tokio::test]
+async fn a_rewritten_message_is_persisted_through_message_updated() {
+    let store = SharedSessionStore::new(MemorySessionStore::new());
+    let model = ScriptedModel::builder()
+        .tool_use("t1", "count", json!({"n": 1}))
+        .text("ok")
+        .build();
+    let mut a = builder(&store, "rewrite", model)
+        .hook(|e: &mut BeforeToolCallEvent| {
+            e.tool_use_mut().input = json!({"n": 2, "rewritten": true});
+        })
+        .build()
+        .unwrap();
+    a.invoke("go").await.unwrap();
+    let s = store.load("rewrite").await.unwrap().unwrap();
+    let stored_use = s.messages[1].message.tool_uses().next().unwrap().clone();
+    assert_eq!(stored_use.input, json!({"n": 2, "rewritten": true}));
+    assert_eq!(
+        s.messages.iter().map(|m| &m.message).collect::<Vec<_>>(),
+        a.messages().iter().collect::<Vec<_>>(),
+        "memory and the persisted session agree"
+    );
+    // Every message was written as it was stored, and the rewrite as one more write.
+    assert!(s.version >= 5, "version {}", s.version);
+}
