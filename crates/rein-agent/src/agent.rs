@@ -7,6 +7,7 @@ use rein_core::{
     InvocationState, Map, Message, MessageId, Role, ToolChoice, ToolHandle, ToolResult,
 };
 use rein_hooks::{HookEvent, HookOptions, HookRegistry, IntoHookResult, Plugin};
+use rein_interventions::{InterventionRegistry, SharedHandler};
 use rein_models::{Model, SharedModel};
 
 use crate::cancel::CancelHandle;
@@ -239,6 +240,17 @@ impl Agent {
         self.conv = Conversation::from_parts(messages, ids);
     }
 
+    /// Rewinds the conversation to its first `len` messages (and forgets pending interrupts when
+    /// their assistant message is cut).
+    pub fn truncate_messages(&mut self, len: usize) {
+        self.conv.truncate(len);
+        if let Some(p) = &self.pending
+            && !self.conv.ids().contains(&p.assistant_message_id)
+        {
+            self.pending = None;
+        }
+    }
+
     /// Forgets the conversation (and any pending interrupts).
     pub fn clear_history(&mut self) {
         self.conv.clear();
@@ -341,6 +353,8 @@ pub struct AgentBuilder {
     messages: Vec<Message>,
     state: Map,
     session: Option<SharedBinding>,
+    interventions: Vec<SharedHandler>,
+    audit_timing: bool,
 }
 
 impl Default for AgentBuilder {
@@ -365,6 +379,8 @@ impl Default for AgentBuilder {
             messages: Vec::new(),
             state: Map::new(),
             session: None,
+            interventions: Vec::new(),
+            audit_timing: false,
         }
     }
 }
@@ -453,6 +469,30 @@ impl AgentBuilder {
         if let Err(e) = self.hooks.add_plugin(&plugin) {
             self.plugin_error.get_or_insert(e);
         }
+        self
+    }
+
+    /// Adds an intervention handler. Handlers are evaluated in the order they are added; a
+    /// duplicate name fails `build`.
+    pub fn intervention(mut self, handler: impl Into<SharedHandler>) -> Self {
+        self.interventions.push(handler.into());
+        self
+    }
+
+    /// Adds intervention handlers, in order.
+    pub fn interventions<I>(mut self, handlers: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: Into<SharedHandler>,
+    {
+        self.interventions
+            .extend(handlers.into_iter().map(Into::into));
+        self
+    }
+
+    /// Records each intervention handler's duration in the decision audit.
+    pub fn audit_timing(mut self, on: bool) -> Self {
+        self.audit_timing = on;
         self
     }
 
@@ -548,11 +588,18 @@ impl AgentBuilder {
         self
     }
 
-    /// Builds the agent: fails on a missing model, duplicate tool or plugin names, or a tool
-    /// input schema that does not compile.
-    pub fn build(self) -> Result<Agent, Error> {
+    /// Builds the agent: fails on a missing model, duplicate tool, plugin or intervention handler
+    /// names, or a tool input schema that does not compile.
+    pub fn build(mut self) -> Result<Agent, Error> {
         if let Some(e) = self.plugin_error {
             return Err(e);
+        }
+        if !self.interventions.is_empty() {
+            let registry = InterventionRegistry::builder()
+                .handlers(std::mem::take(&mut self.interventions))
+                .audit_timing(self.audit_timing)
+                .build()?;
+            registry.install(&mut self.hooks);
         }
         let model = self
             .model

@@ -54,10 +54,12 @@ pub(crate) struct Invocation {
 }
 
 enum TurnEnd {
-    /// A response to act on (already stored).
+    /// A response to act on, stored at `index` (its message moved into history).
     Accepted {
         index: usize,
-        response: ModelResponse,
+        stop_reason: StopReason,
+        has_tool_use: bool,
+        invalid_tool_inputs: Vec<(String, String)>,
     },
     /// The turn ended with this stored (or standing) message.
     Ended {
@@ -292,7 +294,7 @@ impl Agent {
                 // The pending state is consumed by the tool phase.
                 self.pending = None;
                 self.session_sync().await?;
-                self.tool_phase(inv, idx, None, completed, model_call_index, sink)
+                self.tool_phase(inv, idx, &[], completed, model_call_index, sink)
                     .await?
             };
             if let Some(r) = interrupted {
@@ -312,20 +314,26 @@ impl Agent {
                 } => {
                     return Ok(AgentResult::new(stop_reason, message, inv.cx.invocation_id));
                 }
-                TurnEnd::Accepted { index, response } => {
-                    if !response.message.has_tool_use() {
-                        return Ok(AgentResult::new(
-                            response.stop_reason,
-                            response.message,
-                            inv.cx.invocation_id,
-                        ));
+                TurnEnd::Accepted {
+                    index,
+                    stop_reason,
+                    has_tool_use,
+                    invalid_tool_inputs,
+                } => {
+                    if !has_tool_use {
+                        let message = self
+                            .conv
+                            .get(index)
+                            .cloned()
+                            .unwrap_or_else(|| Message::new(Role::Assistant, Vec::new()));
+                        return Ok(AgentResult::new(stop_reason, message, inv.cx.invocation_id));
                     }
                     let model_call_index = inv.model_calls.saturating_sub(1);
                     if let Some(r) = self
                         .tool_phase(
                             inv,
                             index,
-                            Some(&response),
+                            &invalid_tool_inputs,
                             Vec::new(),
                             model_call_index,
                             sink,
@@ -626,10 +634,16 @@ impl Agent {
                             });
                         }
                     }
-                    let index = self
-                        .add_message(inv, response.message.clone(), sink)
-                        .await?;
-                    return Ok(TurnEnd::Accepted { index, response });
+                    let has_tool_use = response.message.has_tool_use();
+                    let stop_reason = response.stop_reason;
+                    let invalid_tool_inputs = response.invalid_tool_inputs;
+                    let index = self.add_message(inv, response.message, sink).await?;
+                    return Ok(TurnEnd::Accepted {
+                        index,
+                        stop_reason,
+                        has_tool_use,
+                        invalid_tool_inputs,
+                    });
                 }
             }
         }
@@ -752,29 +766,39 @@ impl Agent {
         &mut self,
         inv: &mut Invocation,
         idx: usize,
-        response: Option<&ModelResponse>,
+        invalid_inputs: &[(String, String)],
         completed: Vec<ToolResult>,
         model_call_index: u32,
         sink: &Sink,
     ) -> Result<Option<AgentResult>, Stop> {
-        let Some(assistant) = self.conv.get(idx).cloned() else {
+        let Some(assistant) = self.conv.get(idx) else {
             return Err(Stop::Failed(Error::Config(
                 "tool phase on a missing message".into(),
             )));
         };
         let tool_uses: Vec<ToolUse> = assistant.tool_uses().cloned().collect();
-        inv.turn_results = tool_uses
+        let ids: Vec<String> = tool_uses.iter().map(|u| u.tool_use_id.clone()).collect();
+        let mut completed = completed;
+        inv.turn_results = ids
             .iter()
-            .map(|u| {
+            .map(|id| {
                 completed
                     .iter()
-                    .find(|r| r.tool_use_id == u.tool_use_id)
-                    .cloned()
+                    .position(|r| r.tool_use_id == *id)
+                    .map(|p| completed.swap_remove(p))
             })
             .collect();
         inv.tool_message = Some(idx);
-        let todo: Vec<usize> = (0..tool_uses.len())
-            .filter(|&i| inv.turn_results[i].is_none())
+        let invalid = |id: &str| {
+            invalid_inputs
+                .iter()
+                .find(|(i, _)| i == id)
+                .map(|(_, e)| e.as_str())
+        };
+        let mut todo: Vec<(usize, ToolUse)> = tool_uses
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| inv.turn_results[*i].is_none())
             .collect();
         let answers = inv.answers.clone();
         let cx = inv.cx.clone();
@@ -806,11 +830,11 @@ impl Agent {
                 }
             }
         };
-        let invalid = |i: usize| response.and_then(|r| r.invalid_input(&tool_uses[i].tool_use_id));
         match self.core.config.executor {
             ToolExecutor::Sequential => {
-                for i in todo {
-                    let o = run.run(tool_uses[i].clone(), invalid(i)).await?;
+                for (i, tu) in todo.drain(..) {
+                    let bad = invalid(&tu.tool_use_id);
+                    let o = run.run(tu, bad).await?;
                     let stop = o.result.is_none();
                     apply(inv, i, o);
                     if stop {
@@ -820,10 +844,9 @@ impl Agent {
             }
             ToolExecutor::Concurrent { max } => {
                 let mut results = futures_util::stream::iter(todo)
-                    .map(|i| {
+                    .map(|(i, tu)| {
                         let run = &run;
-                        let tu = tool_uses[i].clone();
-                        let bad = invalid(i);
+                        let bad = invalid(&tu.tool_use_id);
                         async move { (i, run.run(tu, bad).await) }
                     })
                     .buffer_unordered(max.max(1));
@@ -845,8 +868,12 @@ impl Agent {
             }
             self.message_updated(inv, idx).await?;
         }
-        let assistant = self.conv.get(idx).cloned().unwrap_or(assistant);
         if !interrupts.is_empty() {
+            let assistant = self
+                .conv
+                .get(idx)
+                .cloned()
+                .unwrap_or_else(|| Message::new(Role::Assistant, Vec::new()));
             let completed: Vec<ToolResult> = inv.turn_results.iter().flatten().cloned().collect();
             let pending = PendingInterrupts {
                 schema_version: PENDING_SCHEMA_VERSION,
@@ -865,13 +892,23 @@ impl Agent {
             r.interrupts = interrupts;
             return Ok(Some(r));
         }
-        let completed: Vec<ToolResult> = inv.turn_results.iter().flatten().cloned().collect();
-        let blocks = results_in_order(&assistant, &completed, TOOL_INTERRUPTED);
+        // Results in tool-use order, moved (not copied) into the tool-results message.
+        let blocks: Vec<ContentBlock> = std::mem::take(&mut inv.turn_results)
+            .into_iter()
+            .zip(ids)
+            .map(|(r, id)| {
+                ContentBlock::ToolResult(
+                    r.unwrap_or_else(|| ToolResult::error(id, TOOL_INTERRUPTED)),
+                )
+            })
+            .collect();
         inv.tool_message = None;
         self.append_user_blocks(inv, blocks, sink).await?;
         // Answers are cleared once the tool cycle completes.
-        inv.answers = InterruptAnswers::default();
-        inv.answer_map.clear();
+        if !inv.answer_map.is_empty() {
+            inv.answers = InterruptAnswers::default();
+            inv.answer_map.clear();
+        }
         Ok(None)
     }
 
