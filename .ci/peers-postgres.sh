@@ -36,6 +36,10 @@ if [ "$(id -u)" = 0 ]; then chown postgres "$DIR/postgres"; fi
 # The postgres user must be able to reach the data directory.
 d="$DIR"; while [ "$d" != "/" ]; do [ -x "$d" ] || chmod o+x "$d" 2>/dev/null || true; d="$(dirname "$d")"; done
 
+# Take the first free port from $PORT on (another server may hold it).
+for _ in $(seq 1 50); do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; then PORT=$((PORT + 1)); else break; fi
+done
 "${RUNAS[@]}" "$BIN/initdb" -D "$PGDATA" -U postgres -A trust -E UTF8 --no-locale >/dev/null
 "${RUNAS[@]}" "$BIN/pg_ctl" -D "$PGDATA" -l "$DIR/postgres/server.log" -w -t 60 \
   -o "-c listen_addresses=127.0.0.1 -p $PORT -k $DIR/postgres -c fsync=off -c max_connections=100" start >/dev/null
