@@ -17,6 +17,7 @@ use crate::conversation::{
 use crate::inject::TurnInterceptor;
 use crate::pending::PendingInterrupts;
 use crate::retry::RetryStrategy;
+use crate::session::{SessionBinding, SharedBinding};
 use crate::stream::{AgentStream, Sink};
 use crate::tools::{ToolExecutor, ToolSet};
 
@@ -185,6 +186,9 @@ pub struct Agent {
     pub(crate) manager: Box<dyn ConversationManager>,
     pub(crate) cancel: CancelHandle,
     pub(crate) interceptor: TurnInterceptor,
+    /// The session the agent persists to (`rein-sessions`), and whether it was restored yet.
+    pub(crate) session: Option<SharedBinding>,
+    pub(crate) session_loaded: bool,
 }
 
 impl std::fmt::Debug for Agent {
@@ -348,6 +352,7 @@ pub struct AgentBuilder {
     config: AgentConfig,
     messages: Vec<Message>,
     state: Map,
+    session: Option<SharedBinding>,
     interventions: Vec<SharedHandler>,
     audit_timing: bool,
 }
@@ -373,6 +378,7 @@ impl Default for AgentBuilder {
             },
             messages: Vec::new(),
             state: Map::new(),
+            session: None,
             interventions: Vec::new(),
             audit_timing: false,
         }
@@ -574,6 +580,14 @@ impl AgentBuilder {
         self
     }
 
+    /// Persists the agent to a session (SPEC §8), e.g. `rein_sessions::SessionManager`: the
+    /// session is restored before the first invocation (or by
+    /// [`Agent::load_session`]), and every change is written as it happens.
+    pub fn session(mut self, session: impl SessionBinding) -> Self {
+        self.session = Some(std::sync::Arc::new(session));
+        self
+    }
+
     /// Builds the agent: fails on a missing model, duplicate tool, plugin or intervention handler
     /// names, or a tool input schema that does not compile.
     pub fn build(mut self) -> Result<Agent, Error> {
@@ -614,6 +628,8 @@ impl AgentBuilder {
             manager: self.manager,
             cancel: CancelHandle::default(),
             interceptor: TurnInterceptor::default(),
+            session: self.session,
+            session_loaded: false,
         })
     }
 }

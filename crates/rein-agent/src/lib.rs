@@ -32,6 +32,7 @@ mod inject;
 mod pending;
 mod retry;
 mod run;
+mod session;
 mod stream;
 mod tools;
 
@@ -46,5 +47,6 @@ pub use inject::{InjectError, TurnInterceptor};
 pub use pending::{PENDING_SCHEMA_VERSION, PendingInterrupts};
 pub use rein_core::{AgentResult, Error};
 pub use retry::RetryStrategy;
+pub use session::{AgentSnapshot, RestoredSession, SessionBinding};
 pub use stream::{AgentEvent, AgentStream};
 pub use tools::ToolExecutor;

@@ -74,6 +74,8 @@ fn retry_limit_text(n: u32) -> String {
 
 impl Agent {
     pub(crate) async fn run(&mut self, input: Input, sink: Sink) -> Result<AgentResult, Error> {
+        // A session is restored before the first invocation (session.rs).
+        self.session_begin().await?;
         // Input errors are returned before anything fires.
         if input.is_resume() {
             let Some(p) = &self.pending else {
@@ -177,6 +179,8 @@ impl Agent {
                 Err(e)
             }
         };
+        // The session persists the end state (session.rs).
+        let result = self.session_end(result).await;
         if let Ok(r) = &result {
             span.record("gen_ai.usage.input_tokens", r.usage.input_tokens);
             span.record("gen_ai.usage.output_tokens", r.usage.output_tokens);
@@ -289,6 +293,7 @@ impl Agent {
             let interrupted = {
                 // The pending state is consumed by the tool phase.
                 self.pending = None;
+                self.session_sync().await?;
                 self.tool_phase(inv, idx, &[], completed, model_call_index, sink)
                     .await?
             };
@@ -881,6 +886,7 @@ impl Agent {
                 model_call_index,
             };
             self.pending = Some(pending);
+            self.session_sync().await?;
             inv.tool_message = None;
             let mut r = AgentResult::new(StopReason::Interrupt, assistant, inv.cx.invocation_id);
             r.interrupts = interrupts;
@@ -928,6 +934,7 @@ impl Agent {
         let wants_event = self.core.hooks.has::<MessageAddedEvent>();
         let copy = (wants_event || sink.is_enabled()).then(|| message.clone());
         let (idx, id) = self.conv.push(message);
+        self.session_added(idx).await?;
         if let Some(message) = copy {
             if sink.is_enabled() {
                 sink.push(AgentEvent::MessageAdded {
@@ -953,6 +960,7 @@ impl Agent {
     ) -> Result<(), Error> {
         let (idx, id, new) = self.conv.append_user(blocks);
         if new {
+            self.session_added(idx).await?;
             let wants = self.core.hooks.has::<MessageAddedEvent>();
             if wants || sink.is_enabled() {
                 let message = self
@@ -978,6 +986,7 @@ impl Agent {
     }
 
     async fn message_updated(&mut self, inv: &Invocation, idx: usize) -> Result<(), Error> {
+        self.session_updated(idx).await?;
         if self.core.hooks.has::<MessageUpdatedEvent>() {
             let message = self
                 .conv

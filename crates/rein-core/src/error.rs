@@ -56,9 +56,22 @@ pub enum Error {
     /// A new prompt was given while interrupts are pending (resume or discard them first).
     #[error("interrupts are pending: resume with interrupt responses or discard them first")]
     InterruptsPending,
-    /// A session store failed.
+    /// A session store failed (I/O, an unreadable or newer-schema session, a bad session id).
     #[error("session store: {0}")]
     Session(String),
+    /// A session write carried a stale version: another writer changed the session first.
+    /// Nothing was written; reload the session and redo the write (see `rein-sessions`).
+    #[error(
+        "session '{session_id}' was changed by another writer: expected version {expected}, found {found}"
+    )]
+    SessionConflict {
+        /// The session.
+        session_id: String,
+        /// The version the write expected.
+        expected: u64,
+        /// The version the store holds.
+        found: u64,
+    },
 }
 
 /// What kind of failure a [`ModelError`] is.

@@ -27,6 +27,7 @@ pub use rein_core as core;
 pub use rein_hooks as hooks;
 pub use rein_interventions as interventions;
 pub use rein_models as models;
+pub use rein_sessions as sessions;
 
 pub use rein_agent::{
     Agent, AgentBuilder, AgentEvent, AgentStream, CancelHandle, Input, Limits, RetryStrategy,

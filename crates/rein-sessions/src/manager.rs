@@ -1,0 +1,215 @@
+//! [`SessionManager`]: binds an agent to one session of a store.
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use rein_agent::{AgentSnapshot, RestoredSession, SessionBinding};
+use rein_core::{BoxFuture, Error, Message, MessageId};
+
+use crate::model::{SessionSnapshot, SessionWrite, StoredMessage, validate_session_id};
+use crate::store::SessionStore;
+
+/// Persists one agent to one session of a [`SessionStore`]: give it to
+/// `AgentBuilder::session`.
+///
+/// The agent restores the session before its first invocation; each message it stores or
+/// rewrites is written at once (one store write each), pending interrupts are written when
+/// they are set and when a resume consumes them, and the agent state and
+/// conversation-manager state at the end of each invocation.
+///
+/// The manager keeps a copy of what it last wrote and the version it is at. A write that
+/// finds another version fails the invocation with [`Error::SessionConflict`]; reload with
+/// `Agent::load_session` (or build a new agent) and redo the request.
+///
+/// ```
+/// use rein_agent::Agent;
+/// use rein_models::ScriptedModel;
+/// use rein_sessions::{MemorySessionStore, SessionManager, SessionStore};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), rein_core::Error> {
+/// let store = MemorySessionStore::new();
+/// let mut agent = Agent::builder()
+///     .model(ScriptedModel::builder().text("Hello!").build())
+///     .session(SessionManager::new(store.clone(), "user-42"))
+///     .build()?;
+/// agent.invoke("Hi").await?;
+///
+/// // Later, maybe in another process (with a durable store): the conversation is back.
+/// let mut again = Agent::builder()
+///     .model(ScriptedModel::builder().text("Welcome back.").build())
+///     .session(SessionManager::new(store.clone(), "user-42"))
+///     .build()?;
+/// assert!(again.load_session().await?);
+/// assert_eq!(again.messages().len(), 2);
+/// assert_eq!(store.load("user-42").await?.unwrap().messages.len(), 2);
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct SessionManager<S> {
+    store: S,
+    session_id: String,
+    mirror: Mutex<SessionSnapshot>,
+}
+
+impl<S: SessionStore> SessionManager<S> {
+    /// Binds to `session_id` of `store` (created by the first write). An invalid id fails
+    /// the first store call with a typed error.
+    pub fn new(store: S, session_id: impl Into<String>) -> Self {
+        let session_id = session_id.into();
+        Self {
+            mirror: Mutex::new(SessionSnapshot::empty(&session_id)),
+            store,
+            session_id,
+        }
+    }
+
+    /// The session id.
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    /// The store.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// The version last read or written.
+    pub fn version(&self) -> u64 {
+        self.mirror().version
+    }
+
+    fn mirror(&self) -> MutexGuard<'_, SessionSnapshot> {
+        self.mirror.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    async fn commit(&self, writes: Vec<SessionWrite>) -> Result<(), Error> {
+        if writes.is_empty() {
+            return Ok(());
+        }
+        let expected = self.mirror().version;
+        let version = self
+            .store
+            .write(&self.session_id, expected, writes.clone())
+            .await?;
+        let mut m = self.mirror();
+        m.apply(&writes);
+        m.version = version;
+        Ok(())
+    }
+
+    async fn restore_inner(&self) -> Result<Option<RestoredSession>, Error> {
+        validate_session_id(&self.session_id)?;
+        let loaded = self.store.load(&self.session_id).await?;
+        let Some(snapshot) = loaded else {
+            *self.mirror() = SessionSnapshot::empty(&self.session_id);
+            return Ok(None);
+        };
+        let restored = RestoredSession::new(
+            snapshot
+                .active_messages()
+                .iter()
+                .map(|m| (m.id, m.message.clone()))
+                .collect(),
+            snapshot.agent_state.clone(),
+            snapshot.conversation_manager_state.clone(),
+            snapshot.pending_interrupts.clone(),
+        );
+        *self.mirror() = snapshot;
+        Ok(Some(restored))
+    }
+}
+
+/// The writes that bring `stored` to what the agent holds.
+fn diff(stored: &SessionSnapshot, agent: &AgentSnapshot<'_>) -> Vec<SessionWrite> {
+    let mut writes = Vec::new();
+    let log = &stored.messages;
+    let (ids, messages) = (agent.ids, agent.messages);
+    let start = match ids.first() {
+        None => Some(log.len()),
+        Some(first) => log.iter().rposition(|m| m.id == *first),
+    };
+    let aligned = start.filter(|&p| {
+        log.len() - p <= ids.len() && log[p..].iter().zip(ids).all(|(s, id)| s.id == *id)
+    });
+    match aligned {
+        Some(p) => {
+            if p as u64 != stored.history_start {
+                writes.push(SessionWrite::SetHistoryStart(p as u64));
+            }
+            for ((s, id), m) in log[p..].iter().zip(ids).zip(messages) {
+                if s.message != *m {
+                    writes.push(SessionWrite::UpdateMessage(StoredMessage::new(
+                        *id,
+                        m.clone(),
+                    )));
+                }
+            }
+            for (id, m) in ids.iter().zip(messages).skip(log.len() - p) {
+                writes.push(SessionWrite::AppendMessage(StoredMessage::new(
+                    *id,
+                    m.clone(),
+                )));
+            }
+        }
+        None => writes.push(SessionWrite::ReplaceMessages(
+            ids.iter()
+                .zip(messages)
+                .map(|(id, m)| StoredMessage::new(*id, m.clone()))
+                .collect(),
+        )),
+    }
+    if stored.agent_state != agent.agent_state {
+        writes.push(SessionWrite::SetAgentState(agent.agent_state.clone()));
+    }
+    if stored.conversation_manager_state != agent.conversation_manager_state {
+        writes.push(SessionWrite::SetConversationManagerState(
+            agent.conversation_manager_state.clone(),
+        ));
+    }
+    if stored.pending_interrupts.as_ref() != agent.pending_interrupts {
+        writes.push(SessionWrite::SetPendingInterrupts(
+            agent.pending_interrupts.cloned(),
+        ));
+    }
+    writes
+}
+
+impl<S: SessionStore> SessionBinding for SessionManager<S> {
+    fn restore(&self) -> BoxFuture<'_, Result<Option<RestoredSession>, Error>> {
+        Box::pin(self.restore_inner())
+    }
+
+    fn message_added<'a>(
+        &'a self,
+        id: MessageId,
+        message: &'a Message,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(async move {
+            let write = SessionWrite::AppendMessage(StoredMessage::new(id, message.clone()));
+            self.commit(vec![write]).await
+        })
+    }
+
+    fn message_updated<'a>(
+        &'a self,
+        id: MessageId,
+        message: &'a Message,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(async move {
+            let known = self.mirror().messages.iter().any(|m| m.id == id);
+            let stored = StoredMessage::new(id, message.clone());
+            let write = if known {
+                SessionWrite::UpdateMessage(stored)
+            } else {
+                SessionWrite::AppendMessage(stored)
+            };
+            self.commit(vec![write]).await
+        })
+    }
+
+    fn sync<'a>(&'a self, snapshot: AgentSnapshot<'a>) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(async move {
+            let writes = diff(&self.mirror(), &snapshot);
+            self.commit(writes).await
+        })
+    }
+}

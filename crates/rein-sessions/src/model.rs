@@ -1,0 +1,176 @@
+//! What a session holds and the writes that change it.
+
+use rein_agent::PendingInterrupts;
+use rein_core::{Error, Map, Message, MessageId};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The schema version of session records written by this release. Readers accept every
+/// version up to this one (older sessions are upgraded when read) and reject newer ones with
+/// a typed error rather than misreading them.
+pub const SESSION_SCHEMA_VERSION: u32 = 1;
+
+/// A stored message and its stable id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct StoredMessage {
+    /// The message's stable id (never sent to a provider).
+    pub id: MessageId,
+    /// The message, in its Bedrock-Converse JSON shape.
+    pub message: Message,
+}
+
+impl StoredMessage {
+    /// A stored message.
+    pub fn new(id: MessageId, message: Message) -> Self {
+        Self { id, message }
+    }
+}
+
+/// One change to a session. A [`SessionStore::write`](crate::SessionStore::write) applies a
+/// list of them atomically, as one new version.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum SessionWrite {
+    /// Appends a message at the end of the history.
+    AppendMessage(StoredMessage),
+    /// Rewrites the stored message with this id (ignored when the session has no such
+    /// message).
+    UpdateMessage(StoredMessage),
+    /// Replaces the whole history (the agent's history was replaced); the history start goes
+    /// back to 0.
+    ReplaceMessages(Vec<StoredMessage>),
+    /// The first `n` stored messages are no longer part of the agent's history (the
+    /// conversation manager dropped them); they stay stored for the record.
+    SetHistoryStart(u64),
+    /// The agent's key-value state.
+    SetAgentState(Map),
+    /// The conversation manager's state.
+    SetConversationManagerState(Value),
+    /// The pending interrupts (`None` clears them).
+    SetPendingInterrupts(Option<PendingInterrupts>),
+}
+
+/// A session as a store holds it at one version.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub struct SessionSnapshot {
+    /// The schema version of this record.
+    pub schema_version: u32,
+    /// The session id.
+    pub session_id: String,
+    /// The version: 0 for a session that was never written, then +1 per write.
+    pub version: u64,
+    /// Every stored message, including those before `history_start`.
+    pub messages: Vec<StoredMessage>,
+    /// How many leading messages the conversation manager dropped from the agent's history.
+    #[serde(default)]
+    pub history_start: u64,
+    /// The agent's key-value state.
+    #[serde(default)]
+    pub agent_state: Map,
+    /// The conversation manager's state.
+    #[serde(default)]
+    pub conversation_manager_state: Value,
+    /// Interrupts waiting for answers.
+    #[serde(default)]
+    pub pending_interrupts: Option<PendingInterrupts>,
+}
+
+impl SessionSnapshot {
+    /// An empty session at version 0.
+    pub fn empty(session_id: impl Into<String>) -> Self {
+        Self {
+            schema_version: SESSION_SCHEMA_VERSION,
+            session_id: session_id.into(),
+            version: 0,
+            messages: Vec::new(),
+            history_start: 0,
+            agent_state: Map::new(),
+            conversation_manager_state: Value::Null,
+            pending_interrupts: None,
+        }
+    }
+
+    /// The messages of the agent's history (from `history_start` on).
+    pub fn active_messages(&self) -> &[StoredMessage] {
+        let start = usize::try_from(self.history_start)
+            .unwrap_or(usize::MAX)
+            .min(self.messages.len());
+        &self.messages[start..]
+    }
+
+    /// Applies writes in order (not the version: the store does that).
+    pub fn apply(&mut self, writes: &[SessionWrite]) {
+        for w in writes {
+            match w {
+                SessionWrite::AppendMessage(m) => self.messages.push(m.clone()),
+                SessionWrite::UpdateMessage(m) => {
+                    if let Some(slot) = self.messages.iter_mut().rev().find(|s| s.id == m.id) {
+                        slot.message = m.message.clone();
+                    }
+                }
+                SessionWrite::ReplaceMessages(ms) => {
+                    self.messages = ms.clone();
+                    self.history_start = 0;
+                }
+                SessionWrite::SetHistoryStart(n) => self.history_start = *n,
+                SessionWrite::SetAgentState(s) => self.agent_state = s.clone(),
+                SessionWrite::SetConversationManagerState(s) => {
+                    self.conversation_manager_state = s.clone();
+                }
+                SessionWrite::SetPendingInterrupts(p) => self.pending_interrupts = p.clone(),
+            }
+        }
+    }
+
+    /// Checks a record read from storage: a newer schema is a typed error.
+    pub(crate) fn check_schema(self) -> Result<Self, Error> {
+        if self.schema_version > SESSION_SCHEMA_VERSION {
+            return Err(Error::Session(format!(
+                "session '{}' has schema version {}, newer than this release reads ({})",
+                self.session_id, self.schema_version, SESSION_SCHEMA_VERSION
+            )));
+        }
+        if let Some(p) = &self.pending_interrupts
+            && p.schema_version > rein_agent::PENDING_SCHEMA_VERSION
+        {
+            return Err(Error::Session(format!(
+                "session '{}' holds pending interrupts of schema version {}, newer than this \
+                 release reads ({})",
+                self.session_id,
+                p.schema_version,
+                rein_agent::PENDING_SCHEMA_VERSION
+            )));
+        }
+        Ok(Self {
+            schema_version: SESSION_SCHEMA_VERSION,
+            ..self
+        })
+    }
+}
+
+/// Session ids are 1 to 128 characters of `A-Z a-z 0-9 . _ -`, not starting with `.`, so that
+/// every store can use them as they are (the file store as a directory name).
+pub fn validate_session_id(session_id: &str) -> Result<(), Error> {
+    let ok = !session_id.is_empty()
+        && session_id.len() <= 128
+        && !session_id.starts_with('.')
+        && session_id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Session(format!(
+            "invalid session id {session_id:?}: use 1 to 128 characters of A-Z a-z 0-9 . _ - \
+             not starting with '.'"
+        )))
+    }
+}
+
+pub(crate) fn json_err(what: &str, e: serde_json::Error) -> Error {
+    Error::Session(format!("{what}: {e}"))
+}

@@ -1,0 +1,315 @@
+//! An agent bound to a session: restore, persistence as it runs, interrupts, the repair rule,
+//! conflicts surfacing from an invocation, the conversation manager's window.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::*;
+use rein_agent::{Agent, AgentBuilder, SlidingWindow, TOOL_INTERRUPTED};
+use rein_core::{
+    BeforeToolCallEvent, ContentBlock, Error, InterruptResponse, Message, MessageId, Role,
+    StopReason, ToolHandle, ToolUse,
+};
+use rein_models::ScriptedModel;
+use rein_sessions::{
+    FileSessionStore, MemorySessionStore, SessionManager, SessionStore, SessionWrite,
+    SharedSessionStore, StoredMessage,
+};
+use serde_json::json;
+
+fn counter_tool() -> ToolHandle {
+    ToolHandle::from_fn(
+        "count",
+        "Counts calls in the agent state.",
+        json!({"type": "object"}),
+        |_, cx| async move {
+            let n = cx
+                .agent_state()
+                .get("count")
+                .and_then(|v| v.as_u64())
+                .unwrap_or(0)
+                + 1;
+            cx.agent_state().set("count", n);
+            Ok(format!("count={n}").into())
+        },
+    )
+}
+
+fn builder(store: &SharedSessionStore, id: &str, model: ScriptedModel) -> AgentBuilder {
+    Agent::builder()
+        .model(model)
+        .tool(counter_tool())
+        .session(SessionManager::new(store.clone(), id))
+}
+
+fn approval(e: &mut BeforeToolCallEvent) {
+    if let Some(a) = e.interrupt("approval", "Count?")
+        && a != "yes"
+    {
+        e.cancel_tool = rein_core::Cancel::Message("rejected".into());
+    }
+}
+
+#[tokio::test]
+async fn history_state_and_ids_survive_a_new_agent() {
+    let dir = TempDir::new("agent");
+    for (name, store, _) in stores(&dir).await {
+        let id = session_id("restore");
+        let model = ScriptedModel::builder()
+            .tool_use("t1", "count", json!({}))
+            .text("counted")
+            .build();
+        let mut a = builder(&store, &id, model).build().unwrap();
+        let r = a.invoke("count once").await.unwrap();
+        assert_eq!(r.text(), "counted", "{name}");
+        assert_eq!(a.messages().len(), 4);
+
+        let s = store.load(&id).await.unwrap().unwrap();
+        assert_eq!(s.messages.len(), 4, "{name}: every message persisted");
+        assert_eq!(s.agent_state["count"], json!(1), "{name}");
+
+        let mut b = builder(&store, &id, ScriptedModel::builder().text("again").build())
+            .build()
+            .unwrap();
+        assert!(b.load_session().await.unwrap(), "{name}");
+        assert_eq!(b.messages(), a.messages(), "{name}");
+        assert_eq!(b.message_ids(), a.message_ids(), "{name}: ids kept");
+        assert_eq!(b.state().get("count"), Some(json!(1)), "{name}");
+        b.invoke("and again").await.unwrap();
+        let s = store.load(&id).await.unwrap().unwrap();
+        assert_eq!(s.messages.len(), 6, "{name}");
+        assert_eq!(
+            s.messages.iter().map(|m| m.id).collect::<Vec<_>>(),
+            b.message_ids(),
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn interrupt_is_persisted_and_a_new_agent_resumes() {
+    let dir = TempDir::new("interrupt");
+    for (name, store, _) in stores(&dir).await {
+        let id = session_id("hitl");
+        let model = ScriptedModel::builder()
+            .tool_use("t1", "count", json!({}))
+            .build();
+        let mut a = builder(&store, &id, model).hook(approval).build().unwrap();
+        let r = a.invoke("count").await.unwrap();
+        assert_eq!(r.stop_reason, StopReason::Interrupt, "{name}");
+        let iid = r.interrupts[0].id.clone();
+        let s = store.load(&id).await.unwrap().unwrap();
+        let p = s.pending_interrupts.as_ref().expect("pending persisted");
+        assert_eq!(p.interrupts[0].id, iid, "{name}");
+        assert_eq!(s.messages.len(), 2, "{name}: no result stored yet");
+        drop(a);
+
+        let model = ScriptedModel::builder().text("done").build();
+        let mut b = builder(&store, &id, model).hook(approval).build().unwrap();
+        // Restoring does not repair a tail whose interrupt is pending.
+        b.load_session().await.unwrap();
+        assert_eq!(b.messages().len(), 2, "{name}");
+        assert!(b.pending_interrupts().is_some(), "{name}");
+        let r = b
+            .invoke(vec![InterruptResponse::new(&iid, "yes")])
+            .await
+            .unwrap();
+        assert_eq!(r.text(), "done", "{name}");
+        let s = store.load(&id).await.unwrap().unwrap();
+        assert!(
+            s.pending_interrupts.is_none(),
+            "{name}: cleared once consumed"
+        );
+        assert_eq!(s.messages.len(), 4, "{name}");
+        let result = s.messages[2].message.tool_results().next().unwrap().clone();
+        assert_eq!(result.text(), "count=1", "{name}");
+        assert_eq!(s.agent_state["count"], json!(1), "{name}");
+    }
+}
+
+fn broken_tail() -> Vec<SessionWrite> {
+    vec![
+        SessionWrite::AppendMessage(StoredMessage::new(MessageId::new(), Message::user("go"))),
+        SessionWrite::AppendMessage(StoredMessage::new(
+            MessageId::new(),
+            Message::new(
+                Role::Assistant,
+                vec![
+                    ContentBlock::ToolUse(ToolUse::new("a", "count", json!({}))),
+                    ContentBlock::ToolUse(ToolUse::new("b", "count", json!({}))),
+                ],
+            ),
+        )),
+    ]
+}
+
+#[tokio::test]
+async fn restore_repairs_a_broken_tail_only_without_a_pending_interrupt() {
+    let store = SharedSessionStore::new(MemorySessionStore::new());
+    // A process died mid tool phase: tool uses without results, nothing pending.
+    store.write("crashed", 0, broken_tail()).await.unwrap();
+    let mut a = builder(
+        &store,
+        "crashed",
+        ScriptedModel::builder().text("ok").build(),
+    )
+    .build()
+    .unwrap();
+    a.load_session().await.unwrap();
+    assert_eq!(a.messages().len(), 3);
+    let results: Vec<_> = a.messages()[2].tool_results().cloned().collect();
+    assert_eq!(results.len(), 2);
+    assert!(
+        results
+            .iter()
+            .all(|r| r.is_error() && r.text() == TOOL_INTERRUPTED)
+    );
+    let s = store.load("crashed").await.unwrap().unwrap();
+    assert_eq!(s.messages.len(), 3, "the repair is persisted at once");
+    a.invoke("next").await.unwrap();
+
+    // Same tail, but an interrupt is pending for it: left alone, the resume finishes it.
+    let model = ScriptedModel::builder()
+        .tool_use("t1", "count", json!({}))
+        .build();
+    let mut b = builder(&store, "pending", model)
+        .hook(approval)
+        .build()
+        .unwrap();
+    let r = b.invoke("count").await.unwrap();
+    assert_eq!(r.stop_reason, StopReason::Interrupt);
+    let mut c = builder(
+        &store,
+        "pending",
+        ScriptedModel::builder().text("x").build(),
+    )
+    .build()
+    .unwrap();
+    c.load_session().await.unwrap();
+    assert_eq!(c.messages().len(), 2, "not repaired");
+    // Abandoning it repairs and persists.
+    c.discard_interrupts();
+    c.save_session().await.unwrap();
+    let s = store.load("pending").await.unwrap().unwrap();
+    assert!(s.pending_interrupts.is_none());
+    assert_eq!(
+        s.messages[2].message.tool_results().next().unwrap().text(),
+        TOOL_INTERRUPTED
+    );
+}
+
+#[tokio::test]
+async fn a_stale_agent_gets_a_typed_conflict_and_recovers_by_reloading() {
+    let dir = TempDir::new("conflict");
+    let store = SharedSessionStore::new(FileSessionStore::new(dir.path()));
+    let mut a = builder(
+        &store,
+        "shared",
+        ScriptedModel::builder().text("a1").text("a2").build(),
+    )
+    .build()
+    .unwrap();
+    let mut b = builder(
+        &store,
+        "shared",
+        ScriptedModel::builder().text("b1").text("b2").build(),
+    )
+    .build()
+    .unwrap();
+    a.load_session().await.unwrap();
+    b.load_session().await.unwrap();
+    a.invoke("from a").await.unwrap();
+    let err = b.invoke("from b").await.unwrap_err();
+    assert!(
+        matches!(err, Error::SessionConflict { expected, found, .. } if found > expected),
+        "{err}"
+    );
+    // The retry path: reload, redo.
+    b.load_session().await.unwrap();
+    assert_eq!(b.messages().len(), 2, "sees a's turn");
+    b.invoke("from b").await.unwrap();
+    let s = store.load("shared").await.unwrap().unwrap();
+    let texts: Vec<String> = s.messages.iter().map(|m| m.message.text()).collect();
+    // The conflict hit when storing the prompt, before any model call.
+    assert_eq!(texts, ["from a", "a1", "from b", "b1"]);
+}
+
+#[tokio::test]
+async fn window_drops_are_recorded_and_restored() {
+    let dir = TempDir::new("window");
+    let store = SharedSessionStore::new(FileSessionStore::new(dir.path()));
+    let mut model = ScriptedModel::builder();
+    for i in 0..6 {
+        model = model.text(format!("r{i}"));
+    }
+    let mut a = builder(&store, "win", model.build())
+        .conversation_manager(SlidingWindow::new(4))
+        .build()
+        .unwrap();
+    for i in 0..6 {
+        a.invoke(format!("q{i}").as_str()).await.unwrap();
+    }
+    assert_eq!(a.messages().len(), 4);
+    let s = store.load("win").await.unwrap().unwrap();
+    assert_eq!(s.messages.len(), 12, "dropped messages stay stored");
+    assert_eq!(s.history_start, 8);
+    assert_eq!(
+        s.conversation_manager_state["removed_message_count"],
+        json!(8)
+    );
+    let mut b = builder(&store, "win", ScriptedModel::builder().text("x").build())
+        .conversation_manager(SlidingWindow::new(4))
+        .build()
+        .unwrap();
+    b.load_session().await.unwrap();
+    assert_eq!(b.messages(), a.messages());
+    assert_eq!(
+        b.conversation_manager_state()["removed_message_count"],
+        json!(8)
+    );
+}
+
+#[tokio::test]
+async fn a_failing_store_is_a_typed_error_not_a_panic() {
+    let dir = TempDir::new("failing");
+    // The root is a file: every write fails.
+    let root = dir.path().join("not-a-dir");
+    std::fs::write(&root, b"x").unwrap();
+    let store = SharedSessionStore::new(FileSessionStore::new(&root));
+    let mut a = builder(&store, "s", ScriptedModel::builder().text("hi").build())
+        .build()
+        .unwrap();
+    let err = a.invoke("hello").await.unwrap_err();
+    assert!(matches!(err, Error::Session(_)), "{err}");
+    let bad = SharedSessionStore::new(MemorySessionStore::new());
+    let mut b = builder(&bad, "bad/id", ScriptedModel::builder().text("hi").build())
+        .build()
+        .unwrap();
+    assert!(matches!(b.invoke("x").await, Err(Error::Session(_))));
+}
+
+#[tokio::test]
+async fn a_rewritten_message_is_persisted_through_message_updated() {
+    let store = SharedSessionStore::new(MemorySessionStore::new());
+    let model = ScriptedModel::builder()
+        .tool_use("t1", "count", json!({"n": 1}))
+        .text("ok")
+        .build();
+    let mut a = builder(&store, "rewrite", model)
+        .hook(|e: &mut BeforeToolCallEvent| {
+            e.tool_use_mut().input = json!({"n": 2, "rewritten": true});
+        })
+        .build()
+        .unwrap();
+    a.invoke("go").await.unwrap();
+    let s = store.load("rewrite").await.unwrap().unwrap();
+    let stored_use = s.messages[1].message.tool_uses().next().unwrap().clone();
+    assert_eq!(stored_use.input, json!({"n": 2, "rewritten": true}));
+    assert_eq!(
+        s.messages.iter().map(|m| &m.message).collect::<Vec<_>>(),
+        a.messages().iter().collect::<Vec<_>>(),
+        "memory and the persisted session agree"
+    );
+    // Every message was written as it was stored, and the rewrite as one more write.
+    assert!(s.version >= 5, "version {}", s.version);
+}
