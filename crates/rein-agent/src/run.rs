@@ -234,8 +234,10 @@ impl Agent {
             if resume {
                 ev = ev.as_resume();
             }
-            self.core.hooks.dispatch(&mut ev).await?;
+            let dispatched = self.core.hooks.dispatch(&mut ev).await;
+            // Decisions (a handler error among them) are recorded even when the dispatch fails.
             self.take_decisions(inv, ev.take_decisions(), sink);
+            dispatched?;
             if let Some(text) = ev.cancel.text(BeforeInvocationEvent::DEFAULT_CANCEL) {
                 // Nothing is stored: neither the denied input nor the cancel text.
                 return Ok(AgentResult::new(
@@ -495,8 +497,9 @@ impl Agent {
             let outcome: Result<ModelResponse, ModelError>;
             if self.core.hooks.has::<BeforeModelCallEvent>() {
                 let mut ev = BeforeModelCallEvent::new(inv.cx.clone(), request, index);
-                self.core.hooks.dispatch(&mut ev).await?;
+                let dispatched = self.core.hooks.dispatch(&mut ev).await;
                 self.take_decisions(inv, ev.take_decisions(), sink);
+                dispatched?;
                 let guidance = ev.take_guidance();
                 if !guidance.is_empty() {
                     for g in &guidance {
@@ -521,19 +524,31 @@ impl Agent {
             }
             inv.streaming_response = false;
 
-            let (outcome, retry, withheld, edited, guidance) =
+            let (outcome, retry, withheld, edited, guidance, mut decisions) =
                 if self.core.hooks.has::<AfterModelCallEvent>() {
                     let mut ev = AfterModelCallEvent::new(inv.cx.clone(), outcome, index);
-                    self.core.hooks.dispatch(&mut ev).await?;
+                    if let Err(e) = self.core.hooks.dispatch(&mut ev).await {
+                        self.take_decisions(inv, ev.take_decisions(), sink);
+                        return Err(Stop::Failed(e));
+                    }
                     let retry = ev.retry;
                     let withheld = ev.withheld().map(str::to_owned);
                     let edited = ev.is_edited();
                     let (outcome, guidance, decisions) = ev.into_parts();
-                    self.take_decisions(inv, decisions, sink);
-                    (outcome, retry, withheld, edited, guidance)
+                    (outcome, retry, withheld, edited, guidance, decisions)
                 } else {
-                    (outcome, false, None, false, Vec::new())
+                    (outcome, false, None, false, Vec::new(), Vec::new())
                 };
+            let past_retry_limit = retry && hook_retries >= max_retries;
+            if past_retry_limit {
+                // The guidance of the attempt that hit the limit is never injected.
+                for d in &mut decisions {
+                    if d.action == DecisionAction::Guide && d.outcome == DecisionOutcome::Applied {
+                        d.outcome = DecisionOutcome::Overridden;
+                    }
+                }
+            }
+            self.take_decisions(inv, decisions, sink);
 
             match outcome {
                 Err(error) => {

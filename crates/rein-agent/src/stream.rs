@@ -53,7 +53,8 @@ pub enum AgentEvent {
         /// The message.
         message: Message,
     },
-    /// A tool call starts.
+    /// A tool is about to run (after BeforeToolCall hooks and interventions let it, and its
+    /// input passed validation).
     ToolCallStarted {
         /// The tool use.
         tool_use: ToolUse,

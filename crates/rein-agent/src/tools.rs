@@ -180,11 +180,6 @@ impl ToolRun<'_> {
             decisions: Vec::new(),
             ran: None,
         };
-        if self.sink.is_enabled() {
-            self.sink.push(AgentEvent::ToolCallStarted {
-                tool_use: original.clone(),
-            });
-        }
         // The tool use moves through the events and comes back out of them: no copies on the
         // common path.
         let mut current = original;
@@ -203,8 +198,11 @@ impl ToolRun<'_> {
                     self.model_call_index,
                     self.answers.clone(),
                 );
-                if self.hooks.has::<BeforeToolCallEvent>() {
-                    self.hooks.dispatch(&mut ev).await?;
+                if self.hooks.has::<BeforeToolCallEvent>()
+                    && let Err(e) = self.hooks.dispatch(&mut ev).await
+                {
+                    self.emit_decisions(&ev.take_decisions());
+                    return Err(e);
                 }
                 let (tu, edited, sel, cancel, interrupts, decisions) = ev.into_parts();
                 current = tu;
@@ -252,8 +250,11 @@ impl ToolRun<'_> {
                 result,
                 self.model_call_index,
             );
-            if self.hooks.has::<AfterToolCallEvent>() {
-                self.hooks.dispatch(&mut after).await?;
+            if self.hooks.has::<AfterToolCallEvent>()
+                && let Err(e) = self.hooks.dispatch(&mut after).await
+            {
+                self.emit_decisions(&after.take_decisions());
+                return Err(e);
             }
             let (mut result, retry, decisions, tool_use) = after.into_parts();
             current = tool_use;
@@ -296,6 +297,11 @@ impl ToolRun<'_> {
         tool_use: &ToolUse,
         outcome: &mut ToolOutcome,
     ) -> Option<ToolResult> {
+        if self.sink.is_enabled() {
+            self.sink.push(AgentEvent::ToolCallStarted {
+                tool_use: tool_use.clone(),
+            });
+        }
         let tcx = ToolContext::new(
             &tool_use.tool_use_id,
             &tool_use.name,
