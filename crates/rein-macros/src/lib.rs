@@ -203,8 +203,8 @@ fn expand_fn(attr: TokenStream2, func: &mut ItemFn) -> syn::Result<TokenStream2>
 
     let sig = &func.sig;
     if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
-        push(syn::Error::new(
-            sig.generics.span(),
+        push(syn::Error::new_spanned(
+            &sig.generics,
             "#[tool] functions cannot be generic: the argument types must be concrete to derive the JSON schema",
         ));
     }
@@ -262,8 +262,8 @@ fn expand_fn(attr: TokenStream2, func: &mut ItemFn) -> syn::Result<TokenStream2>
     let mut context_seen = false;
     for input in &func.sig.inputs {
         match input {
-            FnArg::Receiver(r) => push(syn::Error::new(
-                r.span(),
+            FnArg::Receiver(r) => push(syn::Error::new_spanned(
+                r,
                 "#[tool] functions cannot take `self`: use a free function (capture state in a struct implementing `Tool`, or in agent state)",
             )),
             FnArg::Typed(pt) => {
@@ -271,8 +271,8 @@ fn expand_fn(attr: TokenStream2, func: &mut ItemFn) -> syn::Result<TokenStream2>
                     match by_ref {
                         Ok(by_ref) => {
                             if context_seen {
-                                push(syn::Error::new(
-                                    pt.ty.span(),
+                                push(syn::Error::new_spanned(
+                                    &pt.ty,
                                     "#[tool] functions take at most one `ToolContext` parameter",
                                 ));
                             }
@@ -288,8 +288,8 @@ fn expand_fn(attr: TokenStream2, func: &mut ItemFn) -> syn::Result<TokenStream2>
                         pi.ident.clone()
                     }
                     other => {
-                        push(syn::Error::new(
-                            other.span(),
+                        push(syn::Error::new_spanned(
+                            other,
                             "unsupported #[tool] parameter: parameters must be plain identifiers like `name: Type` (each becomes a named argument for the model); destructure inside the function body",
                         ));
                         continue;
@@ -621,8 +621,8 @@ fn context_type(ty: &Type) -> Option<syn::Result<bool>> {
         Type::Reference(r) => match &*r.elem {
             Type::Path(tp) if tp.qself.is_none() && is_context_path(&tp.path) => {
                 if r.mutability.is_some() {
-                    Some(Err(syn::Error::new(
-                        ty.span(),
+                    Some(Err(syn::Error::new_spanned(
+                        ty,
                         "take the tool context as `cx: ToolContext` or `cx: &ToolContext`, not `&mut`",
                     )))
                 } else {
@@ -645,17 +645,17 @@ fn is_context_path(path: &Path) -> bool {
 
 fn check_input_type(ty: &Type) -> syn::Result<()> {
     match ty {
-        Type::Reference(_) => Err(syn::Error::new(
-            ty.span(),
+        Type::Reference(_) => Err(syn::Error::new_spanned(
+            ty,
             "unsupported #[tool] parameter type: arguments are deserialized from the model's JSON input, so they must be owned types (`&str` -> `String`, `&[T]` -> `Vec<T>`)",
         )),
-        Type::ImplTrait(_) => Err(syn::Error::new(
-            ty.span(),
+        Type::ImplTrait(_) => Err(syn::Error::new_spanned(
+            ty,
             "unsupported #[tool] parameter type: `impl Trait` has no JSON schema; use a concrete type",
         )),
         Type::TraitObject(_) | Type::BareFn(_) | Type::Infer(_) | Type::Never(_) | Type::Ptr(_) => {
-            Err(syn::Error::new(
-                ty.span(),
+            Err(syn::Error::new_spanned(
+                ty,
                 "unsupported #[tool] parameter type: use a concrete type implementing `Deserialize` and `JsonSchema`",
             ))
         }
@@ -676,8 +676,8 @@ fn check_input_type(ty: &Type) -> syn::Result<()> {
         }
         Type::Tuple(t) => t.elems.iter().try_for_each(check_input_type),
         Type::Array(a) => check_input_type(&a.elem),
-        Type::Slice(_) => Err(syn::Error::new(
-            ty.span(),
+        Type::Slice(_) => Err(syn::Error::new_spanned(
+            ty,
             "unsupported #[tool] parameter type: use `Vec<T>` instead of a slice",
         )),
         Type::Paren(p) => check_input_type(&p.elem),
