@@ -36,7 +36,5 @@ done
 
 {
   echo "export REIN_MCP_EVERYTHING=\"node $EVERYTHING stdio\""
-  echo "export REIN_MCP_EVERYTHING_JS=\"$EVERYTHING\""
   echo "export REIN_MCP_FILESYSTEM=\"node $FILESYSTEM\""
 } >> "$DIR/env"
-echo "peers-mcp: wrote REIN_MCP_EVERYTHING, REIN_MCP_EVERYTHING_JS, REIN_MCP_FILESYSTEM to $DIR/env"
