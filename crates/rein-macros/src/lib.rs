@@ -189,7 +189,7 @@ struct InputParam {
 }
 
 enum Param {
-    Input(InputParam),
+    Input(Box<InputParam>),
     Context { by_ref: bool },
 }
 
@@ -319,12 +319,12 @@ fn expand_fn(attr: TokenStream2, func: &mut ItemFn) -> syn::Result<TokenStream2>
                         .find(|(n, _)| *n == key)
                         .map(|(_, d)| d.clone());
                 }
-                params.push(Param::Input(InputParam {
+                params.push(Param::Input(Box::new(InputParam {
                     ident,
                     ty: (*pt.ty).clone(),
                     description,
                     passthrough,
-                }));
+                })));
             }
         }
     }
@@ -390,7 +390,7 @@ fn generate(
                 ty,
                 description,
                 passthrough,
-            } = ip;
+            } = &**ip;
             let doc = description.as_ref().map(|d| quote!(#[doc = #d]));
             Some(quote!(#doc #(#passthrough)* #ident: #ty,))
         }
@@ -789,11 +789,10 @@ fn parse_docs(lines: &[String]) -> ParsedDocs {
                 if let Some(rest) = trimmed
                     .strip_prefix("* ")
                     .or_else(|| trimmed.strip_prefix("- "))
+                    && let Some((name, desc)) = split_arg_entry(rest)
                 {
-                    if let Some((name, desc)) = split_arg_entry(rest) {
-                        args.push((name, desc));
-                        continue;
-                    }
+                    args.push((name, desc));
+                    continue;
                 }
                 if !trimmed.is_empty()
                     && let Some((_, desc)) = args.last_mut()

@@ -486,10 +486,10 @@ impl McpClient {
     /// [`McpError::Closed`]. Closing twice does nothing.
     pub async fn close(&self) {
         let service = self.inner.service.lock().await.take();
-        if let Some(service) = service {
-            if let Err(e) = service.cancel().await {
-                tracing::debug!(server = %self.inner.server, error = %e, "MCP client close");
-            }
+        if let Some(service) = service
+            && let Err(e) = service.cancel().await
+        {
+            tracing::debug!(server = %self.inner.server, error = %e, "MCP client close");
         }
     }
 

@@ -6,6 +6,8 @@
 //! set), where they fail. Locally:
 //! `bash .ci/peers-mcp.sh target/peers && source target/peers/env && cargo test -p rein-mcp`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers may panic
+
 use std::time::Duration;
 
 use rein_core::{
