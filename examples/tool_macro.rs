@@ -7,8 +7,7 @@
 
 use rein::tool;
 use rein_core::{
-    AgentState, InterruptAnswers, InvocationId, InvocationState, ToolContext, ToolError,
-    ToolHandle,
+    AgentState, InterruptAnswers, InvocationId, InvocationState, ToolContext, ToolError, ToolHandle,
 };
 use serde_json::json;
 
@@ -75,7 +74,12 @@ fn context(tool: &str) -> ToolContext {
 
 async fn show(tool: &ToolHandle, input: serde_json::Value) {
     match tool.call(input.clone(), context(tool.name())).await {
-        Ok(out) => println!("  {}({input}) -> {:?}: {:?}", tool.name(), out.status, out.content),
+        Ok(out) => println!(
+            "  {}({input}) -> {:?}: {:?}",
+            tool.name(),
+            out.status,
+            out.content
+        ),
         // The agent turns this into an error tool result `Error: <message>`.
         Err(e) => println!("  {}({input}) -> Error: {e}", tool.name()),
     }

@@ -134,9 +134,35 @@ pub struct McpClientBuilder {
     timeout: Duration,
     connect_timeout: Duration,
     quiet: bool,
+    inherit_env: bool,
+    env: Vec<(String, String)>,
     #[cfg_attr(not(feature = "http"), allow(dead_code))]
     bearer_token: Option<String>,
 }
+
+/// The environment variables a stdio server gets from this process by default (as the
+/// reference MCP SDKs do): enough to run, without leaking secrets such as API keys.
+pub const DEFAULT_INHERITED_ENV: &[&str] = &[
+    "HOME",
+    "LOGNAME",
+    "PATH",
+    "SHELL",
+    "TERM",
+    "USER",
+    "LANG",
+    "TMPDIR",
+    "APPDATA",
+    "HOMEDRIVE",
+    "HOMEPATH",
+    "LOCALAPPDATA",
+    "PATHEXT",
+    "PROCESSOR_ARCHITECTURE",
+    "SYSTEMDRIVE",
+    "SYSTEMROOT",
+    "TEMP",
+    "USERNAME",
+    "USERPROFILE",
+];
 
 impl Default for McpClientBuilder {
     fn default() -> Self {
@@ -145,6 +171,8 @@ impl Default for McpClientBuilder {
             timeout: DEFAULT_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             quiet: false,
+            inherit_env: false,
+            env: Vec::new(),
             bearer_token: None,
         }
     }
@@ -180,6 +208,21 @@ impl McpClientBuilder {
         self
     }
 
+    /// Sets an environment variable for a server started with [`stdio`](Self::stdio).
+    pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// Whether a server started with [`stdio`](Self::stdio) inherits this process's whole
+    /// environment. Default `false`: it gets only [`DEFAULT_INHERITED_ENV`] plus what
+    /// [`env`](Self::env) sets, so secrets in your environment do not reach third-party
+    /// servers.
+    pub fn inherit_env(mut self, inherit: bool) -> Self {
+        self.inherit_env = inherit;
+        self
+    }
+
     /// Sends `Authorization: Bearer <token>` on every HTTP request (HTTP transport only).
     #[cfg(feature = "http")]
     pub fn bearer_token(mut self, token: impl Into<String>) -> Self {
@@ -187,7 +230,8 @@ impl McpClientBuilder {
         self
     }
 
-    /// Starts `program args...` and connects to it over stdio.
+    /// Starts `program args...` and connects to it over stdio. The server's environment is
+    /// restricted (see [`inherit_env`](Self::inherit_env)).
     pub async fn stdio<I, S>(
         self,
         program: impl AsRef<OsStr>,
@@ -199,11 +243,24 @@ impl McpClientBuilder {
     {
         let mut cmd = tokio::process::Command::new(program);
         cmd.args(args);
+        if !self.inherit_env {
+            cmd.env_clear();
+            for key in DEFAULT_INHERITED_ENV {
+                if let Some(v) = std::env::var_os(key) {
+                    cmd.env(key, v);
+                }
+            }
+        }
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
         self.command(cmd).await
     }
 
-    /// Starts a prepared command (set its environment, working directory...) and connects to it
-    /// over stdio. Its stdin and stdout are taken over for the protocol.
+    /// Starts a prepared command and connects to it over stdio: the command is used as it is
+    /// (its environment, working directory...; [`env`](Self::env) and
+    /// [`inherit_env`](Self::inherit_env) do not apply). Its stdin and stdout are taken over
+    /// for the protocol.
     pub async fn command(self, command: tokio::process::Command) -> Result<McpClient, McpError> {
         let server = describe_command(&command);
         let stderr = if self.quiet {

@@ -326,6 +326,38 @@ async fn everything_timeout_then_the_connection_still_works() {
 }
 
 #[tokio::test]
+async fn stdio_servers_do_not_inherit_secrets() {
+    // `REIN_MCP_EVERYTHING` (set in this process) stands for a secret: a server started with
+    // the default options must not see it; one started with `inherit_env(true)` does.
+    let Some(restricted) = connect(
+        "REIN_MCP_EVERYTHING",
+        &[],
+        McpClient::builder().env("REIN_VISIBLE", "yes"),
+    )
+    .await
+    else {
+        return;
+    };
+    let out = restricted.call_tool("get-env", json!({})).await.unwrap();
+    let env: Value = serde_json::from_str(only_text(&out)).unwrap();
+    assert_eq!(env["REIN_VISIBLE"], "yes", "{env}");
+    assert!(env.get("PATH").is_some());
+    assert!(env.get("REIN_MCP_EVERYTHING").is_none(), "{env}");
+    assert!(env.get("CARGO").is_none(), "{env}");
+
+    let inheriting = connect(
+        "REIN_MCP_EVERYTHING",
+        &[],
+        McpClient::builder().inherit_env(true),
+    )
+    .await
+    .unwrap();
+    let out = inheriting.call_tool("get-env", json!({})).await.unwrap();
+    let env: Value = serde_json::from_str(only_text(&out)).unwrap();
+    assert!(env.get("REIN_MCP_EVERYTHING").is_some());
+}
+
+#[tokio::test]
 async fn closed_client_fails_calls() {
     let Some(client) = connect("REIN_MCP_EVERYTHING", &[], McpClient::builder()).await else {
         return;
