@@ -1,1 +1,48 @@
-//! wip
+//! Rein's agent: the model ↔ tools event loop with hooks, interventions, interrupts, retries,
+//! limits, cancellation, streaming and conversation management.
+//!
+//! ```
+//! use rein_agent::{Agent, AgentEvent};
+//! use rein_core::ToolHandle;
+//! use rein_models::{ScriptedModel, ScriptedResponse};
+//! use futures_util::StreamExt;
+//! use serde_json::json;
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), rein_core::Error> {
+//! let model = ScriptedModel::builder()
+//!     .tool_use("t1", "clock", json!({}))
+//!     .text("It is noon.")
+//!     .build();
+//! let clock = ToolHandle::from_fn("clock", "The time.", json!({"type": "object"}),
+//!     |_, _| async { Ok("12:00".into()) });
+//! let mut agent = Agent::builder().model(model).tool(clock).build()?;
+//! let mut events = agent.stream("What time is it?");
+//! while let Some(event) = events.next().await {
+//!     if let AgentEvent::Finished(result) = event? {
+//!         assert_eq!(result.text(), "It is noon.");
+//!     }
+//! }
+//! # Ok(()) }
+//! ```
+
+mod agent;
+mod cancel;
+mod conversation;
+mod pending;
+mod retry;
+mod run;
+mod stream;
+mod tools;
+
+pub use agent::{
+    Agent, AgentBuilder, CANCELLED_BY_USER, Input, Limits, TOOL_CANCELLED, TOOL_INTERRUPTED,
+};
+pub use cancel::CancelHandle;
+pub use conversation::{
+    ConversationManager, HistoryEdit, NoConversationManager, SlidingWindow, TRUNCATED_TOOL_RESULT,
+};
+pub use pending::{PENDING_SCHEMA_VERSION, PendingInterrupts};
+pub use rein_core::{AgentResult, Error};
+pub use retry::RetryStrategy;
+pub use stream::{AgentEvent, AgentStream};
+pub use tools::ToolExecutor;

@@ -44,6 +44,18 @@ pub enum Error {
     /// Invalid configuration when building an agent or registry.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// Interrupt responses were given while no interrupt is pending.
+    #[error("no interrupts are pending: nothing to resume")]
+    NoPendingInterrupts,
+    /// An interrupt response names an interrupt that is not pending.
+    #[error("unknown interrupt id: '{0}'")]
+    UnknownInterrupt(String),
+    /// A new prompt was given while interrupts are pending (resume or discard them first).
+    #[error("interrupts are pending: resume with interrupt responses or discard them first")]
+    InterruptsPending,
+    /// A session store failed.
+    #[error("session store: {0}")]
+    Session(String),
 }
 
 /// What kind of failure a [`ModelError`] is.

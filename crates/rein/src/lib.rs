@@ -1,10 +1,82 @@
-//! wip
+//! Rein: an agent SDK for Rust whose headline feature is **interventions** — typed handlers
+//! that authorize, guide, confirm and transform what an agent does.
+//!
+//! This facade re-exports the Rein crates; most programs need only the [`prelude`].
+//!
+//! ```
+//! use rein::prelude::*;
+//! use serde_json::json;
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), rein::Error> {
+//! let model = ScriptedModel::builder()
+//!     .tool_use("t1", "add", json!({"a": 2, "b": 3}))
+//!     .text("2 + 3 = 5")
+//!     .build();
+//! let add = ToolHandle::from_sync_fn("add", "Adds two numbers.",
+//!     json!({"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}}),
+//!     |input, _cx| Ok(ToolOutput::text((input["a"].as_f64().unwrap_or(0.0)
+//!         + input["b"].as_f64().unwrap_or(0.0)).to_string())));
+//! let mut agent = Agent::builder().model(model).tool(add).build()?;
+//! let result = agent.invoke("What is 2 + 3?").await?;
+//! assert_eq!(result.text(), "2 + 3 = 5");
+//! # Ok(()) }
+//! ```
 
-// ---- tools (merged from branch `tools`) ----
+pub use rein_agent as agent;
+pub use rein_core as core;
+pub use rein_hooks as hooks;
+pub use rein_interventions as interventions;
+pub use rein_models as models;
+
+pub use rein_agent::{
+    Agent, AgentBuilder, AgentEvent, AgentStream, CancelHandle, Input, Limits, RetryStrategy,
+    SlidingWindow, ToolExecutor,
+};
+pub use rein_core::{AgentResult, Error, Message, StopReason, ToolHandle};
+
+/// The names most programs use.
+pub mod prelude {
+    pub use rein_agent::{Agent, AgentEvent, CancelHandle, Input, RetryStrategy, ToolExecutor};
+    pub use rein_core::{
+        AfterInvocationEvent, AfterModelCallEvent, AfterToolCallEvent, AgentResult,
+        BeforeInvocationEvent, BeforeModelCallEvent, BeforeToolCallEvent, Cancel, ContentBlock,
+        InterruptResponse, Message, MessageAddedEvent, Role, StopReason, Tool, ToolContext,
+        ToolError, ToolHandle, ToolOutput, ToolSpec,
+    };
+    pub use rein_hooks::{HookOrder, HookRegistry, Plugin};
+    pub use rein_models::{Model, ScriptedModel, ScriptedResponse};
+
+    #[cfg(feature = "macros")]
+    pub use rein_macros::tool;
+}
+
+/// `#[tool]`: turns a function into a tool (feature `macros`, on by default).
+///
+/// ```
+/// use rein::prelude::*;
+/// use serde_json::json;
+///
+/// /// Adds two numbers.
+/// #[tool]
+/// fn add(a: f64, b: f64) -> f64 {
+///     a + b
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), rein::Error> {
+/// let model = ScriptedModel::builder()
+///     .tool_use("t1", "add", json!({"a": 2, "b": 3}))
+///     .text("2 + 3 = 5")
+///     .build();
+/// let mut agent = Agent::builder().model(model).tool(Add.into()).build()?;
+/// let result = agent.invoke("What is 2 + 3?").await?;
+/// assert_eq!(result.text(), "2 + 3 = 5");
+/// # Ok(()) }
+/// ```
 #[cfg(feature = "macros")]
 pub use rein_macros::tool;
 
-/// MCP (Model Context Protocol): use an MCP server's tools as Rein tools (feature `mcp`).
+/// MCP (Model Context Protocol): use an MCP server's tools as Rein tools (feature `mcp`;
+/// `mcp-http` adds the Streamable-HTTP transport).
 #[cfg(feature = "mcp")]
 pub use rein_mcp as mcp;
 

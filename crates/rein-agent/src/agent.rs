@@ -1,0 +1,552 @@
+//! The [`Agent`], its builder, and invocation input.
+
+use std::sync::Arc;
+
+use rein_core::{
+    AgentResult, AgentState, ContentBlock, Error, InferenceConfig, InterruptResponse,
+    InvocationState, Map, Message, MessageId, Role, ToolChoice, ToolHandle, ToolResult,
+};
+use rein_hooks::{HookEvent, HookOptions, HookRegistry, IntoHookResult, Plugin};
+use rein_models::{Model, SharedModel};
+
+use crate::cancel::CancelHandle;
+use crate::conversation::{
+    Conversation, ConversationManager, HistoryEdit, NoConversationManager, SlidingWindow,
+};
+use crate::pending::PendingInterrupts;
+use crate::retry::RetryStrategy;
+use crate::stream::{AgentStream, Sink};
+use crate::tools::{ToolExecutor, ToolSet};
+
+/// The text of the error result given to a tool use whose call was abandoned.
+pub const TOOL_INTERRUPTED: &str = "Tool was interrupted.";
+/// The text of the error result given to a tool use whose call was cancelled.
+pub const TOOL_CANCELLED: &str = "Tool execution cancelled";
+/// The default result message of a cancelled invocation.
+pub const CANCELLED_BY_USER: &str = "Cancelled by user";
+
+/// Limits checked before every model call, retries included. `None` = no limit (the default).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Limits {
+    /// Model calls per invocation.
+    pub max_turns: Option<u32>,
+    /// Total tokens per invocation.
+    pub max_total_tokens: Option<u64>,
+    /// Output tokens per invocation.
+    pub max_output_tokens: Option<u64>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct AgentConfig {
+    pub(crate) max_hook_retries: u32,
+    pub(crate) limits: Limits,
+    pub(crate) executor: ToolExecutor,
+    pub(crate) retry: RetryStrategy,
+    pub(crate) hold_deltas: bool,
+    pub(crate) inference: InferenceConfig,
+    pub(crate) tool_choice: ToolChoice,
+}
+
+/// What does not change between invocations.
+pub(crate) struct AgentCore {
+    pub(crate) name: Arc<str>,
+    pub(crate) model: SharedModel,
+    pub(crate) provider: Arc<str>,
+    pub(crate) model_id: Arc<str>,
+    pub(crate) system_prompt: Option<Arc<str>>,
+    pub(crate) tools: ToolSet,
+    pub(crate) hooks: HookRegistry,
+    pub(crate) config: AgentConfig,
+}
+
+/// The input of one invocation: new messages, or interrupt responses (a resume), with the
+/// caller's invocation state.
+///
+/// ```
+/// use rein_agent::Input;
+/// use serde_json::json;
+/// let input = Input::from("What is 2 + 2?").with_state(json!({"role": "analyst"}));
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Input {
+    pub(crate) messages: Vec<Message>,
+    pub(crate) responses: Vec<InterruptResponse>,
+    pub(crate) state: Option<InvocationState>,
+}
+
+impl Input {
+    /// A text prompt.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self::messages(vec![Message::user(text)])
+    }
+
+    /// Messages to add.
+    pub fn messages(messages: Vec<Message>) -> Self {
+        // A user message made only of interrupt responses is a resume.
+        let is_resume = !messages.is_empty()
+            && messages.iter().all(|m| {
+                m.role == Role::User
+                    && !m.content.is_empty()
+                    && m.content
+                        .iter()
+                        .all(|b| matches!(b, ContentBlock::InterruptResponse(_)))
+            });
+        if is_resume {
+            let responses = messages
+                .into_iter()
+                .flat_map(|m| m.content)
+                .filter_map(|b| match b {
+                    ContentBlock::InterruptResponse(r) => Some(r),
+                    _ => None,
+                })
+                .collect();
+            return Self::resume(responses);
+        }
+        Self {
+            messages,
+            ..Self::default()
+        }
+    }
+
+    /// Answers to pending interrupts.
+    pub fn resume(responses: Vec<InterruptResponse>) -> Self {
+        Self {
+            responses,
+            ..Self::default()
+        }
+    }
+
+    /// The caller's invocation state (a JSON object).
+    pub fn with_state(mut self, state: impl Into<InvocationState>) -> Self {
+        self.state = Some(state.into());
+        self
+    }
+
+    pub(crate) fn is_resume(&self) -> bool {
+        !self.responses.is_empty()
+    }
+}
+
+impl From<&str> for Input {
+    fn from(s: &str) -> Self {
+        Self::text(s)
+    }
+}
+
+impl From<String> for Input {
+    fn from(s: String) -> Self {
+        Self::text(s)
+    }
+}
+
+impl From<Message> for Input {
+    fn from(m: Message) -> Self {
+        Self::messages(vec![m])
+    }
+}
+
+impl From<Vec<Message>> for Input {
+    fn from(m: Vec<Message>) -> Self {
+        Self::messages(m)
+    }
+}
+
+impl From<Vec<InterruptResponse>> for Input {
+    fn from(r: Vec<InterruptResponse>) -> Self {
+        Self::resume(r)
+    }
+}
+
+/// An LLM agent: a model, tools, hooks and interventions, and a conversation.
+///
+/// One invocation runs at a time: `invoke` and `stream` take `&mut self`, so the borrow
+/// checker enforces it.
+///
+/// ```
+/// use rein_agent::Agent;
+/// use rein_models::ScriptedModel;
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), rein_core::Error> {
+/// let model = ScriptedModel::builder().text("Hello!").build();
+/// let mut agent = Agent::builder().model(model).system_prompt("Be brief.").build()?;
+/// let result = agent.invoke("Hi").await?;
+/// assert_eq!(result.text(), "Hello!");
+/// assert_eq!(agent.messages().len(), 2);
+/// # Ok(()) }
+/// ```
+pub struct Agent {
+    pub(crate) core: AgentCore,
+    pub(crate) conv: Conversation,
+    pub(crate) state: AgentState,
+    pub(crate) pending: Option<PendingInterrupts>,
+    pub(crate) manager: Box<dyn ConversationManager>,
+    pub(crate) cancel: CancelHandle,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("name", &self.core.name)
+            .field("model", &self.core.model)
+            .field("messages", &self.conv.len())
+            .field("pending_interrupts", &self.pending.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Agent {
+    /// A builder.
+    pub fn builder() -> AgentBuilder {
+        AgentBuilder::default()
+    }
+
+    /// Runs one invocation to its end.
+    pub async fn invoke(&mut self, input: impl Into<Input>) -> Result<AgentResult, Error> {
+        self.run(input.into(), Sink::disabled()).await
+    }
+
+    /// Runs one invocation as a stream of [`AgentEvent`](crate::AgentEvent)s, driven by the
+    /// caller's polling. The last item is `AgentEvent::Finished` (or an error).
+    pub fn stream(&mut self, input: impl Into<Input>) -> AgentStream<'_> {
+        let input = input.into();
+        let hold = self.core.config.hold_deltas;
+        AgentStream::new(hold, move |sink| self.run(input, sink))
+    }
+
+    /// The stored conversation.
+    pub fn messages(&self) -> &[Message] {
+        self.conv.messages()
+    }
+
+    /// The stable ids of the stored messages (same order as [`messages`](Self::messages)).
+    pub fn message_ids(&self) -> &[MessageId] {
+        self.conv.ids()
+    }
+
+    /// Replaces the conversation (e.g. restored from a session). Ids are kept when given.
+    pub fn set_messages(&mut self, messages: Vec<Message>, ids: Option<Vec<MessageId>>) {
+        let ids = match ids {
+            Some(ids) if ids.len() == messages.len() => ids,
+            _ => messages.iter().map(|_| MessageId::new()).collect(),
+        };
+        self.conv = Conversation::from_parts(messages, ids);
+    }
+
+    /// Forgets the conversation (and any pending interrupts).
+    pub fn clear_history(&mut self) {
+        self.conv.clear();
+        self.pending = None;
+    }
+
+    /// The agent's key-value state.
+    pub fn state(&self) -> &AgentState {
+        &self.state
+    }
+
+    /// The agent's name.
+    pub fn name(&self) -> &str {
+        &self.core.name
+    }
+
+    /// The names of the agent's tools.
+    pub fn tool_names(&self) -> Vec<&str> {
+        self.core.tools.names().collect()
+    }
+
+    /// The interrupts waiting for answers, with what a resume needs.
+    pub fn pending_interrupts(&self) -> Option<&PendingInterrupts> {
+        self.pending.as_ref()
+    }
+
+    /// Restores pending interrupts (e.g. from a session store).
+    pub fn set_pending_interrupts(&mut self, pending: Option<PendingInterrupts>) {
+        self.pending = pending;
+    }
+
+    /// Abandons pending interrupts: their tool uses get the error result `Tool was interrupted.`
+    /// (finished tools keep their results).
+    pub fn discard_interrupts(&mut self) {
+        if let Some(p) = self.pending.take() {
+            let blocks =
+                results_in_order(&p.assistant_message, &p.completed_results, TOOL_INTERRUPTED);
+            if !blocks.is_empty() {
+                self.conv.append_user(blocks);
+            }
+        }
+    }
+
+    /// A handle that cancels the running invocation.
+    pub fn cancel_handle(&self) -> CancelHandle {
+        self.cancel.clone()
+    }
+
+    /// The conversation manager's state (for sessions).
+    pub fn conversation_manager_state(&self) -> serde_json::Value {
+        self.manager.state()
+    }
+
+    /// Restores the conversation manager's state.
+    pub fn restore_conversation_manager_state(&mut self, state: &serde_json::Value) {
+        self.manager.restore(state);
+    }
+
+    pub(crate) fn apply_conversation_manager(&mut self) {
+        let mut edit = HistoryEdit::new(&mut self.conv);
+        self.manager.apply(&mut edit);
+    }
+}
+
+/// Tool-result blocks for every tool use of `assistant`, in tool-use order: the finished result
+/// where there is one, else an error result with `missing_text`.
+pub(crate) fn results_in_order(
+    assistant: &Message,
+    completed: &[ToolResult],
+    missing_text: &str,
+) -> Vec<ContentBlock> {
+    assistant
+        .tool_uses()
+        .map(|u| {
+            let r = completed
+                .iter()
+                .find(|r| r.tool_use_id == u.tool_use_id)
+                .cloned()
+                .unwrap_or_else(|| ToolResult::error(&u.tool_use_id, missing_text));
+            ContentBlock::ToolResult(r)
+        })
+        .collect()
+}
+
+/// Builds an [`Agent`].
+pub struct AgentBuilder {
+    name: String,
+    model: Option<SharedModel>,
+    system_prompt: Option<Arc<str>>,
+    tools: Vec<ToolHandle>,
+    hooks: HookRegistry,
+    plugin_error: Option<Error>,
+    manager: Box<dyn ConversationManager>,
+    config: AgentConfig,
+    messages: Vec<Message>,
+    state: Map,
+}
+
+impl Default for AgentBuilder {
+    fn default() -> Self {
+        Self {
+            name: "agent".into(),
+            model: None,
+            system_prompt: None,
+            tools: Vec::new(),
+            hooks: HookRegistry::new(),
+            plugin_error: None,
+            manager: Box::new(SlidingWindow::default()),
+            config: AgentConfig {
+                max_hook_retries: 3,
+                limits: Limits::default(),
+                executor: ToolExecutor::default(),
+                retry: RetryStrategy::default(),
+                hold_deltas: false,
+                inference: InferenceConfig::default(),
+                tool_choice: ToolChoice::Auto,
+            },
+            messages: Vec::new(),
+            state: Map::new(),
+        }
+    }
+}
+
+impl AgentBuilder {
+    /// The agent's name (default `agent`), reported in telemetry.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// The model (required).
+    pub fn model(mut self, model: impl Model) -> Self {
+        self.model = Some(SharedModel::new(model));
+        self
+    }
+
+    /// The model, already shared.
+    pub fn shared_model(mut self, model: SharedModel) -> Self {
+        self.model = Some(model);
+        self
+    }
+
+    /// The system prompt.
+    pub fn system_prompt(mut self, prompt: impl Into<Arc<str>>) -> Self {
+        self.system_prompt = Some(prompt.into());
+        self
+    }
+
+    /// Adds a tool.
+    pub fn tool(mut self, tool: ToolHandle) -> Self {
+        self.tools.push(tool);
+        self
+    }
+
+    /// Adds tools.
+    pub fn tools(mut self, tools: impl IntoIterator<Item = ToolHandle>) -> Self {
+        self.tools.extend(tools);
+        self
+    }
+
+    /// Adds a sync hook callback at the default order.
+    pub fn hook<E, R, F>(mut self, f: F) -> Self
+    where
+        E: HookEvent,
+        R: IntoHookResult,
+        F: Fn(&mut E) -> R + Send + Sync + 'static,
+    {
+        self.hooks.add(f);
+        self
+    }
+
+    /// Adds a sync hook callback with an order or options.
+    pub fn hook_with<E, R, F>(mut self, opts: impl Into<HookOptions>, f: F) -> Self
+    where
+        E: HookEvent,
+        R: IntoHookResult,
+        F: Fn(&mut E) -> R + Send + Sync + 'static,
+    {
+        self.hooks.add_with(opts, f);
+        self
+    }
+
+    /// Adds the callbacks (and plugins) of a registry.
+    pub fn hooks(mut self, hooks: HookRegistry) -> Self {
+        if let Err(e) = self.hooks.merge(hooks) {
+            self.plugin_error.get_or_insert(e);
+        }
+        self
+    }
+
+    /// Adds a plugin (its hooks and tools). A duplicate name fails `build`.
+    pub fn plugin(mut self, plugin: impl Plugin) -> Self {
+        if let Err(e) = self.hooks.add_plugin(&plugin) {
+            self.plugin_error.get_or_insert(e);
+        }
+        self
+    }
+
+    /// The conversation manager (default: a sliding window of 40 messages).
+    pub fn conversation_manager(mut self, manager: impl ConversationManager + 'static) -> Self {
+        self.manager = Box::new(manager);
+        self
+    }
+
+    /// Keeps the whole history.
+    pub fn no_conversation_manager(self) -> Self {
+        self.conversation_manager(NoConversationManager)
+    }
+
+    /// Limits (turns, tokens) per invocation.
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.config.limits = limits;
+        self
+    }
+
+    /// At most `n` model calls per invocation.
+    pub fn max_turns(mut self, n: u32) -> Self {
+        self.config.limits.max_turns = Some(n);
+        self
+    }
+
+    /// At most `n` total tokens per invocation.
+    pub fn max_total_tokens(mut self, n: u64) -> Self {
+        self.config.limits.max_total_tokens = Some(n);
+        self
+    }
+
+    /// At most `n` output tokens per invocation.
+    pub fn max_output_tokens(mut self, n: u64) -> Self {
+        self.config.limits.max_output_tokens = Some(n);
+        self
+    }
+
+    /// How tool uses are run (default: concurrent, 16 at a time).
+    pub fn tool_executor(mut self, executor: ToolExecutor) -> Self {
+        self.config.executor = executor;
+        self
+    }
+
+    /// Bound on hook-driven retries of one model call or tool call (default 3).
+    pub fn max_hook_retries(mut self, n: u32) -> Self {
+        self.config.max_hook_retries = n;
+        self
+    }
+
+    /// The model retry strategy.
+    pub fn retry_strategy(mut self, strategy: RetryStrategy) -> Self {
+        self.config.retry = strategy;
+        self
+    }
+
+    /// Holds streamed deltas back until the AfterModelCall verdict, so callers never show text
+    /// that is then withheld.
+    pub fn hold_deltas_until_verdict(mut self, hold: bool) -> Self {
+        self.config.hold_deltas = hold;
+        self
+    }
+
+    /// Sampling settings sent with every model call.
+    pub fn inference_config(mut self, config: InferenceConfig) -> Self {
+        self.config.inference = config;
+        self
+    }
+
+    /// Tool choice sent with every model call.
+    pub fn tool_choice(mut self, choice: ToolChoice) -> Self {
+        self.config.tool_choice = choice;
+        self
+    }
+
+    /// Starting conversation.
+    pub fn messages(mut self, messages: Vec<Message>) -> Self {
+        self.messages = messages;
+        self
+    }
+
+    /// Starting agent state.
+    pub fn state(mut self, state: Map) -> Self {
+        self.state = state;
+        self
+    }
+
+    /// Builds the agent: fails on a missing model, duplicate tool or plugin names, or a tool
+    /// input schema that does not compile.
+    pub fn build(self) -> Result<Agent, Error> {
+        if let Some(e) = self.plugin_error {
+            return Err(e);
+        }
+        let model = self
+            .model
+            .ok_or_else(|| Error::Config("an agent needs a model".into()))?;
+        let mut tools = self.tools;
+        tools.extend(self.hooks.plugin_tools().iter().cloned());
+        let tools = ToolSet::new(tools)?;
+        let info = model.info();
+        let ids = self.messages.iter().map(|_| MessageId::new()).collect();
+        let state = AgentState::new();
+        state.replace(self.state);
+        Ok(Agent {
+            core: AgentCore {
+                name: self.name.into(),
+                provider: info.provider.into(),
+                model_id: info.model_id.into(),
+                model,
+                system_prompt: self.system_prompt,
+                tools,
+                hooks: self.hooks,
+                config: self.config,
+            },
+            conv: Conversation::from_parts(self.messages, ids),
+            state,
+            pending: None,
+            manager: self.manager,
+            cancel: CancelHandle::default(),
+        })
+    }
+}

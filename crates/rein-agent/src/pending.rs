@@ -1,0 +1,43 @@
+//! The state kept while interrupts wait for answers (SPEC §4). Serializable and versioned so a
+//! session store can persist it and another process can resume.
+
+use std::collections::BTreeMap;
+
+use rein_core::{Interrupt, InterruptAnswer, InvocationState, Message, MessageId, ToolResult};
+use serde::{Deserialize, Serialize};
+
+/// The schema version written by this release.
+pub const PENDING_SCHEMA_VERSION: u32 = 1;
+
+/// Interrupts waiting for answers, and what a resume needs to finish the tool cycle.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct PendingInterrupts {
+    /// Schema version of this record.
+    pub schema_version: u32,
+    /// The interrupts waiting for answers.
+    pub interrupts: Vec<Interrupt>,
+    /// Answers given so far (by interrupt id), kept until the tool cycle completes.
+    #[serde(default)]
+    pub answers: BTreeMap<String, InterruptAnswer>,
+    /// The id of the stored assistant message holding the tool uses.
+    pub assistant_message_id: MessageId,
+    /// That message.
+    pub assistant_message: Message,
+    /// Results of the tool uses that already finished.
+    #[serde(default)]
+    pub completed_results: Vec<ToolResult>,
+    /// The invocation state to resume with when the resume gives none.
+    #[serde(default)]
+    pub invocation_state: InvocationState,
+    /// The model call index at which the tools were requested.
+    #[serde(default)]
+    pub model_call_index: u32,
+}
+
+impl PendingInterrupts {
+    /// The pending interrupt with this id.
+    pub fn interrupt(&self, id: &str) -> Option<&Interrupt> {
+        self.interrupts.iter().find(|i| i.id == id)
+    }
+}

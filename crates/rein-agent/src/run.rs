@@ -1,0 +1,866 @@
+//! The event loop (SPEC §2, §4, §6).
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use futures_util::StreamExt as _;
+use rein_core::{
+    AfterInvocationEvent, AfterModelCallEvent, AgentResult, BeforeInvocationEvent,
+    BeforeModelCallEvent, ContentBlock, CycleMetrics, DecisionAction, DecisionOutcome,
+    DecisionRecord, Error, EventKind, Interrupt, InterruptAnswer, InterruptAnswers,
+    InvocationContext, InvocationMetrics, Message, MessageAddedEvent, MessageUpdatedEvent,
+    ModelError, ModelRequest, ModelResponse, Role, StopReason, StreamAssembler, StreamEvent,
+    ToolResult, ToolUse, Usage,
+};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
+
+use crate::agent::{
+    Agent, CANCELLED_BY_USER, Input, TOOL_CANCELLED, TOOL_INTERRUPTED, results_in_order,
+};
+use crate::conversation::HistoryEdit;
+use crate::pending::{PENDING_SCHEMA_VERSION, PendingInterrupts};
+use crate::stream::{AgentEvent, Sink};
+use crate::tools::{ToolExecutor, ToolOutcome, ToolRun};
+
+/// Why the loop stopped early.
+pub(crate) enum Stop {
+    Cancelled,
+    Failed(Error),
+}
+
+impl From<Error> for Stop {
+    fn from(e: Error) -> Self {
+        Stop::Failed(e)
+    }
+}
+
+/// What one invocation accumulates.
+pub(crate) struct Invocation {
+    cx: InvocationContext,
+    usage: Usage,
+    metrics: InvocationMetrics,
+    decisions: Vec<DecisionRecord>,
+    model_calls: u32,
+    answers: InterruptAnswers,
+    answer_map: HashMap<String, InterruptAnswer>,
+    /// Results of the tool phase under way, by tool-use position (kept if the phase is cut off).
+    turn_results: Vec<Option<ToolResult>>,
+    /// Index of the assistant message whose tools are running.
+    tool_message: Option<usize>,
+    streaming_response: bool,
+}
+
+enum TurnEnd {
+    /// A response to act on (already stored).
+    Accepted {
+        index: usize,
+        response: ModelResponse,
+    },
+    /// The turn ended with this stored (or standing) message.
+    Ended {
+        message: Message,
+        stop_reason: StopReason,
+    },
+}
+
+fn retry_limit_text(n: u32) -> String {
+    format!("DENIED: retry limit ({n}) reached")
+}
+
+impl Agent {
+    pub(crate) async fn run(&mut self, input: Input, sink: Sink) -> Result<AgentResult, Error> {
+        // Input errors are returned before anything fires.
+        if input.is_resume() {
+            let Some(p) = &self.pending else {
+                return Err(Error::NoPendingInterrupts);
+            };
+            if let Some(r) = input
+                .responses
+                .iter()
+                .find(|r| p.interrupt(&r.interrupt_id).is_none())
+            {
+                return Err(Error::UnknownInterrupt(r.interrupt_id.clone()));
+            }
+        } else if self.pending.is_some() {
+            return Err(Error::InterruptsPending);
+        }
+        let state = match (&input.state, &self.pending) {
+            (Some(s), _) => s.clone(),
+            (None, Some(p)) if input.is_resume() => p.invocation_state.clone(),
+            _ => Default::default(),
+        };
+        let cx = InvocationContext::new(state);
+        let span = tracing::info_span!(
+            "invoke_agent",
+            otel.name = %format_args!("invoke_agent {}", self.core.name),
+            gen_ai.operation.name = "invoke_agent",
+            gen_ai.agent.name = %self.core.name,
+            gen_ai.provider.name = %self.core.provider,
+            gen_ai.request.model = %self.core.model_id,
+            gen_ai.conversation.id = %cx.invocation_id,
+            gen_ai.usage.input_tokens = tracing::field::Empty,
+            gen_ai.usage.output_tokens = tracing::field::Empty,
+            rein.stop_reason = tracing::field::Empty,
+        );
+        let token = self.cancel.begin();
+        let mut inv = Invocation {
+            cx,
+            usage: Usage::default(),
+            metrics: InvocationMetrics::default(),
+            decisions: Vec::new(),
+            model_calls: 0,
+            answers: InterruptAnswers::default(),
+            answer_map: HashMap::new(),
+            turn_results: Vec::new(),
+            tool_message: None,
+            streaming_response: false,
+        };
+        let started = Instant::now();
+        let outcome = {
+            let run = self.run_inner(&mut inv, input, &sink, &token);
+            tokio::select! {
+                biased;
+                _ = token.cancelled() => Err(Stop::Cancelled),
+                r = run => r,
+            }
+        };
+        self.cancel.end();
+        inv.metrics.duration = started.elapsed();
+        let result = match outcome {
+            Ok(mut r) => {
+                r.usage = inv.usage;
+                r.metrics = std::mem::take(&mut inv.metrics);
+                r.decisions = std::mem::take(&mut inv.decisions);
+                self.apply_conversation_manager();
+                Ok(r)
+            }
+            Err(Stop::Cancelled) => {
+                if inv.streaming_response && sink.is_enabled() {
+                    sink.verdict(false);
+                    sink.push(AgentEvent::ResponseDiscarded {
+                        reason: "cancelled".into(),
+                    });
+                }
+                let repaired = self.repair_tool_tail(&mut inv, TOOL_CANCELLED, &sink).await;
+                let text = self
+                    .cancel
+                    .message()
+                    .unwrap_or_else(|| CANCELLED_BY_USER.into());
+                let mut r = AgentResult::new(
+                    StopReason::Cancelled,
+                    Message::assistant(text),
+                    inv.cx.invocation_id,
+                );
+                r.usage = inv.usage;
+                r.metrics = std::mem::take(&mut inv.metrics);
+                r.decisions = std::mem::take(&mut inv.decisions);
+                repaired.map(|()| r)
+            }
+            Err(Stop::Failed(e)) => {
+                let _ = self
+                    .repair_tool_tail(&mut inv, TOOL_INTERRUPTED, &sink)
+                    .await;
+                Err(e)
+            }
+        };
+        if let Ok(r) = &result {
+            span.record("gen_ai.usage.input_tokens", r.usage.input_tokens);
+            span.record("gen_ai.usage.output_tokens", r.usage.output_tokens);
+            span.record("rein.stop_reason", r.stop_reason.as_str());
+        }
+        if self.core.hooks.has::<AfterInvocationEvent>() {
+            let mut ev = AfterInvocationEvent::new(inv.cx.clone(), result);
+            self.core.hooks.dispatch(&mut ev).instrument(span).await?;
+            ev.into_result()
+        } else {
+            result
+        }
+    }
+
+    /// Gives every tool use of a cut-off tool phase a result, unless interrupts are pending.
+    async fn repair_tool_tail(
+        &mut self,
+        inv: &mut Invocation,
+        text: &str,
+        sink: &Sink,
+    ) -> Result<(), Error> {
+        let Some(idx) = inv.tool_message.take() else {
+            return Ok(());
+        };
+        if self.pending.is_some() || idx + 1 != self.conv.len() {
+            return Ok(());
+        }
+        let Some(assistant) = self.conv.get(idx).cloned() else {
+            return Ok(());
+        };
+        let completed: Vec<ToolResult> = inv.turn_results.iter().flatten().cloned().collect();
+        let blocks = results_in_order(&assistant, &completed, text);
+        if blocks.is_empty() {
+            return Ok(());
+        }
+        self.append_user_blocks(inv, blocks, sink).await
+    }
+
+    async fn run_inner(
+        &mut self,
+        inv: &mut Invocation,
+        input: Input,
+        sink: &Sink,
+        token: &CancellationToken,
+    ) -> Result<AgentResult, Stop> {
+        let resume = input.is_resume();
+        // BeforeInvocation.
+        let mut messages = input.messages;
+        if self.core.hooks.has::<BeforeInvocationEvent>() {
+            let mut ev = BeforeInvocationEvent::new(inv.cx.clone(), messages, self.conv.snapshot());
+            if resume {
+                ev = ev.as_resume();
+            }
+            self.core.hooks.dispatch(&mut ev).await?;
+            self.take_decisions(inv, ev.take_decisions(), sink);
+            if let Some(text) = ev.cancel.text(BeforeInvocationEvent::DEFAULT_CANCEL) {
+                // Nothing is stored: neither the denied input nor the cancel text.
+                return Ok(AgentResult::new(
+                    StopReason::EndTurn,
+                    Message::assistant(text),
+                    inv.cx.invocation_id,
+                ));
+            }
+            messages = ev.messages;
+        }
+        for m in messages {
+            if m.role == Role::User {
+                self.append_user_blocks(inv, m.content, sink).await?;
+            } else {
+                self.add_message(inv, m, sink).await?;
+            }
+        }
+
+        if resume {
+            let mut pending = self.pending.take().ok_or(Error::NoPendingInterrupts)?;
+            for r in input.responses {
+                let fingerprint = pending
+                    .interrupt(&r.interrupt_id)
+                    .and_then(|i| i.fingerprint.clone());
+                pending.answers.insert(
+                    r.interrupt_id,
+                    InterruptAnswer {
+                        response: r.response,
+                        fingerprint,
+                    },
+                );
+            }
+            inv.answer_map = pending.answers.clone().into_iter().collect();
+            inv.answers = InterruptAnswers::new(inv.answer_map.clone());
+            let idx = self
+                .conv
+                .ids()
+                .iter()
+                .position(|id| *id == pending.assistant_message_id)
+                .or_else(|| {
+                    // Restored history without ids: find the message itself.
+                    self.conv
+                        .messages()
+                        .iter()
+                        .rposition(|m| *m == pending.assistant_message)
+                })
+                .ok_or_else(|| {
+                    Error::Session(
+                        "the assistant message of the pending interrupts is not in history".into(),
+                    )
+                })?;
+            let completed = pending.completed_results.clone();
+            let model_call_index = pending.model_call_index;
+            self.pending = Some(pending);
+            let interrupted = {
+                // The pending state is consumed by the tool phase.
+                self.pending = None;
+                self.tool_phase(inv, idx, None, completed, model_call_index, sink)
+                    .await?
+            };
+            if let Some(r) = interrupted {
+                return Ok(r);
+            }
+            if let Some(r) = self.after_tools_cancel(inv) {
+                return Ok(r);
+            }
+        }
+
+        loop {
+            match self.model_turn(inv, sink, token).await? {
+                TurnEnd::Ended {
+                    message,
+                    stop_reason,
+                } => {
+                    return Ok(AgentResult::new(stop_reason, message, inv.cx.invocation_id));
+                }
+                TurnEnd::Accepted { index, response } => {
+                    if !response.message.has_tool_use() {
+                        return Ok(AgentResult::new(
+                            response.stop_reason,
+                            response.message,
+                            inv.cx.invocation_id,
+                        ));
+                    }
+                    let model_call_index = inv.model_calls.saturating_sub(1);
+                    if let Some(r) = self
+                        .tool_phase(
+                            inv,
+                            index,
+                            Some(&response),
+                            Vec::new(),
+                            model_call_index,
+                            sink,
+                        )
+                        .await?
+                    {
+                        return Ok(r);
+                    }
+                    if let Some(r) = self.after_tools_cancel(inv) {
+                        return Ok(r);
+                    }
+                }
+            }
+        }
+    }
+
+    fn after_tools_cancel(&self, inv: &Invocation) -> Option<AgentResult> {
+        if !self.cancel.after_tools_requested() {
+            return None;
+        }
+        let text = self
+            .cancel
+            .message()
+            .unwrap_or_else(|| CANCELLED_BY_USER.into());
+        Some(AgentResult::new(
+            StopReason::Cancelled,
+            Message::assistant(text),
+            inv.cx.invocation_id,
+        ))
+    }
+
+    fn limit_hit(&self, inv: &Invocation) -> Option<StopReason> {
+        let l = &self.core.config.limits;
+        if l.max_turns.is_some_and(|n| inv.model_calls >= n) {
+            return Some(StopReason::LimitTurns);
+        }
+        if l.max_total_tokens
+            .is_some_and(|n| inv.usage.total_tokens >= n)
+        {
+            return Some(StopReason::LimitTotalTokens);
+        }
+        if l.max_output_tokens
+            .is_some_and(|n| inv.usage.output_tokens >= n)
+        {
+            return Some(StopReason::LimitOutputTokens);
+        }
+        None
+    }
+
+    /// One model turn: BeforeModelCall → model → AfterModelCall, with hook retries, model
+    /// error retries and context-overflow reduction. The accepted response is stored.
+    async fn model_turn(
+        &mut self,
+        inv: &mut Invocation,
+        sink: &Sink,
+        token: &CancellationToken,
+    ) -> Result<TurnEnd, Stop> {
+        let max_retries = self.core.config.max_hook_retries;
+        let mut hook_retries = 0u32;
+        let mut error_attempts = 0u32;
+        loop {
+            if let Some(stop_reason) = self.limit_hit(inv) {
+                let message = self
+                    .conv
+                    .last()
+                    .cloned()
+                    .unwrap_or_else(|| Message::new(Role::Assistant, Vec::new()));
+                return Ok(TurnEnd::Ended {
+                    message,
+                    stop_reason,
+                });
+            }
+            let index = inv.model_calls;
+            inv.model_calls += 1;
+            let mut request = ModelRequest::default();
+            request.system_prompt = self.core.system_prompt.clone();
+            request.messages = self.conv.snapshot();
+            request.tools = self.core.tools.specs();
+            request.tool_choice = self.core.config.tool_choice.clone();
+            request.config = self.core.config.inference.clone();
+            request.invocation_state = inv.cx.invocation_state.clone();
+            let outcome: Result<ModelResponse, ModelError>;
+            if self.core.hooks.has::<BeforeModelCallEvent>() {
+                let mut ev = BeforeModelCallEvent::new(inv.cx.clone(), request, index);
+                self.core.hooks.dispatch(&mut ev).await?;
+                self.take_decisions(inv, ev.take_decisions(), sink);
+                let guidance = ev.take_guidance();
+                if !guidance.is_empty() {
+                    for g in &guidance {
+                        self.append_user_blocks(inv, vec![ContentBlock::Text(g.clone())], sink)
+                            .await?;
+                    }
+                    // The model sees the guidance on this very call.
+                    let msgs = ev.request.messages_mut();
+                    for g in guidance {
+                        rein_core::append_user_text(msgs, g);
+                    }
+                }
+                if let Some(text) = ev.cancel.text(BeforeModelCallEvent::DEFAULT_CANCEL) {
+                    // No model call happens: no usage, metrics or span for it.
+                    let msg = Message::assistant(text);
+                    outcome = Ok(ModelResponse::new(msg, StopReason::EndTurn));
+                } else {
+                    outcome = self.call_model(inv, ev.request, index, sink).await;
+                }
+            } else {
+                outcome = self.call_model(inv, request, index, sink).await;
+            }
+            inv.streaming_response = false;
+
+            let (outcome, retry, withheld, edited, guidance) =
+                if self.core.hooks.has::<AfterModelCallEvent>() {
+                    let mut ev = AfterModelCallEvent::new(inv.cx.clone(), outcome, index);
+                    self.core.hooks.dispatch(&mut ev).await?;
+                    let retry = ev.retry;
+                    let withheld = ev.withheld().map(str::to_owned);
+                    let edited = ev.is_edited();
+                    let (outcome, guidance, decisions) = ev.into_parts();
+                    self.take_decisions(inv, decisions, sink);
+                    (outcome, retry, withheld, edited, guidance)
+                } else {
+                    (outcome, false, None, false, Vec::new())
+                };
+
+            match outcome {
+                Err(error) => {
+                    sink.verdict(false);
+                    if sink.is_enabled() {
+                        sink.push(AgentEvent::ResponseDiscarded {
+                            reason: error.to_string(),
+                        });
+                    }
+                    if retry && hook_retries < max_retries {
+                        hook_retries += 1;
+                        self.commit_guidance(inv, guidance, sink).await?;
+                        continue;
+                    }
+                    if error.is_context_window_overflow() {
+                        let mut edit = HistoryEdit::new(&mut self.conv);
+                        if self.manager.reduce_on_overflow(&mut edit) {
+                            continue;
+                        }
+                    }
+                    error_attempts += 1;
+                    match self.core.config.retry.delay(&error, error_attempts) {
+                        Some(delay) => {
+                            tracing::warn!(%error, ?delay, attempt = error_attempts, "model call failed; retrying");
+                            if !delay.is_zero() {
+                                tokio::select! {
+                                    biased;
+                                    _ = token.cancelled() => return Err(Stop::Cancelled),
+                                    _ = tokio::time::sleep(delay) => {}
+                                }
+                            }
+                            continue;
+                        }
+                        None => return Err(Stop::Failed(Error::Model(error))),
+                    }
+                }
+                Ok(response) => {
+                    error_attempts = 0;
+                    if let Some(text) = withheld {
+                        sink.verdict(false);
+                        if sink.is_enabled() {
+                            sink.push(AgentEvent::ResponseDiscarded {
+                                reason: text.clone(),
+                            });
+                        }
+                        let message = Message::assistant(text);
+                        self.add_message(inv, message.clone(), sink).await?;
+                        return Ok(TurnEnd::Ended {
+                            message,
+                            stop_reason: StopReason::EndTurn,
+                        });
+                    }
+                    if retry {
+                        sink.verdict(false);
+                        if hook_retries >= max_retries {
+                            let text = retry_limit_text(max_retries);
+                            if sink.is_enabled() {
+                                sink.push(AgentEvent::ResponseDiscarded {
+                                    reason: text.clone(),
+                                });
+                            }
+                            let record = DecisionRecord::new(
+                                "rein:retry-limit",
+                                EventKind::AfterModelCall,
+                                DecisionAction::Deny,
+                                DecisionOutcome::Applied,
+                            )
+                            .with_text(text.clone());
+                            self.take_decisions(inv, vec![record], sink);
+                            let message = Message::assistant(text);
+                            self.add_message(inv, message.clone(), sink).await?;
+                            return Ok(TurnEnd::Ended {
+                                message,
+                                stop_reason: StopReason::EndTurn,
+                            });
+                        }
+                        hook_retries += 1;
+                        if sink.is_enabled() {
+                            sink.push(AgentEvent::ResponseDiscarded {
+                                reason: "retry requested by a hook".into(),
+                            });
+                        }
+                        self.commit_guidance(inv, guidance, sink).await?;
+                        continue;
+                    }
+                    sink.verdict(true);
+                    let mut response = response;
+                    if edited {
+                        // A rewritten response that lost its tool uses ends the turn.
+                        if !response.message.has_tool_use()
+                            && response.stop_reason == StopReason::ToolUse
+                        {
+                            response.stop_reason = StopReason::EndTurn;
+                        }
+                        if sink.is_enabled() {
+                            sink.push(AgentEvent::ResponseReplaced {
+                                message: response.message.clone(),
+                            });
+                        }
+                    }
+                    let index = self
+                        .add_message(inv, response.message.clone(), sink)
+                        .await?;
+                    return Ok(TurnEnd::Accepted { index, response });
+                }
+            }
+        }
+    }
+
+    async fn commit_guidance(
+        &mut self,
+        inv: &mut Invocation,
+        guidance: Vec<String>,
+        sink: &Sink,
+    ) -> Result<(), Error> {
+        for g in guidance {
+            self.append_user_blocks(inv, vec![ContentBlock::Text(g)], sink)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Calls the model and assembles its stream, streaming deltas to the caller.
+    async fn call_model(
+        &self,
+        inv: &mut Invocation,
+        request: ModelRequest,
+        index: u32,
+        sink: &Sink,
+    ) -> Result<ModelResponse, ModelError> {
+        let span = tracing::info_span!(
+            "chat",
+            otel.name = %format_args!("chat {}", self.core.model_id),
+            gen_ai.operation.name = "chat",
+            gen_ai.provider.name = %self.core.provider,
+            gen_ai.request.model = %self.core.model_id,
+            rein.model_call_index = index,
+            gen_ai.usage.input_tokens = tracing::field::Empty,
+            gen_ai.usage.output_tokens = tracing::field::Empty,
+            gen_ai.response.finish_reasons = tracing::field::Empty,
+        );
+        if sink.is_enabled() {
+            sink.push(AgentEvent::ModelCallStarted {
+                model_call_index: index,
+            });
+        }
+        let started = Instant::now();
+        inv.streaming_response = true;
+        let result = async {
+            let mut stream = self.core.model.stream(request).await?;
+            let mut asm = StreamAssembler::new();
+            let mut first = None;
+            let mut tool_id = String::new();
+            while let Some(ev) = stream.next().await {
+                let ev = ev?;
+                if first.is_none() {
+                    first = Some(started.elapsed());
+                }
+                if sink.is_enabled() {
+                    let out = match &ev {
+                        StreamEvent::BlockStart(rein_core::BlockStart::ToolUse {
+                            tool_use_id,
+                            ..
+                        }) => {
+                            tool_id.clone_from(tool_use_id);
+                            None
+                        }
+                        StreamEvent::BlockDelta(rein_core::BlockDelta::Text(t)) => {
+                            Some(AgentEvent::TextDelta(t.clone()))
+                        }
+                        StreamEvent::BlockDelta(rein_core::BlockDelta::ToolInput(t)) => {
+                            Some(AgentEvent::ToolInputDelta {
+                                tool_use_id: tool_id.clone(),
+                                delta: t.clone(),
+                            })
+                        }
+                        StreamEvent::BlockDelta(rein_core::BlockDelta::ReasoningText(t)) => {
+                            Some(AgentEvent::ReasoningDelta(t.clone()))
+                        }
+                        _ => None,
+                    };
+                    if let Some(out) = out {
+                        sink.delta(out);
+                        sink.flush().await;
+                    }
+                }
+                asm.push(ev).map_err(ModelError::from)?;
+            }
+            let response = asm.finish().map_err(ModelError::from)?;
+            Ok::<_, ModelError>((response, first))
+        }
+        .instrument(span.clone())
+        .await;
+        match result {
+            Ok((response, first)) => {
+                span.record("gen_ai.usage.input_tokens", response.usage.input_tokens);
+                span.record("gen_ai.usage.output_tokens", response.usage.output_tokens);
+                span.record(
+                    "gen_ai.response.finish_reasons",
+                    response.stop_reason.as_str(),
+                );
+                inv.usage.add(&response.usage);
+                let mut cycle = CycleMetrics::default();
+                cycle.model_call_index = index;
+                cycle.duration = started.elapsed();
+                cycle.time_to_first_event = first;
+                cycle.usage = response.usage;
+                inv.metrics.cycles.push(cycle);
+                Ok(response)
+            }
+            Err(e) => {
+                let mut cycle = CycleMetrics::default();
+                cycle.model_call_index = index;
+                cycle.duration = started.elapsed();
+                inv.metrics.cycles.push(cycle);
+                Err(e)
+            }
+        }
+    }
+
+    /// Runs the tool uses of the stored assistant message at `idx`. Returns a result when the
+    /// invocation stops here (interrupts).
+    async fn tool_phase(
+        &mut self,
+        inv: &mut Invocation,
+        idx: usize,
+        response: Option<&ModelResponse>,
+        completed: Vec<ToolResult>,
+        model_call_index: u32,
+        sink: &Sink,
+    ) -> Result<Option<AgentResult>, Stop> {
+        let Some(assistant) = self.conv.get(idx).cloned() else {
+            return Err(Stop::Failed(Error::Config(
+                "tool phase on a missing message".into(),
+            )));
+        };
+        let tool_uses: Vec<ToolUse> = assistant.tool_uses().cloned().collect();
+        inv.turn_results = tool_uses
+            .iter()
+            .map(|u| {
+                completed
+                    .iter()
+                    .find(|r| r.tool_use_id == u.tool_use_id)
+                    .cloned()
+            })
+            .collect();
+        inv.tool_message = Some(idx);
+        let todo: Vec<usize> = (0..tool_uses.len())
+            .filter(|&i| inv.turn_results[i].is_none())
+            .collect();
+        let answers = inv.answers.clone();
+        let cx = inv.cx.clone();
+        let run = ToolRun {
+            tools: &self.core.tools,
+            hooks: &self.core.hooks,
+            cx: &cx,
+            answers: &answers,
+            agent_state: &self.state,
+            sink,
+            model_call_index,
+            max_hook_retries: self.core.config.max_hook_retries,
+        };
+        let mut interrupts: Vec<Interrupt> = Vec::new();
+        let mut rewrites: Vec<ToolUse> = Vec::new();
+        let mut apply = |inv: &mut Invocation, i: usize, o: ToolOutcome| {
+            inv.turn_results[i] = o.result;
+            interrupts.extend(o.interrupts);
+            if let Some(rw) = o.rewritten {
+                rewrites.push(rw);
+            }
+            inv.decisions.extend(o.decisions);
+            if let Some((name, took, is_error)) = o.ran {
+                let m = inv.metrics.tools.entry(name).or_default();
+                m.calls += 1;
+                m.total_time += took;
+                if is_error {
+                    m.errors += 1;
+                }
+            }
+        };
+        let invalid = |i: usize| response.and_then(|r| r.invalid_input(&tool_uses[i].tool_use_id));
+        match self.core.config.executor {
+            ToolExecutor::Sequential => {
+                for i in todo {
+                    let o = run.run(tool_uses[i].clone(), invalid(i)).await?;
+                    let stop = o.result.is_none();
+                    apply(inv, i, o);
+                    if stop {
+                        break;
+                    }
+                }
+            }
+            ToolExecutor::Concurrent { max } => {
+                let mut results = futures_util::stream::iter(todo)
+                    .map(|i| {
+                        let run = &run;
+                        let tu = tool_uses[i].clone();
+                        let bad = invalid(i);
+                        async move { (i, run.run(tu, bad).await) }
+                    })
+                    .buffer_unordered(max.max(1));
+                while let Some((i, o)) = results.next().await {
+                    apply(inv, i, o?);
+                }
+            }
+        }
+        // Commit tool-use rewrites to the stored assistant message.
+        if !rewrites.is_empty() {
+            if let Some(m) = self.conv.get_mut(idx) {
+                for b in &mut m.content {
+                    if let ContentBlock::ToolUse(u) = b
+                        && let Some(rw) = rewrites.iter().find(|r| r.tool_use_id == u.tool_use_id)
+                    {
+                        *u = rw.clone();
+                    }
+                }
+            }
+            self.message_updated(inv, idx).await?;
+        }
+        let assistant = self.conv.get(idx).cloned().unwrap_or(assistant);
+        if !interrupts.is_empty() {
+            let completed: Vec<ToolResult> = inv.turn_results.iter().flatten().cloned().collect();
+            let pending = PendingInterrupts {
+                schema_version: PENDING_SCHEMA_VERSION,
+                interrupts: interrupts.clone(),
+                answers: inv.answer_map.clone().into_iter().collect(),
+                assistant_message_id: self.conv.id(idx),
+                assistant_message: assistant.clone(),
+                completed_results: completed,
+                invocation_state: inv.cx.invocation_state.clone(),
+                model_call_index,
+            };
+            self.pending = Some(pending);
+            inv.tool_message = None;
+            let mut r = AgentResult::new(StopReason::Interrupt, assistant, inv.cx.invocation_id);
+            r.interrupts = interrupts;
+            return Ok(Some(r));
+        }
+        let completed: Vec<ToolResult> = inv.turn_results.iter().flatten().cloned().collect();
+        let blocks = results_in_order(&assistant, &completed, TOOL_INTERRUPTED);
+        inv.tool_message = None;
+        self.append_user_blocks(inv, blocks, sink).await?;
+        // Answers are cleared once the tool cycle completes.
+        inv.answers = InterruptAnswers::default();
+        inv.answer_map.clear();
+        Ok(None)
+    }
+
+    fn take_decisions(&self, inv: &mut Invocation, decisions: Vec<DecisionRecord>, sink: &Sink) {
+        if decisions.is_empty() {
+            return;
+        }
+        if sink.is_enabled() {
+            for d in &decisions {
+                sink.push(AgentEvent::Decision(d.clone()));
+            }
+        }
+        inv.decisions.extend(decisions);
+    }
+
+    /// Appends a message (MessageAdded). Returns its index.
+    pub(crate) async fn add_message(
+        &mut self,
+        inv: &Invocation,
+        message: Message,
+        sink: &Sink,
+    ) -> Result<usize, Error> {
+        let wants_event = self.core.hooks.has::<MessageAddedEvent>();
+        let copy = (wants_event || sink.is_enabled()).then(|| message.clone());
+        let (idx, id) = self.conv.push(message);
+        if let Some(message) = copy {
+            if sink.is_enabled() {
+                sink.push(AgentEvent::MessageAdded {
+                    id,
+                    message: message.clone(),
+                });
+            }
+            if wants_event {
+                let mut ev = MessageAddedEvent::new(inv.cx.clone(), id, message);
+                self.core.hooks.dispatch(&mut ev).await?;
+            }
+        }
+        Ok(idx)
+    }
+
+    /// Appends user blocks, joining a trailing user message (MessageUpdated) or as a new one
+    /// (MessageAdded): history never holds two messages of the same role in a row.
+    pub(crate) async fn append_user_blocks(
+        &mut self,
+        inv: &Invocation,
+        blocks: Vec<ContentBlock>,
+        sink: &Sink,
+    ) -> Result<(), Error> {
+        let (idx, id, new) = self.conv.append_user(blocks);
+        if new {
+            let wants = self.core.hooks.has::<MessageAddedEvent>();
+            if wants || sink.is_enabled() {
+                let message = self
+                    .conv
+                    .get(idx)
+                    .cloned()
+                    .unwrap_or_else(|| Message::user(""));
+                if sink.is_enabled() {
+                    sink.push(AgentEvent::MessageAdded {
+                        id,
+                        message: message.clone(),
+                    });
+                }
+                if wants {
+                    let mut ev = MessageAddedEvent::new(inv.cx.clone(), id, message);
+                    self.core.hooks.dispatch(&mut ev).await?;
+                }
+            }
+            Ok(())
+        } else {
+            self.message_updated(inv, idx).await
+        }
+    }
+
+    async fn message_updated(&mut self, inv: &Invocation, idx: usize) -> Result<(), Error> {
+        if self.core.hooks.has::<MessageUpdatedEvent>() {
+            let message = self
+                .conv
+                .get(idx)
+                .cloned()
+                .unwrap_or_else(|| Message::user(""));
+            let mut ev = MessageUpdatedEvent::new(inv.cx.clone(), self.conv.id(idx), message);
+            self.core.hooks.dispatch(&mut ev).await?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,226 @@
+//! Streaming: the [`AgentEvent`]s of an invocation, delivered as the caller polls.
+//!
+//! There is no background task: the invocation's future lives inside the stream and runs when
+//! the caller polls, so a delta reaches the caller without a thread or task hop.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+
+use futures_core::Stream;
+use rein_core::{
+    AgentResult, DecisionRecord, Error, Interrupt, Message, MessageId, ToolResult, ToolUse,
+};
+
+/// One event of a streamed invocation.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum AgentEvent {
+    /// A model call starts.
+    ModelCallStarted {
+        /// Its index within the invocation.
+        model_call_index: u32,
+    },
+    /// Text from the model.
+    TextDelta(String),
+    /// A fragment of a tool use's input JSON.
+    ToolInputDelta {
+        /// The tool use.
+        tool_use_id: String,
+        /// The fragment.
+        delta: String,
+    },
+    /// Reasoning text from the model.
+    ReasoningDelta(String),
+    /// The response streamed so far is withdrawn (retried, withheld or failed): a UI should
+    /// retract what it showed.
+    ResponseDiscarded {
+        /// Why.
+        reason: String,
+    },
+    /// The response streamed so far was rewritten before it was stored; this is what counts.
+    ResponseReplaced {
+        /// The stored message.
+        message: Message,
+    },
+    /// A message was stored in history.
+    MessageAdded {
+        /// Its id.
+        id: MessageId,
+        /// The message.
+        message: Message,
+    },
+    /// A tool call starts.
+    ToolCallStarted {
+        /// The tool use.
+        tool_use: ToolUse,
+    },
+    /// A tool call finished (after AfterToolCall hooks).
+    ToolResult(ToolResult),
+    /// An intervention decision (see the decision audit).
+    Decision(DecisionRecord),
+    /// An interrupt was raised.
+    Interrupt(Interrupt),
+    /// The invocation finished; always the last item.
+    Finished(AgentResult),
+}
+
+#[derive(Default)]
+struct Queue {
+    items: VecDeque<AgentEvent>,
+}
+
+/// Where the loop writes events. Disabled for `invoke`, so nothing is built or queued there.
+#[derive(Clone, Default)]
+pub(crate) struct Sink {
+    queue: Option<Arc<Mutex<Queue>>>,
+    hold: Option<Arc<Mutex<Vec<AgentEvent>>>>,
+}
+
+impl Sink {
+    pub(crate) fn disabled() -> Self {
+        Self::default()
+    }
+
+    fn enabled(hold_deltas: bool) -> Self {
+        Self {
+            queue: Some(Arc::default()),
+            hold: hold_deltas.then(Arc::default),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn is_enabled(&self) -> bool {
+        self.queue.is_some()
+    }
+
+    /// Queues an event (the caller checks `is_enabled` before building expensive ones).
+    pub(crate) fn push(&self, event: AgentEvent) {
+        if let Some(q) = &self.queue {
+            q.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .items
+                .push_back(event);
+        }
+    }
+
+    /// Queues a model delta, or holds it until the verdict when the agent is set to.
+    pub(crate) fn delta(&self, event: AgentEvent) {
+        match &self.hold {
+            Some(h) => h.lock().unwrap_or_else(PoisonError::into_inner).push(event),
+            None => self.push(event),
+        }
+    }
+
+    /// The verdict on the response: release held deltas, or drop them.
+    pub(crate) fn verdict(&self, accepted: bool) {
+        if let Some(h) = &self.hold {
+            let held = std::mem::take(&mut *h.lock().unwrap_or_else(PoisonError::into_inner));
+            if accepted {
+                for e in held {
+                    self.push(e);
+                }
+            }
+        }
+    }
+
+    fn pop(&self) -> Option<AgentEvent> {
+        self.queue.as_ref().and_then(|q| {
+            q.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .items
+                .pop_front()
+        })
+    }
+
+    fn has_items(&self) -> bool {
+        self.queue.as_ref().is_some_and(|q| {
+            !q.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .items
+                .is_empty()
+        })
+    }
+
+    /// Lets the caller take what was queued before the loop goes on (streaming only).
+    pub(crate) async fn flush(&self) {
+        if self.is_enabled() && self.has_items() {
+            YieldOnce(false).await;
+        }
+    }
+}
+
+/// Returns `Pending` once (waking itself, so it is safe inside any combinator).
+struct YieldOnce(bool);
+
+impl Future for YieldOnce {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            Poll::Ready(())
+        } else {
+            self.0 = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    }
+}
+
+type RunFuture<'a> = Pin<Box<dyn Future<Output = Result<AgentResult, Error>> + Send + 'a>>;
+
+/// The stream returned by [`Agent::stream`](crate::Agent::stream): `AgentEvent`s, ending with
+/// [`AgentEvent::Finished`] or an error.
+pub struct AgentStream<'a> {
+    run: Option<RunFuture<'a>>,
+    sink: Sink,
+    finished: Option<Result<AgentResult, Error>>,
+}
+
+impl<'a> AgentStream<'a> {
+    pub(crate) fn new<F>(hold_deltas: bool, make: impl FnOnce(Sink) -> F) -> Self
+    where
+        F: Future<Output = Result<AgentResult, Error>> + Send + 'a,
+    {
+        let sink = Sink::enabled(hold_deltas);
+        let run = Box::pin(make(sink.clone()));
+        Self {
+            run: Some(run),
+            sink,
+            finished: None,
+        }
+    }
+}
+
+impl Stream for AgentStream<'_> {
+    type Item = Result<AgentEvent, Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if let Some(e) = self.sink.pop() {
+            return Poll::Ready(Some(Ok(e)));
+        }
+        if let Some(run) = self.run.as_mut() {
+            match run.as_mut().poll(cx) {
+                Poll::Ready(result) => {
+                    self.run = None;
+                    self.finished = Some(result);
+                }
+                Poll::Pending => {
+                    return match self.sink.pop() {
+                        Some(e) => Poll::Ready(Some(Ok(e))),
+                        None => Poll::Pending,
+                    };
+                }
+            }
+        }
+        if let Some(e) = self.sink.pop() {
+            return Poll::Ready(Some(Ok(e)));
+        }
+        match self.finished.take() {
+            Some(Ok(r)) => Poll::Ready(Some(Ok(AgentEvent::Finished(r)))),
+            Some(Err(e)) => Poll::Ready(Some(Err(e))),
+            None => Poll::Ready(None),
+        }
+    }
+}

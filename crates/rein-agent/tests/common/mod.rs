@@ -1,0 +1,116 @@
+//! Shared test helpers.
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rein_agent::{Agent, AgentBuilder, RetryStrategy};
+use rein_core::{ContentBlock, Message, Role, ToolError, ToolHandle, ToolOutput};
+use rein_models::ScriptedModel;
+use serde_json::{Value, json};
+
+/// A log shared between hooks and the test.
+#[derive(Clone, Default)]
+pub struct Log(pub Arc<Mutex<Vec<String>>>);
+
+impl Log {
+    pub fn push(&self, s: impl Into<String>) {
+        self.0.lock().unwrap().push(s.into());
+    }
+    pub fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+    pub fn snapshot(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+pub fn echo_tool(log: &Log) -> ToolHandle {
+    let log = log.clone();
+    ToolHandle::from_fn(
+        "echo",
+        "Echoes text.",
+        json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
+        move |input: Value, _cx| {
+            let log = log.clone();
+            async move {
+                let t = input["text"].as_str().unwrap_or_default().to_owned();
+                log.push(format!("ran echo:{t}"));
+                Ok(ToolOutput::text(t))
+            }
+        },
+    )
+}
+
+/// A tool that sleeps `ms` (from input) then answers.
+pub fn sleepy_tool(log: &Log) -> ToolHandle {
+    let log = log.clone();
+    ToolHandle::from_fn(
+        "sleep",
+        "Sleeps.",
+        json!({"type": "object", "properties": {"ms": {"type": "integer"}}}),
+        move |input: Value, _cx| {
+            let log = log.clone();
+            async move {
+                let ms = input["ms"].as_u64().unwrap_or(0);
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                log.push(format!("slept {ms}"));
+                Ok(ToolOutput::text(format!("slept {ms}")))
+            }
+        },
+    )
+}
+
+pub fn failing_tool() -> ToolHandle {
+    ToolHandle::from_sync_fn("fail", "Fails.", json!({"type": "object"}), |_, _| {
+        Err(ToolError::msg("disk on fire"))
+    })
+}
+
+pub fn panicking_tool() -> ToolHandle {
+    ToolHandle::from_sync_fn("boom", "Panics.", json!({"type": "object"}), |_, _| {
+        panic!("kaboom")
+    })
+}
+
+pub fn agent(model: ScriptedModel) -> AgentBuilder {
+    Agent::builder()
+        .model(model)
+        .retry_strategy(RetryStrategy::default().with_initial_delay(Duration::ZERO))
+}
+
+/// Every tool use in history has exactly one result right after it, and roles alternate.
+pub fn assert_history_valid(messages: &[Message]) {
+    for w in messages.windows(2) {
+        assert_ne!(
+            w[0].role, w[1].role,
+            "two {:?} messages in a row: {messages:#?}",
+            w[0].role
+        );
+    }
+    for (i, m) in messages.iter().enumerate() {
+        let uses: Vec<_> = m.tool_uses().map(|u| u.tool_use_id.clone()).collect();
+        if uses.is_empty() {
+            continue;
+        }
+        assert_eq!(m.role, Role::Assistant);
+        let next = messages
+            .get(i + 1)
+            .unwrap_or_else(|| panic!("tool use without results at the end: {messages:#?}"));
+        let results: Vec<_> = next
+            .content
+            .iter()
+            .filter_map(|b| match b {
+                ContentBlock::ToolResult(r) => Some(r.tool_use_id.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(uses, results, "results in tool-use order");
+    }
+}
+
+pub fn results_of(m: &Message) -> Vec<(String, String, bool)> {
+    m.tool_results()
+        .map(|r| (r.tool_use_id.clone(), r.text(), r.is_error()))
+        .collect()
+}

@@ -1,0 +1,98 @@
+//! Tracing spans `invoke_agent` / `chat` / `execute_tool` with GenAI attributes (SPEC §6).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+
+use common::*;
+use rein_models::{ScriptedModel, ScriptedResponse};
+use serde_json::json;
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+
+#[derive(Default, Clone)]
+struct Spans(Arc<Mutex<Vec<(String, Vec<(String, String)>)>>>);
+
+struct Fields<'a>(&'a mut Vec<(String, String)>);
+impl Visit for Fields<'_> {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.0.push((field.name().to_owned(), format!("{value:?}")));
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.push((field.name().to_owned(), value.to_owned()));
+    }
+}
+
+impl<S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>> Layer<S>
+    for Spans
+{
+    fn on_new_span(&self, attrs: &Attributes<'_>, _id: &Id, _ctx: Context<'_, S>) {
+        let mut f = Vec::new();
+        attrs.record(&mut Fields(&mut f));
+        self.0
+            .lock()
+            .unwrap()
+            .push((attrs.metadata().name().to_owned(), f));
+    }
+    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
+        let name = ctx.span(id).unwrap().name().to_owned();
+        let mut spans = self.0.lock().unwrap();
+        if let Some((_, f)) = spans.iter_mut().rev().find(|(n, _)| *n == name) {
+            values.record(&mut Fields(f));
+        }
+    }
+}
+
+fn field<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    fields
+        .iter()
+        .rev()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.as_str())
+}
+
+#[test]
+fn spans_carry_gen_ai_attributes() {
+    let spans = Spans::default();
+    let subscriber = tracing_subscriber::registry().with(spans.clone());
+    let log = Log::default();
+    tracing::subscriber::with_default(subscriber, || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let model = ScriptedModel::builder()
+                .response(ScriptedResponse::new().tool_use("t1", "echo", json!({"text": "x"})))
+                .text("done")
+                .build();
+            let mut agent = agent(model)
+                .name("support")
+                .tool(echo_tool(&log))
+                .build()
+                .unwrap();
+            agent.invoke("hi").await.unwrap();
+        });
+    });
+    let spans = spans.0.lock().unwrap().clone();
+    let names: Vec<&str> = spans.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, vec!["invoke_agent", "chat", "execute_tool", "chat"]);
+    let inv = &spans[0].1;
+    assert_eq!(field(inv, "gen_ai.operation.name"), Some("invoke_agent"));
+    assert_eq!(field(inv, "gen_ai.agent.name"), Some("support"));
+    assert_eq!(field(inv, "gen_ai.provider.name"), Some("scripted"));
+    assert_eq!(field(inv, "gen_ai.usage.input_tokens"), Some("24"));
+    let chat = &spans[1].1;
+    assert_eq!(field(chat, "gen_ai.operation.name"), Some("chat"));
+    assert_eq!(field(chat, "gen_ai.usage.output_tokens"), Some("4"));
+    assert_eq!(
+        field(chat, "gen_ai.response.finish_reasons"),
+        Some("tool_use")
+    );
+    let tool = &spans[2].1;
+    assert_eq!(field(tool, "gen_ai.tool.name"), Some("echo"));
+    assert_eq!(field(tool, "gen_ai.tool.call.id"), Some("t1"));
+    assert_eq!(field(tool, "gen_ai.tool.status"), Some("success"));
+}

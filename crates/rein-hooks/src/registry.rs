@@ -1,0 +1,408 @@
+//! The registry and its ordering rule.
+
+use std::fmt;
+use std::sync::Arc;
+
+use rein_core::{
+    AfterInvocationEvent, AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent,
+    BeforeModelCallEvent, BeforeToolCallEvent, BoxError, BoxFuture, Error, EventKind,
+    MessageAddedEvent, MessageUpdatedEvent, ToolHandle,
+};
+
+/// The position of a callback among those of the same event. Lower runs first.
+///
+/// On After* events, callbacks of the same order run in reverse registration order, so
+/// before/after pairs nest like middleware; distinct orders still ascend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct HookOrder(pub i32);
+
+impl HookOrder {
+    /// Runs before everything else.
+    pub const SDK_FIRST: Self = Self(-100);
+    /// Where interventions act on After* events (before plain hooks).
+    pub const INTERVENTION_OUTPUT: Self = Self(-90);
+    /// The default.
+    pub const DEFAULT: Self = Self(0);
+    /// Where interventions decide on Before* events (after plain hooks).
+    pub const INTERVENTION_INPUT: Self = Self(90);
+    /// Runs after everything else.
+    pub const SDK_LAST: Self = Self(100);
+}
+
+/// How a callback is registered.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HookOptions {
+    /// Its order.
+    pub order: HookOrder,
+    /// For `BeforeInvocationEvent` only: also run when an injected message is admitted
+    /// (the interventions bridge does; plain hooks do not).
+    pub on_injected_input: bool,
+}
+
+impl HookOptions {
+    /// Options with this order.
+    pub fn order(order: HookOrder) -> Self {
+        Self {
+            order,
+            on_injected_input: false,
+        }
+    }
+
+    /// Also runs for injected input (see the field).
+    pub fn on_injected_input(mut self) -> Self {
+        self.on_injected_input = true;
+        self
+    }
+}
+
+impl From<HookOrder> for HookOptions {
+    fn from(order: HookOrder) -> Self {
+        Self::order(order)
+    }
+}
+
+/// What a callback may return: `()` or `Result<(), E>`. An error fails the invocation
+/// (a `rein_core::Error` passes through as it is; anything else becomes `Error::Hook`).
+pub trait IntoHookResult {
+    /// Converts into the registry's result.
+    fn into_hook_result(self, event: EventKind) -> Result<(), Error>;
+}
+
+impl IntoHookResult for () {
+    #[inline]
+    fn into_hook_result(self, _: EventKind) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+impl<E: Into<BoxError>> IntoHookResult for Result<(), E> {
+    fn into_hook_result(self, event: EventKind) -> Result<(), Error> {
+        self.map_err(|e| {
+            let boxed: BoxError = e.into();
+            match boxed.downcast::<Error>() {
+                Ok(core) => *core,
+                Err(source) => Error::Hook {
+                    event: event.as_str(),
+                    source,
+                },
+            }
+        })
+    }
+}
+
+type SyncFn<E> = dyn Fn(&mut E) -> Result<(), Error> + Send + Sync;
+type AsyncFn<E> = dyn for<'a> Fn(&'a mut E) -> BoxFuture<'a, Result<(), Error>> + Send + Sync;
+
+enum Callback<E> {
+    Sync(Arc<SyncFn<E>>),
+    Async(Arc<AsyncFn<E>>),
+}
+
+impl<E> Clone for Callback<E> {
+    fn clone(&self) -> Self {
+        match self {
+            Self::Sync(f) => Self::Sync(f.clone()),
+            Self::Async(f) => Self::Async(f.clone()),
+        }
+    }
+}
+
+struct Entry<E> {
+    order: i32,
+    seq: u64,
+    injected: bool,
+    callback: Callback<E>,
+}
+
+impl<E> Clone for Entry<E> {
+    fn clone(&self) -> Self {
+        Self {
+            order: self.order,
+            seq: self.seq,
+            injected: self.injected,
+            callback: self.callback.clone(),
+        }
+    }
+}
+
+/// The callbacks of one event type, kept in dispatch order.
+struct Hooks<E> {
+    entries: Vec<Entry<E>>,
+}
+
+impl<E> Default for Hooks<E> {
+    fn default() -> Self {
+        Self {
+            entries: Vec::new(),
+        }
+    }
+}
+
+impl<E> Clone for Hooks<E> {
+    fn clone(&self) -> Self {
+        Self {
+            entries: self.entries.clone(),
+        }
+    }
+}
+
+impl<E: HookEvent> Hooks<E> {
+    fn insert(&mut self, entry: Entry<E>) {
+        // Ascending order; ties by registration order, reversed on After* events.
+        let after = E::KIND.is_after();
+        let key = |e: &Entry<E>| (e.order, if after { u64::MAX - e.seq } else { e.seq });
+        let k = key(&entry);
+        let pos = self.entries.partition_point(|e| key(e) <= k);
+        self.entries.insert(pos, entry);
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A lifecycle event type hooks can be registered for.
+pub trait HookEvent: Send + 'static + sealed::Sealed {
+    /// Which event this is.
+    const KIND: EventKind;
+    #[doc(hidden)]
+    fn hooks(registry: &HookRegistry) -> &HooksOf<Self>
+    where
+        Self: Sized;
+    #[doc(hidden)]
+    fn hooks_mut(registry: &mut HookRegistry) -> &mut HooksOf<Self>
+    where
+        Self: Sized;
+}
+
+/// The callbacks of one event type (opaque).
+pub struct HooksOf<E>(Hooks<E>);
+
+impl<E> Default for HooksOf<E> {
+    fn default() -> Self {
+        Self(Hooks::default())
+    }
+}
+
+impl<E> Clone for HooksOf<E> {
+    fn clone(&self) -> Self {
+        Self(self.0.clone())
+    }
+}
+
+macro_rules! events {
+    ($($field:ident: $ty:ty),* $(,)?) => {
+        /// Callbacks for every lifecycle event, in dispatch order, and the plugins registered.
+        ///
+        /// Cloning is cheap (callbacks are shared).
+        #[derive(Clone, Default)]
+        pub struct HookRegistry {
+            $($field: HooksOf<$ty>,)*
+            seq: u64,
+            plugins: Vec<String>,
+            tools: Vec<ToolHandle>,
+        }
+
+        $(
+            impl sealed::Sealed for $ty {}
+            impl HookEvent for $ty {
+                const KIND: EventKind = <$ty>::KIND;
+                fn hooks(registry: &HookRegistry) -> &HooksOf<Self> {
+                    &registry.$field
+                }
+                fn hooks_mut(registry: &mut HookRegistry) -> &mut HooksOf<Self> {
+                    &mut registry.$field
+                }
+            }
+        )*
+
+        impl fmt::Debug for HookRegistry {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                let mut d = f.debug_struct("HookRegistry");
+                $(d.field(stringify!($field), &self.$field.0.entries.len());)*
+                d.field("plugins", &self.plugins).finish()
+            }
+        }
+    };
+}
+
+events! {
+    before_invocation: BeforeInvocationEvent,
+    before_model_call: BeforeModelCallEvent,
+    after_model_call: AfterModelCallEvent,
+    before_tool_call: BeforeToolCallEvent,
+    after_tool_call: AfterToolCallEvent,
+    message_added: MessageAddedEvent,
+    message_updated: MessageUpdatedEvent,
+    after_invocation: AfterInvocationEvent,
+}
+
+impl HookRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn push<E: HookEvent>(&mut self, opts: HookOptions, callback: Callback<E>) {
+        self.seq += 1;
+        let entry = Entry {
+            order: opts.order.0,
+            seq: self.seq,
+            injected: opts.on_injected_input,
+            callback,
+        };
+        E::hooks_mut(self).0.insert(entry);
+    }
+
+    /// Registers a sync callback at the default order. The event type is the closure's
+    /// argument type.
+    pub fn add<E, R, F>(&mut self, f: F) -> &mut Self
+    where
+        E: HookEvent,
+        R: IntoHookResult,
+        F: Fn(&mut E) -> R + Send + Sync + 'static,
+    {
+        self.add_with(HookOptions::default(), f)
+    }
+
+    /// Registers a sync callback with an order (or [`HookOptions`]).
+    pub fn add_with<E, R, F>(&mut self, opts: impl Into<HookOptions>, f: F) -> &mut Self
+    where
+        E: HookEvent,
+        R: IntoHookResult,
+        F: Fn(&mut E) -> R + Send + Sync + 'static,
+    {
+        let kind = E::KIND;
+        self.push(
+            opts.into(),
+            Callback::Sync(Arc::new(move |ev: &mut E| f(ev).into_hook_result(kind))),
+        );
+        self
+    }
+
+    /// Registers an async callback at the default order: a closure returning
+    /// `Box::pin(async move { ... })`, which may borrow the event.
+    pub fn add_async<E, R, F>(&mut self, f: F) -> &mut Self
+    where
+        E: HookEvent,
+        R: IntoHookResult + 'static,
+        F: for<'a> Fn(&'a mut E) -> BoxFuture<'a, R> + Send + Sync + 'static,
+    {
+        self.add_async_with(HookOptions::default(), f)
+    }
+
+    /// Registers an async callback with an order (or [`HookOptions`]).
+    pub fn add_async_with<E, R, F>(&mut self, opts: impl Into<HookOptions>, f: F) -> &mut Self
+    where
+        E: HookEvent,
+        R: IntoHookResult + 'static,
+        F: for<'a> Fn(&'a mut E) -> BoxFuture<'a, R> + Send + Sync + 'static,
+    {
+        let kind = E::KIND;
+        let f = Arc::new(f);
+        self.push(
+            opts.into(),
+            Callback::Async(Arc::new(move |ev: &mut E| {
+                let f = f.clone();
+                Box::pin(async move { f(ev).await.into_hook_result(kind) })
+            })),
+        );
+        self
+    }
+
+    /// How many callbacks are registered for `E`.
+    pub fn count<E: HookEvent>(&self) -> usize {
+        E::hooks(self).0.entries.len()
+    }
+
+    /// Whether any callback is registered for `E` (lets the agent skip building the event).
+    #[inline]
+    pub fn has<E: HookEvent>(&self) -> bool {
+        !E::hooks(self).0.entries.is_empty()
+    }
+
+    /// Runs the callbacks of `E` in order; the first error stops the dispatch and is returned.
+    pub async fn dispatch<E: HookEvent>(&self, event: &mut E) -> Result<(), Error> {
+        for entry in &E::hooks(self).0.entries {
+            match &entry.callback {
+                Callback::Sync(f) => f(event)?,
+                Callback::Async(f) => f(event).await?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs, for an injected message, only the `BeforeInvocation` callbacks registered with
+    /// [`HookOptions::on_injected_input`].
+    pub async fn dispatch_injected(&self, event: &mut BeforeInvocationEvent) -> Result<(), Error> {
+        for entry in self
+            .before_invocation
+            .0
+            .entries
+            .iter()
+            .filter(|e| e.injected)
+        {
+            match &entry.callback {
+                Callback::Sync(f) => f(event)?,
+                Callback::Async(f) => f(event).await?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether any callback runs for injected input.
+    pub fn has_injected(&self) -> bool {
+        self.before_invocation.0.entries.iter().any(|e| e.injected)
+    }
+
+    pub(crate) fn add_plugin_name(&mut self, name: &str) -> Result<(), Error> {
+        if self.plugins.iter().any(|p| p == name) {
+            return Err(Error::DuplicatePlugin(name.to_owned()));
+        }
+        self.plugins.push(name.to_owned());
+        Ok(())
+    }
+
+    pub(crate) fn push_tool(&mut self, tool: ToolHandle) {
+        self.tools.push(tool);
+    }
+
+    /// Names of the plugins registered, in order.
+    pub fn plugins(&self) -> &[String] {
+        &self.plugins
+    }
+
+    /// Tools contributed by plugins.
+    pub fn plugin_tools(&self) -> &[ToolHandle] {
+        &self.tools
+    }
+
+    /// Appends every callback of `other` (keeping their orders) and its plugins and tools.
+    pub fn merge(&mut self, other: HookRegistry) -> Result<(), Error> {
+        for p in &other.plugins {
+            self.add_plugin_name(p)?;
+        }
+        self.tools.extend(other.tools);
+        macro_rules! merge_field {
+            ($($f:ident),*) => {$(
+                for e in other.$f.0.entries {
+                    self.seq += 1;
+                    let entry = Entry { seq: self.seq, ..e };
+                    self.$f.0.insert(entry);
+                }
+            )*};
+        }
+        merge_field!(
+            before_invocation,
+            before_model_call,
+            after_model_call,
+            before_tool_call,
+            after_tool_call,
+            message_added,
+            message_updated,
+            after_invocation
+        );
+        Ok(())
+    }
+}
