@@ -1,5 +1,6 @@
 //! Use an MCP server's tools as Rein tools: connect over stdio, list the tools, call two of
-//! them directly through `ToolHandle::call` (as the agent does). Needs no API key.
+//! them directly through `ToolHandle::call`, then give them to an agent (on the embedded
+//! scripted model). Needs no API key.
 //!
 //! ```sh
 //! bash .ci/peers-mcp.sh target/peers && source target/peers/env   # installs the reference server
@@ -10,8 +11,9 @@
 
 use std::time::Duration;
 
+use rein::core::{AgentState, InterruptAnswers, InvocationId, InvocationState};
 use rein::mcp::McpClient;
-use rein_core::{AgentState, InterruptAnswers, InvocationId, InvocationState, ToolContext};
+use rein::prelude::*;
 use serde_json::json;
 
 #[tokio::main]
@@ -74,6 +76,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             Err(e) => println!("{name}({input}) -> Error: {e}"),
         }
     }
+
+    // The same tools in an agent.
+    println!("\nagent run (model: the embedded scripted demo model, no API key needed):");
+    let model = ScriptedModel::builder()
+        .tool_use("t1", "everything_get-sum", json!({"a": 2, "b": 3}))
+        .text("2 + 3 = 5, says the MCP server.")
+        .build();
+    let mut agent = Agent::builder().model(model).tools(tools).build()?;
+    let result = agent.invoke("What is 2 + 3? Use the tool.").await?;
+    for message in agent.messages() {
+        println!("  {}", serde_json::to_string(message)?);
+    }
+    println!("  [answer] {}", result.text());
+
     client.close().await;
     Ok(())
 }

@@ -1,14 +1,14 @@
-//! `#[tool]`: turn functions into tools, show what the model is told about them, and call them
-//! the way the agent does (through `ToolHandle::call`). Needs no API key and no network:
+//! `#[tool]`: turn functions into tools, show what the model is told about them, call them
+//! directly through `ToolHandle::call`, then let an agent (on the embedded scripted model) call
+//! them. Needs no API key and no network:
 //!
 //! ```sh
 //! cargo run -p rein-examples --example tool_macro
 //! ```
 
-use rein::tool;
-use rein_core::{
-    AgentState, InterruptAnswers, InvocationId, InvocationState, ToolContext, ToolError, ToolHandle,
-};
+use futures_util::StreamExt;
+use rein::core::{AgentState, InterruptAnswers, InvocationId, InvocationState};
+use rein::prelude::*;
 use serde_json::json;
 
 /// A temperature unit.
@@ -86,7 +86,7 @@ async fn show(tool: &ToolHandle, input: serde_json::Value) {
 }
 
 #[tokio::main]
-async fn main() {
+async fn main() -> Result<(), rein::Error> {
     let tools = [ToolHandle::new(GetWeather), ToolHandle::from(ComputeStats)];
     for t in &tools {
         let spec = t.spec();
@@ -100,4 +100,48 @@ async fn main() {
     show(weather, json!({"town": "Paris"})).await; // invalid input: unknown/missing argument
     show(stats, json!({"values": [1.0, 2.0, 4.5]})).await;
     show(stats, json!({"values": "1, 2"})).await; // invalid input: wrong type
+
+    // The same tools in an agent. The scripted model asks for the weather (once with an
+    // argument the schema does not allow), then answers.
+    println!("\nagent run (model: the embedded scripted demo model, no API key needed):");
+    let model = ScriptedModel::builder()
+        .response(
+            ScriptedResponse::new()
+                .tool_use(
+                    "t1",
+                    "get_weather",
+                    json!({"city": "Paris", "unit": "celsius"}),
+                )
+                .tool_use("t2", "stats", json!({"values": [3, 4]}))
+                .tool_use(
+                    "t3",
+                    "get_weather",
+                    json!({"city": "Paris", "unit": "kelvin"}),
+                ),
+        )
+        .text("It is 18 °C in Paris; the mean of 3 and 4 is 3.5.")
+        .build();
+    let mut agent = Agent::builder()
+        .model(model)
+        .tool(GetWeather.into())
+        .tool(ComputeStats.into())
+        .build()?;
+    let mut events = agent.stream("Weather in Paris? And the mean of 3 and 4?");
+    while let Some(event) = events.next().await {
+        match event? {
+            AgentEvent::ToolCallStarted { tool_use } => {
+                println!("  [tool] {} {}", tool_use.name, tool_use.input)
+            }
+            AgentEvent::ToolResult(r) => {
+                // The result as the model gets it (Bedrock-Converse JSON).
+                println!(
+                    "  [result] {}",
+                    serde_json::to_string(&r).unwrap_or_default()
+                )
+            }
+            AgentEvent::Finished(result) => println!("  [answer] {}", result.text()),
+            _ => {}
+        }
+    }
+    Ok(())
 }
