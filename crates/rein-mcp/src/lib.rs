@@ -70,7 +70,8 @@ pub enum McpError {
     /// The connection or the MCP handshake failed.
     #[error("could not connect to MCP server {server}: {source}")]
     Connect {
-        /// The server (command or URL).
+        /// The server: its name from the handshake, else the program or the URL (never the
+        /// arguments or credentials, which may be secret).
         server: String,
         /// Why.
         #[source]
@@ -79,7 +80,8 @@ pub enum McpError {
     /// A request to the server failed (transport error, protocol error, closed connection).
     #[error("MCP request `{method}` to {server} failed: {source}")]
     Request {
-        /// The server (command or URL).
+        /// The server: its name from the handshake, else the program or the URL (never the
+        /// arguments or credentials, which may be secret).
         server: String,
         /// The MCP method (`tools/list`, `tools/call`...).
         method: String,
@@ -90,7 +92,8 @@ pub enum McpError {
     /// The server did not answer in time.
     #[error("MCP {what} on {server} timed out after {timeout:?}")]
     Timeout {
-        /// The server (command or URL).
+        /// The server: its name from the handshake, else the program or the URL (never the
+        /// arguments or credentials, which may be secret).
         server: String,
         /// What timed out (`connect`, `tools/list`, `tool 'echo'`).
         what: String,
@@ -101,7 +104,8 @@ pub enum McpError {
     /// needs client-side input or became a long-running task).
     #[error("MCP server {server}: {message}")]
     Unsupported {
-        /// The server (command or URL).
+        /// The server: its name from the handshake, else the program or the URL (never the
+        /// arguments or credentials, which may be secret).
         server: String,
         /// What was unsupported.
         message: String,
@@ -109,7 +113,8 @@ pub enum McpError {
     /// The connection was closed with [`McpClient::close`].
     #[error("MCP client for {server} is closed")]
     Closed {
-        /// The server (command or URL).
+        /// The server: its name from the handshake, else the program or the URL (never the
+        /// arguments or credentials, which may be secret).
         server: String,
     },
 }
@@ -289,7 +294,7 @@ impl McpClientBuilder {
             config = config.auth_header(token.clone());
         }
         let transport = StreamableHttpClientTransport::from_config(config);
-        self.finish(url, transport).await
+        self.finish(describe_url(&url), transport).await
     }
 
     async fn finish<T, E, A>(self, server: String, transport: T) -> Result<McpClient, McpError>
@@ -321,6 +326,11 @@ impl McpClientBuilder {
             .and_then(|i| i.server_info.as_ref())
             .map(|i| i.name.clone());
         let instructions = info.as_ref().and_then(|i| i.instructions.clone());
+        // From now on errors (which the model may see) name the server by its own name.
+        let server = match &server_name {
+            Some(name) if !name.is_empty() => format!("'{name}'"),
+            _ => server,
+        };
         Ok(McpClient {
             inner: Arc::new(Inner {
                 server,
@@ -337,7 +347,7 @@ impl McpClientBuilder {
 }
 
 struct Inner {
-    /// The command or URL, for messages.
+    /// How errors name the server: its handshake name, else the program or URL.
     server: String,
     peer: Peer<RoleClient>,
     service: Mutex<Option<RunningService<RoleClient, ()>>>,
@@ -602,14 +612,23 @@ impl Tool for McpTool {
     }
 }
 
+/// The program, without its arguments (which may hold secrets), to name a server in errors.
 fn describe_command(cmd: &tokio::process::Command) -> String {
-    let std = cmd.as_std();
-    let mut s = std.get_program().to_string_lossy().into_owned();
-    for a in std.get_args() {
-        s.push(' ');
-        s.push_str(&a.to_string_lossy());
+    cmd.as_std().get_program().to_string_lossy().into_owned()
+}
+
+/// A URL without credentials, query or fragment, to name a server in errors.
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
+fn describe_url(url: &str) -> String {
+    let url = url.split(['?', '#']).next().unwrap_or(url);
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            let host = authority.rsplit('@').next().unwrap_or(authority);
+            format!("{scheme}://{host}{path}")
+        }
+        None => url.to_owned(),
     }
-    s
 }
 
 /// Maps an MCP `CallToolResult` to a Rein tool output.
@@ -747,6 +766,21 @@ mod tests {
 
     fn result(v: Value) -> CallToolResult {
         serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn server_labels_hide_secrets() {
+        assert_eq!(
+            describe_url("https://user:pw@mcp.example.com:8443/mcp?token=x#f"),
+            "https://mcp.example.com:8443/mcp"
+        );
+        assert_eq!(
+            describe_url("http://127.0.0.1:3001"),
+            "http://127.0.0.1:3001"
+        );
+        let mut cmd = tokio::process::Command::new("server");
+        cmd.args(["--api-key", "secret"]);
+        assert_eq!(describe_command(&cmd), "server");
     }
 
     #[test]

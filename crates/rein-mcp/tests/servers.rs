@@ -382,7 +382,7 @@ async fn spawn_failure_is_a_typed_error() {
     let err = McpClient::builder()
         .connect_timeout(Duration::from_secs(5))
         .quiet(true)
-        .stdio("sh", ["-c", "echo not-json; sleep 30"])
+        .stdio("sh", ["-c", "echo not-json; exec sleep 30"])
         .await
         .unwrap_err();
     assert!(
