@@ -1,17 +1,34 @@
-//! Project tasks: `cargo run -p xtask -- <task>`.
+//! Project tasks: `cargo run --release -p xtask -- <task>`.
+//!
+//! - `bench [--quick] [--out FILE] [SCENARIO-PREFIX ...]`: Rein's scenario benchmarks, written as
+//!   JSON lines with `sdk: "rein"` (the schema of `xtask/peers/`), also printed.
+//! - `bench-all [--quick]`: Rein's scenarios and the Python peers' (Strands Agents, OpenAI Agents)
+//!   in one run, then the ratio table.
+//! - `ci`: runs `.ci/run`.
 
-fn main() {
-    let task = std::env::args().nth(1);
-    match task.as_deref() {
-        Some("ci") => {
-            let status = std::process::Command::new("bash").arg(".ci/run").status();
-            std::process::exit(status.map(|s| s.code().unwrap_or(1)).unwrap_or(1));
-        }
+mod bench;
+
+use std::process::{Command, ExitCode};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("bench") => bench::main(&args[1..]),
+        Some("bench-child") => bench::child(&args[1..]),
+        Some("bench-all") => bench::all(&args[1..]),
+        Some("ci") => match Command::new("bash").arg(".ci/run").status() {
+            Ok(s) if s.success() => ExitCode::SUCCESS,
+            _ => ExitCode::FAILURE,
+        },
         _ => {
             eprintln!(
-                "usage: cargo run -p xtask -- <task>\n\ntasks:\n  ci    run the CI script (.ci/run)"
+                "usage: cargo run --release -p xtask -- <task>\n\n\
+                 tasks:\n  \
+                 bench [--quick] [--out FILE] [PREFIX ...]  Rein's scenario benchmarks (JSON lines)\n  \
+                 bench-all [--quick]                        Rein and the Python peers, one run, ratio table\n  \
+                 ci                                         run the CI script (.ci/run)"
             );
-            std::process::exit(2);
+            ExitCode::from(2)
         }
     }
 }

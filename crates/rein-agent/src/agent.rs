@@ -7,12 +7,14 @@ use rein_core::{
     InvocationState, Map, Message, MessageId, Role, ToolChoice, ToolHandle, ToolResult,
 };
 use rein_hooks::{HookEvent, HookOptions, HookRegistry, IntoHookResult, Plugin};
+use rein_interventions::{InterventionRegistry, SharedHandler};
 use rein_models::{Model, SharedModel};
 
 use crate::cancel::CancelHandle;
 use crate::conversation::{
     Conversation, ConversationManager, HistoryEdit, NoConversationManager, SlidingWindow,
 };
+use crate::inject::TurnInterceptor;
 use crate::pending::PendingInterrupts;
 use crate::retry::RetryStrategy;
 use crate::stream::{AgentStream, Sink};
@@ -182,6 +184,7 @@ pub struct Agent {
     pub(crate) pending: Option<PendingInterrupts>,
     pub(crate) manager: Box<dyn ConversationManager>,
     pub(crate) cancel: CancelHandle,
+    pub(crate) interceptor: TurnInterceptor,
 }
 
 impl std::fmt::Debug for Agent {
@@ -233,6 +236,17 @@ impl Agent {
         self.conv = Conversation::from_parts(messages, ids);
     }
 
+    /// Rewinds the conversation to its first `len` messages (and forgets pending interrupts when
+    /// their assistant message is cut).
+    pub fn truncate_messages(&mut self, len: usize) {
+        self.conv.truncate(len);
+        if let Some(p) = &self.pending
+            && !self.conv.ids().contains(&p.assistant_message_id)
+        {
+            self.pending = None;
+        }
+    }
+
     /// Forgets the conversation (and any pending interrupts).
     pub fn clear_history(&mut self) {
         self.conv.clear();
@@ -274,6 +288,11 @@ impl Agent {
                 self.conv.append_user(blocks);
             }
         }
+    }
+
+    /// A handle that injects messages into the running invocation (SPEC §5).
+    pub fn interceptor(&self) -> TurnInterceptor {
+        self.interceptor.clone()
     }
 
     /// A handle that cancels the running invocation.
@@ -329,6 +348,8 @@ pub struct AgentBuilder {
     config: AgentConfig,
     messages: Vec<Message>,
     state: Map,
+    interventions: Vec<SharedHandler>,
+    audit_timing: bool,
 }
 
 impl Default for AgentBuilder {
@@ -352,6 +373,8 @@ impl Default for AgentBuilder {
             },
             messages: Vec::new(),
             state: Map::new(),
+            interventions: Vec::new(),
+            audit_timing: false,
         }
     }
 }
@@ -415,6 +438,18 @@ impl AgentBuilder {
         self
     }
 
+    /// Adds an async hook callback at the default order (a closure returning
+    /// `Box::pin(async move { ... })`).
+    pub fn hook_async<E, R, F>(mut self, f: F) -> Self
+    where
+        E: HookEvent,
+        R: IntoHookResult + 'static,
+        F: for<'a> Fn(&'a mut E) -> rein_core::BoxFuture<'a, R> + Send + Sync + 'static,
+    {
+        self.hooks.add_async(f);
+        self
+    }
+
     /// Adds the callbacks (and plugins) of a registry.
     pub fn hooks(mut self, hooks: HookRegistry) -> Self {
         if let Err(e) = self.hooks.merge(hooks) {
@@ -428,6 +463,30 @@ impl AgentBuilder {
         if let Err(e) = self.hooks.add_plugin(&plugin) {
             self.plugin_error.get_or_insert(e);
         }
+        self
+    }
+
+    /// Adds an intervention handler. Handlers are evaluated in the order they are added; a
+    /// duplicate name fails `build`.
+    pub fn intervention(mut self, handler: impl Into<SharedHandler>) -> Self {
+        self.interventions.push(handler.into());
+        self
+    }
+
+    /// Adds intervention handlers, in order.
+    pub fn interventions<I>(mut self, handlers: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: Into<SharedHandler>,
+    {
+        self.interventions
+            .extend(handlers.into_iter().map(Into::into));
+        self
+    }
+
+    /// Records each intervention handler's duration in the decision audit.
+    pub fn audit_timing(mut self, on: bool) -> Self {
+        self.audit_timing = on;
         self
     }
 
@@ -515,11 +574,18 @@ impl AgentBuilder {
         self
     }
 
-    /// Builds the agent: fails on a missing model, duplicate tool or plugin names, or a tool
-    /// input schema that does not compile.
-    pub fn build(self) -> Result<Agent, Error> {
+    /// Builds the agent: fails on a missing model, duplicate tool, plugin or intervention handler
+    /// names, or a tool input schema that does not compile.
+    pub fn build(mut self) -> Result<Agent, Error> {
         if let Some(e) = self.plugin_error {
             return Err(e);
+        }
+        if !self.interventions.is_empty() {
+            let registry = InterventionRegistry::builder()
+                .handlers(std::mem::take(&mut self.interventions))
+                .audit_timing(self.audit_timing)
+                .build()?;
+            registry.install(&mut self.hooks);
         }
         let model = self
             .model
@@ -547,6 +613,7 @@ impl AgentBuilder {
             pending: None,
             manager: self.manager,
             cancel: CancelHandle::default(),
+            interceptor: TurnInterceptor::default(),
         })
     }
 }

@@ -71,6 +71,13 @@ impl Conversation {
         self.ids[idx]
     }
 
+    pub(crate) fn truncate(&mut self, len: usize) {
+        if len < self.len() {
+            Arc::make_mut(&mut self.messages).truncate(len);
+            self.ids.truncate(len);
+        }
+    }
+
     pub(crate) fn clear(&mut self) {
         self.messages = Arc::default();
         self.ids.clear();

@@ -28,6 +28,7 @@
 mod agent;
 mod cancel;
 mod conversation;
+mod inject;
 mod pending;
 mod retry;
 mod run;
@@ -41,6 +42,7 @@ pub use cancel::CancelHandle;
 pub use conversation::{
     ConversationManager, HistoryEdit, NoConversationManager, SlidingWindow, TRUNCATED_TOOL_RESULT,
 };
+pub use inject::{InjectError, TurnInterceptor};
 pub use pending::{PENDING_SCHEMA_VERSION, PendingInterrupts};
 pub use rein_core::{AgentResult, Error};
 pub use retry::RetryStrategy;

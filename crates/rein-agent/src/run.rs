@@ -7,10 +7,10 @@ use futures_util::StreamExt as _;
 use rein_core::{
     AfterInvocationEvent, AfterModelCallEvent, AgentResult, BeforeInvocationEvent,
     BeforeModelCallEvent, ContentBlock, CycleMetrics, DecisionAction, DecisionOutcome,
-    DecisionRecord, Error, EventKind, Interrupt, InterruptAnswer, InterruptAnswers,
-    InvocationContext, InvocationMetrics, Message, MessageAddedEvent, MessageUpdatedEvent,
-    ModelError, ModelRequest, ModelResponse, Role, StopReason, StreamAssembler, StreamEvent,
-    ToolResult, ToolUse, Usage,
+    DecisionRecord, Error, EventKind, InjectionOutcome, InjectionRecord, Interrupt,
+    InterruptAnswer, InterruptAnswers, InvocationContext, InvocationMetrics, Message,
+    MessageAddedEvent, MessageUpdatedEvent, ModelError, ModelRequest, ModelResponse, Role,
+    StopReason, StreamAssembler, StreamEvent, ToolResult, ToolUse, Usage,
 };
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
@@ -49,13 +49,17 @@ pub(crate) struct Invocation {
     /// Index of the assistant message whose tools are running.
     tool_message: Option<usize>,
     streaming_response: bool,
+    run_version: u64,
+    injections: Vec<InjectionRecord>,
 }
 
 enum TurnEnd {
-    /// A response to act on (already stored).
+    /// A response to act on, stored at `index` (its message moved into history).
     Accepted {
         index: usize,
-        response: ModelResponse,
+        stop_reason: StopReason,
+        has_tool_use: bool,
+        invalid_tool_inputs: Vec<(String, String)>,
     },
     /// The turn ended with this stored (or standing) message.
     Ended {
@@ -104,6 +108,7 @@ impl Agent {
             rein.stop_reason = tracing::field::Empty,
         );
         let token = self.cancel.begin();
+        let run_version = self.interceptor.begin();
         let mut inv = Invocation {
             cx,
             usage: Usage::default(),
@@ -115,6 +120,8 @@ impl Agent {
             turn_results: Vec::new(),
             tool_message: None,
             streaming_response: false,
+            run_version,
+            injections: Vec::new(),
         };
         let started = Instant::now();
         let outcome = {
@@ -126,9 +133,14 @@ impl Agent {
             }
         };
         self.cancel.end();
+        // Whatever is still queued when the run ends is rejected, exactly once.
+        for item in self.interceptor.end() {
+            self.reject_injection(&mut inv, &item.message, item.id, "run ended", &sink);
+        }
         inv.metrics.duration = started.elapsed();
         let result = match outcome {
             Ok(mut r) => {
+                r.injections = std::mem::take(&mut inv.injections);
                 r.usage = inv.usage;
                 r.metrics = std::mem::take(&mut inv.metrics);
                 r.decisions = std::mem::take(&mut inv.decisions);
@@ -155,6 +167,7 @@ impl Agent {
                 r.usage = inv.usage;
                 r.metrics = std::mem::take(&mut inv.metrics);
                 r.decisions = std::mem::take(&mut inv.decisions);
+                r.injections = std::mem::take(&mut inv.injections);
                 repaired.map(|()| r)
             }
             Err(Stop::Failed(e)) => {
@@ -276,7 +289,7 @@ impl Agent {
             let interrupted = {
                 // The pending state is consumed by the tool phase.
                 self.pending = None;
-                self.tool_phase(inv, idx, None, completed, model_call_index, sink)
+                self.tool_phase(inv, idx, &[], completed, model_call_index, sink)
                     .await?
             };
             if let Some(r) = interrupted {
@@ -285,6 +298,7 @@ impl Agent {
             if let Some(r) = self.after_tools_cancel(inv) {
                 return Ok(r);
             }
+            self.drain_injections(inv, sink).await?;
         }
 
         loop {
@@ -295,20 +309,26 @@ impl Agent {
                 } => {
                     return Ok(AgentResult::new(stop_reason, message, inv.cx.invocation_id));
                 }
-                TurnEnd::Accepted { index, response } => {
-                    if !response.message.has_tool_use() {
-                        return Ok(AgentResult::new(
-                            response.stop_reason,
-                            response.message,
-                            inv.cx.invocation_id,
-                        ));
+                TurnEnd::Accepted {
+                    index,
+                    stop_reason,
+                    has_tool_use,
+                    invalid_tool_inputs,
+                } => {
+                    if !has_tool_use {
+                        let message = self
+                            .conv
+                            .get(index)
+                            .cloned()
+                            .unwrap_or_else(|| Message::new(Role::Assistant, Vec::new()));
+                        return Ok(AgentResult::new(stop_reason, message, inv.cx.invocation_id));
                     }
                     let model_call_index = inv.model_calls.saturating_sub(1);
                     if let Some(r) = self
                         .tool_phase(
                             inv,
                             index,
-                            Some(&response),
+                            &invalid_tool_inputs,
                             Vec::new(),
                             model_call_index,
                             sink,
@@ -320,8 +340,85 @@ impl Agent {
                     if let Some(r) = self.after_tools_cancel(inv) {
                         return Ok(r);
                     }
+                    self.drain_injections(inv, sink).await?;
                 }
             }
+        }
+    }
+
+    /// Delivers injected messages at a turn boundary, after admission by the interventions.
+    async fn drain_injections(&mut self, inv: &mut Invocation, sink: &Sink) -> Result<(), Error> {
+        let mut items = self.interceptor.drain().into_iter();
+        while let Some(item) = items.next() {
+            if item.version != inv.run_version {
+                self.reject_injection(inv, &item.message, item.id, "stale", sink);
+                continue;
+            }
+            let mut messages = vec![item.message.clone()];
+            if self.core.hooks.has_injected() {
+                let mut ev =
+                    BeforeInvocationEvent::new(inv.cx.clone(), messages, self.conv.snapshot())
+                        .as_injected();
+                if let Err(e) = self.core.hooks.dispatch_injected(&mut ev).await {
+                    let reason = e.to_string();
+                    self.reject_injection(inv, &item.message, item.id, &reason, sink);
+                    for rest in items {
+                        self.reject_injection(inv, &rest.message, rest.id, "run ended", sink);
+                    }
+                    return Err(e);
+                }
+                self.take_decisions(inv, ev.take_decisions(), sink);
+                if let Some(text) = ev.cancel.text(BeforeInvocationEvent::DEFAULT_CANCEL) {
+                    let text = text.to_owned();
+                    self.reject_injection(inv, &item.message, item.id, &text, sink);
+                    continue;
+                }
+                messages = ev.messages;
+            }
+            for m in &messages {
+                if m.role == Role::User {
+                    self.append_user_blocks(inv, m.content.clone(), sink)
+                        .await?;
+                } else {
+                    self.add_message(inv, m.clone(), sink).await?;
+                }
+            }
+            let delivered = messages.into_iter().next().unwrap_or(item.message);
+            self.interceptor.consumed(item.id, &delivered);
+            inv.injections.push(InjectionRecord::new(
+                item.id,
+                InjectionOutcome::Consumed,
+                None,
+            ));
+            if sink.is_enabled() {
+                sink.push(AgentEvent::InjectionConsumed {
+                    id: item.id,
+                    message: delivered,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn reject_injection(
+        &self,
+        inv: &mut Invocation,
+        message: &Message,
+        id: rein_core::InjectionId,
+        reason: &str,
+        sink: &Sink,
+    ) {
+        self.interceptor.rejected(id, message, reason);
+        inv.injections.push(InjectionRecord::new(
+            id,
+            InjectionOutcome::Rejected,
+            Some(reason.to_owned()),
+        ));
+        if sink.is_enabled() {
+            sink.push(AgentEvent::InjectionRejected {
+                id,
+                reason: reason.to_owned(),
+            });
         }
     }
 
@@ -532,10 +629,16 @@ impl Agent {
                             });
                         }
                     }
-                    let index = self
-                        .add_message(inv, response.message.clone(), sink)
-                        .await?;
-                    return Ok(TurnEnd::Accepted { index, response });
+                    let has_tool_use = response.message.has_tool_use();
+                    let stop_reason = response.stop_reason;
+                    let invalid_tool_inputs = response.invalid_tool_inputs;
+                    let index = self.add_message(inv, response.message, sink).await?;
+                    return Ok(TurnEnd::Accepted {
+                        index,
+                        stop_reason,
+                        has_tool_use,
+                        invalid_tool_inputs,
+                    });
                 }
             }
         }
@@ -658,29 +761,39 @@ impl Agent {
         &mut self,
         inv: &mut Invocation,
         idx: usize,
-        response: Option<&ModelResponse>,
+        invalid_inputs: &[(String, String)],
         completed: Vec<ToolResult>,
         model_call_index: u32,
         sink: &Sink,
     ) -> Result<Option<AgentResult>, Stop> {
-        let Some(assistant) = self.conv.get(idx).cloned() else {
+        let Some(assistant) = self.conv.get(idx) else {
             return Err(Stop::Failed(Error::Config(
                 "tool phase on a missing message".into(),
             )));
         };
         let tool_uses: Vec<ToolUse> = assistant.tool_uses().cloned().collect();
-        inv.turn_results = tool_uses
+        let ids: Vec<String> = tool_uses.iter().map(|u| u.tool_use_id.clone()).collect();
+        let mut completed = completed;
+        inv.turn_results = ids
             .iter()
-            .map(|u| {
+            .map(|id| {
                 completed
                     .iter()
-                    .find(|r| r.tool_use_id == u.tool_use_id)
-                    .cloned()
+                    .position(|r| r.tool_use_id == *id)
+                    .map(|p| completed.swap_remove(p))
             })
             .collect();
         inv.tool_message = Some(idx);
-        let todo: Vec<usize> = (0..tool_uses.len())
-            .filter(|&i| inv.turn_results[i].is_none())
+        let invalid = |id: &str| {
+            invalid_inputs
+                .iter()
+                .find(|(i, _)| i == id)
+                .map(|(_, e)| e.as_str())
+        };
+        let mut todo: Vec<(usize, ToolUse)> = tool_uses
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| inv.turn_results[*i].is_none())
             .collect();
         let answers = inv.answers.clone();
         let cx = inv.cx.clone();
@@ -712,11 +825,11 @@ impl Agent {
                 }
             }
         };
-        let invalid = |i: usize| response.and_then(|r| r.invalid_input(&tool_uses[i].tool_use_id));
         match self.core.config.executor {
             ToolExecutor::Sequential => {
-                for i in todo {
-                    let o = run.run(tool_uses[i].clone(), invalid(i)).await?;
+                for (i, tu) in todo.drain(..) {
+                    let bad = invalid(&tu.tool_use_id);
+                    let o = run.run(tu, bad).await?;
                     let stop = o.result.is_none();
                     apply(inv, i, o);
                     if stop {
@@ -726,10 +839,9 @@ impl Agent {
             }
             ToolExecutor::Concurrent { max } => {
                 let mut results = futures_util::stream::iter(todo)
-                    .map(|i| {
+                    .map(|(i, tu)| {
                         let run = &run;
-                        let tu = tool_uses[i].clone();
-                        let bad = invalid(i);
+                        let bad = invalid(&tu.tool_use_id);
                         async move { (i, run.run(tu, bad).await) }
                     })
                     .buffer_unordered(max.max(1));
@@ -751,8 +863,12 @@ impl Agent {
             }
             self.message_updated(inv, idx).await?;
         }
-        let assistant = self.conv.get(idx).cloned().unwrap_or(assistant);
         if !interrupts.is_empty() {
+            let assistant = self
+                .conv
+                .get(idx)
+                .cloned()
+                .unwrap_or_else(|| Message::new(Role::Assistant, Vec::new()));
             let completed: Vec<ToolResult> = inv.turn_results.iter().flatten().cloned().collect();
             let pending = PendingInterrupts {
                 schema_version: PENDING_SCHEMA_VERSION,
@@ -770,13 +886,23 @@ impl Agent {
             r.interrupts = interrupts;
             return Ok(Some(r));
         }
-        let completed: Vec<ToolResult> = inv.turn_results.iter().flatten().cloned().collect();
-        let blocks = results_in_order(&assistant, &completed, TOOL_INTERRUPTED);
+        // Results in tool-use order, moved (not copied) into the tool-results message.
+        let blocks: Vec<ContentBlock> = std::mem::take(&mut inv.turn_results)
+            .into_iter()
+            .zip(ids)
+            .map(|(r, id)| {
+                ContentBlock::ToolResult(
+                    r.unwrap_or_else(|| ToolResult::error(id, TOOL_INTERRUPTED)),
+                )
+            })
+            .collect();
         inv.tool_message = None;
         self.append_user_blocks(inv, blocks, sink).await?;
         // Answers are cleared once the tool cycle completes.
-        inv.answers = InterruptAnswers::default();
-        inv.answer_map.clear();
+        if !inv.answer_map.is_empty() {
+            inv.answers = InterruptAnswers::default();
+            inv.answer_map.clear();
+        }
         Ok(None)
     }
 

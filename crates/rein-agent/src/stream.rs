@@ -11,7 +11,8 @@ use std::task::{Context, Poll};
 
 use futures_core::Stream;
 use rein_core::{
-    AgentResult, DecisionRecord, Error, Interrupt, Message, MessageId, ToolResult, ToolUse,
+    AgentResult, DecisionRecord, Error, InjectionId, Interrupt, Message, MessageId, ToolResult,
+    ToolUse,
 };
 
 /// One event of a streamed invocation.
@@ -63,6 +64,20 @@ pub enum AgentEvent {
     Decision(DecisionRecord),
     /// An interrupt was raised.
     Interrupt(Interrupt),
+    /// An injected message was admitted and added to the conversation.
+    InjectionConsumed {
+        /// Its id.
+        id: InjectionId,
+        /// The message as delivered (after transforms).
+        message: Message,
+    },
+    /// An injected message was rejected.
+    InjectionRejected {
+        /// Its id.
+        id: InjectionId,
+        /// Why: `stale`, `run ended`, or the deny / guidance text.
+        reason: String,
+    },
     /// The invocation finished; always the last item.
     Finished(AgentResult),
 }

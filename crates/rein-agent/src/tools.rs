@@ -185,25 +185,20 @@ impl ToolRun<'_> {
                 tool_use: original.clone(),
             });
         }
+        // The tool use moves through the events and comes back out of them: no copies on the
+        // common path.
+        let mut current = original;
         let mut retries = 0u32;
         loop {
-            let mut tool_use = outcome
-                .rewritten
-                .clone()
-                .unwrap_or_else(|| original.clone());
-            let selected = self.tools.get(&tool_use.name).cloned();
-            let mut result: Option<ToolResult>;
+            let selected = self.tools.get(&current.name).cloned();
             let mut selected_after = selected.clone();
-            if let Some(detail) = invalid_json {
+            let result = if let Some(detail) = invalid_json {
                 // Nothing to authorize: the call cannot run. The model sees why.
-                result = Some(ToolResult::error(
-                    &tool_use.tool_use_id,
-                    invalid_json_text(detail),
-                ));
+                ToolResult::error(&current.tool_use_id, invalid_json_text(detail))
             } else {
                 let mut ev = BeforeToolCallEvent::new(
                     self.cx.clone(),
-                    tool_use,
+                    current,
                     selected,
                     self.model_call_index,
                     self.answers.clone(),
@@ -212,7 +207,7 @@ impl ToolRun<'_> {
                     self.hooks.dispatch(&mut ev).await?;
                 }
                 let (tu, edited, sel, cancel, interrupts, decisions) = ev.into_parts();
-                tool_use = tu;
+                current = tu;
                 self.emit_decisions(&decisions);
                 outcome.decisions.extend(decisions);
                 if !interrupts.is_empty() {
@@ -225,41 +220,34 @@ impl ToolRun<'_> {
                     outcome.result = None;
                     return Ok(outcome);
                 }
-                if edited && tool_use != original {
-                    outcome.rewritten = Some(tool_use.clone());
+                if edited {
+                    outcome.rewritten = Some(current.clone());
                 }
-                selected_after = sel.clone();
-                result = if let Some(text) = cancel.text(BeforeToolCallEvent::DEFAULT_CANCEL) {
-                    Some(ToolResult::error(&tool_use.tool_use_id, text))
+                selected_after.clone_from(&sel);
+                if let Some(text) = cancel.text(BeforeToolCallEvent::DEFAULT_CANCEL) {
+                    ToolResult::error(&current.tool_use_id, text)
                 } else {
-                    None
-                };
-                if result.is_none() {
-                    result = Some(match sel {
+                    match sel {
                         None => ToolResult::error(
-                            &tool_use.tool_use_id,
-                            format!("Unknown tool: {}", tool_use.name),
+                            &current.tool_use_id,
+                            format!("Unknown tool: {}", current.name),
                         ),
-                        Some(tool) => match self.tools.validate(&tool, &tool_use.input) {
+                        Some(tool) => match self.tools.validate(&tool, &current.input) {
                             Err(what) => ToolResult::error(
-                                &tool_use.tool_use_id,
+                                &current.tool_use_id,
                                 format!("Error: invalid input: {what}"),
                             ),
-                            Ok(()) => match self.call_tool(&tool, &tool_use, &mut outcome).await {
+                            Ok(()) => match self.call_tool(&tool, &current, &mut outcome).await {
                                 Some(r) => r,
                                 None => return Ok(outcome),
                             },
                         },
-                    });
+                    }
                 }
-            }
-            let result = result.unwrap_or_else(|| ToolResult::error(&original.tool_use_id, ""));
+            };
             let mut after = AfterToolCallEvent::new(
                 self.cx.clone(),
-                outcome
-                    .rewritten
-                    .clone()
-                    .unwrap_or_else(|| original.clone()),
+                current,
                 selected_after,
                 result,
                 self.model_call_index,
@@ -267,11 +255,14 @@ impl ToolRun<'_> {
             if self.hooks.has::<AfterToolCallEvent>() {
                 self.hooks.dispatch(&mut after).await?;
             }
-            let (mut result, retry, decisions) = after.into_parts();
+            let (mut result, retry, decisions, tool_use) = after.into_parts();
+            current = tool_use;
             self.emit_decisions(&decisions);
             outcome.decisions.extend(decisions);
-            // The result always answers the original tool use id.
-            result.tool_use_id.clone_from(&original.tool_use_id);
+            // The result always answers the tool use id the model gave.
+            if result.tool_use_id != current.tool_use_id {
+                result.tool_use_id.clone_from(&current.tool_use_id);
+            }
             if retry {
                 if retries < self.max_hook_retries {
                     retries += 1;
@@ -285,10 +276,10 @@ impl ToolRun<'_> {
                     DecisionOutcome::Applied,
                 )
                 .with_text(text.clone())
-                .with_tool_use_id(Some(original.tool_use_id.clone()));
+                .with_tool_use_id(Some(current.tool_use_id.clone()));
                 self.emit_decisions(std::slice::from_ref(&record));
                 outcome.decisions.push(record);
-                result = ToolResult::error(&original.tool_use_id, text);
+                result = ToolResult::error(&current.tool_use_id, text);
             }
             if self.sink.is_enabled() {
                 self.sink.push(AgentEvent::ToolResult(result.clone()));

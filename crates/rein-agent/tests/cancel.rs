@@ -152,3 +152,34 @@ async fn cancel_a_stream() {
     drop(s);
     assert_eq!(agent.messages().len(), 1);
 }
+
+#[tokio::test(start_paused = true)]
+async fn cancel_while_a_hook_awaits_an_approval() {
+    let log = Log::default();
+    let model = ScriptedModel::builder()
+        .tool_use("a", "echo", json!({"text": "x"}))
+        .text("never")
+        .build();
+    let mut agent = agent(model)
+        .tool(echo_tool(&log))
+        .hook_async(|_: &mut rein_core::BeforeToolCallEvent| {
+            Box::pin(async {
+                // An inline approval prompt nobody answers.
+                std::future::pending::<()>().await;
+            })
+        })
+        .build()
+        .unwrap();
+    let handle = agent.cancel_handle();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        handle.cancel();
+    });
+    let r = agent.invoke("go").await.unwrap();
+    assert_eq!(r.stop_reason, StopReason::Cancelled);
+    assert!(log.take().is_empty());
+    assert_eq!(
+        results_of(&agent.messages()[2]),
+        vec![("a".into(), "Tool execution cancelled".into(), true)]
+    );
+}

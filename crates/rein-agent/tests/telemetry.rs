@@ -12,8 +12,10 @@ use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 
+type SpanLog = Vec<(String, Vec<(String, String)>)>;
+
 #[derive(Default, Clone)]
-struct Spans(Arc<Mutex<Vec<(String, Vec<(String, String)>)>>>);
+struct Spans(Arc<Mutex<SpanLog>>);
 
 struct Fields<'a>(&'a mut Vec<(String, String)>);
 impl Visit for Fields<'_> {

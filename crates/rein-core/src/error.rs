@@ -41,6 +41,9 @@ pub enum Error {
     /// Two plugins share a name.
     #[error("duplicate plugin name: '{0}'")]
     DuplicatePlugin(String),
+    /// Two intervention handlers share a name.
+    #[error("duplicate intervention handler name: '{0}'")]
+    DuplicateHandler(String),
     /// Invalid configuration when building an agent or registry.
     #[error("invalid configuration: {0}")]
     Config(String),

@@ -243,7 +243,7 @@ pub struct AfterModelCallEvent {
     cx: InvocationContext,
     model_call_index: u32,
     guidance: Vec<String>,
-    edited: bool,
+    original: Option<Message>,
     withheld: Option<String>,
     decisions: Vec<DecisionRecord>,
 }
@@ -264,7 +264,7 @@ impl AfterModelCallEvent {
             cx,
             model_call_index,
             guidance: Vec::new(),
-            edited: false,
+            original: None,
             withheld: None,
             decisions: Vec::new(),
         }
@@ -289,16 +289,21 @@ impl AfterModelCallEvent {
     pub fn message_mut(&mut self) -> Option<&mut Message> {
         match &mut self.outcome {
             Ok(r) => {
-                self.edited = true;
+                if self.original.is_none() {
+                    self.original = Some(r.message.clone());
+                }
                 Some(&mut r.message)
             }
             Err(_) => None,
         }
     }
 
-    /// Whether the response message was rewritten.
+    /// Whether the response message now differs from what the model returned.
     pub fn is_edited(&self) -> bool {
-        self.edited
+        match (&self.original, &self.outcome) {
+            (Some(o), Ok(r)) => *o != r.message,
+            _ => false,
+        }
     }
 
     /// Withholds the response: its tool uses never run, and an assistant message with `text`
@@ -343,7 +348,7 @@ pub struct BeforeToolCallEvent {
     /// Cancel this tool call (default text `tool cancelled by user`).
     pub cancel_tool: Cancel,
     tool_use: ToolUse,
-    edited: bool,
+    original: Option<ToolUse>,
     cx: InvocationContext,
     model_call_index: u32,
     answers: InterruptAnswers,
@@ -370,7 +375,7 @@ impl BeforeToolCallEvent {
             selected_tool,
             cancel_tool: Cancel::No,
             tool_use,
-            edited: false,
+            original: None,
             cx,
             model_call_index,
             answers,
@@ -387,13 +392,15 @@ impl BeforeToolCallEvent {
     /// The tool use, for rewriting its name or input; the stored assistant message is then
     /// rewritten too (`MessageUpdated`).
     pub fn tool_use_mut(&mut self) -> &mut ToolUse {
-        self.edited = true;
+        if self.original.is_none() {
+            self.original = Some(self.tool_use.clone());
+        }
         &mut self.tool_use
     }
 
-    /// Whether the tool use was rewritten.
+    /// Whether the tool use now differs from what the model asked for.
     pub fn is_edited(&self) -> bool {
-        self.edited
+        self.original.as_ref().is_some_and(|o| *o != self.tool_use)
     }
 
     /// The index of the model call that asked for this tool.
@@ -449,9 +456,10 @@ impl BeforeToolCallEvent {
         Vec<Interrupt>,
         Vec<DecisionRecord>,
     ) {
+        let edited = self.is_edited();
         (
             self.tool_use,
-            self.edited,
+            edited,
             self.selected_tool,
             self.cancel_tool,
             self.interrupts,
@@ -513,9 +521,9 @@ impl AfterToolCallEvent {
         self.model_call_index
     }
 
-    /// Takes the event apart: (result, retry, decisions).
-    pub fn into_parts(self) -> (ToolResult, bool, Vec<DecisionRecord>) {
-        (self.result, self.retry, self.decisions)
+    /// Takes the event apart: (result, retry, decisions, tool use).
+    pub fn into_parts(self) -> (ToolResult, bool, Vec<DecisionRecord>, ToolUse) {
+        (self.result, self.retry, self.decisions, self.tool_use)
     }
 }
 

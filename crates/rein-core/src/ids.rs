@@ -67,6 +67,10 @@ uuid_id!(
     /// The id of one invocation (a resume is a new invocation).
     InvocationId
 );
+uuid_id!(
+    /// The id of one message injected into a running invocation.
+    InjectionId
+);
 
 /// `uuid5(NAMESPACE_OID, name)` as used in interrupt ids.
 pub fn name_uuid(name: &str) -> Uuid {

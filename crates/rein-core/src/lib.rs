@@ -34,7 +34,7 @@ pub use events::{
     MessageUpdatedEvent,
 };
 pub use ids::{
-    InvocationId, MessageId, before_tool_call_interrupt_id, canonical_json, name_uuid,
+    InjectionId, InvocationId, MessageId, before_tool_call_interrupt_id, canonical_json, name_uuid,
     tool_call_fingerprint, tool_call_interrupt_id,
 };
 pub use interrupt::{Interrupt, InterruptAnswer, InterruptAnswers};
@@ -46,7 +46,9 @@ pub use message::{
 pub use request::{
     InferenceConfig, ModelRequest, ToolChoice, append_user_blocks, append_user_text,
 };
-pub use result::{AgentResult, CycleMetrics, InvocationMetrics, ToolMetrics};
+pub use result::{
+    AgentResult, CycleMetrics, InjectionOutcome, InjectionRecord, InvocationMetrics, ToolMetrics,
+};
 pub use state::{AgentState, InvocationState};
 pub use stream::{
     BlockDelta, BlockStart, ModelResponse, StopReason, StreamAssembler, StreamEvent, StreamMetrics,

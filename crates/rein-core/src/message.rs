@@ -93,6 +93,20 @@ impl Message {
     }
 }
 
+impl From<&str> for Message {
+    /// A user text message.
+    fn from(text: &str) -> Self {
+        Self::user(text)
+    }
+}
+
+impl From<String> for Message {
+    /// A user text message.
+    fn from(text: String) -> Self {
+        Self::user(text)
+    }
+}
+
 /// One block of message content. Serialized externally tagged, as Converse does
 /// (`{"text": "..."}`, `{"toolUse": {...}}`, ...).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

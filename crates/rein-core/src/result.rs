@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::audit::DecisionRecord;
-use crate::ids::InvocationId;
+use crate::ids::{InjectionId, InvocationId};
 use crate::interrupt::Interrupt;
 use crate::message::Message;
 use crate::stream::{StopReason, Usage};
@@ -67,6 +67,43 @@ pub struct AgentResult {
     pub decisions: Vec<DecisionRecord>,
     /// The invocation id.
     pub invocation_id: InvocationId,
+    /// What became of the messages injected during the invocation.
+    pub injections: Vec<InjectionRecord>,
+}
+
+/// What became of an injected message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum InjectionOutcome {
+    /// Admitted and added to the conversation.
+    Consumed,
+    /// Not delivered; the record says why.
+    Rejected,
+}
+
+/// One injected message's fate.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct InjectionRecord {
+    /// Its id.
+    pub id: InjectionId,
+    /// Consumed or rejected.
+    pub outcome: InjectionOutcome,
+    /// Why it was rejected: `stale`, `run ended`, or a deny / guidance text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl InjectionRecord {
+    /// A record.
+    pub fn new(id: InjectionId, outcome: InjectionOutcome, reason: Option<String>) -> Self {
+        Self {
+            id,
+            outcome,
+            reason,
+        }
+    }
 }
 
 impl AgentResult {
@@ -80,6 +117,7 @@ impl AgentResult {
             interrupts: Vec::new(),
             decisions: Vec::new(),
             invocation_id,
+            injections: Vec::new(),
         }
     }
 

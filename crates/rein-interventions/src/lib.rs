@@ -1,2 +1,122 @@
 //! Rein's interventions: typed handlers that authorize, guide, confirm and transform what an
-//! agent does. (Filled in by the interventions work.)
+//! agent does.
+//!
+//! An [`InterventionHandler`] is a policy with a name, an error policy ([`OnError`]), a
+//! [`Mode`] (enforce or shadow) and five lifecycle methods — `before_invocation`,
+//! `before_model_call`, `after_model_call`, `before_tool_call`, `after_tool_call` — each
+//! returning its own action type that admits only the actions valid on that event:
+//!
+//! | action | before_invocation | before_tool_call | before_model_call | after_tool_call | after_model_call |
+//! |---|---|---|---|---|---|
+//! | `Proceed` | ✓ | ✓ | ✓ | ✓ | ✓ |
+//! | `Deny { reason }` | cancel | cancel | cancel | | |
+//! | `Guide { feedback }` | cancel | cancel | inject | | inject + retry |
+//! | `Confirm(..)` | | ask | | | |
+//! | `Transform(edit)` | apply | apply | apply | apply | apply |
+//!
+//! An invalid pair (say, a deny after a tool ran) does not compile. Small handlers are built
+//! from closures with [`Intervention`]. An [`InterventionRegistry`] built from the handlers
+//! installs one bridging callback per event into a [`rein_hooks::HookRegistry`]; the agent
+//! builder does that for you. Every decision other than `Proceed`, and every handler error, is
+//! recorded as a [`DecisionRecord`] on the event (and so in the invocation's audit).
+//!
+//! This crate re-exports what a handler author needs from `rein-core`, so a library of handlers
+//! can depend on `rein-interventions` alone:
+//!
+//! ```
+//! use rein_interventions::{
+//!     AfterToolCallAction, AfterToolCallEvent, BeforeToolCallAction, BeforeToolCallEvent,
+//!     Confirm, EventSet, HandlerError, InterventionContext, InterventionHandler, OnError,
+//!     ToolResultContent,
+//! };
+//!
+//! /// Asks a human before any `delete_*` tool runs, unless the caller's invocation state
+//! /// says the user pre-approved deletions; redacts secrets from tool output.
+//! pub struct DeleteGuard;
+//!
+//! impl InterventionHandler for DeleteGuard {
+//!     fn name(&self) -> &str {
+//!         "delete-guard"
+//!     }
+//!
+//!     fn on_error(&self) -> OnError {
+//!         OnError::Deny // fail closed
+//!     }
+//!
+//!     fn subscriptions(&self) -> EventSet {
+//!         EventSet::BEFORE_TOOL_CALL | EventSet::AFTER_TOOL_CALL
+//!     }
+//!
+//!     async fn before_tool_call(
+//!         &self,
+//!         event: &BeforeToolCallEvent,
+//!         cx: &InterventionContext,
+//!     ) -> Result<BeforeToolCallAction, HandlerError> {
+//!         let tool = &event.tool_use().name;
+//!         if !tool.starts_with("delete_") {
+//!             return Ok(BeforeToolCallAction::Proceed);
+//!         }
+//!         let mut confirm = Confirm::new(format!("Allow {tool} on {}?", event.tool_use().input));
+//!         if let Some(pre) = cx.invocation_state().get("approve_deletes") {
+//!             confirm = confirm.with_response(pre.clone());
+//!         }
+//!         Ok(BeforeToolCallAction::Confirm(confirm))
+//!     }
+//!
+//!     async fn after_tool_call(
+//!         &self,
+//!         event: &AfterToolCallEvent,
+//!         _cx: &InterventionContext,
+//!     ) -> Result<AfterToolCallAction, HandlerError> {
+//!         if !event.result.text().contains("SECRET") {
+//!             return Ok(AfterToolCallAction::Proceed);
+//!         }
+//!         Ok(AfterToolCallAction::transform(|result| {
+//!             for item in &mut result.content {
+//!                 if let ToolResultContent::Text(t) = item {
+//!                     *t = t.replace("SECRET", "[redacted]");
+//!                 }
+//!             }
+//!         }))
+//!     }
+//! }
+//! ```
+//!
+//! See `docs/interventions.md` in the repository for dispatch order, errors, the audit, and how
+//! Rein differs from the Strands Agents SDK.
+
+mod action;
+mod closure;
+mod event;
+mod handler;
+mod registry;
+
+pub use action::{
+    AfterModelCallAction, AfterToolCallAction, BeforeInvocationAction, BeforeModelCallAction,
+    BeforeToolCallAction, Confirm, IntoHandlerResult, ToolResultDraft, ToolUseDraft, Transform,
+};
+pub use closure::{
+    AfterModelCallView, AfterToolCallView, BeforeInvocationView, BeforeModelCallView,
+    BeforeToolCallView, Intervention,
+};
+#[doc(hidden)]
+pub use handler::HandlerFuture;
+pub use handler::{
+    EventSet, HandlerError, InterventionContext, InterventionHandler, Mode, SharedHandler,
+};
+pub use registry::{InterventionRegistry, InterventionRegistryBuilder};
+
+// What a handler author needs from rein-core, so depending on this crate alone is enough.
+pub use rein_core::{
+    AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent, BeforeModelCallEvent,
+    BeforeToolCallEvent, Cancel, ContentBlock, DecisionAction, DecisionOutcome, DecisionRecord,
+    Error, EventKind, Interrupt, InterruptAnswer, InterruptAnswers, InvocationContext,
+    InvocationId, InvocationState, Map, Message, ModelRequest, ModelResponse, OnError, Role,
+    StopReason, ToolResult, ToolResultContent, ToolResultStatus, ToolSpec, ToolUse,
+    before_tool_call_interrupt_id, tool_call_fingerprint,
+};
+pub use serde_json::{self, Value, json};
+
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -293,6 +293,9 @@ impl McpClientBuilder {
         if let Some(token) = &self.bearer_token {
             config = config.auth_header(token.clone());
         }
+        // reqwest is built without a default crypto provider (to avoid aws-lc's C build):
+        // install ring as the process default unless the application installed one already.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let transport = StreamableHttpClientTransport::from_config(config);
         self.finish(describe_url(&url), transport).await
     }

@@ -1,12 +1,38 @@
 //! Rein's model layer: the [`Model`] trait that every provider implements, its type-erased
 //! twin [`SharedModel`], and [`ScriptedModel`] for tests, demos and benchmarks.
 //!
-//! Providers live behind cargo features of this crate.
+//! Providers live behind cargo features of this crate:
+//!
+//! | feature | provider |
+//! |---|---|
+//! | `openai` | [`OpenAiModel`]: OpenAI-compatible Chat Completions (OpenAI, vLLM, llama.cpp, LM Studio, LiteLLM, Ollama `/v1`) |
+//! | `anthropic` | [`AnthropicModel`]: Anthropic Messages |
+//! | `test-util` | [`conformance`]: the provider-conformance suite and its local fixture server |
+//!
+//! HTTP failures become typed [`ModelError`]s (see `docs/providers.md` for the mapping):
+//! `is_retryable()` and `retry_after()` drive the agent's retry strategy.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(any(feature = "openai", feature = "anthropic"))]
+mod http;
 mod model;
 mod scripted;
 
+#[cfg(feature = "anthropic")]
+mod anthropic;
+#[cfg(feature = "test-util")]
+pub mod conformance;
+#[cfg(feature = "openai")]
+mod openai;
+
+#[cfg(feature = "anthropic")]
+pub use anthropic::{
+    ANTHROPIC_API_VERSION, ANTHROPIC_DEFAULT_BASE_URL, ANTHROPIC_DEFAULT_MAX_TOKENS,
+    AnthropicModel, AnthropicModelBuilder,
+};
 pub use model::{Model, ModelInfo, ModelStream, SharedModel};
+#[cfg(feature = "openai")]
+pub use openai::{OPENAI_DEFAULT_BASE_URL, OpenAiModel, OpenAiModelBuilder};
 pub use rein_core::{
     InferenceConfig, ModelError, ModelErrorKind, ModelRequest, ModelResponse, StopReason,
     StreamAssembler, StreamEvent, ToolChoice, Usage,

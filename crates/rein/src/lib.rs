@@ -89,3 +89,17 @@ pub mod __private {
     pub use serde;
     pub use serde_json;
 }
+
+// The guides in docs/ are compiled and run as doc tests, so they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/agent.md")]
+struct AgentGuide;
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/hooks.md")]
+struct HooksGuide;
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct Readme;
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/steering-a-running-agent.md")]
+struct SteeringGuide;

@@ -1,0 +1,176 @@
+//! Dispatch cost of the interventions bridge through `HookRegistry::dispatch`.
+//!
+//! - `proceed/closure/N`: N sync closure handlers that all proceed (the hot path: no allocation
+//!   per handler).
+//! - `proceed/async_trait/N`: N trait handlers written with `async fn` that all proceed (one
+//!   boxed future per handler call).
+//! - `action/*`: one handler deciding each action kind (fresh event per iteration).
+//!
+//! Futures are polled with a no-op waker (every handler here completes on first poll), so the
+//! numbers measure dispatch only, not an executor.
+
+use std::hint::black_box;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use rein_hooks::{HookEvent, HookRegistry};
+use rein_interventions::{
+    BeforeToolCallAction, BeforeToolCallEvent, Confirm, Error, EventSet, HandlerError,
+    InterruptAnswers, Intervention, InterventionContext, InterventionHandler, InterventionRegistry,
+    InvocationContext, SharedHandler, ToolUse, json,
+};
+
+fn poll_ready<E: HookEvent>(hooks: &HookRegistry, event: &mut E) -> Result<(), Error> {
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut fut = pin!(hooks.dispatch(event));
+    loop {
+        if let Poll::Ready(r) = fut.as_mut().poll(&mut cx) {
+            return r;
+        }
+    }
+}
+
+fn event() -> BeforeToolCallEvent {
+    BeforeToolCallEvent::new(
+        InvocationContext::default(),
+        ToolUse::new("t1", "read_file", json!({"path": "/tmp/a"})),
+        None,
+        0,
+        InterruptAnswers::default(),
+    )
+}
+
+fn hooks_of(handlers: Vec<SharedHandler>) -> HookRegistry {
+    match InterventionRegistry::new(handlers) {
+        Ok(r) => r.to_hooks(),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+struct AsyncProceed(String);
+
+impl InterventionHandler for AsyncProceed {
+    fn name(&self) -> &str {
+        &self.0
+    }
+    fn subscriptions(&self) -> EventSet {
+        EventSet::BEFORE_TOOL_CALL
+    }
+    async fn before_tool_call(
+        &self,
+        event: &BeforeToolCallEvent,
+        _cx: &InterventionContext,
+    ) -> Result<BeforeToolCallAction, HandlerError> {
+        if event.tool_use().name == "rm" {
+            return Ok(BeforeToolCallAction::deny("no"));
+        }
+        Ok(BeforeToolCallAction::Proceed)
+    }
+}
+
+fn closure_proceed(i: usize) -> SharedHandler {
+    Intervention::named(format!("h{i}"))
+        .before_tool_call(|ev, _| {
+            if ev.tool_use().name == "rm" {
+                BeforeToolCallAction::deny("no")
+            } else {
+                BeforeToolCallAction::Proceed
+            }
+        })
+        .into()
+}
+
+fn proceed(c: &mut Criterion) {
+    let mut group = c.benchmark_group("proceed");
+    let empty = HookRegistry::new();
+    let mut ev = event();
+    group.bench_function("no_hooks", |b| {
+        b.iter(|| poll_ready(black_box(&empty), black_box(&mut ev)))
+    });
+    for n in [1usize, 5, 20] {
+        let hooks = hooks_of((0..n).map(closure_proceed).collect());
+        group.bench_function(format!("closure/{n}"), |b| {
+            b.iter(|| poll_ready(black_box(&hooks), black_box(&mut ev)))
+        });
+        let hooks = hooks_of(
+            (0..n)
+                .map(|i| AsyncProceed(format!("h{i}")).into())
+                .collect(),
+        );
+        group.bench_function(format!("async_trait/{n}"), |b| {
+            b.iter(|| poll_ready(black_box(&hooks), black_box(&mut ev)))
+        });
+    }
+    group.finish();
+}
+
+fn actions(c: &mut Criterion) {
+    let mut group = c.benchmark_group("action");
+    let cases: Vec<(&str, SharedHandler)> = vec![
+        (
+            "deny",
+            Intervention::named("a")
+                .before_tool_call(|_, _| BeforeToolCallAction::deny("no"))
+                .into(),
+        ),
+        (
+            "guide",
+            Intervention::named("a")
+                .before_tool_call(|_, _| BeforeToolCallAction::guide("use trash"))
+                .into(),
+        ),
+        (
+            "confirm_asked",
+            Intervention::named("a")
+                .before_tool_call(|_, _| BeforeToolCallAction::confirm("ok?"))
+                .into(),
+        ),
+        (
+            "confirm_preapproved",
+            Intervention::named("a")
+                .before_tool_call(|_, _| {
+                    BeforeToolCallAction::Confirm(Confirm::new("ok?").with_response(true))
+                })
+                .into(),
+        ),
+        (
+            "transform",
+            Intervention::named("a")
+                .before_tool_call(|_, _| {
+                    BeforeToolCallAction::transform(|t| t.input["dry_run"] = json!(true))
+                })
+                .into(),
+        ),
+        (
+            "error_proceed",
+            Intervention::named("a")
+                .on_error(rein_interventions::OnError::Proceed)
+                .before_tool_call(|_, _| Err::<BeforeToolCallAction, _>(HandlerError::new("down")))
+                .into(),
+        ),
+    ];
+    for (name, handler) in cases {
+        let hooks = hooks_of(vec![handler]);
+        group.bench_function(name, |b| {
+            b.iter_batched_ref(
+                event,
+                |ev| poll_ready(black_box(&hooks), ev),
+                BatchSize::SmallInput,
+            )
+        });
+    }
+    // Baseline for the action cases: a fresh event with one proceeding handler.
+    let hooks = hooks_of(vec![closure_proceed(0)]);
+    group.bench_function("proceed", |b| {
+        b.iter_batched_ref(
+            event,
+            |ev| poll_ready(black_box(&hooks), ev),
+            BatchSize::SmallInput,
+        )
+    });
+    group.finish();
+}
+
+criterion_group!(benches, proceed, actions);
+criterion_main!(benches);

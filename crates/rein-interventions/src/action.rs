@@ -1,0 +1,494 @@
+//! Actions: what a handler decides, one type per lifecycle method (SPEC §3.2), and the edits a
+//! `Transform` carries.
+
+use std::fmt;
+
+use rein_core::{Message, ModelRequest, ToolResult, ToolResultContent, ToolResultStatus, ToolUse};
+use serde_json::Value;
+
+use crate::handler::HandlerError;
+
+type EditFn<T> = Box<dyn FnOnce(&mut T) -> Result<(), HandlerError> + Send>;
+
+/// An edit of the writable part of an event, applied by the registry when the handler returns.
+///
+/// The edit runs on a draft; only when it succeeds is the draft written back to the event, so a
+/// failing (or panicking) edit leaves the event as it was and becomes a handler error. The edit
+/// is staged: if the pass ends in a deny, a rejected confirmation, a guide that cancels or an
+/// interrupt, it is undone.
+///
+/// `T` is the writable part: `Vec<Message>` (the input, on `before_invocation`),
+/// [`ModelRequest`] (the request overlay, on `before_model_call`), [`Message`] (the response, on
+/// `after_model_call`), [`ToolUseDraft`] (on `before_tool_call`) or [`ToolResultDraft`] (on
+/// `after_tool_call`).
+pub struct Transform<T> {
+    edit: EditFn<T>,
+}
+
+impl<T> Transform<T> {
+    /// A transform that cannot fail.
+    pub fn new(edit: impl FnOnce(&mut T) + Send + 'static) -> Self {
+        Self {
+            edit: Box::new(move |t| {
+                edit(t);
+                Ok(())
+            }),
+        }
+    }
+
+    /// A transform whose edit may fail (the failure is a handler error).
+    pub fn try_new(edit: impl FnOnce(&mut T) -> Result<(), HandlerError> + Send + 'static) -> Self {
+        Self {
+            edit: Box::new(edit),
+        }
+    }
+
+    /// Runs the edit on `target`.
+    pub fn apply(self, target: &mut T) -> Result<(), HandlerError> {
+        (self.edit)(target)
+    }
+}
+
+impl<T> fmt::Debug for Transform<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Transform(..)")
+    }
+}
+
+/// The writable part of a tool use: its name and input (its id is read-only).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ToolUseDraft {
+    /// The tool to call.
+    pub name: String,
+    /// The tool input.
+    pub input: Value,
+    tool_use_id: String,
+}
+
+impl ToolUseDraft {
+    /// A draft of this tool use.
+    pub fn from_tool_use(tool_use: &ToolUse) -> Self {
+        Self {
+            name: tool_use.name.clone(),
+            input: tool_use.input.clone(),
+            tool_use_id: tool_use.tool_use_id.clone(),
+        }
+    }
+
+    /// The tool use's id.
+    pub fn tool_use_id(&self) -> &str {
+        &self.tool_use_id
+    }
+}
+
+/// The writable part of a tool result: its status and content (its tool use id is read-only).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ToolResultDraft {
+    /// Success or error.
+    pub status: ToolResultStatus,
+    /// The content.
+    pub content: Vec<ToolResultContent>,
+    tool_use_id: String,
+}
+
+impl ToolResultDraft {
+    /// A draft of this result.
+    pub fn from_result(result: &ToolResult) -> Self {
+        Self {
+            status: result.status,
+            content: result.content.clone(),
+            tool_use_id: result.tool_use_id.clone(),
+        }
+    }
+
+    /// The id of the tool use the result answers.
+    pub fn tool_use_id(&self) -> &str {
+        &self.tool_use_id
+    }
+
+    /// Replaces the content with one text item.
+    pub fn set_text(&mut self, text: impl Into<String>) {
+        self.content = vec![ToolResultContent::Text(text.into())];
+    }
+}
+
+type EvaluateFn = Box<dyn FnOnce(&Value) -> Result<bool, HandlerError> + Send>;
+
+/// Ask a human before a tool runs (valid on `before_tool_call` only).
+///
+/// With a known response — the pre-emptive [`response`](Self::response) (which takes precedence),
+/// or else the answer given on resume, if it was given for the same tool call fingerprint —
+/// [`evaluate`](Self::with_evaluate) decides: approved lets the pass go on, rejected
+/// cancels the call with `CONFIRMATION_FAILED: <prompt>`. Without one, the question is raised as
+/// an interrupt at the end of the pass (unless a later handler denies or guides).
+///
+/// ```
+/// use rein_interventions::{Confirm, json};
+/// assert!(Confirm::default_evaluate(&json!("  Yes ")));
+/// assert!(!Confirm::default_evaluate(&json!(1)));
+/// let c = Confirm::new("Delete /tmp?").with_response(false);
+/// assert_eq!(c.response, Some(json!(false)));
+/// ```
+#[non_exhaustive]
+pub struct Confirm {
+    /// What the human is asked (the interrupt's reason).
+    pub prompt: String,
+    /// A response known in advance; `None` or `null` means no answer yet.
+    pub response: Option<Value>,
+    evaluate: Option<EvaluateFn>,
+}
+
+impl Confirm {
+    /// A confirmation with this prompt, no known response and the default evaluation.
+    pub fn new(prompt: impl Into<String>) -> Self {
+        Self {
+            prompt: prompt.into(),
+            response: None,
+            evaluate: None,
+        }
+    }
+
+    /// A response known in advance (`false` is a real "no"; `null` is no answer).
+    pub fn with_response(mut self, response: impl Into<Value>) -> Self {
+        self.response = Some(response.into());
+        self
+    }
+
+    /// How a response is judged (instead of [`Confirm::default_evaluate`]).
+    pub fn with_evaluate(mut self, evaluate: impl FnOnce(&Value) -> bool + Send + 'static) -> Self {
+        self.evaluate = Some(Box::new(move |v| Ok(evaluate(v))));
+        self
+    }
+
+    /// How a response is judged, where judging may fail (a handler error).
+    pub fn with_try_evaluate(
+        mut self,
+        evaluate: impl FnOnce(&Value) -> Result<bool, HandlerError> + Send + 'static,
+    ) -> Self {
+        self.evaluate = Some(Box::new(evaluate));
+        self
+    }
+
+    /// Whether a custom evaluation is set.
+    pub fn has_custom_evaluate(&self) -> bool {
+        self.evaluate.is_some()
+    }
+
+    /// Judges `response` with the custom evaluation, or the default rule.
+    pub fn evaluate(&mut self, response: &Value) -> Result<bool, HandlerError> {
+        match self.evaluate.take() {
+            Some(f) => f(response),
+            None => Ok(Self::default_evaluate(response)),
+        }
+    }
+
+    /// The default rule: `true`, or a string that trimmed and lower-cased is `y` or `yes`.
+    /// Anything else (`false`, `""`, numbers, `"no"`, objects, `null`) rejects.
+    pub fn default_evaluate(response: &Value) -> bool {
+        match response {
+            Value::Bool(b) => *b,
+            Value::String(s) => {
+                let s = s.trim();
+                s.eq_ignore_ascii_case("y") || s.eq_ignore_ascii_case("yes")
+            }
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Debug for Confirm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Confirm")
+            .field("prompt", &self.prompt)
+            .field("response", &self.response)
+            .field("custom_evaluate", &self.evaluate.is_some())
+            .finish()
+    }
+}
+
+/// The action types' shared internal form.
+pub(crate) enum Verdict<D> {
+    Proceed,
+    Deny(String),
+    Guide(String),
+    Confirm(Confirm),
+    Transform(Transform<D>),
+}
+
+macro_rules! common_constructors {
+    ($ty:ident, $draft:ty) => {
+        impl Default for $ty {
+            fn default() -> Self {
+                Self::Proceed
+            }
+        }
+
+        impl $ty {
+            /// A transform of the writable part of the event.
+            pub fn transform(edit: impl FnOnce(&mut $draft) + Send + 'static) -> Self {
+                Self::Transform(Transform::new(edit))
+            }
+
+            /// A transform whose edit may fail (the failure is a handler error).
+            pub fn try_transform(
+                edit: impl FnOnce(&mut $draft) -> Result<(), HandlerError> + Send + 'static,
+            ) -> Self {
+                Self::Transform(Transform::try_new(edit))
+            }
+
+            /// Whether this is `Proceed`.
+            pub fn is_proceed(&self) -> bool {
+                matches!(self, Self::Proceed)
+            }
+        }
+
+        impl From<Transform<$draft>> for $ty {
+            fn from(t: Transform<$draft>) -> Self {
+                Self::Transform(t)
+            }
+        }
+    };
+}
+
+macro_rules! deny_constructor {
+    ($ty:ident) => {
+        impl $ty {
+            /// A deny: the event is cancelled with `DENIED: <reason>` and later handlers do not
+            /// run.
+            pub fn deny(reason: impl Into<String>) -> Self {
+                Self::Deny {
+                    reason: reason.into(),
+                }
+            }
+        }
+    };
+}
+
+macro_rules! guide_constructor {
+    ($ty:ident, $doc:literal) => {
+        impl $ty {
+            #[doc = $doc]
+            pub fn guide(feedback: impl Into<String>) -> Self {
+                Self::Guide {
+                    feedback: feedback.into(),
+                }
+            }
+        }
+    };
+}
+
+/// What a `before_invocation` handler decides about the new input (or an injected message).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum BeforeInvocationAction {
+    /// Let it through.
+    Proceed,
+    /// Cancel the invocation (or reject the injected message) with `DENIED: <reason>`.
+    Deny {
+        /// Why.
+        reason: String,
+    },
+    /// Cancel with `GUIDANCE: <joined feedback>` (after the pass, unless something denied).
+    Guide {
+        /// The feedback.
+        feedback: String,
+    },
+    /// Rewrite the input messages.
+    Transform(Transform<Vec<Message>>),
+}
+
+common_constructors!(BeforeInvocationAction, Vec<Message>);
+deny_constructor!(BeforeInvocationAction);
+guide_constructor!(
+    BeforeInvocationAction,
+    "Guidance: the invocation is cancelled with `GUIDANCE: <joined feedback>`."
+);
+
+impl BeforeInvocationAction {
+    pub(crate) fn into_verdict(self) -> Verdict<Vec<Message>> {
+        match self {
+            Self::Proceed => Verdict::Proceed,
+            Self::Deny { reason } => Verdict::Deny(reason),
+            Self::Guide { feedback } => Verdict::Guide(feedback),
+            Self::Transform(t) => Verdict::Transform(t),
+        }
+    }
+}
+
+/// What a `before_model_call` handler decides about the call.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum BeforeModelCallAction {
+    /// Let it through.
+    Proceed,
+    /// Cancel the call with `DENIED: <reason>`.
+    Deny {
+        /// Why.
+        reason: String,
+    },
+    /// Inject the feedback as guidance (stored as user text and sent on this call).
+    Guide {
+        /// The feedback.
+        feedback: String,
+    },
+    /// Rewrite the request overlay of this one call (never stored history).
+    Transform(Transform<ModelRequest>),
+}
+
+common_constructors!(BeforeModelCallAction, ModelRequest);
+deny_constructor!(BeforeModelCallAction);
+guide_constructor!(
+    BeforeModelCallAction,
+    "Guidance injected into history and into this call's request."
+);
+
+impl BeforeModelCallAction {
+    pub(crate) fn into_verdict(self) -> Verdict<ModelRequest> {
+        match self {
+            Self::Proceed => Verdict::Proceed,
+            Self::Deny { reason } => Verdict::Deny(reason),
+            Self::Guide { feedback } => Verdict::Guide(feedback),
+            Self::Transform(t) => Verdict::Transform(t),
+        }
+    }
+}
+
+/// What an `after_model_call` handler decides about the response.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum AfterModelCallAction {
+    /// Accept it.
+    Proceed,
+    /// Discard the response, inject the feedback as guidance, and call the model again.
+    Guide {
+        /// The feedback.
+        feedback: String,
+    },
+    /// Rewrite the response message.
+    Transform(Transform<Message>),
+}
+
+common_constructors!(AfterModelCallAction, Message);
+guide_constructor!(
+    AfterModelCallAction,
+    "Guidance: the response is discarded, the feedback injected, and the model called again."
+);
+
+impl AfterModelCallAction {
+    pub(crate) fn into_verdict(self) -> Verdict<Message> {
+        match self {
+            Self::Proceed => Verdict::Proceed,
+            Self::Guide { feedback } => Verdict::Guide(feedback),
+            Self::Transform(t) => Verdict::Transform(t),
+        }
+    }
+}
+
+/// What a `before_tool_call` handler decides about the call.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum BeforeToolCallAction {
+    /// Let it run.
+    Proceed,
+    /// Cancel the call with `DENIED: <reason>`.
+    Deny {
+        /// Why.
+        reason: String,
+    },
+    /// Cancel the call with `GUIDANCE: <joined feedback>` (after the pass, unless something
+    /// denied).
+    Guide {
+        /// The feedback.
+        feedback: String,
+    },
+    /// Ask a human first.
+    Confirm(Confirm),
+    /// Rewrite the tool use (name, input).
+    Transform(Transform<ToolUseDraft>),
+}
+
+common_constructors!(BeforeToolCallAction, ToolUseDraft);
+deny_constructor!(BeforeToolCallAction);
+guide_constructor!(
+    BeforeToolCallAction,
+    "Guidance: the call is cancelled with `GUIDANCE: <joined feedback>`."
+);
+
+impl BeforeToolCallAction {
+    /// Ask a human with this prompt (default evaluation, no response known yet).
+    pub fn confirm(prompt: impl Into<String>) -> Self {
+        Self::Confirm(Confirm::new(prompt))
+    }
+
+    pub(crate) fn into_verdict(self) -> Verdict<ToolUseDraft> {
+        match self {
+            Self::Proceed => Verdict::Proceed,
+            Self::Deny { reason } => Verdict::Deny(reason),
+            Self::Guide { feedback } => Verdict::Guide(feedback),
+            Self::Confirm(c) => Verdict::Confirm(c),
+            Self::Transform(t) => Verdict::Transform(t),
+        }
+    }
+}
+
+impl From<Confirm> for BeforeToolCallAction {
+    fn from(c: Confirm) -> Self {
+        Self::Confirm(c)
+    }
+}
+
+/// What an `after_tool_call` handler decides about the result.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum AfterToolCallAction {
+    /// Accept it.
+    Proceed,
+    /// Rewrite the result.
+    Transform(Transform<ToolResultDraft>),
+}
+
+common_constructors!(AfterToolCallAction, ToolResultDraft);
+
+impl AfterToolCallAction {
+    pub(crate) fn into_verdict(self) -> Verdict<ToolResultDraft> {
+        match self {
+            Self::Proceed => Verdict::Proceed,
+            Self::Transform(t) => Verdict::Transform(t),
+        }
+    }
+}
+
+/// What a closure handler may return: the action itself, or `Result<action, E>` with any error
+/// that converts into a [`HandlerError`].
+pub trait IntoHandlerResult<A> {
+    /// Converts into the handler's result.
+    fn into_handler_result(self) -> Result<A, HandlerError>;
+}
+
+macro_rules! into_handler_result {
+    ($($ty:ty),*) => {$(
+        impl IntoHandlerResult<$ty> for $ty {
+            #[inline]
+            fn into_handler_result(self) -> Result<$ty, HandlerError> {
+                Ok(self)
+            }
+        }
+
+        impl<E: Into<HandlerError>> IntoHandlerResult<$ty> for Result<$ty, E> {
+            #[inline]
+            fn into_handler_result(self) -> Result<$ty, HandlerError> {
+                self.map_err(Into::into)
+            }
+        }
+    )*};
+}
+
+into_handler_result!(
+    BeforeInvocationAction,
+    BeforeModelCallAction,
+    AfterModelCallAction,
+    BeforeToolCallAction,
+    AfterToolCallAction
+);

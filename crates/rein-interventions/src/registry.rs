@@ -1,0 +1,771 @@
+//! The registry: one bridging hook callback per lifecycle event, and the dispatch pass.
+
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use futures_util::FutureExt as _;
+use rein_core::{
+    AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent, BeforeModelCallEvent,
+    BeforeToolCallEvent, DecisionAction, DecisionOutcome, DecisionRecord, Error, EventKind,
+    Interrupt, OnError, before_tool_call_interrupt_id, tool_call_fingerprint,
+};
+use rein_hooks::{HookOptions, HookOrder, HookRegistry};
+use serde_json::Value;
+
+use crate::action::{Confirm, Verdict};
+use crate::event::{GuideEffect, PassEvent};
+use crate::handler::{
+    DynHandler, EventSet, HandlerError, HandlerFutureState, InterventionContext, Mode,
+    SharedHandler,
+};
+
+/// One handler as the registry keeps it: what it decided once, at build.
+#[derive(Clone)]
+pub(crate) struct Entry {
+    handler: Arc<dyn DynHandler>,
+    name: Arc<str>,
+    on_error: OnError,
+    mode: Mode,
+}
+
+/// The handlers of each event, in registration order, and the options.
+pub(crate) struct Shared {
+    pub(crate) before_invocation: Box<[Entry]>,
+    pub(crate) before_model_call: Box<[Entry]>,
+    pub(crate) after_model_call: Box<[Entry]>,
+    pub(crate) before_tool_call: Box<[Entry]>,
+    pub(crate) after_tool_call: Box<[Entry]>,
+    audit_timing: bool,
+}
+
+/// The intervention handlers of an agent, ready to be installed into its hook registry.
+///
+/// Built once from a list of handlers (names must be unique), it registers into a
+/// [`HookRegistry`] one bridging callback per lifecycle event that some handler subscribes to:
+/// at [`HookOrder::INTERVENTION_INPUT`] on Before* events (after plain hooks; on
+/// `before_invocation` also for injected input) and at [`HookOrder::INTERVENTION_OUTPUT`] on
+/// After* events (before plain hooks). Within a callback, one pass over the handlers in
+/// registration order implements SPEC §3.3. Cloning is cheap.
+///
+/// ```
+/// use rein_interventions::{
+///     BeforeToolCallAction, BeforeToolCallEvent, Cancel, Intervention, InterventionRegistry,
+///     InterruptAnswers, InvocationContext, ToolUse, json,
+/// };
+/// use rein_hooks::HookRegistry;
+///
+/// let registry = InterventionRegistry::new([Intervention::named("no-rm")
+///     .before_tool_call(|ev, _| match ev.tool_use().name.as_str() {
+///         "rm" => BeforeToolCallAction::deny("rm is not allowed"),
+///         _ => BeforeToolCallAction::Proceed,
+///     })])?;
+/// let mut hooks = HookRegistry::new();
+/// registry.install(&mut hooks);
+///
+/// let mut ev = BeforeToolCallEvent::new(
+///     InvocationContext::default(),
+///     ToolUse::new("t1", "rm", json!({"path": "/"})),
+///     None,
+///     0,
+///     InterruptAnswers::default(),
+/// );
+/// futures_executor::block_on(hooks.dispatch(&mut ev))?;
+/// assert_eq!(ev.cancel_tool, Cancel::Message("DENIED: rm is not allowed".into()));
+/// # Ok::<(), rein_interventions::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct InterventionRegistry {
+    shared: Arc<Shared>,
+    names: Arc<[Arc<str>]>,
+}
+
+impl fmt::Debug for InterventionRegistry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InterventionRegistry")
+            .field("handlers", &self.names)
+            .field("audit_timing", &self.shared.audit_timing)
+            .finish()
+    }
+}
+
+/// Builds an [`InterventionRegistry`].
+#[derive(Debug, Default)]
+pub struct InterventionRegistryBuilder {
+    handlers: Vec<SharedHandler>,
+    audit_timing: bool,
+}
+
+impl InterventionRegistryBuilder {
+    /// Adds a handler (it runs after those added before it).
+    pub fn handler(mut self, handler: impl Into<SharedHandler>) -> Self {
+        self.handlers.push(handler.into());
+        self
+    }
+
+    /// Adds handlers, in order.
+    pub fn handlers<I>(mut self, handlers: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: Into<SharedHandler>,
+    {
+        self.handlers.extend(handlers.into_iter().map(Into::into));
+        self
+    }
+
+    /// Records how long each handler took in the audit records (`duration`). Off by default: it
+    /// reads the clock twice per handler call.
+    pub fn audit_timing(mut self, on: bool) -> Self {
+        self.audit_timing = on;
+        self
+    }
+
+    /// Builds the registry. Fails with [`Error::DuplicateHandler`]
+    /// (`duplicate intervention handler name: '<name>'`) when two handlers share a name.
+    pub fn build(self) -> Result<InterventionRegistry, Error> {
+        let mut names: Vec<Arc<str>> = Vec::with_capacity(self.handlers.len());
+        let mut entries = Vec::with_capacity(self.handlers.len());
+        for SharedHandler(handler) in self.handlers {
+            let name: Arc<str> = Arc::from(handler.name());
+            if names.contains(&name) {
+                return Err(Error::DuplicateHandler(name.to_string()));
+            }
+            names.push(name.clone());
+            let subscriptions = handler.subscriptions();
+            let entry = Entry {
+                name,
+                on_error: handler.on_error(),
+                mode: handler.mode(),
+                handler,
+            };
+            entries.push((subscriptions, entry));
+        }
+        let of = |set: EventSet| -> Box<[Entry]> {
+            entries
+                .iter()
+                .filter(|(s, _)| s.contains(set))
+                .map(|(_, e)| e.clone())
+                .collect()
+        };
+        let shared = Shared {
+            before_invocation: of(EventSet::BEFORE_INVOCATION),
+            before_model_call: of(EventSet::BEFORE_MODEL_CALL),
+            after_model_call: of(EventSet::AFTER_MODEL_CALL),
+            before_tool_call: of(EventSet::BEFORE_TOOL_CALL),
+            after_tool_call: of(EventSet::AFTER_TOOL_CALL),
+            audit_timing: self.audit_timing,
+        };
+        Ok(InterventionRegistry {
+            shared: Arc::new(shared),
+            names: names.into(),
+        })
+    }
+}
+
+impl InterventionRegistry {
+    /// A registry of these handlers, in this order (no audit timing).
+    pub fn new<I>(handlers: I) -> Result<Self, Error>
+    where
+        I: IntoIterator,
+        I::Item: Into<SharedHandler>,
+    {
+        Self::builder().handlers(handlers).build()
+    }
+
+    /// A builder (for options such as audit timing).
+    pub fn builder() -> InterventionRegistryBuilder {
+        InterventionRegistryBuilder::default()
+    }
+
+    /// The handler names, in registration order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.names.iter().map(|n| &**n)
+    }
+
+    /// How many handlers there are.
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    /// How many handlers subscribe to `kind`.
+    pub fn subscribers(&self, kind: EventKind) -> usize {
+        let s = &self.shared;
+        match kind {
+            EventKind::BeforeInvocation => s.before_invocation.len(),
+            EventKind::BeforeModelCall => s.before_model_call.len(),
+            EventKind::AfterModelCall => s.after_model_call.len(),
+            EventKind::BeforeToolCall => s.before_tool_call.len(),
+            EventKind::AfterToolCall => s.after_tool_call.len(),
+            _ => 0,
+        }
+    }
+
+    /// Registers the bridging callbacks into `hooks`: one per event some handler subscribes to.
+    /// Install a registry once per hook registry.
+    pub fn install(&self, hooks: &mut HookRegistry) {
+        let input = HookOptions::order(HookOrder::INTERVENTION_INPUT);
+        let output = HookOptions::order(HookOrder::INTERVENTION_OUTPUT);
+        self.bridge::<BeforeInvocationEvent>(hooks, input.on_injected_input());
+        self.bridge::<BeforeModelCallEvent>(hooks, input);
+        self.bridge::<AfterModelCallEvent>(hooks, output);
+        self.bridge::<BeforeToolCallEvent>(hooks, input);
+        self.bridge::<AfterToolCallEvent>(hooks, output);
+    }
+
+    /// A hook registry holding only this registry's callbacks.
+    pub fn to_hooks(&self) -> HookRegistry {
+        let mut hooks = HookRegistry::new();
+        self.install(&mut hooks);
+        hooks
+    }
+
+    fn bridge<E: PassEvent>(&self, hooks: &mut HookRegistry, options: HookOptions) {
+        if E::entries(&self.shared).is_empty() {
+            return;
+        }
+        let shared = self.shared.clone();
+        let all_sync = E::entries(&self.shared)
+            .iter()
+            .all(|e| e.handler.completes_immediately(E::SET));
+        if all_sync {
+            // Every handler decides without suspending: run the pass in a sync callback, with
+            // no boxed future and no reference count traffic per dispatch.
+            hooks.add_with(options, move |event: &mut E| run_pass_now(&shared, event));
+        } else {
+            hooks.add_async_with(options, move |event: &mut E| {
+                let shared = shared.clone();
+                Box::pin(async move { run_pass(&shared, event).await })
+            });
+        }
+    }
+}
+
+/// The tags that decide a record's final outcome at the end of the pass.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Tag {
+    /// The outcome is already final (applied deny, shadowed, error).
+    Fixed,
+    Guide,
+    Transform,
+    ConfirmApproved,
+    ConfirmAsked,
+}
+
+/// How a pass ended.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum End {
+    Denied,
+    Guided,
+    Interrupted,
+    Done,
+}
+
+/// The state of one pass; allocates nothing until a handler does something other than proceed.
+struct Pass<D> {
+    records: Vec<(DecisionRecord, Tag)>,
+    guides: Vec<(Arc<str>, String)>,
+    asked: Vec<Interrupt>,
+    snapshot: Option<D>,
+    denied: Option<String>,
+}
+
+impl<D> Pass<D> {
+    fn new() -> Self {
+        Self {
+            records: Vec::new(),
+            guides: Vec::new(),
+            asked: Vec::new(),
+            snapshot: None,
+            denied: None,
+        }
+    }
+}
+
+/// Whether the pass goes on after a handler.
+enum Flow {
+    Continue,
+    Stop,
+}
+
+fn record<E: PassEvent>(
+    event: &E,
+    entry: &Entry,
+    action: DecisionAction,
+    outcome: DecisionOutcome,
+    text: Option<String>,
+    duration: Option<Duration>,
+) -> DecisionRecord {
+    let mut r = DecisionRecord::new(&*entry.name, E::KIND, action, outcome)
+        .with_tool_use_id(event.tool_use_id().map(str::to_owned));
+    r.text = text;
+    r.duration = duration;
+    r
+}
+
+async fn call_handler<E: PassEvent>(
+    entry: &Entry,
+    event: &E,
+    cx: &InterventionContext,
+) -> Result<E::Action, HandlerError> {
+    let future = match catch_unwind(AssertUnwindSafe(|| E::call(&*entry.handler, event, cx))) {
+        Ok(f) => f,
+        Err(panic) => return Err(HandlerError::from_panic(panic)),
+    };
+    match future.into_state() {
+        HandlerFutureState::Ready(Some(result)) => result,
+        HandlerFutureState::Ready(None) => Err(HandlerError::new("decision already taken")),
+        HandlerFutureState::Boxed(f) => match AssertUnwindSafe(f).catch_unwind().await {
+            Ok(result) => result,
+            Err(panic) => Err(HandlerError::from_panic(panic)),
+        },
+    }
+}
+
+/// Calls a handler that completes without suspending (checked when the registry was built).
+#[inline]
+fn call_handler_now<E: PassEvent>(
+    entry: &Entry,
+    event: &E,
+    cx: &InterventionContext,
+) -> Result<Result<E::Action, HandlerError>, Error> {
+    let future = match catch_unwind(AssertUnwindSafe(|| E::call(&*entry.handler, event, cx))) {
+        Ok(f) => f,
+        Err(panic) => return Ok(Err(HandlerError::from_panic(panic))),
+    };
+    match future.into_state() {
+        HandlerFutureState::Ready(Some(result)) => Ok(result),
+        HandlerFutureState::Ready(None) => Ok(Err(HandlerError::new("decision already taken"))),
+        HandlerFutureState::Boxed(mut f) => {
+            // Not expected: the handler said it never suspends. Accept it if it completes at
+            // once; it cannot be waited for here.
+            let mut poll_cx = Context::from_waker(Waker::noop());
+            match catch_unwind(AssertUnwindSafe(|| f.as_mut().poll(&mut poll_cx))) {
+                Ok(Poll::Ready(result)) => Ok(result),
+                Ok(Poll::Pending) => Err(Error::Config(format!(
+                    "intervention handler '{}' suspended on {} although it declared it never does",
+                    entry.name,
+                    E::KIND
+                ))),
+                Err(panic) => Ok(Err(HandlerError::from_panic(panic))),
+            }
+        }
+    }
+}
+
+/// One pass (SPEC §3.3) over handlers that all complete without suspending: the same pass as
+/// [`run_pass`], without a future.
+fn run_pass_now<E: PassEvent>(shared: &Shared, event: &mut E) -> Result<(), Error> {
+    let entries = E::entries(shared);
+    if entries.is_empty() || event.settled() {
+        return Ok(());
+    }
+    let cx = InterventionContext::from(event.invocation());
+    let mut pass: Pass<E::Draft> = Pass::new();
+    for entry in entries.iter() {
+        let started = shared.audit_timing.then(Instant::now);
+        let result = call_handler_now(entry, &*event, &cx)?;
+        if let Flow::Stop = step(&mut pass, entry, event, result, started)? {
+            break;
+        }
+    }
+    finish(pass, event);
+    Ok(())
+}
+
+/// One pass over the handlers of `E` (SPEC §3.3).
+pub(crate) async fn run_pass<E: PassEvent>(shared: &Shared, event: &mut E) -> Result<(), Error> {
+    let entries = E::entries(shared);
+    if entries.is_empty() || event.settled() {
+        return Ok(());
+    }
+    let cx = InterventionContext::from(event.invocation());
+    let mut pass: Pass<E::Draft> = Pass::new();
+    for entry in entries.iter() {
+        let started = shared.audit_timing.then(Instant::now);
+        let result = call_handler(entry, &*event, &cx).await;
+        if let Flow::Stop = step(&mut pass, entry, event, result, started)? {
+            break;
+        }
+    }
+    finish(pass, event);
+    Ok(())
+}
+
+/// Acts on one handler's result; an `Err` fails the invocation (`OnError::Throw`).
+#[inline]
+fn step<E: PassEvent>(
+    pass: &mut Pass<E::Draft>,
+    entry: &Entry,
+    event: &mut E,
+    result: Result<E::Action, HandlerError>,
+    started: Option<Instant>,
+) -> Result<Flow, Error> {
+    let flow = match result {
+        Ok(action) => match E::verdict(action) {
+            Verdict::Proceed => return Ok(Flow::Continue),
+            verdict => decide(pass, entry, event, verdict, started),
+        },
+        Err(error) => Err(error),
+    };
+    match flow {
+        Ok(flow) => Ok(flow),
+        Err(error) => handler_failed(pass, entry, event, error, started),
+    }
+}
+
+fn elapsed(started: Option<Instant>) -> Option<Duration> {
+    started.map(|s| s.elapsed())
+}
+
+/// Applies (or, in shadow mode, records) one non-Proceed decision.
+fn decide<E: PassEvent>(
+    pass: &mut Pass<E::Draft>,
+    entry: &Entry,
+    event: &mut E,
+    verdict: Verdict<E::Draft>,
+    started: Option<Instant>,
+) -> Result<Flow, HandlerError> {
+    let shadow = entry.mode == Mode::Shadow;
+    match verdict {
+        Verdict::Proceed => Ok(Flow::Continue),
+        Verdict::Deny(reason) => {
+            let outcome = if shadow {
+                DecisionOutcome::Shadowed
+            } else {
+                DecisionOutcome::Applied
+            };
+            let r = record(
+                event,
+                entry,
+                DecisionAction::Deny,
+                outcome,
+                Some(reason.clone()),
+                elapsed(started),
+            );
+            pass.records.push((r, Tag::Fixed));
+            if shadow {
+                return Ok(Flow::Continue);
+            }
+            pass.denied = Some(format!("DENIED: {reason}"));
+            Ok(Flow::Stop)
+        }
+        Verdict::Guide(feedback) => {
+            let (outcome, tag) = if shadow {
+                (DecisionOutcome::Shadowed, Tag::Fixed)
+            } else {
+                (DecisionOutcome::Applied, Tag::Guide)
+            };
+            let r = record(
+                event,
+                entry,
+                DecisionAction::Guide,
+                outcome,
+                Some(feedback.clone()),
+                elapsed(started),
+            );
+            pass.records.push((r, tag));
+            if !shadow {
+                pass.guides.push((entry.name.clone(), feedback));
+            }
+            Ok(Flow::Continue)
+        }
+        Verdict::Confirm(confirm) => confirm_step(pass, entry, event, confirm, shadow, started),
+        Verdict::Transform(transform) => {
+            let Some(mut draft) = event.draft() else {
+                return Ok(Flow::Continue);
+            };
+            // The edit runs on a draft, so a failing edit changes nothing; in shadow mode the
+            // draft is thrown away (the edit is evaluated, never applied).
+            match catch_unwind(AssertUnwindSafe(|| transform.apply(&mut draft))) {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => return Err(error),
+                Err(panic) => return Err(HandlerError::from_panic(panic)),
+            }
+            if shadow {
+                let r = record(
+                    event,
+                    entry,
+                    DecisionAction::Transform,
+                    DecisionOutcome::Shadowed,
+                    None,
+                    elapsed(started),
+                );
+                pass.records.push((r, Tag::Fixed));
+                return Ok(Flow::Continue);
+            }
+            let previous = event.commit(draft);
+            if pass.snapshot.is_none() {
+                pass.snapshot = Some(previous);
+            }
+            let r = record(
+                event,
+                entry,
+                DecisionAction::Transform,
+                DecisionOutcome::Applied,
+                None,
+                elapsed(started),
+            );
+            pass.records.push((r, Tag::Transform));
+            Ok(Flow::Continue)
+        }
+    }
+}
+
+fn confirm_step<E: PassEvent>(
+    pass: &mut Pass<E::Draft>,
+    entry: &Entry,
+    event: &mut E,
+    mut confirm: Confirm,
+    shadow: bool,
+    started: Option<Instant>,
+) -> Result<Flow, HandlerError> {
+    let Some((tool_use, answers)) = event.confirm_target() else {
+        // Only before_tool_call admits a Confirm.
+        return Ok(Flow::Continue);
+    };
+    // A pre-emptive response wins; otherwise the answer given on resume, if it was given for
+    // this very call (same fingerprint). Ids and fingerprints are computed only when needed.
+    let (response, unanswered): (Option<Value>, Option<(String, String)>) =
+        match confirm.response.take().filter(|v| !v.is_null()) {
+            Some(v) => (Some(v), None),
+            None => {
+                let id = before_tool_call_interrupt_id(&tool_use.tool_use_id, &entry.name);
+                let fingerprint = tool_call_fingerprint(&tool_use.name, &tool_use.input);
+                match answers.get_bound(&id, &fingerprint) {
+                    Some(v) => (Some(v.clone()), None),
+                    None => (None, Some((id, fingerprint))),
+                }
+            }
+        };
+    let tool_use_id = tool_use.tool_use_id.clone();
+    let prompt = confirm.prompt.clone();
+    let approved = match &response {
+        Some(r) => {
+            let judged = catch_unwind(AssertUnwindSafe(|| confirm.evaluate(r)));
+            match judged {
+                Ok(Ok(approved)) => Some(approved),
+                Ok(Err(error)) => return Err(error),
+                Err(panic) => return Err(HandlerError::from_panic(panic)),
+            }
+        }
+        None => None,
+    };
+    if shadow {
+        let r = record(
+            event,
+            entry,
+            DecisionAction::Confirm,
+            DecisionOutcome::Shadowed,
+            Some(prompt),
+            elapsed(started),
+        );
+        pass.records.push((r, Tag::Fixed));
+        return Ok(Flow::Continue);
+    }
+    match approved {
+        Some(true) => {
+            let r = record(
+                event,
+                entry,
+                DecisionAction::Confirm,
+                DecisionOutcome::Applied,
+                Some(prompt),
+                elapsed(started),
+            );
+            pass.records.push((r, Tag::ConfirmApproved));
+            Ok(Flow::Continue)
+        }
+        Some(false) => {
+            let r = record(
+                event,
+                entry,
+                DecisionAction::Confirm,
+                DecisionOutcome::Applied,
+                Some(prompt.clone()),
+                elapsed(started),
+            );
+            pass.records.push((r, Tag::Fixed));
+            pass.denied = Some(format!("CONFIRMATION_FAILED: {prompt}"));
+            Ok(Flow::Stop)
+        }
+        None => {
+            let Some((id, fingerprint)) = unanswered else {
+                return Ok(Flow::Continue);
+            };
+            pass.asked.push(
+                Interrupt::new(id, &*entry.name, prompt.clone())
+                    .with_fingerprint(fingerprint)
+                    .with_tool_use_id(tool_use_id),
+            );
+            let r = record(
+                event,
+                entry,
+                DecisionAction::Confirm,
+                DecisionOutcome::Applied,
+                Some(prompt),
+                elapsed(started),
+            );
+            pass.records.push((r, Tag::ConfirmAsked));
+            Ok(Flow::Continue)
+        }
+    }
+}
+
+/// A handler failed: apply its `on_error` (SPEC §3.4). Returns the flow, or the error that
+/// fails the invocation.
+fn handler_failed<E: PassEvent>(
+    pass: &mut Pass<E::Draft>,
+    entry: &Entry,
+    event: &mut E,
+    error: HandlerError,
+    started: Option<Instant>,
+) -> Result<Flow, Error> {
+    let message = error.message().to_owned();
+    // A shadow handler never fails the invocation: the error is recorded, the handler skipped.
+    let policy = if entry.mode == Mode::Shadow {
+        OnError::Proceed
+    } else {
+        entry.on_error
+    };
+    let mut r = record(
+        event,
+        entry,
+        DecisionAction::Error,
+        DecisionOutcome::Error,
+        Some(message.clone()),
+        elapsed(started),
+    );
+    r.on_error = Some(policy);
+    pass.records.push((r, Tag::Fixed));
+    match policy {
+        OnError::Throw => {
+            // Leave the event as it was before the pass, with the audit of what happened.
+            let records = std::mem::take(&mut pass.records);
+            if let Some(snapshot) = pass.snapshot.take() {
+                event.restore(snapshot);
+            }
+            push_records(event, records, End::Denied);
+            Err(Error::Handler {
+                handler: entry.name.to_string(),
+                event: E::KIND.as_str(),
+                message,
+            })
+        }
+        OnError::Proceed => {
+            tracing::warn!(
+                target: "rein_interventions",
+                handler = %entry.name,
+                event = E::KIND.as_str(),
+                error = %message,
+                "intervention handler failed; skipped (on_error = proceed)"
+            );
+            Ok(Flow::Continue)
+        }
+        OnError::Deny => {
+            tracing::warn!(
+                target: "rein_interventions",
+                handler = %entry.name,
+                event = E::KIND.as_str(),
+                error = %message,
+                "intervention handler failed; denied (on_error = deny)"
+            );
+            pass.denied = Some(format!("DENIED: Handler threw: {message}"));
+            Ok(Flow::Stop)
+        }
+    }
+}
+
+/// Ends the pass: settles staged transforms, applies the strongest outcome, records the audit.
+fn finish<E: PassEvent>(mut pass: Pass<E::Draft>, event: &mut E) {
+    let end = if pass.denied.is_some() {
+        End::Denied
+    } else if !pass.guides.is_empty() {
+        End::Guided
+    } else if !pass.asked.is_empty() {
+        End::Interrupted
+    } else {
+        End::Done
+    };
+    let discard = match end {
+        End::Denied | End::Interrupted => true,
+        End::Guided => E::GUIDE != GuideEffect::Inject,
+        End::Done => false,
+    };
+    if discard && let Some(snapshot) = pass.snapshot.take() {
+        event.restore(snapshot);
+    }
+    match end {
+        End::Denied => {
+            if let Some(text) = pass.denied.take() {
+                event.deny(text);
+            }
+        }
+        End::Guided => {
+            let mut joined = String::new();
+            for (i, (name, feedback)) in pass.guides.iter().enumerate() {
+                if i > 0 {
+                    joined.push('\n');
+                }
+                joined.push('[');
+                joined.push_str(name);
+                joined.push_str("] ");
+                joined.push_str(feedback);
+            }
+            event.guide(joined);
+        }
+        End::Interrupted => event.raise(std::mem::take(&mut pass.asked)),
+        End::Done => {}
+    }
+    push_records(event, pass.records, end);
+}
+
+fn push_records<E: PassEvent>(event: &mut E, records: Vec<(DecisionRecord, Tag)>, end: End) {
+    for (mut r, tag) in records {
+        r.outcome = final_outcome::<E>(r.outcome, tag, end);
+        emit(&r);
+        record_on::<E>(event, r);
+    }
+}
+
+fn final_outcome<E: PassEvent>(current: DecisionOutcome, tag: Tag, end: End) -> DecisionOutcome {
+    use DecisionOutcome::{Applied, Overridden};
+    match (tag, end) {
+        (Tag::Fixed, _) => current,
+        (_, End::Denied) => Overridden,
+        (Tag::Guide, _) => Applied,
+        (Tag::Transform, End::Guided) if E::GUIDE != GuideEffect::Inject => Overridden,
+        (Tag::Transform, End::Interrupted) => Overridden,
+        (Tag::ConfirmApproved | Tag::ConfirmAsked, End::Guided) => Overridden,
+        _ => Applied,
+    }
+}
+
+fn record_on<E: PassEvent>(event: &mut E, record: DecisionRecord) {
+    // `record_decision` is an inherent method on each event type; reach it through the trait.
+    event.push_decision(record);
+}
+
+/// Emits an audit record as a `tracing` event (nothing is formatted unless someone listens).
+fn emit(record: &DecisionRecord) {
+    if tracing::enabled!(target: "rein_interventions::audit", tracing::Level::INFO) {
+        tracing::info!(
+            target: "rein_interventions::audit",
+            handler = %record.handler,
+            event = record.event.as_str(),
+            action = ?record.action,
+            outcome = ?record.outcome,
+            text = record.text.as_deref(),
+            tool_use_id = record.tool_use_id.as_deref(),
+            on_error = ?record.on_error,
+            duration_ns = record.duration.map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
+            "intervention decision"
+        );
+    }
+}

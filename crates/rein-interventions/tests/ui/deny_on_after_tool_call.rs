@@ -1,0 +1,7 @@
+use rein_interventions::{AfterToolCallAction, Intervention};
+
+fn main() {
+    let _ = Intervention::named("x").after_tool_call(|_, _| AfterToolCallAction::Deny {
+        reason: "no".into(),
+    });
+}

@@ -1,0 +1,779 @@
+//! Anthropic Messages provider (feature `anthropic`).
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use rein_core::{
+    BlockDelta, BlockStart, ContentBlock, DocumentBlock, Error, ImageBlock, ModelError,
+    ModelRequest, ReasoningContent, Role, StopReason, StreamEvent, ToolChoice, ToolResultContent,
+    Usage,
+};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::http::{self, Flow, Secret, SseDecoder};
+use crate::model::{Model, ModelInfo, ModelStream};
+
+const PROVIDER: &str = "anthropic";
+/// Anthropic's API base URL, used when none is configured.
+pub const ANTHROPIC_DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+/// The `anthropic-version` header sent by default.
+pub const ANTHROPIC_API_VERSION: &str = "2023-06-01";
+/// `max_tokens` sent when the request's [`InferenceConfig`](rein_core::InferenceConfig) sets
+/// none (the Messages API requires it).
+pub const ANTHROPIC_DEFAULT_MAX_TOKENS: u32 = 4096;
+
+/// A model behind the Anthropic Messages API (`POST {base}/v1/messages`, streaming).
+///
+/// Build it with [`AnthropicModel::builder`] or [`AnthropicModel::from_env`]
+/// (`ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY`). Cloning is cheap.
+///
+/// ```
+/// use rein_models::{AnthropicModel, Model};
+///
+/// let model = AnthropicModel::builder("claude-sonnet-4-5")
+///     .api_key("sk-ant-example")
+///     .max_tokens(2048)
+///     .thinking_budget(1024)
+///     .build()?;
+/// assert_eq!(model.info().model_id, "claude-sonnet-4-5");
+/// assert!(!format!("{model:?}").contains("sk-ant-example"));
+/// # Ok::<(), rein_core::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct AnthropicModel {
+    client: reqwest::Client,
+    url: String,
+    base_url: String,
+    model_id: String,
+    api_key: Option<Secret>,
+    version: String,
+    headers: Vec<(String, String)>,
+    extra_body: Map<String, Value>,
+    max_tokens: u32,
+    thinking_budget: Option<u32>,
+    connect_timeout: Duration,
+    idle_timeout: Duration,
+}
+
+impl fmt::Debug for AnthropicModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AnthropicModel")
+            .field("base_url", &self.base_url)
+            .field("model_id", &self.model_id)
+            .field("api_key", &self.api_key)
+            .field("version", &self.version)
+            .field("max_tokens", &self.max_tokens)
+            .field("thinking_budget", &self.thinking_budget)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("idle_timeout", &self.idle_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builder of an [`AnthropicModel`].
+#[derive(Clone)]
+#[must_use]
+pub struct AnthropicModelBuilder {
+    base_url: String,
+    model_id: String,
+    api_key: Option<Secret>,
+    version: String,
+    headers: Vec<(String, String)>,
+    extra_body: Map<String, Value>,
+    max_tokens: u32,
+    thinking_budget: Option<u32>,
+    connect_timeout: Duration,
+    idle_timeout: Duration,
+}
+
+impl fmt::Debug for AnthropicModelBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AnthropicModelBuilder")
+            .field("base_url", &self.base_url)
+            .field("model_id", &self.model_id)
+            .field("api_key", &self.api_key)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AnthropicModel {
+    /// A builder for `model_id` with Anthropic's base URL, no API key, `max_tokens` 4096,
+    /// connect timeout 10 s and stream idle timeout 120 s. Reads no environment variable.
+    pub fn builder(model_id: impl Into<String>) -> AnthropicModelBuilder {
+        AnthropicModelBuilder {
+            base_url: ANTHROPIC_DEFAULT_BASE_URL.to_owned(),
+            model_id: model_id.into(),
+            api_key: None,
+            version: ANTHROPIC_API_VERSION.to_owned(),
+            headers: Vec::new(),
+            extra_body: Map::new(),
+            max_tokens: ANTHROPIC_DEFAULT_MAX_TOKENS,
+            thinking_budget: None,
+            connect_timeout: http::DEFAULT_CONNECT_TIMEOUT,
+            idle_timeout: http::DEFAULT_IDLE_TIMEOUT,
+        }
+    }
+
+    /// A builder pre-filled from `ANTHROPIC_BASE_URL` (else Anthropic's URL) and
+    /// `ANTHROPIC_API_KEY` (else none). Builder calls made afterwards override these.
+    pub fn from_env(model_id: impl Into<String>) -> AnthropicModelBuilder {
+        let mut b = Self::builder(model_id);
+        if let Some(url) = http::env_var("ANTHROPIC_BASE_URL") {
+            b.base_url = url;
+        }
+        if let Some(key) = http::env_var("ANTHROPIC_API_KEY") {
+            b.api_key = Some(Secret::new(key));
+        }
+        b
+    }
+
+    /// The base URL (requests go to `{base}/v1/messages`).
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+}
+
+impl AnthropicModelBuilder {
+    /// The API base URL, without `/v1` (e.g. `https://api.anthropic.com`).
+    pub fn base_url(mut self, url: impl Into<String>) -> Self {
+        self.base_url = url.into();
+        self
+    }
+
+    /// The API key, sent as `x-api-key`. Never shown by `Debug` or errors.
+    pub fn api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(Secret::new(key));
+        self
+    }
+
+    /// The `anthropic-version` header (default `2023-06-01`).
+    pub fn api_version(mut self, version: impl Into<String>) -> Self {
+        self.version = version.into();
+        self
+    }
+
+    /// An extra HTTP header on every request (e.g. `anthropic-beta`).
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// Extra top-level request fields merged into every request body (e.g. `metadata`,
+    /// `top_k`). They override the fields Rein sets.
+    pub fn extra_body(mut self, fields: Map<String, Value>) -> Self {
+        self.extra_body.extend(fields);
+        self
+    }
+
+    /// `max_tokens` when the request's config sets none (default 4096).
+    pub fn max_tokens(mut self, n: u32) -> Self {
+        self.max_tokens = n;
+        self
+    }
+
+    /// Enables extended thinking with this token budget (`thinking: {type: enabled,
+    /// budget_tokens}`); it must be below `max_tokens`.
+    pub fn thinking_budget(mut self, tokens: u32) -> Self {
+        self.thinking_budget = Some(tokens);
+        self
+    }
+
+    /// TCP connect timeout (default 10 s).
+    pub fn connect_timeout(mut self, t: Duration) -> Self {
+        self.connect_timeout = t;
+        self
+    }
+
+    /// Longest wait for the response headers and between two stream chunks (default 120 s).
+    pub fn idle_timeout(mut self, t: Duration) -> Self {
+        self.idle_timeout = t;
+        self
+    }
+
+    /// Builds the model. Fails on an invalid base URL or header.
+    pub fn build(self) -> Result<AnthropicModel, Error> {
+        let base_url = http::check_base_url(&self.base_url)?;
+        if let Some(key) = &self.api_key {
+            http::check_key(key)?;
+        }
+        for (name, value) in self.headers.iter().chain(std::iter::once(&(
+            "anthropic-version".to_owned(),
+            self.version.clone(),
+        ))) {
+            if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err()
+                || reqwest::header::HeaderValue::from_str(value).is_err()
+            {
+                return Err(Error::Config(format!("invalid HTTP header '{name}'")));
+            }
+        }
+        Ok(AnthropicModel {
+            client: http::build_client(self.connect_timeout)?,
+            url: format!("{base_url}/v1/messages"),
+            base_url,
+            model_id: self.model_id,
+            api_key: self.api_key,
+            version: self.version,
+            headers: self.headers,
+            extra_body: self.extra_body,
+            max_tokens: self.max_tokens,
+            thinking_budget: self.thinking_budget,
+            connect_timeout: self.connect_timeout,
+            idle_timeout: self.idle_timeout,
+        })
+    }
+}
+
+impl Model for AnthropicModel {
+    fn info(&self) -> ModelInfo {
+        ModelInfo::new(PROVIDER, self.model_id.clone())
+    }
+
+    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
+        let body = encode_request(
+            &self.model_id,
+            &request,
+            self.max_tokens,
+            self.thinking_budget,
+            &self.extra_body,
+        );
+        let mut rb = self
+            .client
+            .post(&self.url)
+            .header("accept", "text/event-stream")
+            .header("anthropic-version", self.version.as_str())
+            .header("content-type", "application/json")
+            .body(body.to_string());
+        if let Some(key) = &self.api_key {
+            rb = rb.header("x-api-key", http::secret_header(key.expose())?);
+        }
+        for (n, v) in &self.headers {
+            rb = rb.header(n.as_str(), v.as_str());
+        }
+        let started = Instant::now();
+        let response =
+            http::send(PROVIDER, rb, self.idle_timeout, http::is_context_overflow).await?;
+        Ok(http::sse_model_stream(
+            PROVIDER,
+            response,
+            MessagesDecoder::default(),
+            self.idle_timeout,
+            started,
+        ))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request encoding
+
+/// Encodes a Rein request as a Messages API request body.
+pub(crate) fn encode_request(
+    model_id: &str,
+    request: &ModelRequest,
+    default_max_tokens: u32,
+    thinking_budget: Option<u32>,
+    extra: &Map<String, Value>,
+) -> Value {
+    let mut messages = Vec::with_capacity(request.messages.len());
+    for m in request.messages.iter() {
+        let blocks = match m.role {
+            Role::User => user_blocks(&m.content),
+            Role::Assistant => assistant_blocks(&m.content),
+        };
+        if blocks.is_empty() {
+            continue;
+        }
+        let role = match m.role {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        };
+        messages.push(json!({"role": role, "content": blocks}));
+    }
+    let c = &request.config;
+    let mut body = Map::new();
+    body.insert("model".into(), json!(model_id));
+    body.insert(
+        "max_tokens".into(),
+        json!(c.max_tokens.unwrap_or(default_max_tokens)),
+    );
+    body.insert("stream".into(), json!(true));
+    if let Some(system) = &request.system_prompt {
+        body.insert("system".into(), json!(&**system));
+    }
+    body.insert("messages".into(), Value::Array(messages));
+    if !request.tools.is_empty() {
+        let tools: Vec<Value> = request
+            .tools
+            .iter()
+            .map(|t| {
+                json!({"name": t.name, "description": t.description, "input_schema": t.input_schema})
+            })
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+        let choice = match &request.tool_choice {
+            ToolChoice::Any => json!({"type": "any"}),
+            ToolChoice::Tool(name) => json!({"type": "tool", "name": name}),
+            ToolChoice::None => json!({"type": "none"}),
+            _ => json!({"type": "auto"}),
+        };
+        body.insert("tool_choice".into(), choice);
+    }
+    if let Some(t) = c.temperature {
+        body.insert("temperature".into(), json!(t));
+    }
+    if let Some(p) = c.top_p {
+        body.insert("top_p".into(), json!(p));
+    }
+    if !c.stop_sequences.is_empty() {
+        body.insert("stop_sequences".into(), json!(c.stop_sequences));
+    }
+    if let Some(budget) = thinking_budget {
+        body.insert(
+            "thinking".into(),
+            json!({"type": "enabled", "budget_tokens": budget}),
+        );
+    }
+    for (k, v) in extra {
+        body.insert(k.clone(), v.clone());
+    }
+    Value::Object(body)
+}
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+fn image_block(img: &ImageBlock) -> Value {
+    let bytes = http::media_bytes(&img.source);
+    let mime = match img.format.as_str() {
+        "jpg" | "jpeg" => "image/jpeg",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        _ => "image/png",
+    };
+    json!({"type": "image", "source": {"type": "base64", "media_type": mime, "data": b64(bytes)}})
+}
+
+fn document_block(doc: &DocumentBlock) -> Value {
+    let bytes = http::media_bytes(&doc.source);
+    match doc.format.as_str() {
+        "pdf" => json!({"type": "document", "title": doc.name, "source": {
+            "type": "base64", "media_type": "application/pdf", "data": b64(bytes)}}),
+        _ => json!({"type": "document", "title": doc.name, "source": {
+            "type": "text", "media_type": "text/plain",
+            "data": String::from_utf8_lossy(bytes)}}),
+    }
+}
+
+fn user_blocks(content: &[ContentBlock]) -> Vec<Value> {
+    // Tool results must come first in a user message.
+    let mut out = Vec::new();
+    for b in content {
+        if let ContentBlock::ToolResult(r) = b {
+            let mut items = Vec::new();
+            for c in &r.content {
+                match c {
+                    ToolResultContent::Text(t) if !t.is_empty() => {
+                        items.push(json!({"type": "text", "text": t}));
+                    }
+                    ToolResultContent::Json(v) => {
+                        items.push(json!({"type": "text", "text": v.to_string()}));
+                    }
+                    ToolResultContent::Image(img) => items.push(image_block(img)),
+                    ToolResultContent::Document(d) => items.push(document_block(d)),
+                    _ => {}
+                }
+            }
+            let mut block =
+                json!({"type": "tool_result", "tool_use_id": r.tool_use_id, "content": items});
+            if r.is_error() {
+                block["is_error"] = json!(true);
+            }
+            out.push(block);
+        }
+    }
+    for b in content {
+        match b {
+            ContentBlock::Text(t) if !t.is_empty() => out.push(json!({"type": "text", "text": t})),
+            ContentBlock::Image(img) => out.push(image_block(img)),
+            ContentBlock::Document(d) => out.push(document_block(d)),
+            _ => {}
+        }
+    }
+    out
+}
+
+fn assistant_blocks(content: &[ContentBlock]) -> Vec<Value> {
+    let mut out = Vec::new();
+    for b in content {
+        match b {
+            ContentBlock::ReasoningContent(ReasoningContent::ReasoningText(r)) => {
+                // Thinking goes back verbatim with its signature; unsigned reasoning (from
+                // another provider) would be rejected, so it is left out.
+                if let Some(sig) = &r.signature {
+                    out.push(json!({"type": "thinking", "thinking": r.text, "signature": sig}));
+                }
+            }
+            ContentBlock::ReasoningContent(ReasoningContent::RedactedContent(data)) => {
+                out.push(json!({"type": "redacted_thinking",
+                    "data": String::from_utf8_lossy(&data.0)}));
+            }
+            ContentBlock::Text(t) if !t.is_empty() => out.push(json!({"type": "text", "text": t})),
+            ContentBlock::ToolUse(u) => {
+                let input = if u.input.is_object() {
+                    u.input.clone()
+                } else {
+                    json!({})
+                };
+                out.push(json!({"type": "tool_use", "id": u.tool_use_id, "name": u.name, "input": input}));
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stream decoding
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum WireEvent {
+    MessageStart {
+        message: StartMessage,
+    },
+    ContentBlockStart {
+        #[serde(default)]
+        index: u64,
+        content_block: Value,
+    },
+    ContentBlockDelta {
+        #[serde(default)]
+        index: u64,
+        delta: Value,
+    },
+    ContentBlockStop {
+        #[serde(default)]
+        index: u64,
+    },
+    MessageDelta {
+        #[serde(default)]
+        delta: MessageDeltaBody,
+        #[serde(default)]
+        usage: Option<WireUsage>,
+    },
+    MessageStop,
+    Ping,
+    Error {
+        error: Value,
+    },
+    #[serde(other)]
+    Unknown,
+}
+
+#[derive(Deserialize)]
+struct StartMessage {
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize, Default)]
+struct MessageDeltaBody {
+    #[serde(default)]
+    stop_reason: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+struct WireUsage {
+    #[serde(default)]
+    input_tokens: Option<u64>,
+    #[serde(default)]
+    output_tokens: Option<u64>,
+    #[serde(default)]
+    cache_creation_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_read_input_tokens: Option<u64>,
+}
+
+/// Decodes Messages API events into normalized events.
+#[derive(Default)]
+pub(crate) struct MessagesDecoder {
+    started: bool,
+    /// Index of the open content block that is forwarded; blocks of unknown kinds (server tools,
+    /// citations ...) are skipped.
+    open: Option<u64>,
+    stop: Option<StopReason>,
+    input: u64,
+    output: u64,
+    cache_read: u64,
+    cache_write: u64,
+    done: bool,
+}
+
+fn stop_reason(s: &str) -> StopReason {
+    match s {
+        "tool_use" => StopReason::ToolUse,
+        "max_tokens" | "model_context_window_exceeded" => StopReason::MaxTokens,
+        "stop_sequence" => StopReason::StopSequence,
+        "refusal" => StopReason::ContentFiltered,
+        _ => StopReason::EndTurn,
+    }
+}
+
+/// Maps an `error` event (e.g. `overloaded_error` mid-stream).
+fn stream_error(err: &Value) -> ModelError {
+    let ty = err.get("type").and_then(Value::as_str).unwrap_or("error");
+    let msg = err
+        .get("message")
+        .and_then(Value::as_str)
+        .unwrap_or("error event in stream");
+    let text = format!("{PROVIDER}: {ty}: {msg}");
+    let body = json!({"type": "error", "error": err}).to_string();
+    let e = match ty {
+        "overloaded_error" | "rate_limit_error" => ModelError::throttled(text),
+        "authentication_error" | "permission_error" => ModelError::auth(text),
+        "invalid_request_error" if http::is_context_overflow(msg) => {
+            ModelError::context_window_overflow(text)
+        }
+        "invalid_request_error" | "not_found_error" | "request_too_large" => {
+            ModelError::bad_request(text)
+        }
+        _ => ModelError::server(text),
+    };
+    e.with_body(body)
+}
+
+impl MessagesDecoder {
+    fn apply_usage(&mut self, u: &WireUsage) {
+        if let Some(n) = u.input_tokens {
+            self.input = n;
+        }
+        if let Some(n) = u.output_tokens {
+            self.output = n;
+        }
+        if let Some(n) = u.cache_creation_input_tokens {
+            self.cache_write = n;
+        }
+        if let Some(n) = u.cache_read_input_tokens {
+            self.cache_read = n;
+        }
+    }
+
+    fn start(&mut self, out: &mut VecDeque<StreamEvent>) {
+        if !self.started {
+            self.started = true;
+            out.push_back(StreamEvent::MessageStart {
+                role: Role::Assistant,
+            });
+        }
+    }
+
+    fn block_start(&mut self, index: u64, block: &Value, out: &mut VecDeque<StreamEvent>) {
+        let s = |k: &str| block.get(k).and_then(Value::as_str).unwrap_or_default();
+        match s("type") {
+            "text" => {
+                out.push_back(StreamEvent::BlockStart(BlockStart::Text));
+                if !s("text").is_empty() {
+                    out.push_back(StreamEvent::BlockDelta(BlockDelta::Text(s("text").into())));
+                }
+            }
+            "tool_use" => {
+                out.push_back(StreamEvent::BlockStart(BlockStart::ToolUse {
+                    tool_use_id: s("id").into(),
+                    name: s("name").into(),
+                }));
+                // The input arrives as `input_json_delta`s; a non-empty start input is kept.
+                if let Some(input) = block
+                    .get("input")
+                    .filter(|i| i.as_object().is_some_and(|o| !o.is_empty()))
+                {
+                    out.push_back(StreamEvent::BlockDelta(BlockDelta::ToolInput(
+                        input.to_string(),
+                    )));
+                }
+            }
+            "thinking" => {
+                out.push_back(StreamEvent::BlockStart(BlockStart::Reasoning));
+                if !s("thinking").is_empty() {
+                    out.push_back(StreamEvent::BlockDelta(BlockDelta::ReasoningText(
+                        s("thinking").into(),
+                    )));
+                }
+                if !s("signature").is_empty() {
+                    out.push_back(StreamEvent::BlockDelta(BlockDelta::ReasoningSignature(
+                        s("signature").into(),
+                    )));
+                }
+            }
+            "redacted_thinking" => {
+                out.push_back(StreamEvent::BlockStart(BlockStart::Reasoning));
+                out.push_back(StreamEvent::BlockDelta(BlockDelta::RedactedReasoning(
+                    s("data").as_bytes().to_vec(),
+                )));
+            }
+            _ => return,
+        }
+        self.open = Some(index);
+    }
+
+    fn block_delta(&mut self, index: u64, delta: &Value, out: &mut VecDeque<StreamEvent>) {
+        if self.open != Some(index) {
+            return;
+        }
+        let s = |k: &str| {
+            delta
+                .get(k)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let ev = match delta
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+        {
+            "text_delta" => BlockDelta::Text(s("text")),
+            "input_json_delta" => BlockDelta::ToolInput(s("partial_json")),
+            "thinking_delta" => BlockDelta::ReasoningText(s("thinking")),
+            "signature_delta" => BlockDelta::ReasoningSignature(s("signature")),
+            _ => return,
+        };
+        out.push_back(StreamEvent::BlockDelta(ev));
+    }
+}
+
+impl SseDecoder for MessagesDecoder {
+    fn event(
+        &mut self,
+        _event: &str,
+        data: &str,
+        out: &mut VecDeque<StreamEvent>,
+    ) -> Result<Flow, ModelError> {
+        if data.trim().is_empty() {
+            return Ok(Flow::Continue);
+        }
+        let ev: WireEvent = http::parse_json(PROVIDER, data)?;
+        match ev {
+            WireEvent::MessageStart { message } => {
+                if let Some(u) = &message.usage {
+                    self.apply_usage(u);
+                }
+                self.start(out);
+            }
+            WireEvent::ContentBlockStart {
+                index,
+                content_block,
+            } => {
+                self.start(out);
+                if self.open.is_some() {
+                    out.push_back(StreamEvent::BlockStop);
+                    self.open = None;
+                }
+                self.block_start(index, &content_block, out);
+            }
+            WireEvent::ContentBlockDelta { index, delta } => self.block_delta(index, &delta, out),
+            WireEvent::ContentBlockStop { index } => {
+                if self.open == Some(index) {
+                    self.open = None;
+                    out.push_back(StreamEvent::BlockStop);
+                }
+            }
+            WireEvent::MessageDelta { delta, usage } => {
+                if let Some(r) = delta.stop_reason {
+                    self.stop = Some(stop_reason(&r));
+                }
+                if let Some(u) = &usage {
+                    self.apply_usage(u);
+                }
+            }
+            WireEvent::MessageStop => {
+                self.done = true;
+                return Ok(Flow::Done);
+            }
+            WireEvent::Ping | WireEvent::Unknown => {}
+            WireEvent::Error { error } => return Err(stream_error(&error)),
+        }
+        Ok(Flow::Continue)
+    }
+
+    fn finish(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<(), ModelError> {
+        if !self.done {
+            return Err(ModelError::malformed_stream(format!(
+                "{PROVIDER}: stream ended without message_stop"
+            )));
+        }
+        if self.open.take().is_some() {
+            out.push_back(StreamEvent::BlockStop);
+        }
+        out.push_back(StreamEvent::MessageStop {
+            stop_reason: self.stop.unwrap_or(StopReason::EndTurn),
+        });
+        Ok(())
+    }
+
+    fn usage(&self) -> Usage {
+        Usage {
+            input_tokens: self.input,
+            output_tokens: self.output,
+            total_tokens: self
+                .input
+                .saturating_add(self.output)
+                .saturating_add(self.cache_read)
+                .saturating_add(self.cache_write),
+            cache_read_input_tokens: self.cache_read,
+            cache_write_input_tokens: self.cache_write,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rein_core::{Message, ReasoningText, ToolResult, ToolUse};
+
+    #[test]
+    fn thinking_round_trips_with_signature_and_tool_results_lead() {
+        let req = ModelRequest::new(vec![
+            Message::user("hi"),
+            Message::new(
+                Role::Assistant,
+                vec![
+                    ContentBlock::ReasoningContent(ReasoningContent::ReasoningText(
+                        ReasoningText {
+                            text: "hmm".into(),
+                            signature: Some("sig==".into()),
+                        },
+                    )),
+                    ContentBlock::ReasoningContent(ReasoningContent::RedactedContent(
+                        b"opaque".to_vec().into(),
+                    )),
+                    ContentBlock::ToolUse(ToolUse::new("tu1", "f", json!({"a": 1}))),
+                ],
+            ),
+            Message::new(
+                Role::User,
+                vec![
+                    ContentBlock::text("note"),
+                    ContentBlock::ToolResult(ToolResult::error("tu1", "boom")),
+                ],
+            ),
+        ])
+        .with_system_prompt("sys");
+        let body = encode_request("m", &req, 4096, None, &Map::new());
+        assert_eq!(body["max_tokens"], 4096);
+        assert_eq!(body["system"], "sys");
+        let a = &body["messages"][1]["content"];
+        assert_eq!(
+            a[0],
+            json!({"type": "thinking", "thinking": "hmm", "signature": "sig=="})
+        );
+        assert_eq!(a[1], json!({"type": "redacted_thinking", "data": "opaque"}));
+        assert_eq!(a[2]["type"], "tool_use");
+        let u = &body["messages"][2]["content"];
+        assert_eq!(u[0]["type"], "tool_result");
+        assert_eq!(u[0]["is_error"], true);
+        assert_eq!(u[1], json!({"type": "text", "text": "note"}));
+    }
+}

@@ -1,0 +1,644 @@
+//! HTTP plumbing shared by the HTTP providers: client construction, status → [`ModelError`]
+//! mapping, `retry-after` parsing, and the SSE event loop with an idle timeout.
+//!
+//! Nothing here is public: reqwest and eventsource-stream types stay out of Rein's API.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::pin::Pin;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use eventsource_stream::Eventsource as _;
+use futures_core::Stream;
+use futures_util::StreamExt as _;
+use rein_core::{
+    Error, MediaSource, ModelError, ModelErrorKind, StreamEvent, StreamMetrics, Usage,
+};
+
+use crate::model::ModelStream;
+
+/// Default connect timeout.
+pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default stream idle timeout (also bounds the wait for the response headers).
+pub(crate) const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+/// At most this much of an error response body is kept.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+
+/// An API key. Its `Debug` never shows the key.
+#[derive(Clone)]
+pub(crate) struct Secret(String);
+
+impl Secret {
+    pub(crate) fn new(s: impl Into<String>) -> Self {
+        Self(s.into())
+    }
+    pub(crate) fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// The bytes of an image or document source.
+pub(crate) fn media_bytes(source: &MediaSource) -> &[u8] {
+    match source {
+        MediaSource::Bytes(b) => &b.0,
+        _ => &[],
+    }
+}
+
+/// A header value marked sensitive (hidden from HTTP-level debug output), for credentials.
+pub(crate) fn secret_header(value: &str) -> Result<reqwest::header::HeaderValue, ModelError> {
+    let mut v = reqwest::header::HeaderValue::from_str(value)
+        .map_err(|_| ModelError::bad_request("the API key is not a valid HTTP header value"))?;
+    v.set_sensitive(true);
+    Ok(v)
+}
+
+/// Checks that an API key can be sent in a header (without showing it in the error).
+pub(crate) fn check_key(key: &Secret) -> Result<(), Error> {
+    if reqwest::header::HeaderValue::from_str(key.expose()).is_err() {
+        return Err(Error::Config(
+            "the API key contains characters not allowed in an HTTP header".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Reads a non-empty environment variable.
+pub(crate) fn env_var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// Checks a base URL and strips its trailing slashes.
+pub(crate) fn check_base_url(base: &str) -> Result<String, Error> {
+    let trimmed = base.trim().trim_end_matches('/');
+    match reqwest::Url::parse(trimmed) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") => Ok(trimmed.to_owned()),
+        Ok(u) => Err(Error::Config(format!(
+            "base URL must be http or https, not '{}'",
+            u.scheme()
+        ))),
+        Err(e) => Err(Error::Config(format!("invalid base URL '{trimmed}': {e}"))),
+    }
+}
+
+/// Builds the HTTP client: rustls, connect timeout, no overall timeout (streams may be long).
+pub(crate) fn build_client(connect_timeout: Duration) -> Result<reqwest::Client, Error> {
+    reqwest::Client::builder()
+        .connect_timeout(connect_timeout)
+        .build()
+        .map_err(|e| Error::Config(format!("cannot build the HTTP client: {e}")))
+}
+
+/// Classifies a reqwest error raised before any response byte arrived.
+fn send_error(provider: &str, e: reqwest::Error) -> ModelError {
+    let what = if e.is_connect() {
+        "connection failed"
+    } else {
+        "request failed"
+    };
+    let kind = if e.is_timeout() {
+        ModelErrorKind::Timeout
+    } else {
+        ModelErrorKind::Transport
+    };
+    let msg = format!("{provider}: {what}: {}", error_chain(&e));
+    ModelError::new(kind, msg)
+        .before_first_byte()
+        .with_source(e)
+}
+
+/// An error and its sources on one line (reqwest's own `Display` omits the cause).
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let cs = c.to_string();
+        if !s.contains(&cs) {
+            s.push_str(": ");
+            s.push_str(&cs);
+        }
+        cur = c.source();
+    }
+    s
+}
+
+/// Sends a request and checks the status. A non-success status becomes a typed error carrying
+/// the response body; `overflow` tells whether a 400 body reports a context-window overflow.
+pub(crate) async fn send(
+    provider: &str,
+    request: reqwest::RequestBuilder,
+    idle_timeout: Duration,
+    overflow: fn(&str) -> bool,
+) -> Result<reqwest::Response, ModelError> {
+    let response = match tokio::time::timeout(idle_timeout, request.send()).await {
+        Err(_) => {
+            return Err(ModelError::timeout(format!(
+                "{provider}: no response within {} ms",
+                idle_timeout.as_millis()
+            ))
+            .before_first_byte());
+        }
+        Ok(Err(e)) => return Err(send_error(provider, e)),
+        Ok(Ok(r)) => r,
+    };
+    let status = response.status();
+    if status.is_success() {
+        let json_body = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| ct.trim_start().starts_with("application/json"));
+        if !json_body {
+            return Ok(response);
+        }
+        // A JSON body where an event stream was asked for: a proxy or server that ignored
+        // `stream: true`, or an error reported with status 200.
+        let body = read_error_body(response, idle_timeout).await;
+        let detail = error_message(&body).unwrap_or_else(|| "no event stream".to_owned());
+        return Err(ModelError::malformed_stream(format!(
+            "{provider}: expected an event stream, got a JSON body: {detail}"
+        ))
+        .with_status(status.as_u16())
+        .with_body(body));
+    }
+    let retry_after = retry_after(response.headers());
+    let body = read_error_body(response, idle_timeout).await;
+    Err(status_error(
+        provider,
+        status.as_u16(),
+        retry_after,
+        body,
+        overflow,
+    ))
+}
+
+async fn read_error_body(mut response: reqwest::Response, idle: Duration) -> String {
+    let mut buf: Vec<u8> = Vec::new();
+    while buf.len() < MAX_ERROR_BODY {
+        match tokio::time::timeout(idle, response.chunk()).await {
+            Ok(Ok(Some(chunk))) => buf.extend_from_slice(&chunk),
+            _ => break,
+        }
+    }
+    buf.truncate(MAX_ERROR_BODY);
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// Maps an HTTP error status to a typed error.
+///
+/// | status | kind |
+/// |---|---|
+/// | 401, 403 | Auth |
+/// | 429, 529 | Throttled (with `retry-after`) |
+/// | 400, 413, 422 with a context-length message | ContextWindowOverflow |
+/// | other 4xx | BadRequest |
+/// | 408 | Timeout (retryable) |
+/// | 5xx | Server |
+pub(crate) fn status_error(
+    provider: &str,
+    status: u16,
+    retry_after: Option<Duration>,
+    body: String,
+    overflow: fn(&str) -> bool,
+) -> ModelError {
+    let detail = error_message(&body);
+    let msg = match &detail {
+        Some(d) => format!("{provider}: {d}"),
+        None => format!("{provider}: HTTP {status}"),
+    };
+    let mut e = match status {
+        401 | 403 => ModelError::auth(msg),
+        429 | 529 => ModelError::throttled(msg),
+        408 => ModelError::timeout(msg).before_first_byte(),
+        400 | 413 | 422 if overflow(&body) => ModelError::context_window_overflow(msg),
+        500..=599 => ModelError::server(msg),
+        _ => ModelError::bad_request(msg),
+    };
+    if let Some(after) = retry_after {
+        e = e.with_retry_after(after);
+    }
+    e.with_status(status).with_body(body)
+}
+
+/// The human-readable message of a JSON error body (`{"error": {"message": ...}}`,
+/// `{"error": "..."}`, `{"message": ...}`).
+pub(crate) fn error_message(body: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(body).ok()?;
+    let err = v.get("error").unwrap_or(&v);
+    if let Some(s) = err.as_str() {
+        return Some(s.to_owned());
+    }
+    err.get("message")
+        .and_then(|m| m.as_str())
+        .or_else(|| v.get("message").and_then(|m| m.as_str()))
+        .or_else(|| v.get("detail").and_then(|m| m.as_str()))
+        .map(str::to_owned)
+}
+
+/// Whether an error body reports a context-window overflow (wording of OpenAI, vLLM, llama.cpp,
+/// LM Studio, Ollama, LiteLLM and Anthropic).
+pub(crate) fn is_context_overflow(body: &str) -> bool {
+    let b = body.to_ascii_lowercase();
+    [
+        "context_length_exceeded",
+        "context length",
+        "context window",
+        "context_window",
+        "maximum context",
+        "context size",
+        "exceed_context_size",
+        "prompt is too long",
+        "too many tokens",
+        "input is too long",
+        "reduce the length",
+    ]
+    .iter()
+    .any(|p| b.contains(p))
+}
+
+/// Parses `retry-after-ms` (milliseconds) or `retry-after` (seconds, or an HTTP date).
+pub(crate) fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(ms) = get("retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok())
+        && (0.0..1e12).contains(&ms)
+    {
+        return Some(Duration::from_secs_f64(ms / 1000.0));
+    }
+    parse_retry_after(get("retry-after")?)
+}
+
+/// Parses a `retry-after` value: delay seconds (integer or decimal) or an IMF-fixdate. An
+/// unparsable value gives `None` (the retry strategy's own backoff applies); a date in the past
+/// gives zero.
+pub(crate) fn parse_retry_after(v: &str) -> Option<Duration> {
+    let v = v.trim();
+    if let Ok(secs) = v.parse::<f64>() {
+        return (0.0..1e9)
+            .contains(&secs)
+            .then(|| Duration::from_secs_f64(secs));
+    }
+    let at = parse_http_date(v)?;
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).ok()?.as_secs();
+    Some(Duration::from_secs(at.saturating_sub(now)))
+}
+
+/// Parses an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`) to Unix seconds.
+fn parse_http_date(v: &str) -> Option<u64> {
+    let rest = v.split_once(", ")?.1;
+    let parts: Vec<&str> = rest.split_whitespace().collect();
+    let [day, month, year, time, "GMT"] = parts.as_slice() else {
+        return None;
+    };
+    let day: u64 = day.parse().ok()?;
+    let month = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ]
+    .iter()
+    .position(|m| m == month)? as u64
+        + 1;
+    let year: i64 = year.parse().ok()?;
+    let hms: Vec<u64> = time
+        .split(':')
+        .map(|p| p.parse().ok())
+        .collect::<Option<_>>()?;
+    let [h, m, s] = hms.as_slice() else {
+        return None;
+    };
+    if !(1..=31).contains(&day) || !(1970..=9999).contains(&year) || *h > 23 || *m > 59 || *s > 60 {
+        return None;
+    }
+    // Days from civil (Howard Hinnant's algorithm).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month as i64 + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day as i64 - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + (*h * 3600 + *m * 60 + *s) as i64;
+    u64::try_from(secs).ok()
+}
+
+/// What a wire decoder does with one SSE event.
+pub(crate) enum Flow {
+    /// Keep reading.
+    Continue,
+    /// The provider said the message is complete; stop reading.
+    Done,
+}
+
+/// Turns one provider's SSE events into normalized [`StreamEvent`]s.
+pub(crate) trait SseDecoder: Send + 'static {
+    /// Handles one SSE event (`event` is the event name, empty when none).
+    fn event(
+        &mut self,
+        event: &str,
+        data: &str,
+        out: &mut VecDeque<StreamEvent>,
+    ) -> Result<Flow, ModelError>;
+
+    /// The byte stream ended (or `Done` was returned): push the final events, or fail when the
+    /// message is incomplete.
+    fn finish(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<(), ModelError>;
+
+    /// Usage gathered so far (reported in the final `Metadata` event).
+    fn usage(&self) -> Usage;
+}
+
+/// What can interrupt the byte stream under the SSE parser.
+#[derive(Debug)]
+enum ByteError {
+    /// The connection failed.
+    Http(reqwest::Error),
+    /// No bytes arrived within the idle timeout (`after_data`: some had arrived before).
+    Idle { after_data: bool },
+}
+
+impl fmt::Display for ByteError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Http(e) => e.fmt(f),
+            Self::Idle { .. } => f.write_str("idle timeout"),
+        }
+    }
+}
+
+type SseStream = Pin<
+    Box<
+        dyn Stream<
+                Item = Result<
+                    eventsource_stream::Event,
+                    eventsource_stream::EventStreamError<ByteError>,
+                >,
+            > + Send,
+    >,
+>;
+
+/// The response body as a byte stream in which every wait for the next chunk is bounded by
+/// `idle`: any bytes (SSE keep-alive comments included) reset the clock.
+fn idle_bounded_bytes(
+    response: reqwest::Response,
+    idle: Duration,
+) -> impl Stream<Item = Result<impl AsRef<[u8]> + Send, ByteError>> + Send {
+    let body = Box::pin(response.bytes_stream());
+    futures_util::stream::unfold(Some((body, false)), move |state| async move {
+        let (mut body, got_data) = state?;
+        match tokio::time::timeout(idle, body.next()).await {
+            Err(_) => Some((
+                Err(ByteError::Idle {
+                    after_data: got_data,
+                }),
+                None,
+            )),
+            Ok(None) => None,
+            Ok(Some(Ok(chunk))) => Some((Ok(chunk), Some((body, true)))),
+            Ok(Some(Err(e))) => Some((Err(ByteError::Http(e)), None)),
+        }
+    })
+}
+
+struct SseState<D> {
+    provider: &'static str,
+    sse: Option<SseStream>,
+    decoder: D,
+    pending: VecDeque<StreamEvent>,
+    idle: Duration,
+    started: Instant,
+    first_byte: Option<Duration>,
+    received_any: bool,
+    finished: bool,
+}
+
+/// Runs a decoder over a successful streaming response. The returned stream owns the response:
+/// dropping it closes the connection. Each wait for the next SSE event is bounded by `idle`.
+pub(crate) fn sse_model_stream<D: SseDecoder>(
+    provider: &'static str,
+    response: reqwest::Response,
+    decoder: D,
+    idle: Duration,
+    started: Instant,
+) -> ModelStream {
+    let sse: SseStream = Box::pin(idle_bounded_bytes(response, idle).eventsource());
+    let state = SseState {
+        provider,
+        sse: Some(sse),
+        decoder,
+        pending: VecDeque::new(),
+        idle,
+        started,
+        first_byte: None,
+        received_any: false,
+        finished: false,
+    };
+    Box::pin(futures_util::stream::unfold(state, |mut st| async move {
+        let item = st.next_item().await?;
+        Some((item, st))
+    }))
+}
+
+impl<D: SseDecoder> SseState<D> {
+    async fn next_item(&mut self) -> Option<Result<StreamEvent, ModelError>> {
+        loop {
+            if let Some(ev) = self.pending.pop_front() {
+                return Some(Ok(ev));
+            }
+            if self.finished {
+                return None;
+            }
+            let Some(sse) = self.sse.as_mut() else {
+                return self.end();
+            };
+            match sse.next().await {
+                None => {
+                    self.sse = None;
+                    return self.end();
+                }
+                Some(Err(e)) => {
+                    self.fail();
+                    return Some(Err(self.stream_error(e)));
+                }
+                Some(Ok(event)) => {
+                    if self.first_byte.is_none() {
+                        self.first_byte = Some(self.started.elapsed());
+                    }
+                    self.received_any = true;
+                    match self
+                        .decoder
+                        .event(&event.event, &event.data, &mut self.pending)
+                    {
+                        Ok(Flow::Continue) => {}
+                        Ok(Flow::Done) => {
+                            // Drop the response now: the message is complete.
+                            self.sse = None;
+                            if let Some(e) = self.end_into_pending() {
+                                return Some(Err(e));
+                            }
+                        }
+                        Err(e) => {
+                            self.fail();
+                            return Some(Err(e));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn fail(&mut self) {
+        self.finished = true;
+        self.sse = None;
+        self.pending.clear();
+    }
+
+    /// Finishes the decoder into `pending`; returns an error to yield instead.
+    fn end_into_pending(&mut self) -> Option<ModelError> {
+        match self.decoder.finish(&mut self.pending) {
+            Ok(()) => {
+                self.pending.push_back(StreamEvent::Metadata {
+                    usage: self.decoder.usage(),
+                    metrics: StreamMetrics {
+                        latency: Some(self.started.elapsed()),
+                        time_to_first_byte: self.first_byte,
+                    },
+                });
+                self.finished = true;
+                None
+            }
+            Err(e) => {
+                self.fail();
+                Some(e)
+            }
+        }
+    }
+
+    fn end(&mut self) -> Option<Result<StreamEvent, ModelError>> {
+        if let Some(e) = self.end_into_pending() {
+            return Some(Err(e));
+        }
+        self.pending.pop_front().map(Ok)
+    }
+
+    fn stream_error(&self, e: eventsource_stream::EventStreamError<ByteError>) -> ModelError {
+        match e {
+            eventsource_stream::EventStreamError::Transport(ByteError::Idle { after_data }) => {
+                let e = ModelError::timeout(format!(
+                    "{}: no stream data for {} ms",
+                    self.provider,
+                    self.idle.as_millis()
+                ));
+                if after_data { e } else { e.before_first_byte() }
+            }
+            eventsource_stream::EventStreamError::Transport(ByteError::Http(t)) => {
+                let kind = if t.is_timeout() {
+                    ModelErrorKind::Timeout
+                } else {
+                    ModelErrorKind::Transport
+                };
+                let msg = format!(
+                    "{}: connection dropped mid-stream: {}",
+                    self.provider,
+                    error_chain(&t)
+                );
+                let mut err = ModelError::new(kind, msg).with_source(t);
+                if !self.received_any {
+                    err = err.before_first_byte();
+                }
+                err
+            }
+            other => ModelError::malformed_stream(format!(
+                "{}: invalid server-sent events: {other}",
+                self.provider
+            )),
+        }
+    }
+}
+
+/// Parses one SSE data line as JSON, or fails with a typed malformed-stream error.
+pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
+    provider: &str,
+    data: &str,
+) -> Result<T, ModelError> {
+    serde_json::from_str(data).map_err(|e| {
+        let shown: String = data.chars().take(200).collect();
+        ModelError::malformed_stream(format!(
+            "{provider}: stream data is not valid JSON ({e}): {shown}"
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_seconds_and_dates() {
+        assert_eq!(parse_retry_after("7"), Some(Duration::from_secs(7)));
+        assert_eq!(
+            parse_retry_after(" 1.5 "),
+            Some(Duration::from_millis(1500))
+        );
+        assert_eq!(parse_retry_after("-3"), None);
+        assert_eq!(parse_retry_after("soon"), None);
+        assert_eq!(parse_retry_after("1e300"), None, "no overflow panic");
+        let mut h = reqwest::header::HeaderMap::new();
+        h.insert("retry-after-ms", "1e300".parse().unwrap());
+        h.insert("retry-after", "2".parse().unwrap());
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(2)));
+        h.insert("retry-after-ms", "1500".parse().unwrap());
+        assert_eq!(retry_after(&h), Some(Duration::from_millis(1500)));
+        assert_eq!(
+            parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"),
+            Some(784_111_777)
+        );
+        assert_eq!(
+            parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT"),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(parse_http_date("Sun, 06 Foo 1994 08:49:37 GMT"), None);
+        assert_eq!(
+            parse_http_date("Sun, 06 Nov 99999999999999999 08:49:37 GMT"),
+            None
+        );
+    }
+
+    #[test]
+    fn status_mapping() {
+        let k = |s, body: &str| status_error("p", s, None, body.into(), is_context_overflow).kind();
+        assert_eq!(k(401, ""), ModelErrorKind::Auth);
+        assert_eq!(k(403, ""), ModelErrorKind::Auth);
+        assert_eq!(k(429, ""), ModelErrorKind::Throttled);
+        assert_eq!(k(529, ""), ModelErrorKind::Throttled);
+        assert_eq!(k(400, "{}"), ModelErrorKind::BadRequest);
+        assert_eq!(k(404, "{}"), ModelErrorKind::BadRequest);
+        assert_eq!(
+            k(
+                400,
+                r#"{"error":{"message":"This model's maximum context length is 8192 tokens","code":"context_length_exceeded"}}"#
+            ),
+            ModelErrorKind::ContextWindowOverflow
+        );
+        assert_eq!(k(500, ""), ModelErrorKind::Server);
+        assert_eq!(k(503, ""), ModelErrorKind::Server);
+        let e = status_error(
+            "p",
+            400,
+            None,
+            r#"{"error":{"message":"bad thing"}}"#.into(),
+            is_context_overflow,
+        );
+        assert_eq!(e.message(), "p: bad thing");
+        assert_eq!(e.status(), Some(400));
+        assert!(e.body().is_some_and(|b| b.contains("bad thing")));
+    }
+
+    #[test]
+    fn secret_debug_is_redacted() {
+        assert_eq!(format!("{:?}", Secret::new("sk-123")), "<redacted>");
+    }
+}

@@ -1,0 +1,923 @@
+//! OpenAI-compatible Chat Completions provider (feature `openai`).
+//!
+//! Works with OpenAI and the servers that speak its `/v1/chat/completions` streaming dialect:
+//! vLLM, llama.cpp's `llama-server`, LM Studio, LiteLLM and Ollama's `/v1`.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use rein_core::{
+    BlockDelta, BlockStart, ContentBlock, DocumentBlock, Error, ImageBlock, ModelError,
+    ModelRequest, Role, StopReason, StreamEvent, ToolChoice, ToolResult, ToolResultContent, Usage,
+};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::http::{self, Flow, Secret, SseDecoder};
+use crate::model::{Model, ModelInfo, ModelStream};
+
+const PROVIDER: &str = "openai";
+/// OpenAI's API base URL, used when none is configured.
+pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+
+/// A model behind an OpenAI-compatible Chat Completions endpoint.
+///
+/// Build it with [`OpenAiModel::builder`] (explicit settings) or [`OpenAiModel::from_env`]
+/// (`OPENAI_BASE_URL`, `OPENAI_API_KEY`). Cloning is cheap (the HTTP client is shared).
+///
+/// ```
+/// use std::time::Duration;
+/// use rein_models::{Model, OpenAiModel};
+///
+/// let model = OpenAiModel::builder("smollm2")
+///     .base_url("http://127.0.0.1:8080/v1") // llama.cpp, vLLM, LM Studio, Ollama /v1 ...
+///     .api_key("sk-local")
+///     .idle_timeout(Duration::from_secs(60))
+///     .build()?;
+/// assert_eq!(model.info().provider, "openai");
+/// assert!(!format!("{model:?}").contains("sk-local"));
+/// # Ok::<(), rein_core::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct OpenAiModel {
+    client: reqwest::Client,
+    url: String,
+    base_url: String,
+    model_id: String,
+    api_key: Option<Secret>,
+    headers: Vec<(String, String)>,
+    extra_body: Map<String, Value>,
+    include_usage: bool,
+    max_completion_tokens: bool,
+    connect_timeout: Duration,
+    idle_timeout: Duration,
+}
+
+impl fmt::Debug for OpenAiModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenAiModel")
+            .field("base_url", &self.base_url)
+            .field("model_id", &self.model_id)
+            .field("api_key", &self.api_key)
+            .field(
+                "headers",
+                &self.headers.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+            )
+            .field("connect_timeout", &self.connect_timeout)
+            .field("idle_timeout", &self.idle_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builder of an [`OpenAiModel`].
+#[derive(Clone)]
+#[must_use]
+pub struct OpenAiModelBuilder {
+    base_url: String,
+    model_id: String,
+    api_key: Option<Secret>,
+    headers: Vec<(String, String)>,
+    extra_body: Map<String, Value>,
+    include_usage: bool,
+    max_completion_tokens: bool,
+    connect_timeout: Duration,
+    idle_timeout: Duration,
+}
+
+impl fmt::Debug for OpenAiModelBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenAiModelBuilder")
+            .field("base_url", &self.base_url)
+            .field("model_id", &self.model_id)
+            .field("api_key", &self.api_key)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OpenAiModel {
+    /// A builder for `model_id` with OpenAI's base URL, no API key, connect timeout 10 s and
+    /// stream idle timeout 120 s. Reads no environment variable.
+    pub fn builder(model_id: impl Into<String>) -> OpenAiModelBuilder {
+        OpenAiModelBuilder {
+            base_url: OPENAI_DEFAULT_BASE_URL.to_owned(),
+            model_id: model_id.into(),
+            api_key: None,
+            headers: Vec::new(),
+            extra_body: Map::new(),
+            include_usage: true,
+            max_completion_tokens: false,
+            connect_timeout: http::DEFAULT_CONNECT_TIMEOUT,
+            idle_timeout: http::DEFAULT_IDLE_TIMEOUT,
+        }
+    }
+
+    /// A builder pre-filled from the environment: `OPENAI_BASE_URL` (else OpenAI's URL) and
+    /// `OPENAI_API_KEY` (else none). Builder calls made afterwards override these.
+    pub fn from_env(model_id: impl Into<String>) -> OpenAiModelBuilder {
+        let mut b = Self::builder(model_id);
+        if let Some(url) = http::env_var("OPENAI_BASE_URL") {
+            b.base_url = url;
+        }
+        if let Some(key) = http::env_var("OPENAI_API_KEY") {
+            b.api_key = Some(Secret::new(key));
+        }
+        b
+    }
+
+    /// The base URL requests go to (`.../v1`).
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+}
+
+impl OpenAiModelBuilder {
+    /// The API base URL, up to and including `/v1` (e.g. `http://127.0.0.1:11434/v1`).
+    pub fn base_url(mut self, url: impl Into<String>) -> Self {
+        self.base_url = url.into();
+        self
+    }
+
+    /// The API key, sent as `Authorization: Bearer <key>`. Never shown by `Debug` or errors.
+    pub fn api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(Secret::new(key));
+        self
+    }
+
+    /// An extra HTTP header on every request (e.g. `OpenAI-Organization`).
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// Extra top-level request fields merged into every request body (e.g.
+    /// `{"reasoning_effort": "low"}`, or server-specific sampling options). They override the
+    /// fields Rein sets.
+    pub fn extra_body(mut self, fields: Map<String, Value>) -> Self {
+        self.extra_body.extend(fields);
+        self
+    }
+
+    /// Whether to ask for usage in the stream (`stream_options.include_usage`, default true).
+    /// Turn it off for old servers that reject `stream_options`.
+    pub fn include_usage(mut self, on: bool) -> Self {
+        self.include_usage = on;
+        self
+    }
+
+    /// Send the output limit as `max_completion_tokens` (required by OpenAI's reasoning
+    /// models) instead of `max_tokens` (default, understood by every compatible server).
+    pub fn max_completion_tokens(mut self, on: bool) -> Self {
+        self.max_completion_tokens = on;
+        self
+    }
+
+    /// TCP connect timeout (default 10 s); exceeding it is a retryable `Timeout` error.
+    pub fn connect_timeout(mut self, t: Duration) -> Self {
+        self.connect_timeout = t;
+        self
+    }
+
+    /// Longest wait for the response headers and between two stream chunks (default 120 s);
+    /// exceeding it is a `Timeout` error.
+    pub fn idle_timeout(mut self, t: Duration) -> Self {
+        self.idle_timeout = t;
+        self
+    }
+
+    /// Builds the model. Fails on an invalid base URL or header.
+    pub fn build(self) -> Result<OpenAiModel, Error> {
+        let base_url = http::check_base_url(&self.base_url)?;
+        if let Some(key) = &self.api_key {
+            http::check_key(key)?;
+        }
+        for (name, value) in &self.headers {
+            if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err()
+                || reqwest::header::HeaderValue::from_str(value).is_err()
+            {
+                return Err(Error::Config(format!("invalid HTTP header '{name}'")));
+            }
+        }
+        Ok(OpenAiModel {
+            client: http::build_client(self.connect_timeout)?,
+            url: format!("{base_url}/chat/completions"),
+            base_url,
+            model_id: self.model_id,
+            api_key: self.api_key,
+            headers: self.headers,
+            extra_body: self.extra_body,
+            include_usage: self.include_usage,
+            max_completion_tokens: self.max_completion_tokens,
+            connect_timeout: self.connect_timeout,
+            idle_timeout: self.idle_timeout,
+        })
+    }
+}
+
+impl Model for OpenAiModel {
+    fn info(&self) -> ModelInfo {
+        ModelInfo::new(PROVIDER, self.model_id.clone())
+    }
+
+    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
+        let body = encode_request(
+            &self.model_id,
+            &request,
+            self.include_usage,
+            self.max_completion_tokens,
+            &self.extra_body,
+        );
+        let mut rb = self
+            .client
+            .post(&self.url)
+            .header("accept", "text/event-stream")
+            .header("content-type", "application/json")
+            .body(body.to_string());
+        if let Some(key) = &self.api_key {
+            rb = rb.header(
+                "authorization",
+                http::secret_header(&format!("Bearer {}", key.expose()))?,
+            );
+        }
+        for (n, v) in &self.headers {
+            rb = rb.header(n.as_str(), v.as_str());
+        }
+        let started = Instant::now();
+        let response =
+            http::send(PROVIDER, rb, self.idle_timeout, http::is_context_overflow).await?;
+        Ok(http::sse_model_stream(
+            PROVIDER,
+            response,
+            ChatDecoder::default(),
+            self.idle_timeout,
+            started,
+        ))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request encoding
+
+/// Encodes a Rein request as a Chat Completions request body.
+pub(crate) fn encode_request(
+    model_id: &str,
+    request: &ModelRequest,
+    include_usage: bool,
+    max_completion_tokens: bool,
+    extra: &Map<String, Value>,
+) -> Value {
+    let mut messages = Vec::with_capacity(request.messages.len() + 1);
+    if let Some(system) = &request.system_prompt {
+        messages.push(json!({"role": "system", "content": &**system}));
+    }
+    for m in request.messages.iter() {
+        match m.role {
+            Role::User => encode_user(&m.content, &mut messages),
+            Role::Assistant => encode_assistant(&m.content, &mut messages),
+        }
+    }
+    let mut body = Map::new();
+    body.insert("model".into(), json!(model_id));
+    body.insert("messages".into(), Value::Array(messages));
+    body.insert("stream".into(), json!(true));
+    if include_usage {
+        body.insert("stream_options".into(), json!({"include_usage": true}));
+    }
+    if !request.tools.is_empty() {
+        let tools: Vec<Value> = request
+            .tools
+            .iter()
+            .map(|t| {
+                json!({"type": "function", "function": {
+                    "name": t.name, "description": t.description, "parameters": t.input_schema,
+                }})
+            })
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+        let choice = match &request.tool_choice {
+            ToolChoice::Any => json!("required"),
+            ToolChoice::Tool(name) => json!({"type": "function", "function": {"name": name}}),
+            ToolChoice::None => json!("none"),
+            _ => json!("auto"),
+        };
+        body.insert("tool_choice".into(), choice);
+    }
+    let c = &request.config;
+    if let Some(n) = c.max_tokens {
+        let field = if max_completion_tokens {
+            "max_completion_tokens"
+        } else {
+            "max_tokens"
+        };
+        body.insert(field.into(), json!(n));
+    }
+    if let Some(t) = c.temperature {
+        body.insert("temperature".into(), json!(t));
+    }
+    if let Some(p) = c.top_p {
+        body.insert("top_p".into(), json!(p));
+    }
+    if !c.stop_sequences.is_empty() {
+        body.insert("stop".into(), json!(c.stop_sequences));
+    }
+    if let Some(s) = c.seed {
+        body.insert("seed".into(), json!(s));
+    }
+    for (k, v) in extra {
+        body.insert(k.clone(), v.clone());
+    }
+    Value::Object(body)
+}
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+fn image_part(img: &ImageBlock) -> Value {
+    let bytes = http::media_bytes(&img.source);
+    let mime = match img.format.as_str() {
+        "jpg" | "jpeg" => "image/jpeg",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        _ => "image/png",
+    };
+    json!({"type": "image_url", "image_url": {"url": format!("data:{mime};base64,{}", b64(bytes))}})
+}
+
+fn document_part(doc: &DocumentBlock) -> Value {
+    let bytes = http::media_bytes(&doc.source);
+    match doc.format.as_str() {
+        "txt" | "md" | "csv" | "html" => {
+            let text = String::from_utf8_lossy(bytes);
+            json!({"type": "text", "text": format!("<document name=\"{}\">\n{text}\n</document>", doc.name)})
+        }
+        other => {
+            let mime = match other {
+                "pdf" => "application/pdf",
+                "doc" => "application/msword",
+                "docx" => "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+                "xls" => "application/vnd.ms-excel",
+                "xlsx" => "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+                _ => "application/octet-stream",
+            };
+            json!({"type": "file", "file": {
+                "filename": doc.name,
+                "file_data": format!("data:{mime};base64,{}", b64(bytes)),
+            }})
+        }
+    }
+}
+
+/// Content parts as a plain string when they are all text (understood by every server), else
+/// as an array of parts.
+fn content_value(parts: Vec<Value>) -> Value {
+    if parts.iter().all(|p| p["type"] == "text") {
+        let texts: Vec<&str> = parts.iter().filter_map(|p| p["text"].as_str()).collect();
+        Value::String(texts.join("\n"))
+    } else {
+        Value::Array(parts)
+    }
+}
+
+fn tool_result_text(r: &ToolResult, media: &mut Vec<Value>) -> String {
+    let mut out = Vec::new();
+    for c in &r.content {
+        match c {
+            ToolResultContent::Text(t) => out.push(t.clone()),
+            ToolResultContent::Json(v) => out.push(v.to_string()),
+            ToolResultContent::Image(img) => {
+                out.push("[image attached below]".to_owned());
+                media.push(image_part(img));
+            }
+            ToolResultContent::Document(d) => {
+                out.push(format!("[document '{}' attached below]", d.name));
+                media.push(document_part(d));
+            }
+            _ => {}
+        }
+    }
+    out.join("\n")
+}
+
+fn encode_user(content: &[ContentBlock], messages: &mut Vec<Value>) {
+    // Tool results become `role: tool` messages, which must directly follow the assistant's
+    // tool calls; the rest of the message follows as one user message.
+    let mut parts = Vec::new();
+    let mut media = Vec::new();
+    for b in content {
+        if let ContentBlock::ToolResult(r) = b {
+            let mut text = tool_result_text(r, &mut media);
+            if r.is_error() && !text.starts_with("Error") {
+                text = format!("Error: {text}");
+            }
+            messages.push(json!({"role": "tool", "tool_call_id": r.tool_use_id, "content": text}));
+        }
+    }
+    for b in content {
+        match b {
+            ContentBlock::Text(t) => parts.push(json!({"type": "text", "text": t})),
+            ContentBlock::Image(img) => parts.push(image_part(img)),
+            ContentBlock::Document(d) => parts.push(document_part(d)),
+            _ => {}
+        }
+    }
+    // Images from tool results cannot go into `tool` messages: they follow as user content.
+    parts.extend(media);
+    if !parts.is_empty() {
+        messages.push(json!({"role": "user", "content": content_value(parts)}));
+    }
+}
+
+fn encode_assistant(content: &[ContentBlock], messages: &mut Vec<Value>) {
+    let mut text = String::new();
+    let mut calls = Vec::new();
+    for b in content {
+        match b {
+            ContentBlock::Text(t) => text.push_str(t),
+            ContentBlock::ToolUse(u) => calls.push(json!({
+                "id": u.tool_use_id,
+                "type": "function",
+                "function": {"name": u.name, "arguments": u.input.to_string()},
+            })),
+            // Chat Completions takes no reasoning in requests.
+            _ => {}
+        }
+    }
+    let mut m = Map::new();
+    m.insert("role".into(), json!("assistant"));
+    if calls.is_empty() {
+        m.insert("content".into(), Value::String(text));
+    } else {
+        if !text.is_empty() {
+            m.insert("content".into(), Value::String(text));
+        }
+        m.insert("tool_calls".into(), Value::Array(calls));
+    }
+    messages.push(Value::Object(m));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stream decoding
+
+#[derive(Deserialize)]
+struct Chunk {
+    #[serde(default)]
+    choices: Vec<Choice>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    #[serde(default)]
+    index: u32,
+    #[serde(default)]
+    delta: Option<Delta>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+struct Delta {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    reasoning_content: Option<String>,
+    #[serde(default)]
+    reasoning: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<ToolCallDelta>>,
+}
+
+#[derive(Deserialize)]
+struct ToolCallDelta {
+    #[serde(default)]
+    index: Option<u32>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: Option<FunctionDelta>,
+}
+
+#[derive(Deserialize, Default)]
+struct FunctionDelta {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireUsage {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+    #[serde(default)]
+    total_tokens: Option<u64>,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetails>,
+}
+
+#[derive(Deserialize)]
+struct PromptDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+enum Open {
+    Text,
+    Reasoning,
+    /// A tool call whose block is open.
+    Tool {
+        index: u32,
+        id: String,
+    },
+    /// A tool call seen but not started yet (no name so far): fragments are held back.
+    PendingTool {
+        index: u32,
+        id: Option<String>,
+        args: String,
+    },
+}
+
+/// Decodes Chat Completions chunks into normalized events. Parallel tool calls are emitted one
+/// after the other (start, argument fragments, stop), as servers send them in index order.
+#[derive(Default)]
+pub(crate) struct ChatDecoder {
+    started: bool,
+    open: Option<Open>,
+    /// Tool-call indices already closed (a late fragment for one is a protocol error).
+    closed_tools: Vec<u32>,
+    tool_count: u32,
+    finish: Option<StopReason>,
+    usage: Usage,
+}
+
+fn stop_reason(finish: &str) -> StopReason {
+    match finish {
+        "length" => StopReason::MaxTokens,
+        "tool_calls" | "function_call" => StopReason::ToolUse,
+        "content_filter" => StopReason::ContentFiltered,
+        _ => StopReason::EndTurn,
+    }
+}
+
+impl ChatDecoder {
+    fn close(&mut self, out: &mut VecDeque<StreamEvent>) {
+        match self.open.take() {
+            None => {}
+            Some(Open::Tool { index, .. }) => {
+                self.closed_tools.push(index);
+                out.push_back(StreamEvent::BlockStop);
+            }
+            Some(Open::PendingTool { index, id, args }) => {
+                // A call that never got a name: still surface it so the agent can answer it.
+                let id = id.unwrap_or_else(|| self.synth_id());
+                out.push_back(StreamEvent::BlockStart(BlockStart::ToolUse {
+                    tool_use_id: id,
+                    name: String::new(),
+                }));
+                if !args.is_empty() {
+                    out.push_back(StreamEvent::BlockDelta(BlockDelta::ToolInput(args)));
+                }
+                self.closed_tools.push(index);
+                out.push_back(StreamEvent::BlockStop);
+            }
+            Some(_) => out.push_back(StreamEvent::BlockStop),
+        }
+    }
+
+    fn synth_id(&mut self) -> String {
+        format!("call_{}", self.tool_count)
+    }
+
+    fn text(&mut self, s: String, out: &mut VecDeque<StreamEvent>) {
+        if s.is_empty() {
+            return;
+        }
+        if !matches!(self.open, Some(Open::Text)) {
+            self.close(out);
+            self.open = Some(Open::Text);
+            out.push_back(StreamEvent::BlockStart(BlockStart::Text));
+        }
+        out.push_back(StreamEvent::BlockDelta(BlockDelta::Text(s)));
+    }
+
+    fn reasoning(&mut self, s: String, out: &mut VecDeque<StreamEvent>) {
+        if s.is_empty() {
+            return;
+        }
+        if !matches!(self.open, Some(Open::Reasoning)) {
+            self.close(out);
+            self.open = Some(Open::Reasoning);
+            out.push_back(StreamEvent::BlockStart(BlockStart::Reasoning));
+        }
+        out.push_back(StreamEvent::BlockDelta(BlockDelta::ReasoningText(s)));
+    }
+
+    fn tool(
+        &mut self,
+        d: ToolCallDelta,
+        out: &mut VecDeque<StreamEvent>,
+    ) -> Result<(), ModelError> {
+        let index = d.index.unwrap_or(0);
+        let f = d.function.unwrap_or_default();
+        let new_id = d.id.filter(|s| !s.is_empty());
+        let name = f.name.filter(|s| !s.is_empty());
+        let args = f.arguments.unwrap_or_default();
+        // Same index as the open call, unless the server reuses the index with a new id (seen
+        // with servers that send each complete call at index 0).
+        let continues = match &self.open {
+            Some(Open::Tool { index: i, id }) => {
+                *i == index && new_id.as_ref().is_none_or(|n| n == id)
+            }
+            Some(Open::PendingTool { index: i, id, .. }) => {
+                *i == index && (new_id.is_none() || id.is_none() || new_id == *id)
+            }
+            _ => false,
+        };
+        if !continues {
+            if self.closed_tools.contains(&index) && new_id.is_none() {
+                return Err(ModelError::malformed_stream(format!(
+                    "{PROVIDER}: tool call {index} continued after the next call started \
+                     (interleaved tool-call fragments are not supported)"
+                )));
+            }
+            self.close(out);
+            self.tool_count += 1;
+            self.open = Some(Open::PendingTool {
+                index,
+                id: None,
+                args: String::new(),
+            });
+        }
+        if let Some(Open::PendingTool { id, args: held, .. }) = &mut self.open {
+            if id.is_none() {
+                *id = new_id;
+            }
+            held.push_str(&args);
+            if let Some(name) = name {
+                let id = match id.take() {
+                    Some(id) => id,
+                    None => format!("call_{}", self.tool_count),
+                };
+                let held = std::mem::take(held);
+                out.push_back(StreamEvent::BlockStart(BlockStart::ToolUse {
+                    tool_use_id: id.clone(),
+                    name,
+                }));
+                if !held.is_empty() {
+                    out.push_back(StreamEvent::BlockDelta(BlockDelta::ToolInput(held)));
+                }
+                self.open = Some(Open::Tool { index, id });
+            }
+        } else if !args.is_empty() {
+            out.push_back(StreamEvent::BlockDelta(BlockDelta::ToolInput(args)));
+        }
+        Ok(())
+    }
+}
+
+/// Maps an error object sent inside the stream (vLLM, LiteLLM and OpenAI do this).
+fn stream_error(err: &Value) -> ModelError {
+    let body = json!({ "error": err }).to_string();
+    let msg = http::error_message(&body).unwrap_or_else(|| "error event in stream".to_owned());
+    let code = err
+        .get("code")
+        .map(|c| c.to_string().to_ascii_lowercase())
+        .unwrap_or_default();
+    let ty = err
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    let text = format!("{PROVIDER}: {msg}");
+    let e = if code.contains("rate_limit") || ty.contains("rate_limit") || code.contains("429") {
+        ModelError::throttled(text)
+    } else if http::is_context_overflow(&body) {
+        ModelError::context_window_overflow(text)
+    } else if ty.contains("invalid_request") || code.contains("400") {
+        ModelError::bad_request(text)
+    } else {
+        ModelError::server(text)
+    };
+    e.with_body(body)
+}
+
+impl SseDecoder for ChatDecoder {
+    fn event(
+        &mut self,
+        _event: &str,
+        data: &str,
+        out: &mut VecDeque<StreamEvent>,
+    ) -> Result<Flow, ModelError> {
+        let data = data.trim();
+        if data == "[DONE]" {
+            return Ok(Flow::Done);
+        }
+        if data.is_empty() {
+            return Ok(Flow::Continue);
+        }
+        let chunk: Chunk = http::parse_json(PROVIDER, data)?;
+        if let Some(err) = &chunk.error {
+            return Err(stream_error(err));
+        }
+        if !self.started {
+            self.started = true;
+            out.push_back(StreamEvent::MessageStart {
+                role: Role::Assistant,
+            });
+        }
+        if let Some(u) = chunk.usage {
+            let cached = u
+                .prompt_tokens_details
+                .and_then(|d| d.cached_tokens)
+                .unwrap_or(0);
+            self.usage = Usage {
+                input_tokens: u.prompt_tokens,
+                output_tokens: u.completion_tokens,
+                total_tokens: u
+                    .total_tokens
+                    .unwrap_or(u.prompt_tokens.saturating_add(u.completion_tokens)),
+                cache_read_input_tokens: cached,
+                ..Usage::default()
+            };
+        }
+        for choice in chunk.choices.into_iter().filter(|c| c.index == 0) {
+            if let Some(delta) = choice.delta {
+                if let Some(r) = delta.reasoning_content.or(delta.reasoning) {
+                    self.reasoning(r, out);
+                }
+                if let Some(t) = delta.content {
+                    self.text(t, out);
+                }
+                for call in delta.tool_calls.unwrap_or_default() {
+                    self.tool(call, out)?;
+                }
+            }
+            if let Some(f) = choice.finish_reason.filter(|f| !f.is_empty()) {
+                self.close(out);
+                self.finish = Some(stop_reason(&f));
+            }
+        }
+        Ok(Flow::Continue)
+    }
+
+    fn finish(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<(), ModelError> {
+        let Some(stop_reason) = self.finish else {
+            return Err(ModelError::malformed_stream(format!(
+                "{PROVIDER}: stream ended without a finish_reason"
+            )));
+        };
+        self.close(out);
+        out.push_back(StreamEvent::MessageStop { stop_reason });
+        Ok(())
+    }
+
+    fn usage(&self) -> Usage {
+        self.usage
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rein_core::{MediaSource, Message, ToolSpec, ToolUse};
+
+    fn decode(lines: &[&str]) -> Result<Vec<StreamEvent>, ModelError> {
+        let mut d = ChatDecoder::default();
+        let mut out = VecDeque::new();
+        for l in lines {
+            if let Flow::Done = d.event("", l, &mut out)? {
+                break;
+            }
+        }
+        d.finish(&mut out)?;
+        Ok(out.into_iter().collect())
+    }
+
+    #[test]
+    fn interleaved_tool_fragments_are_malformed_not_garbled() {
+        let r = decode(&[
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":"{"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"b","function":{"name":"g","arguments":"{"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"}"}}]}}]}"#,
+        ]);
+        assert!(r.is_err_and(|e| e.kind() == rein_core::ModelErrorKind::MalformedStream));
+    }
+
+    #[test]
+    fn reused_index_with_new_id_is_a_new_call() {
+        let ev = decode(&[
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":"{}"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"b","function":{"name":"g","arguments":"{}"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
+        ])
+        .unwrap();
+        let starts = ev
+            .iter()
+            .filter(|e| matches!(e, StreamEvent::BlockStart(_)))
+            .count();
+        assert_eq!(starts, 2);
+    }
+
+    #[test]
+    fn reasoning_field_and_missing_tool_ids() {
+        // Ollama / OpenRouter name the field `reasoning`; some servers omit tool-call ids.
+        let ev = decode(&[
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","reasoning":"think"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"name":"f","arguments":"{\"a\":"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"1}"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
+            "[DONE]",
+        ])
+        .unwrap();
+        let mut a = rein_core::StreamAssembler::new();
+        for e in ev {
+            a.push(e).unwrap();
+        }
+        let r = a.finish().unwrap();
+        assert!(matches!(
+            r.message.content[0],
+            ContentBlock::ReasoningContent(_)
+        ));
+        let u = r.message.tool_uses().next().unwrap();
+        assert_eq!((u.tool_use_id.as_str(), u.name.as_str()), ("call_1", "f"));
+        assert_eq!(u.input, json!({"a": 1}));
+        assert_eq!(r.stop_reason, StopReason::ToolUse);
+    }
+
+    #[test]
+    fn missing_finish_reason_is_malformed() {
+        let r = decode(&[
+            r#"{"choices":[{"index":0,"delta":{"content":"hi"}}]}"#,
+            "[DONE]",
+        ]);
+        assert!(r.is_err_and(|e| e.kind() == rein_core::ModelErrorKind::MalformedStream));
+    }
+
+    #[test]
+    fn encodes_tool_round_trip() {
+        let mut result_msg = Message::new(
+            Role::User,
+            vec![ContentBlock::ToolResult(ToolResult::error("t1", "boom"))],
+        );
+        result_msg.content.push(ContentBlock::text("and now?"));
+        let req = ModelRequest::new(vec![
+            Message::user("hi"),
+            Message::new(
+                Role::Assistant,
+                vec![
+                    ContentBlock::text("calling"),
+                    ContentBlock::ToolUse(ToolUse::new("t1", "f", json!({"a": 1}))),
+                ],
+            ),
+            result_msg,
+        ])
+        .with_system_prompt("sys")
+        .with_tools(vec![ToolSpec::new(
+            "f",
+            "does f",
+            json!({"type": "object"}),
+        )])
+        .with_tool_choice(ToolChoice::Tool("f".into()));
+        let body = encode_request("m", &req, true, false, &Map::new());
+        let msgs = body["messages"].as_array().unwrap();
+        assert_eq!(msgs[0], json!({"role": "system", "content": "sys"}));
+        assert_eq!(msgs[1], json!({"role": "user", "content": "hi"}));
+        assert_eq!(
+            msgs[2]["tool_calls"][0]["function"]["arguments"],
+            json!("{\"a\":1}")
+        );
+        assert_eq!(
+            msgs[3],
+            json!({"role": "tool", "tool_call_id": "t1", "content": "Error: boom"})
+        );
+        assert_eq!(msgs[4], json!({"role": "user", "content": "and now?"}));
+        assert_eq!(body["tool_choice"]["function"]["name"], "f");
+        assert_eq!(body["stream_options"]["include_usage"], true);
+    }
+
+    #[test]
+    fn encodes_images_as_data_urls() {
+        let req = ModelRequest::new(vec![Message::new(
+            Role::User,
+            vec![
+                ContentBlock::text("what is this?"),
+                ContentBlock::Image(ImageBlock {
+                    format: "png".into(),
+                    source: MediaSource::Bytes(vec![1, 2, 3].into()),
+                }),
+            ],
+        )]);
+        let body = encode_request("m", &req, true, false, &Map::new());
+        assert_eq!(
+            body["messages"][0]["content"][1]["image_url"]["url"],
+            "data:image/png;base64,AQID"
+        );
+    }
+}

@@ -1,0 +1,788 @@
+//! Rein's side of the peer benchmarks (`xtask/peers/README.md`): the same scenario and metric
+//! names, with `sdk: "rein"`.
+
+use std::alloc::System;
+use std::fs::OpenOptions;
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use cpu_time::ProcessTime;
+use futures_util::StreamExt as _;
+use rein::core::{
+    AfterModelCallEvent, AfterToolCallEvent, BeforeModelCallEvent, BeforeToolCallEvent, BlockDelta,
+    BlockStart, Message, ModelError, ModelRequest, Role, StopReason, StreamEvent, StreamMetrics,
+    ToolHandle, ToolOutput, Usage,
+};
+use rein::models::{Model, ModelInfo, ModelStream, ScriptedModel, ScriptedResponse};
+use rein::{Agent, AgentEvent, ToolExecutor};
+use serde_json::{Value, json};
+use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+const SDK: &str = "rein";
+const EVENTS_TOOLS10: f64 = 42.0;
+
+struct Recorder {
+    out: PathBuf,
+    meta: Value,
+}
+
+impl Recorder {
+    fn new(out: PathBuf) -> Self {
+        let meta = json!({
+            "rust": option_env!("CARGO_PKG_RUST_VERSION").unwrap_or(""),
+            "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+            "profile": if cfg!(debug_assertions) { "debug" } else { "release" },
+        });
+        Self { out, meta }
+    }
+
+    fn record(&self, scenario: &str, metric: &str, value: f64, unit: &str, extra: Value) {
+        let mut row = json!({
+            "sdk": SDK, "scenario": scenario, "metric": metric,
+            "value": (value * 1000.0).round() / 1000.0, "unit": unit,
+        });
+        if let (Some(r), Value::Object(e)) = (row.as_object_mut(), extra) {
+            r.extend(e);
+        }
+        println!("{row}");
+        let mut meta = self.meta.clone();
+        meta["loadavg"] = json!(loadavg());
+        row["meta"] = meta;
+        if let Some(dir) = self.out.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        if let Ok(mut f) = OpenOptions::new().create(true).append(true).open(&self.out) {
+            let _ = writeln!(f, "{row}");
+        }
+    }
+
+    /// Records `<metric>` (wall) and `<metric>_cpu`; returns (wall, cpu) medians in µs.
+    fn summary(
+        &self,
+        scenario: &str,
+        metric: &str,
+        s: &Samples,
+        div: f64,
+        extra: Value,
+    ) -> (f64, f64) {
+        let w = s.summarize(&s.wall, div);
+        let c = s.summarize(&s.cpu, div);
+        let with = |p10: f64, p90: f64| {
+            let mut e = json!({"p10": p10, "p90": p90, "n": s.wall.len()});
+            if let (Some(m), Value::Object(x)) = (e.as_object_mut(), extra.clone()) {
+                m.extend(x);
+            }
+            e
+        };
+        self.record(scenario, metric, w.0, "us", with(w.1, w.2));
+        self.record(
+            scenario,
+            &format!("{metric}_cpu"),
+            c.0,
+            "us",
+            with(c.1, c.2),
+        );
+        (w.0, c.0)
+    }
+}
+
+fn loadavg() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(0.0)
+}
+
+/// Per-operation nanoseconds of each batch.
+#[derive(Default)]
+struct Samples {
+    wall: Vec<f64>,
+    cpu: Vec<f64>,
+}
+
+impl Samples {
+    fn push(&mut self, wall: Duration, cpu: Duration, per: usize) {
+        self.wall.push(wall.as_nanos() as f64 / per as f64);
+        self.cpu.push(cpu.as_nanos() as f64 / per as f64);
+    }
+
+    /// (median, p10, p90) in µs.
+    fn summarize(&self, xs: &[f64], div: f64) -> (f64, f64, f64) {
+        let mut v: Vec<f64> = xs.iter().map(|x| x / 1000.0 / div).collect();
+        v.sort_by(f64::total_cmp);
+        let pct = |q: f64| {
+            if v.is_empty() {
+                return f64::NAN;
+            }
+            let k = (v.len() - 1) as f64 * q;
+            let lo = k.floor() as usize;
+            let hi = (lo + 1).min(v.len() - 1);
+            v[lo] + (v[hi] - v[lo]) * (k - lo as f64)
+        };
+        (pct(0.5), pct(0.1), pct(0.9))
+    }
+}
+
+struct Config {
+    quick: bool,
+}
+
+impl Config {
+    fn batches(&self, n: usize) -> usize {
+        if self.quick { (n / 5).max(5) } else { n }
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => panic!("cannot start a tokio runtime: {e}"),
+    }
+}
+
+fn noop_tool() -> ToolHandle {
+    ToolHandle::from_sync_fn(
+        "noop",
+        "Trivial sync tool.",
+        json!({"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}),
+        |_, _| Ok(ToolOutput::text("ok")),
+    )
+}
+
+/// The scripted model of the peers' fake: `turns` tool turns of `per_turn` calls, then text.
+fn model(turns: usize, per_turn: usize) -> ScriptedModel {
+    let mut b = ScriptedModel::builder().cycle().record_requests(false);
+    for t in 0..turns {
+        let mut r = ScriptedResponse::new();
+        for k in 0..per_turn {
+            r = r.tool_use(format!("t{t}_{k}"), "noop", json!({"x": 1}));
+        }
+        b = b.response(r);
+    }
+    b.text("Hello! How can I help you today?").build()
+}
+
+fn agent_builder(turns: usize, per_turn: usize) -> rein::AgentBuilder {
+    Agent::builder()
+        .model(model(turns, per_turn))
+        .tool(noop_tool())
+        .no_conversation_manager()
+}
+
+fn build(b: rein::AgentBuilder) -> Agent {
+    match b.build() {
+        Ok(a) => a,
+        Err(e) => panic!("agent build failed: {e}"),
+    }
+}
+
+/// Times `invoke("hi")` in batches, rewinding history to `base` messages before each call.
+fn invocations(
+    rt: &tokio::runtime::Runtime,
+    agent: &mut Agent,
+    base: usize,
+    batches: usize,
+    per_batch: usize,
+) -> Samples {
+    rt.block_on(async {
+        for _ in 0..per_batch.max(10) {
+            agent.truncate_messages(base);
+            if let Err(e) = agent.invoke("hi").await {
+                panic!("invocation failed: {e}");
+            }
+        }
+        let mut s = Samples::default();
+        for _ in 0..batches {
+            let (t0, c0) = (Instant::now(), ProcessTime::now());
+            for _ in 0..per_batch {
+                agent.truncate_messages(base);
+                let r = agent.invoke("hi").await;
+                std::hint::black_box(&r);
+            }
+            s.push(t0.elapsed(), c0.elapsed(), per_batch);
+        }
+        s
+    })
+}
+
+fn history(n: usize) -> Vec<Message> {
+    (0..n)
+        .map(|i| {
+            let text = format!("message {i}: {}", "lorem ipsum dolor sit amet ".repeat(2));
+            Message::new(
+                if i % 2 == 0 {
+                    Role::User
+                } else {
+                    Role::Assistant
+                },
+                vec![rein::core::ContentBlock::Text(text)],
+            )
+        })
+        .collect()
+}
+
+fn slope(pts: &[(f64, f64)]) -> f64 {
+    let n = pts.len() as f64;
+    let mx = pts.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = pts.iter().map(|p| p.1).sum::<f64>() / n;
+    let num: f64 = pts.iter().map(|(x, y)| (x - mx) * (y - my)).sum();
+    let den: f64 = pts.iter().map(|(x, _)| (x - mx) * (x - mx)).sum();
+    num / den
+}
+
+pub(crate) fn main(args: &[String]) -> ExitCode {
+    let mut out = PathBuf::from("target/bench/rein.jsonl");
+    let mut quick = false;
+    let mut prefixes = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--quick" => quick = true,
+            "--out" => {
+                if let Some(p) = it.next() {
+                    out = PathBuf::from(p);
+                }
+            }
+            p => prefixes.push(p.to_owned()),
+        }
+    }
+    if cfg!(debug_assertions) {
+        eprintln!("warning: a debug build; run with `cargo run --release -p xtask -- bench`");
+    }
+    let rec = Recorder::new(out.clone());
+    let cfg = Config { quick };
+    let want =
+        |name: &str| prefixes.is_empty() || prefixes.iter().any(|p| name.starts_with(p.as_str()));
+    let rt = runtime();
+
+    if want("construct_agent") {
+        let mut s = Samples::default();
+        for _ in 0..cfg.batches(200) {
+            let (t0, c0) = (Instant::now(), ProcessTime::now());
+            for _ in 0..20 {
+                std::hint::black_box(build(agent_builder(0, 1)));
+            }
+            s.push(t0.elapsed(), c0.elapsed(), 20);
+        }
+        rec.summary("construct_agent", "per_agent", &s, 1.0, json!({}));
+    }
+    let mut base = None;
+    if want("invoke_text") || want("tools10") {
+        let mut a = build(agent_builder(0, 1));
+        let s = invocations(&rt, &mut a, 0, cfg.batches(400), 100);
+        base = Some(rec.summary("invoke_text", "per_invocation", &s, 1.0, json!({})));
+    }
+    let marginal = |scn: &str, r: (f64, f64), metric: &str, note: &str| {
+        if let Some(b) = base {
+            rec.record(scn, metric, (r.0 - b.0) / 10.0, "us", json!({"note": note}));
+            rec.record(
+                scn,
+                &format!("{metric}_cpu"),
+                (r.1 - b.1) / 10.0,
+                "us",
+                json!({"note": note}),
+            );
+        }
+    };
+    if want("tools10_seq") {
+        let mut a = build(agent_builder(10, 1).tool_executor(ToolExecutor::Sequential));
+        let s = invocations(&rt, &mut a, 0, cfg.batches(200), 20);
+        let r = rec.summary("tools10_seq", "per_invocation", &s, 1.0, json!({}));
+        rec.summary("tools10_seq", "per_tool_call_naive", &s, 10.0, json!({}));
+        marginal(
+            "tools10_seq",
+            r,
+            "per_tool_round_marginal",
+            "(tools10_seq - invoke_text)/10 = one extra model turn + one sync tool call",
+        );
+    }
+    if want("tools10_par") {
+        let mut a = build(agent_builder(1, 10));
+        let s = invocations(&rt, &mut a, 0, cfg.batches(200), 20);
+        let r = rec.summary("tools10_par", "per_invocation", &s, 1.0, json!({}));
+        marginal(
+            "tools10_par",
+            r,
+            "per_tool_call_marginal",
+            "(tools10_par - invoke_text)/10: 10 concurrent sync calls + 1 extra model turn, amortized",
+        );
+    }
+    if want("history") {
+        for h in [0usize, 20, 200, 2000] {
+            let mut a = build(agent_builder(0, 1).messages(history(h)));
+            let s = invocations(&rt, &mut a, h, cfg.batches(300), 50);
+            rec.summary(
+                &format!("history_{h}"),
+                "per_invocation",
+                &s,
+                1.0,
+                json!({"history": h}),
+            );
+        }
+    }
+    if want("hooks") {
+        let ns = [0usize, 1, 5, 20];
+        let mut agents: Vec<Agent> = ns
+            .iter()
+            .map(|&n| {
+                let mut b = agent_builder(10, 1).tool_executor(ToolExecutor::Sequential);
+                for _ in 0..n {
+                    let counter = Arc::new(std::sync::atomic::AtomicU64::new(0));
+                    let c = counter.clone();
+                    b = b.hook(move |_: &mut BeforeToolCallEvent| {
+                        c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    });
+                    let c = counter.clone();
+                    b = b.hook(move |_: &mut AfterToolCallEvent| {
+                        c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    });
+                    let c = counter.clone();
+                    b = b.hook(move |_: &mut BeforeModelCallEvent| {
+                        c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    });
+                    let c = counter;
+                    b = b.hook(move |_: &mut AfterModelCallEvent| {
+                        c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    });
+                }
+                build(b)
+            })
+            .collect();
+        // Interleaved rounds, so load drift hits every N alike.
+        let mut samples: Vec<Samples> = ns.iter().map(|_| Samples::default()).collect();
+        for _ in 0..cfg.batches(60) {
+            for (i, a) in agents.iter_mut().enumerate() {
+                let s = invocations(&rt, a, 0, 1, 10);
+                samples[i].wall.extend(s.wall);
+                samples[i].cpu.extend(s.cpu);
+            }
+        }
+        let mut pw = Vec::new();
+        let mut pc = Vec::new();
+        for (i, &n) in ns.iter().enumerate() {
+            let r = rec.summary(
+                &format!("hooks_{n}"),
+                "per_invocation",
+                &samples[i],
+                1.0,
+                json!({"handlers": n, "events_per_invocation": EVENTS_TOOLS10}),
+            );
+            pw.push((n as f64, r.0));
+            pc.push((n as f64, r.1));
+        }
+        let note = "least-squares slope of tools10_seq per_invocation over N in {0,1,5,20} / 42 events (interleaved rounds)";
+        rec.record(
+            "hooks",
+            "per_callback_per_event",
+            slope(&pw) / EVENTS_TOOLS10,
+            "us",
+            json!({"note": note}),
+        );
+        rec.record(
+            "hooks",
+            "per_callback_per_event_cpu",
+            slope(&pc) / EVENTS_TOOLS10,
+            "us",
+            json!({"note": note}),
+        );
+    }
+    if want("stream") {
+        streaming(&rec, &cfg, &rt);
+    }
+    if want("retained") {
+        retained(&rec, &rt);
+    }
+    let exe = std::env::current_exe().ok();
+    for (mode, ns) in [
+        (
+            "idle_agents_20msg",
+            if quick {
+                vec![1000]
+            } else {
+                vec![1000, 5000, 10_000]
+            },
+        ),
+        (
+            "inflight",
+            if quick {
+                vec![1000]
+            } else {
+                vec![1000, 5000, 10_000, 100_000]
+            },
+        ),
+    ] {
+        if !want(mode) {
+            continue;
+        }
+        for n in ns {
+            let Some(exe) = &exe else { continue };
+            let out = Command::new(exe)
+                .args(["bench-child", mode, &n.to_string()])
+                .output();
+            let Ok(out) = out else { continue };
+            let Ok(v) = serde_json::from_slice::<Value>(&out.stdout) else {
+                eprintln!(
+                    "child {mode} {n} failed: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                continue;
+            };
+            let mib = 1024.0 * 1024.0;
+            let f = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+            if mode == "idle_agents_20msg" {
+                let per1k = f("rss_growth") / n as f64 * 1000.0 / mib;
+                rec.record(mode, "rss_per_1000", per1k, "MiB", json!({"agents": n}));
+                rec.record(
+                    mode,
+                    "agents_per_gib",
+                    1024.0 / per1k * 1000.0,
+                    "agents",
+                    json!({"agents": n}),
+                );
+                rec.record(
+                    mode,
+                    "heap_per_agent",
+                    f("heap") / n as f64,
+                    "B",
+                    json!({"agents": n, "note": "bytes live per agent, counting allocator"}),
+                );
+            } else {
+                let a1k = f("rss_agents") / n as f64 * 1000.0 / mib;
+                let f1k = f("rss_inflight_peak") / n as f64 * 1000.0 / mib;
+                rec.record(
+                    mode,
+                    "rss_agents_per_1000",
+                    a1k,
+                    "MiB",
+                    json!({"agents": n}),
+                );
+                rec.record(
+                    mode,
+                    "rss_inflight_per_1000",
+                    f1k,
+                    "MiB",
+                    json!({"agents": n}),
+                );
+                rec.record(
+                    mode,
+                    "concurrent_per_gib",
+                    1024.0 / (a1k + f1k) * 1000.0,
+                    "agents",
+                    json!({"agents": n}),
+                );
+                rec.record(
+                    mode,
+                    "wall_s",
+                    f("wall_s"),
+                    "s",
+                    json!({"agents": n, "ideal": 0.1}),
+                );
+                rec.record(
+                    mode,
+                    "overhead_per_invocation",
+                    (f("wall_s") - 0.1) / n as f64 * 1e6,
+                    "us",
+                    json!({"agents": n, "note": "(wall - 0.1 s) / N"}),
+                );
+                rec.record(mode, "cpu_s", f("cpu_s"), "s", json!({"agents": n}));
+            }
+        }
+    }
+    eprintln!("rows appended to {}", out.display());
+    ExitCode::SUCCESS
+}
+
+/// A model that yields `k` text deltas, stamping the time each one is yielded.
+struct StampingModel {
+    k: Arc<Mutex<usize>>,
+    stamps: Arc<Mutex<Vec<Instant>>>,
+}
+
+impl Model for StampingModel {
+    fn info(&self) -> ModelInfo {
+        ModelInfo::new("bench", "stamping")
+    }
+
+    async fn stream(&self, _request: ModelRequest) -> Result<ModelStream, ModelError> {
+        let k = *self.k.lock().unwrap_or_else(PoisonError::into_inner);
+        let stamps = self.stamps.clone();
+        stamps
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+        let total = k + 4;
+        Ok(Box::pin(futures_util::stream::unfold(0usize, move |i| {
+            let stamps = stamps.clone();
+            async move {
+                let ev = match i {
+                    _ if i >= total => return None,
+                    0 => StreamEvent::MessageStart {
+                        role: Role::Assistant,
+                    },
+                    1 => StreamEvent::BlockStart(BlockStart::Text),
+                    _ if i < k + 2 => {
+                        let idx = i - 2;
+                        stamps
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .push(Instant::now());
+                        StreamEvent::BlockDelta(BlockDelta::Text(idx.to_string()))
+                    }
+                    _ if i == k + 2 => StreamEvent::BlockStop,
+                    _ => StreamEvent::MessageStop {
+                        stop_reason: StopReason::EndTurn,
+                    },
+                };
+                let _ = (Usage::default(), StreamMetrics::default());
+                Some((Ok(ev), i + 1))
+            }
+        })))
+    }
+}
+
+fn streaming(rec: &Recorder, cfg: &Config, rt: &tokio::runtime::Runtime) {
+    const K: usize = 200;
+    let k = Arc::new(Mutex::new(K));
+    let stamps = Arc::new(Mutex::new(Vec::new()));
+    let mut agent = build(
+        Agent::builder()
+            .model(StampingModel {
+                k: k.clone(),
+                stamps: stamps.clone(),
+            })
+            .no_conversation_manager(),
+    );
+    let set_k = |n: usize| *k.lock().unwrap_or_else(PoisonError::into_inner) = n;
+    // One streamed call; latencies (ns) from model yield to caller receive.
+    let one = |agent: &mut Agent| -> Vec<f64> {
+        rt.block_on(async {
+            agent.clear_history();
+            let mut lat = Vec::with_capacity(K);
+            let mut s = agent.stream("hi");
+            while let Some(ev) = s.next().await {
+                if let Ok(AgentEvent::TextDelta(t)) = ev {
+                    let now = Instant::now();
+                    if let Ok(i) = t.parse::<usize>()
+                        && let Some(at) =
+                            stamps.lock().unwrap_or_else(PoisonError::into_inner).get(i)
+                    {
+                        lat.push(now.duration_since(*at).as_nanos() as f64);
+                    }
+                }
+            }
+            lat
+        })
+    };
+    let iters = cfg.batches(60);
+    set_k(K);
+    for _ in 0..3 {
+        one(&mut agent);
+    }
+    let mut lat = Vec::new();
+    for _ in 0..iters {
+        lat.extend(one(&mut agent));
+    }
+    let s = Samples {
+        wall: lat.clone(),
+        cpu: lat,
+    };
+    let (m, p10, p90) = s.summarize(&s.wall, 1.0);
+    rec.record("stream_latency", "yield_to_receive", m, "us",
+        json!({"p10": p10, "p90": p90, "n": s.wall.len(), "deltas_per_call": K,
+               "note": "the stream is driven by the caller's polling: each delta is handed over before the model is polled again"}));
+    // Burst: (stream K deltas - text-only stream) / K.
+    let (mut tw, mut tc, mut bw, mut bc) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..iters {
+        set_k(1);
+        let (t0, c0) = (Instant::now(), ProcessTime::now());
+        one(&mut agent);
+        tw.push(t0.elapsed().as_nanos() as f64);
+        tc.push(c0.elapsed().as_nanos() as f64);
+        set_k(K);
+        let (t0, c0) = (Instant::now(), ProcessTime::now());
+        one(&mut agent);
+        bw.push(t0.elapsed().as_nanos() as f64);
+        bc.push(c0.elapsed().as_nanos() as f64);
+    }
+    let med = |v: &[f64]| Samples::default().summarize(v, 1.0).0;
+    rec.record("stream_burst", "per_delta", (med(&bw) - med(&tw)) / K as f64, "us",
+        json!({"n": iters, "deltas_per_call": K, "note": "(stream K deltas - text-only stream)/K, wall"}));
+    rec.record(
+        "stream_burst",
+        "per_delta_cpu",
+        (med(&bc) - med(&tc)) / K as f64,
+        "us",
+        json!({"n": iters, "deltas_per_call": K}),
+    );
+    rec.record(
+        "stream_text_only",
+        "per_invocation",
+        med(&tw),
+        "us",
+        json!({"n": iters}),
+    );
+}
+
+/// Heap retained per finished invocation once history is cleared.
+fn retained(rec: &Recorder, rt: &tokio::runtime::Runtime) {
+    let mut agent = build(agent_builder(1, 1));
+    rt.block_on(async {
+        for _ in 0..100 {
+            agent.clear_history();
+            let _ = agent.invoke("hi").await;
+        }
+    });
+    agent.clear_history();
+    let region = Region::new(GLOBAL);
+    let k = 1000;
+    rt.block_on(async {
+        for _ in 0..k {
+            let _ = agent.invoke("hi").await;
+            agent.clear_history();
+        }
+    });
+    let st = region.change();
+    let live =
+        st.bytes_allocated as f64 - st.bytes_deallocated as f64 + st.bytes_reallocated as f64;
+    rec.record("retained", "retained_per_invocation", live / k as f64, "B",
+        json!({"note": "heap kept by the agent per finished invocation after clearing the conversation (counting allocator)"}));
+}
+
+fn rss_bytes() -> f64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| {
+            s.split_whitespace()
+                .nth(1)
+                .and_then(|v| v.parse::<f64>().ok())
+        })
+        .map(|pages| pages * 4096.0)
+        .unwrap_or(f64::NAN)
+}
+
+/// A measurement in a fresh process, so RSS growth is its own.
+pub(crate) fn child(args: &[String]) -> ExitCode {
+    let mode = args.first().map(String::as_str).unwrap_or("");
+    let n: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1000);
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(_) => return ExitCode::FAILURE,
+    };
+    let mut out = json!({"mode": mode, "n": n});
+    // Warm-up: one agent, two invocations.
+    let mut w = build(agent_builder(0, 1));
+    rt.block_on(async {
+        let _ = w.invoke("hi").await;
+        let _ = w.invoke("hi").await;
+    });
+    drop(w);
+    let r0 = rss_bytes();
+    match mode {
+        "idle_agents_20msg" => {
+            let region = Region::new(GLOBAL);
+            let model = ScriptedModel::repeating_text("Hello! How can I help you today?");
+            let mut agents: Vec<Agent> = (0..n)
+                .map(|_| build(Agent::builder().model(model.clone())))
+                .collect();
+            rt.block_on(async {
+                for a in agents.iter_mut() {
+                    for _ in 0..10 {
+                        let _ = a.invoke("hi").await;
+                    }
+                }
+            });
+            assert_eq!(agents[0].messages().len(), 20);
+            let st = region.change();
+            out["heap"] = json!(
+                st.bytes_allocated as f64 - st.bytes_deallocated as f64
+                    + st.bytes_reallocated as f64
+            );
+            out["rss_growth"] = json!(rss_bytes() - r0);
+            std::hint::black_box(&agents);
+        }
+        "inflight" => {
+            let model = ScriptedModel::builder()
+                .text("ok")
+                .cycle()
+                .record_requests(false)
+                .call_delay(Duration::from_millis(100))
+                .build();
+            let agents: Vec<Agent> = (0..n)
+                .map(|_| build(Agent::builder().model(model.clone())))
+                .collect();
+            let r1 = rss_bytes();
+            out["rss_agents"] = json!(r1 - r0);
+            let peak = Arc::new(Mutex::new(r1));
+            let p = peak.clone();
+            let sampler = std::thread::spawn(move || {
+                for _ in 0..2000 {
+                    let r = rss_bytes();
+                    let mut m = p.lock().unwrap_or_else(PoisonError::into_inner);
+                    if r > *m {
+                        *m = r;
+                    }
+                    drop(m);
+                    std::thread::sleep(Duration::from_millis(5));
+                    if Arc::strong_count(&p) == 1 {
+                        break;
+                    }
+                }
+            });
+            let (t0, c0) = (Instant::now(), ProcessTime::now());
+            rt.block_on(async {
+                let handles: Vec<_> = agents
+                    .into_iter()
+                    .map(|mut a| tokio::spawn(async move { a.invoke("hi").await.is_ok() }))
+                    .collect();
+                for h in handles {
+                    let _ = h.await;
+                }
+            });
+            out["wall_s"] = json!(t0.elapsed().as_secs_f64());
+            out["cpu_s"] = json!(c0.elapsed().as_secs_f64());
+            let pk = *peak.lock().unwrap_or_else(PoisonError::into_inner);
+            out["rss_inflight_peak"] = json!(pk - r1);
+            drop(peak);
+            let _ = sampler.join();
+        }
+        _ => return ExitCode::FAILURE,
+    }
+    println!("{out}");
+    ExitCode::SUCCESS
+}
+
+/// Rein's scenarios and the Python peers' in one run, then the ratio table.
+pub(crate) fn all(args: &[String]) -> ExitCode {
+    let quick = args.iter().any(|a| a == "--quick");
+    let out = PathBuf::from("target/bench/rein.jsonl");
+    let _ = std::fs::remove_file(&out);
+    let mut rein_args = vec!["--out".to_owned(), out.display().to_string()];
+    if quick {
+        rein_args.push("--quick".into());
+    }
+    let code = main(&rein_args);
+    if code != ExitCode::SUCCESS {
+        return code;
+    }
+    let mut cmd = Command::new("bash");
+    cmd.arg("xtask/peers/run_peers.sh").arg(&out);
+    if quick {
+        cmd.env("BENCH_SCALE", "0.2").env("MEM_N", "1000");
+    }
+    match cmd.status() {
+        Ok(s) if s.success() => ExitCode::SUCCESS,
+        _ => ExitCode::FAILURE,
+    }
+}
