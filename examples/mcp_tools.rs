@@ -77,13 +77,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
 
-    // The same tools in an agent.
-    println!("\nagent run (model: the embedded scripted demo model, no API key needed):");
-    let model = ScriptedModel::builder()
+    // The same tools in an agent (the scripted model, or a real provider when one is
+    // configured: see `rein_examples::demo_model`).
+    let scripted = ScriptedModel::builder()
         .tool_use("t1", "everything_get-sum", json!({"a": 2, "b": 3}))
         .text("2 + 3 = 5, says the MCP server.")
         .build();
-    let mut agent = Agent::builder().model(model).tools(tools).build()?;
+    let (model, about) = rein_examples::demo_model(scripted);
+    println!("\nagent run (model: {about}):");
+    let mut agent = Agent::builder().shared_model(model).tools(tools).build()?;
     let result = agent.invoke("What is 2 + 3? Use the tool.").await?;
     for message in agent.messages() {
         println!("  {}", serde_json::to_string(message)?);

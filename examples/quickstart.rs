@@ -1,7 +1,8 @@
 //! Quickstart: an agent with two tools and a hook that cancels one of them, printing the
 //! streamed events.
 //!
-//! Runs on the embedded scripted model (no API key needed).
+//! Runs on a real provider when one is configured (`OPENAI_API_KEY` / `OPENAI_BASE_URL`, or
+//! `ANTHROPIC_API_KEY`), else on the embedded scripted model (no API key needed). It says which.
 //!
 //! ```sh
 //! cargo run -p rein-examples --example quickstart
@@ -26,9 +27,8 @@ fn scripted_model() -> ScriptedModel {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), rein::Error> {
-    println!(
-        "model: the embedded scripted demo model (no provider configured, no API key needed)\n"
-    );
+    let (model, description) = rein_examples::demo_model(scripted_model());
+    println!("model: {description}\n");
 
     let weather = ToolHandle::from_sync_fn(
         "get_weather",
@@ -47,7 +47,7 @@ async fn main() -> Result<(), rein::Error> {
     );
 
     let mut agent = Agent::builder()
-        .model(scripted_model())
+        .shared_model(model)
         .system_prompt("You are a helpful assistant.")
         .tool(weather)
         .tool(delete)

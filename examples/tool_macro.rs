@@ -102,9 +102,9 @@ async fn main() -> Result<(), rein::Error> {
     show(stats, json!({"values": "1, 2"})).await; // invalid input: wrong type
 
     // The same tools in an agent. The scripted model asks for the weather (once with an
-    // argument the schema does not allow), then answers.
-    println!("\nagent run (model: the embedded scripted demo model, no API key needed):");
-    let model = ScriptedModel::builder()
+    // argument the schema does not allow), then answers; a real provider, when one is
+    // configured (see `rein_examples::demo_model`), decides for itself.
+    let scripted = ScriptedModel::builder()
         .response(
             ScriptedResponse::new()
                 .tool_use(
@@ -121,8 +121,10 @@ async fn main() -> Result<(), rein::Error> {
         )
         .text("It is 18 °C in Paris; the mean of 3 and 4 is 3.5.")
         .build();
+    let (model, about) = rein_examples::demo_model(scripted);
+    println!("\nagent run (model: {about}):");
     let mut agent = Agent::builder()
-        .model(model)
+        .shared_model(model)
         .tool(GetWeather.into())
         .tool(ComputeStats.into())
         .build()?;

@@ -1,1 +1,44 @@
-//! Runnable examples for Rein (see the `[[example]]` targets).
+//! Runnable examples for Rein (see the `[[example]]` targets), and the model choice they share.
+
+use rein::models::{AnthropicModel, OpenAiModel, SharedModel};
+
+/// The model an example runs on: a real provider when one is configured in the environment,
+/// else the example's embedded scripted model. The description says which (never the key).
+///
+/// - `OPENAI_API_KEY` or `OPENAI_BASE_URL` set: the OpenAI-compatible provider, model
+///   `OPENAI_MODEL` (default `gpt-4o-mini`);
+/// - else `ANTHROPIC_API_KEY` set: the Anthropic provider, model `ANTHROPIC_MODEL` (default
+///   `claude-3-5-haiku-latest`);
+/// - else the scripted model.
+pub fn demo_model(scripted: impl rein::models::Model) -> (SharedModel, String) {
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+    if var("OPENAI_API_KEY").is_some() || var("OPENAI_BASE_URL").is_some() {
+        let id = var("OPENAI_MODEL").unwrap_or_else(|| "gpt-4o-mini".into());
+        match OpenAiModel::from_env(id.clone()).build() {
+            Ok(m) => {
+                let url = m.base_url().to_owned();
+                return (
+                    SharedModel::new(m),
+                    format!("OpenAI-compatible provider, model {id} at {url} (from OPENAI_* env)"),
+                );
+            }
+            Err(e) => eprintln!("OpenAI provider not usable ({e}); falling back"),
+        }
+    }
+    if var("ANTHROPIC_API_KEY").is_some() {
+        let id = var("ANTHROPIC_MODEL").unwrap_or_else(|| "claude-3-5-haiku-latest".into());
+        match AnthropicModel::from_env(id.clone()).build() {
+            Ok(m) => {
+                return (
+                    SharedModel::new(m),
+                    format!("Anthropic provider, model {id} (from ANTHROPIC_* env)"),
+                );
+            }
+            Err(e) => eprintln!("Anthropic provider not usable ({e}); falling back"),
+        }
+    }
+    (
+        SharedModel::new(scripted),
+        "the embedded scripted demo model (no provider configured, no API key needed; set OPENAI_API_KEY or ANTHROPIC_API_KEY to use a real one)".into(),
+    )
+}

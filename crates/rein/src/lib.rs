@@ -44,6 +44,12 @@ pub mod prelude {
         ToolError, ToolHandle, ToolOutput, ToolSpec,
     };
     pub use rein_hooks::{HookOrder, HookRegistry, Plugin};
+    pub use rein_interventions::{
+        AfterModelCallAction, AfterToolCallAction, BeforeInvocationAction, BeforeModelCallAction,
+        BeforeToolCallAction, Confirm, DecisionAction, DecisionOutcome, DecisionRecord, EventSet,
+        HandlerError, Intervention, InterventionContext, InterventionHandler, Mode, OnError,
+        Transform,
+    };
     pub use rein_models::{Model, ScriptedModel, ScriptedResponse};
 
     #[cfg(feature = "macros")]

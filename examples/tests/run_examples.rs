@@ -1,0 +1,173 @@
+//! Runs the examples (built by `cargo test -p rein-examples`) and checks what they
+//! print, so they keep showing what their docs say.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+/// `target/<profile>/examples/<name>`, next to this test's `deps` directory.
+fn example(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().and_then(|deps| deps.parent()).unwrap();
+    dir.join("examples")
+        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX))
+}
+
+fn run(name: &str) -> String {
+    let path = example(name);
+    assert!(
+        path.exists(),
+        "{} is not built: run `cargo test -p rein-examples` (it builds the examples)",
+        path.display()
+    );
+    let out = Command::new(&path).stdin(Stdio::null()).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{name} failed: {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+fn check(name: &str, expected: &[&str]) {
+    let out = run(name);
+    for e in expected {
+        assert!(out.contains(e), "{name}: missing {e:?} in:\n{out}");
+    }
+}
+
+#[test]
+fn authz_roles() {
+    check(
+        "authz_roles",
+        &[
+            "tool e1  [error] DENIED: role 'analyst' may not call send_email",
+            "tool e1  [ok] sent to boss@example.com",
+        ],
+    );
+}
+
+#[test]
+fn polite_guard() {
+    check(
+        "polite_guard",
+        &[
+            "[shown, then retracted] That's a dumb question.",
+            "[final] Good question!",
+            "model calls: 2",
+        ],
+    );
+}
+
+#[test]
+fn blocked_tools() {
+    check(
+        "blocked_tools",
+        &[
+            "tool t1 [error] DENIED: the shell tool is disabled on this deployment",
+            "tool t2 [ok] use `df -h`",
+        ],
+    );
+}
+
+#[test]
+fn prod_db_guard() {
+    check(
+        "prod_db_guard",
+        &[
+            "run_sql on \"staging-eu\" [ok]",
+            "run_sql on \"prod-eu\" [error] DENIED: prod-eu is a production database",
+        ],
+    );
+}
+
+#[test]
+fn email_validator() {
+    check(
+        "email_validator",
+        &[
+            "result t1: GUIDANCE: [email-validator] Every email needs",
+            "result t2: queued",
+        ],
+    );
+}
+
+#[test]
+fn delete_approval_without_a_terminal_uses_the_preemptive_answer() {
+    check(
+        "delete_approval",
+        &[
+            "stdin is not a terminal",
+            "tool result: [ok] deleted /tmp/report-draft.txt",
+        ],
+    );
+}
+
+#[test]
+fn pii_redactor() {
+    let out = run("pii_redactor");
+    assert!(out.contains("received body: \"New hire Ann Lee, SSN [REDACTED], starts Monday.\""));
+    assert!(!out.contains("123-45-6789"), "{out}");
+}
+
+#[test]
+fn rate_limit_then_tone() {
+    check(
+        "rate_limit_then_tone",
+        &[
+            "invocation 3: DENIED: rate limit of 2 model calls reached",
+            "tone handler called 2 time(s) so far\n\nmodel calls made: 2",
+        ],
+    );
+}
+
+#[test]
+fn fail_open_logger() {
+    check(
+        "fail_open_logger",
+        &["tool result: 14°C, light rain", "(on_error: Some(Proceed))"],
+    );
+}
+
+#[test]
+fn fail_closed_auth() {
+    let out = run("fail_closed_auth");
+    assert!(out.contains(
+        "tool result: [error] DENIED: Handler threw: policy service timed out after 50 ms"
+    ));
+    assert!(!out.contains("transfer_funds ran"), "{out}");
+}
+
+#[test]
+fn tool_macro() {
+    check(
+        "tool_macro",
+        &[
+            "tool get_weather: Gets the current weather in a city.",
+            "\"description\": \"the city name, e.g. \\\"Paris\\\"\"",
+            "get_weather({\"city\":\"Atlantis\"}) -> Error: no weather station in Atlantis",
+            "Error: invalid input for tool 'get_weather': unknown field `town`, expected `city` or `unit`",
+            "stats({\"values\":[1.0,2.0,4.5]}) -> Success: [Json(Object {\"count\": Number(3), \"mean\": Number(2.5)})]",
+        ],
+    );
+}
+
+#[test]
+fn mcp_tools() {
+    // With the MCP reference server installed (`.ci/peers-mcp.sh`), the example talks to it;
+    // without, it says what to run and exits 0.
+    if std::env::var_os("REIN_MCP_EVERYTHING").is_some() {
+        check(
+            "mcp_tools",
+            &[
+                "connected to mcp-servers/everything",
+                "everything_echo({\"message\":\"hello from Rein\"}) -> Success: [Text(\"Echo: hello from Rein\")]",
+                "The sum of 2 and 3 is 5.",
+            ],
+        );
+    } else {
+        check("mcp_tools", &["No MCP server given."]);
+    }
+}
