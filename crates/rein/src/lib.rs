@@ -109,3 +109,6 @@ struct Readme;
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/steering-a-running-agent.md")]
 struct SteeringGuide;
+#[cfg(all(doctest, feature = "macros", feature = "mcp-http"))]
+#[doc = include_str!("../../../docs/tools.md")]
+struct ToolsGuide;
