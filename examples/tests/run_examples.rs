@@ -1,4 +1,4 @@
-//! Runs the intervention examples (built by `cargo test -p rein-examples`) and checks what they
+//! Runs the examples (built by `cargo test -p rein-examples`) and checks what they
 //! print, so they keep showing what their docs say.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -138,4 +138,36 @@ fn fail_closed_auth() {
         "tool result: [error] DENIED: Handler threw: policy service timed out after 50 ms"
     ));
     assert!(!out.contains("transfer_funds ran"), "{out}");
+}
+
+#[test]
+fn tool_macro() {
+    check(
+        "tool_macro",
+        &[
+            "tool get_weather: Gets the current weather in a city.",
+            "\"description\": \"the city name, e.g. \\\"Paris\\\"\"",
+            "get_weather({\"city\":\"Atlantis\"}) -> Error: no weather station in Atlantis",
+            "Error: invalid input for tool 'get_weather': unknown field `town`, expected `city` or `unit`",
+            "stats({\"values\":[1.0,2.0,4.5]}) -> Success: [Json(Object {\"count\": Number(3), \"mean\": Number(2.5)})]",
+        ],
+    );
+}
+
+#[test]
+fn mcp_tools() {
+    // With the MCP reference server installed (`.ci/peers-mcp.sh`), the example talks to it;
+    // without, it says what to run and exits 0.
+    if std::env::var_os("REIN_MCP_EVERYTHING").is_some() {
+        check(
+            "mcp_tools",
+            &[
+                "connected to mcp-servers/everything",
+                "everything_echo({\"message\":\"hello from Rein\"}) -> Success: [Text(\"Echo: hello from Rein\")]",
+                "The sum of 2 and 3 is 5.",
+            ],
+        );
+    } else {
+        check("mcp_tools", &["No MCP server given."]);
+    }
 }

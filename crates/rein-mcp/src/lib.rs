@@ -1,0 +1,889 @@
+//! MCP (Model Context Protocol) tools for Rein: connect to an MCP server and use its tools as
+//! Rein [`ToolHandle`]s.
+//!
+//! [`McpClient`] starts a server as a child process and talks to it over stdio
+//! ([`McpClient::connect_stdio`]), or connects to a Streamable-HTTP server
+//! (`McpClient::connect_http`, feature `http`). [`McpClient::tools`] lists the server's tools as
+//! Rein tools: calling one forwards the call to the server with a timeout (60 s by default) and
+//! maps the result (see [`McpClient::call_tool`] for the content mapping).
+//!
+//! The MCP SDK used underneath (`rmcp`) does not appear in this crate's API, so a new major
+//! version of it is not a breaking change for Rein users.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), rein_mcp::McpError> {
+//! use std::time::Duration;
+//! use rein_mcp::McpClient;
+//!
+//! let client = McpClient::builder()
+//!     .prefix("fs")
+//!     .timeout(Duration::from_secs(30))
+//!     .stdio("npx", ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"])
+//!     .await?;
+//! for tool in client.tools().await? {
+//!     println!("{}: {}", tool.name(), tool.spec().description);
+//! }
+//! client.close().await;
+//! # Ok(()) }
+//! ```
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::fmt;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use rein_core::{
+    Bytes, ImageBlock, MediaSource, Tool, ToolContext, ToolError, ToolHandle, ToolOutput,
+    ToolResultContent, ToolResultStatus, ToolSpec,
+};
+use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock};
+use rmcp::service::RunningService;
+use rmcp::{Peer, RoleClient, ServiceExt};
+use serde_json::Value;
+use tokio::sync::Mutex;
+
+/// The default timeout of one tool call.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+/// The default timeout of connecting (starting the server and the MCP handshake) and of
+/// listing tools.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// An error talking to an MCP server. The MCP SDK's own errors are kept as opaque sources.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum McpError {
+    /// The server process could not be started.
+    #[error("could not start MCP server `{command}`: {source}")]
+    Spawn {
+        /// The command.
+        command: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The connection or the MCP handshake failed.
+    #[error("could not connect to MCP server {server}: {source}")]
+    Connect {
+        /// The server: its name from the handshake, else the program or the URL (never the
+        /// arguments or credentials, which may be secret).
+        server: String,
+        /// Why.
+        #[source]
+        source: BoxError,
+    },
+    /// A request to the server failed (transport error, protocol error, closed connection).
+    #[error("MCP request `{method}` to {server} failed: {source}")]
+    Request {
+        /// The server: its name from the handshake, else the program or the URL (never the
+        /// arguments or credentials, which may be secret).
+        server: String,
+        /// The MCP method (`tools/list`, `tools/call`...).
+        method: String,
+        /// Why.
+        #[source]
+        source: BoxError,
+    },
+    /// The server did not answer in time.
+    #[error("MCP {what} on {server} timed out after {timeout:?}")]
+    Timeout {
+        /// The server: its name from the handshake, else the program or the URL (never the
+        /// arguments or credentials, which may be secret).
+        server: String,
+        /// What timed out (`connect`, `tools/list`, `tool 'echo'`).
+        what: String,
+        /// The timeout.
+        timeout: Duration,
+    },
+    /// The server answered in a way this client does not support (e.g. a tool call that
+    /// needs client-side input or became a long-running task).
+    #[error("MCP server {server}: {message}")]
+    Unsupported {
+        /// The server: its name from the handshake, else the program or the URL (never the
+        /// arguments or credentials, which may be secret).
+        server: String,
+        /// What was unsupported.
+        message: String,
+    },
+    /// The connection was closed with [`McpClient::close`].
+    #[error("MCP client for {server} is closed")]
+    Closed {
+        /// The server: its name from the handshake, else the program or the URL (never the
+        /// arguments or credentials, which may be secret).
+        server: String,
+    },
+}
+
+/// Options for connecting to an MCP server; finish with [`stdio`](Self::stdio),
+/// [`command`](Self::command) or `http` (feature `http`).
+///
+/// ```no_run
+/// # async fn run() -> Result<(), rein_mcp::McpError> {
+/// use std::time::Duration;
+/// let client = rein_mcp::McpClient::builder()
+///     .prefix("everything")
+///     .timeout(Duration::from_secs(5))
+///     .quiet(true)
+///     .stdio("node", ["server-everything/dist/index.js", "stdio"])
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct McpClientBuilder {
+    prefix: Option<String>,
+    timeout: Duration,
+    connect_timeout: Duration,
+    quiet: bool,
+    inherit_env: bool,
+    env: Vec<(String, String)>,
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    bearer_token: Option<String>,
+}
+
+/// The environment variables a stdio server gets from this process by default (as the
+/// reference MCP SDKs do): enough to run, without leaking secrets such as API keys.
+pub const DEFAULT_INHERITED_ENV: &[&str] = &[
+    "HOME",
+    "LOGNAME",
+    "PATH",
+    "SHELL",
+    "TERM",
+    "USER",
+    "LANG",
+    "TMPDIR",
+    "APPDATA",
+    "HOMEDRIVE",
+    "HOMEPATH",
+    "LOCALAPPDATA",
+    "PATHEXT",
+    "PROCESSOR_ARCHITECTURE",
+    "SYSTEMDRIVE",
+    "SYSTEMROOT",
+    "TEMP",
+    "USERNAME",
+    "USERPROFILE",
+];
+
+impl Default for McpClientBuilder {
+    fn default() -> Self {
+        Self {
+            prefix: None,
+            timeout: DEFAULT_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            quiet: false,
+            inherit_env: false,
+            env: Vec::new(),
+            bearer_token: None,
+        }
+    }
+}
+
+impl McpClientBuilder {
+    /// Prefixes every tool name with `<prefix>_`, to avoid clashes between servers (or with
+    /// your own tools). The server still sees its own names.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = Some(prefix.into());
+        self
+    }
+
+    /// The timeout of one tool call (default [`DEFAULT_TIMEOUT`], 60 s). A call that takes
+    /// longer is cancelled (the server is sent `notifications/cancelled`) and fails with a
+    /// [`ToolError`] the model sees.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The timeout of connecting and of listing tools (default [`DEFAULT_CONNECT_TIMEOUT`],
+    /// 30 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Discards the server process's stderr (by default it is inherited, so server logs show
+    /// up in yours).
+    pub fn quiet(mut self, quiet: bool) -> Self {
+        self.quiet = quiet;
+        self
+    }
+
+    /// Sets an environment variable for a server started with [`stdio`](Self::stdio).
+    pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// Whether a server started with [`stdio`](Self::stdio) inherits this process's whole
+    /// environment. Default `false`: it gets only [`DEFAULT_INHERITED_ENV`] plus what
+    /// [`env`](Self::env) sets, so secrets in your environment do not reach third-party
+    /// servers.
+    pub fn inherit_env(mut self, inherit: bool) -> Self {
+        self.inherit_env = inherit;
+        self
+    }
+
+    /// Sends `Authorization: Bearer <token>` on every HTTP request (HTTP transport only).
+    #[cfg(feature = "http")]
+    pub fn bearer_token(mut self, token: impl Into<String>) -> Self {
+        self.bearer_token = Some(token.into());
+        self
+    }
+
+    /// Starts `program args...` and connects to it over stdio. The server's environment is
+    /// restricted (see [`inherit_env`](Self::inherit_env)).
+    pub async fn stdio<I, S>(
+        self,
+        program: impl AsRef<OsStr>,
+        args: I,
+    ) -> Result<McpClient, McpError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.args(args);
+        if !self.inherit_env {
+            cmd.env_clear();
+            for key in DEFAULT_INHERITED_ENV {
+                if let Some(v) = std::env::var_os(key) {
+                    cmd.env(key, v);
+                }
+            }
+        }
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        self.command(cmd).await
+    }
+
+    /// Starts a prepared command and connects to it over stdio: the command is used as it is
+    /// (its environment, working directory...; [`env`](Self::env) and
+    /// [`inherit_env`](Self::inherit_env) do not apply). Its stdin and stdout are taken over
+    /// for the protocol.
+    pub async fn command(self, command: tokio::process::Command) -> Result<McpClient, McpError> {
+        let server = describe_command(&command);
+        let stderr = if self.quiet {
+            Stdio::null()
+        } else {
+            Stdio::inherit()
+        };
+        let (transport, _) = rmcp::transport::TokioChildProcess::builder(command)
+            .stderr(stderr)
+            .spawn()
+            .map_err(|source| McpError::Spawn {
+                command: server.clone(),
+                source,
+            })?;
+        self.finish(server, transport).await
+    }
+
+    /// Connects to a Streamable-HTTP MCP server at `url` (e.g. `http://127.0.0.1:3001/mcp`).
+    #[cfg(feature = "http")]
+    pub async fn http(self, url: impl Into<String>) -> Result<McpClient, McpError> {
+        use rmcp::transport::StreamableHttpClientTransport;
+        use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+        let url: String = url.into();
+        let mut config = StreamableHttpClientTransportConfig::with_uri(url.clone());
+        if let Some(token) = &self.bearer_token {
+            config = config.auth_header(token.clone());
+        }
+        // reqwest is built without a default crypto provider (to avoid aws-lc's C build):
+        // install ring as the process default unless the application installed one already.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let transport = StreamableHttpClientTransport::from_config(config);
+        self.finish(describe_url(&url), transport).await
+    }
+
+    async fn finish<T, E, A>(self, server: String, transport: T) -> Result<McpClient, McpError>
+    where
+        T: rmcp::transport::IntoTransport<RoleClient, E, A> + Send + 'static,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let connect = ().serve(transport);
+        let service = match tokio::time::timeout(self.connect_timeout, connect).await {
+            Err(_) => {
+                return Err(McpError::Timeout {
+                    server,
+                    what: "connect".into(),
+                    timeout: self.connect_timeout,
+                });
+            }
+            Ok(Err(e)) => {
+                return Err(McpError::Connect {
+                    server,
+                    source: Box::new(e),
+                });
+            }
+            Ok(Ok(service)) => service,
+        };
+        let peer = service.peer().clone();
+        let info = peer.peer_info();
+        let server_name = info
+            .as_ref()
+            .and_then(|i| i.server_info.as_ref())
+            .map(|i| i.name.clone());
+        let instructions = info.as_ref().and_then(|i| i.instructions.clone());
+        // From now on errors (which the model may see) name the server by its own name.
+        let server = match &server_name {
+            Some(name) if !name.is_empty() => format!("'{name}'"),
+            _ => server,
+        };
+        Ok(McpClient {
+            inner: Arc::new(Inner {
+                server,
+                peer,
+                service: Mutex::new(Some(service)),
+                server_name,
+                instructions,
+            }),
+            prefix: self.prefix,
+            timeout: self.timeout,
+            connect_timeout: self.connect_timeout,
+        })
+    }
+}
+
+struct Inner {
+    /// How errors name the server: its handshake name, else the program or URL.
+    server: String,
+    peer: Peer<RoleClient>,
+    service: Mutex<Option<RunningService<RoleClient, ()>>>,
+    server_name: Option<String>,
+    instructions: Option<String>,
+}
+
+/// A connection to one MCP server. Cloning is cheap and shares the connection.
+///
+/// The connection (and a stdio server's process) lives as long as the client or any tool
+/// obtained from it; [`close`](Self::close) ends it at once.
+#[derive(Clone)]
+pub struct McpClient {
+    inner: Arc<Inner>,
+    prefix: Option<String>,
+    timeout: Duration,
+    connect_timeout: Duration,
+}
+
+impl fmt::Debug for McpClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("McpClient")
+            .field("server", &self.inner.server)
+            .field("server_name", &self.inner.server_name)
+            .field("prefix", &self.prefix)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl McpClient {
+    /// Options for a connection (prefix, timeouts...).
+    pub fn builder() -> McpClientBuilder {
+        McpClientBuilder::default()
+    }
+
+    /// Starts `program args...` and connects to it over stdio, with the default options.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), rein_mcp::McpError> {
+    /// let client = rein_mcp::McpClient::connect_stdio("uvx", ["mcp-server-time"]).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect_stdio<I, S>(program: impl AsRef<OsStr>, args: I) -> Result<Self, McpError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        Self::builder().stdio(program, args).await
+    }
+
+    /// Connects to a Streamable-HTTP MCP server with the default options (feature `http`).
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), rein_mcp::McpError> {
+    /// let client = rein_mcp::McpClient::connect_http("http://127.0.0.1:3001/mcp").await?;
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "http")]
+    pub async fn connect_http(url: impl Into<String>) -> Result<Self, McpError> {
+        Self::builder().http(url).await
+    }
+
+    /// This client with another tool-name prefix (for tools listed from now on).
+    pub fn with_prefix(mut self, prefix: Option<String>) -> Self {
+        self.prefix = prefix;
+        self
+    }
+
+    /// This client with another tool-call timeout (for tools listed from now on).
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The server's name from the MCP handshake, when it gave one.
+    pub fn server_name(&self) -> Option<&str> {
+        self.inner.server_name.as_deref()
+    }
+
+    /// The server's instructions from the MCP handshake, when it gave some (a system-prompt
+    /// addition describing how to use its tools).
+    pub fn instructions(&self) -> Option<&str> {
+        self.inner.instructions.as_deref()
+    }
+
+    /// The server's tools as Rein tools: each is named `<prefix>_<name>` when a prefix is set,
+    /// with characters other than ASCII letters, digits, `_` and `-` replaced by `_` (and cut to
+    /// 64 characters) so every model provider accepts the name; the server is called with its
+    /// own name.
+    pub async fn tools(&self) -> Result<Vec<ToolHandle>, McpError> {
+        let listed = match tokio::time::timeout(
+            self.connect_timeout,
+            self.inner.peer.list_all_tools(),
+        )
+        .await
+        {
+            Err(_) => {
+                return Err(McpError::Timeout {
+                    server: self.inner.server.clone(),
+                    what: "tools/list".into(),
+                    timeout: self.connect_timeout,
+                });
+            }
+            Ok(Err(e)) => return Err(self.request_error("tools/list", e)),
+            Ok(Ok(tools)) => tools,
+        };
+        Ok(listed
+            .into_iter()
+            .map(|t| {
+                let remote = t.name.to_string();
+                let description = t
+                    .description
+                    .as_deref()
+                    .map(str::to_owned)
+                    .or_else(|| t.title.clone())
+                    .unwrap_or_else(|| remote.clone());
+                let schema = Value::Object((*t.input_schema).clone());
+                ToolHandle::new(McpTool {
+                    spec: ToolSpec::new(self.local_name(&remote), description, schema),
+                    remote,
+                    client: self.clone(),
+                })
+            })
+            .collect())
+    }
+
+    /// Calls the server's tool `name` (its own name, without prefix) with `arguments` (a JSON
+    /// object, or `null` for none), with this client's timeout.
+    ///
+    /// The result maps to a [`ToolOutput`]: `isError: true` gives the error status; text →
+    /// text; an image → an image block (bytes decoded from base64; `png`, `jpeg`, `gif`,
+    /// `webp`); `structuredContent` → a JSON block, unless the content already says the same
+    /// (a text block that is its JSON is replaced by the JSON block; a text block equal to the
+    /// single string field of a wrapper object such as `{"content": text}` stands for it, so the
+    /// model does not get it twice); an embedded text resource → its text; a binary resource, a resource
+    /// link or audio → a short text describing it. An empty result becomes the text
+    /// `(no output)`. A transport or protocol error, a closed client or a timeout is a
+    /// [`ToolError`] (its source is an [`McpError`]).
+    pub async fn call_tool(&self, name: &str, arguments: Value) -> Result<ToolOutput, ToolError> {
+        let arguments = match arguments {
+            Value::Null => None,
+            Value::Object(m) => Some(m),
+            other => {
+                return Err(ToolError::msg(format!(
+                    "invalid input for MCP tool '{name}': expected a JSON object of arguments, got {other}"
+                )));
+            }
+        };
+        if self.inner.service.lock().await.is_none() {
+            return Err(McpError::Closed {
+                server: self.inner.server.clone(),
+            }
+            .into());
+        }
+        let mut params = CallToolRequestParams::new(Cow::Owned(name.to_owned()));
+        if let Some(arguments) = arguments {
+            params = params.with_arguments(arguments);
+        }
+        let response = match tokio::time::timeout(
+            self.timeout,
+            self.inner.peer.call_tool_once(params),
+        )
+        .await
+        {
+            Err(_) => {
+                return Err(McpError::Timeout {
+                    server: self.inner.server.clone(),
+                    what: format!("tool '{name}'"),
+                    timeout: self.timeout,
+                }
+                .into());
+            }
+            Ok(Err(e)) => return Err(self.request_error("tools/call", e).into()),
+            Ok(Ok(r)) => r,
+        };
+        match response {
+            CallToolResponse::Complete(result) => Ok(map_result(result)),
+            CallToolResponse::InputRequired(_) => Err(McpError::Unsupported {
+                server: self.inner.server.clone(),
+                message: format!(
+                    "tool '{name}' asked for client-side input, which Rein does not provide"
+                ),
+            }
+            .into()),
+            CallToolResponse::Task(_) => Err(McpError::Unsupported {
+                server: self.inner.server.clone(),
+                message: format!(
+                    "tool '{name}' started a long-running task, which Rein does not poll"
+                ),
+            }
+            .into()),
+            #[allow(unreachable_patterns)]
+            _ => Err(McpError::Unsupported {
+                server: self.inner.server.clone(),
+                message: format!("tool '{name}' gave an unknown kind of response"),
+            }
+            .into()),
+        }
+    }
+
+    /// Closes the connection (a stdio server's process is stopped). Later calls fail with
+    /// [`McpError::Closed`]. Closing twice does nothing.
+    pub async fn close(&self) {
+        let service = self.inner.service.lock().await.take();
+        if let Some(service) = service
+            && let Err(e) = service.cancel().await
+        {
+            tracing::debug!(server = %self.inner.server, error = %e, "MCP client close");
+        }
+    }
+
+    fn request_error(
+        &self,
+        method: &str,
+        e: impl std::error::Error + Send + Sync + 'static,
+    ) -> McpError {
+        McpError::Request {
+            server: self.inner.server.clone(),
+            method: method.to_owned(),
+            source: Box::new(e),
+        }
+    }
+
+    fn local_name(&self, remote: &str) -> String {
+        let full = match &self.prefix {
+            Some(p) if !p.is_empty() => format!("{p}_{remote}"),
+            _ => remote.to_owned(),
+        };
+        let mut name: String = full
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .take(64)
+            .collect();
+        if name.is_empty() {
+            name.push('_');
+        }
+        name
+    }
+}
+
+/// One MCP server tool as a Rein tool.
+struct McpTool {
+    spec: ToolSpec,
+    remote: String,
+    client: McpClient,
+}
+
+impl Tool for McpTool {
+    fn spec(&self) -> ToolSpec {
+        self.spec.clone()
+    }
+
+    async fn call(&self, input: Value, _cx: ToolContext) -> Result<ToolOutput, ToolError> {
+        self.client.call_tool(&self.remote, input).await
+    }
+}
+
+/// The program, without its arguments (which may hold secrets), to name a server in errors.
+fn describe_command(cmd: &tokio::process::Command) -> String {
+    cmd.as_std().get_program().to_string_lossy().into_owned()
+}
+
+/// A URL without credentials, query or fragment, to name a server in errors.
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
+fn describe_url(url: &str) -> String {
+    let url = url.split(['?', '#']).next().unwrap_or(url);
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            let host = authority.rsplit('@').next().unwrap_or(authority);
+            format!("{scheme}://{host}{path}")
+        }
+        None => url.to_owned(),
+    }
+}
+
+/// Maps an MCP `CallToolResult` to a Rein tool output.
+fn map_result(result: CallToolResult) -> ToolOutput {
+    let status = if result.is_error == Some(true) {
+        ToolResultStatus::Error
+    } else {
+        ToolResultStatus::Success
+    };
+    let mut content = Vec::new();
+    let structured = result.structured_content;
+    // `structuredContent` is kept without doubling what the content already says: a text block
+    // that is its JSON becomes the JSON block; a text block equal to the one string field of a
+    // wrapper object (`{"content": text}`) stands for it; otherwise the JSON block is appended.
+    let mut represented = false;
+    for block in result.content {
+        if let (Some(v), ContentBlock::Text(t)) = (&structured, &block) {
+            if serde_json::from_str::<Value>(&t.text).ok().as_ref() == Some(v) {
+                if !represented {
+                    content.push(ToolResultContent::Json(v.clone()));
+                    represented = true;
+                }
+                continue;
+            }
+            if let Some(obj) = v.as_object()
+                && obj.len() == 1
+                && obj.values().next().and_then(Value::as_str) == Some(t.text.as_str())
+            {
+                represented = true;
+            }
+        }
+        content.push(map_block(block));
+    }
+    if let Some(v) = structured
+        && !represented
+    {
+        content.push(ToolResultContent::Json(v));
+    }
+    if content.is_empty() {
+        content.push(ToolResultContent::Text("(no output)".into()));
+    }
+    ToolOutput::new(status, content)
+}
+
+fn map_block(block: ContentBlock) -> ToolResultContent {
+    match block {
+        ContentBlock::Text(t) => ToolResultContent::Text(t.text),
+        ContentBlock::Image(i) => image(&i.data, &i.mime_type, "image"),
+        ContentBlock::Audio(a) => ToolResultContent::Text(format!(
+            "[audio ({}), {} bytes: not shown]",
+            a.mime_type,
+            decoded_len(&a.data)
+        )),
+        ContentBlock::Resource(r) => resource(&r.resource),
+        ContentBlock::ResourceLink(link) => {
+            let mut s = format!("[resource link: {} ({})", link.uri, link.name);
+            if let Some(d) = &link.description {
+                s.push_str(": ");
+                s.push_str(d);
+            }
+            s.push(']');
+            ToolResultContent::Text(s)
+        }
+        #[allow(unreachable_patterns)]
+        other => match serde_json::to_value(&other) {
+            Ok(v) => ToolResultContent::Json(v),
+            Err(_) => ToolResultContent::Text("[unsupported MCP content]".into()),
+        },
+    }
+}
+
+/// An embedded resource: text as text, an image as an image, other bytes described.
+fn resource(contents: &rmcp::model::ResourceContents) -> ToolResultContent {
+    // Read the wire form rather than the SDK's enum, so new variants degrade gracefully.
+    let v = serde_json::to_value(contents).unwrap_or(Value::Null);
+    let uri = v.get("uri").and_then(Value::as_str).unwrap_or("?");
+    let mime = v.get("mimeType").and_then(Value::as_str);
+    if let Some(text) = v.get("text").and_then(Value::as_str) {
+        return ToolResultContent::Text(text.to_owned());
+    }
+    if let Some(blob) = v.get("blob").and_then(Value::as_str) {
+        if let Some(m) = mime
+            && m.starts_with("image/")
+            && image_format(m).is_some()
+        {
+            return image(blob, m, uri);
+        }
+        return ToolResultContent::Text(format!(
+            "[resource {uri} ({}), {} bytes of binary data: not shown]",
+            mime.unwrap_or("application/octet-stream"),
+            decoded_len(blob)
+        ));
+    }
+    ToolResultContent::Text(format!("[resource {uri}]"))
+}
+
+fn image(data: &str, mime: &str, what: &str) -> ToolResultContent {
+    let Some(format) = image_format(mime) else {
+        return ToolResultContent::Text(format!(
+            "[{what} ({mime}), {} bytes: format not supported]",
+            decoded_len(data)
+        ));
+    };
+    match base64::engine::general_purpose::STANDARD.decode(data.trim()) {
+        Ok(bytes) => ToolResultContent::Image(ImageBlock {
+            format: format.to_owned(),
+            source: MediaSource::Bytes(Bytes(bytes)),
+        }),
+        Err(e) => ToolResultContent::Text(format!("[{what} ({mime}): invalid base64: {e}]")),
+    }
+}
+
+fn image_format(mime: &str) -> Option<&'static str> {
+    let known: HashMap<&str, &'static str> = [
+        ("image/png", "png"),
+        ("image/jpeg", "jpeg"),
+        ("image/jpg", "jpeg"),
+        ("image/gif", "gif"),
+        ("image/webp", "webp"),
+    ]
+    .into_iter()
+    .collect();
+    let base = mime.split(';').next().unwrap_or(mime).trim();
+    known.get(base.to_ascii_lowercase().as_str()).copied()
+}
+
+fn decoded_len(b64: &str) -> usize {
+    b64.trim().len() / 4 * 3
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn result(v: Value) -> CallToolResult {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn server_labels_hide_secrets() {
+        assert_eq!(
+            describe_url("https://user:pw@mcp.example.com:8443/mcp?token=x#f"),
+            "https://mcp.example.com:8443/mcp"
+        );
+        assert_eq!(
+            describe_url("http://127.0.0.1:3001"),
+            "http://127.0.0.1:3001"
+        );
+        let mut cmd = tokio::process::Command::new("server");
+        cmd.args(["--api-key", "secret"]);
+        assert_eq!(describe_command(&cmd), "server");
+    }
+
+    #[test]
+    fn maps_text_error_and_empty_results() {
+        let out = map_result(result(json!({"content": [{"type": "text", "text": "hi"}]})));
+        assert_eq!(out.status, ToolResultStatus::Success);
+        assert_eq!(out.content, vec![ToolResultContent::Text("hi".into())]);
+
+        let out = map_result(result(
+            json!({"content": [{"type": "text", "text": "bad"}], "isError": true}),
+        ));
+        assert_eq!(out.status, ToolResultStatus::Error);
+
+        let out = map_result(result(json!({"content": []})));
+        assert_eq!(
+            out.content,
+            vec![ToolResultContent::Text("(no output)".into())]
+        );
+    }
+
+    #[test]
+    fn maps_structured_content_and_drops_its_text_copy() {
+        let out = map_result(result(json!({
+            "content": [{"type": "text", "text": "{\"t\": 1}"}, {"type": "text", "text": "note"}],
+            "structuredContent": {"t": 1},
+        })));
+        assert_eq!(
+            out.content,
+            vec![
+                ToolResultContent::Json(json!({"t": 1})),
+                ToolResultContent::Text("note".into())
+            ]
+        );
+        // A wrapper object whose one string field repeats the text: the text stands for it.
+        let out = map_result(result(json!({
+            "content": [{"type": "text", "text": "line 1\nline 2"}],
+            "structuredContent": {"content": "line 1\nline 2"},
+        })));
+        assert_eq!(
+            out.content,
+            vec![ToolResultContent::Text("line 1\nline 2".into())]
+        );
+        // Structured content the text does not carry is appended.
+        let out = map_result(result(json!({
+            "content": [{"type": "text", "text": "see data"}],
+            "structuredContent": {"rows": [1, 2]},
+        })));
+        assert_eq!(
+            out.content,
+            vec![
+                ToolResultContent::Text("see data".into()),
+                ToolResultContent::Json(json!({"rows": [1, 2]}))
+            ]
+        );
+    }
+
+    #[test]
+    fn maps_images_resources_links_and_audio() {
+        let png = base64::engine::general_purpose::STANDARD.encode([1u8, 2, 3]);
+        let out = map_result(result(json!({"content": [
+            {"type": "image", "data": png, "mimeType": "image/png"},
+            {"type": "image", "data": "AAAA", "mimeType": "image/tiff"},
+            {"type": "image", "data": "!!", "mimeType": "image/png"},
+            {"type": "resource", "resource": {"uri": "file:///a.txt", "mimeType": "text/plain", "text": "file text"}},
+            {"type": "resource", "resource": {"uri": "file:///a.bin", "blob": "AAAA"}},
+            {"type": "resource", "resource": {"uri": "file:///a.gif", "mimeType": "image/gif", "blob": png}},
+            {"type": "resource_link", "uri": "file:///b", "name": "b", "description": "the b"},
+            {"type": "audio", "data": "AAAA", "mimeType": "audio/wav"},
+        ]})));
+        let c = &out.content;
+        assert_eq!(
+            c[0],
+            ToolResultContent::Image(ImageBlock {
+                format: "png".into(),
+                source: MediaSource::Bytes(Bytes(vec![1, 2, 3]))
+            })
+        );
+        assert_eq!(
+            c[1],
+            ToolResultContent::Text("[image (image/tiff), 3 bytes: format not supported]".into())
+        );
+        assert!(
+            matches!(&c[2], ToolResultContent::Text(t) if t.starts_with("[image (image/png): invalid base64"))
+        );
+        assert_eq!(c[3], ToolResultContent::Text("file text".into()));
+        assert_eq!(
+            c[4],
+            ToolResultContent::Text(
+                "[resource file:///a.bin (application/octet-stream), 3 bytes of binary data: not shown]"
+                    .into()
+            )
+        );
+        assert!(matches!(&c[5], ToolResultContent::Image(i) if i.format == "gif"));
+        assert_eq!(
+            c[6],
+            ToolResultContent::Text("[resource link: file:///b (b): the b]".into())
+        );
+        assert_eq!(
+            c[7],
+            ToolResultContent::Text("[audio (audio/wav), 3 bytes: not shown]".into())
+        );
+    }
+}
