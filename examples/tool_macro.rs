@@ -125,8 +125,8 @@ async fn main() -> Result<(), rein::Error> {
     println!("\nagent run (model: {about}):");
     let mut agent = Agent::builder()
         .shared_model(model)
-        .tool(GetWeather.into())
-        .tool(ComputeStats.into())
+        .tool(GetWeather)
+        .tool(ComputeStats)
         .build()?;
     let mut events = agent.stream("Weather in Paris? And the mean of 3 and 4?");
     while let Some(event) = events.next().await {

@@ -410,15 +410,19 @@ impl AgentBuilder {
         self
     }
 
-    /// Adds a tool.
-    pub fn tool(mut self, tool: ToolHandle) -> Self {
-        self.tools.push(tool);
+    /// Adds a tool (a `ToolHandle`, or a `#[tool]` struct).
+    pub fn tool(mut self, tool: impl Into<ToolHandle>) -> Self {
+        self.tools.push(tool.into());
         self
     }
 
     /// Adds tools.
-    pub fn tools(mut self, tools: impl IntoIterator<Item = ToolHandle>) -> Self {
-        self.tools.extend(tools);
+    pub fn tools<I>(mut self, tools: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: Into<ToolHandle>,
+    {
+        self.tools.extend(tools.into_iter().map(Into::into));
         self
     }
 

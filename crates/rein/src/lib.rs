@@ -74,7 +74,7 @@ pub mod prelude {
 ///     .tool_use("t1", "add", json!({"a": 2, "b": 3}))
 ///     .text("2 + 3 = 5")
 ///     .build();
-/// let mut agent = Agent::builder().model(model).tool(Add.into()).build()?;
+/// let mut agent = Agent::builder().model(model).tool(Add).build()?;
 /// let result = agent.invoke("What is 2 + 3?").await?;
 /// assert_eq!(result.text(), "2 + 3 = 5");
 /// # Ok(()) }
