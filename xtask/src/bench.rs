@@ -214,6 +214,38 @@ fn invocations(
     })
 }
 
+/// An intervention handler that proceeds on the four model/tool events (the peers' `ProceedAll`).
+fn proceed_all(i: usize) -> rein::interventions::Intervention {
+    use rein::interventions::{
+        AfterModelCallAction, AfterToolCallAction, BeforeModelCallAction, BeforeToolCallAction,
+        Intervention,
+    };
+    Intervention::named(format!("proceed-{i}"))
+        .before_tool_call(|_, _| BeforeToolCallAction::Proceed)
+        .after_tool_call(|_, _| AfterToolCallAction::Proceed)
+        .before_model_call(|_, _| BeforeModelCallAction::Proceed)
+        .after_model_call(|_, _| AfterModelCallAction::Proceed)
+}
+
+/// One plain sync callback on each of the four model/tool events (the peers' `CountingHooks`).
+fn counting_hooks(b: rein::AgentBuilder) -> rein::AgentBuilder {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    let counter = Arc::new(AtomicU64::new(0));
+    let (c1, c2, c3, c4) = (counter.clone(), counter.clone(), counter.clone(), counter);
+    b.hook(move |_: &mut BeforeToolCallEvent| {
+        c1.fetch_add(1, Relaxed);
+    })
+    .hook(move |_: &mut AfterToolCallEvent| {
+        c2.fetch_add(1, Relaxed);
+    })
+    .hook(move |_: &mut BeforeModelCallEvent| {
+        c3.fetch_add(1, Relaxed);
+    })
+    .hook(move |_: &mut AfterModelCallEvent| {
+        c4.fetch_add(1, Relaxed);
+    })
+}
+
 fn history(n: usize) -> Vec<Message> {
     (0..n)
         .map(|i| {
@@ -329,30 +361,24 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
             );
         }
     }
-    if want("hooks") {
+    for (family, per) in [
+        ("interventions", "per_handler_per_event"),
+        ("hooks", "per_callback_per_event"),
+    ] {
+        if !want(family) {
+            continue;
+        }
         let ns = [0usize, 1, 5, 20];
         let mut agents: Vec<Agent> = ns
             .iter()
             .map(|&n| {
                 let mut b = agent_builder(10, 1).tool_executor(ToolExecutor::Sequential);
-                for _ in 0..n {
-                    let counter = Arc::new(std::sync::atomic::AtomicU64::new(0));
-                    let c = counter.clone();
-                    b = b.hook(move |_: &mut BeforeToolCallEvent| {
-                        c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    });
-                    let c = counter.clone();
-                    b = b.hook(move |_: &mut AfterToolCallEvent| {
-                        c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    });
-                    let c = counter.clone();
-                    b = b.hook(move |_: &mut BeforeModelCallEvent| {
-                        c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    });
-                    let c = counter;
-                    b = b.hook(move |_: &mut AfterModelCallEvent| {
-                        c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    });
+                for i in 0..n {
+                    if family == "interventions" {
+                        b = b.intervention(proceed_all(i));
+                    } else {
+                        b = counting_hooks(b);
+                    }
                 }
                 build(b)
             })
@@ -370,7 +396,7 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
         let mut pc = Vec::new();
         for (i, &n) in ns.iter().enumerate() {
             let r = rec.summary(
-                &format!("hooks_{n}"),
+                &format!("{family}_{n}"),
                 "per_invocation",
                 &samples[i],
                 1.0,
@@ -381,15 +407,15 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
         }
         let note = "least-squares slope of tools10_seq per_invocation over N in {0,1,5,20} / 42 events (interleaved rounds)";
         rec.record(
-            "hooks",
-            "per_callback_per_event",
+            family,
+            per,
             slope(&pw) / EVENTS_TOOLS10,
             "us",
             json!({"note": note}),
         );
         rec.record(
-            "hooks",
-            "per_callback_per_event_cpu",
+            family,
+            &format!("{per}_cpu"),
             slope(&pc) / EVENTS_TOOLS10,
             "us",
             json!({"note": note}),
