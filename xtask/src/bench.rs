@@ -802,6 +802,8 @@ pub(crate) fn all(args: &[String]) -> ExitCode {
     if code != ExitCode::SUCCESS {
         return code;
     }
+    // run_peers.sh changes directory: hand it an absolute path.
+    let out = std::fs::canonicalize(&out).unwrap_or(out);
     let mut cmd = Command::new("bash");
     cmd.arg("xtask/peers/run_peers.sh").arg(&out);
     if quick {
