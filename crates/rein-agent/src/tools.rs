@@ -235,7 +235,8 @@ impl ToolRun<'_> {
                                 &current.tool_use_id,
                                 format!("Error: invalid input: {what}"),
                             ),
-                            Ok(()) => match self.call_tool(&tool, &current, &mut outcome).await {
+                            Ok(()) => match self.call_tool(&tool, &mut current, &mut outcome).await
+                            {
                                 Some(r) => r,
                                 None => return Ok(outcome),
                             },
@@ -294,7 +295,7 @@ impl ToolRun<'_> {
     async fn call_tool(
         &self,
         tool: &ToolHandle,
-        tool_use: &ToolUse,
+        tool_use: &mut ToolUse,
         outcome: &mut ToolOutcome,
     ) -> Option<ToolResult> {
         if self.sink.is_enabled() {
@@ -313,7 +314,13 @@ impl ToolRun<'_> {
         let started = Instant::now();
         // The call itself is inside the future, so a panic while creating the tool's future
         // (a sync tool) is caught too.
-        let input = tool_use.input.clone();
+        // Without AfterToolCall hooks nobody looks at the input after the call (and nothing can
+        // ask for a retry): hand it to the tool instead of copying it.
+        let input = if self.hooks.has::<AfterToolCallEvent>() {
+            tool_use.input.clone()
+        } else {
+            std::mem::take(&mut tool_use.input)
+        };
         let call_cx = tcx.clone();
         let ran = AssertUnwindSafe(async move { tool.call(input, call_cx).await })
             .catch_unwind()
