@@ -115,7 +115,8 @@ impl TurnInterceptor {
         lock(&self.shared.queue).items.drain(..).collect()
     }
 
-    /// Ends the run: nothing more can be queued; returns what is left (to be rejected).
+    /// Ends the run: nothing more can be queued; returns what is left (to be rejected). Items
+    /// of an earlier run (one whose stream was dropped before it ended) are among them.
     pub(crate) fn end(&self) -> Vec<Item> {
         let mut q = lock(&self.shared.queue);
         q.running = false;

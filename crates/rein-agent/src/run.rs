@@ -111,6 +111,7 @@ impl Agent {
         );
         let token = self.cancel.begin();
         let run_version = self.interceptor.begin();
+
         let mut inv = Invocation {
             cx,
             usage: Usage::default(),
@@ -137,7 +138,12 @@ impl Agent {
         self.cancel.end();
         // Whatever is still queued when the run ends is rejected, exactly once.
         for item in self.interceptor.end() {
-            self.reject_injection(&mut inv, &item.message, item.id, "run ended", &sink);
+            let reason = if item.version == inv.run_version {
+                "run ended"
+            } else {
+                "stale"
+            };
+            self.reject_injection(&mut inv, &item.message, item.id, reason, &sink);
         }
         inv.metrics.duration = started.elapsed();
         let result = match outcome {
@@ -227,6 +233,16 @@ impl Agent {
         token: &CancellationToken,
     ) -> Result<AgentResult, Stop> {
         let resume = input.is_resume();
+        // A stream dropped mid-run (its future dropped during the tool phase) leaves tool uses
+        // without results: answer them first, through the normal message path.
+        if self.pending.is_none()
+            && let Some(last) = self.conv.last()
+            && last.role == Role::Assistant
+            && last.has_tool_use()
+        {
+            let blocks = results_in_order(last, &[], TOOL_CANCELLED);
+            self.append_user_blocks(inv, blocks, sink).await?;
+        }
         // BeforeInvocation.
         let mut messages = input.messages;
         if self.core.hooks.has::<BeforeInvocationEvent>() {

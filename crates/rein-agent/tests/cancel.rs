@@ -183,3 +183,39 @@ async fn cancel_while_a_hook_awaits_an_approval() {
         vec![("a".into(), "Tool execution cancelled".into(), true)]
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_dropped_mid_tool_leaves_history_repairable() {
+    use futures_util::StreamExt;
+    let log = Log::default();
+    let model = ScriptedModel::builder()
+        .tool_use("a", "sleep", json!({"ms": 10_000}))
+        .text("second answer")
+        .build();
+    let mut agent = agent(model).tool(sleepy_tool(&log)).build().unwrap();
+    let steer = agent.interceptor();
+    {
+        let mut s = agent.stream("go");
+        while let Some(e) = s.next().await {
+            if matches!(e.unwrap(), AgentEvent::ToolCallStarted { .. }) {
+                steer.inject("orphaned").unwrap();
+                break; // the caller walks away mid-tool
+            }
+        }
+    }
+    let rejected = Log::default();
+    let r2 = rejected.clone();
+    steer.on_rejected(move |_, _, reason| r2.push(reason.to_owned()));
+    let r = agent.invoke("next").await.unwrap();
+    assert_eq!(r.text(), "second answer");
+    assert_history_valid(agent.messages());
+    assert_eq!(
+        results_of(&agent.messages()[2]),
+        vec![("a".into(), "Tool execution cancelled".into(), true)]
+    );
+    assert_eq!(
+        rejected.take(),
+        vec!["stale"],
+        "the dropped run's injection is never delivered"
+    );
+}
