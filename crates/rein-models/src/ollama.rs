@@ -89,20 +89,18 @@ impl fmt::Debug for OllamaModelBuilder {
     }
 }
 
-/// `OLLAMA_HOST` as Ollama's own CLI reads it: `host`, `host:port` or a full URL.
+/// `OLLAMA_HOST` as Ollama's own CLI reads it: `host` or `host:port` (http, port 11434 when
+/// none), or a URL with a scheme (then the scheme's default port applies, as in Ollama).
 fn host_to_url(host: &str) -> String {
     let host = host.trim();
-    let with_scheme = if host.contains("://") {
-        host.to_owned()
-    } else {
-        format!("http://{host}")
-    };
-    let rest = with_scheme.split_once("://").map_or("", |(_, r)| r);
-    let authority = rest.split('/').next().unwrap_or_default();
+    if host.contains("://") {
+        return host.to_owned();
+    }
+    let authority = host.split('/').next().unwrap_or_default();
     if authority.contains(':') && !authority.ends_with(']') {
-        with_scheme
+        format!("http://{host}")
     } else {
-        format!("{}:11434{}", with_scheme.trim_end_matches('/'), "")
+        format!("http://{authority}:11434")
     }
 }
 
@@ -122,8 +120,8 @@ impl OllamaModel {
         }
     }
 
-    /// A builder pre-filled from `OLLAMA_HOST` (`host`, `host:port` or a URL; port 11434 when
-    /// none) and `OLLAMA_API_KEY` (a bearer token, for a proxy or hosted Ollama).
+    /// A builder pre-filled from `OLLAMA_HOST` (`host` or `host:port`, port 11434 when none;
+    /// or a URL, used as is) and `OLLAMA_API_KEY` (a bearer token, for a proxy or hosted Ollama).
     pub fn from_env(model_id: impl Into<String>) -> OllamaModelBuilder {
         let mut b = Self::builder(model_id);
         if let Some(host) = http::env_var("OLLAMA_HOST") {
@@ -795,7 +793,8 @@ mod tests {
     fn host_forms() {
         assert_eq!(host_to_url("0.0.0.0"), "http://0.0.0.0:11434");
         assert_eq!(host_to_url("gpu:8080"), "http://gpu:8080");
-        assert_eq!(host_to_url("https://o.example"), "https://o.example:11434");
+        assert_eq!(host_to_url("https://o.example"), "https://o.example");
+        assert_eq!(host_to_url("[::1]"), "http://[::1]:11434");
         assert_eq!(host_to_url("http://h:1"), "http://h:1");
     }
 
