@@ -3,6 +3,11 @@
 //!
 //! Nothing here is public: reqwest and eventsource-stream types stay out of Rein's API.
 
+#![cfg_attr(
+    not(any(feature = "openai", feature = "anthropic")),
+    allow(dead_code, reason = "the SSE loop serves only the SSE providers")
+)]
+
 use std::collections::VecDeque;
 use std::fmt;
 use std::pin::Pin;

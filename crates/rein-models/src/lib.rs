@@ -7,13 +7,14 @@
 //! |---|---|
 //! | `openai` | [`OpenAiModel`]: OpenAI-compatible Chat Completions (OpenAI, vLLM, llama.cpp, LM Studio, LiteLLM, Ollama `/v1`) |
 //! | `anthropic` | [`AnthropicModel`]: Anthropic Messages |
+//! | `ollama` | [`OllamaModel`]: Ollama's native `/api/chat` (NDJSON streaming, thinking, tools) |
 //! | `test-util` | [`conformance`]: the provider-conformance suite and its local fixture server |
 //!
 //! HTTP failures become typed [`ModelError`]s (see `docs/providers.md` for the mapping):
 //! `is_retryable()` and `retry_after()` drive the agent's retry strategy.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-#[cfg(any(feature = "openai", feature = "anthropic"))]
+#[cfg(any(feature = "openai", feature = "anthropic", feature = "ollama"))]
 mod http;
 mod model;
 mod scripted;
@@ -22,6 +23,11 @@ mod scripted;
 mod anthropic;
 #[cfg(feature = "test-util")]
 pub mod conformance;
+#[cfg(feature = "test-util")]
+#[doc(hidden)]
+pub mod fuzzing;
+#[cfg(feature = "ollama")]
+mod ollama;
 #[cfg(feature = "openai")]
 mod openai;
 
@@ -31,6 +37,8 @@ pub use anthropic::{
     AnthropicModel, AnthropicModelBuilder,
 };
 pub use model::{Model, ModelInfo, ModelStream, SharedModel};
+#[cfg(feature = "ollama")]
+pub use ollama::{OLLAMA_DEFAULT_BASE_URL, OLLAMA_MAX_LINE, OllamaModel, OllamaModelBuilder};
 #[cfg(feature = "openai")]
 pub use openai::{OPENAI_DEFAULT_BASE_URL, OpenAiModel, OpenAiModelBuilder};
 pub use rein_core::{

@@ -1,0 +1,90 @@
+//! Decoder entry points for the fuzz targets (`fuzz/`) and the hostile-input property tests:
+//! raw body bytes → the provider's wire decoder → [`StreamEvent`]s → [`StreamAssembler`], with
+//! no HTTP. Not part of Rein's API.
+//!
+//! The first input byte picks the chunk size (1..=64) the rest is cut into, so the fuzzer also
+//! explores chunk boundaries inside lines, events and UTF-8 sequences.
+
+use rein_core::{ModelError, StreamAssembler, StreamEvent};
+
+/// Splits fuzz input into (chunk size, body).
+fn split(data: &[u8]) -> (usize, &[u8]) {
+    match data.split_first() {
+        Some((first, rest)) => (usize::from(*first % 64) + 1, rest),
+        None => (1, data),
+    }
+}
+
+/// Feeds `events` to a [`StreamAssembler`] (stopping at its first error) and finishes it.
+/// Returns whether a response was assembled.
+pub fn assemble(events: &[StreamEvent]) -> bool {
+    let mut a = StreamAssembler::new();
+    for e in events {
+        if a.push(e.clone()).is_err() {
+            return false;
+        }
+    }
+    a.finish().is_ok()
+}
+
+/// Runs the Ollama NDJSON decoder over `data` (see the module docs for the chunking).
+#[cfg(feature = "ollama")]
+pub fn ollama_ndjson(data: &[u8]) -> (Vec<StreamEvent>, Option<ModelError>) {
+    let (size, body) = split(data);
+    crate::ollama::decode_chunks(body.chunks(size))
+}
+
+#[cfg(any(feature = "openai", feature = "anthropic"))]
+fn sse<D: crate::http::SseDecoder>(
+    mut decoder: D,
+    data: &[u8],
+) -> (Vec<StreamEvent>, Option<ModelError>) {
+    use std::collections::VecDeque;
+    use std::task::{Context, Poll, Waker};
+
+    use eventsource_stream::Eventsource as _;
+    use futures_core::Stream;
+
+    use crate::http::Flow;
+
+    let (size, body) = split(data);
+    let chunks = body
+        .chunks(size)
+        .map(|c| Ok::<Vec<u8>, std::convert::Infallible>(c.to_vec()));
+    let mut events = std::pin::pin!(futures_util::stream::iter(chunks).eventsource());
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut out = VecDeque::new();
+    loop {
+        // An in-memory stream is always ready.
+        match events.as_mut().poll_next(&mut cx) {
+            Poll::Ready(Some(Ok(ev))) => match decoder.event(&ev.event, &ev.data, &mut out) {
+                Ok(Flow::Continue) => {}
+                Ok(Flow::Done) => break,
+                Err(e) => return (out.into(), Some(e)),
+            },
+            Poll::Ready(Some(Err(e))) => {
+                return (
+                    out.into(),
+                    Some(ModelError::malformed_stream(format!(
+                        "invalid server-sent events: {e}"
+                    ))),
+                );
+            }
+            Poll::Ready(None) | Poll::Pending => break,
+        }
+    }
+    let err = decoder.finish(&mut out).err();
+    (out.into(), err)
+}
+
+/// Runs the OpenAI Chat Completions SSE decoder over `data`.
+#[cfg(feature = "openai")]
+pub fn openai_sse(data: &[u8]) -> (Vec<StreamEvent>, Option<ModelError>) {
+    sse(crate::openai::ChatDecoder::default(), data)
+}
+
+/// Runs the Anthropic Messages SSE decoder over `data`.
+#[cfg(feature = "anthropic")]
+pub fn anthropic_sse(data: &[u8]) -> (Vec<StreamEvent>, Option<ModelError>) {
+    sse(crate::anthropic::MessagesDecoder::default(), data)
+}

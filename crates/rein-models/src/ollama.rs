@@ -1,0 +1,834 @@
+//! Ollama native provider (feature `ollama`): `POST {base}/api/chat` with NDJSON streaming.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use rein_core::{
+    BlockDelta, BlockStart, ContentBlock, Error, ModelError, ModelRequest, Role, StopReason,
+    StreamEvent, StreamMetrics, ToolChoice, ToolResultContent, Usage,
+};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::http::{self, Flow, Secret};
+use crate::model::{Model, ModelInfo, ModelStream};
+
+const PROVIDER: &str = "ollama";
+/// Ollama's default base URL, used when neither the builder nor `OLLAMA_HOST` sets one.
+pub const OLLAMA_DEFAULT_BASE_URL: &str = "http://localhost:11434";
+/// The longest NDJSON line accepted from the server (a longer one is a malformed stream).
+pub const OLLAMA_MAX_LINE: usize = 8 * 1024 * 1024;
+
+/// A model served by Ollama's native chat API (`POST {base}/api/chat`, NDJSON streaming).
+///
+/// Build it with [`OllamaModel::builder`] or [`OllamaModel::from_env`] (`OLLAMA_HOST`).
+/// Cloning is cheap.
+///
+/// ```
+/// use rein_models::{Model, OllamaModel};
+///
+/// let model = OllamaModel::builder("qwen3:8b")
+///     .option("num_ctx", 8192)
+///     .think(true)
+///     .build()?;
+/// assert_eq!(model.info().model_id, "qwen3:8b");
+/// assert_eq!(model.base_url(), "http://localhost:11434");
+/// # Ok::<(), rein_core::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct OllamaModel {
+    client: reqwest::Client,
+    url: String,
+    base_url: String,
+    model_id: String,
+    api_key: Option<Secret>,
+    options: Map<String, Value>,
+    think: Option<bool>,
+    keep_alive: Option<String>,
+    connect_timeout: Duration,
+    idle_timeout: Duration,
+}
+
+impl fmt::Debug for OllamaModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OllamaModel")
+            .field("base_url", &self.base_url)
+            .field("model_id", &self.model_id)
+            .field("api_key", &self.api_key)
+            .field("options", &self.options)
+            .field("think", &self.think)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("idle_timeout", &self.idle_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builder of an [`OllamaModel`].
+#[derive(Clone)]
+#[must_use]
+pub struct OllamaModelBuilder {
+    base_url: String,
+    model_id: String,
+    api_key: Option<Secret>,
+    options: Map<String, Value>,
+    think: Option<bool>,
+    keep_alive: Option<String>,
+    connect_timeout: Duration,
+    idle_timeout: Duration,
+}
+
+impl fmt::Debug for OllamaModelBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OllamaModelBuilder")
+            .field("base_url", &self.base_url)
+            .field("model_id", &self.model_id)
+            .field("api_key", &self.api_key)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `OLLAMA_HOST` as Ollama's own CLI reads it: `host` or `host:port` (http, port 11434 when
+/// none), or a URL with a scheme (then the scheme's default port applies, as in Ollama).
+fn host_to_url(host: &str) -> String {
+    let host = host.trim();
+    if host.contains("://") {
+        return host.to_owned();
+    }
+    let authority = host.split('/').next().unwrap_or_default();
+    if authority.contains(':') && !authority.ends_with(']') {
+        format!("http://{host}")
+    } else {
+        format!("http://{authority}:11434")
+    }
+}
+
+impl OllamaModel {
+    /// A builder for `model_id` with base URL `http://localhost:11434`, no options, connect
+    /// timeout 10 s and stream idle timeout 120 s. Reads no environment variable.
+    pub fn builder(model_id: impl Into<String>) -> OllamaModelBuilder {
+        OllamaModelBuilder {
+            base_url: OLLAMA_DEFAULT_BASE_URL.to_owned(),
+            model_id: model_id.into(),
+            api_key: None,
+            options: Map::new(),
+            think: None,
+            keep_alive: None,
+            connect_timeout: http::DEFAULT_CONNECT_TIMEOUT,
+            idle_timeout: http::DEFAULT_IDLE_TIMEOUT,
+        }
+    }
+
+    /// A builder pre-filled from `OLLAMA_HOST` (`host` or `host:port`, port 11434 when none;
+    /// or a URL, used as is) and `OLLAMA_API_KEY` (a bearer token, for a proxy or hosted Ollama).
+    pub fn from_env(model_id: impl Into<String>) -> OllamaModelBuilder {
+        let mut b = Self::builder(model_id);
+        if let Some(host) = http::env_var("OLLAMA_HOST") {
+            b.base_url = host_to_url(&host);
+        }
+        if let Some(key) = http::env_var("OLLAMA_API_KEY") {
+            b.api_key = Some(Secret::new(key));
+        }
+        b
+    }
+
+    /// The base URL (requests go to `{base}/api/chat`).
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+}
+
+impl OllamaModelBuilder {
+    /// The server's base URL, without `/api` (default `http://localhost:11434`).
+    pub fn base_url(mut self, url: impl Into<String>) -> Self {
+        self.base_url = url.into();
+        self
+    }
+
+    /// A bearer token sent as `Authorization` (Ollama itself needs none; proxies and hosted
+    /// Ollama do). Never shown by `Debug` or errors.
+    pub fn api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(Secret::new(key));
+        self
+    }
+
+    /// One model option (`options` of the request, e.g. `num_ctx`, `top_k`, `repeat_penalty`).
+    /// The request's own config (temperature, top_p, max tokens, stop, seed) overrides these.
+    pub fn option(mut self, name: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.options.insert(name.into(), value.into());
+        self
+    }
+
+    /// Several model options at once.
+    pub fn options(mut self, options: Map<String, Value>) -> Self {
+        self.options.extend(options);
+        self
+    }
+
+    /// Sends `think: true|false` (thinking models; default: not sent, the model decides).
+    pub fn think(mut self, think: bool) -> Self {
+        self.think = Some(think);
+        self
+    }
+
+    /// Sends `keep_alive` (how long the model stays loaded, e.g. `"10m"`).
+    pub fn keep_alive(mut self, keep_alive: impl Into<String>) -> Self {
+        self.keep_alive = Some(keep_alive.into());
+        self
+    }
+
+    /// TCP connect timeout (default 10 s).
+    pub fn connect_timeout(mut self, t: Duration) -> Self {
+        self.connect_timeout = t;
+        self
+    }
+
+    /// Longest wait for the response headers and between two stream chunks (default 120 s;
+    /// loading a large model can take a while).
+    pub fn idle_timeout(mut self, t: Duration) -> Self {
+        self.idle_timeout = t;
+        self
+    }
+
+    /// Builds the model. Fails on an invalid base URL or token.
+    pub fn build(self) -> Result<OllamaModel, Error> {
+        let base_url = http::check_base_url(&self.base_url)?;
+        if let Some(key) = &self.api_key {
+            http::check_key(key)?;
+        }
+        Ok(OllamaModel {
+            client: http::build_client(self.connect_timeout)?,
+            url: format!("{base_url}/api/chat"),
+            base_url,
+            model_id: self.model_id,
+            api_key: self.api_key,
+            options: self.options,
+            think: self.think,
+            keep_alive: self.keep_alive,
+            connect_timeout: self.connect_timeout,
+            idle_timeout: self.idle_timeout,
+        })
+    }
+}
+
+impl Model for OllamaModel {
+    fn info(&self) -> ModelInfo {
+        ModelInfo::new(PROVIDER, self.model_id.clone())
+    }
+
+    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
+        let mut body = encode_request(&self.model_id, &request, &self.options);
+        if let Some(t) = self.think {
+            body["think"] = json!(t);
+        }
+        if let Some(k) = &self.keep_alive {
+            body["keep_alive"] = json!(k);
+        }
+        let mut rb = self
+            .client
+            .post(&self.url)
+            .header("accept", "application/x-ndjson")
+            .header("content-type", "application/json")
+            .body(body.to_string());
+        if let Some(key) = &self.api_key {
+            rb = rb.header(
+                "authorization",
+                http::secret_header(&format!("Bearer {}", key.expose()))?,
+            );
+        }
+        let started = Instant::now();
+        let response =
+            http::send(PROVIDER, rb, self.idle_timeout, http::is_context_overflow).await?;
+        Ok(ndjson_model_stream(response, self.idle_timeout, started))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request encoding
+
+fn result_text(content: &[ToolResultContent]) -> String {
+    let mut parts = Vec::new();
+    for c in content {
+        match c {
+            ToolResultContent::Text(t) => parts.push(t.clone()),
+            ToolResultContent::Json(v) => parts.push(v.to_string()),
+            _ => {}
+        }
+    }
+    parts.join("\n")
+}
+
+/// Encodes a Rein request as an `/api/chat` request body.
+pub(crate) fn encode_request(
+    model_id: &str,
+    request: &ModelRequest,
+    options: &Map<String, Value>,
+) -> Value {
+    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    let mut messages = Vec::with_capacity(request.messages.len() + 1);
+    if let Some(system) = &request.system_prompt {
+        messages.push(json!({"role": "system", "content": &**system}));
+    }
+    // Tool results name their tool: remember the names of the tool uses seen so far.
+    let mut names: Vec<(String, String)> = Vec::new();
+    for m in request.messages.iter() {
+        match m.role {
+            Role::User => {
+                for b in &m.content {
+                    if let ContentBlock::ToolResult(r) = b {
+                        let name = names
+                            .iter()
+                            .rev()
+                            .find(|(id, _)| *id == r.tool_use_id)
+                            .map(|(_, n)| n.clone())
+                            .unwrap_or_default();
+                        messages.push(json!({"role": "tool", "content": result_text(&r.content),
+                            "tool_name": name}));
+                    }
+                }
+                let mut text = Vec::new();
+                let mut images = Vec::new();
+                for b in &m.content {
+                    match b {
+                        ContentBlock::Text(t) if !t.is_empty() => text.push(t.as_str()),
+                        ContentBlock::Image(img) => {
+                            images.push(b64(http::media_bytes(&img.source)))
+                        }
+                        _ => {}
+                    }
+                }
+                if !text.is_empty() || !images.is_empty() {
+                    let mut msg = json!({"role": "user", "content": text.join("\n")});
+                    if !images.is_empty() {
+                        msg["images"] = json!(images);
+                    }
+                    messages.push(msg);
+                }
+            }
+            Role::Assistant => {
+                let mut text = String::new();
+                let mut calls = Vec::new();
+                for b in &m.content {
+                    match b {
+                        ContentBlock::Text(t) => text.push_str(t),
+                        ContentBlock::ToolUse(u) => {
+                            names.push((u.tool_use_id.clone(), u.name.clone()));
+                            let args = if u.input.is_object() {
+                                u.input.clone()
+                            } else {
+                                json!({})
+                            };
+                            calls.push(json!({"function": {"name": u.name, "arguments": args}}));
+                        }
+                        _ => {}
+                    }
+                }
+                if text.is_empty() && calls.is_empty() {
+                    continue;
+                }
+                let mut msg = json!({"role": "assistant", "content": text});
+                if !calls.is_empty() {
+                    msg["tool_calls"] = Value::Array(calls);
+                }
+                messages.push(msg);
+            }
+        }
+    }
+    let c = &request.config;
+    let mut opts = options.clone();
+    if let Some(t) = c.temperature {
+        opts.insert("temperature".into(), json!(t));
+    }
+    if let Some(p) = c.top_p {
+        opts.insert("top_p".into(), json!(p));
+    }
+    if let Some(n) = c.max_tokens {
+        opts.insert("num_predict".into(), json!(n));
+    }
+    if !c.stop_sequences.is_empty() {
+        opts.insert("stop".into(), json!(c.stop_sequences));
+    }
+    if let Some(s) = c.seed {
+        opts.insert("seed".into(), json!(s));
+    }
+    let mut body = json!({"model": model_id, "messages": messages, "stream": true});
+    if !opts.is_empty() {
+        body["options"] = Value::Object(opts);
+    }
+    // Ollama has no tool choice: `None` sends no tools, the rest lets the model choose.
+    if !request.tools.is_empty() && !matches!(request.tool_choice, ToolChoice::None) {
+        let tools: Vec<Value> = request
+            .tools
+            .iter()
+            .map(|t| {
+                json!({"type": "function", "function": {"name": t.name,
+                    "description": t.description, "parameters": t.input_schema}})
+            })
+            .collect();
+        body["tools"] = Value::Array(tools);
+    }
+    body
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stream decoding
+
+#[derive(Deserialize, Default)]
+struct WireLine {
+    #[serde(default)]
+    message: Option<WireMessage>,
+    #[serde(default)]
+    done: bool,
+    #[serde(default)]
+    done_reason: Option<String>,
+    #[serde(default)]
+    prompt_eval_count: Option<u64>,
+    #[serde(default)]
+    eval_count: Option<u64>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Deserialize, Default)]
+struct WireMessage {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    thinking: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<WireToolCall>>,
+}
+
+#[derive(Deserialize, Default)]
+struct WireToolCall {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: WireFunction,
+}
+
+#[derive(Deserialize, Default)]
+struct WireFunction {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    arguments: Option<Value>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Open {
+    Text,
+    Reasoning,
+}
+
+/// Decodes Ollama's NDJSON chat stream: splits lines (bounded length) and maps each line to
+/// normalized events.
+#[derive(Default)]
+pub(crate) struct NdjsonDecoder {
+    buf: Vec<u8>,
+    started: bool,
+    open: Option<Open>,
+    tool_calls: usize,
+    stop: Option<StopReason>,
+    input: u64,
+    output: u64,
+    done: bool,
+}
+
+fn stop_reason(s: &str) -> StopReason {
+    match s {
+        "length" => StopReason::MaxTokens,
+        _ => StopReason::EndTurn,
+    }
+}
+
+/// An `{"error": ...}` line mid-stream.
+fn stream_error(err: &Value) -> ModelError {
+    let msg = err
+        .as_str()
+        .map(str::to_owned)
+        .or_else(|| {
+            err.get("message")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| err.to_string());
+    let text = format!("{PROVIDER}: {msg}");
+    let lower = msg.to_ascii_lowercase();
+    let e = if http::is_context_overflow(&msg) {
+        ModelError::context_window_overflow(text)
+    } else if lower.contains("rate limit") || lower.contains("too many requests") {
+        ModelError::throttled(text)
+    } else if lower.contains("unauthorized") {
+        ModelError::auth(text)
+    } else {
+        ModelError::server(text)
+    };
+    e.with_body(json!({"error": err}).to_string())
+}
+
+impl NdjsonDecoder {
+    /// Feeds raw body bytes; complete lines are decoded.
+    pub(crate) fn feed(
+        &mut self,
+        bytes: &[u8],
+        out: &mut VecDeque<StreamEvent>,
+    ) -> Result<Flow, ModelError> {
+        let mut rest = bytes;
+        while let Some(pos) = rest.iter().position(|&b| b == b'\n') {
+            let (head, tail) = rest.split_at(pos);
+            rest = &tail[1..];
+            self.push_bytes(head)?;
+            let line = std::mem::take(&mut self.buf);
+            if let Flow::Done = self.line_bytes(&line, out)? {
+                return Ok(Flow::Done);
+            }
+        }
+        self.push_bytes(rest)?;
+        Ok(Flow::Continue)
+    }
+
+    fn push_bytes(&mut self, b: &[u8]) -> Result<(), ModelError> {
+        if self.buf.len().saturating_add(b.len()) > OLLAMA_MAX_LINE {
+            self.buf.clear();
+            return Err(ModelError::malformed_stream(format!(
+                "{PROVIDER}: stream line longer than {OLLAMA_MAX_LINE} bytes"
+            )));
+        }
+        self.buf.extend_from_slice(b);
+        Ok(())
+    }
+
+    fn line_bytes(
+        &mut self,
+        line: &[u8],
+        out: &mut VecDeque<StreamEvent>,
+    ) -> Result<Flow, ModelError> {
+        let Ok(text) = std::str::from_utf8(line) else {
+            return Err(ModelError::malformed_stream(format!(
+                "{PROVIDER}: stream line is not UTF-8"
+            )));
+        };
+        self.line(text, out)
+    }
+
+    /// Decodes one NDJSON line.
+    fn line(&mut self, line: &str, out: &mut VecDeque<StreamEvent>) -> Result<Flow, ModelError> {
+        if line.trim().is_empty() {
+            return Ok(Flow::Continue);
+        }
+        if self.done {
+            return Ok(Flow::Done);
+        }
+        let wire: WireLine = http::parse_json(PROVIDER, line)?;
+        if let Some(err) = &wire.error {
+            return Err(stream_error(err));
+        }
+        if !self.started {
+            self.started = true;
+            out.push_back(StreamEvent::MessageStart {
+                role: Role::Assistant,
+            });
+        }
+        if let Some(m) = &wire.message {
+            if let Some(t) = m.thinking.as_deref().filter(|t| !t.is_empty()) {
+                self.open_block(Open::Reasoning, out);
+                out.push_back(StreamEvent::BlockDelta(BlockDelta::ReasoningText(
+                    t.to_owned(),
+                )));
+            }
+            if let Some(t) = m.content.as_deref().filter(|t| !t.is_empty()) {
+                self.open_block(Open::Text, out);
+                out.push_back(StreamEvent::BlockDelta(BlockDelta::Text(t.to_owned())));
+            }
+            for call in m.tool_calls.iter().flatten() {
+                self.close_block(out);
+                self.tool_calls += 1;
+                let id = call
+                    .id
+                    .clone()
+                    .filter(|i| !i.is_empty())
+                    .unwrap_or_else(|| format!("ollama_call_{}", self.tool_calls));
+                out.push_back(StreamEvent::BlockStart(BlockStart::ToolUse {
+                    tool_use_id: id,
+                    name: call.function.name.clone(),
+                }));
+                let input = match &call.function.arguments {
+                    None | Some(Value::Null) => String::new(),
+                    // Some servers send the arguments as a JSON string.
+                    Some(Value::String(s)) => s.clone(),
+                    Some(v) => v.to_string(),
+                };
+                if !input.is_empty() {
+                    out.push_back(StreamEvent::BlockDelta(BlockDelta::ToolInput(input)));
+                }
+                out.push_back(StreamEvent::BlockStop);
+            }
+        }
+        if let Some(n) = wire.prompt_eval_count {
+            self.input = n;
+        }
+        if let Some(n) = wire.eval_count {
+            self.output = n;
+        }
+        if wire.done {
+            self.done = true;
+            let mut stop = stop_reason(wire.done_reason.as_deref().unwrap_or("stop"));
+            if stop == StopReason::EndTurn && self.tool_calls > 0 {
+                stop = StopReason::ToolUse;
+            }
+            self.stop = Some(stop);
+            return Ok(Flow::Done);
+        }
+        Ok(Flow::Continue)
+    }
+
+    fn open_block(&mut self, kind: Open, out: &mut VecDeque<StreamEvent>) {
+        if self.open == Some(kind) {
+            return;
+        }
+        self.close_block(out);
+        out.push_back(StreamEvent::BlockStart(match kind {
+            Open::Text => BlockStart::Text,
+            Open::Reasoning => BlockStart::Reasoning,
+        }));
+        self.open = Some(kind);
+    }
+
+    fn close_block(&mut self, out: &mut VecDeque<StreamEvent>) {
+        if self.open.take().is_some() {
+            out.push_back(StreamEvent::BlockStop);
+        }
+    }
+
+    /// The body ended (or `done` arrived): decode a last unterminated line, then push the
+    /// final events, or fail when no `done` line arrived.
+    pub(crate) fn finish(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<(), ModelError> {
+        if !self.done && !self.buf.is_empty() {
+            let line = std::mem::take(&mut self.buf);
+            self.line_bytes(&line, out)?;
+        }
+        if !self.done {
+            return Err(ModelError::malformed_stream(format!(
+                "{PROVIDER}: stream ended without a done line"
+            )));
+        }
+        self.close_block(out);
+        out.push_back(StreamEvent::MessageStop {
+            stop_reason: self.stop.unwrap_or(StopReason::EndTurn),
+        });
+        Ok(())
+    }
+
+    /// Usage gathered so far.
+    pub(crate) fn usage(&self) -> Usage {
+        Usage {
+            input_tokens: self.input,
+            output_tokens: self.output,
+            total_tokens: self.input.saturating_add(self.output),
+            cache_read_input_tokens: 0,
+            cache_write_input_tokens: 0,
+        }
+    }
+}
+
+struct NdjsonState {
+    response: Option<reqwest::Response>,
+    decoder: NdjsonDecoder,
+    pending: VecDeque<StreamEvent>,
+    idle: Duration,
+    started: Instant,
+    first_byte: Option<Duration>,
+    finished: bool,
+}
+
+fn ndjson_model_stream(
+    response: reqwest::Response,
+    idle: Duration,
+    started: Instant,
+) -> ModelStream {
+    let state = NdjsonState {
+        response: Some(response),
+        decoder: NdjsonDecoder::default(),
+        pending: VecDeque::new(),
+        idle,
+        started,
+        first_byte: None,
+        finished: false,
+    };
+    Box::pin(futures_util::stream::unfold(state, |mut st| async move {
+        let item = st.next_item().await?;
+        Some((item, st))
+    }))
+}
+
+impl NdjsonState {
+    async fn next_item(&mut self) -> Option<Result<StreamEvent, ModelError>> {
+        loop {
+            if let Some(ev) = self.pending.pop_front() {
+                return Some(Ok(ev));
+            }
+            if self.finished {
+                return None;
+            }
+            let Some(resp) = self.response.as_mut() else {
+                return self.end();
+            };
+            match tokio::time::timeout(self.idle, resp.chunk()).await {
+                Err(_) => {
+                    let e = ModelError::timeout(format!(
+                        "{PROVIDER}: no stream data for {} ms",
+                        self.idle.as_millis()
+                    ));
+                    let e = if self.first_byte.is_some() {
+                        e
+                    } else {
+                        e.before_first_byte()
+                    };
+                    self.fail();
+                    return Some(Err(e));
+                }
+                Ok(Err(t)) => {
+                    let kind = if t.is_timeout() {
+                        rein_core::ModelErrorKind::Timeout
+                    } else {
+                        rein_core::ModelErrorKind::Transport
+                    };
+                    let mut e = ModelError::new(
+                        kind,
+                        format!("{PROVIDER}: connection dropped mid-stream: {t}"),
+                    )
+                    .with_source(t);
+                    if self.first_byte.is_none() {
+                        e = e.before_first_byte();
+                    }
+                    self.fail();
+                    return Some(Err(e));
+                }
+                Ok(Ok(None)) => {
+                    self.response = None;
+                    return self.end();
+                }
+                Ok(Ok(Some(bytes))) => {
+                    if self.first_byte.is_none() {
+                        self.first_byte = Some(self.started.elapsed());
+                    }
+                    match self.decoder.feed(&bytes, &mut self.pending) {
+                        Ok(Flow::Continue) => {}
+                        Ok(Flow::Done) => {
+                            self.response = None;
+                            if let Some(e) = self.end_into_pending() {
+                                return Some(Err(e));
+                            }
+                        }
+                        Err(e) => {
+                            self.fail();
+                            return Some(Err(e));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn fail(&mut self) {
+        self.finished = true;
+        self.response = None;
+        self.pending.clear();
+    }
+
+    fn end_into_pending(&mut self) -> Option<ModelError> {
+        match self.decoder.finish(&mut self.pending) {
+            Ok(()) => {
+                self.pending.push_back(StreamEvent::Metadata {
+                    usage: self.decoder.usage(),
+                    metrics: StreamMetrics {
+                        latency: Some(self.started.elapsed()),
+                        time_to_first_byte: self.first_byte,
+                    },
+                });
+                self.finished = true;
+                None
+            }
+            Err(e) => {
+                self.fail();
+                Some(e)
+            }
+        }
+    }
+
+    fn end(&mut self) -> Option<Result<StreamEvent, ModelError>> {
+        if let Some(e) = self.end_into_pending() {
+            return Some(Err(e));
+        }
+        self.pending.pop_front().map(Ok)
+    }
+}
+
+/// Decodes a whole NDJSON body split into `chunks` (no HTTP): the events, then the error that
+/// ended decoding, if any. Used by the fuzz targets and property tests.
+#[cfg(any(test, feature = "test-util"))]
+pub(crate) fn decode_chunks<'a>(
+    chunks: impl IntoIterator<Item = &'a [u8]>,
+) -> (Vec<StreamEvent>, Option<ModelError>) {
+    let mut d = NdjsonDecoder::default();
+    let mut out = VecDeque::new();
+    for c in chunks {
+        match d.feed(c, &mut out) {
+            Ok(Flow::Continue) => {}
+            Ok(Flow::Done) => break,
+            Err(e) => return (out.into(), Some(e)),
+        }
+    }
+    let err = d.finish(&mut out).err();
+    (out.into(), err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_forms() {
+        assert_eq!(host_to_url("0.0.0.0"), "http://0.0.0.0:11434");
+        assert_eq!(host_to_url("gpu:8080"), "http://gpu:8080");
+        assert_eq!(host_to_url("https://o.example"), "https://o.example");
+        assert_eq!(host_to_url("[::1]"), "http://[::1]:11434");
+        assert_eq!(host_to_url("http://h:1"), "http://h:1");
+    }
+
+    #[test]
+    fn lines_split_across_chunks_and_error_lines() {
+        let body = b"{\"message\":{\"role\":\"assistant\",\"content\":\"He\"},\"done\":false}\n{\"message\":{\"content\":\"y\"},\"done\":true,\"done_reason\":\"length\",\"prompt_eval_count\":3,\"eval_count\":2}\n";
+        let chunks: Vec<&[u8]> = body.chunks(7).collect();
+        let (events, err) = decode_chunks(chunks);
+        assert!(err.is_none(), "{err:?}");
+        assert!(matches!(
+            events.last(),
+            Some(StreamEvent::MessageStop {
+                stop_reason: StopReason::MaxTokens
+            })
+        ));
+        let (_, err) = decode_chunks([&b"{\"error\":\"model 'x' not found\"}\n"[..]]);
+        assert_eq!(
+            err.map(|e| e.kind()),
+            Some(rein_core::ModelErrorKind::Server)
+        );
+        let (_, err) = decode_chunks([&b"{\"message\":{\"content\":\"a\"}}"[..]]);
+        assert_eq!(
+            err.map(|e| e.kind()),
+            Some(rein_core::ModelErrorKind::MalformedStream)
+        );
+    }
+
+    #[test]
+    fn overlong_line_is_malformed() {
+        let big = vec![b'a'; OLLAMA_MAX_LINE + 1];
+        let (_, err) = decode_chunks(big.chunks(1 << 20));
+        assert_eq!(
+            err.map(|e| e.kind()),
+            Some(rein_core::ModelErrorKind::MalformedStream)
+        );
+    }
+}
