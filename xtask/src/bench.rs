@@ -520,6 +520,8 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
                     json!({"agents": n, "note": "(wall - 0.1 s) / N"}),
                 );
                 rec.record(mode, "cpu_s", f("cpu_s"), "s", json!({"agents": n}));
+                rec.record(mode, "heap_per_inflight_invocation", f("heap_inflight") / n as f64, "B",
+                    json!({"agents": n, "note": "heap live per parked invocation (counting allocator), agents excluded"}));
             }
         }
     }
@@ -767,15 +769,23 @@ pub(crate) fn child(args: &[String]) -> ExitCode {
                 }
             });
             let (t0, c0) = (Instant::now(), ProcessTime::now());
-            rt.block_on(async {
+            let region = Region::new(GLOBAL);
+            let heap_inflight = rt.block_on(async {
                 let handles: Vec<_> = agents
                     .into_iter()
                     .map(|mut a| tokio::spawn(async move { a.invoke("hi").await.is_ok() }))
                     .collect();
+                // All invocations are parked in the 100 ms model call by now.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                let st = region.change();
+                let live = st.bytes_allocated as f64 - st.bytes_deallocated as f64
+                    + st.bytes_reallocated as f64;
                 for h in handles {
                     let _ = h.await;
                 }
+                live
             });
+            out["heap_inflight"] = json!(heap_inflight);
             out["wall_s"] = json!(t0.elapsed().as_secs_f64());
             out["cpu_s"] = json!(c0.elapsed().as_secs_f64());
             let pk = *peak.lock().unwrap_or_else(PoisonError::into_inner);
