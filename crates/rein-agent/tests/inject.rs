@@ -18,25 +18,6 @@ use rein_hooks::{HookOptions, HookOrder};
 use rein_models::{ScriptedModel, ScriptedResponse};
 use serde_json::json;
 
-/// A tool that injects `text` through the interceptor when it runs.
-fn injecting_tool(slot: Arc<Mutex<Option<TurnInterceptor>>>) -> ToolHandle {
-    ToolHandle::from_fn(
-        "research",
-        "Researches a topic.",
-        json!({"type": "object", "properties": {"inject": {"type": "string"}}}),
-        move |input, _cx| {
-            let slot = slot.clone();
-            async move {
-                if let Some(text) = input["inject"].as_str() {
-                    let i = slot.lock().unwrap().clone().unwrap();
-                    i.inject(Message::user(text)).unwrap();
-                }
-                Ok(ToolOutput::text("findings"))
-            }
-        },
-    )
-}
-
 type Seen = Arc<Mutex<Vec<(InjectionId, String)>>>;
 
 fn watch(i: &TurnInterceptor) -> (Seen, Seen) {

@@ -8,12 +8,11 @@ use std::sync::{Arc, Mutex};
 
 use common::*;
 use futures_util::StreamExt;
-use rein_agent::{AgentEvent, Input, TOOL_INTERRUPTED, ToolExecutor, TurnInterceptor};
+use rein_agent::{AgentEvent, Input, TOOL_INTERRUPTED, ToolExecutor};
 use rein_core::{
     BeforeToolCallEvent, ContentBlock, DecisionAction, DecisionOutcome, DecisionRecord, Error,
     EventKind, InjectionOutcome, InterruptResponse, Message, MessageAddedEvent,
-    MessageUpdatedEvent, OnError, Role, StopReason, ToolHandle, ToolOutput,
-    before_tool_call_interrupt_id,
+    MessageUpdatedEvent, OnError, Role, StopReason, before_tool_call_interrupt_id,
 };
 use rein_hooks::HookOrder;
 use rein_interventions::{
@@ -958,24 +957,6 @@ async fn duplicate_handler_names_fail_the_build() {
 
 // ---------------------------------------------------------------------------------------------
 // Injected input
-
-fn injecting_tool(slot: Arc<Mutex<Option<TurnInterceptor>>>) -> ToolHandle {
-    ToolHandle::from_fn(
-        "research",
-        "Researches a topic.",
-        json!({"type": "object", "properties": {"inject": {"type": "string"}}}),
-        move |input, _cx| {
-            let slot = slot.clone();
-            async move {
-                if let Some(text) = input["inject"].as_str() {
-                    let i = slot.lock().unwrap().clone().unwrap();
-                    i.inject(Message::user(text)).unwrap();
-                }
-                Ok(ToolOutput::text("findings"))
-            }
-        },
-    )
-}
 
 #[tokio::test]
 async fn injected_input_is_admitted_by_before_invocation_handlers() {

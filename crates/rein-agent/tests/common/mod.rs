@@ -4,6 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rein_agent::TurnInterceptor;
 use rein_agent::{Agent, AgentBuilder, RetryStrategy};
 use rein_core::{ContentBlock, Message, Role, ToolError, ToolHandle, ToolOutput};
 use rein_models::ScriptedModel;
@@ -113,4 +114,23 @@ pub fn results_of(m: &Message) -> Vec<(String, String, bool)> {
     m.tool_results()
         .map(|r| (r.tool_use_id.clone(), r.text(), r.is_error()))
         .collect()
+}
+
+/// A tool (`research`) that injects its `inject` input through the interceptor in `slot`.
+pub fn injecting_tool(slot: Arc<Mutex<Option<TurnInterceptor>>>) -> ToolHandle {
+    ToolHandle::from_fn(
+        "research",
+        "Researches a topic.",
+        json!({"type": "object", "properties": {"inject": {"type": "string"}}}),
+        move |input: Value, _cx| {
+            let slot = slot.clone();
+            async move {
+                if let Some(text) = input["inject"].as_str() {
+                    let i = slot.lock().unwrap().clone().unwrap();
+                    i.inject(Message::user(text)).unwrap();
+                }
+                Ok(ToolOutput::text("findings"))
+            }
+        },
+    )
 }
