@@ -193,14 +193,7 @@ impl Auth {
             Self::Provider(p) => p.credentials_erased().await?,
         };
         creds.check()?;
-        sigv4_headers(
-            &creds,
-            region,
-            SystemTime::now(),
-            url,
-            content_type,
-            body,
-        )
+        sigv4_headers(&creds, region, SystemTime::now(), url, content_type, body)
     }
 }
 
@@ -265,7 +258,10 @@ mod tests {
         let c = AwsCredentials::new("AKIDEXAMPLE", "s3cr3t").with_session_token("t0k3n");
         let shown = format!("{c:?} {c:#?} {:?}", Auth::Static(c.clone()));
         assert!(shown.contains("AKIDEXAMPLE"));
-        assert!(!shown.contains("s3cr3t") && !shown.contains("t0k3n"), "{shown}");
+        assert!(
+            !shown.contains("s3cr3t") && !shown.contains("t0k3n"),
+            "{shown}"
+        );
         let b = format!("{:?}", Auth::Bearer(Secret::new("bedrock-api-key")));
         assert!(!b.contains("bedrock-api-key"), "{b}");
         assert!(c.has_session_token());
@@ -276,11 +272,7 @@ mod tests {
         let bad = AwsCredentials::new("AKID", "line\nbreak-secret");
         let e = Auth::Static(bad).check().unwrap_err().to_string();
         assert!(!e.contains("break-secret"), "{e}");
-        assert!(
-            Auth::Static(AwsCredentials::new("", "x"))
-                .check()
-                .is_err()
-        );
+        assert!(Auth::Static(AwsCredentials::new("", "x")).check().is_err());
         assert!(
             Auth::Static(AwsCredentials::new("a", "b").with_session_token(""))
                 .check()

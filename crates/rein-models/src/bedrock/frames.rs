@@ -18,7 +18,10 @@ use aws_smithy_types::event_stream::{Header, HeaderValue, Message};
 use serde_json::Value;
 
 fn string_header(name: &str, value: &str) -> Header {
-    Header::new(name.to_owned(), HeaderValue::String(value.to_owned().into()))
+    Header::new(
+        name.to_owned(),
+        HeaderValue::String(value.to_owned().into()),
+    )
 }
 
 /// Encodes one message as a frame.
@@ -113,7 +116,10 @@ pub(crate) fn encode_lines(text: &[u8]) -> Vec<u8> {
                 &[],
             )
         } else {
-            frame(&[(":message-type", "event"), (":event-type", &head)], payload)
+            frame(
+                &[(":message-type", "event"), (":event-type", &head)],
+                payload,
+            )
         };
         if let Ok(f) = frame {
             out.extend_from_slice(&f);

@@ -14,11 +14,11 @@ use std::time::{Duration, Instant};
 use rein_core::{Error, ModelError, ModelErrorKind, ModelRequest};
 use serde_json::{Map, Value};
 
-pub use auth::{AwsCredentials, AwsCredentialsProvider};
 use auth::Auth;
+pub use auth::{AwsCredentials, AwsCredentialsProvider};
+pub use stream::BEDROCK_MAX_FRAME;
 #[cfg(feature = "test-util")]
 pub(crate) use stream::decode_chunks;
-pub use stream::BEDROCK_MAX_FRAME;
 
 use crate::http::{self, Secret};
 use crate::model::{Model, ModelInfo, ModelStream};
@@ -177,8 +177,7 @@ impl BedrockModel {
                 var("AWS_ENDPOINT_URL_BEDROCK_RUNTIME").or_else(|| var("AWS_ENDPOINT_URL"));
         }
         b.bearer_token = var("AWS_BEARER_TOKEN_BEDROCK").map(Secret::new);
-        if let (Some(id), Some(secret)) = (var("AWS_ACCESS_KEY_ID"), var("AWS_SECRET_ACCESS_KEY"))
-        {
+        if let (Some(id), Some(secret)) = (var("AWS_ACCESS_KEY_ID"), var("AWS_SECRET_ACCESS_KEY")) {
             let mut creds = AwsCredentials::new(id, secret);
             if let Some(token) = var("AWS_SESSION_TOKEN") {
                 creds = creds.with_session_token(token);
@@ -345,10 +344,9 @@ impl Model for BedrockModel {
     }
 
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
-        let body =
-            request::encode_request(&request, &self.additional_fields, &self.extra_body)
-                .to_string()
-                .into_bytes();
+        let body = request::encode_request(&request, &self.additional_fields, &self.extra_body)
+            .to_string()
+            .into_bytes();
         let auth = self
             .auth
             .headers(self.url.as_str(), CONTENT_TYPE, &body, &self.region)
@@ -414,12 +412,8 @@ fn error_for_type(error_type: &str, message: &str) -> Option<ModelError> {
         | "missingauthenticationtoken"
         | "invalidclienttokenid"
         | "unauthorized" => ModelErrorKind::Auth,
-        "modelnotready"
-        | "serviceunavailable"
-        | "internalserver"
-        | "internalfailure"
-        | "modelstreamerror"
-        | "modelerror" => ModelErrorKind::Server,
+        "modelnotready" | "serviceunavailable" | "internalserver" | "internalfailure"
+        | "modelstreamerror" | "modelerror" => ModelErrorKind::Server,
         "modeltimeout" | "requesttimeout" => ModelErrorKind::Timeout,
         _ => return None,
     };
@@ -601,7 +595,10 @@ mod tests {
         assert_eq!(e.kind(), ModelErrorKind::Server);
         assert!(e.is_retryable());
         assert_eq!(e.status(), Some(424));
-        assert_eq!(e.message(), "bedrock: ModelErrorException: The model failed");
+        assert_eq!(
+            e.message(),
+            "bedrock: ModelErrorException: The model failed"
+        );
         let e = http_error(
             429,
             Some("ThrottlingException"),
@@ -613,7 +610,12 @@ mod tests {
         let e = http_error(408, Some("ModelTimeoutException"), None, "{}".into());
         assert_eq!(e.kind(), ModelErrorKind::Timeout);
         assert!(e.is_retryable());
-        let e = http_error(400, Some("ServiceQuotaExceededException"), None, "{}".into());
+        let e = http_error(
+            400,
+            Some("ServiceQuotaExceededException"),
+            None,
+            "{}".into(),
+        );
         assert_eq!(e.kind(), ModelErrorKind::Throttled);
         let e = http_error(403, None, None, r#"{"Message":"denied"}"#.into());
         assert_eq!(e.kind(), ModelErrorKind::Auth);
@@ -632,8 +634,10 @@ mod tests {
         assert!(err(BedrockModel::builder("m").bearer_token("k")).contains("no AWS region"));
         assert!(err(BedrockModel::builder("m").region("us-east-1")).contains("no credentials"));
         assert!(
-            err(BedrockModel::builder("m").region("us-east-1/../x").bearer_token("k"))
-                .contains("invalid AWS region")
+            err(BedrockModel::builder("m")
+                .region("us-east-1/../x")
+                .bearer_token("k"))
+            .contains("invalid AWS region")
         );
         assert!(
             err(BedrockModel::builder("m")
@@ -642,7 +646,11 @@ mod tests {
                 .endpoint_url("ftp://x"))
             .contains("http or https")
         );
-        assert!(err(BedrockModel::builder(" ").region("us-east-1").bearer_token("k"))
-            .contains("empty model id"));
+        assert!(
+            err(BedrockModel::builder(" ")
+                .region("us-east-1")
+                .bearer_token("k"))
+            .contains("empty model id")
+        );
     }
 }

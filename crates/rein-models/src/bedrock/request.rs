@@ -387,7 +387,10 @@ mod tests {
             Message::user("b"),
         ]);
         let mut extra = Map::new();
-        extra.insert("guardrailConfig".into(), json!({"guardrailIdentifier": "g"}));
+        extra.insert(
+            "guardrailConfig".into(),
+            json!({"guardrailIdentifier": "g"}),
+        );
         let body = encode_request(&req, &Map::new(), &extra);
         assert_eq!(
             body["messages"],

@@ -424,7 +424,9 @@ impl EventStreamDecoder {
                 let bytes = base64::engine::general_purpose::STANDARD
                     .decode(data.as_bytes())
                     .map_err(|e| malformed(format_args!("redactedContent is not base64: {e}")))?;
-                out.push_back(StreamEvent::BlockDelta(BlockDelta::RedactedReasoning(bytes)));
+                out.push_back(StreamEvent::BlockDelta(BlockDelta::RedactedReasoning(
+                    bytes,
+                )));
             }
         }
         // Other deltas (citations ...) are not modelled.
@@ -565,7 +567,11 @@ mod tests {
         }
         let full = body(include_str!("../../tests/fixtures/bedrock/text.json"));
         let (_, err) = decode(&full[..full.len() - 3], 50);
-        assert!(err.unwrap().message().contains("inside an event-stream frame"));
+        assert!(
+            err.unwrap()
+                .message()
+                .contains("inside an event-stream frame")
+        );
         let no_stop = body(r#"[{"event": "messageStart", "payload": {"role": "assistant"}}]"#);
         let (_, err) = decode(&no_stop, 50);
         assert!(err.unwrap().message().contains("without messageStop"));
@@ -671,7 +677,10 @@ mod tests {
             (3, 4, 18),
             "total is the sum when Bedrock sends none"
         );
-        assert_eq!((u.cache_read_input_tokens, u.cache_write_input_tokens), (5, 6));
+        assert_eq!(
+            (u.cache_read_input_tokens, u.cache_write_input_tokens),
+            (5, 6)
+        );
     }
 
     #[test]
