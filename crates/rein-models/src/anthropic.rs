@@ -13,7 +13,7 @@ use rein_core::{
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::http::{self, Flow, Secret, SseDecoder};
+use crate::http::{self, Flow, Secret, SseDecoder, WireDecoder};
 use crate::model::{Model, ModelInfo, ModelStream};
 
 const PROVIDER: &str = "anthropic";
@@ -697,7 +697,9 @@ impl SseDecoder for MessagesDecoder {
         }
         Ok(Flow::Continue)
     }
+}
 
+impl WireDecoder for MessagesDecoder {
     fn finish(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<(), ModelError> {
         if !self.done {
             return Err(ModelError::malformed_stream(format!(

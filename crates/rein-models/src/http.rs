@@ -1,11 +1,12 @@
 //! HTTP plumbing shared by the HTTP providers: client construction, status → [`ModelError`]
-//! mapping, `retry-after` parsing, and the SSE event loop with an idle timeout.
+//! mapping, `retry-after` parsing, and the one stream driver (SSE or raw body chunks → a wire
+//! decoder → [`StreamEvent`]s) with an idle timeout.
 //!
 //! Nothing here is public: reqwest and eventsource-stream types stay out of Rein's API.
 
 #![cfg_attr(
-    not(any(feature = "openai", feature = "anthropic")),
-    allow(dead_code, reason = "the SSE loop serves only the SSE providers")
+    not(all(feature = "openai", feature = "anthropic", feature = "ollama")),
+    allow(dead_code, reason = "each driver serves only some providers")
 )]
 
 use std::collections::VecDeque;
@@ -330,7 +331,7 @@ fn parse_http_date(v: &str) -> Option<u64> {
     u64::try_from(secs).ok()
 }
 
-/// What a wire decoder does with one SSE event.
+/// What a wire decoder does with one input (an SSE event, a body chunk).
 pub(crate) enum Flow {
     /// Keep reading.
     Continue,
@@ -338,16 +339,8 @@ pub(crate) enum Flow {
     Done,
 }
 
-/// Turns one provider's SSE events into normalized [`StreamEvent`]s.
-pub(crate) trait SseDecoder: Send + 'static {
-    /// Handles one SSE event (`event` is the event name, empty when none).
-    fn event(
-        &mut self,
-        event: &str,
-        data: &str,
-        out: &mut VecDeque<StreamEvent>,
-    ) -> Result<Flow, ModelError>;
-
+/// The end of every wire decoder: what happens when the response body is over.
+pub(crate) trait WireDecoder: Send + 'static {
     /// The byte stream ended (or `Done` was returned): push the final events, or fail when the
     /// message is incomplete.
     fn finish(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<(), ModelError>;
@@ -356,72 +349,114 @@ pub(crate) trait SseDecoder: Send + 'static {
     fn usage(&self) -> Usage;
 }
 
-/// What can interrupt the byte stream under the SSE parser.
+/// Turns one provider's SSE events into normalized [`StreamEvent`]s.
+pub(crate) trait SseDecoder: WireDecoder {
+    /// Handles one SSE event (`event` is the event name, empty when none).
+    fn event(
+        &mut self,
+        event: &str,
+        data: &str,
+        out: &mut VecDeque<StreamEvent>,
+    ) -> Result<Flow, ModelError>;
+}
+
+/// Turns one provider's raw response body (NDJSON lines, binary frames) into normalized
+/// [`StreamEvent`]s. Chunks split the body anywhere: the decoder buffers partial units itself,
+/// bounded, so hostile input cannot grow memory without limit.
+pub(crate) trait BodyDecoder: WireDecoder {
+    /// Handles the next chunk of the body.
+    fn feed(&mut self, bytes: &[u8], out: &mut VecDeque<StreamEvent>) -> Result<Flow, ModelError>;
+}
+
+/// One input of the stream driver, as the transport yields it.
+trait Decode<T>: Send + 'static {
+    fn decode(&mut self, item: T, out: &mut VecDeque<StreamEvent>) -> Result<Flow, ModelError>;
+    fn finish(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<(), ModelError>;
+    fn usage(&self) -> Usage;
+}
+
+/// An [`SseDecoder`] fed parsed SSE events.
+struct Sse<D>(D);
+
+impl<D: SseDecoder> Decode<eventsource_stream::Event> for Sse<D> {
+    fn decode(
+        &mut self,
+        ev: eventsource_stream::Event,
+        out: &mut VecDeque<StreamEvent>,
+    ) -> Result<Flow, ModelError> {
+        self.0.event(&ev.event, &ev.data, out)
+    }
+    fn finish(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<(), ModelError> {
+        self.0.finish(out)
+    }
+    fn usage(&self) -> Usage {
+        self.0.usage()
+    }
+}
+
+/// A [`BodyDecoder`] fed raw chunks.
+struct Body<D>(D);
+
+impl<D: BodyDecoder, B: AsRef<[u8]>> Decode<B> for Body<D> {
+    fn decode(&mut self, chunk: B, out: &mut VecDeque<StreamEvent>) -> Result<Flow, ModelError> {
+        self.0.feed(chunk.as_ref(), out)
+    }
+    fn finish(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<(), ModelError> {
+        self.0.finish(out)
+    }
+    fn usage(&self) -> Usage {
+        self.0.usage()
+    }
+}
+
+/// What can interrupt the transport under a decoder.
 #[derive(Debug)]
-enum ByteError {
+enum SourceError {
     /// The connection failed.
     Http(reqwest::Error),
     /// No bytes arrived within the idle timeout (`after_data`: some had arrived before).
     Idle { after_data: bool },
+    /// The framing itself is invalid (for example bad server-sent events).
+    Malformed(String),
 }
 
-impl fmt::Display for ByteError {
+impl fmt::Display for SourceError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Http(e) => e.fmt(f),
             Self::Idle { .. } => f.write_str("idle timeout"),
+            Self::Malformed(m) => f.write_str(m),
         }
     }
 }
 
-type SseStream = Pin<
-    Box<
-        dyn Stream<
-                Item = Result<
-                    eventsource_stream::Event,
-                    eventsource_stream::EventStreamError<ByteError>,
-                >,
-            > + Send,
-    >,
->;
+type Source<T> = Pin<Box<dyn Stream<Item = Result<T, SourceError>> + Send>>;
 
 /// The response body as a byte stream in which every wait for the next chunk is bounded by
 /// `idle`: any bytes (SSE keep-alive comments included) reset the clock.
 fn idle_bounded_bytes(
     response: reqwest::Response,
     idle: Duration,
-) -> impl Stream<Item = Result<impl AsRef<[u8]> + Send, ByteError>> + Send {
+) -> impl Stream<Item = Result<impl AsRef<[u8]> + Send + 'static, SourceError>> + Send + 'static {
     let body = Box::pin(response.bytes_stream());
     futures_util::stream::unfold(Some((body, false)), move |state| async move {
         let (mut body, got_data) = state?;
         match tokio::time::timeout(idle, body.next()).await {
             Err(_) => Some((
-                Err(ByteError::Idle {
+                Err(SourceError::Idle {
                     after_data: got_data,
                 }),
                 None,
             )),
             Ok(None) => None,
             Ok(Some(Ok(chunk))) => Some((Ok(chunk), Some((body, true)))),
-            Ok(Some(Err(e))) => Some((Err(ByteError::Http(e)), None)),
+            Ok(Some(Err(e))) => Some((Err(SourceError::Http(e)), None)),
         }
     })
 }
 
-struct SseState<D> {
-    provider: &'static str,
-    sse: Option<SseStream>,
-    decoder: D,
-    pending: VecDeque<StreamEvent>,
-    idle: Duration,
-    started: Instant,
-    first_byte: Option<Duration>,
-    received_any: bool,
-    finished: bool,
-}
-
-/// Runs a decoder over a successful streaming response. The returned stream owns the response:
-/// dropping it closes the connection. Each wait for the next SSE event is bounded by `idle`.
+/// Runs an SSE decoder over a successful streaming response. The returned stream owns the
+/// response: dropping it closes the connection. Each wait for more bytes is bounded by `idle`.
 pub(crate) fn sse_model_stream<D: SseDecoder>(
     provider: &'static str,
     response: reqwest::Response,
@@ -429,16 +464,61 @@ pub(crate) fn sse_model_stream<D: SseDecoder>(
     idle: Duration,
     started: Instant,
 ) -> ModelStream {
-    let sse: SseStream = Box::pin(idle_bounded_bytes(response, idle).eventsource());
-    let state = SseState {
+    let events = idle_bounded_bytes(response, idle).eventsource().map(|r| {
+        r.map_err(|e| match e {
+            eventsource_stream::EventStreamError::Transport(t) => t,
+            other => SourceError::Malformed(format!("invalid server-sent events: {other}")),
+        })
+    });
+    drive(provider, Box::pin(events), Sse(decoder), idle, started)
+}
+
+/// Runs a body decoder over a successful streaming response (see [`sse_model_stream`]).
+pub(crate) fn body_model_stream<D: BodyDecoder>(
+    provider: &'static str,
+    response: reqwest::Response,
+    decoder: D,
+    idle: Duration,
+    started: Instant,
+) -> ModelStream {
+    let chunks = idle_bounded_bytes(response, idle);
+    drive(provider, Box::pin(chunks), Body(decoder), idle, started)
+}
+
+/// Runs a body decoder over in-memory chunks (no HTTP): the events, then the error that ended
+/// decoding, if any. Used by unit tests, the fuzz targets and the property tests.
+#[cfg(any(test, feature = "test-util"))]
+pub(crate) fn decode_body_chunks<'a, D: BodyDecoder>(
+    mut decoder: D,
+    chunks: impl IntoIterator<Item = &'a [u8]>,
+) -> (Vec<StreamEvent>, Option<ModelError>) {
+    let mut out = VecDeque::new();
+    for c in chunks {
+        match decoder.feed(c, &mut out) {
+            Ok(Flow::Continue) => {}
+            Ok(Flow::Done) => break,
+            Err(e) => return (out.into(), Some(e)),
+        }
+    }
+    let err = decoder.finish(&mut out).err();
+    (out.into(), err)
+}
+
+fn drive<T: Send + 'static, D: Decode<T>>(
+    provider: &'static str,
+    source: Source<T>,
+    decoder: D,
+    idle: Duration,
+    started: Instant,
+) -> ModelStream {
+    let state = Driver {
         provider,
-        sse: Some(sse),
+        source: Some(source),
         decoder,
         pending: VecDeque::new(),
         idle,
         started,
         first_byte: None,
-        received_any: false,
         finished: false,
     };
     Box::pin(futures_util::stream::unfold(state, |mut st| async move {
@@ -447,7 +527,20 @@ pub(crate) fn sse_model_stream<D: SseDecoder>(
     }))
 }
 
-impl<D: SseDecoder> SseState<D> {
+/// The state of one streamed response: the transport, its decoder and the events decoded but
+/// not yet yielded.
+struct Driver<T, D> {
+    provider: &'static str,
+    source: Option<Source<T>>,
+    decoder: D,
+    pending: VecDeque<StreamEvent>,
+    idle: Duration,
+    started: Instant,
+    first_byte: Option<Duration>,
+    finished: bool,
+}
+
+impl<T, D: Decode<T>> Driver<T, D> {
     async fn next_item(&mut self) -> Option<Result<StreamEvent, ModelError>> {
         loop {
             if let Some(ev) = self.pending.pop_front() {
@@ -456,31 +549,28 @@ impl<D: SseDecoder> SseState<D> {
             if self.finished {
                 return None;
             }
-            let Some(sse) = self.sse.as_mut() else {
+            let Some(source) = self.source.as_mut() else {
                 return self.end();
             };
-            match sse.next().await {
+            match source.next().await {
                 None => {
-                    self.sse = None;
+                    self.source = None;
                     return self.end();
                 }
                 Some(Err(e)) => {
+                    let e = self.source_error(e);
                     self.fail();
-                    return Some(Err(self.stream_error(e)));
+                    return Some(Err(e));
                 }
-                Some(Ok(event)) => {
+                Some(Ok(item)) => {
                     if self.first_byte.is_none() {
                         self.first_byte = Some(self.started.elapsed());
                     }
-                    self.received_any = true;
-                    match self
-                        .decoder
-                        .event(&event.event, &event.data, &mut self.pending)
-                    {
+                    match self.decoder.decode(item, &mut self.pending) {
                         Ok(Flow::Continue) => {}
                         Ok(Flow::Done) => {
                             // Drop the response now: the message is complete.
-                            self.sse = None;
+                            self.source = None;
                             if let Some(e) = self.end_into_pending() {
                                 return Some(Err(e));
                             }
@@ -497,7 +587,7 @@ impl<D: SseDecoder> SseState<D> {
 
     fn fail(&mut self) {
         self.finished = true;
-        self.sse = None;
+        self.source = None;
         self.pending.clear();
     }
 
@@ -529,9 +619,9 @@ impl<D: SseDecoder> SseState<D> {
         self.pending.pop_front().map(Ok)
     }
 
-    fn stream_error(&self, e: eventsource_stream::EventStreamError<ByteError>) -> ModelError {
+    fn source_error(&self, e: SourceError) -> ModelError {
         match e {
-            eventsource_stream::EventStreamError::Transport(ByteError::Idle { after_data }) => {
+            SourceError::Idle { after_data } => {
                 let e = ModelError::timeout(format!(
                     "{}: no stream data for {} ms",
                     self.provider,
@@ -539,7 +629,7 @@ impl<D: SseDecoder> SseState<D> {
                 ));
                 if after_data { e } else { e.before_first_byte() }
             }
-            eventsource_stream::EventStreamError::Transport(ByteError::Http(t)) => {
+            SourceError::Http(t) => {
                 let kind = if t.is_timeout() {
                     ModelErrorKind::Timeout
                 } else {
@@ -551,15 +641,14 @@ impl<D: SseDecoder> SseState<D> {
                     error_chain(&t)
                 );
                 let mut err = ModelError::new(kind, msg).with_source(t);
-                if !self.received_any {
+                if self.first_byte.is_none() {
                     err = err.before_first_byte();
                 }
                 err
             }
-            other => ModelError::malformed_stream(format!(
-                "{}: invalid server-sent events: {other}",
-                self.provider
-            )),
+            SourceError::Malformed(m) => {
+                ModelError::malformed_stream(format!("{}: {m}", self.provider))
+            }
         }
     }
 }

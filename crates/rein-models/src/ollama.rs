@@ -7,12 +7,12 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use rein_core::{
     BlockDelta, BlockStart, ContentBlock, Error, ModelError, ModelRequest, Role, StopReason,
-    StreamEvent, StreamMetrics, ToolChoice, ToolResultContent, Usage,
+    StreamEvent, ToolChoice, ToolResultContent, Usage,
 };
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::http::{self, Flow, Secret};
+use crate::http::{self, BodyDecoder, Flow, Secret, WireDecoder};
 use crate::model::{Model, ModelInfo, ModelStream};
 
 const PROVIDER: &str = "ollama";
@@ -240,7 +240,13 @@ impl Model for OllamaModel {
         let started = Instant::now();
         let response =
             http::send(PROVIDER, rb, self.idle_timeout, http::is_context_overflow).await?;
-        Ok(ndjson_model_stream(response, self.idle_timeout, started))
+        Ok(http::body_model_stream(
+            PROVIDER,
+            response,
+            NdjsonDecoder::default(),
+            self.idle_timeout,
+            started,
+        ))
     }
 }
 
@@ -468,13 +474,9 @@ fn stream_error(err: &Value) -> ModelError {
     e.with_body(json!({"error": err}).to_string())
 }
 
-impl NdjsonDecoder {
+impl BodyDecoder for NdjsonDecoder {
     /// Feeds raw body bytes; complete lines are decoded.
-    pub(crate) fn feed(
-        &mut self,
-        bytes: &[u8],
-        out: &mut VecDeque<StreamEvent>,
-    ) -> Result<Flow, ModelError> {
+    fn feed(&mut self, bytes: &[u8], out: &mut VecDeque<StreamEvent>) -> Result<Flow, ModelError> {
         let mut rest = bytes;
         while let Some(pos) = rest.iter().position(|&b| b == b'\n') {
             let (head, tail) = rest.split_at(pos);
@@ -488,7 +490,9 @@ impl NdjsonDecoder {
         self.push_bytes(rest)?;
         Ok(Flow::Continue)
     }
+}
 
+impl NdjsonDecoder {
     fn push_bytes(&mut self, b: &[u8]) -> Result<(), ModelError> {
         if self.buf.len().saturating_add(b.len()) > OLLAMA_MAX_LINE {
             self.buf.clear();
@@ -601,10 +605,12 @@ impl NdjsonDecoder {
             out.push_back(StreamEvent::BlockStop);
         }
     }
+}
 
+impl WireDecoder for NdjsonDecoder {
     /// The body ended (or `done` arrived): decode a last unterminated line, then push the
     /// final events, or fail when no `done` line arrived.
-    pub(crate) fn finish(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<(), ModelError> {
+    fn finish(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<(), ModelError> {
         if !self.done && !self.buf.is_empty() {
             let line = std::mem::take(&mut self.buf);
             self.line_bytes(&line, out)?;
@@ -622,7 +628,7 @@ impl NdjsonDecoder {
     }
 
     /// Usage gathered so far.
-    pub(crate) fn usage(&self) -> Usage {
+    fn usage(&self) -> Usage {
         Usage {
             input_tokens: self.input,
             output_tokens: self.output,
@@ -633,161 +639,15 @@ impl NdjsonDecoder {
     }
 }
 
-struct NdjsonState {
-    response: Option<reqwest::Response>,
-    decoder: NdjsonDecoder,
-    pending: VecDeque<StreamEvent>,
-    idle: Duration,
-    started: Instant,
-    first_byte: Option<Duration>,
-    finished: bool,
-}
-
-fn ndjson_model_stream(
-    response: reqwest::Response,
-    idle: Duration,
-    started: Instant,
-) -> ModelStream {
-    let state = NdjsonState {
-        response: Some(response),
-        decoder: NdjsonDecoder::default(),
-        pending: VecDeque::new(),
-        idle,
-        started,
-        first_byte: None,
-        finished: false,
-    };
-    Box::pin(futures_util::stream::unfold(state, |mut st| async move {
-        let item = st.next_item().await?;
-        Some((item, st))
-    }))
-}
-
-impl NdjsonState {
-    async fn next_item(&mut self) -> Option<Result<StreamEvent, ModelError>> {
-        loop {
-            if let Some(ev) = self.pending.pop_front() {
-                return Some(Ok(ev));
-            }
-            if self.finished {
-                return None;
-            }
-            let Some(resp) = self.response.as_mut() else {
-                return self.end();
-            };
-            match tokio::time::timeout(self.idle, resp.chunk()).await {
-                Err(_) => {
-                    let e = ModelError::timeout(format!(
-                        "{PROVIDER}: no stream data for {} ms",
-                        self.idle.as_millis()
-                    ));
-                    let e = if self.first_byte.is_some() {
-                        e
-                    } else {
-                        e.before_first_byte()
-                    };
-                    self.fail();
-                    return Some(Err(e));
-                }
-                Ok(Err(t)) => {
-                    let kind = if t.is_timeout() {
-                        rein_core::ModelErrorKind::Timeout
-                    } else {
-                        rein_core::ModelErrorKind::Transport
-                    };
-                    let mut e = ModelError::new(
-                        kind,
-                        format!("{PROVIDER}: connection dropped mid-stream: {t}"),
-                    )
-                    .with_source(t);
-                    if self.first_byte.is_none() {
-                        e = e.before_first_byte();
-                    }
-                    self.fail();
-                    return Some(Err(e));
-                }
-                Ok(Ok(None)) => {
-                    self.response = None;
-                    return self.end();
-                }
-                Ok(Ok(Some(bytes))) => {
-                    if self.first_byte.is_none() {
-                        self.first_byte = Some(self.started.elapsed());
-                    }
-                    match self.decoder.feed(&bytes, &mut self.pending) {
-                        Ok(Flow::Continue) => {}
-                        Ok(Flow::Done) => {
-                            self.response = None;
-                            if let Some(e) = self.end_into_pending() {
-                                return Some(Err(e));
-                            }
-                        }
-                        Err(e) => {
-                            self.fail();
-                            return Some(Err(e));
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    fn fail(&mut self) {
-        self.finished = true;
-        self.response = None;
-        self.pending.clear();
-    }
-
-    fn end_into_pending(&mut self) -> Option<ModelError> {
-        match self.decoder.finish(&mut self.pending) {
-            Ok(()) => {
-                self.pending.push_back(StreamEvent::Metadata {
-                    usage: self.decoder.usage(),
-                    metrics: StreamMetrics {
-                        latency: Some(self.started.elapsed()),
-                        time_to_first_byte: self.first_byte,
-                    },
-                });
-                self.finished = true;
-                None
-            }
-            Err(e) => {
-                self.fail();
-                Some(e)
-            }
-        }
-    }
-
-    fn end(&mut self) -> Option<Result<StreamEvent, ModelError>> {
-        if let Some(e) = self.end_into_pending() {
-            return Some(Err(e));
-        }
-        self.pending.pop_front().map(Ok)
-    }
-}
-
-/// Decodes a whole NDJSON body split into `chunks` (no HTTP): the events, then the error that
-/// ended decoding, if any. Used by the fuzz targets and property tests.
-#[cfg(any(test, feature = "test-util"))]
-pub(crate) fn decode_chunks<'a>(
-    chunks: impl IntoIterator<Item = &'a [u8]>,
-) -> (Vec<StreamEvent>, Option<ModelError>) {
-    let mut d = NdjsonDecoder::default();
-    let mut out = VecDeque::new();
-    for c in chunks {
-        match d.feed(c, &mut out) {
-            Ok(Flow::Continue) => {}
-            Ok(Flow::Done) => break,
-            Err(e) => return (out.into(), Some(e)),
-        }
-    }
-    let err = d.finish(&mut out).err();
-    (out.into(), err)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn decode_chunks<'a>(
+        chunks: impl IntoIterator<Item = &'a [u8]>,
+    ) -> (Vec<StreamEvent>, Option<ModelError>) {
+        http::decode_body_chunks(NdjsonDecoder::default(), chunks)
+    }
 
     #[test]
     fn host_forms() {

@@ -15,7 +15,7 @@ use rein_core::{
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::http::{self, Flow, Secret, SseDecoder};
+use crate::http::{self, Flow, Secret, SseDecoder, WireDecoder};
 use crate::model::{Model, ModelInfo, ModelStream};
 
 const PROVIDER: &str = "openai";
@@ -766,7 +766,9 @@ impl SseDecoder for ChatDecoder {
         }
         Ok(Flow::Continue)
     }
+}
 
+impl WireDecoder for ChatDecoder {
     fn finish(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<(), ModelError> {
         let Some(stop_reason) = self.finish else {
             return Err(ModelError::malformed_stream(format!(
