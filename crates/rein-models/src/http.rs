@@ -101,6 +101,164 @@ pub(crate) fn build_client(connect_timeout: Duration) -> Result<reqwest::Client,
         .map_err(|e| Error::Config(format!("cannot build the HTTP client: {e}")))
 }
 
+/// The connection settings every HTTP provider's builder holds: base URL, API key, extra
+/// headers and timeouts.
+#[derive(Clone)]
+pub(crate) struct HttpSettings {
+    pub(crate) base_url: String,
+    pub(crate) api_key: Option<Secret>,
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) idle_timeout: Duration,
+}
+
+impl fmt::Debug for HttpSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Header values may carry credentials: only their names are shown.
+        f.debug_struct("HttpSettings")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key)
+            .field(
+                "headers",
+                &self.headers.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+            )
+            .field("connect_timeout", &self.connect_timeout)
+            .field("idle_timeout", &self.idle_timeout)
+            .finish()
+    }
+}
+
+impl HttpSettings {
+    /// Settings for `base_url` with no key, no extra header and the default timeouts.
+    pub(crate) fn new(base_url: &str) -> Self {
+        Self {
+            base_url: base_url.to_owned(),
+            api_key: None,
+            headers: Vec::new(),
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+        }
+    }
+
+    /// Checks the base URL, key and headers and builds the client; requests go to
+    /// `{base_url}{path}`.
+    pub(crate) fn connect(mut self, path: &str) -> Result<HttpEndpoint, Error> {
+        self.base_url = check_base_url(&self.base_url)?;
+        if let Some(key) = &self.api_key {
+            check_key(key)?;
+        }
+        for (name, value) in &self.headers {
+            check_header(name, value)?;
+        }
+        Ok(HttpEndpoint {
+            client: build_client(self.connect_timeout)?,
+            url: format!("{}{path}", self.base_url),
+            settings: self,
+        })
+    }
+}
+
+/// Checks that a header name and value can be sent.
+pub(crate) fn check_header(name: &str, value: &str) -> Result<(), Error> {
+    if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err()
+        || reqwest::header::HeaderValue::from_str(value).is_err()
+    {
+        return Err(Error::Config(format!("invalid HTTP header '{name}'")));
+    }
+    Ok(())
+}
+
+/// How a provider sends its API key.
+#[derive(Clone, Copy)]
+pub(crate) enum KeyHeader {
+    /// `Authorization: Bearer <key>`.
+    Bearer,
+    /// The key as the value of this header (e.g. `x-api-key`).
+    Named(&'static str),
+}
+
+/// A provider's checked settings with the HTTP client built from them.
+#[derive(Clone)]
+pub(crate) struct HttpEndpoint {
+    client: reqwest::Client,
+    url: String,
+    settings: HttpSettings,
+}
+
+impl fmt::Debug for HttpEndpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.settings.fmt(f)
+    }
+}
+
+impl HttpEndpoint {
+    /// The base URL without trailing slashes.
+    pub(crate) fn base_url(&self) -> &str {
+        &self.settings.base_url
+    }
+
+    /// The stream idle timeout.
+    pub(crate) fn idle_timeout(&self) -> Duration {
+        self.settings.idle_timeout
+    }
+
+    /// A JSON `POST` to the endpoint's URL accepting `accept`, with the API key (sent as `key`)
+    /// and the extra headers.
+    pub(crate) fn post(
+        &self,
+        accept: &str,
+        key: KeyHeader,
+        body: String,
+    ) -> Result<reqwest::RequestBuilder, ModelError> {
+        let mut rb = self
+            .client
+            .post(&self.url)
+            .header("accept", accept)
+            .header("content-type", "application/json")
+            .body(body);
+        if let Some(k) = &self.settings.api_key {
+            rb = match key {
+                KeyHeader::Bearer => rb.header(
+                    "authorization",
+                    secret_header(&format!("Bearer {}", k.expose()))?,
+                ),
+                KeyHeader::Named(name) => rb.header(name, secret_header(k.expose())?),
+            };
+        }
+        for (n, v) in &self.settings.headers {
+            rb = rb.header(n.as_str(), v.as_str());
+        }
+        Ok(rb)
+    }
+}
+
+/// The builder methods every HTTP provider shares. The builder has a field `http:
+/// HttpSettings`.
+macro_rules! http_builder_methods {
+    () => {
+        /// An extra HTTP header on every request (e.g. for a gateway). Only its name is shown
+        /// by `Debug`.
+        pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+            self.http.headers.push((name.into(), value.into()));
+            self
+        }
+
+        /// TCP connect timeout (default 10 s); exceeding it is a retryable `Timeout` error.
+        pub fn connect_timeout(mut self, timeout: std::time::Duration) -> Self {
+            self.http.connect_timeout = timeout;
+            self
+        }
+
+        /// Longest wait for the response headers and between two stream chunks (default
+        /// 120 s); exceeding it is a retryable `Timeout` error.
+        pub fn idle_timeout(mut self, timeout: std::time::Duration) -> Self {
+            self.http.idle_timeout = timeout;
+            self
+        }
+    };
+}
+pub(crate) use http_builder_methods;
+
 /// Classifies a reqwest error raised before any response byte arrived.
 fn send_error(provider: &str, e: reqwest::Error) -> ModelError {
     let what = if e.is_connect() {
@@ -734,5 +892,30 @@ mod tests {
     #[test]
     fn secret_debug_is_redacted() {
         assert_eq!(format!("{:?}", Secret::new("sk-123")), "<redacted>");
+        let mut s = HttpSettings::new("http://127.0.0.1:1/v1/");
+        s.api_key = Some(Secret::new("sk-123"));
+        s.headers.push(("x-gateway-token".into(), "gw-456".into()));
+        let endpoint = s.clone().connect("/chat").unwrap();
+        for shown in [format!("{s:?}"), format!("{endpoint:?}")] {
+            assert!(
+                !shown.contains("sk-123") && !shown.contains("gw-456"),
+                "{shown}"
+            );
+            assert!(shown.contains("x-gateway-token"), "{shown}");
+        }
+        assert_eq!(endpoint.base_url(), "http://127.0.0.1:1/v1");
+    }
+
+    #[test]
+    fn invalid_settings_are_config_errors() {
+        let mut s = HttpSettings::new("ftp://host");
+        assert!(matches!(s.clone().connect(""), Err(Error::Config(_))));
+        s.base_url = "http://host".into();
+        s.headers.push(("bad header".into(), "v".into()));
+        assert!(matches!(s.clone().connect(""), Err(Error::Config(_))));
+        s.headers.clear();
+        s.api_key = Some(Secret::new("line\nbreak"));
+        let err = s.connect("").unwrap_err().to_string();
+        assert!(!err.contains("break"), "the key is not shown: {err}");
     }
 }

@@ -2,7 +2,7 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use base64::Engine as _;
 use rein_core::{
@@ -12,7 +12,9 @@ use rein_core::{
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::http::{self, BodyDecoder, Flow, Secret, WireDecoder};
+use crate::http::{
+    self, BodyDecoder, Flow, HttpEndpoint, HttpSettings, KeyHeader, Secret, WireDecoder,
+};
 use crate::model::{Model, ModelInfo, ModelStream};
 
 const PROVIDER: &str = "ollama";
@@ -39,28 +41,20 @@ pub const OLLAMA_MAX_LINE: usize = 8 * 1024 * 1024;
 /// ```
 #[derive(Clone)]
 pub struct OllamaModel {
-    client: reqwest::Client,
-    url: String,
-    base_url: String,
+    http: HttpEndpoint,
     model_id: String,
-    api_key: Option<Secret>,
     options: Map<String, Value>,
     think: Option<bool>,
     keep_alive: Option<String>,
-    connect_timeout: Duration,
-    idle_timeout: Duration,
 }
 
 impl fmt::Debug for OllamaModel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OllamaModel")
-            .field("base_url", &self.base_url)
             .field("model_id", &self.model_id)
-            .field("api_key", &self.api_key)
             .field("options", &self.options)
             .field("think", &self.think)
-            .field("connect_timeout", &self.connect_timeout)
-            .field("idle_timeout", &self.idle_timeout)
+            .field("http", &self.http)
             .finish_non_exhaustive()
     }
 }
@@ -69,22 +63,18 @@ impl fmt::Debug for OllamaModel {
 #[derive(Clone)]
 #[must_use]
 pub struct OllamaModelBuilder {
-    base_url: String,
+    http: HttpSettings,
     model_id: String,
-    api_key: Option<Secret>,
     options: Map<String, Value>,
     think: Option<bool>,
     keep_alive: Option<String>,
-    connect_timeout: Duration,
-    idle_timeout: Duration,
 }
 
 impl fmt::Debug for OllamaModelBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OllamaModelBuilder")
-            .field("base_url", &self.base_url)
             .field("model_id", &self.model_id)
-            .field("api_key", &self.api_key)
+            .field("http", &self.http)
             .finish_non_exhaustive()
     }
 }
@@ -109,14 +99,11 @@ impl OllamaModel {
     /// timeout 10 s and stream idle timeout 120 s. Reads no environment variable.
     pub fn builder(model_id: impl Into<String>) -> OllamaModelBuilder {
         OllamaModelBuilder {
-            base_url: OLLAMA_DEFAULT_BASE_URL.to_owned(),
+            http: HttpSettings::new(OLLAMA_DEFAULT_BASE_URL),
             model_id: model_id.into(),
-            api_key: None,
             options: Map::new(),
             think: None,
             keep_alive: None,
-            connect_timeout: http::DEFAULT_CONNECT_TIMEOUT,
-            idle_timeout: http::DEFAULT_IDLE_TIMEOUT,
         }
     }
 
@@ -125,33 +112,35 @@ impl OllamaModel {
     pub fn from_env(model_id: impl Into<String>) -> OllamaModelBuilder {
         let mut b = Self::builder(model_id);
         if let Some(host) = http::env_var("OLLAMA_HOST") {
-            b.base_url = host_to_url(&host);
+            b.http.base_url = host_to_url(&host);
         }
         if let Some(key) = http::env_var("OLLAMA_API_KEY") {
-            b.api_key = Some(Secret::new(key));
+            b.http.api_key = Some(Secret::new(key));
         }
         b
     }
 
     /// The base URL (requests go to `{base}/api/chat`).
     pub fn base_url(&self) -> &str {
-        &self.base_url
+        self.http.base_url()
     }
 }
 
 impl OllamaModelBuilder {
     /// The server's base URL, without `/api` (default `http://localhost:11434`).
     pub fn base_url(mut self, url: impl Into<String>) -> Self {
-        self.base_url = url.into();
+        self.http.base_url = url.into();
         self
     }
 
     /// A bearer token sent as `Authorization` (Ollama itself needs none; proxies and hosted
     /// Ollama do). Never shown by `Debug` or errors.
     pub fn api_key(mut self, key: impl Into<String>) -> Self {
-        self.api_key = Some(Secret::new(key));
+        self.http.api_key = Some(Secret::new(key));
         self
     }
+
+    http::http_builder_methods!();
 
     /// One model option (`options` of the request, e.g. `num_ctx`, `top_k`, `repeat_penalty`).
     /// The request's own config (temperature, top_p, max tokens, stop, seed) overrides these.
@@ -178,36 +167,14 @@ impl OllamaModelBuilder {
         self
     }
 
-    /// TCP connect timeout (default 10 s).
-    pub fn connect_timeout(mut self, t: Duration) -> Self {
-        self.connect_timeout = t;
-        self
-    }
-
-    /// Longest wait for the response headers and between two stream chunks (default 120 s;
-    /// loading a large model can take a while).
-    pub fn idle_timeout(mut self, t: Duration) -> Self {
-        self.idle_timeout = t;
-        self
-    }
-
-    /// Builds the model. Fails on an invalid base URL or token.
+    /// Builds the model. Fails on an invalid base URL, token or header.
     pub fn build(self) -> Result<OllamaModel, Error> {
-        let base_url = http::check_base_url(&self.base_url)?;
-        if let Some(key) = &self.api_key {
-            http::check_key(key)?;
-        }
         Ok(OllamaModel {
-            client: http::build_client(self.connect_timeout)?,
-            url: format!("{base_url}/api/chat"),
-            base_url,
+            http: self.http.connect("/api/chat")?,
             model_id: self.model_id,
-            api_key: self.api_key,
             options: self.options,
             think: self.think,
             keep_alive: self.keep_alive,
-            connect_timeout: self.connect_timeout,
-            idle_timeout: self.idle_timeout,
         })
     }
 }
@@ -225,26 +192,22 @@ impl Model for OllamaModel {
         if let Some(k) = &self.keep_alive {
             body["keep_alive"] = json!(k);
         }
-        let mut rb = self
-            .client
-            .post(&self.url)
-            .header("accept", "application/x-ndjson")
-            .header("content-type", "application/json")
-            .body(body.to_string());
-        if let Some(key) = &self.api_key {
-            rb = rb.header(
-                "authorization",
-                http::secret_header(&format!("Bearer {}", key.expose()))?,
-            );
-        }
+        let rb = self
+            .http
+            .post("application/x-ndjson", KeyHeader::Bearer, body.to_string())?;
         let started = Instant::now();
-        let response =
-            http::send(PROVIDER, rb, self.idle_timeout, http::is_context_overflow).await?;
+        let response = http::send(
+            PROVIDER,
+            rb,
+            self.http.idle_timeout(),
+            http::is_context_overflow,
+        )
+        .await?;
         Ok(http::body_model_stream(
             PROVIDER,
             response,
             NdjsonDecoder::default(),
-            self.idle_timeout,
+            self.http.idle_timeout(),
             started,
         ))
     }
