@@ -2,7 +2,6 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::time::Instant;
 
 use base64::Engine as _;
 use rein_core::{
@@ -196,21 +195,9 @@ impl Model for AnthropicModel {
                 body.to_string(),
             )?
             .header("anthropic-version", self.version.as_str());
-        let started = Instant::now();
-        let response = http::send(
-            PROVIDER,
-            rb,
-            self.http.idle_timeout(),
-            http::is_context_overflow,
-        )
-        .await?;
-        Ok(http::sse_model_stream(
-            PROVIDER,
-            response,
-            MessagesDecoder::default(),
-            self.http.idle_timeout(),
-            started,
-        ))
+        self.http
+            .stream_sse(PROVIDER, rb, MessagesDecoder::default())
+            .await
     }
 }
 

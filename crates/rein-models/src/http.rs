@@ -232,6 +232,36 @@ impl HttpEndpoint {
     }
 }
 
+impl HttpEndpoint {
+    /// Sends `request` (see [`send`]) and streams the SSE response through `decoder`.
+    pub(crate) async fn stream_sse<D: SseDecoder>(
+        &self,
+        provider: &'static str,
+        request: reqwest::RequestBuilder,
+        decoder: D,
+    ) -> Result<ModelStream, ModelError> {
+        let started = Instant::now();
+        let idle = self.idle_timeout();
+        let response = send(provider, request, idle, is_context_overflow).await?;
+        Ok(sse_model_stream(provider, response, decoder, idle, started))
+    }
+
+    /// Sends `request` (see [`send`]) and streams the raw response body through `decoder`.
+    pub(crate) async fn stream_body<D: BodyDecoder>(
+        &self,
+        provider: &'static str,
+        request: reqwest::RequestBuilder,
+        decoder: D,
+    ) -> Result<ModelStream, ModelError> {
+        let started = Instant::now();
+        let idle = self.idle_timeout();
+        let response = send(provider, request, idle, is_context_overflow).await?;
+        Ok(body_model_stream(
+            provider, response, decoder, idle, started,
+        ))
+    }
+}
+
 /// The builder methods every HTTP provider shares. The builder has a field `http:
 /// HttpSettings`.
 macro_rules! http_builder_methods {
@@ -615,7 +645,7 @@ fn idle_bounded_bytes(
 
 /// Runs an SSE decoder over a successful streaming response. The returned stream owns the
 /// response: dropping it closes the connection. Each wait for more bytes is bounded by `idle`.
-pub(crate) fn sse_model_stream<D: SseDecoder>(
+fn sse_model_stream<D: SseDecoder>(
     provider: &'static str,
     response: reqwest::Response,
     decoder: D,
@@ -632,7 +662,7 @@ pub(crate) fn sse_model_stream<D: SseDecoder>(
 }
 
 /// Runs a body decoder over a successful streaming response (see [`sse_model_stream`]).
-pub(crate) fn body_model_stream<D: BodyDecoder>(
+fn body_model_stream<D: BodyDecoder>(
     provider: &'static str,
     response: reqwest::Response,
     decoder: D,

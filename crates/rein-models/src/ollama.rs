@@ -2,7 +2,6 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::time::Instant;
 
 use base64::Engine as _;
 use rein_core::{
@@ -195,21 +194,9 @@ impl Model for OllamaModel {
         let rb = self
             .http
             .post("application/x-ndjson", KeyHeader::Bearer, body.to_string())?;
-        let started = Instant::now();
-        let response = http::send(
-            PROVIDER,
-            rb,
-            self.http.idle_timeout(),
-            http::is_context_overflow,
-        )
-        .await?;
-        Ok(http::body_model_stream(
-            PROVIDER,
-            response,
-            NdjsonDecoder::default(),
-            self.http.idle_timeout(),
-            started,
-        ))
+        self.http
+            .stream_body(PROVIDER, rb, NdjsonDecoder::default())
+            .await
     }
 }
 

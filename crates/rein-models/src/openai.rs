@@ -5,7 +5,6 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::time::Instant;
 
 use base64::Engine as _;
 use rein_core::{
@@ -177,21 +176,9 @@ impl Model for OpenAiModel {
         let rb = self
             .http
             .post("text/event-stream", KeyHeader::Bearer, body.to_string())?;
-        let started = Instant::now();
-        let response = http::send(
-            PROVIDER,
-            rb,
-            self.http.idle_timeout(),
-            http::is_context_overflow,
-        )
-        .await?;
-        Ok(http::sse_model_stream(
-            PROVIDER,
-            response,
-            ChatDecoder::default(),
-            self.http.idle_timeout(),
-            started,
-        ))
+        self.http
+            .stream_sse(PROVIDER, rb, ChatDecoder::default())
+            .await
     }
 }
 
