@@ -2,7 +2,6 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use rein_core::{
@@ -13,7 +12,9 @@ use rein_core::{
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::http::{self, Flow, Secret, SseDecoder};
+use crate::http::{
+    self, Flow, HttpEndpoint, HttpSettings, KeyHeader, Secret, SseDecoder, WireDecoder,
+};
 use crate::model::{Model, ModelInfo, ModelStream};
 
 const PROVIDER: &str = "anthropic";
@@ -44,31 +45,22 @@ pub const ANTHROPIC_DEFAULT_MAX_TOKENS: u32 = 4096;
 /// ```
 #[derive(Clone)]
 pub struct AnthropicModel {
-    client: reqwest::Client,
-    url: String,
-    base_url: String,
+    http: HttpEndpoint,
     model_id: String,
-    api_key: Option<Secret>,
     version: String,
-    headers: Vec<(String, String)>,
     extra_body: Map<String, Value>,
     max_tokens: u32,
     thinking_budget: Option<u32>,
-    connect_timeout: Duration,
-    idle_timeout: Duration,
 }
 
 impl fmt::Debug for AnthropicModel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AnthropicModel")
-            .field("base_url", &self.base_url)
             .field("model_id", &self.model_id)
-            .field("api_key", &self.api_key)
             .field("version", &self.version)
             .field("max_tokens", &self.max_tokens)
             .field("thinking_budget", &self.thinking_budget)
-            .field("connect_timeout", &self.connect_timeout)
-            .field("idle_timeout", &self.idle_timeout)
+            .field("http", &self.http)
             .finish_non_exhaustive()
     }
 }
@@ -77,24 +69,19 @@ impl fmt::Debug for AnthropicModel {
 #[derive(Clone)]
 #[must_use]
 pub struct AnthropicModelBuilder {
-    base_url: String,
+    http: HttpSettings,
     model_id: String,
-    api_key: Option<Secret>,
     version: String,
-    headers: Vec<(String, String)>,
     extra_body: Map<String, Value>,
     max_tokens: u32,
     thinking_budget: Option<u32>,
-    connect_timeout: Duration,
-    idle_timeout: Duration,
 }
 
 impl fmt::Debug for AnthropicModelBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AnthropicModelBuilder")
-            .field("base_url", &self.base_url)
             .field("model_id", &self.model_id)
-            .field("api_key", &self.api_key)
+            .field("http", &self.http)
             .finish_non_exhaustive()
     }
 }
@@ -104,16 +91,12 @@ impl AnthropicModel {
     /// connect timeout 10 s and stream idle timeout 120 s. Reads no environment variable.
     pub fn builder(model_id: impl Into<String>) -> AnthropicModelBuilder {
         AnthropicModelBuilder {
-            base_url: ANTHROPIC_DEFAULT_BASE_URL.to_owned(),
+            http: HttpSettings::new(ANTHROPIC_DEFAULT_BASE_URL),
             model_id: model_id.into(),
-            api_key: None,
             version: ANTHROPIC_API_VERSION.to_owned(),
-            headers: Vec::new(),
             extra_body: Map::new(),
             max_tokens: ANTHROPIC_DEFAULT_MAX_TOKENS,
             thinking_budget: None,
-            connect_timeout: http::DEFAULT_CONNECT_TIMEOUT,
-            idle_timeout: http::DEFAULT_IDLE_TIMEOUT,
         }
     }
 
@@ -122,30 +105,30 @@ impl AnthropicModel {
     pub fn from_env(model_id: impl Into<String>) -> AnthropicModelBuilder {
         let mut b = Self::builder(model_id);
         if let Some(url) = http::env_var("ANTHROPIC_BASE_URL") {
-            b.base_url = url;
+            b.http.base_url = url;
         }
         if let Some(key) = http::env_var("ANTHROPIC_API_KEY") {
-            b.api_key = Some(Secret::new(key));
+            b.http.api_key = Some(Secret::new(key));
         }
         b
     }
 
     /// The base URL (requests go to `{base}/v1/messages`).
     pub fn base_url(&self) -> &str {
-        &self.base_url
+        self.http.base_url()
     }
 }
 
 impl AnthropicModelBuilder {
     /// The API base URL, without `/v1` (e.g. `https://api.anthropic.com`).
     pub fn base_url(mut self, url: impl Into<String>) -> Self {
-        self.base_url = url.into();
+        self.http.base_url = url.into();
         self
     }
 
     /// The API key, sent as `x-api-key`. Never shown by `Debug` or errors.
     pub fn api_key(mut self, key: impl Into<String>) -> Self {
-        self.api_key = Some(Secret::new(key));
+        self.http.api_key = Some(Secret::new(key));
         self
     }
 
@@ -155,11 +138,7 @@ impl AnthropicModelBuilder {
         self
     }
 
-    /// An extra HTTP header on every request (e.g. `anthropic-beta`).
-    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
-        self.headers.push((name.into(), value.into()));
-        self
-    }
+    http::http_builder_methods!();
 
     /// Extra top-level request fields merged into every request body (e.g. `metadata`,
     /// `top_k`). They override the fields Rein sets.
@@ -181,47 +160,16 @@ impl AnthropicModelBuilder {
         self
     }
 
-    /// TCP connect timeout (default 10 s).
-    pub fn connect_timeout(mut self, t: Duration) -> Self {
-        self.connect_timeout = t;
-        self
-    }
-
-    /// Longest wait for the response headers and between two stream chunks (default 120 s).
-    pub fn idle_timeout(mut self, t: Duration) -> Self {
-        self.idle_timeout = t;
-        self
-    }
-
     /// Builds the model. Fails on an invalid base URL or header.
     pub fn build(self) -> Result<AnthropicModel, Error> {
-        let base_url = http::check_base_url(&self.base_url)?;
-        if let Some(key) = &self.api_key {
-            http::check_key(key)?;
-        }
-        for (name, value) in self.headers.iter().chain(std::iter::once(&(
-            "anthropic-version".to_owned(),
-            self.version.clone(),
-        ))) {
-            if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err()
-                || reqwest::header::HeaderValue::from_str(value).is_err()
-            {
-                return Err(Error::Config(format!("invalid HTTP header '{name}'")));
-            }
-        }
+        http::check_header("anthropic-version", &self.version)?;
         Ok(AnthropicModel {
-            client: http::build_client(self.connect_timeout)?,
-            url: format!("{base_url}/v1/messages"),
-            base_url,
+            http: self.http.connect("/v1/messages")?,
             model_id: self.model_id,
-            api_key: self.api_key,
             version: self.version,
-            headers: self.headers,
             extra_body: self.extra_body,
             max_tokens: self.max_tokens,
             thinking_budget: self.thinking_budget,
-            connect_timeout: self.connect_timeout,
-            idle_timeout: self.idle_timeout,
         })
     }
 }
@@ -239,29 +187,17 @@ impl Model for AnthropicModel {
             self.thinking_budget,
             &self.extra_body,
         );
-        let mut rb = self
-            .client
-            .post(&self.url)
-            .header("accept", "text/event-stream")
-            .header("anthropic-version", self.version.as_str())
-            .header("content-type", "application/json")
-            .body(body.to_string());
-        if let Some(key) = &self.api_key {
-            rb = rb.header("x-api-key", http::secret_header(key.expose())?);
-        }
-        for (n, v) in &self.headers {
-            rb = rb.header(n.as_str(), v.as_str());
-        }
-        let started = Instant::now();
-        let response =
-            http::send(PROVIDER, rb, self.idle_timeout, http::is_context_overflow).await?;
-        Ok(http::sse_model_stream(
-            PROVIDER,
-            response,
-            MessagesDecoder::default(),
-            self.idle_timeout,
-            started,
-        ))
+        let rb = self
+            .http
+            .post(
+                "text/event-stream",
+                KeyHeader::Named("x-api-key"),
+                body.to_string(),
+            )?
+            .header("anthropic-version", self.version.as_str());
+        self.http
+            .stream_sse(PROVIDER, rb, MessagesDecoder::default())
+            .await
     }
 }
 
@@ -497,13 +433,21 @@ struct WireUsage {
     cache_read_input_tokens: Option<u64>,
 }
 
+/// The kind of the forwarded open block: only deltas of that kind may follow.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum OpenBlock {
+    Text,
+    ToolUse,
+    Reasoning,
+}
+
 /// Decodes Messages API events into normalized events.
 #[derive(Default)]
 pub(crate) struct MessagesDecoder {
     started: bool,
-    /// Index of the open content block that is forwarded; blocks of unknown kinds (server tools,
-    /// citations ...) are skipped.
-    open: Option<u64>,
+    /// Index and kind of the open content block that is forwarded; blocks of unknown kinds
+    /// (server tools, citations ...) are skipped.
+    open: Option<(u64, OpenBlock)>,
     stop: Option<StopReason>,
     input: u64,
     output: u64,
@@ -572,12 +516,13 @@ impl MessagesDecoder {
 
     fn block_start(&mut self, index: u64, block: &Value, out: &mut VecDeque<StreamEvent>) {
         let s = |k: &str| block.get(k).and_then(Value::as_str).unwrap_or_default();
-        match s("type") {
+        let kind = match s("type") {
             "text" => {
                 out.push_back(StreamEvent::BlockStart(BlockStart::Text));
                 if !s("text").is_empty() {
                     out.push_back(StreamEvent::BlockDelta(BlockDelta::Text(s("text").into())));
                 }
+                OpenBlock::Text
             }
             "tool_use" => {
                 out.push_back(StreamEvent::BlockStart(BlockStart::ToolUse {
@@ -593,6 +538,7 @@ impl MessagesDecoder {
                         input.to_string(),
                     )));
                 }
+                OpenBlock::ToolUse
             }
             "thinking" => {
                 out.push_back(StreamEvent::BlockStart(BlockStart::Reasoning));
@@ -606,21 +552,33 @@ impl MessagesDecoder {
                         s("signature").into(),
                     )));
                 }
+                OpenBlock::Reasoning
             }
             "redacted_thinking" => {
                 out.push_back(StreamEvent::BlockStart(BlockStart::Reasoning));
                 out.push_back(StreamEvent::BlockDelta(BlockDelta::RedactedReasoning(
                     s("data").as_bytes().to_vec(),
                 )));
+                OpenBlock::Reasoning
             }
             _ => return,
-        }
-        self.open = Some(index);
+        };
+        self.open = Some((index, kind));
     }
 
-    fn block_delta(&mut self, index: u64, delta: &Value, out: &mut VecDeque<StreamEvent>) {
-        if self.open != Some(index) {
-            return;
+    /// Forwards a delta of the open block. A delta of another kind than its block (text inside
+    /// a tool use, say) is a malformed stream: forwarding it would corrupt the block.
+    fn block_delta(
+        &mut self,
+        index: u64,
+        delta: &Value,
+        out: &mut VecDeque<StreamEvent>,
+    ) -> Result<(), ModelError> {
+        let Some((open, kind)) = self.open else {
+            return Ok(());
+        };
+        if open != index {
+            return Ok(());
         }
         let s = |k: &str| {
             delta
@@ -629,18 +587,31 @@ impl MessagesDecoder {
                 .unwrap_or_default()
                 .to_owned()
         };
-        let ev = match delta
+        let ty = delta
             .get("type")
             .and_then(Value::as_str)
-            .unwrap_or_default()
-        {
-            "text_delta" => BlockDelta::Text(s("text")),
-            "input_json_delta" => BlockDelta::ToolInput(s("partial_json")),
-            "thinking_delta" => BlockDelta::ReasoningText(s("thinking")),
-            "signature_delta" => BlockDelta::ReasoningSignature(s("signature")),
-            _ => return,
+            .unwrap_or_default();
+        let (ev, fits) = match ty {
+            "text_delta" => (BlockDelta::Text(s("text")), OpenBlock::Text),
+            "input_json_delta" => (BlockDelta::ToolInput(s("partial_json")), OpenBlock::ToolUse),
+            "thinking_delta" => (
+                BlockDelta::ReasoningText(s("thinking")),
+                OpenBlock::Reasoning,
+            ),
+            "signature_delta" => (
+                BlockDelta::ReasoningSignature(s("signature")),
+                OpenBlock::Reasoning,
+            ),
+            // Deltas Rein does not model (citations, ...) are skipped.
+            _ => return Ok(()),
         };
+        if fits != kind {
+            return Err(ModelError::malformed_stream(format!(
+                "{PROVIDER}: {ty} in content block {index} of another kind ({kind:?})"
+            )));
+        }
         out.push_back(StreamEvent::BlockDelta(ev));
+        Ok(())
     }
 }
 
@@ -673,9 +644,11 @@ impl SseDecoder for MessagesDecoder {
                 }
                 self.block_start(index, &content_block, out);
             }
-            WireEvent::ContentBlockDelta { index, delta } => self.block_delta(index, &delta, out),
+            WireEvent::ContentBlockDelta { index, delta } => {
+                self.block_delta(index, &delta, out)?;
+            }
             WireEvent::ContentBlockStop { index } => {
-                if self.open == Some(index) {
+                if self.open.is_some_and(|(open, _)| open == index) {
                     self.open = None;
                     out.push_back(StreamEvent::BlockStop);
                 }
@@ -697,7 +670,9 @@ impl SseDecoder for MessagesDecoder {
         }
         Ok(Flow::Continue)
     }
+}
 
+impl WireDecoder for MessagesDecoder {
     fn finish(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<(), ModelError> {
         if !self.done {
             return Err(ModelError::malformed_stream(format!(

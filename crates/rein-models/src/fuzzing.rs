@@ -31,7 +31,7 @@ pub fn assemble(events: &[StreamEvent]) -> bool {
 #[cfg(feature = "ollama")]
 pub fn ollama_ndjson(data: &[u8]) -> (Vec<StreamEvent>, Option<ModelError>) {
     let (size, body) = split(data);
-    crate::ollama::decode_chunks(body.chunks(size))
+    crate::http::decode_body_chunks(crate::ollama::NdjsonDecoder::default(), body.chunks(size))
 }
 
 #[cfg(any(feature = "openai", feature = "anthropic"))]

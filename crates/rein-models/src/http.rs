@@ -1,11 +1,12 @@
 //! HTTP plumbing shared by the HTTP providers: client construction, status → [`ModelError`]
-//! mapping, `retry-after` parsing, and the SSE event loop with an idle timeout.
+//! mapping, `retry-after` parsing, and the one stream driver (SSE or raw body chunks → a wire
+//! decoder → [`StreamEvent`]s) with an idle timeout.
 //!
 //! Nothing here is public: reqwest and eventsource-stream types stay out of Rein's API.
 
 #![cfg_attr(
-    not(any(feature = "openai", feature = "anthropic")),
-    allow(dead_code, reason = "the SSE loop serves only the SSE providers")
+    not(all(feature = "openai", feature = "anthropic", feature = "ollama")),
+    allow(dead_code, reason = "each driver serves only some providers")
 )]
 
 use std::collections::VecDeque;
@@ -99,6 +100,194 @@ pub(crate) fn build_client(connect_timeout: Duration) -> Result<reqwest::Client,
         .build()
         .map_err(|e| Error::Config(format!("cannot build the HTTP client: {e}")))
 }
+
+/// The connection settings every HTTP provider's builder holds: base URL, API key, extra
+/// headers and timeouts.
+#[derive(Clone)]
+pub(crate) struct HttpSettings {
+    pub(crate) base_url: String,
+    pub(crate) api_key: Option<Secret>,
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) idle_timeout: Duration,
+}
+
+impl fmt::Debug for HttpSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Header values may carry credentials: only their names are shown.
+        f.debug_struct("HttpSettings")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key)
+            .field(
+                "headers",
+                &self.headers.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+            )
+            .field("connect_timeout", &self.connect_timeout)
+            .field("idle_timeout", &self.idle_timeout)
+            .finish()
+    }
+}
+
+impl HttpSettings {
+    /// Settings for `base_url` with no key, no extra header and the default timeouts.
+    pub(crate) fn new(base_url: &str) -> Self {
+        Self {
+            base_url: base_url.to_owned(),
+            api_key: None,
+            headers: Vec::new(),
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+        }
+    }
+
+    /// Checks the base URL, key and headers and builds the client; requests go to
+    /// `{base_url}{path}`.
+    pub(crate) fn connect(mut self, path: &str) -> Result<HttpEndpoint, Error> {
+        self.base_url = check_base_url(&self.base_url)?;
+        if let Some(key) = &self.api_key {
+            check_key(key)?;
+        }
+        for (name, value) in &self.headers {
+            check_header(name, value)?;
+        }
+        Ok(HttpEndpoint {
+            client: build_client(self.connect_timeout)?,
+            url: format!("{}{path}", self.base_url),
+            settings: self,
+        })
+    }
+}
+
+/// Checks that a header name and value can be sent.
+pub(crate) fn check_header(name: &str, value: &str) -> Result<(), Error> {
+    if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err()
+        || reqwest::header::HeaderValue::from_str(value).is_err()
+    {
+        return Err(Error::Config(format!("invalid HTTP header '{name}'")));
+    }
+    Ok(())
+}
+
+/// How a provider sends its API key.
+#[derive(Clone, Copy)]
+pub(crate) enum KeyHeader {
+    /// `Authorization: Bearer <key>`.
+    Bearer,
+    /// The key as the value of this header (e.g. `x-api-key`).
+    Named(&'static str),
+}
+
+/// A provider's checked settings with the HTTP client built from them.
+#[derive(Clone)]
+pub(crate) struct HttpEndpoint {
+    client: reqwest::Client,
+    url: String,
+    settings: HttpSettings,
+}
+
+impl fmt::Debug for HttpEndpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.settings.fmt(f)
+    }
+}
+
+impl HttpEndpoint {
+    /// The base URL without trailing slashes.
+    pub(crate) fn base_url(&self) -> &str {
+        &self.settings.base_url
+    }
+
+    /// The stream idle timeout.
+    pub(crate) fn idle_timeout(&self) -> Duration {
+        self.settings.idle_timeout
+    }
+
+    /// A JSON `POST` to the endpoint's URL accepting `accept`, with the API key (sent as `key`)
+    /// and the extra headers.
+    pub(crate) fn post(
+        &self,
+        accept: &str,
+        key: KeyHeader,
+        body: String,
+    ) -> Result<reqwest::RequestBuilder, ModelError> {
+        let mut rb = self
+            .client
+            .post(&self.url)
+            .header("accept", accept)
+            .header("content-type", "application/json")
+            .body(body);
+        if let Some(k) = &self.settings.api_key {
+            rb = match key {
+                KeyHeader::Bearer => rb.header(
+                    "authorization",
+                    secret_header(&format!("Bearer {}", k.expose()))?,
+                ),
+                KeyHeader::Named(name) => rb.header(name, secret_header(k.expose())?),
+            };
+        }
+        for (n, v) in &self.settings.headers {
+            rb = rb.header(n.as_str(), v.as_str());
+        }
+        Ok(rb)
+    }
+}
+
+impl HttpEndpoint {
+    /// Sends `request` (see [`send`]) and streams the SSE response through `decoder`.
+    pub(crate) async fn stream_sse<D: SseDecoder>(
+        &self,
+        provider: &'static str,
+        request: reqwest::RequestBuilder,
+        decoder: D,
+    ) -> Result<ModelStream, ModelError> {
+        let started = Instant::now();
+        let idle = self.idle_timeout();
+        let response = send(provider, request, idle, is_context_overflow).await?;
+        Ok(sse_model_stream(provider, response, decoder, idle, started))
+    }
+
+    /// Sends `request` (see [`send`]) and streams the raw response body through `decoder`.
+    pub(crate) async fn stream_body<D: BodyDecoder>(
+        &self,
+        provider: &'static str,
+        request: reqwest::RequestBuilder,
+        decoder: D,
+    ) -> Result<ModelStream, ModelError> {
+        let started = Instant::now();
+        let idle = self.idle_timeout();
+        let response = send(provider, request, idle, is_context_overflow).await?;
+        Ok(body_model_stream(
+            provider, response, decoder, idle, started,
+        ))
+    }
+}
+
+/// The builder methods every HTTP provider shares. The builder has a field `http:
+/// HttpSettings`.
+macro_rules! http_builder_methods {
+    () => {
+        /// An extra HTTP header on every request (e.g. for a gateway). Only its name is shown
+        /// by `Debug`.
+        pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+            self.http.headers.push((name.into(), value.into()));
+            self
+        }
+
+        /// TCP connect timeout (default 10 s); exceeding it is a retryable `Timeout` error.
+        pub fn connect_timeout(mut self, timeout: std::time::Duration) -> Self {
+            self.http.connect_timeout = timeout;
+            self
+        }
+
+        /// Longest wait for the response headers and between two stream chunks (default
+        /// 120 s); exceeding it is a retryable `Timeout` error.
+        pub fn idle_timeout(mut self, timeout: std::time::Duration) -> Self {
+            self.http.idle_timeout = timeout;
+            self
+        }
+    };
+}
+pub(crate) use http_builder_methods;
 
 /// Classifies a reqwest error raised before any response byte arrived.
 fn send_error(provider: &str, e: reqwest::Error) -> ModelError {
@@ -330,7 +519,7 @@ fn parse_http_date(v: &str) -> Option<u64> {
     u64::try_from(secs).ok()
 }
 
-/// What a wire decoder does with one SSE event.
+/// What a wire decoder does with one input (an SSE event, a body chunk).
 pub(crate) enum Flow {
     /// Keep reading.
     Continue,
@@ -338,16 +527,8 @@ pub(crate) enum Flow {
     Done,
 }
 
-/// Turns one provider's SSE events into normalized [`StreamEvent`]s.
-pub(crate) trait SseDecoder: Send + 'static {
-    /// Handles one SSE event (`event` is the event name, empty when none).
-    fn event(
-        &mut self,
-        event: &str,
-        data: &str,
-        out: &mut VecDeque<StreamEvent>,
-    ) -> Result<Flow, ModelError>;
-
+/// The end of every wire decoder: what happens when the response body is over.
+pub(crate) trait WireDecoder: Send + 'static {
     /// The byte stream ended (or `Done` was returned): push the final events, or fail when the
     /// message is incomplete.
     fn finish(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<(), ModelError>;
@@ -356,89 +537,176 @@ pub(crate) trait SseDecoder: Send + 'static {
     fn usage(&self) -> Usage;
 }
 
-/// What can interrupt the byte stream under the SSE parser.
+/// Turns one provider's SSE events into normalized [`StreamEvent`]s.
+pub(crate) trait SseDecoder: WireDecoder {
+    /// Handles one SSE event (`event` is the event name, empty when none).
+    fn event(
+        &mut self,
+        event: &str,
+        data: &str,
+        out: &mut VecDeque<StreamEvent>,
+    ) -> Result<Flow, ModelError>;
+}
+
+/// Turns one provider's raw response body (NDJSON lines, binary frames) into normalized
+/// [`StreamEvent`]s. Chunks split the body anywhere: the decoder buffers partial units itself,
+/// bounded, so hostile input cannot grow memory without limit.
+pub(crate) trait BodyDecoder: WireDecoder {
+    /// Handles the next chunk of the body.
+    fn feed(&mut self, bytes: &[u8], out: &mut VecDeque<StreamEvent>) -> Result<Flow, ModelError>;
+}
+
+/// One input of the stream driver, as the transport yields it.
+trait Decode<T>: Send + 'static {
+    fn decode(&mut self, item: T, out: &mut VecDeque<StreamEvent>) -> Result<Flow, ModelError>;
+    fn finish(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<(), ModelError>;
+    fn usage(&self) -> Usage;
+}
+
+/// An [`SseDecoder`] fed parsed SSE events.
+struct Sse<D>(D);
+
+impl<D: SseDecoder> Decode<eventsource_stream::Event> for Sse<D> {
+    fn decode(
+        &mut self,
+        ev: eventsource_stream::Event,
+        out: &mut VecDeque<StreamEvent>,
+    ) -> Result<Flow, ModelError> {
+        self.0.event(&ev.event, &ev.data, out)
+    }
+    fn finish(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<(), ModelError> {
+        self.0.finish(out)
+    }
+    fn usage(&self) -> Usage {
+        self.0.usage()
+    }
+}
+
+/// A [`BodyDecoder`] fed raw chunks.
+struct Body<D>(D);
+
+impl<D: BodyDecoder, B: AsRef<[u8]>> Decode<B> for Body<D> {
+    fn decode(&mut self, chunk: B, out: &mut VecDeque<StreamEvent>) -> Result<Flow, ModelError> {
+        self.0.feed(chunk.as_ref(), out)
+    }
+    fn finish(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<(), ModelError> {
+        self.0.finish(out)
+    }
+    fn usage(&self) -> Usage {
+        self.0.usage()
+    }
+}
+
+/// What can interrupt the transport under a decoder.
 #[derive(Debug)]
-enum ByteError {
+enum SourceError {
     /// The connection failed.
     Http(reqwest::Error),
     /// No bytes arrived within the idle timeout (`after_data`: some had arrived before).
     Idle { after_data: bool },
+    /// The framing itself is invalid (for example bad server-sent events).
+    Malformed(String),
 }
 
-impl fmt::Display for ByteError {
+impl fmt::Display for SourceError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Http(e) => e.fmt(f),
             Self::Idle { .. } => f.write_str("idle timeout"),
+            Self::Malformed(m) => f.write_str(m),
         }
     }
 }
 
-type SseStream = Pin<
-    Box<
-        dyn Stream<
-                Item = Result<
-                    eventsource_stream::Event,
-                    eventsource_stream::EventStreamError<ByteError>,
-                >,
-            > + Send,
-    >,
->;
+type Source<T> = Pin<Box<dyn Stream<Item = Result<T, SourceError>> + Send>>;
 
 /// The response body as a byte stream in which every wait for the next chunk is bounded by
 /// `idle`: any bytes (SSE keep-alive comments included) reset the clock.
 fn idle_bounded_bytes(
     response: reqwest::Response,
     idle: Duration,
-) -> impl Stream<Item = Result<impl AsRef<[u8]> + Send, ByteError>> + Send {
+) -> impl Stream<Item = Result<impl AsRef<[u8]> + Send + 'static, SourceError>> + Send + 'static {
     let body = Box::pin(response.bytes_stream());
     futures_util::stream::unfold(Some((body, false)), move |state| async move {
         let (mut body, got_data) = state?;
         match tokio::time::timeout(idle, body.next()).await {
             Err(_) => Some((
-                Err(ByteError::Idle {
+                Err(SourceError::Idle {
                     after_data: got_data,
                 }),
                 None,
             )),
             Ok(None) => None,
             Ok(Some(Ok(chunk))) => Some((Ok(chunk), Some((body, true)))),
-            Ok(Some(Err(e))) => Some((Err(ByteError::Http(e)), None)),
+            Ok(Some(Err(e))) => Some((Err(SourceError::Http(e)), None)),
         }
     })
 }
 
-struct SseState<D> {
-    provider: &'static str,
-    sse: Option<SseStream>,
-    decoder: D,
-    pending: VecDeque<StreamEvent>,
-    idle: Duration,
-    started: Instant,
-    first_byte: Option<Duration>,
-    received_any: bool,
-    finished: bool,
-}
-
-/// Runs a decoder over a successful streaming response. The returned stream owns the response:
-/// dropping it closes the connection. Each wait for the next SSE event is bounded by `idle`.
-pub(crate) fn sse_model_stream<D: SseDecoder>(
+/// Runs an SSE decoder over a successful streaming response. The returned stream owns the
+/// response: dropping it closes the connection. Each wait for more bytes is bounded by `idle`.
+fn sse_model_stream<D: SseDecoder>(
     provider: &'static str,
     response: reqwest::Response,
     decoder: D,
     idle: Duration,
     started: Instant,
 ) -> ModelStream {
-    let sse: SseStream = Box::pin(idle_bounded_bytes(response, idle).eventsource());
-    let state = SseState {
+    let events = idle_bounded_bytes(response, idle).eventsource().map(|r| {
+        r.map_err(|e| match e {
+            eventsource_stream::EventStreamError::Transport(t) => t,
+            other => SourceError::Malformed(format!("invalid server-sent events: {other}")),
+        })
+    });
+    drive(provider, Box::pin(events), Sse(decoder), idle, started)
+}
+
+/// Runs a body decoder over a successful streaming response (see [`sse_model_stream`]).
+fn body_model_stream<D: BodyDecoder>(
+    provider: &'static str,
+    response: reqwest::Response,
+    decoder: D,
+    idle: Duration,
+    started: Instant,
+) -> ModelStream {
+    let chunks = idle_bounded_bytes(response, idle);
+    drive(provider, Box::pin(chunks), Body(decoder), idle, started)
+}
+
+/// Runs a body decoder over in-memory chunks (no HTTP): the events, then the error that ended
+/// decoding, if any. Used by unit tests, the fuzz targets and the property tests.
+#[cfg(any(test, feature = "test-util"))]
+pub(crate) fn decode_body_chunks<'a, D: BodyDecoder>(
+    mut decoder: D,
+    chunks: impl IntoIterator<Item = &'a [u8]>,
+) -> (Vec<StreamEvent>, Option<ModelError>) {
+    let mut out = VecDeque::new();
+    for c in chunks {
+        match decoder.feed(c, &mut out) {
+            Ok(Flow::Continue) => {}
+            Ok(Flow::Done) => break,
+            Err(e) => return (out.into(), Some(e)),
+        }
+    }
+    let err = decoder.finish(&mut out).err();
+    (out.into(), err)
+}
+
+fn drive<T: Send + 'static, D: Decode<T>>(
+    provider: &'static str,
+    source: Source<T>,
+    decoder: D,
+    idle: Duration,
+    started: Instant,
+) -> ModelStream {
+    let state = Driver {
         provider,
-        sse: Some(sse),
+        source: Some(source),
         decoder,
         pending: VecDeque::new(),
         idle,
         started,
         first_byte: None,
-        received_any: false,
         finished: false,
     };
     Box::pin(futures_util::stream::unfold(state, |mut st| async move {
@@ -447,7 +715,20 @@ pub(crate) fn sse_model_stream<D: SseDecoder>(
     }))
 }
 
-impl<D: SseDecoder> SseState<D> {
+/// The state of one streamed response: the transport, its decoder and the events decoded but
+/// not yet yielded.
+struct Driver<T, D> {
+    provider: &'static str,
+    source: Option<Source<T>>,
+    decoder: D,
+    pending: VecDeque<StreamEvent>,
+    idle: Duration,
+    started: Instant,
+    first_byte: Option<Duration>,
+    finished: bool,
+}
+
+impl<T, D: Decode<T>> Driver<T, D> {
     async fn next_item(&mut self) -> Option<Result<StreamEvent, ModelError>> {
         loop {
             if let Some(ev) = self.pending.pop_front() {
@@ -456,31 +737,28 @@ impl<D: SseDecoder> SseState<D> {
             if self.finished {
                 return None;
             }
-            let Some(sse) = self.sse.as_mut() else {
+            let Some(source) = self.source.as_mut() else {
                 return self.end();
             };
-            match sse.next().await {
+            match source.next().await {
                 None => {
-                    self.sse = None;
+                    self.source = None;
                     return self.end();
                 }
                 Some(Err(e)) => {
+                    let e = self.source_error(e);
                     self.fail();
-                    return Some(Err(self.stream_error(e)));
+                    return Some(Err(e));
                 }
-                Some(Ok(event)) => {
+                Some(Ok(item)) => {
                     if self.first_byte.is_none() {
                         self.first_byte = Some(self.started.elapsed());
                     }
-                    self.received_any = true;
-                    match self
-                        .decoder
-                        .event(&event.event, &event.data, &mut self.pending)
-                    {
+                    match self.decoder.decode(item, &mut self.pending) {
                         Ok(Flow::Continue) => {}
                         Ok(Flow::Done) => {
                             // Drop the response now: the message is complete.
-                            self.sse = None;
+                            self.source = None;
                             if let Some(e) = self.end_into_pending() {
                                 return Some(Err(e));
                             }
@@ -497,7 +775,7 @@ impl<D: SseDecoder> SseState<D> {
 
     fn fail(&mut self) {
         self.finished = true;
-        self.sse = None;
+        self.source = None;
         self.pending.clear();
     }
 
@@ -529,9 +807,9 @@ impl<D: SseDecoder> SseState<D> {
         self.pending.pop_front().map(Ok)
     }
 
-    fn stream_error(&self, e: eventsource_stream::EventStreamError<ByteError>) -> ModelError {
+    fn source_error(&self, e: SourceError) -> ModelError {
         match e {
-            eventsource_stream::EventStreamError::Transport(ByteError::Idle { after_data }) => {
+            SourceError::Idle { after_data } => {
                 let e = ModelError::timeout(format!(
                     "{}: no stream data for {} ms",
                     self.provider,
@@ -539,7 +817,7 @@ impl<D: SseDecoder> SseState<D> {
                 ));
                 if after_data { e } else { e.before_first_byte() }
             }
-            eventsource_stream::EventStreamError::Transport(ByteError::Http(t)) => {
+            SourceError::Http(t) => {
                 let kind = if t.is_timeout() {
                     ModelErrorKind::Timeout
                 } else {
@@ -551,15 +829,14 @@ impl<D: SseDecoder> SseState<D> {
                     error_chain(&t)
                 );
                 let mut err = ModelError::new(kind, msg).with_source(t);
-                if !self.received_any {
+                if self.first_byte.is_none() {
                     err = err.before_first_byte();
                 }
                 err
             }
-            other => ModelError::malformed_stream(format!(
-                "{}: invalid server-sent events: {other}",
-                self.provider
-            )),
+            SourceError::Malformed(m) => {
+                ModelError::malformed_stream(format!("{}: {m}", self.provider))
+            }
         }
     }
 }
@@ -645,5 +922,30 @@ mod tests {
     #[test]
     fn secret_debug_is_redacted() {
         assert_eq!(format!("{:?}", Secret::new("sk-123")), "<redacted>");
+        let mut s = HttpSettings::new("http://127.0.0.1:1/v1/");
+        s.api_key = Some(Secret::new("sk-123"));
+        s.headers.push(("x-gateway-token".into(), "gw-456".into()));
+        let endpoint = s.clone().connect("/chat").unwrap();
+        for shown in [format!("{s:?}"), format!("{endpoint:?}")] {
+            assert!(
+                !shown.contains("sk-123") && !shown.contains("gw-456"),
+                "{shown}"
+            );
+            assert!(shown.contains("x-gateway-token"), "{shown}");
+        }
+        assert_eq!(endpoint.base_url(), "http://127.0.0.1:1/v1");
+    }
+
+    #[test]
+    fn invalid_settings_are_config_errors() {
+        let mut s = HttpSettings::new("ftp://host");
+        assert!(matches!(s.clone().connect(""), Err(Error::Config(_))));
+        s.base_url = "http://host".into();
+        s.headers.push(("bad header".into(), "v".into()));
+        assert!(matches!(s.clone().connect(""), Err(Error::Config(_))));
+        s.headers.clear();
+        s.api_key = Some(Secret::new("line\nbreak"));
+        let err = s.connect("").unwrap_err().to_string();
+        assert!(!err.contains("break"), "the key is not shown: {err}");
     }
 }

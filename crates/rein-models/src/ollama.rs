@@ -2,17 +2,18 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use rein_core::{
     BlockDelta, BlockStart, ContentBlock, Error, ModelError, ModelRequest, Role, StopReason,
-    StreamEvent, StreamMetrics, ToolChoice, ToolResultContent, Usage,
+    StreamEvent, ToolChoice, ToolResultContent, Usage,
 };
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::http::{self, Flow, Secret};
+use crate::http::{
+    self, BodyDecoder, Flow, HttpEndpoint, HttpSettings, KeyHeader, Secret, WireDecoder,
+};
 use crate::model::{Model, ModelInfo, ModelStream};
 
 const PROVIDER: &str = "ollama";
@@ -39,28 +40,20 @@ pub const OLLAMA_MAX_LINE: usize = 8 * 1024 * 1024;
 /// ```
 #[derive(Clone)]
 pub struct OllamaModel {
-    client: reqwest::Client,
-    url: String,
-    base_url: String,
+    http: HttpEndpoint,
     model_id: String,
-    api_key: Option<Secret>,
     options: Map<String, Value>,
     think: Option<bool>,
     keep_alive: Option<String>,
-    connect_timeout: Duration,
-    idle_timeout: Duration,
 }
 
 impl fmt::Debug for OllamaModel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OllamaModel")
-            .field("base_url", &self.base_url)
             .field("model_id", &self.model_id)
-            .field("api_key", &self.api_key)
             .field("options", &self.options)
             .field("think", &self.think)
-            .field("connect_timeout", &self.connect_timeout)
-            .field("idle_timeout", &self.idle_timeout)
+            .field("http", &self.http)
             .finish_non_exhaustive()
     }
 }
@@ -69,22 +62,18 @@ impl fmt::Debug for OllamaModel {
 #[derive(Clone)]
 #[must_use]
 pub struct OllamaModelBuilder {
-    base_url: String,
+    http: HttpSettings,
     model_id: String,
-    api_key: Option<Secret>,
     options: Map<String, Value>,
     think: Option<bool>,
     keep_alive: Option<String>,
-    connect_timeout: Duration,
-    idle_timeout: Duration,
 }
 
 impl fmt::Debug for OllamaModelBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OllamaModelBuilder")
-            .field("base_url", &self.base_url)
             .field("model_id", &self.model_id)
-            .field("api_key", &self.api_key)
+            .field("http", &self.http)
             .finish_non_exhaustive()
     }
 }
@@ -109,14 +98,11 @@ impl OllamaModel {
     /// timeout 10 s and stream idle timeout 120 s. Reads no environment variable.
     pub fn builder(model_id: impl Into<String>) -> OllamaModelBuilder {
         OllamaModelBuilder {
-            base_url: OLLAMA_DEFAULT_BASE_URL.to_owned(),
+            http: HttpSettings::new(OLLAMA_DEFAULT_BASE_URL),
             model_id: model_id.into(),
-            api_key: None,
             options: Map::new(),
             think: None,
             keep_alive: None,
-            connect_timeout: http::DEFAULT_CONNECT_TIMEOUT,
-            idle_timeout: http::DEFAULT_IDLE_TIMEOUT,
         }
     }
 
@@ -125,33 +111,35 @@ impl OllamaModel {
     pub fn from_env(model_id: impl Into<String>) -> OllamaModelBuilder {
         let mut b = Self::builder(model_id);
         if let Some(host) = http::env_var("OLLAMA_HOST") {
-            b.base_url = host_to_url(&host);
+            b.http.base_url = host_to_url(&host);
         }
         if let Some(key) = http::env_var("OLLAMA_API_KEY") {
-            b.api_key = Some(Secret::new(key));
+            b.http.api_key = Some(Secret::new(key));
         }
         b
     }
 
     /// The base URL (requests go to `{base}/api/chat`).
     pub fn base_url(&self) -> &str {
-        &self.base_url
+        self.http.base_url()
     }
 }
 
 impl OllamaModelBuilder {
     /// The server's base URL, without `/api` (default `http://localhost:11434`).
     pub fn base_url(mut self, url: impl Into<String>) -> Self {
-        self.base_url = url.into();
+        self.http.base_url = url.into();
         self
     }
 
     /// A bearer token sent as `Authorization` (Ollama itself needs none; proxies and hosted
     /// Ollama do). Never shown by `Debug` or errors.
     pub fn api_key(mut self, key: impl Into<String>) -> Self {
-        self.api_key = Some(Secret::new(key));
+        self.http.api_key = Some(Secret::new(key));
         self
     }
+
+    http::http_builder_methods!();
 
     /// One model option (`options` of the request, e.g. `num_ctx`, `top_k`, `repeat_penalty`).
     /// The request's own config (temperature, top_p, max tokens, stop, seed) overrides these.
@@ -178,36 +166,14 @@ impl OllamaModelBuilder {
         self
     }
 
-    /// TCP connect timeout (default 10 s).
-    pub fn connect_timeout(mut self, t: Duration) -> Self {
-        self.connect_timeout = t;
-        self
-    }
-
-    /// Longest wait for the response headers and between two stream chunks (default 120 s;
-    /// loading a large model can take a while).
-    pub fn idle_timeout(mut self, t: Duration) -> Self {
-        self.idle_timeout = t;
-        self
-    }
-
-    /// Builds the model. Fails on an invalid base URL or token.
+    /// Builds the model. Fails on an invalid base URL, token or header.
     pub fn build(self) -> Result<OllamaModel, Error> {
-        let base_url = http::check_base_url(&self.base_url)?;
-        if let Some(key) = &self.api_key {
-            http::check_key(key)?;
-        }
         Ok(OllamaModel {
-            client: http::build_client(self.connect_timeout)?,
-            url: format!("{base_url}/api/chat"),
-            base_url,
+            http: self.http.connect("/api/chat")?,
             model_id: self.model_id,
-            api_key: self.api_key,
             options: self.options,
             think: self.think,
             keep_alive: self.keep_alive,
-            connect_timeout: self.connect_timeout,
-            idle_timeout: self.idle_timeout,
         })
     }
 }
@@ -225,22 +191,12 @@ impl Model for OllamaModel {
         if let Some(k) = &self.keep_alive {
             body["keep_alive"] = json!(k);
         }
-        let mut rb = self
-            .client
-            .post(&self.url)
-            .header("accept", "application/x-ndjson")
-            .header("content-type", "application/json")
-            .body(body.to_string());
-        if let Some(key) = &self.api_key {
-            rb = rb.header(
-                "authorization",
-                http::secret_header(&format!("Bearer {}", key.expose()))?,
-            );
-        }
-        let started = Instant::now();
-        let response =
-            http::send(PROVIDER, rb, self.idle_timeout, http::is_context_overflow).await?;
-        Ok(ndjson_model_stream(response, self.idle_timeout, started))
+        let rb = self
+            .http
+            .post("application/x-ndjson", KeyHeader::Bearer, body.to_string())?;
+        self.http
+            .stream_body(PROVIDER, rb, NdjsonDecoder::default())
+            .await
     }
 }
 
@@ -468,13 +424,9 @@ fn stream_error(err: &Value) -> ModelError {
     e.with_body(json!({"error": err}).to_string())
 }
 
-impl NdjsonDecoder {
+impl BodyDecoder for NdjsonDecoder {
     /// Feeds raw body bytes; complete lines are decoded.
-    pub(crate) fn feed(
-        &mut self,
-        bytes: &[u8],
-        out: &mut VecDeque<StreamEvent>,
-    ) -> Result<Flow, ModelError> {
+    fn feed(&mut self, bytes: &[u8], out: &mut VecDeque<StreamEvent>) -> Result<Flow, ModelError> {
         let mut rest = bytes;
         while let Some(pos) = rest.iter().position(|&b| b == b'\n') {
             let (head, tail) = rest.split_at(pos);
@@ -488,7 +440,9 @@ impl NdjsonDecoder {
         self.push_bytes(rest)?;
         Ok(Flow::Continue)
     }
+}
 
+impl NdjsonDecoder {
     fn push_bytes(&mut self, b: &[u8]) -> Result<(), ModelError> {
         if self.buf.len().saturating_add(b.len()) > OLLAMA_MAX_LINE {
             self.buf.clear();
@@ -601,10 +555,12 @@ impl NdjsonDecoder {
             out.push_back(StreamEvent::BlockStop);
         }
     }
+}
 
+impl WireDecoder for NdjsonDecoder {
     /// The body ended (or `done` arrived): decode a last unterminated line, then push the
     /// final events, or fail when no `done` line arrived.
-    pub(crate) fn finish(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<(), ModelError> {
+    fn finish(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<(), ModelError> {
         if !self.done && !self.buf.is_empty() {
             let line = std::mem::take(&mut self.buf);
             self.line_bytes(&line, out)?;
@@ -622,7 +578,7 @@ impl NdjsonDecoder {
     }
 
     /// Usage gathered so far.
-    pub(crate) fn usage(&self) -> Usage {
+    fn usage(&self) -> Usage {
         Usage {
             input_tokens: self.input,
             output_tokens: self.output,
@@ -633,161 +589,15 @@ impl NdjsonDecoder {
     }
 }
 
-struct NdjsonState {
-    response: Option<reqwest::Response>,
-    decoder: NdjsonDecoder,
-    pending: VecDeque<StreamEvent>,
-    idle: Duration,
-    started: Instant,
-    first_byte: Option<Duration>,
-    finished: bool,
-}
-
-fn ndjson_model_stream(
-    response: reqwest::Response,
-    idle: Duration,
-    started: Instant,
-) -> ModelStream {
-    let state = NdjsonState {
-        response: Some(response),
-        decoder: NdjsonDecoder::default(),
-        pending: VecDeque::new(),
-        idle,
-        started,
-        first_byte: None,
-        finished: false,
-    };
-    Box::pin(futures_util::stream::unfold(state, |mut st| async move {
-        let item = st.next_item().await?;
-        Some((item, st))
-    }))
-}
-
-impl NdjsonState {
-    async fn next_item(&mut self) -> Option<Result<StreamEvent, ModelError>> {
-        loop {
-            if let Some(ev) = self.pending.pop_front() {
-                return Some(Ok(ev));
-            }
-            if self.finished {
-                return None;
-            }
-            let Some(resp) = self.response.as_mut() else {
-                return self.end();
-            };
-            match tokio::time::timeout(self.idle, resp.chunk()).await {
-                Err(_) => {
-                    let e = ModelError::timeout(format!(
-                        "{PROVIDER}: no stream data for {} ms",
-                        self.idle.as_millis()
-                    ));
-                    let e = if self.first_byte.is_some() {
-                        e
-                    } else {
-                        e.before_first_byte()
-                    };
-                    self.fail();
-                    return Some(Err(e));
-                }
-                Ok(Err(t)) => {
-                    let kind = if t.is_timeout() {
-                        rein_core::ModelErrorKind::Timeout
-                    } else {
-                        rein_core::ModelErrorKind::Transport
-                    };
-                    let mut e = ModelError::new(
-                        kind,
-                        format!("{PROVIDER}: connection dropped mid-stream: {t}"),
-                    )
-                    .with_source(t);
-                    if self.first_byte.is_none() {
-                        e = e.before_first_byte();
-                    }
-                    self.fail();
-                    return Some(Err(e));
-                }
-                Ok(Ok(None)) => {
-                    self.response = None;
-                    return self.end();
-                }
-                Ok(Ok(Some(bytes))) => {
-                    if self.first_byte.is_none() {
-                        self.first_byte = Some(self.started.elapsed());
-                    }
-                    match self.decoder.feed(&bytes, &mut self.pending) {
-                        Ok(Flow::Continue) => {}
-                        Ok(Flow::Done) => {
-                            self.response = None;
-                            if let Some(e) = self.end_into_pending() {
-                                return Some(Err(e));
-                            }
-                        }
-                        Err(e) => {
-                            self.fail();
-                            return Some(Err(e));
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    fn fail(&mut self) {
-        self.finished = true;
-        self.response = None;
-        self.pending.clear();
-    }
-
-    fn end_into_pending(&mut self) -> Option<ModelError> {
-        match self.decoder.finish(&mut self.pending) {
-            Ok(()) => {
-                self.pending.push_back(StreamEvent::Metadata {
-                    usage: self.decoder.usage(),
-                    metrics: StreamMetrics {
-                        latency: Some(self.started.elapsed()),
-                        time_to_first_byte: self.first_byte,
-                    },
-                });
-                self.finished = true;
-                None
-            }
-            Err(e) => {
-                self.fail();
-                Some(e)
-            }
-        }
-    }
-
-    fn end(&mut self) -> Option<Result<StreamEvent, ModelError>> {
-        if let Some(e) = self.end_into_pending() {
-            return Some(Err(e));
-        }
-        self.pending.pop_front().map(Ok)
-    }
-}
-
-/// Decodes a whole NDJSON body split into `chunks` (no HTTP): the events, then the error that
-/// ended decoding, if any. Used by the fuzz targets and property tests.
-#[cfg(any(test, feature = "test-util"))]
-pub(crate) fn decode_chunks<'a>(
-    chunks: impl IntoIterator<Item = &'a [u8]>,
-) -> (Vec<StreamEvent>, Option<ModelError>) {
-    let mut d = NdjsonDecoder::default();
-    let mut out = VecDeque::new();
-    for c in chunks {
-        match d.feed(c, &mut out) {
-            Ok(Flow::Continue) => {}
-            Ok(Flow::Done) => break,
-            Err(e) => return (out.into(), Some(e)),
-        }
-    }
-    let err = d.finish(&mut out).err();
-    (out.into(), err)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn decode_chunks<'a>(
+        chunks: impl IntoIterator<Item = &'a [u8]>,
+    ) -> (Vec<StreamEvent>, Option<ModelError>) {
+        http::decode_body_chunks(NdjsonDecoder::default(), chunks)
+    }
 
     #[test]
     fn host_forms() {

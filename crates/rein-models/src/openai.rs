@@ -5,7 +5,6 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use rein_core::{
@@ -15,7 +14,9 @@ use rein_core::{
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::http::{self, Flow, Secret, SseDecoder};
+use crate::http::{
+    self, Flow, HttpEndpoint, HttpSettings, KeyHeader, Secret, SseDecoder, WireDecoder,
+};
 use crate::model::{Model, ModelInfo, ModelStream};
 
 const PROVIDER: &str = "openai";
@@ -42,31 +43,18 @@ pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 /// ```
 #[derive(Clone)]
 pub struct OpenAiModel {
-    client: reqwest::Client,
-    url: String,
-    base_url: String,
+    http: HttpEndpoint,
     model_id: String,
-    api_key: Option<Secret>,
-    headers: Vec<(String, String)>,
     extra_body: Map<String, Value>,
     include_usage: bool,
     max_completion_tokens: bool,
-    connect_timeout: Duration,
-    idle_timeout: Duration,
 }
 
 impl fmt::Debug for OpenAiModel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OpenAiModel")
-            .field("base_url", &self.base_url)
             .field("model_id", &self.model_id)
-            .field("api_key", &self.api_key)
-            .field(
-                "headers",
-                &self.headers.iter().map(|(n, _)| n).collect::<Vec<_>>(),
-            )
-            .field("connect_timeout", &self.connect_timeout)
-            .field("idle_timeout", &self.idle_timeout)
+            .field("http", &self.http)
             .finish_non_exhaustive()
     }
 }
@@ -75,23 +63,18 @@ impl fmt::Debug for OpenAiModel {
 #[derive(Clone)]
 #[must_use]
 pub struct OpenAiModelBuilder {
-    base_url: String,
+    http: HttpSettings,
     model_id: String,
-    api_key: Option<Secret>,
-    headers: Vec<(String, String)>,
     extra_body: Map<String, Value>,
     include_usage: bool,
     max_completion_tokens: bool,
-    connect_timeout: Duration,
-    idle_timeout: Duration,
 }
 
 impl fmt::Debug for OpenAiModelBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OpenAiModelBuilder")
-            .field("base_url", &self.base_url)
             .field("model_id", &self.model_id)
-            .field("api_key", &self.api_key)
+            .field("http", &self.http)
             .finish_non_exhaustive()
     }
 }
@@ -101,15 +84,11 @@ impl OpenAiModel {
     /// stream idle timeout 120 s. Reads no environment variable.
     pub fn builder(model_id: impl Into<String>) -> OpenAiModelBuilder {
         OpenAiModelBuilder {
-            base_url: OPENAI_DEFAULT_BASE_URL.to_owned(),
+            http: HttpSettings::new(OPENAI_DEFAULT_BASE_URL),
             model_id: model_id.into(),
-            api_key: None,
-            headers: Vec::new(),
             extra_body: Map::new(),
             include_usage: true,
             max_completion_tokens: false,
-            connect_timeout: http::DEFAULT_CONNECT_TIMEOUT,
-            idle_timeout: http::DEFAULT_IDLE_TIMEOUT,
         }
     }
 
@@ -118,38 +97,34 @@ impl OpenAiModel {
     pub fn from_env(model_id: impl Into<String>) -> OpenAiModelBuilder {
         let mut b = Self::builder(model_id);
         if let Some(url) = http::env_var("OPENAI_BASE_URL") {
-            b.base_url = url;
+            b.http.base_url = url;
         }
         if let Some(key) = http::env_var("OPENAI_API_KEY") {
-            b.api_key = Some(Secret::new(key));
+            b.http.api_key = Some(Secret::new(key));
         }
         b
     }
 
     /// The base URL requests go to (`.../v1`).
     pub fn base_url(&self) -> &str {
-        &self.base_url
+        self.http.base_url()
     }
 }
 
 impl OpenAiModelBuilder {
     /// The API base URL, up to and including `/v1` (e.g. `http://127.0.0.1:11434/v1`).
     pub fn base_url(mut self, url: impl Into<String>) -> Self {
-        self.base_url = url.into();
+        self.http.base_url = url.into();
         self
     }
 
     /// The API key, sent as `Authorization: Bearer <key>`. Never shown by `Debug` or errors.
     pub fn api_key(mut self, key: impl Into<String>) -> Self {
-        self.api_key = Some(Secret::new(key));
+        self.http.api_key = Some(Secret::new(key));
         self
     }
 
-    /// An extra HTTP header on every request (e.g. `OpenAI-Organization`).
-    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
-        self.headers.push((name.into(), value.into()));
-        self
-    }
+    http::http_builder_methods!();
 
     /// Extra top-level request fields merged into every request body (e.g.
     /// `{"reasoning_effort": "low"}`, or server-specific sampling options). They override the
@@ -173,44 +148,14 @@ impl OpenAiModelBuilder {
         self
     }
 
-    /// TCP connect timeout (default 10 s); exceeding it is a retryable `Timeout` error.
-    pub fn connect_timeout(mut self, t: Duration) -> Self {
-        self.connect_timeout = t;
-        self
-    }
-
-    /// Longest wait for the response headers and between two stream chunks (default 120 s);
-    /// exceeding it is a `Timeout` error.
-    pub fn idle_timeout(mut self, t: Duration) -> Self {
-        self.idle_timeout = t;
-        self
-    }
-
     /// Builds the model. Fails on an invalid base URL or header.
     pub fn build(self) -> Result<OpenAiModel, Error> {
-        let base_url = http::check_base_url(&self.base_url)?;
-        if let Some(key) = &self.api_key {
-            http::check_key(key)?;
-        }
-        for (name, value) in &self.headers {
-            if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err()
-                || reqwest::header::HeaderValue::from_str(value).is_err()
-            {
-                return Err(Error::Config(format!("invalid HTTP header '{name}'")));
-            }
-        }
         Ok(OpenAiModel {
-            client: http::build_client(self.connect_timeout)?,
-            url: format!("{base_url}/chat/completions"),
-            base_url,
+            http: self.http.connect("/chat/completions")?,
             model_id: self.model_id,
-            api_key: self.api_key,
-            headers: self.headers,
             extra_body: self.extra_body,
             include_usage: self.include_usage,
             max_completion_tokens: self.max_completion_tokens,
-            connect_timeout: self.connect_timeout,
-            idle_timeout: self.idle_timeout,
         })
     }
 }
@@ -228,31 +173,12 @@ impl Model for OpenAiModel {
             self.max_completion_tokens,
             &self.extra_body,
         );
-        let mut rb = self
-            .client
-            .post(&self.url)
-            .header("accept", "text/event-stream")
-            .header("content-type", "application/json")
-            .body(body.to_string());
-        if let Some(key) = &self.api_key {
-            rb = rb.header(
-                "authorization",
-                http::secret_header(&format!("Bearer {}", key.expose()))?,
-            );
-        }
-        for (n, v) in &self.headers {
-            rb = rb.header(n.as_str(), v.as_str());
-        }
-        let started = Instant::now();
-        let response =
-            http::send(PROVIDER, rb, self.idle_timeout, http::is_context_overflow).await?;
-        Ok(http::sse_model_stream(
-            PROVIDER,
-            response,
-            ChatDecoder::default(),
-            self.idle_timeout,
-            started,
-        ))
+        let rb = self
+            .http
+            .post("text/event-stream", KeyHeader::Bearer, body.to_string())?;
+        self.http
+            .stream_sse(PROVIDER, rb, ChatDecoder::default())
+            .await
     }
 }
 
@@ -766,7 +692,9 @@ impl SseDecoder for ChatDecoder {
         }
         Ok(Flow::Continue)
     }
+}
 
+impl WireDecoder for ChatDecoder {
     fn finish(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<(), ModelError> {
         let Some(stop_reason) = self.finish else {
             return Err(ModelError::malformed_stream(format!(

@@ -15,12 +15,12 @@ use rein_models::fuzzing;
 
 type Decode = fn(&[u8]) -> (Vec<StreamEvent>, Option<ModelError>);
 
-/// Fuzzing finding (anthropic_sse, libFuzzer, ~35k runs): the SSE decoders forward a delta whose
-/// kind does not match the open block (here a `text_delta` inside a `tool_use` block). Not a
-/// panic: the assembler rejects it with a typed error. The Ollama decoder cannot produce such
-/// a sequence, so only its runs require accepted bodies to assemble.
+/// Fuzzing finding (anthropic_sse, libFuzzer, ~35k runs): the Anthropic decoder forwarded a
+/// delta whose kind does not match the open block (here a `text_delta` inside a `tool_use`
+/// block), which only the assembler caught. The decoder now tracks the open block's kind and
+/// fails such a stream itself with a typed malformed-stream error.
 #[test]
-fn mismatched_delta_kind_is_a_typed_assembly_error_not_a_panic() {
+fn mismatched_delta_kind_is_a_malformed_stream() {
     let body = concat!(
         "?event: message_start\n",
         "data: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":3}}}\n\n",
@@ -35,9 +35,10 @@ fn mismatched_delta_kind_is_a_typed_assembly_error_not_a_panic() {
         "event: message_stop\n",
         "data: {\"type\":\"message_stop\"}\n\n",
     );
-    let (events, err) = fuzzing::anthropic_sse(body.as_bytes());
-    assert!(err.is_none(), "{err:?}");
-    assert!(!fuzzing::assemble(&events));
+    let (_, err) = fuzzing::anthropic_sse(body.as_bytes());
+    let err = err.expect("a text delta inside a tool use is rejected");
+    assert_eq!(err.kind(), rein_core::ModelErrorKind::MalformedStream);
+    assert!(err.message().contains("text_delta"), "{err}");
 }
 
 /// xorshift64*: deterministic, no dependency.
@@ -83,7 +84,8 @@ fn mutate(rng: &mut Rng, base: &[u8]) -> Vec<u8> {
     v
 }
 
-fn run(name: &str, decode: Decode, seeds: &[&str], cases: usize, strict: bool) {
+/// Every body a decoder accepts must assemble: the decoders reject what the assembler would.
+fn run(name: &str, decode: Decode, seeds: &[&str], cases: usize) {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ name.len() as u64);
     let mut accepted = 0;
     for case in 0..cases {
@@ -100,7 +102,7 @@ fn run(name: &str, decode: Decode, seeds: &[&str], cases: usize, strict: bool) {
         if err.is_none() {
             accepted += 1;
             assert!(
-                assembled || !strict,
+                assembled,
                 "{name} case {case}: accepted body did not assemble: {:?}",
                 String::from_utf8_lossy(&input)
             );
@@ -136,7 +138,6 @@ fn ollama_ndjson_decoder_survives_hostile_bodies() {
             fx!("ollama/max_tokens.ndjson"),
         ],
         4000,
-        true,
     );
 }
 
@@ -153,7 +154,6 @@ fn openai_sse_decoder_survives_hostile_bodies() {
             fx!("openai/cache_usage.sse"),
         ],
         4000,
-        false,
     );
 }
 
@@ -170,7 +170,6 @@ fn anthropic_sse_decoder_survives_hostile_bodies() {
             fx!("anthropic/cache_usage.sse"),
         ],
         4000,
-        false,
     );
 }
 
