@@ -94,7 +94,10 @@ pub fn anthropic_sse(data: &[u8]) -> (Vec<StreamEvent>, Option<ModelError>) {
 #[cfg(feature = "bedrock")]
 pub fn bedrock_eventstream(data: &[u8]) -> (Vec<StreamEvent>, Option<ModelError>) {
     let (size, body) = split(data);
-    crate::bedrock::decode_chunks(body.chunks(size))
+    crate::http::decode_body_chunks(
+        crate::bedrock::EventStreamDecoder::default(),
+        body.chunks(size),
+    )
 }
 
 /// Runs the Bedrock decoder over valid frames made from text lines (`<event-type> <payload>`,
@@ -104,7 +107,10 @@ pub fn bedrock_eventstream(data: &[u8]) -> (Vec<StreamEvent>, Option<ModelError>
 pub fn bedrock_event_lines(data: &[u8]) -> (Vec<StreamEvent>, Option<ModelError>) {
     let (size, lines) = split(data);
     let body = crate::bedrock::frames::encode_lines(lines);
-    crate::bedrock::decode_chunks(body.chunks(size))
+    crate::http::decode_body_chunks(
+        crate::bedrock::EventStreamDecoder::default(),
+        body.chunks(size),
+    )
 }
 
 /// Encodes a JSON list of Bedrock stream messages to event-stream frames, one `Vec` per frame,

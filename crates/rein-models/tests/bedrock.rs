@@ -186,6 +186,7 @@ async fn request_on_the_wire() {
     assert_eq!(req.header("authorization"), Some("Bearer bedrock-api-key"));
     assert_eq!(req.header("content-type"), Some("application/json"));
     assert_eq!(req.header("accept"), Some(EVENT_STREAM));
+    assert_eq!(req.header("x-gateway-tenant"), Some("t1"));
     assert!(
         req.header("x-amz-date").is_none(),
         "a bearer request is not signed"

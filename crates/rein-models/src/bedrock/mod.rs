@@ -2,7 +2,6 @@
 //! answered with a binary event stream (`application/vnd.amazon.eventstream`).
 
 mod auth;
-mod driver;
 #[cfg(any(test, feature = "test-util"))]
 pub(crate) mod frames;
 mod request;
@@ -17,10 +16,9 @@ use serde_json::{Map, Value};
 use auth::Auth;
 pub use auth::{AwsCredentials, AwsCredentialsProvider};
 pub use stream::BEDROCK_MAX_FRAME;
-#[cfg(feature = "test-util")]
-pub(crate) use stream::decode_chunks;
+pub(crate) use stream::EventStreamDecoder;
 
-use crate::http::{self, Secret};
+use crate::http::{self, HttpEndpoint, HttpSettings, KeyHeader, Secret};
 use crate::model::{Model, ModelInfo, ModelStream};
 
 const PROVIDER: &str = "bedrock";
@@ -58,27 +56,23 @@ const MAX_ERROR_BODY: usize = 64 * 1024;
 /// ```
 #[derive(Clone)]
 pub struct BedrockModel {
-    client: reqwest::Client,
-    url: reqwest::Url,
-    endpoint: String,
+    http: HttpEndpoint,
+    /// The request URL as reqwest sends it (what SigV4 signs).
+    url: String,
     region: String,
     model_id: String,
     auth: Auth,
     additional_fields: Map<String, Value>,
     extra_body: Map<String, Value>,
-    connect_timeout: Duration,
-    idle_timeout: Duration,
 }
 
 impl fmt::Debug for BedrockModel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BedrockModel")
-            .field("endpoint", &self.endpoint)
             .field("region", &self.region)
             .field("model_id", &self.model_id)
             .field("auth", &self.auth)
-            .field("connect_timeout", &self.connect_timeout)
-            .field("idle_timeout", &self.idle_timeout)
+            .field("http", &self.http)
             .finish_non_exhaustive()
     }
 }
@@ -94,8 +88,8 @@ pub struct BedrockModelBuilder {
     credentials: Option<Auth>,
     additional_fields: Map<String, Value>,
     extra_body: Map<String, Value>,
-    connect_timeout: Duration,
-    idle_timeout: Duration,
+    /// Extra headers and timeouts (the base URL is set by `build`).
+    http: HttpSettings,
 }
 
 impl fmt::Debug for BedrockModelBuilder {
@@ -106,6 +100,7 @@ impl fmt::Debug for BedrockModelBuilder {
             .field("endpoint_url", &self.endpoint_url)
             .field("bearer_token", &self.bearer_token)
             .field("credentials", &self.credentials)
+            .field("http", &self.http)
             .finish_non_exhaustive()
     }
 }
@@ -129,8 +124,7 @@ impl BedrockModel {
             credentials: None,
             additional_fields: Map::new(),
             extra_body: Map::new(),
-            connect_timeout: http::DEFAULT_CONNECT_TIMEOUT,
-            idle_timeout: http::DEFAULT_IDLE_TIMEOUT,
+            http: HttpSettings::new(""),
         }
     }
 
@@ -189,7 +183,7 @@ impl BedrockModel {
 
     /// The endpoint (requests go to `{endpoint}/model/{modelId}/converse-stream`).
     pub fn endpoint(&self) -> &str {
-        &self.endpoint
+        self.http.base_url()
     }
 
     /// The AWS region (in the SigV4 scope, and in the default endpoint).
@@ -254,17 +248,7 @@ impl BedrockModelBuilder {
         self
     }
 
-    /// TCP connect timeout (default 10 s).
-    pub fn connect_timeout(mut self, t: Duration) -> Self {
-        self.connect_timeout = t;
-        self
-    }
-
-    /// Longest wait for the response headers and between two stream chunks (default 120 s).
-    pub fn idle_timeout(mut self, t: Duration) -> Self {
-        self.idle_timeout = t;
-        self
-    }
+    http::http_builder_methods!();
 
     /// Builds the model. Fails ([`Error::Config`]) without a region or a valid one, without
     /// credentials or a bearer token, or on an invalid endpoint.
@@ -299,27 +283,29 @@ impl BedrockModelBuilder {
             }
         };
         auth.check()?;
-        let endpoint = match &self.endpoint_url {
-            Some(url) => http::check_base_url(url)?,
+        let mut settings = self.http;
+        settings.base_url = match self.endpoint_url {
+            Some(url) => url,
             None => format!("https://bedrock-runtime.{region}.amazonaws.com"),
         };
-        let url = format!(
-            "{endpoint}/model/{}/converse-stream",
+        let path = format!(
+            "/model/{}/converse-stream",
             encode_path_segment(&self.model_id)
         );
+        let http = settings.connect(&path)?;
+        // The URL exactly as reqwest will send it, for the signature.
+        let url = format!("{}{path}", http.base_url());
         let url = reqwest::Url::parse(&url)
-            .map_err(|e| Error::Config(format!("bedrock: invalid request URL '{url}': {e}")))?;
+            .map_err(|e| Error::Config(format!("bedrock: invalid request URL '{url}': {e}")))?
+            .to_string();
         Ok(BedrockModel {
-            client: http::build_client(self.connect_timeout)?,
+            http,
             url,
-            endpoint,
             region,
             model_id: self.model_id,
             auth,
             additional_fields: self.additional_fields,
             extra_body: self.extra_body,
-            connect_timeout: self.connect_timeout,
-            idle_timeout: self.idle_timeout,
         })
     }
 }
@@ -345,23 +331,26 @@ impl Model for BedrockModel {
 
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
         let body = request::encode_request(&request, &self.additional_fields, &self.extra_body)
-            .to_string()
-            .into_bytes();
+            .to_string();
         let auth = self
             .auth
-            .headers(self.url.as_str(), CONTENT_TYPE, &body, &self.region)
+            .headers(&self.url, CONTENT_TYPE, body.as_bytes(), &self.region)
             .await?;
-        let mut rb = self
-            .client
-            .post(self.url.clone())
-            .header("accept", EVENT_STREAM)
-            .header("content-type", CONTENT_TYPE);
+        // No key in the endpoint's settings: `auth` carries the bearer token or the signature.
+        let mut rb = self.http.post(EVENT_STREAM, KeyHeader::Bearer, body)?;
         for (name, value) in auth {
             rb = rb.header(name, value);
         }
         let started = Instant::now();
-        let response = send(rb.body(body), self.idle_timeout).await?;
-        Ok(driver::event_stream(response, self.idle_timeout, started))
+        let idle = self.http.idle_timeout();
+        let response = send(rb, idle).await?;
+        Ok(http::body_model_stream(
+            PROVIDER,
+            response,
+            EventStreamDecoder::default(),
+            idle,
+            started,
+        ))
     }
 }
 
@@ -536,7 +525,7 @@ mod tests {
             .build()
             .unwrap();
         assert_eq!(
-            m.url.as_str(),
+            m.url,
             "https://bedrock-runtime.us-west-2.amazonaws.com/model/\
              anthropic.claude-3-haiku-20240307-v1%3A0/converse-stream"
         );

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{PROVIDER, error_for_type};
-use crate::http::Flow;
+use crate::http::{BodyDecoder, Flow, WireDecoder};
 
 /// The largest event-stream frame accepted (the event-stream limit, 16 MiB): a prelude
 /// announcing more is a malformed stream, before anything of it is buffered.
@@ -184,13 +184,9 @@ pub(crate) struct EventStreamDecoder {
     done: bool,
 }
 
-impl EventStreamDecoder {
+impl BodyDecoder for EventStreamDecoder {
     /// Feeds raw body bytes; every complete frame is decoded.
-    pub(crate) fn feed(
-        &mut self,
-        bytes: &[u8],
-        out: &mut VecDeque<StreamEvent>,
-    ) -> Result<Flow, ModelError> {
+    fn feed(&mut self, bytes: &[u8], out: &mut VecDeque<StreamEvent>) -> Result<Flow, ModelError> {
         if self.done {
             return Ok(Flow::Done);
         }
@@ -204,7 +200,9 @@ impl EventStreamDecoder {
         }
         result
     }
+}
 
+impl EventStreamDecoder {
     fn frames_from(
         &mut self,
         pos: &mut usize,
@@ -432,10 +430,12 @@ impl EventStreamDecoder {
         // Other deltas (citations ...) are not modelled.
         Ok(())
     }
+}
 
+impl WireDecoder for EventStreamDecoder {
     /// The body ended (or the last event arrived): push the final events, or fail when the
     /// message is incomplete.
-    pub(crate) fn finish(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<(), ModelError> {
+    fn finish(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<(), ModelError> {
         if !self.done && !self.buf.is_empty() {
             let n = self.buf.len();
             self.buf.clear();
@@ -452,7 +452,7 @@ impl EventStreamDecoder {
     }
 
     /// Usage from the `metadata` event (zero when none came).
-    pub(crate) fn usage(&self) -> Usage {
+    fn usage(&self) -> Usage {
         let Some(u) = &self.usage else {
             return Usage::default();
         };
@@ -471,25 +471,6 @@ impl EventStreamDecoder {
     }
 }
 
-/// Decodes a whole event-stream body split into `chunks` (no HTTP): the events, then the error
-/// that ended decoding, if any. Used by the fuzz targets and property tests.
-#[cfg(any(test, feature = "test-util"))]
-pub(crate) fn decode_chunks<'a>(
-    chunks: impl IntoIterator<Item = &'a [u8]>,
-) -> (Vec<StreamEvent>, Option<ModelError>) {
-    let mut d = EventStreamDecoder::default();
-    let mut out = VecDeque::new();
-    for c in chunks {
-        match d.feed(c, &mut out) {
-            Ok(Flow::Continue) => {}
-            Ok(Flow::Done) => break,
-            Err(e) => return (out.into(), Some(e)),
-        }
-    }
-    let err = d.finish(&mut out).err();
-    (out.into(), err)
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::frames::{encode_json, encode_lines, frame};
@@ -500,7 +481,7 @@ mod tests {
     }
 
     fn decode(bytes: &[u8], chunk: usize) -> (Vec<StreamEvent>, Option<ModelError>) {
-        decode_chunks(bytes.chunks(chunk))
+        crate::http::decode_body_chunks(EventStreamDecoder::default(), bytes.chunks(chunk))
     }
 
     fn kind(bytes: &[u8]) -> Option<ModelErrorKind> {
