@@ -148,6 +148,7 @@ async fn request_on_the_wire() {
         Duration::from_secs(5),
     )
     .bearer_token("bedrock-api-key")
+    .header("x-gateway-tenant", "t1")
     .additional_model_request_fields(fields)
     .build()
     .unwrap();
