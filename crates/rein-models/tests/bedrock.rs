@@ -6,11 +6,13 @@
 #![cfg(all(feature = "test-util", feature = "bedrock"))]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use futures_util::StreamExt as _;
+use common::{assemble, collect};
 use hmac::{Hmac, Mac};
 use rein_core::{
     BlockDelta, ContentBlock, Message, ModelError, ModelErrorKind, ModelRequest, Role,
@@ -20,7 +22,7 @@ use rein_models::conformance::{
     Conformance, FIXTURE_API_KEY, FixtureResponse, FixtureServer, Outcome, ProviderFixtures,
     RecordedRequest,
 };
-use rein_models::{AwsCredentials, AwsCredentialsProvider, BedrockModel, Model, fuzzing};
+use rein_models::{AwsCredentials, AwsCredentialsProvider, BedrockModel, fuzzing};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
@@ -102,35 +104,6 @@ async fn bedrock_passes_the_conformance_suite_with_sigv4() {
         .run()
         .await;
     assert_all_passed(&report);
-}
-
-async fn collect(
-    model: &BedrockModel,
-    req: ModelRequest,
-) -> (Vec<StreamEvent>, Option<ModelError>) {
-    let mut s = match model.stream(req).await {
-        Ok(s) => s,
-        Err(e) => return (Vec::new(), Some(e)),
-    };
-    let mut events = Vec::new();
-    while let Some(item) = s.next().await {
-        match item {
-            Ok(e) => events.push(e),
-            Err(e) => {
-                assert!(s.next().await.is_none(), "the stream ends after its error");
-                return (events, Some(e));
-            }
-        }
-    }
-    (events, None)
-}
-
-fn assemble(events: &[StreamEvent]) -> rein_core::ModelResponse {
-    let mut a = StreamAssembler::new();
-    for e in events {
-        a.push(e.clone()).unwrap();
-    }
-    a.finish().unwrap()
 }
 
 fn hi() -> ModelRequest {
