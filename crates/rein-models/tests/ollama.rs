@@ -32,12 +32,12 @@ fn chunked(ndjson: &str) -> String {
 
 fn fixtures() -> ProviderFixtures {
     ProviderFixtures::new()
-        .text(&chunked(fixture!("text.ndjson")))
-        .tool_call(&chunked(fixture!("tool_call.ndjson")))
-        .parallel_tool_calls(&chunked(fixture!("parallel_tool_calls.ndjson")))
-        .reasoning(&chunked(fixture!("reasoning.ndjson")), None)
-        .max_tokens(&chunked(fixture!("max_tokens.ndjson")))
-        .malformed(&chunked(fixture!("malformed.ndjson")))
+        .text(chunked(fixture!("text.ndjson")))
+        .tool_call(chunked(fixture!("tool_call.ndjson")))
+        .parallel_tool_calls(chunked(fixture!("parallel_tool_calls.ndjson")))
+        .reasoning(chunked(fixture!("reasoning.ndjson")), None)
+        .max_tokens(chunked(fixture!("max_tokens.ndjson")))
+        .malformed(chunked(fixture!("malformed.ndjson")))
         .context_overflow_body(fixture!("context_overflow.json"))
         .error_body(fixture!("not_found.json"))
 }
