@@ -210,7 +210,9 @@ impl Agent {
 
     /// Runs one invocation to its end.
     pub async fn invoke(&mut self, input: impl Into<Input>) -> Result<AgentResult, Error> {
-        self.run(input.into(), Sink::disabled()).await
+        // The run is a ~4 KiB state machine: boxed, the caller's future (often moved into a
+        // spawned task, moved again by the runtime) stays small and is copied cheaply.
+        Box::pin(self.run(input.into(), Sink::disabled())).await
     }
 
     /// Runs one invocation as a stream of [`AgentEvent`](crate::AgentEvent)s, driven by the
