@@ -2,7 +2,8 @@
 //! [`Model`] provider runs against recorded wire fixtures served by a local [`FixtureServer`].
 //!
 //! A provider supplies, in its own wire format, a few recorded response bodies that encode the
-//! canonical content described on each [`ProviderFixtures`] method, plus a factory that builds
+//! canonical content described on each [`ProviderFixtures`] method (SSE text, or binary chunks
+//! with [`FixtureResponse::chunks`] for APIs such as Bedrock's event stream), plus a factory that builds
 //! the provider against a [`FixtureTarget`] (a base URL on 127.0.0.1, an API key, an idle
 //! timeout). The suite then checks streaming, tool calls, parallel tool calls, reasoning, usage,
 //! stop reasons, the typed error of each HTTP status, broken and stalled streams, cancellation,
@@ -102,7 +103,8 @@ enum After {
 }
 
 /// A response the [`FixtureServer`] sends: a status, headers, and a body written in chunks
-/// (`Transfer-Encoding: chunked`, one chunk per SSE event so the client sees real streaming).
+/// (`Transfer-Encoding: chunked`: one chunk per SSE event, or per given byte chunk, so the
+/// client sees real streaming).
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct FixtureResponse {
@@ -121,6 +123,18 @@ impl FixtureResponse {
             status: 200,
             headers: vec![("content-type".into(), "text/event-stream".into())],
             chunks: split_events(body),
+            after: After::Finish,
+            chunk_delay: Duration::from_millis(1),
+        }
+    }
+
+    /// `200 OK` with this `content-type` and a body sent as these chunks, one chunk each (for
+    /// binary streams, e.g. AWS event-stream frames; the chunks may split frames anywhere).
+    pub fn chunks(content_type: &str, chunks: impl IntoIterator<Item = Vec<u8>>) -> Self {
+        Self {
+            status: 200,
+            headers: vec![("content-type".into(), content_type.into())],
+            chunks: chunks.into_iter().collect(),
             after: After::Finish,
             chunk_delay: Duration::from_millis(1),
         }
@@ -167,6 +181,27 @@ impl FixtureResponse {
     /// Number of body chunks.
     pub fn chunk_count(&self) -> usize {
         self.chunks.len()
+    }
+}
+
+/// An SSE body: [`FixtureResponse::sse`].
+impl From<&str> for FixtureResponse {
+    fn from(sse: &str) -> Self {
+        Self::sse(sse)
+    }
+}
+
+/// An SSE body: [`FixtureResponse::sse`].
+impl From<&String> for FixtureResponse {
+    fn from(sse: &String) -> Self {
+        Self::sse(sse)
+    }
+}
+
+/// An SSE body: [`FixtureResponse::sse`].
+impl From<String> for FixtureResponse {
+    fn from(sse: String) -> Self {
+        Self::sse(&sse)
     }
 }
 
@@ -431,16 +466,19 @@ pub struct FixtureTarget {
 
 /// Recorded wire bodies for one provider. Each method documents the exact content its body
 /// must encode; a check whose fixture is missing is reported as skipped.
+///
+/// A body is an SSE text (`&str`, served by [`FixtureResponse::sse`]) or any
+/// [`FixtureResponse`], e.g. [`FixtureResponse::chunks`] for a binary stream.
 #[derive(Debug, Clone, Default)]
 #[must_use]
 pub struct ProviderFixtures {
-    text: Option<String>,
-    tool_call: Option<String>,
-    parallel_tool_calls: Option<String>,
-    reasoning: Option<(String, Option<String>)>,
-    max_tokens: Option<String>,
-    cache_usage: Option<(String, u64, u64)>,
-    malformed: Option<String>,
+    text: Option<FixtureResponse>,
+    tool_call: Option<FixtureResponse>,
+    parallel_tool_calls: Option<FixtureResponse>,
+    reasoning: Option<(FixtureResponse, Option<String>)>,
+    max_tokens: Option<FixtureResponse>,
+    cache_usage: Option<(FixtureResponse, u64, u64)>,
+    malformed: Option<FixtureResponse>,
     context_overflow_body: Option<String>,
     error_body: Option<String>,
 }
@@ -458,49 +496,54 @@ impl ProviderFixtures {
     /// deltas, stop reason end-of-turn, usage 11 input and 5 output tokens (no cache tokens).
     /// Also used, cut short, for the broken-stream, stall and cancellation checks, so it
     /// should have at least four SSE events.
-    pub fn text(mut self, sse: &str) -> Self {
-        self.text = Some(sse.to_owned());
+    pub fn text(mut self, body: impl Into<FixtureResponse>) -> Self {
+        self.text = Some(body.into());
         self
     }
 
     /// One tool call: id `call_1`, name `get_weather`, input `{"city": "Paris", "unit":
     /// "celsius"}` sent in at least two JSON fragments; stop reason tool use.
-    pub fn tool_call(mut self, sse: &str) -> Self {
-        self.tool_call = Some(sse.to_owned());
+    pub fn tool_call(mut self, body: impl Into<FixtureResponse>) -> Self {
+        self.tool_call = Some(body.into());
         self
     }
 
     /// Two parallel tool calls: `call_1` `get_weather` `{"city": "Paris"}` then `call_2`
     /// `get_time` `{"timezone": "Europe/Paris"}`, arguments fragmented; stop reason tool use.
-    pub fn parallel_tool_calls(mut self, sse: &str) -> Self {
-        self.parallel_tool_calls = Some(sse.to_owned());
+    pub fn parallel_tool_calls(mut self, body: impl Into<FixtureResponse>) -> Self {
+        self.parallel_tool_calls = Some(body.into());
         self
     }
 
     /// Reasoning then text: reasoning `The user greets me.` (with `signature` when the API
     /// signs reasoning), then the text `Hi!`; stop reason end-of-turn.
-    pub fn reasoning(mut self, sse: &str, signature: Option<&str>) -> Self {
-        self.reasoning = Some((sse.to_owned(), signature.map(str::to_owned)));
+    pub fn reasoning(mut self, body: impl Into<FixtureResponse>, signature: Option<&str>) -> Self {
+        self.reasoning = Some((body.into(), signature.map(str::to_owned)));
         self
     }
 
     /// An answer cut by the output limit: text `Hello` then the provider's max-tokens stop.
-    pub fn max_tokens(mut self, sse: &str) -> Self {
-        self.max_tokens = Some(sse.to_owned());
+    pub fn max_tokens(mut self, body: impl Into<FixtureResponse>) -> Self {
+        self.max_tokens = Some(body.into());
         self
     }
 
     /// Text `Cached.` with prompt-cache usage: `cache_read` tokens read from the cache and
     /// `cache_write` written to it (0 where the API reports none).
-    pub fn cache_usage(mut self, sse: &str, cache_read: u64, cache_write: u64) -> Self {
-        self.cache_usage = Some((sse.to_owned(), cache_read, cache_write));
+    pub fn cache_usage(
+        mut self,
+        body: impl Into<FixtureResponse>,
+        cache_read: u64,
+        cache_write: u64,
+    ) -> Self {
+        self.cache_usage = Some((body.into(), cache_read, cache_write));
         self
     }
 
     /// A stream whose data is not valid for the protocol (e.g. a JSON line that does not
     /// parse): must yield a `MalformedStream` error.
-    pub fn malformed(mut self, sse: &str) -> Self {
-        self.malformed = Some(sse.to_owned());
+    pub fn malformed(mut self, body: impl Into<FixtureResponse>) -> Self {
+        self.malformed = Some(body.into());
         self
     }
 
@@ -713,9 +756,9 @@ where
     /// Serves a success fixture and assembles the response, checking the event grammar.
     async fn success(
         &self,
-        sse: &str,
+        body: &FixtureResponse,
     ) -> Result<(rein_core::ModelResponse, Vec<StreamEvent>), String> {
-        let ((events, err), _server) = self.exchange(FixtureResponse::sse(sse)).await?;
+        let ((events, err), _server) = self.exchange(body.clone()).await?;
         if let Some(e) = err {
             return Err(format!("unexpected error: {e}"));
         }
@@ -729,10 +772,10 @@ where
     }
 
     async fn check_text(&self) -> Outcome {
-        let Some(sse) = &self.fixtures.text else {
+        let Some(fixture) = &self.fixtures.text else {
             return Outcome::Skipped("no text fixture".into());
         };
-        let (r, events) = match self.success(sse).await {
+        let (r, events) = match self.success(fixture).await {
             Ok(x) => x,
             Err(e) => return fail(e),
         };
@@ -765,10 +808,10 @@ where
     }
 
     async fn check_tool_call(&self) -> Outcome {
-        let Some(sse) = &self.fixtures.tool_call else {
+        let Some(fixture) = &self.fixtures.tool_call else {
             return Outcome::Skipped("no tool_call fixture".into());
         };
-        let (r, events) = match self.success(sse).await {
+        let (r, events) = match self.success(fixture).await {
             Ok(x) => x,
             Err(e) => return fail(e),
         };
@@ -797,10 +840,10 @@ where
     }
 
     async fn check_parallel(&self) -> Outcome {
-        let Some(sse) = &self.fixtures.parallel_tool_calls else {
+        let Some(fixture) = &self.fixtures.parallel_tool_calls else {
             return Outcome::Skipped("no parallel_tool_calls fixture".into());
         };
-        let (r, _) = match self.success(sse).await {
+        let (r, _) = match self.success(fixture).await {
             Ok(x) => x,
             Err(e) => return fail(e),
         };
@@ -819,10 +862,10 @@ where
     }
 
     async fn check_reasoning(&self) -> Outcome {
-        let Some((sse, sig)) = &self.fixtures.reasoning else {
+        let Some((fixture, sig)) = &self.fixtures.reasoning else {
             return Outcome::Skipped("no reasoning fixture".into());
         };
-        let (r, _) = match self.success(sse).await {
+        let (r, _) = match self.success(fixture).await {
             Ok(x) => x,
             Err(e) => return fail(e),
         };
@@ -845,10 +888,10 @@ where
     }
 
     async fn check_max_tokens(&self) -> Outcome {
-        let Some(sse) = &self.fixtures.max_tokens else {
+        let Some(fixture) = &self.fixtures.max_tokens else {
             return Outcome::Skipped("no max_tokens fixture".into());
         };
-        match self.success(sse).await {
+        match self.success(fixture).await {
             Err(e) => fail(e),
             Ok((r, _)) if r.stop_reason != StopReason::MaxTokens => fail(format!(
                 "stop reason {:?}, expected MaxTokens",
@@ -862,10 +905,10 @@ where
     }
 
     async fn check_cache_usage(&self) -> Outcome {
-        let Some((sse, read, write)) = &self.fixtures.cache_usage else {
+        let Some((fixture, read, write)) = &self.fixtures.cache_usage else {
             return Outcome::Skipped("no cache_usage fixture".into());
         };
-        match self.success(sse).await {
+        match self.success(fixture).await {
             Err(e) => fail(e),
             Ok((r, _))
                 if (
@@ -883,10 +926,10 @@ where
     }
 
     async fn check_request(&self) -> Outcome {
-        let Some(sse) = &self.fixtures.text else {
+        let Some(fixture) = &self.fixtures.text else {
             return Outcome::Skipped("no text fixture".into());
         };
-        let ((_, err), server) = match self.exchange(FixtureResponse::sse(sse)).await {
+        let ((_, err), server) = match self.exchange(fixture.clone()).await {
             Ok(x) => x,
             Err(e) => return fail(e),
         };
@@ -1003,12 +1046,12 @@ where
     }
 
     async fn check_malformed(&self) -> Outcome {
-        let Some(sse) = &self.fixtures.malformed else {
+        let Some(fixture) = &self.fixtures.malformed else {
             return Outcome::Skipped("no malformed fixture".into());
         };
         match self
             .expect_error(
-                FixtureResponse::sse(sse),
+                fixture.clone(),
                 ModelErrorKind::MalformedStream,
                 "malformed stream",
             )
@@ -1020,10 +1063,10 @@ where
     }
 
     async fn check_broken(&self) -> Outcome {
-        let Some(sse) = &self.fixtures.text else {
+        let Some(fixture) = &self.fixtures.text else {
             return Outcome::Skipped("no text fixture".into());
         };
-        let full = FixtureResponse::sse(sse);
+        let full = fixture.clone();
         let keep = (full.chunk_count() / 2).max(1);
         let ((_, err), _s) = match self.exchange(full.truncated_after(keep)).await {
             Ok(x) => x,
@@ -1053,11 +1096,11 @@ where
     }
 
     async fn check_idle(&self) -> Outcome {
-        let Some(sse) = &self.fixtures.text else {
+        let Some(fixture) = &self.fixtures.text else {
             return Outcome::Skipped("no text fixture".into());
         };
         let started = tokio::time::Instant::now();
-        let resp = FixtureResponse::sse(sse).stalled_after(1);
+        let resp = fixture.clone().stalled_after(1);
         match self
             .expect_error(resp, ModelErrorKind::Timeout, "stalled stream")
             .await
@@ -1073,14 +1116,14 @@ where
     }
 
     async fn check_cancel(&self) -> Outcome {
-        let Some(sse) = &self.fixtures.text else {
+        let Some(fixture) = &self.fixtures.text else {
             return Outcome::Skipped("no text fixture".into());
         };
         let server = match FixtureServer::start().await {
             Ok(s) => s,
             Err(e) => return fail(format!("fixture server: {e}")),
         };
-        server.push(FixtureResponse::sse(sse).stalled_after(2));
+        server.push(fixture.clone().stalled_after(2));
         let mut target = self.target(server.base_url());
         target.idle_timeout = CHECK_LIMIT;
         let model = (self.factory)(&target);

@@ -3,7 +3,7 @@
 //! no HTTP. Not part of Rein's API.
 //!
 //! The first input byte picks the chunk size (1..=64) the rest is cut into, so the fuzzer also
-//! explores chunk boundaries inside lines, events and UTF-8 sequences.
+//! explores chunk boundaries inside lines, events, frames and UTF-8 sequences.
 
 use rein_core::{ModelError, StreamAssembler, StreamEvent};
 
@@ -87,4 +87,37 @@ pub fn openai_sse(data: &[u8]) -> (Vec<StreamEvent>, Option<ModelError>) {
 #[cfg(feature = "anthropic")]
 pub fn anthropic_sse(data: &[u8]) -> (Vec<StreamEvent>, Option<ModelError>) {
     sse(crate::anthropic::MessagesDecoder::default(), data)
+}
+
+/// Runs the Bedrock event-stream decoder over `data`: raw bytes, framing included (see the
+/// module docs for the chunking).
+#[cfg(feature = "bedrock")]
+pub fn bedrock_eventstream(data: &[u8]) -> (Vec<StreamEvent>, Option<ModelError>) {
+    let (size, body) = split(data);
+    crate::http::decode_body_chunks(
+        crate::bedrock::EventStreamDecoder::default(),
+        body.chunks(size),
+    )
+}
+
+/// Runs the Bedrock decoder over valid frames made from text lines (`<event-type> <payload>`,
+/// `!<exception-type> <payload>`, `?<error-code> <message>`): reaches the event decoding behind
+/// the CRC checks, which random bytes seldom pass.
+#[cfg(feature = "bedrock")]
+pub fn bedrock_event_lines(data: &[u8]) -> (Vec<StreamEvent>, Option<ModelError>) {
+    let (size, lines) = split(data);
+    let body = crate::bedrock::frames::encode_lines(lines);
+    crate::http::decode_body_chunks(
+        crate::bedrock::EventStreamDecoder::default(),
+        body.chunks(size),
+    )
+}
+
+/// Encodes a JSON list of Bedrock stream messages to event-stream frames, one `Vec` per frame,
+/// with `aws-smithy-eventstream`'s writer: `{"event": type, "payload": {..}}`,
+/// `{"exception": type, "payload": {"message": ..}}`, `{"error": code, "message": ..}`;
+/// `"payload_raw"` for a payload that is not JSON, `"headers"` to set the headers by hand.
+#[cfg(feature = "bedrock")]
+pub fn bedrock_frames(events_json: &str) -> Result<Vec<Vec<u8>>, String> {
+    crate::bedrock::frames::encode_json(events_json)
 }

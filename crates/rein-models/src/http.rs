@@ -662,7 +662,7 @@ fn sse_model_stream<D: SseDecoder>(
 }
 
 /// Runs a body decoder over a successful streaming response (see [`sse_model_stream`]).
-fn body_model_stream<D: BodyDecoder>(
+pub(crate) fn body_model_stream<D: BodyDecoder>(
     provider: &'static str,
     response: reqwest::Response,
     decoder: D,

@@ -8,19 +8,27 @@
 //! | `openai` | [`OpenAiModel`]: OpenAI-compatible Chat Completions (OpenAI, vLLM, llama.cpp, LM Studio, LiteLLM, Ollama `/v1`) |
 //! | `anthropic` | [`AnthropicModel`]: Anthropic Messages |
 //! | `ollama` | [`OllamaModel`]: Ollama's native `/api/chat` (NDJSON streaming, thinking, tools) |
+//! | `bedrock` | [`BedrockModel`]: AWS Bedrock `ConverseStream` (binary event stream; SigV4 from [`AwsCredentials`] or an [`AwsCredentialsProvider`], or a Bedrock API key) |
 //! | `test-util` | [`conformance`]: the provider-conformance suite and its local fixture server |
 //!
 //! HTTP failures become typed [`ModelError`]s (see `docs/providers.md` for the mapping):
 //! `is_retryable()` and `retry_after()` drive the agent's retry strategy.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-#[cfg(any(feature = "openai", feature = "anthropic", feature = "ollama"))]
+#[cfg(any(
+    feature = "openai",
+    feature = "anthropic",
+    feature = "ollama",
+    feature = "bedrock"
+))]
 mod http;
 mod model;
 mod scripted;
 
 #[cfg(feature = "anthropic")]
 mod anthropic;
+#[cfg(feature = "bedrock")]
+mod bedrock;
 #[cfg(feature = "test-util")]
 pub mod conformance;
 #[cfg(feature = "test-util")]
@@ -35,6 +43,10 @@ mod openai;
 pub use anthropic::{
     ANTHROPIC_API_VERSION, ANTHROPIC_DEFAULT_BASE_URL, ANTHROPIC_DEFAULT_MAX_TOKENS,
     AnthropicModel, AnthropicModelBuilder,
+};
+#[cfg(feature = "bedrock")]
+pub use bedrock::{
+    AwsCredentials, AwsCredentialsProvider, BEDROCK_MAX_FRAME, BedrockModel, BedrockModelBuilder,
 };
 pub use model::{Model, ModelInfo, ModelStream, SharedModel};
 #[cfg(feature = "ollama")]

@@ -3,17 +3,19 @@
 #![cfg(all(feature = "test-util", feature = "ollama"))]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::time::Duration;
 
-use futures_util::StreamExt as _;
+use common::{assemble, collect};
 use rein_core::{
-    BlockDelta, ContentBlock, Message, ModelErrorKind, ModelRequest, StopReason, StreamAssembler,
-    StreamEvent, ToolResult, ToolUse,
+    BlockDelta, ContentBlock, Message, ModelErrorKind, ModelRequest, StopReason, StreamEvent,
+    ToolResult, ToolUse,
 };
+use rein_models::OllamaModel;
 use rein_models::conformance::{
     Conformance, FIXTURE_API_KEY, FixtureResponse, FixtureServer, Outcome, ProviderFixtures,
 };
-use rein_models::{Model, OllamaModel};
 use serde_json::json;
 
 macro_rules! fixture {
@@ -30,12 +32,12 @@ fn chunked(ndjson: &str) -> String {
 
 fn fixtures() -> ProviderFixtures {
     ProviderFixtures::new()
-        .text(&chunked(fixture!("text.ndjson")))
-        .tool_call(&chunked(fixture!("tool_call.ndjson")))
-        .parallel_tool_calls(&chunked(fixture!("parallel_tool_calls.ndjson")))
-        .reasoning(&chunked(fixture!("reasoning.ndjson")), None)
-        .max_tokens(&chunked(fixture!("max_tokens.ndjson")))
-        .malformed(&chunked(fixture!("malformed.ndjson")))
+        .text(chunked(fixture!("text.ndjson")))
+        .tool_call(chunked(fixture!("tool_call.ndjson")))
+        .parallel_tool_calls(chunked(fixture!("parallel_tool_calls.ndjson")))
+        .reasoning(chunked(fixture!("reasoning.ndjson")), None)
+        .max_tokens(chunked(fixture!("max_tokens.ndjson")))
+        .malformed(chunked(fixture!("malformed.ndjson")))
         .context_overflow_body(fixture!("context_overflow.json"))
         .error_body(fixture!("not_found.json"))
 }
@@ -66,32 +68,6 @@ async fn ollama_passes_the_conformance_suite() {
             (name, other) => panic!("{name}: {other:?}\n{report}"),
         }
     }
-}
-
-async fn collect(
-    model: &OllamaModel,
-    req: ModelRequest,
-) -> (Vec<StreamEvent>, Option<rein_core::ModelError>) {
-    let mut s = match model.stream(req).await {
-        Ok(s) => s,
-        Err(e) => return (Vec::new(), Some(e)),
-    };
-    let mut events = Vec::new();
-    while let Some(item) = s.next().await {
-        match item {
-            Ok(e) => events.push(e),
-            Err(e) => return (events, Some(e)),
-        }
-    }
-    (events, None)
-}
-
-fn assemble(events: &[StreamEvent]) -> rein_core::ModelResponse {
-    let mut a = StreamAssembler::new();
-    for e in events {
-        a.push(e.clone()).unwrap();
-    }
-    a.finish().unwrap()
 }
 
 #[tokio::test]

@@ -1,0 +1,38 @@
+//! Helpers shared by the provider test files.
+#![allow(clippy::unwrap_used, dead_code)]
+
+use futures_util::StreamExt as _;
+use rein_core::{ModelError, ModelRequest, ModelResponse, StreamAssembler, StreamEvent};
+use rein_models::Model;
+
+/// Runs one call and collects its events, stopping at the first error (after which the stream
+/// must end).
+pub(crate) async fn collect<M: Model>(
+    model: &M,
+    req: ModelRequest,
+) -> (Vec<StreamEvent>, Option<ModelError>) {
+    let mut s = match model.stream(req).await {
+        Ok(s) => s,
+        Err(e) => return (Vec::new(), Some(e)),
+    };
+    let mut events = Vec::new();
+    while let Some(item) = s.next().await {
+        match item {
+            Ok(e) => events.push(e),
+            Err(e) => {
+                assert!(s.next().await.is_none(), "the stream ends after its error");
+                return (events, Some(e));
+            }
+        }
+    }
+    (events, None)
+}
+
+/// Assembles events that must make a response.
+pub(crate) fn assemble(events: &[StreamEvent]) -> ModelResponse {
+    let mut a = StreamAssembler::new();
+    for e in events {
+        a.push(e.clone()).unwrap();
+    }
+    a.finish().unwrap()
+}
