@@ -242,20 +242,22 @@ impl HttpEndpoint {
     ) -> Result<ModelStream, ModelError> {
         let started = Instant::now();
         let idle = self.idle_timeout();
-        let response = send(provider, request, idle, is_context_overflow).await?;
+        let response = send(provider, request, idle, default_error).await?;
         Ok(sse_model_stream(provider, response, decoder, idle, started))
     }
 
-    /// Sends `request` (see [`send`]) and streams the raw response body through `decoder`.
+    /// Sends `request` (see [`send`]; `on_error` maps an error status) and streams the raw
+    /// response body through `decoder`.
     pub(crate) async fn stream_body<D: BodyDecoder>(
         &self,
         provider: &'static str,
         request: reqwest::RequestBuilder,
         decoder: D,
+        on_error: ErrorMap,
     ) -> Result<ModelStream, ModelError> {
         let started = Instant::now();
         let idle = self.idle_timeout();
-        let response = send(provider, request, idle, is_context_overflow).await?;
+        let response = send(provider, request, idle, on_error).await?;
         Ok(body_model_stream(
             provider, response, decoder, idle, started,
         ))
@@ -322,13 +324,33 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     s
 }
 
-/// Sends a request and checks the status. A non-success status becomes a typed error carrying
-/// the response body; `overflow` tells whether a 400 body reports a context-window overflow.
+/// Maps an HTTP error response (provider, status, headers, body) to a typed error.
+pub(crate) type ErrorMap = fn(&str, u16, &reqwest::header::HeaderMap, String) -> ModelError;
+
+/// The error mapping of [`status_error`] with the shared context-overflow wording and the
+/// `retry-after` headers.
+pub(crate) fn default_error(
+    provider: &str,
+    status: u16,
+    headers: &reqwest::header::HeaderMap,
+    body: String,
+) -> ModelError {
+    status_error(
+        provider,
+        status,
+        retry_after(headers),
+        body,
+        is_context_overflow,
+    )
+}
+
+/// Sends a request and checks the status. A non-success status becomes the typed error that
+/// `on_error` makes of it (with at most 64 KiB of the response body).
 pub(crate) async fn send(
     provider: &str,
     request: reqwest::RequestBuilder,
     idle_timeout: Duration,
-    overflow: fn(&str) -> bool,
+    on_error: ErrorMap,
 ) -> Result<reqwest::Response, ModelError> {
     let response = match tokio::time::timeout(idle_timeout, request.send()).await {
         Err(_) => {
@@ -361,15 +383,9 @@ pub(crate) async fn send(
         .with_status(status.as_u16())
         .with_body(body));
     }
-    let retry_after = retry_after(response.headers());
+    let headers = response.headers().clone();
     let body = read_error_body(response, idle_timeout).await;
-    Err(status_error(
-        provider,
-        status.as_u16(),
-        retry_after,
-        body,
-        overflow,
-    ))
+    Err(on_error(provider, status.as_u16(), &headers, body))
 }
 
 async fn read_error_body(mut response: reqwest::Response, idle: Duration) -> String {
@@ -662,7 +678,7 @@ fn sse_model_stream<D: SseDecoder>(
 }
 
 /// Runs a body decoder over a successful streaming response (see [`sse_model_stream`]).
-pub(crate) fn body_model_stream<D: BodyDecoder>(
+fn body_model_stream<D: BodyDecoder>(
     provider: &'static str,
     response: reqwest::Response,
     decoder: D,

@@ -195,7 +195,7 @@ impl Model for OllamaModel {
             .http
             .post("application/x-ndjson", KeyHeader::Bearer, body.to_string())?;
         self.http
-            .stream_body(PROVIDER, rb, NdjsonDecoder::default())
+            .stream_body(PROVIDER, rb, NdjsonDecoder::default(), http::default_error)
             .await
     }
 }

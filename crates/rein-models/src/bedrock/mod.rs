@@ -8,7 +8,6 @@ mod request;
 mod stream;
 
 use std::fmt;
-use std::time::{Duration, Instant};
 
 use rein_core::{Error, ModelError, ModelErrorKind, ModelRequest};
 use serde_json::{Map, Value};
@@ -24,8 +23,6 @@ use crate::model::{Model, ModelInfo, ModelStream};
 const PROVIDER: &str = "bedrock";
 const CONTENT_TYPE: &str = "application/json";
 const EVENT_STREAM: &str = "application/vnd.amazon.eventstream";
-/// At most this much of an error response body is kept.
-const MAX_ERROR_BODY: usize = 64 * 1024;
 
 /// A model behind the AWS Bedrock Converse API, streaming (`ConverseStream`).
 ///
@@ -341,16 +338,9 @@ impl Model for BedrockModel {
         for (name, value) in auth {
             rb = rb.header(name, value);
         }
-        let started = Instant::now();
-        let idle = self.http.idle_timeout();
-        let response = send(rb, idle).await?;
-        Ok(http::body_model_stream(
-            PROVIDER,
-            response,
-            EventStreamDecoder::default(),
-            idle,
-            started,
-        ))
+        self.http
+            .stream_body(PROVIDER, rb, EventStreamDecoder::default(), http_error)
+            .await
     }
 }
 
@@ -411,11 +401,15 @@ fn error_for_type(error_type: &str, message: &str) -> Option<ModelError> {
 
 /// Maps an HTTP error: by `x-amzn-ErrorType` when it names a known type, else by status.
 fn http_error(
+    _provider: &str,
     status: u16,
-    error_type: Option<&str>,
-    retry_after: Option<Duration>,
+    headers: &reqwest::header::HeaderMap,
     body: String,
 ) -> ModelError {
+    let error_type = headers
+        .get("x-amzn-errortype")
+        .and_then(|v| v.to_str().ok());
+    let retry_after = http::retry_after(headers);
     let message = http::error_message(&body)
         .or_else(|| {
             serde_json::from_str::<Value>(&body)
@@ -438,79 +432,10 @@ fn http_error(
     e.with_status(status).with_body(body)
 }
 
-/// Sends the request and checks the response: an event stream, or a typed error.
-async fn send(
-    request: reqwest::RequestBuilder,
-    idle: Duration,
-) -> Result<reqwest::Response, ModelError> {
-    let mut response = match tokio::time::timeout(idle, request.send()).await {
-        Err(_) => {
-            return Err(ModelError::timeout(format!(
-                "{PROVIDER}: no response within {} ms",
-                idle.as_millis()
-            ))
-            .before_first_byte());
-        }
-        Ok(Err(e)) => {
-            let kind = if e.is_timeout() {
-                ModelErrorKind::Timeout
-            } else {
-                ModelErrorKind::Transport
-            };
-            let what = if e.is_connect() {
-                "connection failed"
-            } else {
-                "request failed"
-            };
-            return Err(ModelError::new(kind, format!("{PROVIDER}: {what}: {e}"))
-                .before_first_byte()
-                .with_source(e));
-        }
-        Ok(Ok(r)) => r,
-    };
-    let status = response.status();
-    let header = |name: &str| {
-        response
-            .headers()
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
-    };
-    let content_type = header("content-type").unwrap_or_default();
-    if status.is_success() && !content_type.trim_start().starts_with(CONTENT_TYPE) {
-        return Ok(response);
-    }
-    let error_type = header("x-amzn-errortype");
-    let retry_after = http::retry_after(response.headers());
-    let mut buf = Vec::new();
-    while buf.len() < MAX_ERROR_BODY {
-        match tokio::time::timeout(idle, response.chunk()).await {
-            Ok(Ok(Some(chunk))) => buf.extend_from_slice(&chunk),
-            _ => break,
-        }
-    }
-    buf.truncate(MAX_ERROR_BODY);
-    let body = String::from_utf8_lossy(&buf).into_owned();
-    if status.is_success() {
-        // A JSON body where an event stream was asked for: a gateway that answered
-        // `Converse` instead, or an error reported with status 200.
-        let detail = http::error_message(&body).unwrap_or_else(|| "no event stream".into());
-        return Err(ModelError::malformed_stream(format!(
-            "{PROVIDER}: expected an event stream, got a JSON body: {detail}"
-        ))
-        .with_status(status.as_u16())
-        .with_body(body));
-    }
-    Err(http_error(
-        status.as_u16(),
-        error_type.as_deref(),
-        retry_after,
-        body,
-    ))
-}
-
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]
@@ -573,9 +498,26 @@ mod tests {
         assert_eq!(k("SomethingNewException", ""), None);
     }
 
+    /// [`http_error`] for a response with these `x-amzn-ErrorType` and `retry-after` headers.
+    fn mapped(
+        status: u16,
+        error_type: Option<&str>,
+        retry_after: Option<Duration>,
+        body: String,
+    ) -> ModelError {
+        let mut headers = reqwest::header::HeaderMap::new();
+        if let Some(t) = error_type {
+            headers.insert("x-amzn-errortype", t.parse().unwrap());
+        }
+        if let Some(after) = retry_after {
+            headers.insert("retry-after", after.as_secs().into());
+        }
+        http_error(PROVIDER, status, &headers, body)
+    }
+
     #[test]
     fn http_errors_use_the_error_type_then_the_status() {
-        let e = http_error(
+        let e = mapped(
             424,
             Some("ModelErrorException"),
             None,
@@ -588,7 +530,7 @@ mod tests {
             e.message(),
             "bedrock: ModelErrorException: The model failed"
         );
-        let e = http_error(
+        let e = mapped(
             429,
             Some("ThrottlingException"),
             Some(Duration::from_secs(2)),
@@ -596,19 +538,19 @@ mod tests {
         );
         assert_eq!(e.kind(), ModelErrorKind::Throttled);
         assert_eq!(e.retry_after(), Some(Duration::from_secs(2)));
-        let e = http_error(408, Some("ModelTimeoutException"), None, "{}".into());
+        let e = mapped(408, Some("ModelTimeoutException"), None, "{}".into());
         assert_eq!(e.kind(), ModelErrorKind::Timeout);
         assert!(e.is_retryable());
-        let e = http_error(
+        let e = mapped(
             400,
             Some("ServiceQuotaExceededException"),
             None,
             "{}".into(),
         );
         assert_eq!(e.kind(), ModelErrorKind::Throttled);
-        let e = http_error(403, None, None, r#"{"Message":"denied"}"#.into());
+        let e = mapped(403, None, None, r#"{"Message":"denied"}"#.into());
         assert_eq!(e.kind(), ModelErrorKind::Auth);
-        let e = http_error(
+        let e = mapped(
             400,
             Some("ValidationException"),
             None,
