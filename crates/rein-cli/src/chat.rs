@@ -326,8 +326,8 @@ fn decision_line(d: &DecisionRecord) -> String {
 // ---- model ----
 
 /// The model for `--model`: `demo`, or `PROVIDER:MODEL` with a provider compiled in through this
-/// crate's features `openai` / `anthropic` / `ollama` (credentials and base URLs from the
-/// environment, as
+/// crate's features `openai` / `anthropic` / `ollama` / `bedrock` (credentials and base URLs
+/// from the environment, as
 /// `rein_models` reads them). To add a provider: a feature forwarding to `rein-models`, and an
 /// arm here.
 fn build_model(spec: &str) -> Result<SharedModel, String> {
@@ -357,20 +357,32 @@ fn build_model(spec: &str) -> Result<SharedModel, String> {
             .build()
             .map(SharedModel::new)
             .map_err(|e| format!("Ollama provider: {e}")),
+        #[cfg(feature = "bedrock")]
+        "bedrock" => rein_models::BedrockModel::from_env(model_id)
+            .build()
+            .map(SharedModel::new)
+            .map_err(|e| format!("Bedrock provider: {e}")),
         #[cfg(not(feature = "openai"))]
         "openai" => Err(not_built(spec, provider)),
         #[cfg(not(feature = "anthropic"))]
         "anthropic" => Err(not_built(spec, provider)),
         #[cfg(not(feature = "ollama"))]
         "ollama" => Err(not_built(spec, provider)),
+        #[cfg(not(feature = "bedrock"))]
+        "bedrock" => Err(not_built(spec, provider)),
         other => Err(format!(
-            "unknown provider `{other}` in --model `{spec}` (known: openai, anthropic, ollama; \
-             or `demo`)"
+            "unknown provider `{other}` in --model `{spec}` (known: openai, anthropic, ollama, \
+             bedrock; or `demo`)"
         )),
     }
 }
 
-#[cfg(not(all(feature = "openai", feature = "anthropic", feature = "ollama")))]
+#[cfg(not(all(
+    feature = "openai",
+    feature = "anthropic",
+    feature = "ollama",
+    feature = "bedrock"
+)))]
 fn not_built(spec: &str, provider: &str) -> String {
     format!(
         "provider support not built: `--model {spec}` needs `rein` built with `--features \

@@ -219,3 +219,25 @@ fn an_openai_model_is_built_from_the_environment() {
     assert!(text.contains("model gpt-4o-mini"), "{text}");
     assert!(!text.contains("test-key"), "{text}");
 }
+
+/// A provider whose configuration is incomplete fails at start with its own message (exit 2),
+/// before any prompt is read: here Bedrock without a region.
+#[cfg(feature = "bedrock")]
+#[test]
+fn bedrock_without_a_region_exits_2_naming_the_provider() {
+    let out = Command::new(env!("CARGO_BIN_EXE_rein"))
+        .args(["chat", "--model", "bedrock:amazon.nova-lite-v1:0"])
+        .env_remove("AWS_REGION")
+        .env_remove("AWS_DEFAULT_REGION")
+        .env("AWS_BEARER_TOKEN_BEDROCK", "test-token-not-shown")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("Bedrock provider") && err.contains("region"),
+        "{err}"
+    );
+    assert!(!err.contains("test-token-not-shown"), "{err}");
+}
