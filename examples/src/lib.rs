@@ -1,6 +1,6 @@
 //! Runnable examples for Rein (see the `[[example]]` targets), and the model choice they share.
 
-use rein::models::{AnthropicModel, OpenAiModel, SharedModel};
+use rein::models::{AnthropicModel, OllamaModel, OpenAiModel, SharedModel};
 
 /// The model an example runs on: a real provider when one is configured in the environment,
 /// else the example's embedded scripted model. The description says which (never the key).
@@ -9,6 +9,8 @@ use rein::models::{AnthropicModel, OpenAiModel, SharedModel};
 ///   `OPENAI_MODEL` (default `gpt-4o-mini`);
 /// - else `ANTHROPIC_API_KEY` set: the Anthropic provider, model `ANTHROPIC_MODEL` (default
 ///   `claude-3-5-haiku-latest`);
+/// - else `OLLAMA_MODEL` set: Ollama's native API at `OLLAMA_HOST` (default
+///   `http://localhost:11434`);
 /// - else the scripted model.
 pub fn demo_model(scripted: impl rein::models::Model) -> (SharedModel, String) {
     let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
@@ -37,8 +39,20 @@ pub fn demo_model(scripted: impl rein::models::Model) -> (SharedModel, String) {
             Err(e) => eprintln!("Anthropic provider not usable ({e}); falling back"),
         }
     }
+    if let Some(id) = var("OLLAMA_MODEL") {
+        match OllamaModel::from_env(id.clone()).build() {
+            Ok(m) => {
+                let url = m.base_url().to_owned();
+                return (
+                    SharedModel::new(m),
+                    format!("Ollama, model {id} at {url} (from OLLAMA_* env)"),
+                );
+            }
+            Err(e) => eprintln!("Ollama provider not usable ({e}); falling back"),
+        }
+    }
     (
         SharedModel::new(scripted),
-        "the embedded scripted demo model (no provider configured, no API key needed; set OPENAI_API_KEY or ANTHROPIC_API_KEY to use a real one)".into(),
+        "the embedded scripted demo model (no provider configured, no API key needed; set OPENAI_API_KEY, ANTHROPIC_API_KEY or OLLAMA_MODEL to use a real one)".into(),
     )
 }

@@ -13,6 +13,14 @@ fn example(name: &str) -> PathBuf {
         .join(format!("{name}{}", std::env::consts::EXE_SUFFIX))
 }
 
+/// What `rein_examples::demo_model` reads to pick a real provider.
+const PROVIDER_VARS: &[&str] = &[
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "ANTHROPIC_API_KEY",
+    "OLLAMA_MODEL",
+];
+
 fn run(name: &str) -> String {
     let path = example(name);
     assert!(
@@ -20,7 +28,13 @@ fn run(name: &str) -> String {
         "{} is not built: run `cargo test -p rein-examples` (it builds the examples)",
         path.display()
     );
-    let out = Command::new(&path).stdin(Stdio::null()).output().unwrap();
+    // The examples use a real provider when one is configured: these tests check the scripted
+    // runs, and never reach the internet, whatever the developer's shell holds.
+    let mut cmd = Command::new(&path);
+    for var in PROVIDER_VARS {
+        cmd.env_remove(var);
+    }
+    let out = cmd.stdin(Stdio::null()).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
