@@ -8,8 +8,8 @@ use rein_core::{
     AfterInvocationEvent, AfterModelCallEvent, AgentResult, BeforeInvocationEvent,
     BeforeModelCallEvent, ContentBlock, CycleMetrics, DecisionAction, DecisionOutcome,
     DecisionRecord, Error, EventKind, InjectionOutcome, InjectionRecord, Interrupt,
-    InterruptAnswer, InterruptAnswers, InvocationContext, InvocationMetrics, Message,
-    MessageAddedEvent, MessageUpdatedEvent, ModelError, ModelRequest, ModelResponse, Role,
+    InterruptAnswer, InterruptAnswers, InterruptResponse, InvocationContext, InvocationMetrics,
+    Message, MessageAddedEvent, MessageUpdatedEvent, ModelError, ModelRequest, ModelResponse, Role,
     StopReason, StreamAssembler, StreamEvent, ToolResult, ToolUse, Usage,
 };
 use tokio_util::sync::CancellationToken;
@@ -66,6 +66,15 @@ enum TurnEnd {
         message: Message,
         stop_reason: StopReason,
     },
+}
+
+/// Retries of one turn so far.
+#[derive(Default)]
+struct Attempts {
+    /// Model calls retried at a hook's request.
+    hook_retries: u32,
+    /// Consecutive failed model calls.
+    error_attempts: u32,
 }
 
 fn retry_limit_text(n: u32) -> String {
@@ -135,6 +144,19 @@ impl Agent {
                 r = run => r,
             }
         };
+        self.end_run(inv, outcome, started, span, &sink).await
+    }
+
+    /// Everything after the loop: injections still queued, history repair, session, result,
+    /// AfterInvocation. A separate future, so its locals do not widen the loop's.
+    async fn end_run(
+        &mut self,
+        mut inv: Invocation,
+        outcome: Result<AgentResult, Stop>,
+        started: Instant,
+        span: tracing::Span,
+        sink: &Sink,
+    ) -> Result<AgentResult, Error> {
         self.cancel.end();
         // Whatever is still queued when the run ends is rejected, exactly once.
         for item in self.interceptor.end() {
@@ -143,7 +165,7 @@ impl Agent {
             } else {
                 "stale"
             };
-            self.reject_injection(&mut inv, &item.message, item.id, reason, &sink);
+            self.reject_injection(&mut inv, &item.message, item.id, reason, sink);
         }
         inv.metrics.duration = started.elapsed();
         let result = match outcome {
@@ -162,7 +184,7 @@ impl Agent {
                         reason: "cancelled".into(),
                     });
                 }
-                let repaired = self.repair_tool_tail(&mut inv, TOOL_CANCELLED, &sink).await;
+                let repaired = self.repair_tool_tail(&mut inv, TOOL_CANCELLED, sink).await;
                 let text = self
                     .cancel
                     .message()
@@ -180,7 +202,7 @@ impl Agent {
             }
             Err(Stop::Failed(e)) => {
                 let _ = self
-                    .repair_tool_tail(&mut inv, TOOL_INTERRUPTED, &sink)
+                    .repair_tool_tail(&mut inv, TOOL_INTERRUPTED, sink)
                     .await;
                 Err(e)
             }
@@ -272,56 +294,8 @@ impl Agent {
             }
         }
 
-        if resume {
-            let mut pending = self.pending.take().ok_or(Error::NoPendingInterrupts)?;
-            for r in input.responses {
-                let fingerprint = pending
-                    .interrupt(&r.interrupt_id)
-                    .and_then(|i| i.fingerprint.clone());
-                pending.answers.insert(
-                    r.interrupt_id,
-                    InterruptAnswer {
-                        response: r.response,
-                        fingerprint,
-                    },
-                );
-            }
-            inv.answer_map = pending.answers.clone().into_iter().collect();
-            inv.answers = InterruptAnswers::new(inv.answer_map.clone());
-            let idx = self
-                .conv
-                .ids()
-                .iter()
-                .position(|id| *id == pending.assistant_message_id)
-                .or_else(|| {
-                    // Restored history without ids: find the message itself.
-                    self.conv
-                        .messages()
-                        .iter()
-                        .rposition(|m| *m == pending.assistant_message)
-                })
-                .ok_or_else(|| {
-                    Error::Session(
-                        "the assistant message of the pending interrupts is not in history".into(),
-                    )
-                })?;
-            let completed = pending.completed_results.clone();
-            let model_call_index = pending.model_call_index;
-            self.pending = Some(pending);
-            let interrupted = {
-                // The pending state is consumed by the tool phase.
-                self.pending = None;
-                self.session_sync().await?;
-                self.tool_phase(inv, idx, &[], completed, model_call_index, sink)
-                    .await?
-            };
-            if let Some(r) = interrupted {
-                return Ok(r);
-            }
-            if let Some(r) = self.after_tools_cancel(inv) {
-                return Ok(r);
-            }
-            self.drain_injections(inv, sink).await?;
+        if resume && let Some(r) = self.resume_tools(inv, input.responses, sink).await? {
+            return Ok(r);
         }
 
         loop {
@@ -367,6 +341,78 @@ impl Agent {
                 }
             }
         }
+    }
+
+    /// Takes the pending interrupts with the caller's answers recorded in `inv`: the index of
+    /// their assistant message, the results completed before the interrupt, and the model call
+    /// they belong to.
+    fn take_pending(
+        &mut self,
+        inv: &mut Invocation,
+        responses: Vec<InterruptResponse>,
+    ) -> Result<(usize, Vec<ToolResult>, u32), Error> {
+        let mut pending = self.pending.take().ok_or(Error::NoPendingInterrupts)?;
+        for r in responses {
+            let fingerprint = pending
+                .interrupt(&r.interrupt_id)
+                .and_then(|i| i.fingerprint.clone());
+            pending.answers.insert(
+                r.interrupt_id,
+                InterruptAnswer {
+                    response: r.response,
+                    fingerprint,
+                },
+            );
+        }
+        inv.answer_map = pending.answers.clone().into_iter().collect();
+        inv.answers = InterruptAnswers::new(inv.answer_map.clone());
+        let idx = self
+            .conv
+            .ids()
+            .iter()
+            .position(|id| *id == pending.assistant_message_id)
+            .or_else(|| {
+                // Restored history without ids: find the message itself.
+                self.conv
+                    .messages()
+                    .iter()
+                    .rposition(|m| *m == pending.assistant_message)
+            });
+        let Some(idx) = idx else {
+            // Kept: the interrupts stay answerable once history is set right.
+            self.pending = Some(pending);
+            return Err(Error::Session(
+                "the assistant message of the pending interrupts is not in history".into(),
+            ));
+        };
+        let model_call_index = pending.model_call_index;
+        let completed = pending.completed_results;
+        Ok((idx, completed, model_call_index))
+    }
+
+    /// A resume: records the answers, runs the interrupted tool phase, and delivers injected
+    /// messages. Returns a result when the invocation stops here (new interrupts, a cancel).
+    /// A separate future, so the resume's locals do not widen the model loop's.
+    async fn resume_tools(
+        &mut self,
+        inv: &mut Invocation,
+        responses: Vec<InterruptResponse>,
+        sink: &Sink,
+    ) -> Result<Option<AgentResult>, Stop> {
+        let (idx, completed, model_call_index) = self.take_pending(inv, responses)?;
+        // The pending state is consumed by the tool phase.
+        self.session_sync().await?;
+        let interrupted = self
+            .tool_phase(inv, idx, &[], completed, model_call_index, sink)
+            .await?;
+        if let Some(r) = interrupted {
+            return Ok(Some(r));
+        }
+        if let Some(r) = self.after_tools_cancel(inv) {
+            return Ok(Some(r));
+        }
+        self.drain_injections(inv, sink).await?;
+        Ok(None)
     }
 
     /// Delivers injected messages at a turn boundary, after admission by the interventions.
@@ -486,9 +532,7 @@ impl Agent {
         sink: &Sink,
         token: &CancellationToken,
     ) -> Result<TurnEnd, Stop> {
-        let max_retries = self.core.config.max_hook_retries;
-        let mut hook_retries = 0u32;
-        let mut error_attempts = 0u32;
+        let mut attempts = Attempts::default();
         loop {
             if let Some(stop_reason) = self.limit_hit(inv) {
                 let message = self
@@ -503,179 +547,220 @@ impl Agent {
             }
             let index = inv.model_calls;
             inv.model_calls += 1;
-            let mut request = ModelRequest::default();
-            request.system_prompt = self.core.system_prompt.clone();
-            request.messages = self.conv.snapshot();
-            request.tools = self.core.tools.specs();
-            request.tool_choice = self.core.config.tool_choice.clone();
-            request.config = self.core.config.inference.clone();
-            request.invocation_state = inv.cx.invocation_state.clone();
-            let outcome: Result<ModelResponse, ModelError>;
-            if self.core.hooks.has::<BeforeModelCallEvent>() {
-                let mut ev = BeforeModelCallEvent::new(inv.cx.clone(), request, index);
-                let dispatched = self.core.hooks.dispatch(&mut ev).await;
-                self.take_decisions(inv, ev.take_decisions(), sink);
-                dispatched?;
-                let guidance = ev.take_guidance();
-                if !guidance.is_empty() {
-                    for g in &guidance {
-                        self.append_user_blocks(inv, vec![ContentBlock::Text(g.clone())], sink)
-                            .await?;
-                    }
-                    // The model sees the guidance on this very call.
-                    let msgs = ev.request.messages_mut();
-                    for g in guidance {
-                        rein_core::append_user_text(msgs, g);
-                    }
-                }
-                if let Some(text) = ev.cancel.text(BeforeModelCallEvent::DEFAULT_CANCEL) {
-                    // No model call happens: no usage, metrics or span for it.
-                    let msg = Message::assistant(text);
-                    outcome = Ok(ModelResponse::new(msg, StopReason::EndTurn));
-                } else {
-                    outcome = self.call_model(inv, ev.request, index, sink).await;
-                }
-            } else {
-                outcome = self.call_model(inv, request, index, sink).await;
-            }
-            inv.streaming_response = false;
-
-            let (outcome, retry, withheld, edited, guidance, mut decisions) =
-                if self.core.hooks.has::<AfterModelCallEvent>() {
-                    let mut ev = AfterModelCallEvent::new(inv.cx.clone(), outcome, index);
-                    if let Err(e) = self.core.hooks.dispatch(&mut ev).await {
+            let outcome = 'call: {
+                // The hooks' locals live in this block only, so the model call's future reuses their
+                // bytes of the state machine.
+                let request = {
+                    let mut request = ModelRequest::default();
+                    request.system_prompt = self.core.system_prompt.clone();
+                    request.messages = self.conv.snapshot();
+                    request.tools = self.core.tools.specs();
+                    request.tool_choice = self.core.config.tool_choice.clone();
+                    request.config = self.core.config.inference.clone();
+                    request.invocation_state = inv.cx.invocation_state.clone();
+                    if self.core.hooks.has::<BeforeModelCallEvent>() {
+                        let mut ev = BeforeModelCallEvent::new(inv.cx.clone(), request, index);
+                        let dispatched = self.core.hooks.dispatch(&mut ev).await;
                         self.take_decisions(inv, ev.take_decisions(), sink);
-                        return Err(Stop::Failed(e));
+                        dispatched?;
+                        let guidance = ev.take_guidance();
+                        if !guidance.is_empty() {
+                            for g in &guidance {
+                                self.append_user_blocks(
+                                    inv,
+                                    vec![ContentBlock::Text(g.clone())],
+                                    sink,
+                                )
+                                .await?;
+                            }
+                            // The model sees the guidance on this very call.
+                            let msgs = ev.request.messages_mut();
+                            for g in guidance {
+                                rein_core::append_user_text(msgs, g);
+                            }
+                        }
+                        if let Some(text) = ev.cancel.text(BeforeModelCallEvent::DEFAULT_CANCEL) {
+                            // No model call happens: no usage, metrics or span for it.
+                            let msg = Message::assistant(text);
+                            break 'call Ok(ModelResponse::new(msg, StopReason::EndTurn));
+                        }
+                        ev.request
+                    } else {
+                        request
                     }
-                    let retry = ev.retry;
-                    let withheld = ev.withheld().map(str::to_owned);
-                    let edited = ev.is_edited();
-                    let (outcome, guidance, decisions) = ev.into_parts();
-                    (outcome, retry, withheld, edited, guidance, decisions)
-                } else {
-                    (outcome, false, None, false, Vec::new(), Vec::new())
                 };
-            let past_retry_limit = retry && hook_retries >= max_retries;
-            if past_retry_limit {
-                // The guidance of the attempt that hit the limit is never injected.
-                for d in &mut decisions {
-                    if d.action == DecisionAction::Guide && d.outcome == DecisionOutcome::Applied {
-                        d.outcome = DecisionOutcome::Overridden;
-                    }
+                self.call_model(inv, request, index, sink).await
+            };
+            inv.streaming_response = false;
+            // A separate future: the response handling's locals then share bytes with the
+            // model call's instead of adding to them.
+            if let Some(end) = self
+                .handle_response(inv, outcome, index, &mut attempts, sink, token)
+                .await?
+            {
+                return Ok(end);
+            }
+        }
+    }
+
+    /// Runs AfterModelCall on a model call's outcome and acts on it: retry (`None`), or end the
+    /// turn.
+    async fn handle_response(
+        &mut self,
+        inv: &mut Invocation,
+        outcome: Result<ModelResponse, ModelError>,
+        index: u32,
+        attempts: &mut Attempts,
+        sink: &Sink,
+        token: &CancellationToken,
+    ) -> Result<Option<TurnEnd>, Stop> {
+        let max_retries = self.core.config.max_hook_retries;
+
+        let (outcome, retry, withheld, edited, guidance, mut decisions) =
+            if self.core.hooks.has::<AfterModelCallEvent>() {
+                let mut ev = AfterModelCallEvent::new(inv.cx.clone(), outcome, index);
+                if let Err(e) = self.core.hooks.dispatch(&mut ev).await {
+                    self.take_decisions(inv, ev.take_decisions(), sink);
+                    return Err(Stop::Failed(e));
+                }
+                let retry = ev.retry;
+                let withheld = ev.withheld().map(str::to_owned);
+                let edited = ev.is_edited();
+                let (outcome, guidance, decisions) = ev.into_parts();
+                (outcome, retry, withheld, edited, guidance, decisions)
+            } else {
+                (outcome, false, None, false, Vec::new(), Vec::new())
+            };
+        let past_retry_limit = retry && attempts.hook_retries >= max_retries;
+        if past_retry_limit {
+            // The guidance of the attempt that hit the limit is never injected.
+            for d in &mut decisions {
+                if d.action == DecisionAction::Guide && d.outcome == DecisionOutcome::Applied {
+                    d.outcome = DecisionOutcome::Overridden;
                 }
             }
-            self.take_decisions(inv, decisions, sink);
+        }
+        self.take_decisions(inv, decisions, sink);
 
-            match outcome {
-                Err(error) => {
+        match outcome {
+            Err(error) => {
+                sink.verdict(false);
+                if sink.is_enabled() {
+                    sink.push(AgentEvent::ResponseDiscarded {
+                        reason: error.to_string(),
+                    });
+                }
+                if retry && attempts.hook_retries < max_retries {
+                    attempts.hook_retries += 1;
+                    self.commit_guidance(inv, guidance, sink).await?;
+                    return Ok(None);
+                }
+                if error.is_context_window_overflow() {
+                    let mut edit = HistoryEdit::new(&mut self.conv);
+                    if self.manager.reduce_on_overflow(&mut edit) {
+                        return Ok(None);
+                    }
+                }
+                attempts.error_attempts += 1;
+                match self
+                    .core
+                    .config
+                    .retry
+                    .delay(&error, attempts.error_attempts)
+                {
+                    Some(delay) => {
+                        tracing::warn!(
+                            %error,
+                            ?delay,
+                            attempt = attempts.error_attempts,
+                            "model call failed; retrying"
+                        );
+                        if !delay.is_zero() {
+                            tokio::select! {
+                                biased;
+                                _ = token.cancelled() => return Err(Stop::Cancelled),
+                                _ = tokio::time::sleep(delay) => {}
+                            }
+                        }
+                        Ok(None)
+                    }
+                    None => Err(Stop::Failed(Error::Model(error))),
+                }
+            }
+            Ok(response) => {
+                attempts.error_attempts = 0;
+                if let Some(text) = withheld {
                     sink.verdict(false);
                     if sink.is_enabled() {
                         sink.push(AgentEvent::ResponseDiscarded {
-                            reason: error.to_string(),
+                            reason: text.clone(),
                         });
                     }
-                    if retry && hook_retries < max_retries {
-                        hook_retries += 1;
-                        self.commit_guidance(inv, guidance, sink).await?;
-                        continue;
-                    }
-                    if error.is_context_window_overflow() {
-                        let mut edit = HistoryEdit::new(&mut self.conv);
-                        if self.manager.reduce_on_overflow(&mut edit) {
-                            continue;
-                        }
-                    }
-                    error_attempts += 1;
-                    match self.core.config.retry.delay(&error, error_attempts) {
-                        Some(delay) => {
-                            tracing::warn!(%error, ?delay, attempt = error_attempts, "model call failed; retrying");
-                            if !delay.is_zero() {
-                                tokio::select! {
-                                    biased;
-                                    _ = token.cancelled() => return Err(Stop::Cancelled),
-                                    _ = tokio::time::sleep(delay) => {}
-                                }
-                            }
-                            continue;
-                        }
-                        None => return Err(Stop::Failed(Error::Model(error))),
-                    }
+                    let message = Message::assistant(text);
+                    self.add_message(inv, message.clone(), sink).await?;
+                    return Ok(Some(TurnEnd::Ended {
+                        message,
+                        stop_reason: StopReason::EndTurn,
+                    }));
                 }
-                Ok(response) => {
-                    error_attempts = 0;
-                    if let Some(text) = withheld {
-                        sink.verdict(false);
+                if retry {
+                    sink.verdict(false);
+                    if attempts.hook_retries >= max_retries {
+                        let text = retry_limit_text(max_retries);
                         if sink.is_enabled() {
                             sink.push(AgentEvent::ResponseDiscarded {
                                 reason: text.clone(),
                             });
                         }
+                        let record = DecisionRecord::new(
+                            "rein:retry-limit",
+                            EventKind::AfterModelCall,
+                            DecisionAction::Deny,
+                            DecisionOutcome::Applied,
+                        )
+                        .with_text(text.clone());
+                        self.take_decisions(inv, vec![record], sink);
                         let message = Message::assistant(text);
                         self.add_message(inv, message.clone(), sink).await?;
-                        return Ok(TurnEnd::Ended {
+                        return Ok(Some(TurnEnd::Ended {
                             message,
                             stop_reason: StopReason::EndTurn,
+                        }));
+                    }
+                    attempts.hook_retries += 1;
+                    if sink.is_enabled() {
+                        sink.push(AgentEvent::ResponseDiscarded {
+                            reason: "retry requested by a hook".into(),
                         });
                     }
-                    if retry {
-                        sink.verdict(false);
-                        if hook_retries >= max_retries {
-                            let text = retry_limit_text(max_retries);
-                            if sink.is_enabled() {
-                                sink.push(AgentEvent::ResponseDiscarded {
-                                    reason: text.clone(),
-                                });
-                            }
-                            let record = DecisionRecord::new(
-                                "rein:retry-limit",
-                                EventKind::AfterModelCall,
-                                DecisionAction::Deny,
-                                DecisionOutcome::Applied,
-                            )
-                            .with_text(text.clone());
-                            self.take_decisions(inv, vec![record], sink);
-                            let message = Message::assistant(text);
-                            self.add_message(inv, message.clone(), sink).await?;
-                            return Ok(TurnEnd::Ended {
-                                message,
-                                stop_reason: StopReason::EndTurn,
-                            });
-                        }
-                        hook_retries += 1;
-                        if sink.is_enabled() {
-                            sink.push(AgentEvent::ResponseDiscarded {
-                                reason: "retry requested by a hook".into(),
-                            });
-                        }
-                        self.commit_guidance(inv, guidance, sink).await?;
-                        continue;
-                    }
-                    sink.verdict(true);
-                    let mut response = response;
-                    if edited {
-                        // A rewritten response that lost its tool uses ends the turn.
-                        if !response.message.has_tool_use()
-                            && response.stop_reason == StopReason::ToolUse
-                        {
-                            response.stop_reason = StopReason::EndTurn;
-                        }
-                        if sink.is_enabled() {
-                            sink.push(AgentEvent::ResponseReplaced {
-                                message: response.message.clone(),
-                            });
-                        }
-                    }
-                    let has_tool_use = response.message.has_tool_use();
-                    let stop_reason = response.stop_reason;
-                    let invalid_tool_inputs = response.invalid_tool_inputs;
-                    let index = self.add_message(inv, response.message, sink).await?;
-                    return Ok(TurnEnd::Accepted {
-                        index,
-                        stop_reason,
-                        has_tool_use,
-                        invalid_tool_inputs,
-                    });
+                    self.commit_guidance(inv, guidance, sink).await?;
+                    return Ok(None);
                 }
+                sink.verdict(true);
+                let mut response = response;
+                if edited {
+                    // A rewritten response that lost its tool uses ends the turn.
+                    if !response.message.has_tool_use()
+                        && response.stop_reason == StopReason::ToolUse
+                    {
+                        response.stop_reason = StopReason::EndTurn;
+                    }
+                    if sink.is_enabled() {
+                        sink.push(AgentEvent::ResponseReplaced {
+                            message: response.message.clone(),
+                        });
+                    }
+                }
+                let has_tool_use = response.message.has_tool_use();
+                let stop_reason = response.stop_reason;
+                let invalid_tool_inputs = response.invalid_tool_inputs;
+                let index = self.add_message(inv, response.message, sink).await?;
+                Ok(Some(TurnEnd::Accepted {
+                    index,
+                    stop_reason,
+                    has_tool_use,
+                    invalid_tool_inputs,
+                }))
             }
         }
     }

@@ -191,20 +191,24 @@ impl ToolRun<'_> {
                 // Nothing to authorize: the call cannot run. The model sees why.
                 ToolResult::error(&current.tool_use_id, invalid_json_text(detail))
             } else {
-                let mut ev = BeforeToolCallEvent::new(
-                    self.cx.clone(),
-                    current,
-                    selected,
-                    self.model_call_index,
-                    self.answers.clone(),
-                );
-                if self.hooks.has::<BeforeToolCallEvent>()
-                    && let Err(e) = self.hooks.dispatch(&mut ev).await
-                {
-                    self.emit_decisions(&ev.take_decisions());
-                    return Err(e);
-                }
-                let (tu, edited, sel, cancel, interrupts, decisions) = ev.into_parts();
+                // The event's own scope ends before the tool runs, so its bytes are reused by
+                // the tool's future instead of adding to them.
+                let (tu, edited, sel, cancel, interrupts, decisions) = {
+                    let mut ev = BeforeToolCallEvent::new(
+                        self.cx.clone(),
+                        current,
+                        selected,
+                        self.model_call_index,
+                        self.answers.clone(),
+                    );
+                    if self.hooks.has::<BeforeToolCallEvent>()
+                        && let Err(e) = self.hooks.dispatch(&mut ev).await
+                    {
+                        self.emit_decisions(&ev.take_decisions());
+                        return Err(e);
+                    }
+                    ev.into_parts()
+                };
                 current = tu;
                 self.emit_decisions(&decisions);
                 outcome.decisions.extend(decisions);

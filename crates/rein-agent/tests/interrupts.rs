@@ -261,3 +261,37 @@ async fn resume_via_interrupt_response_message_and_pending_is_serializable() {
     let r = agent.invoke(msg).await.unwrap();
     assert_eq!(r.text(), "done");
 }
+
+/// A resume whose assistant message is no longer in history (replaced by the caller) fails
+/// with a typed error and keeps the pending interrupts: set the history right, resume again.
+#[tokio::test]
+async fn resume_without_its_assistant_message_fails_and_keeps_the_interrupts() {
+    let log = Log::default();
+    let mut agent = agent(two_tools())
+        .tool(echo_tool(&log))
+        .hook(approval_hook)
+        .build()
+        .unwrap();
+    let r = agent.invoke("go").await.unwrap();
+    assert_eq!(r.stop_reason, StopReason::Interrupt);
+    let id = r.interrupts[0].id.clone();
+    let history = agent.messages().to_vec();
+    let ids = agent.message_ids().to_vec();
+    agent.set_messages(history[..1].to_vec(), None);
+
+    let err = agent
+        .invoke(vec![InterruptResponse::new(&id, "yes")])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Session(_)), "{err:?}");
+    assert!(agent.pending_interrupts().is_some(), "kept");
+
+    agent.set_messages(history, Some(ids));
+    let r = agent
+        .invoke(vec![InterruptResponse::new(&id, "yes")])
+        .await
+        .unwrap();
+    assert_eq!(r.stop_reason, StopReason::EndTurn);
+    assert_eq!(r.message.text(), "done");
+    log.take();
+}
