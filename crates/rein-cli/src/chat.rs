@@ -6,7 +6,6 @@ use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use console::{Term, style};
@@ -14,12 +13,16 @@ use futures_util::StreamExt as _;
 use indicatif::{ProgressBar, ProgressStyle};
 use rein_agent::{Agent, AgentEvent, Input};
 use rein_core::{
-    ContentBlock, DecisionAction, DecisionOutcome, DecisionRecord, Error, InterruptResponse,
-    ModelError, ModelRequest, Role, StopReason, ToolError, ToolHandle, ToolOutput,
+    DecisionAction, DecisionOutcome, DecisionRecord, Error, InterruptResponse, StopReason,
+    ToolError, ToolHandle, ToolOutput,
 };
 use rein_interventions::policy::{ConfirmTools, Policy, PolicyHandler};
-use rein_models::{Model, ModelInfo, ModelStream, ScriptedModel, ScriptedResponse, SharedModel};
+use rein_models::SharedModel;
 use serde_json::{Value, json};
+
+mod demo;
+
+use demo::DemoModel;
 
 /// Options of `rein chat`.
 #[derive(Debug, clap::Args)]
@@ -388,86 +391,6 @@ fn not_built(spec: &str, provider: &str) -> String {
         "provider support not built: `--model {spec}` needs `rein` built with `--features \
          {provider}` (this one has only the scripted demo model, `--model demo`)"
     )
-}
-
-/// A scripted demo model that picks a tool from keywords in the prompt, then summarises the
-/// tool results. Streams its text in small pieces, after a short pause.
-#[derive(Debug, Default)]
-struct DemoModel {
-    calls: AtomicU64,
-}
-
-impl DemoModel {
-    fn respond(&self, request: &ModelRequest) -> ScriptedResponse {
-        let n = self.calls.fetch_add(1, Ordering::Relaxed);
-        let id = format!("demo-{n}");
-        let Some(last) = request.messages.last() else {
-            return ScriptedResponse::new().text("Hello!");
-        };
-        let results: Vec<String> = last
-            .tool_results()
-            .map(|r| {
-                if r.is_error() {
-                    format!("the tool failed ({})", r.text())
-                } else {
-                    r.text()
-                }
-            })
-            .collect();
-        if !results.is_empty() {
-            return ScriptedResponse::new().text(format!("Done. {}", results.join("; ")));
-        }
-        let prompt = match (last.role, last.content.first()) {
-            (Role::User, Some(ContentBlock::Text(t))) => t.clone(),
-            _ => String::new(),
-        };
-        let lower = prompt.to_lowercase();
-        let path_arg = || {
-            prompt
-                .split_whitespace()
-                .find(|w| w.contains('.') || w.contains('/'))
-                .map(|w| w.trim_matches(|c: char| c == '"' || c == '\'' || c == '?' || c == ','))
-                .map(str::to_owned)
-        };
-        if lower.contains("time") {
-            ScriptedResponse::new().tool_use(id, "current_time", json!({}))
-        } else if lower.contains("delete") {
-            let path = path_arg().unwrap_or_else(|| "example.txt".into());
-            ScriptedResponse::new()
-                .text(format!("I'll delete {path}."))
-                .tool_use(id, "delete_file", json!({"path": path}))
-        } else if lower.contains("read") || lower.contains("show") {
-            let path = path_arg().unwrap_or_else(|| "README.md".into());
-            ScriptedResponse::new().tool_use(id, "read_file", json!({"path": path}))
-        } else if lower.contains("list") || lower.split_whitespace().any(|w| w == "ls") {
-            let path = path_arg().unwrap_or_else(|| ".".into());
-            ScriptedResponse::new().tool_use(id, "list_dir", json!({"path": path}))
-        } else {
-            ScriptedResponse::new().text(format!(
-                "(demo model) You said: \"{prompt}\". I can tell the time, list a directory, \
-                 read a file, or pretend to delete one — try \"what time is it?\", \"list files\", \
-                 \"read Cargo.toml\" or \"delete notes.txt\"."
-            ))
-        }
-    }
-}
-
-impl Model for DemoModel {
-    fn info(&self) -> ModelInfo {
-        ModelInfo::new("demo", "scripted-demo")
-    }
-
-    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
-        let response = self.respond(&request);
-        let one_shot = ScriptedModel::builder()
-            .response(response)
-            .chunk_chars(4)
-            .chunk_delay(Duration::from_millis(8))
-            .call_delay(Duration::from_millis(350))
-            .record_requests(false)
-            .build();
-        one_shot.stream(request).await
-    }
 }
 
 // ---- tools ----
