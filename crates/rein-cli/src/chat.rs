@@ -1,25 +1,32 @@
 //! `rein chat`: an interactive terminal agent with a small built-in tool set, a policy, a
 //! spinner while the model thinks, streamed answers, one line per intervention decision, and
-//! human approval of confirmed tool calls at the terminal.
+//! human approval of confirmed tool calls at the terminal. Ctrl-C cancels the running turn
+//! (the agent's `CancelHandle`) and keeps the conversation; at the prompt it quits with status
+//! 130.
 
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use console::{Term, style};
 use futures_util::StreamExt as _;
 use indicatif::{ProgressBar, ProgressStyle};
-use rein_agent::{Agent, AgentEvent, Input};
+use rein_agent::{Agent, AgentEvent, AgentResult, Input};
 use rein_core::{
-    ContentBlock, DecisionAction, DecisionOutcome, DecisionRecord, Error, InterruptResponse,
-    ModelError, ModelRequest, Role, StopReason, ToolError, ToolHandle, ToolOutput,
+    DecisionAction, DecisionOutcome, DecisionRecord, Error, Interrupt, InterruptResponse,
+    StopReason, ToolError, ToolHandle, ToolOutput,
 };
 use rein_interventions::policy::{ConfirmTools, Policy, PolicyHandler};
-use rein_models::{Model, ModelInfo, ModelStream, ScriptedModel, ScriptedResponse, SharedModel};
+use rein_models::SharedModel;
 use serde_json::{Value, json};
+
+mod demo;
+mod input;
+
+use demo::DemoModel;
+use input::{Read, UserInput};
 
 /// Options of `rein chat`.
 #[derive(Debug, clap::Args)]
@@ -91,12 +98,24 @@ pub(crate) fn main(args: ChatArgs) -> ExitCode {
         }
     };
     let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_time()
+        .enable_all()
         .build()
     {
         Ok(r) => r,
         Err(e) => {
             eprintln!("rein chat: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    // From here on Ctrl-C no longer kills the process: the chat loop handles it.
+    let input = {
+        let _context = runtime.enter();
+        UserInput::new()
+    };
+    let mut input = match input {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("rein chat: cannot read the terminal: {e}");
             return ExitCode::from(1);
         }
     };
@@ -108,32 +127,46 @@ pub(crate) fn main(args: ChatArgs) -> ExitCode {
         format!("{} provider, model {}", info.provider, info.model_id)
     };
     let _ = out.write_line(&format!(
-        "{} model: {model_label}\n     tools: {} (root {})\n     policy: {policy_label}\n     Type a request; end of input (or an empty line at a terminal) quits.",
+        "{} model: {model_label}\n     tools: {} (root {})\n     policy: {policy_label}\n     Type a request; end of input (or an empty line at a terminal) quits.\n     Ctrl-C cancels a running turn; at the prompt it quits.",
         style("rein chat").bold(),
         agent.tool_names().join(", "),
         root.display(),
     ));
+    runtime.block_on(converse(&mut agent, &mut input, &out))
+}
 
-    let stdin = std::io::stdin();
-    let mut lines = stdin.lock().lines();
+/// The exit status after Ctrl-C at the prompt (or a second Ctrl-C in a turn being cancelled):
+/// 128 + SIGINT, as shells report a process interrupted by Ctrl-C.
+const EXIT_CTRL_C: u8 = 130;
+
+/// Reads requests and runs them until the input ends, an empty line at a terminal, or Ctrl-C
+/// at the prompt.
+async fn converse(agent: &mut Agent, input: &mut UserInput, out: &Term) -> ExitCode {
     loop {
         if out.is_term() {
             let _ = out.write_str(&format!("{} ", style(">").cyan().bold()));
         }
-        let Some(Ok(line)) = lines.next() else { break };
-        let line = line.trim().to_owned();
+        let line = match input.read().await {
+            Read::Line(line) => line.trim().to_owned(),
+            Read::End => return ExitCode::SUCCESS,
+            Read::CtrlC => {
+                // The shell's prompt starts on a line of its own.
+                let _ = out.write_line("");
+                return ExitCode::from(EXIT_CTRL_C);
+            }
+        };
         if line.is_empty() {
             if out.is_term() {
-                break;
+                return ExitCode::SUCCESS;
             }
             continue;
         }
-        let mut input = Input::text(line);
+        let mut request = Input::text(line);
         loop {
-            let outcome = runtime.block_on(turn(&mut agent, input, &out));
-            let interrupts = match outcome {
-                Ok(r) if r.stop_reason == StopReason::Interrupt => r.interrupts,
-                Ok(_) => break,
+            let interrupts = match turn(agent, request, input, out).await {
+                Ok(Turn::Finished(r)) if r.stop_reason == StopReason::Interrupt => r.interrupts,
+                Ok(Turn::Finished(_)) => break,
+                Ok(Turn::Abandoned) => return ExitCode::from(EXIT_CTRL_C),
                 Err(e) => {
                     let _ = out.write_line(&format!("{} {e}", style("error:").red().bold()));
                     if agent.pending_interrupts().is_some() {
@@ -142,32 +175,57 @@ pub(crate) fn main(args: ChatArgs) -> ExitCode {
                     break;
                 }
             };
-            let mut responses = Vec::new();
-            for i in interrupts {
-                let reason = match &i.reason {
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
-                let _ = out.write_str(&format!(
-                    "{} {}? [y/N] ",
-                    style("Approve").yellow().bold(),
-                    reason
-                ));
-                let _ = std::io::stdout().flush();
-                let answer = match lines.next() {
-                    Some(Ok(a)) => a.trim().to_owned(),
-                    _ => String::new(),
-                };
-                if !out.is_term() {
-                    // Echo the answer so a piped transcript reads like the session.
-                    let _ = out.write_line(&answer);
+            match approve(interrupts, input, out).await {
+                Some(responses) => request = Input::resume(responses),
+                None => {
+                    // Ctrl-C at an approval: nothing runs, the tool uses get an error result.
+                    agent.discard_interrupts();
+                    let _ = out.write_line(&cancelled_line());
+                    break;
                 }
-                responses.push(InterruptResponse::new(i.id, answer));
             }
-            input = Input::resume(responses);
         }
     }
-    ExitCode::SUCCESS
+}
+
+/// Asks `Approve <reason>? [y/N]` for each interrupt; `None` when Ctrl-C is pressed instead.
+async fn approve(
+    interrupts: Vec<Interrupt>,
+    input: &mut UserInput,
+    out: &Term,
+) -> Option<Vec<InterruptResponse>> {
+    let mut responses = Vec::new();
+    for i in interrupts {
+        let reason = match &i.reason {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        let _ = out.write_str(&format!(
+            "{} {}? [y/N] ",
+            style("Approve").yellow().bold(),
+            reason
+        ));
+        let _ = std::io::stdout().flush();
+        let answer = match input.read().await {
+            Read::Line(a) => a.trim().to_owned(),
+            Read::End => String::new(),
+            Read::CtrlC => {
+                let _ = out.write_line("");
+                return None;
+            }
+        };
+        if !out.is_term() {
+            // Echo the answer so a piped transcript reads like the session.
+            let _ = out.write_line(&answer);
+        }
+        responses.push(InterruptResponse::new(i.id, answer));
+    }
+    Some(responses)
+}
+
+/// The dimmed line printed when Ctrl-C cancelled a turn.
+fn cancelled_line() -> String {
+    style("cancelled").dim().to_string()
 }
 
 fn default_policy() -> Result<PolicyHandler, String> {
@@ -182,18 +240,43 @@ fn default_policy() -> Result<PolicyHandler, String> {
     .map_err(|e| e.to_string())
 }
 
-/// Runs one invocation, printing as it goes.
+/// How a turn ended.
+enum Turn {
+    /// The invocation returned (its stop reason is `Cancelled` after Ctrl-C).
+    Finished(Box<AgentResult>),
+    /// Ctrl-C was pressed again while the turn was being cancelled: the invocation was dropped
+    /// unfinished, and the chat ends.
+    Abandoned,
+}
+
+/// Runs one invocation, printing as it goes. Ctrl-C cancels it through the agent's
+/// [`CancelHandle`](rein_agent::CancelHandle); a second Ctrl-C abandons it.
 async fn turn(
     agent: &mut Agent,
-    input: Input,
+    request: Input,
+    input: &mut UserInput,
     out: &Term,
-) -> Result<rein_core::AgentResult, Error> {
+) -> Result<Turn, Error> {
     let spinner_on = out.is_term();
     let mut spinner: Option<ProgressBar> = None;
     let mut streamed = String::new();
-    let mut stream = agent.stream(input);
+    let cancel = agent.cancel_handle();
+    let mut cancelling = false;
+    let mut stream = agent.stream(request);
     let mut result = None;
-    while let Some(event) = stream.next().await {
+    loop {
+        let event = tokio::select! {
+            event = stream.next() => event,
+            () = input.ctrl_c() => {
+                if cancelling {
+                    break;
+                }
+                cancelling = true;
+                cancel.cancel();
+                continue;
+            }
+        };
+        let Some(event) = event else { break };
         let event = event?;
         if !matches!(event, AgentEvent::ModelCallStarted { .. })
             && let Some(s) = spinner.take()
@@ -225,10 +308,13 @@ async fn turn(
                     let _ = out.write_line("");
                 }
                 streamed.clear();
-                let _ = out.write_line(&format!(
-                    "{}",
-                    style(format!("(withdrawn: {reason})")).dim()
-                ));
+                // After Ctrl-C the `cancelled` line says it.
+                if !cancelling {
+                    let _ = out.write_line(&format!(
+                        "{}",
+                        style(format!("(withdrawn: {reason})")).dim()
+                    ));
+                }
             }
             AgentEvent::ResponseReplaced { message } => {
                 if !streamed.is_empty() {
@@ -270,17 +356,33 @@ async fn turn(
     if let Some(s) = spinner.take() {
         s.finish_and_clear();
     }
-    let result =
-        result.ok_or_else(|| Error::Config("the invocation ended without a result".into()))?;
-    if result.stop_reason != StopReason::Interrupt {
-        let text = result.text();
-        if streamed.is_empty() && !text.is_empty() {
-            let _ = out.write_line(&text);
-        } else if !streamed.is_empty() {
+    let Some(result) = result else {
+        if cancelling {
             let _ = out.write_line("");
+            return Ok(Turn::Abandoned);
+        }
+        return Err(Error::Config(
+            "the invocation ended without a result".into(),
+        ));
+    };
+    match result.stop_reason {
+        StopReason::Interrupt => {}
+        StopReason::Cancelled => {
+            if !streamed.is_empty() {
+                let _ = out.write_line("");
+            }
+            let _ = out.write_line(&cancelled_line());
+        }
+        _ => {
+            let text = result.text();
+            if streamed.is_empty() && !text.is_empty() {
+                let _ = out.write_line(&text);
+            } else if !streamed.is_empty() {
+                let _ = out.write_line("");
+            }
         }
     }
-    Ok(result)
+    Ok(Turn::Finished(Box::new(result)))
 }
 
 fn one_line(text: &str, max: usize) -> String {
@@ -388,86 +490,6 @@ fn not_built(spec: &str, provider: &str) -> String {
         "provider support not built: `--model {spec}` needs `rein` built with `--features \
          {provider}` (this one has only the scripted demo model, `--model demo`)"
     )
-}
-
-/// A scripted demo model that picks a tool from keywords in the prompt, then summarises the
-/// tool results. Streams its text in small pieces, after a short pause.
-#[derive(Debug, Default)]
-struct DemoModel {
-    calls: AtomicU64,
-}
-
-impl DemoModel {
-    fn respond(&self, request: &ModelRequest) -> ScriptedResponse {
-        let n = self.calls.fetch_add(1, Ordering::Relaxed);
-        let id = format!("demo-{n}");
-        let Some(last) = request.messages.last() else {
-            return ScriptedResponse::new().text("Hello!");
-        };
-        let results: Vec<String> = last
-            .tool_results()
-            .map(|r| {
-                if r.is_error() {
-                    format!("the tool failed ({})", r.text())
-                } else {
-                    r.text()
-                }
-            })
-            .collect();
-        if !results.is_empty() {
-            return ScriptedResponse::new().text(format!("Done. {}", results.join("; ")));
-        }
-        let prompt = match (last.role, last.content.first()) {
-            (Role::User, Some(ContentBlock::Text(t))) => t.clone(),
-            _ => String::new(),
-        };
-        let lower = prompt.to_lowercase();
-        let path_arg = || {
-            prompt
-                .split_whitespace()
-                .find(|w| w.contains('.') || w.contains('/'))
-                .map(|w| w.trim_matches(|c: char| c == '"' || c == '\'' || c == '?' || c == ','))
-                .map(str::to_owned)
-        };
-        if lower.contains("time") {
-            ScriptedResponse::new().tool_use(id, "current_time", json!({}))
-        } else if lower.contains("delete") {
-            let path = path_arg().unwrap_or_else(|| "example.txt".into());
-            ScriptedResponse::new()
-                .text(format!("I'll delete {path}."))
-                .tool_use(id, "delete_file", json!({"path": path}))
-        } else if lower.contains("read") || lower.contains("show") {
-            let path = path_arg().unwrap_or_else(|| "README.md".into());
-            ScriptedResponse::new().tool_use(id, "read_file", json!({"path": path}))
-        } else if lower.contains("list") || lower.split_whitespace().any(|w| w == "ls") {
-            let path = path_arg().unwrap_or_else(|| ".".into());
-            ScriptedResponse::new().tool_use(id, "list_dir", json!({"path": path}))
-        } else {
-            ScriptedResponse::new().text(format!(
-                "(demo model) You said: \"{prompt}\". I can tell the time, list a directory, \
-                 read a file, or pretend to delete one — try \"what time is it?\", \"list files\", \
-                 \"read Cargo.toml\" or \"delete notes.txt\"."
-            ))
-        }
-    }
-}
-
-impl Model for DemoModel {
-    fn info(&self) -> ModelInfo {
-        ModelInfo::new("demo", "scripted-demo")
-    }
-
-    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
-        let response = self.respond(&request);
-        let one_shot = ScriptedModel::builder()
-            .response(response)
-            .chunk_chars(4)
-            .chunk_delay(Duration::from_millis(8))
-            .call_delay(Duration::from_millis(350))
-            .record_requests(false)
-            .build();
-        one_shot.stream(request).await
-    }
 }
 
 // ---- tools ----

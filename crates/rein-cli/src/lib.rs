@@ -5,7 +5,8 @@
 //!   interventions built from its declarative policy, and prints the transcript as JSON
 //!   (`docs/replay.md`).
 //! - `rein chat` is an interactive terminal agent: streamed answers, one line per intervention
-//!   decision, and `Approve <prompt>? [y/N]` for tool calls that need a human.
+//!   decision, `Approve <prompt>? [y/N]` for tool calls that need a human, and Ctrl-C to cancel
+//!   a running turn.
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -1,9 +1,11 @@
-//! Drives the real `rein chat` binary through stdin/stdout (a pipe): approvals, rejections,
-//! policies and the provider extension point.
+//! Drives the real `rein chat` binary through stdin/stdout (a pipe, or a pty from util-linux
+//! `script`): approvals, rejections, policies, Ctrl-C and the provider extension point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::io::{Read, Write};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 fn chat(args: &[&str], stdin: &str) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_rein"))
@@ -151,26 +153,11 @@ fn the_example_policy_loads_and_guards() {
 /// while the model is called, output is coloured, and the approval is answered at the prompt.
 #[test]
 fn on_a_terminal_spinner_colours_and_approval() {
-    let has_script = Command::new("script")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has_script {
+    if !has_script() {
         eprintln!("skipped: util-linux `script` is not installed");
         return;
     }
-    let cmd = format!("{} chat", env!("CARGO_BIN_EXE_rein"));
-    let mut child = Command::new("script")
-        .args(["-qec", &cmd, "/dev/null"])
-        // CI may run without TERM, which turns colours off.
-        .env("TERM", "xterm-256color")
-        .env_remove("NO_COLOR")
-        .env_remove("CLICOLOR")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = in_a_pty().spawn().unwrap();
     child
         .stdin
         .take()
@@ -186,6 +173,250 @@ fn on_a_terminal_spinner_colours_and_approval() {
         text.contains("deleted a.txt (demo: nothing was removed)"),
         "{text}"
     );
+}
+
+fn has_script() -> bool {
+    Command::new("script")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// `rein chat` in a pty: `script` copies its stdin to the terminal and the terminal to its
+/// stdout, and exits with the chat's status (128 + N when signal N killed it).
+fn in_a_pty() -> Command {
+    // `exec`: the chat itself, not a shell, is the terminal's foreground process.
+    let cmd = format!("exec {} chat", env!("CARGO_BIN_EXE_rein"));
+    let mut command = Command::new("script");
+    command
+        .args(["-qec", &cmd, "/dev/null"])
+        // CI may run without TERM, which turns colours off.
+        .env("TERM", "xterm-256color")
+        .env_remove("NO_COLOR")
+        .env_remove("CLICOLOR")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    command
+}
+
+/// A running `rein chat`, driven step by step: type, press Ctrl-C, wait for output.
+struct Session {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    out: Arc<Mutex<Vec<u8>>>,
+    pty: bool,
+}
+
+impl Session {
+    /// In a pty; `None` without util-linux `script`.
+    fn pty() -> Option<Self> {
+        has_script().then(|| Self::start(in_a_pty(), true))
+    }
+
+    /// Through pipes.
+    fn piped() -> Self {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_rein"));
+        command
+            .arg("chat")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        Self::start(command, false)
+    }
+
+    fn start(mut command: Command, pty: bool) -> Self {
+        let mut child = command.spawn().unwrap();
+        let stdin = child.stdin.take();
+        let mut stdout = child.stdout.take().unwrap();
+        let out = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&out);
+        std::thread::spawn(move || {
+            let mut buf = [0; 4096];
+            while let Ok(n @ 1..) = stdout.read(&mut buf) {
+                sink.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        let session = Self {
+            child,
+            stdin,
+            out,
+            pty,
+        };
+        // The banner is printed once Ctrl-C is caught.
+        session.wait_for("Type a request");
+        session
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.out.lock().unwrap()).into_owned()
+    }
+
+    fn type_text(&mut self, text: &str) {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(text.as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Ctrl-C: in a pty the byte 0x03, which the terminal turns into SIGINT for its foreground
+    /// process; through pipes SIGINT from `kill`, as a terminal would send it to a pipeline.
+    fn ctrl_c(&mut self) {
+        if self.pty {
+            self.type_text("\x03");
+        } else {
+            let status = Command::new("kill")
+                .args(["-INT", &self.child.id().to_string()])
+                .status()
+                .unwrap();
+            assert!(status.success());
+        }
+    }
+
+    /// Waits (up to 30 s) until the output holds `needle` after `from` bytes; returns where it
+    /// ends.
+    fn wait_for_after(&self, from: usize, needle: &str) -> usize {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let text = self.text();
+            if let Some(at) = text.get(from..).and_then(|t| t.find(needle)) {
+                return from + at + needle.len();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no `{needle}` in the output:\n{text}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn wait_for(&self, needle: &str) -> usize {
+        self.wait_for_after(0, needle)
+    }
+
+    /// Closes stdin: the end of input.
+    fn end_input(&mut self) {
+        drop(self.stdin.take());
+    }
+
+    /// Waits (up to 30 s) for the chat to exit.
+    fn finish(mut self) -> (ExitStatus, String) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                // Let the reader thread take the last bytes.
+                std::thread::sleep(Duration::from_millis(100));
+                return (status, self.text());
+            }
+            if Instant::now() > deadline {
+                self.child.kill().unwrap();
+                panic!("rein chat did not exit:\n{}", self.text());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Session {
+    /// A failed test leaves no chat behind.
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Types `request`, presses Ctrl-C once `busy` shows, checks `cancelled` is printed, types
+/// `next` and waits for `answer`; then the chat must end normally. Returns the transcript.
+fn cancel_then_ask(
+    mut chat: Session,
+    request: &str,
+    busy: &str,
+    next: &str,
+    answer: &str,
+) -> String {
+    chat.type_text(request);
+    let at = chat.wait_for(busy);
+    chat.ctrl_c();
+    let at = chat.wait_for_after(at, "cancelled");
+    chat.type_text(next);
+    chat.wait_for_after(at, answer);
+    // An empty line ends the chat at a terminal, the end of input in a pipe.
+    chat.type_text("\n");
+    chat.end_input();
+    let (status, text) = chat.finish();
+    assert_eq!(status.code(), Some(0), "{text}");
+    text
+}
+
+/// Ctrl-C while the demo model streams its (slow) story cancels that turn only, and the next
+/// request is answered.
+fn ctrl_c_cancels_the_running_turn(chat: Session) {
+    let text = cancel_then_ask(
+        chat,
+        "tell me a story\n",
+        "A story, told slowly",
+        "hello\n",
+        "You said: \"hello\"",
+    );
+    assert!(!text.contains("The end."), "the story was not cut: {text}");
+    assert!(!text.contains("withdrawn"), "{text}");
+}
+
+#[test]
+fn ctrl_c_cancels_the_running_turn_in_a_pty() {
+    match Session::pty() {
+        Some(chat) => ctrl_c_cancels_the_running_turn(chat),
+        None => eprintln!("skipped: util-linux `script` is not installed"),
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn sigint_cancels_the_running_turn_with_piped_input() {
+    ctrl_c_cancels_the_running_turn(Session::piped());
+}
+
+/// Ctrl-C at `Approve ..? [y/N]` rejects: the tool does not run, the turn ends `cancelled`, and
+/// the next request (which uses a tool) is answered.
+#[test]
+fn ctrl_c_at_an_approval_cancels_the_turn() {
+    let Some(chat) = Session::pty() else {
+        eprintln!("skipped: util-linux `script` is not installed");
+        return;
+    };
+    let text = cancel_then_ask(
+        chat,
+        "delete a.txt\n",
+        "delete a.txt? [y/N]",
+        "what time is it?\n",
+        "Done. ",
+    );
+    assert!(!text.contains("deleted a.txt"), "{text}");
+    assert!(text.contains(" UTC"), "{text}");
+}
+
+/// Ctrl-C at the prompt ends the chat with status 130.
+#[test]
+fn ctrl_c_at_the_prompt_exits_130() {
+    let Some(mut chat) = Session::pty() else {
+        eprintln!("skipped: util-linux `script` is not installed");
+        return;
+    };
+    chat.ctrl_c();
+    let (status, text) = chat.finish();
+    assert_eq!(status.code(), Some(130), "{text}");
+}
+
+/// The same through pipes, where the status tells an exit (130) from a death by SIGINT (which
+/// `script` reports as 130 too).
+#[cfg(unix)]
+#[test]
+fn sigint_at_the_prompt_exits_130_with_piped_input() {
+    let mut chat = Session::piped();
+    chat.ctrl_c();
+    let (status, text) = chat.finish();
+    assert_eq!(status.code(), Some(130), "{status:?} {text}");
 }
 
 #[cfg(not(feature = "openai"))]
