@@ -551,13 +551,14 @@ impl Agent {
                 // The hooks' locals live in this block only, so the model call's future reuses their
                 // bytes of the state machine.
                 let request = {
-                    let mut request = ModelRequest::default();
+                    let mut request = ModelRequest::shared(
+                        self.conv.snapshot(),
+                        self.core.tools.specs(),
+                        inv.cx.invocation_state.clone(),
+                    );
                     request.system_prompt = self.core.system_prompt.clone();
-                    request.messages = self.conv.snapshot();
-                    request.tools = self.core.tools.specs();
                     request.tool_choice = self.core.config.tool_choice.clone();
                     request.config = self.core.config.inference.clone();
-                    request.invocation_state = inv.cx.invocation_state.clone();
                     if self.core.hooks.has::<BeforeModelCallEvent>() {
                         let mut ev = BeforeModelCallEvent::new(inv.cx.clone(), request, index);
                         let dispatched = self.core.hooks.dispatch(&mut ev).await;
@@ -892,15 +893,13 @@ impl Agent {
                 "tool phase on a missing message".into(),
             )));
         };
-        let tool_uses: Vec<ToolUse> = assistant.tool_uses().cloned().collect();
-        let ids: Vec<String> = tool_uses.iter().map(|u| u.tool_use_id.clone()).collect();
         let mut completed = completed;
-        inv.turn_results = ids
-            .iter()
-            .map(|id| {
+        inv.turn_results = assistant
+            .tool_uses()
+            .map(|u| {
                 completed
                     .iter()
-                    .position(|r| r.tool_use_id == *id)
+                    .position(|r| r.tool_use_id == u.tool_use_id)
                     .map(|p| completed.swap_remove(p))
             })
             .collect();
@@ -911,10 +910,11 @@ impl Agent {
                 .find(|(i, _)| i == id)
                 .map(|(_, e)| e.as_str())
         };
-        let mut todo: Vec<(usize, ToolUse)> = tool_uses
-            .into_iter()
+        let mut todo: Vec<(usize, ToolUse)> = assistant
+            .tool_uses()
             .enumerate()
             .filter(|(i, _)| inv.turn_results[*i].is_none())
+            .map(|(i, u)| (i, u.clone()))
             .collect();
         let answers = inv.answers.clone();
         let cx = inv.cx.clone();
@@ -1009,15 +1009,25 @@ impl Agent {
             return Ok(Some(r));
         }
         // Results in tool-use order, moved (not copied) into the tool-results message.
-        let blocks: Vec<ContentBlock> = std::mem::take(&mut inv.turn_results)
-            .into_iter()
-            .zip(ids)
-            .map(|(r, id)| {
-                ContentBlock::ToolResult(
-                    r.unwrap_or_else(|| ToolResult::error(id, TOOL_INTERRUPTED)),
-                )
-            })
-            .collect();
+        // A tool use left without a result (a sequential run cut short) is answered from the
+        // stored message.
+        let results = std::mem::take(&mut inv.turn_results);
+        let blocks: Vec<ContentBlock> = match self.conv.get(idx) {
+            Some(assistant) => results
+                .into_iter()
+                .zip(assistant.tool_uses())
+                .map(|(r, u)| {
+                    ContentBlock::ToolResult(
+                        r.unwrap_or_else(|| ToolResult::error(&u.tool_use_id, TOOL_INTERRUPTED)),
+                    )
+                })
+                .collect(),
+            None => results
+                .into_iter()
+                .flatten()
+                .map(ContentBlock::ToolResult)
+                .collect(),
+        };
         inv.tool_message = None;
         self.append_user_blocks(inv, blocks, sink).await?;
         // Answers are cleared once the tool cycle completes.

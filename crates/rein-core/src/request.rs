@@ -74,6 +74,32 @@ impl ModelRequest {
         }
     }
 
+    /// A request sharing the history, tools and invocation state it is given (no copy, no
+    /// allocation): how an agent builds each model call's request.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use rein_core::{InvocationState, Message, ModelRequest};
+    ///
+    /// let history = Arc::new(vec![Message::user("hi")]);
+    /// let request = ModelRequest::shared(history.clone(), Arc::default(), InvocationState::new());
+    /// assert!(Arc::ptr_eq(&request.messages, &history));
+    /// ```
+    pub fn shared(
+        messages: Arc<Vec<Message>>,
+        tools: Arc<Vec<ToolSpec>>,
+        invocation_state: InvocationState,
+    ) -> Self {
+        Self {
+            system_prompt: None,
+            messages,
+            tools,
+            tool_choice: ToolChoice::default(),
+            config: InferenceConfig::default(),
+            invocation_state,
+        }
+    }
+
     /// Sets the system prompt.
     pub fn with_system_prompt(mut self, prompt: impl Into<Arc<str>>) -> Self {
         self.system_prompt = Some(prompt.into());
