@@ -179,7 +179,9 @@ impl From<Vec<InterruptResponse>> for Input {
 /// # Ok(()) }
 /// ```
 pub struct Agent {
-    pub(crate) core: AgentCore,
+    /// Shared, never changed after build: keeps `Agent` small to move (into a spawned task,
+    /// say) and its clone cheap.
+    pub(crate) core: Arc<AgentCore>,
     pub(crate) conv: Conversation,
     pub(crate) state: AgentState,
     pub(crate) pending: Option<PendingInterrupts>,
@@ -619,7 +621,7 @@ impl AgentBuilder {
         let state = AgentState::new();
         state.replace(self.state);
         Ok(Agent {
-            core: AgentCore {
+            core: Arc::new(AgentCore {
                 name: self.name.into(),
                 provider: info.provider.into(),
                 model_id: info.model_id.into(),
@@ -628,7 +630,7 @@ impl AgentBuilder {
                 tools,
                 hooks: self.hooks,
                 config: self.config,
-            },
+            }),
             conv: Conversation::from_parts(self.messages, ids),
             state,
             pending: None,
