@@ -32,6 +32,7 @@ mod inject;
 mod pending;
 mod retry;
 mod run;
+mod schema_cache;
 mod session;
 mod stream;
 mod tools;

@@ -14,6 +14,7 @@ use rein_core::{
 use rein_hooks::HookRegistry;
 use tracing::Instrument as _;
 
+use crate::schema_cache;
 use crate::stream::{AgentEvent, Sink};
 
 /// How the tool uses of one model response are run.
@@ -54,14 +55,11 @@ impl ToolSet {
         for handle in tools {
             let name = handle.name().to_owned();
             let validator =
-                jsonschema::validator_for(&handle.spec().input_schema).map_err(|e| {
+                schema_cache::validator_for(&handle.spec().input_schema).map_err(|e| {
                     Error::Config(format!("tool '{name}' has an invalid input schema: {e}"))
                 })?;
             specs.push(handle.spec().clone());
-            let entry = ToolEntry {
-                handle,
-                validator: Arc::new(validator),
-            };
+            let entry = ToolEntry { handle, validator };
             if by_name.insert(name.clone(), entry).is_some() {
                 return Err(Error::Config(format!("duplicate tool name: '{name}'")));
             }
@@ -90,9 +88,9 @@ impl ToolSet {
         let validator = match self.by_name.get(tool.name()) {
             Some(e) if e.handle == *tool => &*e.validator,
             _ => {
-                owned = jsonschema::validator_for(&tool.spec().input_schema)
+                owned = schema_cache::validator_for(&tool.spec().input_schema)
                     .map_err(|e| format!("the tool's input schema is invalid: {e}"))?;
-                &owned
+                &*owned
             }
         };
         validator.validate(input).map_err(|e| {
