@@ -12,9 +12,7 @@ use rein_core::{
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::http::{
-    self, Flow, HttpEndpoint, HttpSettings, KeyHeader, Secret, SseDecoder, WireDecoder,
-};
+use crate::http::{self, Flow, HttpEndpoint, HttpSettings, KeyHeader, SseDecoder, WireDecoder};
 use crate::model::{Model, ModelInfo, ModelStream};
 
 const PROVIDER: &str = "anthropic";
@@ -104,12 +102,8 @@ impl AnthropicModel {
     /// `ANTHROPIC_API_KEY` (else none). Builder calls made afterwards override these.
     pub fn from_env(model_id: impl Into<String>) -> AnthropicModelBuilder {
         let mut b = Self::builder(model_id);
-        if let Some(url) = http::env_var("ANTHROPIC_BASE_URL") {
-            b.http.base_url = url;
-        }
-        if let Some(key) = http::env_var("ANTHROPIC_API_KEY") {
-            b.http.api_key = Some(Secret::new(key));
-        }
+        b.http.base_url_from_env("ANTHROPIC_BASE_URL");
+        b.http.key_from_env("ANTHROPIC_API_KEY");
         b
     }
 
@@ -120,25 +114,16 @@ impl AnthropicModel {
 }
 
 impl AnthropicModelBuilder {
-    /// The API base URL, without `/v1` (e.g. `https://api.anthropic.com`).
-    pub fn base_url(mut self, url: impl Into<String>) -> Self {
-        self.http.base_url = url.into();
-        self
-    }
-
-    /// The API key, sent as `x-api-key`. Never shown by `Debug` or errors.
-    pub fn api_key(mut self, key: impl Into<String>) -> Self {
-        self.http.api_key = Some(Secret::new(key));
-        self
-    }
-
     /// The `anthropic-version` header (default `2023-06-01`).
     pub fn api_version(mut self, version: impl Into<String>) -> Self {
         self.version = version.into();
         self
     }
 
-    http::http_builder_methods!();
+    http::http_builder_methods!(
+        base_url: "The API base URL, without `/v1` (e.g. `https://api.anthropic.com`).",
+        api_key: "The API key, sent as `x-api-key`. Never shown by `Debug` or errors.",
+    );
 
     /// Extra top-level request fields merged into every request body (e.g. `metadata`,
     /// `top_k`). They override the fields Rein sets.

@@ -140,6 +140,20 @@ impl HttpSettings {
         }
     }
 
+    /// Takes the base URL from the environment variable `var` when it is set (non-empty).
+    pub(crate) fn base_url_from_env(&mut self, var: &str) {
+        if let Some(url) = env_var(var) {
+            self.base_url = url;
+        }
+    }
+
+    /// Takes the API key from the environment variable `var` when it is set (non-empty).
+    pub(crate) fn key_from_env(&mut self, var: &str) {
+        if let Some(key) = env_var(var) {
+            self.api_key = Some(Secret::new(key));
+        }
+    }
+
     /// Checks the base URL, key and headers and builds the client; requests go to
     /// `{base_url}{path}`.
     pub(crate) fn connect(mut self, path: &str) -> Result<HttpEndpoint, Error> {
@@ -265,8 +279,24 @@ impl HttpEndpoint {
 }
 
 /// The builder methods every HTTP provider shares. The builder has a field `http:
-/// HttpSettings`.
+/// HttpSettings`. With doc texts, the `base_url` and `api_key` setters too (their docs say what
+/// the provider's URL and key look like).
 macro_rules! http_builder_methods {
+    (base_url: $base_url_doc:literal, api_key: $api_key_doc:literal $(,)?) => {
+        #[doc = $base_url_doc]
+        pub fn base_url(mut self, url: impl Into<String>) -> Self {
+            self.http.base_url = url.into();
+            self
+        }
+
+        #[doc = $api_key_doc]
+        pub fn api_key(mut self, key: impl Into<String>) -> Self {
+            self.http.api_key = Some($crate::http::Secret::new(key));
+            self
+        }
+
+        $crate::http::http_builder_methods!();
+    };
     () => {
         /// An extra HTTP header on every request (e.g. for a gateway). Only its name is shown
         /// by `Debug`.

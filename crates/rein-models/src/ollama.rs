@@ -11,9 +11,7 @@ use rein_core::{
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::http::{
-    self, BodyDecoder, Flow, HttpEndpoint, HttpSettings, KeyHeader, Secret, WireDecoder,
-};
+use crate::http::{self, BodyDecoder, Flow, HttpEndpoint, HttpSettings, KeyHeader, WireDecoder};
 use crate::model::{Model, ModelInfo, ModelStream};
 
 const PROVIDER: &str = "ollama";
@@ -113,9 +111,7 @@ impl OllamaModel {
         if let Some(host) = http::env_var("OLLAMA_HOST") {
             b.http.base_url = host_to_url(&host);
         }
-        if let Some(key) = http::env_var("OLLAMA_API_KEY") {
-            b.http.api_key = Some(Secret::new(key));
-        }
+        b.http.key_from_env("OLLAMA_API_KEY");
         b
     }
 
@@ -126,20 +122,11 @@ impl OllamaModel {
 }
 
 impl OllamaModelBuilder {
-    /// The server's base URL, without `/api` (default `http://localhost:11434`).
-    pub fn base_url(mut self, url: impl Into<String>) -> Self {
-        self.http.base_url = url.into();
-        self
-    }
-
-    /// A bearer token sent as `Authorization` (Ollama itself needs none; proxies and hosted
-    /// Ollama do). Never shown by `Debug` or errors.
-    pub fn api_key(mut self, key: impl Into<String>) -> Self {
-        self.http.api_key = Some(Secret::new(key));
-        self
-    }
-
-    http::http_builder_methods!();
+    http::http_builder_methods!(
+        base_url: "The server's base URL, without `/api` (default `http://localhost:11434`).",
+        api_key: "A bearer token sent as `Authorization` (Ollama itself needs none; proxies and \
+                  hosted Ollama do). Never shown by `Debug` or errors.",
+    );
 
     /// One model option (`options` of the request, e.g. `num_ctx`, `top_k`, `repeat_penalty`).
     /// The request's own config (temperature, top_p, max tokens, stop, seed) overrides these.

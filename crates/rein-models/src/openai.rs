@@ -14,9 +14,7 @@ use rein_core::{
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::http::{
-    self, Flow, HttpEndpoint, HttpSettings, KeyHeader, Secret, SseDecoder, WireDecoder,
-};
+use crate::http::{self, Flow, HttpEndpoint, HttpSettings, KeyHeader, SseDecoder, WireDecoder};
 use crate::model::{Model, ModelInfo, ModelStream};
 
 const PROVIDER: &str = "openai";
@@ -96,12 +94,8 @@ impl OpenAiModel {
     /// `OPENAI_API_KEY` (else none). Builder calls made afterwards override these.
     pub fn from_env(model_id: impl Into<String>) -> OpenAiModelBuilder {
         let mut b = Self::builder(model_id);
-        if let Some(url) = http::env_var("OPENAI_BASE_URL") {
-            b.http.base_url = url;
-        }
-        if let Some(key) = http::env_var("OPENAI_API_KEY") {
-            b.http.api_key = Some(Secret::new(key));
-        }
+        b.http.base_url_from_env("OPENAI_BASE_URL");
+        b.http.key_from_env("OPENAI_API_KEY");
         b
     }
 
@@ -112,19 +106,10 @@ impl OpenAiModel {
 }
 
 impl OpenAiModelBuilder {
-    /// The API base URL, up to and including `/v1` (e.g. `http://127.0.0.1:11434/v1`).
-    pub fn base_url(mut self, url: impl Into<String>) -> Self {
-        self.http.base_url = url.into();
-        self
-    }
-
-    /// The API key, sent as `Authorization: Bearer <key>`. Never shown by `Debug` or errors.
-    pub fn api_key(mut self, key: impl Into<String>) -> Self {
-        self.http.api_key = Some(Secret::new(key));
-        self
-    }
-
-    http::http_builder_methods!();
+    http::http_builder_methods!(
+        base_url: "The API base URL, up to and including `/v1` (e.g. `http://127.0.0.1:11434/v1`).",
+        api_key: "The API key, sent as `Authorization: Bearer <key>`. Never shown by `Debug` or errors.",
+    );
 
     /// Extra top-level request fields merged into every request body (e.g.
     /// `{"reasoning_effort": "low"}`, or server-specific sampling options). They override the
