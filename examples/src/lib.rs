@@ -2,6 +2,15 @@
 
 use rein::models::{AnthropicModel, OllamaModel, OpenAiModel, SharedModel};
 
+/// The environment variables [`demo_model`] reads to pick a real provider (the examples' tests
+/// remove them, so they run the scripted models and never reach a provider).
+pub const PROVIDER_ENV_VARS: &[&str] = &[
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "ANTHROPIC_API_KEY",
+    "OLLAMA_MODEL",
+];
+
 /// The model an example runs on: a real provider when one is configured in the environment,
 /// else the example's embedded scripted model. The description says which (never the key).
 ///

@@ -13,14 +13,6 @@ fn example(name: &str) -> PathBuf {
         .join(format!("{name}{}", std::env::consts::EXE_SUFFIX))
 }
 
-/// What `rein_examples::demo_model` reads to pick a real provider.
-const PROVIDER_VARS: &[&str] = &[
-    "OPENAI_API_KEY",
-    "OPENAI_BASE_URL",
-    "ANTHROPIC_API_KEY",
-    "OLLAMA_MODEL",
-];
-
 fn run(name: &str) -> String {
     let path = example(name);
     assert!(
@@ -31,7 +23,7 @@ fn run(name: &str) -> String {
     // The examples use a real provider when one is configured: these tests check the scripted
     // runs, and never reach the internet, whatever the developer's shell holds.
     let mut cmd = Command::new(&path);
-    for var in PROVIDER_VARS {
+    for var in rein_examples::PROVIDER_ENV_VARS {
         cmd.env_remove(var);
     }
     let out = cmd.stdin(Stdio::null()).output().unwrap();
