@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use rein_core::{
     AgentResult, AgentState, ContentBlock, Error, InferenceConfig, InterruptResponse,
-    InvocationState, Map, Message, MessageId, Role, ToolChoice, ToolHandle, ToolResult,
+    InvocationState, Map, Message, MessageId, Role, ToolChoice, ToolHandle,
 };
 use rein_hooks::{HookEvent, HookOptions, HookRegistry, IntoHookResult, Plugin};
 use rein_interventions::{InterventionRegistry, SharedHandler};
@@ -14,6 +14,7 @@ use crate::cancel::CancelHandle;
 use crate::conversation::{
     Conversation, ConversationManager, HistoryEdit, NoConversationManager, SlidingWindow,
 };
+use crate::history::{History, TOOL_INTERRUPTED, closing_results};
 use crate::inject::TurnInterceptor;
 use crate::pending::PendingInterrupts;
 use crate::retry::RetryStrategy;
@@ -21,10 +22,6 @@ use crate::session::{SessionBinding, SharedBinding};
 use crate::stream::{AgentStream, Sink};
 use crate::tools::{ToolExecutor, ToolSet};
 
-/// The text of the error result given to a tool use whose call was abandoned.
-pub const TOOL_INTERRUPTED: &str = "Tool was interrupted.";
-/// The text of the error result given to a tool use whose call was cancelled.
-pub const TOOL_CANCELLED: &str = "Tool execution cancelled";
 /// The default result message of a cancelled invocation.
 pub const CANCELLED_BY_USER: &str = "Cancelled by user";
 
@@ -182,15 +179,13 @@ pub struct Agent {
     /// Shared, never changed after build: keeps `Agent` small to move (into a spawned task,
     /// say) and its clone cheap.
     pub(crate) core: Arc<AgentCore>,
-    pub(crate) conv: Conversation,
+    /// The conversation and its session (the message path).
+    pub(crate) history: History,
     pub(crate) state: AgentState,
     pub(crate) pending: Option<PendingInterrupts>,
     pub(crate) manager: Box<dyn ConversationManager>,
     pub(crate) cancel: CancelHandle,
     pub(crate) interceptor: TurnInterceptor,
-    /// The session the agent persists to (`rein-sessions`), and whether it was restored yet.
-    pub(crate) session: Option<SharedBinding>,
-    pub(crate) session_loaded: bool,
 }
 
 impl std::fmt::Debug for Agent {
@@ -198,7 +193,7 @@ impl std::fmt::Debug for Agent {
         f.debug_struct("Agent")
             .field("name", &self.core.name)
             .field("model", &self.core.model)
-            .field("messages", &self.conv.len())
+            .field("messages", &self.history.conv().len())
             .field("pending_interrupts", &self.pending.is_some())
             .finish_non_exhaustive()
     }
@@ -228,12 +223,12 @@ impl Agent {
 
     /// The stored conversation.
     pub fn messages(&self) -> &[Message] {
-        self.conv.messages()
+        self.history.conv().messages()
     }
 
     /// The stable ids of the stored messages (same order as [`messages`](Self::messages)).
     pub fn message_ids(&self) -> &[MessageId] {
-        self.conv.ids()
+        self.history.conv().ids()
     }
 
     /// Replaces the conversation (e.g. restored from a session). Ids are kept when given.
@@ -242,15 +237,15 @@ impl Agent {
             Some(ids) if ids.len() == messages.len() => ids,
             _ => messages.iter().map(|_| MessageId::new()).collect(),
         };
-        self.conv = Conversation::from_parts(messages, ids);
+        *self.history.conv_mut() = Conversation::from_parts(messages, ids);
     }
 
     /// Rewinds the conversation to its first `len` messages (and forgets pending interrupts when
     /// their assistant message is cut).
     pub fn truncate_messages(&mut self, len: usize) {
-        self.conv.truncate(len);
+        self.history.conv_mut().truncate(len);
         if let Some(p) = &self.pending
-            && !self.conv.ids().contains(&p.assistant_message_id)
+            && !self.history.conv().ids().contains(&p.assistant_message_id)
         {
             self.pending = None;
         }
@@ -258,7 +253,7 @@ impl Agent {
 
     /// Forgets the conversation (and any pending interrupts).
     pub fn clear_history(&mut self) {
-        self.conv.clear();
+        self.history.conv_mut().clear();
         self.pending = None;
     }
 
@@ -292,9 +287,9 @@ impl Agent {
     pub fn discard_interrupts(&mut self) {
         if let Some(p) = self.pending.take() {
             let blocks =
-                results_in_order(&p.assistant_message, &p.completed_results, TOOL_INTERRUPTED);
+                closing_results(&p.assistant_message, &p.completed_results, TOOL_INTERRUPTED);
             if !blocks.is_empty() {
-                self.conv.append_user(blocks);
+                self.history.conv_mut().append_user(blocks);
             }
         }
     }
@@ -320,29 +315,9 @@ impl Agent {
     }
 
     pub(crate) fn apply_conversation_manager(&mut self) {
-        let mut edit = HistoryEdit::new(&mut self.conv);
+        let mut edit = HistoryEdit::new(self.history.conv_mut());
         self.manager.apply(&mut edit);
     }
-}
-
-/// Tool-result blocks for every tool use of `assistant`, in tool-use order: the finished result
-/// where there is one, else an error result with `missing_text`.
-pub(crate) fn results_in_order(
-    assistant: &Message,
-    completed: &[ToolResult],
-    missing_text: &str,
-) -> Vec<ContentBlock> {
-    assistant
-        .tool_uses()
-        .map(|u| {
-            let r = completed
-                .iter()
-                .find(|r| r.tool_use_id == u.tool_use_id)
-                .cloned()
-                .unwrap_or_else(|| ToolResult::error(&u.tool_use_id, missing_text));
-            ContentBlock::ToolResult(r)
-        })
-        .collect()
 }
 
 /// Builds an [`Agent`].
@@ -631,14 +606,12 @@ impl AgentBuilder {
                 hooks: self.hooks,
                 config: self.config,
             }),
-            conv: Conversation::from_parts(self.messages, ids),
+            history: History::new(Conversation::from_parts(self.messages, ids), self.session),
             state,
             pending: None,
             manager: self.manager,
             cancel: CancelHandle::default(),
             interceptor: TurnInterceptor::default(),
-            session: self.session,
-            session_loaded: false,
         })
     }
 }

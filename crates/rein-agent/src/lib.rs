@@ -28,8 +28,10 @@
 mod agent;
 mod cancel;
 mod conversation;
+mod history;
 mod inject;
 mod pending;
+mod persist;
 mod retry;
 mod run;
 mod schema_cache;
@@ -37,13 +39,12 @@ mod session;
 mod stream;
 mod tools;
 
-pub use agent::{
-    Agent, AgentBuilder, CANCELLED_BY_USER, Input, Limits, TOOL_CANCELLED, TOOL_INTERRUPTED,
-};
+pub use agent::{Agent, AgentBuilder, CANCELLED_BY_USER, Input, Limits};
 pub use cancel::CancelHandle;
 pub use conversation::{
     ConversationManager, HistoryEdit, NoConversationManager, SlidingWindow, TRUNCATED_TOOL_RESULT,
 };
+pub use history::{TOOL_CANCELLED, TOOL_INTERRUPTED};
 pub use inject::{InjectError, TurnInterceptor};
 pub use pending::{PENDING_SCHEMA_VERSION, PendingInterrupts};
 pub use rein_core::{AgentResult, Error};

@@ -112,7 +112,15 @@ impl Sink {
         self.queue.is_some()
     }
 
-    /// Queues an event (the caller checks `is_enabled` before building expensive ones).
+    /// Queues the event `make` builds; for `invoke` (no stream) nothing is built.
+    #[inline]
+    pub(crate) fn emit(&self, make: impl FnOnce() -> AgentEvent) {
+        if self.is_enabled() {
+            self.push(make());
+        }
+    }
+
+    /// Queues an event.
     pub(crate) fn push(&self, event: AgentEvent) {
         if let Some(q) = &self.queue {
             q.lock()

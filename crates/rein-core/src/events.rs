@@ -327,16 +327,57 @@ impl AfterModelCallEvent {
         &self.guidance
     }
 
-    /// Takes the event apart: (outcome, guidance, decisions).
-    pub fn into_parts(
-        self,
-    ) -> (
-        Result<ModelResponse, ModelError>,
-        Vec<String>,
-        Vec<DecisionRecord>,
-    ) {
-        (self.outcome, self.guidance, self.decisions)
+    /// What the hooks made of the call, in the order the loop honours them: a failed call is
+    /// retried when a hook asked for it; a withheld response stands in for the reply; a retry
+    /// discards the response; otherwise the (possibly rewritten) response is accepted.
+    /// Take the [`decisions`](Self::take_decisions) first.
+    pub fn into_verdict(self) -> ModelCallVerdict {
+        let edited = self.is_edited();
+        match self.outcome {
+            Err(error) if self.retry => ModelCallVerdict::Retry {
+                guidance: self.guidance,
+                error: Some(error),
+            },
+            Err(error) => ModelCallVerdict::Failed(error),
+            Ok(_) if self.withheld.is_some() => ModelCallVerdict::Withhold {
+                text: self.withheld.unwrap_or_default(),
+            },
+            Ok(_) if self.retry => ModelCallVerdict::Retry {
+                guidance: self.guidance,
+                error: None,
+            },
+            Ok(response) => ModelCallVerdict::Accept { response, edited },
+        }
     }
+}
+
+/// What the hooks and interventions made of a model call ([`AfterModelCallEvent::into_verdict`]).
+///
+/// Not `#[non_exhaustive]`: a driver of the loop must handle every verdict, so a new one is
+/// a compile error there rather than a silent fallthrough.
+#[derive(Debug)]
+pub enum ModelCallVerdict {
+    /// Act on this response (`edited` when a hook rewrote it).
+    Accept {
+        /// The response.
+        response: ModelResponse,
+        /// Whether it differs from what the model returned.
+        edited: bool,
+    },
+    /// Store this text as the reply instead; the response's tool uses never run.
+    Withhold {
+        /// The stand-in text.
+        text: String,
+    },
+    /// Discard the response (or the error) and call the model again after storing `guidance`.
+    Retry {
+        /// Guidance to store as user text before the retry.
+        guidance: Vec<String>,
+        /// The error of the call, when it failed.
+        error: Option<ModelError>,
+    },
+    /// The call failed.
+    Failed(ModelError),
 }
 
 /// Fired before each tool call, unknown tools included.
@@ -444,28 +485,53 @@ impl BeforeToolCallEvent {
         std::mem::take(&mut self.interrupts)
     }
 
-    /// Takes the event apart: (tool use, edited, selected tool, cancel, interrupts, decisions).
-    #[allow(clippy::type_complexity)]
-    pub fn into_parts(
-        self,
-    ) -> (
-        ToolUse,
-        bool,
-        Option<ToolHandle>,
-        Cancel,
-        Vec<Interrupt>,
-        Vec<DecisionRecord>,
-    ) {
+    /// What the hooks and interventions decided about the call: interrupts first (the tool
+    /// waits for answers), then a cancel, else the call goes ahead with the selected tool.
+    /// Take the [`decisions`](Self::take_decisions) first.
+    pub fn into_verdict(self) -> ToolCallVerdict {
         let edited = self.is_edited();
-        (
-            self.tool_use,
+        let action = if !self.interrupts.is_empty() {
+            ToolCallAction::Interrupt(self.interrupts)
+        } else if let Some(text) = self.cancel_tool.text(Self::DEFAULT_CANCEL) {
+            ToolCallAction::Cancel(text.to_owned())
+        } else {
+            ToolCallAction::Run
+        };
+        ToolCallVerdict {
+            tool_use: self.tool_use,
             edited,
-            self.selected_tool,
-            self.cancel_tool,
-            self.interrupts,
-            self.decisions,
-        )
+            tool: self.selected_tool,
+            action,
+        }
     }
+}
+
+/// What the hooks and interventions made of a tool call ([`BeforeToolCallEvent::into_verdict`]).
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct ToolCallVerdict {
+    /// The tool use as the hooks left it.
+    pub tool_use: ToolUse,
+    /// Whether it differs from what the model asked for.
+    pub edited: bool,
+    /// The tool to run (`None` for an unknown tool).
+    pub tool: Option<ToolHandle>,
+    /// What happens to the call.
+    pub action: ToolCallAction,
+}
+
+/// What happens to a tool call after BeforeToolCall.
+///
+/// Not `#[non_exhaustive]`: a driver of the loop must handle every verdict, so a new one is
+/// a compile error there rather than a silent fallthrough.
+#[derive(Debug)]
+pub enum ToolCallAction {
+    /// Validate the input and run the tool.
+    Run,
+    /// Do not run it: the model gets an error result with this text.
+    Cancel(String),
+    /// Do not run it yet: the invocation stops for these interrupts.
+    Interrupt(Vec<Interrupt>),
 }
 
 /// Fired after each tool call (also after a cancelled, unknown, invalid or failed one).
@@ -521,10 +587,40 @@ impl AfterToolCallEvent {
         self.model_call_index
     }
 
-    /// Takes the event apart: (result, retry, decisions, tool use).
-    pub fn into_parts(self) -> (ToolResult, bool, Vec<DecisionRecord>, ToolUse) {
-        (self.result, self.retry, self.decisions, self.tool_use)
+    /// What the hooks made of the result: keep it, or run the tool again. The tool use comes
+    /// back out with it. Take the [`decisions`](Self::take_decisions) first.
+    pub fn into_verdict(self) -> ToolResultVerdict {
+        if self.retry {
+            ToolResultVerdict::Retry {
+                tool_use: self.tool_use,
+            }
+        } else {
+            ToolResultVerdict::Keep {
+                tool_use: self.tool_use,
+                result: self.result,
+            }
+        }
     }
+}
+
+/// What the hooks made of a tool result ([`AfterToolCallEvent::into_verdict`]).
+///
+/// Not `#[non_exhaustive]`: a driver of the loop must handle every verdict, so a new one is
+/// a compile error there rather than a silent fallthrough.
+#[derive(Debug)]
+pub enum ToolResultVerdict {
+    /// The result stands.
+    Keep {
+        /// The tool use that ran.
+        tool_use: ToolUse,
+        /// Its result.
+        result: ToolResult,
+    },
+    /// Run the tool again, from BeforeToolCall.
+    Retry {
+        /// The tool use to run again.
+        tool_use: ToolUse,
+    },
 }
 
 /// Fired when a message is appended to history.

@@ -69,6 +69,11 @@ impl InterruptAnswers {
         Self(Arc::new(answers))
     }
 
+    /// Every answer with its interrupt id (in no particular order).
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &InterruptAnswer)> {
+        self.0.iter().map(|(id, a)| (id.as_str(), a))
+    }
+
     /// Whether there are no answers.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()

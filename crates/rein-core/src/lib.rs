@@ -31,7 +31,7 @@ pub use error::{BoxError, Error, ModelError, ModelErrorKind};
 pub use events::{
     AfterInvocationEvent, AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent,
     BeforeModelCallEvent, BeforeToolCallEvent, Cancel, InvocationContext, MessageAddedEvent,
-    MessageUpdatedEvent,
+    MessageUpdatedEvent, ModelCallVerdict, ToolCallAction, ToolCallVerdict, ToolResultVerdict,
 };
 pub use ids::{
     InjectionId, InvocationId, MessageId, before_tool_call_interrupt_id, canonical_json, name_uuid,

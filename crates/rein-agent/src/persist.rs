@@ -1,0 +1,112 @@
+//! An agent and its session: restore before the first invocation, save at fixed points, and
+//! the repair of a restored tail. The binding contract itself is in `session.rs`.
+
+use rein_core::{Error, Message, MessageId};
+
+use crate::agent::Agent;
+use crate::history::{TOOL_INTERRUPTED, closing_results};
+
+impl Agent {
+    /// Restores the agent from its session (messages with their ids, agent state,
+    /// conversation-manager state, pending interrupts), replacing what the agent holds.
+    /// Returns whether a stored session was found. Without a session this does nothing.
+    ///
+    /// The first invocation does this by itself; call it to inspect a restored agent first
+    /// (e.g. its [`pending_interrupts`](Agent::pending_interrupts)), or after a
+    /// [`Error::SessionConflict`] to reload what the other writer stored.
+    ///
+    /// Restoring repairs a broken tail: when the last message is an assistant message whose
+    /// tool uses have no results and no interrupt is pending for it, every such tool use gets
+    /// the error result `Tool was interrupted.` (persisted at once).
+    pub async fn load_session(&mut self) -> Result<bool, Error> {
+        let Some(binding) = self.history.session().cloned() else {
+            return Ok(false);
+        };
+        let found = match binding.restore().await? {
+            Some(restored) => {
+                let (ids, messages): (Vec<MessageId>, Vec<Message>) =
+                    restored.messages.into_iter().unzip();
+                self.set_messages(messages, Some(ids));
+                self.state.replace(restored.agent_state);
+                self.manager.restore(&restored.conversation_manager_state);
+                self.pending = restored.pending_interrupts;
+                true
+            }
+            None => false,
+        };
+        self.repair_restored_tail();
+        self.history.set_loaded();
+        self.session_sync().await?;
+        Ok(found)
+    }
+
+    /// Persists the agent's whole view now (the agent also does this at the end of every
+    /// invocation). Use it after changing the agent outside an invocation, e.g. after
+    /// [`discard_interrupts`](Agent::discard_interrupts). Without a session this does nothing.
+    pub async fn save_session(&mut self) -> Result<(), Error> {
+        self.session_begin().await?;
+        self.session_sync().await
+    }
+
+    /// Whether the agent persists to a session.
+    pub fn has_session(&self) -> bool {
+        self.history.session().is_some()
+    }
+
+    /// A tail assistant message with unanswered tool uses gets `Tool was interrupted.` results,
+    /// unless interrupts are pending for it.
+    fn repair_restored_tail(&mut self) {
+        let conv = self.history.conv();
+        let Some(last) = conv.last() else {
+            return;
+        };
+        if let Some(p) = &self.pending
+            && (Some(p.assistant_message_id) == conv.ids().last().copied()
+                || p.assistant_message == *last)
+        {
+            return;
+        }
+        let blocks = closing_results(last, &[], TOOL_INTERRUPTED);
+        if !blocks.is_empty() {
+            self.history.conv_mut().append_user(blocks);
+        }
+    }
+
+    /// Restores the session before the first invocation.
+    pub(crate) async fn session_begin(&mut self) -> Result<(), Error> {
+        if self.history.session().is_some() && !self.history.is_loaded() {
+            self.load_session().await?;
+        }
+        Ok(())
+    }
+
+    /// Persists whatever changed.
+    pub(crate) async fn session_sync(&self) -> Result<(), Error> {
+        if !self.has_session() {
+            return Ok(());
+        }
+        self.history
+            .sync(
+                self.state.snapshot(),
+                self.manager.state(),
+                self.pending.as_ref(),
+            )
+            .await
+    }
+
+    /// At the end of an invocation: persists the agent; a store failure fails a successful
+    /// invocation (a failed one keeps its own error; the store error is logged).
+    pub(crate) async fn session_end<T>(&self, result: Result<T, Error>) -> Result<T, Error> {
+        if !self.has_session() {
+            return result;
+        }
+        match (self.session_sync().await, result) {
+            (Ok(()), r) => r,
+            (Err(e), Ok(_)) => Err(e),
+            (Err(e), Err(original)) => {
+                tracing::warn!(error = %e, "session store failed after a failed invocation");
+                Err(original)
+            }
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! How a run ends: injections still queued are rejected, history is repaired, the session
+//! saved, the result built, and AfterInvocation fired with it.
+
+use std::time::Instant;
+
+use rein_core::{AfterInvocationEvent, AgentResult, Error, Message, Role, StopReason};
+use tracing::Instrument as _;
+
+use super::machine::Outcome;
+use super::{Invocation, listeners};
+use crate::agent::{Agent, CANCELLED_BY_USER};
+use crate::history::{TOOL_CANCELLED, TOOL_INTERRUPTED};
+use crate::stream::{AgentEvent, Sink};
+
+impl Agent {
+    /// Turns the run's outcome into its result.
+    pub(super) async fn finish(
+        &mut self,
+        mut inv: Invocation,
+        outcome: Outcome,
+        started: Instant,
+        span: tracing::Span,
+        sink: &Sink,
+    ) -> Result<AgentResult, Error> {
+        self.cancel.end();
+        // Whatever is still queued when the run ends is rejected, exactly once.
+        for item in self.interceptor.end() {
+            let reason = if item.version == inv.run_version {
+                "run ended"
+            } else {
+                "stale"
+            };
+            self.reject_injection(&mut inv, &item.message, item.id, reason, sink);
+        }
+        inv.metrics.duration = started.elapsed();
+        let result = match outcome {
+            Outcome::Failed(e) => {
+                let _ = self
+                    .close_tool_phase(&mut inv, TOOL_INTERRUPTED, sink)
+                    .await;
+                Err(e)
+            }
+            Outcome::Cancelled => {
+                if inv.streaming_response {
+                    sink.verdict(false);
+                    sink.emit(|| AgentEvent::ResponseDiscarded {
+                        reason: "cancelled".into(),
+                    });
+                }
+                let repaired = self.close_tool_phase(&mut inv, TOOL_CANCELLED, sink).await;
+                repaired.map(|()| {
+                    self.result(&mut inv, StopReason::Cancelled, self.cancelled_message())
+                })
+            }
+            Outcome::Reply {
+                message,
+                stop_reason,
+            } => Ok(self.completed(&mut inv, stop_reason, message)),
+            Outcome::Stored { index, stop_reason } => {
+                let conv = self.history.conv();
+                let stored = match index {
+                    Some(i) => conv.get(i),
+                    None => conv.last(),
+                };
+                let message = stored
+                    .cloned()
+                    .unwrap_or_else(|| Message::new(Role::Assistant, Vec::new()));
+                Ok(self.completed(&mut inv, stop_reason, message))
+            }
+            Outcome::Interrupted {
+                message,
+                interrupts,
+            } => {
+                let mut r = self.completed(&mut inv, StopReason::Interrupt, message);
+                r.interrupts = interrupts;
+                Ok(r)
+            }
+            Outcome::CancelledAfterTools => {
+                let message = self.cancelled_message();
+                Ok(self.completed(&mut inv, StopReason::Cancelled, message))
+            }
+        };
+        self.end(inv, result, span).await
+    }
+
+    /// The session persists the end state; AfterInvocation sees the real result.
+    async fn end(
+        &mut self,
+        inv: Invocation,
+        result: Result<AgentResult, Error>,
+        span: tracing::Span,
+    ) -> Result<AgentResult, Error> {
+        let result = self.session_end(result).await;
+        if let Ok(r) = &result {
+            span.record("gen_ai.usage.input_tokens", r.usage.input_tokens);
+            span.record("gen_ai.usage.output_tokens", r.usage.output_tokens);
+            span.record("rein.stop_reason", r.stop_reason.as_str());
+        }
+        if self.core.hooks.has::<AfterInvocationEvent>() {
+            let mut ev = AfterInvocationEvent::new(inv.cx, result);
+            self.core.hooks.dispatch(&mut ev).instrument(span).await?;
+            ev.into_result()
+        } else {
+            result
+        }
+    }
+
+    /// The result of a run that ended normally; the conversation manager then trims history.
+    fn completed(
+        &mut self,
+        inv: &mut Invocation,
+        stop_reason: StopReason,
+        message: Message,
+    ) -> AgentResult {
+        let r = self.result(inv, stop_reason, message);
+        self.apply_conversation_manager();
+        r
+    }
+
+    /// The result, with what the invocation accumulated.
+    fn result(
+        &self,
+        inv: &mut Invocation,
+        stop_reason: StopReason,
+        message: Message,
+    ) -> AgentResult {
+        let mut r = AgentResult::new(stop_reason, message, inv.cx.invocation_id);
+        r.usage = *inv.run.usage();
+        r.metrics = std::mem::take(&mut inv.metrics);
+        r.decisions = std::mem::take(&mut inv.decisions);
+        r.injections = std::mem::take(&mut inv.injections);
+        r
+    }
+
+    fn cancelled_message(&self) -> Message {
+        Message::assistant(
+            self.cancel
+                .message()
+                .unwrap_or_else(|| CANCELLED_BY_USER.into()),
+        )
+    }
+
+    /// Answers every tool use of a tool phase the run was cut off in (finished tools keep
+    /// their results), unless interrupts are pending for it.
+    async fn close_tool_phase(
+        &mut self,
+        inv: &mut Invocation,
+        text: &str,
+        sink: &Sink,
+    ) -> Result<(), Error> {
+        let Some(phase) = inv.tool_phase.take() else {
+            return Ok(());
+        };
+        if self.pending.is_some() || phase.index + 1 != self.history.conv().len() {
+            return Ok(());
+        }
+        let completed = phase.completed();
+        let to = listeners(&self.core.hooks, inv, sink);
+        self.history
+            .close_open_tool_uses(&completed, text, &to)
+            .await
+    }
+}

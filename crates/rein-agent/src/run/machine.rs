@@ -1,0 +1,960 @@
+//! The run as a sans-IO state machine: it decides, the driver does the IO.
+//!
+//! The driver feeds the machine what happened ([`Fed`]) and gets back what to do next
+//! ([`Step`]), until a [`Step::Finish`]. The machine holds every decision of the loop —
+//! limits, model-error retries and their back-off, hook-retry caps, what a verdict on a model
+//! response means, when the tool phase and the injection drain happen, how a run ends — and
+//! no model, hook, clock, runtime or store, so it is unit-tested below with plain values.
+
+use std::time::Duration;
+
+use rein_core::{
+    DecisionAction, DecisionOutcome, DecisionRecord, Error, EventKind, Interrupt, Message,
+    ModelCallVerdict, ModelError, ModelResponse, StopReason, ToolResult, ToolUse, Usage,
+};
+
+use crate::agent::Limits;
+use crate::retry::RetryStrategy;
+
+/// The text that ends a turn or answers a tool when a hook keeps asking for retries.
+pub(crate) fn retry_limit_text(n: u32) -> String {
+    format!("DENIED: retry limit ({n}) reached")
+}
+
+/// The audit record of a retry cap reached (`rein:retry-limit`).
+pub(crate) fn retry_limit_record(event: EventKind, text: &str) -> DecisionRecord {
+    DecisionRecord::new(
+        "rein:retry-limit",
+        event,
+        DecisionAction::Deny,
+        DecisionOutcome::Applied,
+    )
+    .with_text(text.to_owned())
+}
+
+/// How a run ends: every way out of the loop is one of these.
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    /// The turn ended with this message.
+    Reply {
+        message: Message,
+        stop_reason: StopReason,
+    },
+    /// The turn ended with the stored message at `index` (the last one when `None`).
+    Stored {
+        index: Option<usize>,
+        stop_reason: StopReason,
+    },
+    /// Tools wait for answers to these interrupts; `message` holds their tool uses.
+    Interrupted {
+        message: Message,
+        interrupts: Vec<Interrupt>,
+    },
+    /// The caller asked to stop once the tools finished.
+    CancelledAfterTools,
+    /// The caller cancelled the run.
+    Cancelled,
+    /// The run failed.
+    Failed(Error),
+}
+
+/// What the driver does next.
+#[derive(Debug)]
+pub(crate) enum Step {
+    /// Run BeforeInvocation on the input; store it unless it is denied.
+    AdmitInput,
+    /// Run the interrupted tool phase again with the caller's answers.
+    ResumeTools,
+    /// BeforeModelCall, the model call `index`, AfterModelCall.
+    CallModel { index: u32 },
+    /// Withdraw the response streamed so far (the caller is told why).
+    Discard { reason: String },
+    /// Store guidance as user text (before the model is called again).
+    StoreGuidance(Vec<String>),
+    /// Ask the conversation manager to shrink the history after a context overflow.
+    ReduceContext(ModelError),
+    /// Wait before calling the model again.
+    Backoff(Duration),
+    /// Store this text as the assistant's reply, recording `record` first; the turn ends.
+    EndTurn {
+        text: String,
+        record: Option<DecisionRecord>,
+    },
+    /// Store the accepted response (telling the stream it was rewritten when `edited`).
+    Accept {
+        response: ModelResponse,
+        edited: bool,
+    },
+    /// Run the tool uses of the stored assistant message at `index`.
+    RunTools {
+        index: usize,
+        model_call_index: u32,
+        invalid_inputs: Vec<(String, String)>,
+    },
+    /// Deliver the injected messages queued so far (a turn boundary).
+    DrainInjections,
+    /// The run is over.
+    Finish(Outcome),
+}
+
+/// What happened since the last step.
+#[derive(Debug)]
+pub(crate) enum Fed {
+    /// The run starts.
+    Start,
+    /// The step was done (for steps that have nothing to report).
+    Done,
+    /// BeforeInvocation denied the input with this text (nothing was stored).
+    InputDenied(String),
+    /// The model call's verdict.
+    ModelCalled(ModelCallVerdict),
+    /// Whether the conversation manager shrank the history; the error it was asked for.
+    Reduced { reduced: bool, error: ModelError },
+    /// The accepted response is stored at `index`; `invalid_inputs` are its tool uses whose
+    /// input was not valid JSON (id, parse error).
+    Accepted {
+        index: usize,
+        stop_reason: StopReason,
+        has_tool_use: bool,
+        invalid_inputs: Vec<(String, String)>,
+    },
+    /// The stand-in reply is stored.
+    EndedTurn(Message),
+    /// The tool phase is over.
+    ToolsDone(ToolsEnd),
+}
+
+/// How a tool phase ended.
+#[derive(Debug)]
+pub(crate) enum ToolsEnd {
+    /// Every tool use has its result (stored); `cancel_requested` when the caller asked to stop
+    /// after the tools.
+    Completed { cancel_requested: bool },
+    /// Tools wait for answers.
+    Interrupted {
+        message: Message,
+        interrupts: Vec<Interrupt>,
+    },
+}
+
+/// Where the run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Start,
+    Admitting,
+    /// A model response or error was withdrawn; what comes next depends on why.
+    Discarded,
+    /// Guidance stored, a back-off waited or the history reduced: call the model again.
+    Retrying,
+    Tools,
+    Draining,
+    Done,
+}
+
+/// What a discard was for.
+#[derive(Debug)]
+enum AfterDiscard {
+    /// Store this guidance, then call again.
+    Retry(Vec<String>),
+    /// Decide what to do about a failed call.
+    Recover(ModelError),
+    /// Store this reply and end the turn.
+    EndTurn(String, Option<DecisionRecord>),
+}
+
+/// One invocation's decisions.
+#[derive(Debug)]
+pub(crate) struct Run {
+    limits: Limits,
+    max_hook_retries: u32,
+    retry: RetryStrategy,
+    resume: bool,
+    phase: Phase,
+    /// Model calls made (retries included); the next call's index.
+    model_calls: u32,
+    usage: Usage,
+    /// Model calls of this turn retried at a hook's request.
+    hook_retries: u32,
+    /// Consecutive failed model calls of this turn.
+    error_attempts: u32,
+    after_discard: Option<AfterDiscard>,
+}
+
+impl Run {
+    pub(crate) fn new(
+        limits: Limits,
+        max_hook_retries: u32,
+        retry: RetryStrategy,
+        resume: bool,
+    ) -> Self {
+        Self {
+            limits,
+            max_hook_retries,
+            retry,
+            resume,
+            phase: Phase::Start,
+            model_calls: 0,
+            usage: Usage::default(),
+            hook_retries: 0,
+            error_attempts: 0,
+            after_discard: None,
+        }
+    }
+
+    /// Whether the run resumes from interrupts.
+    pub(crate) fn is_resume(&self) -> bool {
+        self.resume
+    }
+
+    /// Usage so far (what the token limits count).
+    pub(crate) fn usage(&self) -> &Usage {
+        &self.usage
+    }
+
+    /// Counts a model call's usage towards the limits.
+    pub(crate) fn add_usage(&mut self, usage: &Usage) {
+        self.usage.add(usage);
+    }
+
+    /// Settles the audit of a model call before it is recorded: guidance of a retry that the
+    /// cap refuses is never injected, so its applied guides are overridden.
+    pub(crate) fn settle_decisions(
+        &self,
+        verdict: &ModelCallVerdict,
+        decisions: &mut [DecisionRecord],
+    ) {
+        if matches!(verdict, ModelCallVerdict::Retry { .. })
+            && self.hook_retries >= self.max_hook_retries
+        {
+            for d in decisions {
+                if d.action == DecisionAction::Guide && d.outcome == DecisionOutcome::Applied {
+                    d.outcome = DecisionOutcome::Overridden;
+                }
+            }
+        }
+    }
+
+    /// The next step, given what happened.
+    pub(crate) fn next(&mut self, fed: Fed) -> Step {
+        let step = match fed {
+            Fed::Start => {
+                self.phase = Phase::Admitting;
+                Step::AdmitInput
+            }
+            Fed::InputDenied(text) => Step::Finish(Outcome::Reply {
+                message: Message::assistant(text),
+                stop_reason: StopReason::EndTurn,
+            }),
+            Fed::ModelCalled(verdict) => self.on_verdict(verdict),
+            Fed::Reduced { reduced: true, .. } => self.call_model(),
+            Fed::Reduced { error, .. } => self.backoff_or_fail(error),
+            Fed::EndedTurn(message) => Step::Finish(Outcome::Reply {
+                message,
+                stop_reason: StopReason::EndTurn,
+            }),
+            Fed::Accepted {
+                index,
+                has_tool_use: true,
+                invalid_inputs,
+                ..
+            } => {
+                self.phase = Phase::Tools;
+                Step::RunTools {
+                    index,
+                    model_call_index: self.model_calls.saturating_sub(1),
+                    invalid_inputs,
+                }
+            }
+            Fed::Accepted {
+                index, stop_reason, ..
+            } => Step::Finish(Outcome::Stored {
+                index: Some(index),
+                stop_reason,
+            }),
+            Fed::ToolsDone(ToolsEnd::Interrupted {
+                message,
+                interrupts,
+            }) => Step::Finish(Outcome::Interrupted {
+                message,
+                interrupts,
+            }),
+            Fed::ToolsDone(ToolsEnd::Completed {
+                cancel_requested: true,
+            }) => Step::Finish(Outcome::CancelledAfterTools),
+            Fed::ToolsDone(ToolsEnd::Completed { .. }) => {
+                self.phase = Phase::Draining;
+                Step::DrainInjections
+            }
+            Fed::Done => match self.phase {
+                Phase::Admitting if self.resume => {
+                    self.phase = Phase::Tools;
+                    Step::ResumeTools
+                }
+                Phase::Admitting | Phase::Draining => self.start_turn(),
+                Phase::Discarded => self.after_discard(),
+                Phase::Retrying => self.call_model(),
+                phase => Step::Finish(Outcome::Failed(Error::Config(format!(
+                    "internal: a step finished in phase {phase:?} with nothing to report"
+                )))),
+            },
+        };
+        if let Step::Finish(_) = step {
+            self.phase = Phase::Done;
+        }
+        step
+    }
+
+    /// A new turn: fresh retry counts, then a model call.
+    fn start_turn(&mut self) -> Step {
+        self.hook_retries = 0;
+        self.error_attempts = 0;
+        self.call_model()
+    }
+
+    /// A model call, unless a limit is reached (checked before every call, retries included).
+    fn call_model(&mut self) -> Step {
+        if let Some(stop_reason) = self.limit_hit() {
+            return Step::Finish(Outcome::Stored {
+                index: None,
+                stop_reason,
+            });
+        }
+        let index = self.model_calls;
+        self.model_calls += 1;
+        self.phase = Phase::Retrying;
+        Step::CallModel { index }
+    }
+
+    fn limit_hit(&self) -> Option<StopReason> {
+        let l = &self.limits;
+        if l.max_turns.is_some_and(|n| self.model_calls >= n) {
+            Some(StopReason::LimitTurns)
+        } else if l
+            .max_total_tokens
+            .is_some_and(|n| self.usage.total_tokens >= n)
+        {
+            Some(StopReason::LimitTotalTokens)
+        } else if l
+            .max_output_tokens
+            .is_some_and(|n| self.usage.output_tokens >= n)
+        {
+            Some(StopReason::LimitOutputTokens)
+        } else {
+            None
+        }
+    }
+
+    /// What a verdict on a model call means.
+    fn on_verdict(&mut self, verdict: ModelCallVerdict) -> Step {
+        let can_retry = self.hook_retries < self.max_hook_retries;
+        let (reason, then) = match verdict {
+            ModelCallVerdict::Retry {
+                guidance,
+                error: Some(error),
+            } if can_retry => {
+                self.hook_retries += 1;
+                (error.to_string(), AfterDiscard::Retry(guidance))
+            }
+            ModelCallVerdict::Retry {
+                error: Some(error), ..
+            }
+            | ModelCallVerdict::Failed(error) => (error.to_string(), AfterDiscard::Recover(error)),
+            ModelCallVerdict::Withhold { text } => {
+                self.error_attempts = 0;
+                (text.clone(), AfterDiscard::EndTurn(text, None))
+            }
+            ModelCallVerdict::Retry {
+                guidance,
+                error: None,
+            } => {
+                self.error_attempts = 0;
+                if can_retry {
+                    self.hook_retries += 1;
+                    (
+                        "retry requested by a hook".to_owned(),
+                        AfterDiscard::Retry(guidance),
+                    )
+                } else {
+                    let text = retry_limit_text(self.max_hook_retries);
+                    let record = retry_limit_record(EventKind::AfterModelCall, &text);
+                    (text.clone(), AfterDiscard::EndTurn(text, Some(record)))
+                }
+            }
+            ModelCallVerdict::Accept {
+                mut response,
+                edited,
+            } => {
+                self.error_attempts = 0;
+                // A rewritten response that lost its tool uses ends the turn.
+                if edited
+                    && !response.message.has_tool_use()
+                    && response.stop_reason == StopReason::ToolUse
+                {
+                    response.stop_reason = StopReason::EndTurn;
+                }
+                return Step::Accept { response, edited };
+            }
+        };
+        self.phase = Phase::Discarded;
+        self.after_discard = Some(then);
+        Step::Discard { reason }
+    }
+
+    fn after_discard(&mut self) -> Step {
+        match self.after_discard.take() {
+            Some(AfterDiscard::Retry(guidance)) => {
+                self.phase = Phase::Retrying;
+                Step::StoreGuidance(guidance)
+            }
+            Some(AfterDiscard::Recover(error)) if error.is_context_window_overflow() => {
+                self.phase = Phase::Retrying;
+                Step::ReduceContext(error)
+            }
+            Some(AfterDiscard::Recover(error)) => self.backoff_or_fail(error),
+            Some(AfterDiscard::EndTurn(text, record)) => Step::EndTurn { text, record },
+            None => Step::Finish(Outcome::Failed(Error::Config(
+                "internal: nothing to do after a discard".into(),
+            ))),
+        }
+    }
+
+    /// A failed call the hooks did not retry: back off and call again while the retry strategy
+    /// allows, else fail with the error.
+    fn backoff_or_fail(&mut self, error: ModelError) -> Step {
+        self.error_attempts += 1;
+        match self.retry.delay(&error, self.error_attempts) {
+            Some(delay) => {
+                tracing::warn!(
+                    %error,
+                    ?delay,
+                    attempt = self.error_attempts,
+                    "model call failed; retrying"
+                );
+                self.phase = Phase::Retrying;
+                Step::Backoff(delay)
+            }
+            None => Step::Finish(Outcome::Failed(Error::Model(error))),
+        }
+    }
+}
+
+/// The bookkeeping of one tool phase: which tool uses of the assistant message have results,
+/// which interrupts were raised, which tool uses were rewritten.
+#[derive(Debug, Default)]
+pub(crate) struct ToolPhase {
+    /// The stored assistant message whose tool uses run.
+    pub(crate) index: usize,
+    pub(crate) model_call_index: u32,
+    /// A result per tool use, by position (kept when the phase is cut off).
+    results: Vec<Option<ToolResult>>,
+    interrupts: Vec<Interrupt>,
+    rewrites: Vec<ToolUse>,
+}
+
+/// How a tool phase's bookkeeping ends.
+pub(crate) enum PhaseEnd {
+    /// Interrupts were raised: the results so far wait with them.
+    Interrupted {
+        interrupts: Vec<Interrupt>,
+        completed: Vec<ToolResult>,
+    },
+    /// Every tool use has a result, in tool-use order.
+    Completed(Vec<ToolResult>),
+}
+
+impl ToolPhase {
+    /// A phase over `tool_uses`, some of which may have finished before (a resume).
+    pub(crate) fn new<'a>(
+        index: usize,
+        model_call_index: u32,
+        tool_uses: impl Iterator<Item = &'a ToolUse>,
+        mut completed: Vec<ToolResult>,
+    ) -> Self {
+        let results = tool_uses
+            .map(|u| {
+                completed
+                    .iter()
+                    .position(|r| r.tool_use_id == u.tool_use_id)
+                    .map(|p| completed.swap_remove(p))
+            })
+            .collect();
+        Self {
+            index,
+            model_call_index,
+            results,
+            interrupts: Vec::new(),
+            rewrites: Vec::new(),
+        }
+    }
+
+    /// The positions of the tool uses still to run.
+    pub(crate) fn todo(&self) -> impl Iterator<Item = usize> + '_ {
+        self.results
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.is_none())
+            .map(|(i, _)| i)
+    }
+
+    /// Records what the tool use at `position` came to. Returns whether a sequential phase
+    /// stops here (the tool waits for an answer).
+    pub(crate) fn record(
+        &mut self,
+        position: usize,
+        result: Option<ToolResult>,
+        interrupts: Vec<Interrupt>,
+        rewritten: Option<ToolUse>,
+    ) -> bool {
+        let stop = result.is_none();
+        if let Some(slot) = self.results.get_mut(position) {
+            *slot = result;
+        }
+        self.interrupts.extend(interrupts);
+        self.rewrites.extend(rewritten);
+        stop
+    }
+
+    /// Tool uses rewritten by hooks or transforms, to commit to the stored message.
+    pub(crate) fn take_rewrites(&mut self) -> Vec<ToolUse> {
+        std::mem::take(&mut self.rewrites)
+    }
+
+    /// The results finished so far.
+    pub(crate) fn completed(&self) -> Vec<ToolResult> {
+        self.results.iter().flatten().cloned().collect()
+    }
+
+    /// Ends the phase. A tool use left without a result and without an interrupt (a
+    /// sequential phase cut short) is answered with `missing_text`.
+    pub(crate) fn end(self, tool_uses: &[&ToolUse], missing_text: &str) -> PhaseEnd {
+        if !self.interrupts.is_empty() {
+            return PhaseEnd::Interrupted {
+                completed: self.results.into_iter().flatten().collect(),
+                interrupts: self.interrupts,
+            };
+        }
+        PhaseEnd::Completed(
+            self.results
+                .into_iter()
+                .zip(tool_uses)
+                .map(|(r, u)| r.unwrap_or_else(|| ToolResult::error(&u.tool_use_id, missing_text)))
+                .collect(),
+        )
+    }
+}
+
+/// The retry cap of one tool call (AfterToolCall `retry`).
+#[derive(Debug)]
+pub(crate) struct ToolRetries {
+    retries: u32,
+    max: u32,
+}
+
+impl ToolRetries {
+    pub(crate) fn new(max: u32) -> Self {
+        Self { retries: 0, max }
+    }
+
+    /// A hook asked to run the tool again: `Ok` to run it, or the text of the error result
+    /// that answers the tool use instead (the cap is reached).
+    pub(crate) fn retry(&mut self) -> Result<(), String> {
+        if self.retries < self.max {
+            self.retries += 1;
+            Ok(())
+        } else {
+            Err(retry_limit_text(self.max))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(limits: Limits, max_hook_retries: u32) -> Run {
+        let retry = RetryStrategy::default()
+            .with_initial_delay(Duration::from_millis(10))
+            .with_jitter(false)
+            .with_max_attempts(3);
+        Run::new(limits, max_hook_retries, retry, false)
+    }
+
+    fn text_response(text: &str) -> ModelResponse {
+        ModelResponse::new(Message::assistant(text), StopReason::EndTurn)
+    }
+
+    fn accept(text: &str) -> Fed {
+        Fed::ModelCalled(ModelCallVerdict::Accept {
+            response: text_response(text),
+            edited: false,
+        })
+    }
+
+    /// A stored response with tool uses.
+    fn with_tools() -> Fed {
+        Fed::Accepted {
+            index: 1,
+            stop_reason: StopReason::ToolUse,
+            has_tool_use: true,
+            invalid_inputs: vec![],
+        }
+    }
+
+    fn tools_done() -> Fed {
+        Fed::ToolsDone(ToolsEnd::Completed {
+            cancel_requested: false,
+        })
+    }
+
+    fn started(r: &mut Run) {
+        assert!(matches!(r.next(Fed::Start), Step::AdmitInput));
+        assert!(matches!(r.next(Fed::Done), Step::CallModel { index: 0 }));
+    }
+
+    #[test]
+    fn a_text_reply_is_accepted_stored_and_ends_the_run() {
+        let mut r = run(Limits::default(), 3);
+        started(&mut r);
+        assert!(matches!(
+            r.next(accept("hi")),
+            Step::Accept { edited: false, .. }
+        ));
+        let step = r.next(Fed::Accepted {
+            index: 1,
+            stop_reason: StopReason::EndTurn,
+            has_tool_use: false,
+            invalid_inputs: vec![],
+        });
+        assert!(matches!(
+            step,
+            Step::Finish(Outcome::Stored {
+                index: Some(1),
+                stop_reason: StopReason::EndTurn
+            })
+        ));
+    }
+
+    #[test]
+    fn a_denied_input_ends_the_run_with_its_text_and_calls_no_model() {
+        let mut r = run(Limits::default(), 3);
+        assert!(matches!(r.next(Fed::Start), Step::AdmitInput));
+        match r.next(Fed::InputDenied("no".into())) {
+            Step::Finish(Outcome::Reply {
+                message,
+                stop_reason,
+            }) => {
+                assert_eq!(message, Message::assistant("no"));
+                assert_eq!(stop_reason, StopReason::EndTurn);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn tool_uses_run_then_injections_drain_then_a_new_turn_starts() {
+        let mut r = run(Limits::default(), 3);
+        started(&mut r);
+        let step = r.next(with_tools());
+        assert!(matches!(
+            step,
+            Step::RunTools {
+                index: 1,
+                model_call_index: 0,
+                ..
+            }
+        ));
+        let step = r.next(tools_done());
+        assert!(matches!(step, Step::DrainInjections));
+        assert!(matches!(r.next(Fed::Done), Step::CallModel { index: 1 }));
+    }
+
+    #[test]
+    fn interrupts_and_cancel_after_tools_end_the_run() {
+        let mut r = run(Limits::default(), 3);
+        started(&mut r);
+        r.next(with_tools());
+        let step = r.next(Fed::ToolsDone(ToolsEnd::Interrupted {
+            message: Message::assistant("x"),
+            interrupts: vec![Interrupt::new("i", "n", "why")],
+        }));
+        assert!(matches!(step, Step::Finish(Outcome::Interrupted { .. })));
+
+        let mut r = run(Limits::default(), 3);
+        started(&mut r);
+        r.next(with_tools());
+        let step = r.next(Fed::ToolsDone(ToolsEnd::Completed {
+            cancel_requested: true,
+        }));
+        assert!(matches!(step, Step::Finish(Outcome::CancelledAfterTools)));
+    }
+
+    #[test]
+    fn a_resume_runs_the_pending_tools_before_any_model_call() {
+        let mut r = Run::new(Limits::default(), 3, RetryStrategy::none(), true);
+        assert!(matches!(r.next(Fed::Start), Step::AdmitInput));
+        assert!(matches!(r.next(Fed::Done), Step::ResumeTools));
+        let step = r.next(tools_done());
+        assert!(matches!(step, Step::DrainInjections));
+        assert!(matches!(r.next(Fed::Done), Step::CallModel { index: 0 }));
+    }
+
+    #[test]
+    fn max_turns_counts_every_model_call_and_ends_with_the_last_stored_message() {
+        let limits = Limits {
+            max_turns: Some(2),
+            ..Limits::default()
+        };
+        let mut r = run(limits, 5);
+        started(&mut r);
+        let retry = || {
+            Fed::ModelCalled(ModelCallVerdict::Retry {
+                guidance: vec![],
+                error: None,
+            })
+        };
+        assert!(matches!(r.next(retry()), Step::Discard { .. }));
+        assert!(matches!(r.next(Fed::Done), Step::StoreGuidance(_)));
+        assert!(matches!(r.next(Fed::Done), Step::CallModel { index: 1 }));
+        r.next(retry());
+        r.next(Fed::Done);
+        let step = r.next(Fed::Done);
+        assert!(matches!(
+            step,
+            Step::Finish(Outcome::Stored {
+                index: None,
+                stop_reason: StopReason::LimitTurns
+            })
+        ));
+    }
+
+    #[test]
+    fn token_limits_stop_before_the_next_call() {
+        let limits = Limits {
+            max_output_tokens: Some(10),
+            ..Limits::default()
+        };
+        let mut r = run(limits, 3);
+        started(&mut r);
+        r.add_usage(&Usage::new(2, 10));
+        r.next(with_tools());
+        r.next(tools_done());
+        let step = r.next(Fed::Done);
+        assert!(matches!(
+            step,
+            Step::Finish(Outcome::Stored {
+                stop_reason: StopReason::LimitOutputTokens,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn hook_retries_are_capped_per_turn_with_the_retry_limit_text_and_record() {
+        let mut r = run(Limits::default(), 2);
+        started(&mut r);
+        let retry = || {
+            Fed::ModelCalled(ModelCallVerdict::Retry {
+                guidance: vec!["again".into()],
+                error: None,
+            })
+        };
+        for i in 1..=2 {
+            match r.next(retry()) {
+                Step::Discard { reason } => assert_eq!(reason, "retry requested by a hook"),
+                other => panic!("{other:?}"),
+            }
+            assert!(matches!(r.next(Fed::Done), Step::StoreGuidance(g) if g == ["again"]));
+            assert!(matches!(r.next(Fed::Done), Step::CallModel { index } if index == i));
+        }
+        // The third request is refused: its guides are overridden, the turn ends.
+        let verdict = ModelCallVerdict::Retry {
+            guidance: vec!["again".into()],
+            error: None,
+        };
+        let mut decisions = vec![DecisionRecord::new(
+            "g",
+            EventKind::AfterModelCall,
+            DecisionAction::Guide,
+            DecisionOutcome::Applied,
+        )];
+        r.settle_decisions(&verdict, &mut decisions);
+        assert_eq!(decisions[0].outcome, DecisionOutcome::Overridden);
+        match r.next(Fed::ModelCalled(verdict)) {
+            Step::Discard { reason } => assert_eq!(reason, "DENIED: retry limit (2) reached"),
+            other => panic!("{other:?}"),
+        }
+        match r.next(Fed::Done) {
+            Step::EndTurn { text, record } => {
+                assert_eq!(text, "DENIED: retry limit (2) reached");
+                let record = record.expect("a retry-limit record");
+                assert_eq!(record.handler, "rein:retry-limit");
+                assert_eq!(record.action, DecisionAction::Deny);
+            }
+            other => panic!("{other:?}"),
+        }
+        let step = r.next(Fed::EndedTurn(Message::assistant("x")));
+        assert!(matches!(step, Step::Finish(Outcome::Reply { .. })));
+    }
+
+    #[test]
+    fn a_new_turn_resets_the_hook_retry_count() {
+        let mut r = run(Limits::default(), 1);
+        started(&mut r);
+        let retry = || {
+            Fed::ModelCalled(ModelCallVerdict::Retry {
+                guidance: vec![],
+                error: None,
+            })
+        };
+        r.next(retry());
+        r.next(Fed::Done);
+        r.next(Fed::Done);
+        r.next(with_tools());
+        r.next(tools_done());
+        r.next(Fed::Done);
+        // The new turn may retry again.
+        assert!(matches!(
+            r.next(retry()),
+            Step::Discard { reason } if reason == "retry requested by a hook"
+        ));
+    }
+
+    #[test]
+    fn a_withheld_response_is_discarded_and_its_text_ends_the_turn() {
+        let mut r = run(Limits::default(), 3);
+        started(&mut r);
+        let step = r.next(Fed::ModelCalled(ModelCallVerdict::Withhold {
+            text: "DENIED: no".into(),
+        }));
+        assert!(matches!(step, Step::Discard { reason } if reason == "DENIED: no"));
+        assert!(matches!(
+            r.next(Fed::Done),
+            Step::EndTurn { text, record: None } if text == "DENIED: no"
+        ));
+    }
+
+    #[test]
+    fn retryable_model_errors_back_off_then_fail_with_the_error() {
+        let mut r = run(Limits::default(), 3);
+        started(&mut r);
+        let failed = || Fed::ModelCalled(ModelCallVerdict::Failed(ModelError::server("boom")));
+        for (i, ms) in [(1, 10), (2, 20)] {
+            assert!(matches!(r.next(failed()), Step::Discard { .. }));
+            assert!(matches!(
+                r.next(Fed::Done),
+                Step::Backoff(d) if d == Duration::from_millis(ms)
+            ));
+            assert!(matches!(r.next(Fed::Done), Step::CallModel { index } if index == i));
+        }
+        r.next(failed());
+        assert!(matches!(
+            r.next(Fed::Done),
+            Step::Finish(Outcome::Failed(Error::Model(_)))
+        ));
+    }
+
+    #[test]
+    fn a_hook_retry_of_a_failed_call_comes_before_the_retry_strategy() {
+        let mut r = Run::new(Limits::default(), 1, RetryStrategy::none(), false);
+        started(&mut r);
+        let retry = || {
+            Fed::ModelCalled(ModelCallVerdict::Retry {
+                guidance: vec!["g".into()],
+                error: Some(ModelError::server("boom")),
+            })
+        };
+        assert!(matches!(r.next(retry()), Step::Discard { .. }));
+        assert!(matches!(r.next(Fed::Done), Step::StoreGuidance(_)));
+        assert!(matches!(r.next(Fed::Done), Step::CallModel { index: 1 }));
+        // At the cap the error takes its normal course: no retry strategy, so it fails.
+        r.next(retry());
+        assert!(matches!(
+            r.next(Fed::Done),
+            Step::Finish(Outcome::Failed(Error::Model(_)))
+        ));
+    }
+
+    #[test]
+    fn a_context_overflow_asks_for_a_reduction_and_calls_again_when_it_worked() {
+        let mut r = run(Limits::default(), 3);
+        started(&mut r);
+        let overflow = || ModelError::context_window_overflow("too long");
+        r.next(Fed::ModelCalled(ModelCallVerdict::Failed(overflow())));
+        assert!(matches!(r.next(Fed::Done), Step::ReduceContext(_)));
+        let step = r.next(Fed::Reduced {
+            reduced: true,
+            error: overflow(),
+        });
+        assert!(matches!(step, Step::CallModel { index: 1 }));
+        r.next(Fed::ModelCalled(ModelCallVerdict::Failed(overflow())));
+        r.next(Fed::Done);
+        // Nothing left to reduce: not retryable, so the run fails.
+        let step = r.next(Fed::Reduced {
+            reduced: false,
+            error: overflow(),
+        });
+        assert!(matches!(
+            step,
+            Step::Finish(Outcome::Failed(Error::Model(_)))
+        ));
+    }
+
+    #[test]
+    fn an_edited_response_without_tool_uses_ends_the_turn() {
+        let mut r = run(Limits::default(), 3);
+        started(&mut r);
+        let response = ModelResponse::new(Message::assistant("rewritten"), StopReason::ToolUse);
+        match r.next(Fed::ModelCalled(ModelCallVerdict::Accept {
+            response,
+            edited: true,
+        })) {
+            Step::Accept { response, edited } => {
+                assert!(edited);
+                assert_eq!(response.stop_reason, StopReason::EndTurn);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn tool_retries_are_capped() {
+        let mut t = ToolRetries::new(2);
+        assert_eq!(t.retry(), Ok(()));
+        assert_eq!(t.retry(), Ok(()));
+        assert_eq!(t.retry(), Err("DENIED: retry limit (2) reached".into()));
+    }
+
+    #[test]
+    fn a_tool_phase_keeps_results_of_a_resume_and_answers_what_was_cut_off() {
+        let a = ToolUse::new("a", "t", serde_json::json!({}));
+        let b = ToolUse::new("b", "t", serde_json::json!({}));
+        let c = ToolUse::new("c", "t", serde_json::json!({}));
+        let uses = [&a, &b, &c];
+        let done_b = ToolResult::success("b", "B");
+        let mut phase = ToolPhase::new(1, 0, uses.into_iter(), vec![done_b.clone()]);
+        assert_eq!(phase.todo().collect::<Vec<_>>(), [0, 2]);
+        assert!(!phase.record(0, Some(ToolResult::success("a", "A")), vec![], None));
+        match phase.end(&uses, "cut") {
+            PhaseEnd::Completed(results) => {
+                assert_eq!(results[1], done_b);
+                assert_eq!(results[2], ToolResult::error("c", "cut"));
+            }
+            PhaseEnd::Interrupted { .. } => panic!("no interrupt was raised"),
+        }
+
+        let mut phase = ToolPhase::new(1, 0, uses.into_iter(), vec![]);
+        let stop = phase.record(1, None, vec![Interrupt::new("i", "n", "why")], None);
+        assert!(stop);
+        phase.record(0, Some(ToolResult::success("a", "A")), vec![], None);
+        match phase.end(&uses, "cut") {
+            PhaseEnd::Interrupted {
+                interrupts,
+                completed,
+            } => {
+                assert_eq!(interrupts.len(), 1);
+                assert_eq!(completed, [ToolResult::success("a", "A")]);
+            }
+            PhaseEnd::Completed(_) => panic!("an interrupt was raised"),
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! The run: one invocation, a sans-IO state machine ([`machine`]) that decides and a thin
+//! async driver (this module and the files below) that does the IO.
+//!
+//! The driver's files, in the order an invocation goes through them:
+//! 1. `start.rs` — input checks, the invocation's context, BeforeInvocation, a resume's answers;
+//! 2. `model.rs` — BeforeModelCall, the model stream, AfterModelCall, and what a verdict stores;
+//! 3. `tools.rs` — the tool phase: BeforeToolCall, the tool, AfterToolCall, per tool use;
+//! 4. `inject.rs` — injected messages delivered at the turn boundary;
+//! 5. `finish.rs` — how the run ends: history repaired, session saved, AfterInvocation.
+//!
+//! Every way a run ends is a [`machine::Outcome`]: the machine finishes with one, an IO error
+//! becomes `Outcome::Failed`, a cancel `Outcome::Cancelled`. `finish.rs` turns it into the
+//! result.
+
+mod finish;
+mod inject;
+mod machine;
+mod model;
+mod start;
+mod tools;
+
+use std::time::Instant;
+
+use rein_core::{
+    AgentResult, DecisionRecord, Error, InjectionRecord, InterruptAnswers, InvocationContext,
+    InvocationMetrics,
+};
+
+use crate::agent::{Agent, Input};
+use crate::history::Listeners;
+use crate::stream::{AgentEvent, Sink};
+use machine::{Fed, Outcome, Run, Step, ToolPhase};
+
+/// What one invocation accumulates besides the machine's decisions.
+pub(crate) struct Invocation {
+    cx: InvocationContext,
+    run: Run,
+    metrics: InvocationMetrics,
+    decisions: Vec<DecisionRecord>,
+    /// The answers of a resume, until the tool cycle they belong to completes.
+    answers: InterruptAnswers,
+    /// The tool phase under way (kept if the run is cut off in it, to answer its tool uses).
+    tool_phase: Option<ToolPhase>,
+    /// Whether a model response is streaming (a cancel then withdraws it).
+    streaming_response: bool,
+    run_version: u64,
+    injections: Vec<InjectionRecord>,
+}
+
+impl Invocation {
+    /// Records decisions in the audit and streams them.
+    fn record(&mut self, decisions: Vec<DecisionRecord>, sink: &Sink) {
+        if decisions.is_empty() {
+            return;
+        }
+        if sink.is_enabled() {
+            for d in &decisions {
+                sink.push(AgentEvent::Decision(d.clone()));
+            }
+        }
+        self.decisions.extend(decisions);
+    }
+}
+
+impl Agent {
+    pub(crate) async fn run(&mut self, input: Input, sink: Sink) -> Result<AgentResult, Error> {
+        // A session is restored before the first invocation; input errors are returned before
+        // anything fires.
+        self.session_begin().await?;
+        self.check_input(&input)?;
+        let (mut inv, span) = self.begin(&input);
+        let token = self.cancel.begin();
+        let started = Instant::now();
+        let outcome = {
+            let drive = self.drive(&mut inv, input, &sink);
+            tokio::select! {
+                biased;
+                _ = token.cancelled() => Outcome::Cancelled,
+                outcome = drive => outcome,
+            }
+        };
+        self.finish(inv, outcome, started, span, &sink).await
+    }
+
+    /// Feeds the machine until it finishes.
+    async fn drive(&mut self, inv: &mut Invocation, input: Input, sink: &Sink) -> Outcome {
+        let mut input = Some(input);
+        let mut fed = Fed::Start;
+        loop {
+            fed = match inv.run.next(fed) {
+                Step::Finish(outcome) => return outcome,
+                step => match self.perform(inv, step, &mut input, sink).await {
+                    Ok(fed) => fed,
+                    Err(error) => return Outcome::Failed(error),
+                },
+            };
+        }
+    }
+
+    /// Does one step's IO.
+    async fn perform(
+        &mut self,
+        inv: &mut Invocation,
+        step: Step,
+        input: &mut Option<Input>,
+        sink: &Sink,
+    ) -> Result<Fed, Error> {
+        match step {
+            Step::AdmitInput => {
+                let messages = input.as_mut().map(|i| std::mem::take(&mut i.messages));
+                self.admit_input(inv, messages.unwrap_or_default(), sink)
+                    .await
+            }
+            Step::ResumeTools => {
+                let responses = input.take().map(|i| i.responses).unwrap_or_default();
+                self.resume_tools(inv, responses, sink).await
+            }
+            Step::CallModel { index } => self.model_call(inv, index, sink).await,
+            Step::Discard { reason } => {
+                sink.verdict(false);
+                sink.emit(|| AgentEvent::ResponseDiscarded { reason });
+                Ok(Fed::Done)
+            }
+            Step::StoreGuidance(guidance) => self.store_guidance(inv, guidance, sink).await,
+            Step::ReduceContext(error) => Ok(self.reduce_context(error)),
+            Step::Backoff(delay) => {
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
+                Ok(Fed::Done)
+            }
+            Step::EndTurn { text, record } => self.end_turn(inv, text, record, sink).await,
+            Step::Accept { response, edited } => self.accept(inv, response, edited, sink).await,
+            Step::RunTools {
+                index,
+                model_call_index,
+                invalid_inputs,
+            } => {
+                let phase = self.tool_phase_of(index, model_call_index, Vec::new());
+                self.tool_phase(inv, phase, &invalid_inputs, sink).await
+            }
+            Step::DrainInjections => self.drain_injections(inv, sink).await,
+            // Handled by `drive`.
+            Step::Finish(_) => Ok(Fed::Done),
+        }
+    }
+}
+
+/// The listeners of the message path for this run.
+fn listeners<'a>(
+    agent_hooks: &'a rein_hooks::HookRegistry,
+    inv: &'a Invocation,
+    sink: &'a Sink,
+) -> Listeners<'a> {
+    Listeners {
+        hooks: agent_hooks,
+        sink,
+        cx: &inv.cx,
+    }
+}

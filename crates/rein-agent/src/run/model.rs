@@ -1,0 +1,260 @@
+//! A model call — BeforeModelCall, the model's stream, AfterModelCall — and what the
+//! machine's verdict on it stores.
+
+use std::time::Instant;
+
+use futures_util::StreamExt as _;
+use rein_core::{
+    AfterModelCallEvent, BeforeModelCallEvent, BlockDelta, BlockStart, ContentBlock, CycleMetrics,
+    DecisionRecord, Error, Message, ModelCallVerdict, ModelError, ModelRequest, ModelResponse,
+    StopReason, StreamAssembler, StreamEvent,
+};
+use tracing::Instrument as _;
+
+use super::machine::Fed;
+use super::{Invocation, listeners};
+use crate::agent::Agent;
+use crate::conversation::HistoryEdit;
+use crate::stream::{AgentEvent, Sink};
+
+impl Agent {
+    /// Model call `index`: the request, BeforeModelCall, the call (unless denied), and the
+    /// verdict of AfterModelCall.
+    pub(super) async fn model_call(
+        &mut self,
+        inv: &mut Invocation,
+        index: u32,
+        sink: &Sink,
+    ) -> Result<Fed, Error> {
+        let outcome = match self.before_model_call(inv, index, sink).await? {
+            Ok(request) => self.call_model(inv, request, index, sink).await,
+            // No model call happens: no usage, metrics or span for it; AfterModelCall sees the
+            // denial as the response.
+            Err(denied) => Ok(denied),
+        };
+        inv.streaming_response = false;
+        self.after_model_call(inv, outcome, index, sink).await
+    }
+
+    /// The request for this call, as BeforeModelCall leaves it; its guidance is stored and
+    /// sent on this very call. `Err` holds the stand-in response of a denied call.
+    async fn before_model_call(
+        &mut self,
+        inv: &mut Invocation,
+        index: u32,
+        sink: &Sink,
+    ) -> Result<Result<ModelRequest, ModelResponse>, Error> {
+        let mut request = ModelRequest::shared(
+            self.history.conv().snapshot(),
+            self.core.tools.specs(),
+            inv.cx.invocation_state.clone(),
+        );
+        request.system_prompt = self.core.system_prompt.clone();
+        request.tool_choice = self.core.config.tool_choice.clone();
+        request.config = self.core.config.inference.clone();
+        if !self.core.hooks.has::<BeforeModelCallEvent>() {
+            return Ok(Ok(request));
+        }
+        let mut ev = BeforeModelCallEvent::new(inv.cx.clone(), request, index);
+        let dispatched = self.core.hooks.dispatch(&mut ev).await;
+        inv.record(ev.take_decisions(), sink);
+        dispatched?;
+        let guidance = ev.take_guidance();
+        if !guidance.is_empty() {
+            let to = listeners(&self.core.hooks, inv, sink);
+            for g in &guidance {
+                self.history
+                    .append_user(vec![ContentBlock::Text(g.clone())], &to)
+                    .await?;
+            }
+            let msgs = ev.request.messages_mut();
+            for g in guidance {
+                rein_core::append_user_text(msgs, g);
+            }
+        }
+        if let Some(text) = ev.cancel.text(BeforeModelCallEvent::DEFAULT_CANCEL) {
+            let message = Message::assistant(text);
+            return Ok(Err(ModelResponse::new(message, StopReason::EndTurn)));
+        }
+        Ok(Ok(ev.request))
+    }
+
+    /// Calls the model and assembles its stream, streaming deltas to the caller as they come.
+    async fn call_model(
+        &self,
+        inv: &mut Invocation,
+        request: ModelRequest,
+        index: u32,
+        sink: &Sink,
+    ) -> Result<ModelResponse, ModelError> {
+        let span = tracing::info_span!(
+            "chat",
+            otel.name = %format_args!("chat {}", self.core.model_id),
+            gen_ai.operation.name = "chat",
+            gen_ai.provider.name = %self.core.provider,
+            gen_ai.request.model = %self.core.model_id,
+            rein.model_call_index = index,
+            gen_ai.usage.input_tokens = tracing::field::Empty,
+            gen_ai.usage.output_tokens = tracing::field::Empty,
+            gen_ai.response.finish_reasons = tracing::field::Empty,
+        );
+        sink.emit(|| AgentEvent::ModelCallStarted {
+            model_call_index: index,
+        });
+        let started = Instant::now();
+        inv.streaming_response = true;
+        let result = async {
+            let mut stream = self.core.model.stream(request).await?;
+            let mut asm = StreamAssembler::new();
+            let mut first = None;
+            let mut tool_id = String::new();
+            while let Some(ev) = stream.next().await {
+                let ev = ev?;
+                if first.is_none() {
+                    first = Some(started.elapsed());
+                }
+                if sink.is_enabled()
+                    && let Some(out) = delta_event(&ev, &mut tool_id)
+                {
+                    sink.delta(out);
+                    sink.flush().await;
+                }
+                asm.push(ev).map_err(ModelError::from)?;
+            }
+            let response = asm.finish().map_err(ModelError::from)?;
+            Ok::<_, ModelError>((response, first))
+        }
+        .instrument(span.clone())
+        .await;
+        let mut cycle = CycleMetrics::default();
+        cycle.model_call_index = index;
+        cycle.duration = started.elapsed();
+        let result = result.map(|(response, first)| {
+            span.record("gen_ai.usage.input_tokens", response.usage.input_tokens);
+            span.record("gen_ai.usage.output_tokens", response.usage.output_tokens);
+            span.record(
+                "gen_ai.response.finish_reasons",
+                response.stop_reason.as_str(),
+            );
+            inv.run.add_usage(&response.usage);
+            cycle.time_to_first_event = first;
+            cycle.usage = response.usage;
+            response
+        });
+        inv.metrics.cycles.push(cycle);
+        result
+    }
+
+    /// AfterModelCall: the hooks' verdict on the call, with its decisions recorded.
+    async fn after_model_call(
+        &mut self,
+        inv: &mut Invocation,
+        outcome: Result<ModelResponse, ModelError>,
+        index: u32,
+        sink: &Sink,
+    ) -> Result<Fed, Error> {
+        if !self.core.hooks.has::<AfterModelCallEvent>() {
+            return Ok(Fed::ModelCalled(match outcome {
+                Ok(response) => ModelCallVerdict::Accept {
+                    response,
+                    edited: false,
+                },
+                Err(error) => ModelCallVerdict::Failed(error),
+            }));
+        }
+        let mut ev = AfterModelCallEvent::new(inv.cx.clone(), outcome, index);
+        if let Err(e) = self.core.hooks.dispatch(&mut ev).await {
+            inv.record(ev.take_decisions(), sink);
+            return Err(e);
+        }
+        let mut decisions = ev.take_decisions();
+        let verdict = ev.into_verdict();
+        inv.run.settle_decisions(&verdict, &mut decisions);
+        inv.record(decisions, sink);
+        Ok(Fed::ModelCalled(verdict))
+    }
+
+    /// Stores guidance before the model is called again.
+    pub(super) async fn store_guidance(
+        &mut self,
+        inv: &Invocation,
+        guidance: Vec<String>,
+        sink: &Sink,
+    ) -> Result<Fed, Error> {
+        let to = listeners(&self.core.hooks, inv, sink);
+        for g in guidance {
+            self.history
+                .append_user(vec![ContentBlock::Text(g)], &to)
+                .await?;
+        }
+        Ok(Fed::Done)
+    }
+
+    /// After a context overflow: whether the conversation manager could shrink the history.
+    pub(super) fn reduce_context(&mut self, error: ModelError) -> Fed {
+        let mut edit = HistoryEdit::new(self.history.conv_mut());
+        let reduced = self.manager.reduce_on_overflow(&mut edit);
+        Fed::Reduced { reduced, error }
+    }
+
+    /// Stores a stand-in reply (a withheld response, the retry limit) that ends the turn.
+    pub(super) async fn end_turn(
+        &mut self,
+        inv: &mut Invocation,
+        text: String,
+        record: Option<DecisionRecord>,
+        sink: &Sink,
+    ) -> Result<Fed, Error> {
+        inv.record(record.into_iter().collect(), sink);
+        let message = Message::assistant(text);
+        let to = listeners(&self.core.hooks, inv, sink);
+        self.history.add(message.clone(), &to).await?;
+        Ok(Fed::EndedTurn(message))
+    }
+
+    /// Stores the accepted response; the stream learns that the deltas it showed stand (or were
+    /// rewritten).
+    pub(super) async fn accept(
+        &mut self,
+        inv: &Invocation,
+        response: ModelResponse,
+        edited: bool,
+        sink: &Sink,
+    ) -> Result<Fed, Error> {
+        sink.verdict(true);
+        if edited {
+            sink.emit(|| AgentEvent::ResponseReplaced {
+                message: response.message.clone(),
+            });
+        }
+        let has_tool_use = response.message.has_tool_use();
+        let to = listeners(&self.core.hooks, inv, sink);
+        let index = self.history.add(response.message, &to).await?;
+        Ok(Fed::Accepted {
+            index,
+            stop_reason: response.stop_reason,
+            has_tool_use,
+            invalid_inputs: response.invalid_tool_inputs,
+        })
+    }
+}
+
+/// The stream event for a model delta, if the caller sees one (`tool_id` tracks the tool use
+/// whose input is streaming).
+fn delta_event(ev: &StreamEvent, tool_id: &mut String) -> Option<AgentEvent> {
+    match ev {
+        StreamEvent::BlockStart(BlockStart::ToolUse { tool_use_id, .. }) => {
+            tool_id.clone_from(tool_use_id);
+            None
+        }
+        StreamEvent::BlockDelta(BlockDelta::Text(t)) => Some(AgentEvent::TextDelta(t.clone())),
+        StreamEvent::BlockDelta(BlockDelta::ToolInput(t)) => Some(AgentEvent::ToolInputDelta {
+            tool_use_id: tool_id.clone(),
+            delta: t.clone(),
+        }),
+        StreamEvent::BlockDelta(BlockDelta::ReasoningText(t)) => {
+            Some(AgentEvent::ReasoningDelta(t.clone()))
+        }
+        _ => None,
+    }
+}

@@ -1,0 +1,173 @@
+//! How a run starts: input checks, the invocation's context, the input's admission
+//! (BeforeInvocation), and a resume's answers.
+
+use std::collections::HashMap;
+
+use rein_core::{
+    BeforeInvocationEvent, Error, InterruptAnswer, InterruptAnswers, InterruptResponse,
+    InvocationContext, InvocationMetrics, Message,
+};
+
+use super::machine::{Fed, Run, ToolPhase};
+use super::{Invocation, listeners};
+use crate::agent::{Agent, Input};
+use crate::history::TOOL_CANCELLED;
+use crate::stream::Sink;
+
+impl Agent {
+    /// Input errors, before anything fires: answers without pending interrupts or for unknown
+    /// ones, a new prompt while interrupts are pending.
+    pub(super) fn check_input(&self, input: &Input) -> Result<(), Error> {
+        if input.is_resume() {
+            let Some(p) = &self.pending else {
+                return Err(Error::NoPendingInterrupts);
+            };
+            if let Some(r) = input
+                .responses
+                .iter()
+                .find(|r| p.interrupt(&r.interrupt_id).is_none())
+            {
+                return Err(Error::UnknownInterrupt(r.interrupt_id.clone()));
+            }
+        } else if self.pending.is_some() {
+            return Err(Error::InterruptsPending);
+        }
+        Ok(())
+    }
+
+    /// The invocation: its context (a resume without state keeps the paused one's), its
+    /// machine and its span.
+    pub(super) fn begin(&self, input: &Input) -> (Invocation, tracing::Span) {
+        let state = match (&input.state, &self.pending) {
+            (Some(s), _) => s.clone(),
+            (None, Some(p)) if input.is_resume() => p.invocation_state.clone(),
+            _ => Default::default(),
+        };
+        let cx = InvocationContext::new(state);
+        let span = tracing::info_span!(
+            "invoke_agent",
+            otel.name = %format_args!("invoke_agent {}", self.core.name),
+            gen_ai.operation.name = "invoke_agent",
+            gen_ai.agent.name = %self.core.name,
+            gen_ai.provider.name = %self.core.provider,
+            gen_ai.request.model = %self.core.model_id,
+            gen_ai.conversation.id = %cx.invocation_id,
+            gen_ai.usage.input_tokens = tracing::field::Empty,
+            gen_ai.usage.output_tokens = tracing::field::Empty,
+            rein.stop_reason = tracing::field::Empty,
+        );
+        let config = &self.core.config;
+        let inv = Invocation {
+            cx,
+            run: Run::new(
+                config.limits,
+                config.max_hook_retries,
+                config.retry.clone(),
+                input.is_resume(),
+            ),
+            metrics: InvocationMetrics::default(),
+            decisions: Vec::new(),
+            answers: InterruptAnswers::default(),
+            tool_phase: None,
+            streaming_response: false,
+            run_version: self.interceptor.begin(),
+            injections: Vec::new(),
+        };
+        (inv, span)
+    }
+
+    /// BeforeInvocation on the input, then the input is stored (unless denied).
+    pub(super) async fn admit_input(
+        &mut self,
+        inv: &mut Invocation,
+        mut messages: Vec<Message>,
+        sink: &Sink,
+    ) -> Result<Fed, Error> {
+        // A stream dropped mid-run (its future dropped during the tool phase) leaves tool uses
+        // without results: answer them first, through the message path.
+        if self.pending.is_none() {
+            let to = listeners(&self.core.hooks, inv, sink);
+            self.history
+                .close_open_tool_uses(&[], TOOL_CANCELLED, &to)
+                .await?;
+        }
+        if self.core.hooks.has::<BeforeInvocationEvent>() {
+            let mut ev = BeforeInvocationEvent::new(
+                inv.cx.clone(),
+                messages,
+                self.history.conv().snapshot(),
+            );
+            if inv.run.is_resume() {
+                ev = ev.as_resume();
+            }
+            let dispatched = self.core.hooks.dispatch(&mut ev).await;
+            // Decisions (a handler error among them) are recorded even when the dispatch fails.
+            inv.record(ev.take_decisions(), sink);
+            dispatched?;
+            if let Some(text) = ev.cancel.text(BeforeInvocationEvent::DEFAULT_CANCEL) {
+                // Nothing is stored: neither the denied input nor the cancel text.
+                return Ok(Fed::InputDenied(text.to_owned()));
+            }
+            messages = ev.messages;
+        }
+        let to = listeners(&self.core.hooks, inv, sink);
+        self.history.add_all(messages, &to).await?;
+        Ok(Fed::Done)
+    }
+
+    /// A resume: takes the pending interrupts with the caller's answers and runs the
+    /// interrupted tool phase again.
+    pub(super) async fn resume_tools(
+        &mut self,
+        inv: &mut Invocation,
+        responses: Vec<InterruptResponse>,
+        sink: &Sink,
+    ) -> Result<Fed, Error> {
+        let phase = self.take_pending(inv, responses)?;
+        // The pending state is consumed by the tool phase.
+        self.session_sync().await?;
+        self.tool_phase(inv, phase, &[], sink).await
+    }
+
+    /// Takes the pending interrupts, recording the caller's answers (with the fingerprints of
+    /// what they answer) in `inv`, and sets up their tool phase.
+    fn take_pending(
+        &mut self,
+        inv: &mut Invocation,
+        responses: Vec<InterruptResponse>,
+    ) -> Result<ToolPhase, Error> {
+        let mut pending = self.pending.take().ok_or(Error::NoPendingInterrupts)?;
+        for r in responses {
+            let fingerprint = pending
+                .interrupt(&r.interrupt_id)
+                .and_then(|i| i.fingerprint.clone());
+            pending.answers.insert(
+                r.interrupt_id,
+                InterruptAnswer {
+                    response: r.response,
+                    fingerprint,
+                },
+            );
+        }
+        let conv = self.history.conv();
+        let idx = conv
+            .ids()
+            .iter()
+            .position(|id| *id == pending.assistant_message_id)
+            // Restored history without ids: find the message itself.
+            .or_else(|| {
+                conv.messages()
+                    .iter()
+                    .rposition(|m| *m == pending.assistant_message)
+            });
+        let Some(idx) = idx else {
+            // Kept: the interrupts stay answerable once history is set right.
+            self.pending = Some(pending);
+            return Err(Error::Session(
+                "the assistant message of the pending interrupts is not in history".into(),
+            ));
+        };
+        inv.answers = InterruptAnswers::new(pending.answers.into_iter().collect::<HashMap<_, _>>());
+        Ok(self.tool_phase_of(idx, pending.model_call_index, pending.completed_results))
+    }
+}

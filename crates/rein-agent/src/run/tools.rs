@@ -1,0 +1,449 @@
+//! The tool phase (SPEC §6): the tool uses of one assistant message, each through
+//! BeforeToolCall → validation → the tool → AfterToolCall, sequentially or concurrently; then
+//! their results are stored, or the phase pauses on interrupts.
+
+use std::panic::AssertUnwindSafe;
+use std::time::{Duration, Instant};
+
+use futures_util::{FutureExt as _, StreamExt as _};
+use rein_core::{
+    AfterToolCallEvent, BeforeToolCallEvent, ContentBlock, DecisionRecord, Error, EventKind,
+    Interrupt, InterruptAnswers, InvocationContext, Message, Role, ToolCallAction, ToolContext,
+    ToolHandle, ToolResult, ToolResultStatus, ToolResultVerdict, ToolUse,
+};
+use rein_hooks::HookRegistry;
+use tracing::Instrument as _;
+
+use super::machine::{Fed, PhaseEnd, ToolPhase, ToolRetries, ToolsEnd, retry_limit_record};
+use super::{Invocation, listeners};
+use crate::agent::Agent;
+use crate::history::TOOL_INTERRUPTED;
+use crate::pending::{PENDING_SCHEMA_VERSION, PendingInterrupts};
+use crate::stream::{AgentEvent, Sink};
+use crate::tools::{ToolExecutor, ToolSet, panic_message};
+
+impl Agent {
+    /// The tool phase of the stored assistant message at `index`.
+    pub(super) fn tool_phase_of(
+        &self,
+        index: usize,
+        model_call_index: u32,
+        completed: Vec<ToolResult>,
+    ) -> ToolPhase {
+        let tool_uses = self
+            .history
+            .conv()
+            .get(index)
+            .into_iter()
+            .flat_map(Message::tool_uses);
+        ToolPhase::new(index, model_call_index, tool_uses, completed)
+    }
+
+    /// Runs the tool uses of `phase` still without a result; stores their results, or pauses
+    /// on the interrupts raised.
+    pub(super) async fn tool_phase(
+        &mut self,
+        inv: &mut Invocation,
+        phase: ToolPhase,
+        invalid_inputs: &[(String, String)],
+        sink: &Sink,
+    ) -> Result<Fed, Error> {
+        let index = phase.index;
+        let Some(assistant) = self.history.conv().get(index) else {
+            return Err(Error::Config(
+                "internal: tool phase on a missing message".into(),
+            ));
+        };
+        let todo: Vec<(usize, ToolUse)> = {
+            let uses: Vec<&ToolUse> = assistant.tool_uses().collect();
+            phase
+                .todo()
+                .filter_map(|i| uses.get(i).map(|u| (i, (*u).clone())))
+                .collect()
+        };
+        inv.tool_phase = Some(phase);
+        let invalid = |id: &str| {
+            invalid_inputs
+                .iter()
+                .find(|(i, _)| i == id)
+                .map(|(_, e)| e.as_str())
+        };
+        let answers = inv.answers.clone();
+        let cx = inv.cx.clone();
+        let model_call_index = inv.tool_phase.as_ref().map_or(0, |p| p.model_call_index);
+        let run = ToolRun {
+            tools: &self.core.tools,
+            hooks: &self.core.hooks,
+            cx: &cx,
+            answers: &answers,
+            agent_state: &self.state,
+            sink,
+            model_call_index,
+            max_hook_retries: self.core.config.max_hook_retries,
+        };
+        match self.core.config.executor {
+            ToolExecutor::Sequential => {
+                for (i, tool_use) in todo {
+                    let bad = invalid(&tool_use.tool_use_id);
+                    let outcome = run.run(tool_use, bad).await?;
+                    if inv.settle_tool(i, outcome) {
+                        break;
+                    }
+                }
+            }
+            ToolExecutor::Concurrent { max } => {
+                let mut results = futures_util::stream::iter(todo)
+                    .map(|(i, tool_use)| {
+                        let run = &run;
+                        let bad = invalid(&tool_use.tool_use_id);
+                        async move { (i, run.run(tool_use, bad).await) }
+                    })
+                    .buffer_unordered(max.max(1));
+                while let Some((i, outcome)) = results.next().await {
+                    inv.settle_tool(i, outcome?);
+                }
+            }
+        }
+        let mut phase = inv.tool_phase.take().unwrap_or_default();
+        // Tool-use rewrites (hooks, transforms) are committed to the stored message.
+        let rewrites = phase.take_rewrites();
+        let to = listeners(&self.core.hooks, inv, sink);
+        self.history
+            .rewrite_tool_uses(index, &rewrites, &to)
+            .await?;
+        let assistant = self
+            .history
+            .conv()
+            .get(index)
+            .cloned()
+            .unwrap_or_else(|| Message::new(Role::Assistant, Vec::new()));
+        let uses: Vec<&ToolUse> = assistant.tool_uses().collect();
+        let model_call_index = phase.model_call_index;
+        match phase.end(&uses, TOOL_INTERRUPTED) {
+            PhaseEnd::Interrupted {
+                interrupts,
+                completed,
+            } => {
+                self.pending = Some(PendingInterrupts {
+                    schema_version: PENDING_SCHEMA_VERSION,
+                    interrupts: interrupts.clone(),
+                    answers: inv
+                        .answers
+                        .iter()
+                        .map(|(id, a)| (id.to_owned(), a.clone()))
+                        .collect(),
+                    assistant_message_id: self.history.conv().id(index),
+                    assistant_message: assistant.clone(),
+                    completed_results: completed,
+                    invocation_state: inv.cx.invocation_state.clone(),
+                    model_call_index,
+                });
+                self.session_sync().await?;
+                Ok(Fed::ToolsDone(ToolsEnd::Interrupted {
+                    message: assistant,
+                    interrupts,
+                }))
+            }
+            PhaseEnd::Completed(results) => {
+                let blocks = results.into_iter().map(ContentBlock::ToolResult).collect();
+                let to = listeners(&self.core.hooks, inv, sink);
+                self.history.append_user(blocks, &to).await?;
+                // Answers are cleared once the tool cycle completes.
+                inv.answers = InterruptAnswers::default();
+                Ok(Fed::ToolsDone(ToolsEnd::Completed {
+                    cancel_requested: self.cancel.after_tools_requested(),
+                }))
+            }
+        }
+    }
+}
+
+impl Invocation {
+    /// Records what one tool use came to; returns whether a sequential phase stops here.
+    fn settle_tool(&mut self, position: usize, o: ToolOutcome) -> bool {
+        self.decisions.extend(o.decisions);
+        if let Some((name, took, is_error)) = o.ran {
+            let m = self.metrics.tools.entry(name).or_default();
+            m.calls += 1;
+            m.total_time += took;
+            if is_error {
+                m.errors += 1;
+            }
+        }
+        match &mut self.tool_phase {
+            Some(phase) => phase.record(position, o.result, o.interrupts, o.rewritten),
+            None => true,
+        }
+    }
+}
+
+/// What one tool use came to.
+struct ToolOutcome {
+    /// `None` when the tool is waiting for an interrupt answer.
+    result: Option<ToolResult>,
+    interrupts: Vec<Interrupt>,
+    /// A committed rewrite of the tool use (hooks or transforms).
+    rewritten: Option<ToolUse>,
+    decisions: Vec<DecisionRecord>,
+    ran: Option<(String, Duration, bool)>,
+}
+
+/// What the tool phase shares between concurrently running tools.
+struct ToolRun<'a> {
+    tools: &'a ToolSet,
+    hooks: &'a HookRegistry,
+    cx: &'a InvocationContext,
+    answers: &'a InterruptAnswers,
+    agent_state: &'a rein_core::AgentState,
+    sink: &'a Sink,
+    model_call_index: u32,
+    max_hook_retries: u32,
+}
+
+/// Error text for a tool input that is not valid JSON.
+fn invalid_json_text(detail: &str) -> String {
+    format!("Error: invalid tool input JSON: {detail}")
+}
+
+impl ToolRun<'_> {
+    /// Runs one tool use through its hooks. `invalid_json` is the parse error of its input.
+    async fn run(
+        &self,
+        tool_use: ToolUse,
+        invalid_json: Option<&str>,
+    ) -> Result<ToolOutcome, Error> {
+        let span = tracing::info_span!(
+            "execute_tool",
+            otel.name = %format_args!("execute_tool {}", tool_use.name),
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.name = %tool_use.name,
+            gen_ai.tool.call.id = %tool_use.tool_use_id,
+            gen_ai.tool.status = tracing::field::Empty,
+        );
+        let out = self
+            .run_inner(tool_use, invalid_json)
+            .instrument(span.clone())
+            .await;
+        if let Ok(o) = &out
+            && let Some(r) = &o.result
+        {
+            span.record(
+                "gen_ai.tool.status",
+                if r.is_error() { "error" } else { "success" },
+            );
+        }
+        out
+    }
+
+    async fn run_inner(
+        &self,
+        original: ToolUse,
+        invalid_json: Option<&str>,
+    ) -> Result<ToolOutcome, Error> {
+        let mut outcome = ToolOutcome {
+            result: None,
+            interrupts: Vec::new(),
+            rewritten: None,
+            decisions: Vec::new(),
+            ran: None,
+        };
+        let mut retries = ToolRetries::new(self.max_hook_retries);
+        // The tool use moves through the events and comes back out of them: no copies on the
+        // common path.
+        let mut current = original;
+        loop {
+            let (tool_use, selected, result) = match invalid_json {
+                // Nothing to authorize: the call cannot run. The model sees why.
+                Some(detail) => {
+                    let result = ToolResult::error(&current.tool_use_id, invalid_json_text(detail));
+                    let selected = self.tools.get(&current.name).cloned();
+                    (current, selected, result)
+                }
+                None => {
+                    // The event's scope ends before the tool runs, so its bytes are reused by
+                    // the tool's future instead of adding to them.
+                    let verdict = {
+                        let selected = self.tools.get(&current.name).cloned();
+                        let mut ev = BeforeToolCallEvent::new(
+                            self.cx.clone(),
+                            current,
+                            selected,
+                            self.model_call_index,
+                            self.answers.clone(),
+                        );
+                        if self.hooks.has::<BeforeToolCallEvent>() {
+                            let dispatched = self.hooks.dispatch(&mut ev).await;
+                            let decisions = ev.take_decisions();
+                            self.emit_decisions(&decisions);
+                            outcome.decisions.extend(decisions);
+                            dispatched?;
+                        }
+                        ev.into_verdict()
+                    };
+                    let mut verdict = verdict;
+                    if let ToolCallAction::Interrupt(interrupts) = &mut verdict.action {
+                        for i in interrupts.iter() {
+                            self.sink.emit(|| AgentEvent::Interrupt(i.clone()));
+                        }
+                        outcome.interrupts = std::mem::take(interrupts);
+                        return Ok(outcome);
+                    }
+                    let mut tool_use = verdict.tool_use;
+                    if verdict.edited {
+                        outcome.rewritten = Some(tool_use.clone());
+                    }
+                    let result = match verdict.action {
+                        ToolCallAction::Cancel(text) => {
+                            ToolResult::error(&tool_use.tool_use_id, text)
+                        }
+                        ToolCallAction::Run | ToolCallAction::Interrupt(_) => match &verdict.tool {
+                            None => ToolResult::error(
+                                &tool_use.tool_use_id,
+                                format!("Unknown tool: {}", tool_use.name),
+                            ),
+                            Some(tool) => match self.tools.validate(tool, &tool_use.input) {
+                                Err(what) => ToolResult::error(
+                                    &tool_use.tool_use_id,
+                                    format!("Error: invalid input: {what}"),
+                                ),
+                                Ok(()) => {
+                                    match self.call_tool(tool, &mut tool_use, &mut outcome).await {
+                                        Some(r) => r,
+                                        None => return Ok(outcome),
+                                    }
+                                }
+                            },
+                        },
+                    };
+                    (tool_use, verdict.tool, result)
+                }
+            };
+            let (tool_use, mut result) = match self
+                .after_tool_call(tool_use, selected, result, &mut outcome)
+                .await?
+            {
+                ToolResultVerdict::Keep { tool_use, result } => (tool_use, result),
+                ToolResultVerdict::Retry { tool_use } => match retries.retry() {
+                    Ok(()) => {
+                        current = tool_use;
+                        continue;
+                    }
+                    Err(text) => {
+                        let record = retry_limit_record(EventKind::AfterToolCall, &text)
+                            .with_tool_use_id(Some(tool_use.tool_use_id.clone()));
+                        self.emit_decisions(std::slice::from_ref(&record));
+                        outcome.decisions.push(record);
+                        let result = ToolResult::error(&tool_use.tool_use_id, text);
+                        (tool_use, result)
+                    }
+                },
+            };
+            // The result always answers the tool use id the model gave.
+            if result.tool_use_id != tool_use.tool_use_id {
+                result.tool_use_id.clone_from(&tool_use.tool_use_id);
+            }
+            self.sink.emit(|| AgentEvent::ToolResult(result.clone()));
+            outcome.result = Some(result);
+            return Ok(outcome);
+        }
+    }
+
+    /// AfterToolCall: the hooks' verdict on the result, with its decisions recorded.
+    async fn after_tool_call(
+        &self,
+        tool_use: ToolUse,
+        selected: Option<ToolHandle>,
+        result: ToolResult,
+        outcome: &mut ToolOutcome,
+    ) -> Result<ToolResultVerdict, Error> {
+        if !self.hooks.has::<AfterToolCallEvent>() {
+            return Ok(ToolResultVerdict::Keep { tool_use, result });
+        }
+        let mut ev = AfterToolCallEvent::new(
+            self.cx.clone(),
+            tool_use,
+            selected,
+            result,
+            self.model_call_index,
+        );
+        let dispatched = self.hooks.dispatch(&mut ev).await;
+        let decisions = ev.take_decisions();
+        self.emit_decisions(&decisions);
+        outcome.decisions.extend(decisions);
+        dispatched?;
+        Ok(ev.into_verdict())
+    }
+
+    /// Runs the tool itself. `None` when it raised an interrupt.
+    async fn call_tool(
+        &self,
+        tool: &ToolHandle,
+        tool_use: &mut ToolUse,
+        outcome: &mut ToolOutcome,
+    ) -> Option<ToolResult> {
+        self.sink.emit(|| AgentEvent::ToolCallStarted {
+            tool_use: tool_use.clone(),
+        });
+        let tcx = ToolContext::new(
+            &tool_use.tool_use_id,
+            &tool_use.name,
+            self.cx.invocation_id,
+            self.cx.invocation_state.clone(),
+            self.agent_state.clone(),
+            self.answers.clone(),
+        );
+        let started = Instant::now();
+        // Without AfterToolCall hooks nobody looks at the input after the call (and nothing can
+        // ask for a retry): hand it to the tool instead of copying it.
+        let input = if self.hooks.has::<AfterToolCallEvent>() {
+            tool_use.input.clone()
+        } else {
+            std::mem::take(&mut tool_use.input)
+        };
+        // The call itself is inside the future, so a panic while creating the tool's future
+        // (a sync tool) is caught too.
+        let call_cx = tcx.clone();
+        let ran = AssertUnwindSafe(async move { tool.call(input, call_cx).await })
+            .catch_unwind()
+            .await;
+        let elapsed = started.elapsed();
+        let raised = tcx.raised_interrupts();
+        if !raised.is_empty() {
+            for i in &raised {
+                self.sink.emit(|| AgentEvent::Interrupt(i.clone()));
+            }
+            outcome.interrupts = raised;
+            return None;
+        }
+        let result = match ran {
+            Ok(Ok(out)) => ToolResult {
+                tool_use_id: tool_use.tool_use_id.clone(),
+                status: out.status,
+                content: out.content,
+            },
+            Ok(Err(e)) => ToolResult::error(&tool_use.tool_use_id, format!("Error: {e}")),
+            Err(panic) => {
+                let msg = panic_message(&*panic);
+                tracing::error!(tool = %tool_use.name, "tool panicked: {msg}");
+                ToolResult::error(
+                    &tool_use.tool_use_id,
+                    format!("Error: tool '{}' panicked: {msg}", tool_use.name),
+                )
+            }
+        };
+        outcome.ran = Some((
+            tool_use.name.clone(),
+            elapsed,
+            result.status == ToolResultStatus::Error,
+        ));
+        Some(result)
+    }
+
+    fn emit_decisions(&self, decisions: &[DecisionRecord]) {
+        if self.sink.is_enabled() {
+            for d in decisions {
+                self.sink.push(AgentEvent::Decision(d.clone()));
+            }
+        }
+    }
+}
