@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use rein_core::{
-    AgentResult, AgentState, ContentBlock, Error, InferenceConfig, InterruptResponse,
+    AgentResult, AgentState, BuildError, ContentBlock, Error, InferenceConfig, InterruptResponse,
     InvocationState, Map, Message, MessageId, Role, ToolChoice, ToolHandle,
 };
 use rein_hooks::{HookEvent, HookOptions, HookRegistry, IntoHookResult, Plugin};
@@ -585,9 +585,7 @@ impl AgentBuilder {
                 .build()?;
             registry.install(&mut self.hooks);
         }
-        let model = self
-            .model
-            .ok_or_else(|| Error::Config("an agent needs a model".into()))?;
+        let model = self.model.ok_or(BuildError::MissingModel)?;
         let mut tools = self.tools;
         tools.extend(self.hooks.plugin_tools().iter().cloned());
         let tools = ToolSet::new(tools)?;

@@ -13,7 +13,7 @@ impl Agent {
     ///
     /// The first invocation does this by itself; call it to inspect a restored agent first
     /// (e.g. its [`pending_interrupts`](Agent::pending_interrupts)), or after a
-    /// [`Error::SessionConflict`] to reload what the other writer stored.
+    /// [`Error::Session`] conflict to reload what the other writer stored.
     ///
     /// Restoring repairs a broken tail: when the last message is an assistant message whose
     /// tool uses have no results and no interrupt is pending for it, every such tool use gets

@@ -71,8 +71,9 @@ pub struct AgentSnapshot<'a> {
 /// What an agent calls to persist itself. Implemented by `rein_sessions::SessionManager`;
 /// implement it yourself only to persist somewhere the stores of `rein-sessions` do not reach.
 ///
-/// Every method may fail; the agent then fails the invocation with that (typed) error, e.g.
-/// [`Error::SessionConflict`] when another writer changed the session first.
+/// Every method may fail; the agent then fails the invocation with that error: an
+/// [`Error::Session`] holding the store's own error (`rein_sessions::SessionError::Conflict`
+/// when another writer changed the session first).
 pub trait SessionBinding: Send + Sync + 'static {
     /// Loads the session; `None` when it does not exist yet.
     fn restore(&self) -> BoxFuture<'_, Result<Option<RestoredSession>, Error>>;

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use rein_core::{Error, ToolHandle, ToolSpec};
+use rein_core::{BuildError, Error, ToolHandle, ToolSpec};
 
 use crate::schema_cache;
 
@@ -46,12 +46,15 @@ impl ToolSet {
             let name = handle.name().to_owned();
             let validator =
                 schema_cache::validator_for(&handle.spec().input_schema).map_err(|e| {
-                    Error::Config(format!("tool '{name}' has an invalid input schema: {e}"))
+                    BuildError::InvalidToolSchema {
+                        tool: name.clone(),
+                        reason: e.to_string(),
+                    }
                 })?;
             specs.push(handle.spec().clone());
             let entry = ToolEntry { handle, validator };
             if by_name.insert(name.clone(), entry).is_some() {
-                return Err(Error::Config(format!("duplicate tool name: '{name}'")));
+                return Err(BuildError::DuplicateTool(name).into());
             }
         }
         Ok(Self {

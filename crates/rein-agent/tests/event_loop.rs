@@ -681,7 +681,10 @@ async fn build_errors() {
         .tool(failing_tool())
         .tool(failing_tool())
         .build();
-    assert!(matches!(dup, Err(Error::Config(m)) if m.contains("duplicate tool name")));
+    assert!(matches!(
+        dup,
+        Err(Error::Build(rein_core::BuildError::DuplicateTool(ref n))) if n == "fail"
+    ));
     let bad = rein_agent::Agent::builder()
         .model(ScriptedModel::builder().build())
         .tool(rein_core::ToolHandle::from_sync_fn(
@@ -691,8 +694,14 @@ async fn build_errors() {
             |_, _| Ok("".into()),
         ))
         .build();
-    assert!(matches!(bad, Err(Error::Config(m)) if m.contains("invalid input schema")));
-    assert!(rein_agent::Agent::builder().build().is_err());
+    assert!(matches!(
+        bad,
+        Err(Error::Build(rein_core::BuildError::InvalidToolSchema { ref tool, .. })) if tool == "x"
+    ));
+    assert!(matches!(
+        rein_agent::Agent::builder().build(),
+        Err(Error::Build(rein_core::BuildError::MissingModel))
+    ));
 }
 
 #[tokio::test]

@@ -283,7 +283,7 @@ async fn resume_without_its_assistant_message_fails_and_keeps_the_interrupts() {
         .invoke(vec![InterruptResponse::new(&id, "yes")])
         .await
         .unwrap_err();
-    assert!(matches!(err, Error::Session(_)), "{err:?}");
+    assert!(matches!(err, Error::PendingMessageMissing), "{err:?}");
     assert!(agent.pending_interrupts().is_some(), "kept");
 
     agent.set_messages(history, Some(ids));

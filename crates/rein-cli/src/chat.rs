@@ -361,9 +361,7 @@ async fn turn(
             let _ = out.write_line("");
             return Ok(Turn::Abandoned);
         }
-        return Err(Error::Config(
-            "the invocation ended without a result".into(),
-        ));
+        return Err(Error::Internal("the invocation ended without a result"));
     };
     match result.stop_reason {
         StopReason::Interrupt => {}

@@ -6,9 +6,9 @@ use std::time::Duration;
 use futures_util::StreamExt as _;
 use rein_agent::{Agent, AgentEvent, Input, RetryStrategy, ToolExecutor, TurnInterceptor};
 use rein_core::{
-    AfterModelCallEvent, AgentResult, ContentBlock, DecisionRecord, Error, InjectionRecord,
-    InterruptResponse, InvocationState, Message, ReasoningContent, ToolError, ToolHandle,
-    ToolOutput, Usage,
+    AfterModelCallEvent, AgentResult, BuildError, ContentBlock, DecisionRecord, Error,
+    InjectionRecord, InterruptResponse, InvocationState, Message, ReasoningContent, ToolError,
+    ToolHandle, ToolOutput, Usage,
 };
 use rein_interventions::policy::{LoadOptions, Policy, Template, TemplateVars};
 use rein_models::{ScriptedModel, ScriptedResponse};
@@ -273,7 +273,7 @@ async fn run_step(agent: &mut Agent, input: Input) -> Value {
         }),
         Some(Err(e)) => failed(&e, decisions, injections),
         None => failed(
-            &Error::Config("the invocation ended without a result".into()),
+            &Error::Internal("the invocation ended without a result"),
             decisions,
             injections,
         ),
@@ -299,13 +299,15 @@ pub(crate) fn error_kind(e: &Error) -> &'static str {
         Error::Model(_) => "model",
         Error::Hook { .. } => "hook",
         Error::Handler { .. } => "handler",
-        Error::DuplicatePlugin(_) => "duplicate_plugin",
-        Error::DuplicateHandler(_) => "duplicate_handler",
-        Error::Config(_) => "config",
+        Error::Build(BuildError::DuplicatePlugin(_)) => "duplicate_plugin",
+        Error::Build(BuildError::DuplicateHandler(_)) => "duplicate_handler",
+        Error::Build(_) => "config",
         Error::NoPendingInterrupts => "no_pending_interrupts",
         Error::UnknownInterrupt(_) => "unknown_interrupt",
         Error::InterruptsPending => "interrupts_pending",
+        Error::PendingMessageMissing => "pending_message_missing",
         Error::Session(_) => "session",
+        Error::Internal(_) => "internal",
         _ => "other",
     }
 }

@@ -6,7 +6,11 @@ use std::time::Duration;
 /// A boxed error from user code (a hook, a tool, a handler).
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
-/// Rein's core error.
+/// Rein's error: what an invocation, a build or a hook dispatch fails with.
+///
+/// Each layer keeps its own detail behind one variant: a model call's [`ModelError`], a build's
+/// [`BuildError`], a session store's own error (`rein_sessions::SessionError` for Rein's stores)
+/// behind [`Error::Session`].
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -38,15 +42,9 @@ pub enum Error {
         /// The error (or panic) message.
         message: String,
     },
-    /// Two plugins share a name.
-    #[error("duplicate plugin name: '{0}'")]
-    DuplicatePlugin(String),
-    /// Two intervention handlers share a name.
-    #[error("duplicate intervention handler name: '{0}'")]
-    DuplicateHandler(String),
-    /// Invalid configuration when building an agent or registry.
-    #[error("invalid configuration: {0}")]
-    Config(String),
+    /// An agent, registry, model or store could not be built from its configuration.
+    #[error(transparent)]
+    Build(#[from] BuildError),
     /// Interrupt responses were given while no interrupt is pending.
     #[error("no interrupts are pending: nothing to resume")]
     NoPendingInterrupts,
@@ -56,21 +54,63 @@ pub enum Error {
     /// A new prompt was given while interrupts are pending (resume or discard them first).
     #[error("interrupts are pending: resume with interrupt responses or discard them first")]
     InterruptsPending,
-    /// A session store failed (I/O, an unreadable or newer-schema session, a bad session id).
+    /// The assistant message the pending interrupts belong to is no longer in history (the
+    /// history was replaced under them). The interrupts stay pending.
+    #[error("the assistant message of the pending interrupts is not in history")]
+    PendingMessageMissing,
+    /// A session store failed. The source is the store's own error; for Rein's stores a
+    /// `rein_sessions::SessionError` (its `of` finds it), e.g. a conflict with another writer.
     #[error("session store: {0}")]
-    Session(String),
-    /// A session write carried a stale version: another writer changed the session first.
-    /// Nothing was written; reload the session and redo the write (see `rein-sessions`).
-    #[error(
-        "session '{session_id}' was changed by another writer: expected version {expected}, found {found}"
-    )]
-    SessionConflict {
-        /// The session.
-        session_id: String,
-        /// The version the write expected.
-        expected: u64,
-        /// The version the store holds.
-        found: u64,
+    Session(#[source] BoxError),
+    /// A broken invariant inside Rein: a bug, not something the caller did.
+    #[error("internal error (a bug in Rein; please report it): {0}")]
+    Internal(&'static str),
+}
+
+/// Why something could not be built from its configuration: an agent, an intervention
+/// registry, a model provider, a store.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// An agent needs a model.
+    #[error("an agent needs a model")]
+    MissingModel,
+    /// Two tools share a name.
+    #[error("duplicate tool name: '{0}'")]
+    DuplicateTool(String),
+    /// A tool's input schema is not a valid JSON Schema.
+    #[error("tool '{tool}' has an invalid input schema: {reason}")]
+    InvalidToolSchema {
+        /// The tool.
+        tool: String,
+        /// What is wrong with the schema.
+        reason: String,
+    },
+    /// Two plugins share a name.
+    #[error("duplicate plugin name: '{0}'")]
+    DuplicatePlugin(String),
+    /// Two intervention handlers share a name.
+    #[error("duplicate intervention handler name: '{0}'")]
+    DuplicateHandler(String),
+    /// A required setting is missing (`hint` says how to give it).
+    #[error("{component}: no {setting}: {hint}")]
+    MissingSetting {
+        /// What was being built (`bedrock`, `postgres session store`, ...).
+        component: &'static str,
+        /// The setting.
+        setting: &'static str,
+        /// How to give it.
+        hint: &'static str,
+    },
+    /// A setting has a value that cannot work. Secrets are never included.
+    #[error("{component}: invalid {setting}: {reason}")]
+    InvalidSetting {
+        /// What was being built.
+        component: &'static str,
+        /// The setting (`base URL`, `header`, `region`, `API key`, ...).
+        setting: &'static str,
+        /// Why (the value, when it is not a secret).
+        reason: String,
     },
 }
 

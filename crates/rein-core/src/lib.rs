@@ -27,7 +27,7 @@ mod tool;
 pub type Map = serde_json::Map<String, serde_json::Value>;
 
 pub use audit::{DecisionAction, DecisionOutcome, DecisionRecord, EventKind, OnError};
-pub use error::{BoxError, Error, ModelError, ModelErrorKind};
+pub use error::{BoxError, BuildError, Error, ModelError, ModelErrorKind};
 pub use events::{
     AfterInvocationEvent, AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent,
     BeforeModelCallEvent, BeforeToolCallEvent, Cancel, InvocationContext, MessageAddedEvent,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use rein_core::{
     AfterInvocationEvent, AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent,
-    BeforeModelCallEvent, BeforeToolCallEvent, BoxError, BoxFuture, Error, EventKind,
+    BeforeModelCallEvent, BeforeToolCallEvent, BoxError, BoxFuture, BuildError, Error, EventKind,
     MessageAddedEvent, MessageUpdatedEvent, ToolHandle,
 };
 
@@ -358,7 +358,7 @@ impl HookRegistry {
 
     pub(crate) fn add_plugin_name(&mut self, name: &str) -> Result<(), Error> {
         if self.plugins.iter().any(|p| p == name) {
-            return Err(Error::DuplicatePlugin(name.to_owned()));
+            return Err(BuildError::DuplicatePlugin(name.to_owned()).into());
         }
         self.plugins.push(name.to_owned());
         Ok(())

@@ -111,10 +111,10 @@ pub use registry::{InterventionRegistry, InterventionRegistryBuilder};
 // What a handler author needs from rein-core, so depending on this crate alone is enough.
 pub use rein_core::{
     AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent, BeforeModelCallEvent,
-    BeforeToolCallEvent, Cancel, ContentBlock, DecisionAction, DecisionOutcome, DecisionRecord,
-    Error, EventKind, Interrupt, InterruptAnswer, InterruptAnswers, InvocationContext,
-    InvocationId, InvocationState, Map, Message, ModelRequest, ModelResponse, OnError, Role,
-    StopReason, ToolResult, ToolResultContent, ToolResultStatus, ToolSpec, ToolUse,
+    BeforeToolCallEvent, BuildError, Cancel, ContentBlock, DecisionAction, DecisionOutcome,
+    DecisionRecord, Error, EventKind, Interrupt, InterruptAnswer, InterruptAnswers,
+    InvocationContext, InvocationId, InvocationState, Map, Message, ModelRequest, ModelResponse,
+    OnError, Role, StopReason, ToolResult, ToolResultContent, ToolResultStatus, ToolSpec, ToolUse,
     before_tool_call_interrupt_id, tool_call_fingerprint,
 };
 pub use serde_json::{self, Value, json};

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use futures_util::FutureExt as _;
 use rein_core::{
     AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent, BeforeModelCallEvent,
-    BeforeToolCallEvent, DecisionAction, DecisionOutcome, DecisionRecord, Error, EventKind,
-    Interrupt, OnError, before_tool_call_interrupt_id, tool_call_fingerprint,
+    BeforeToolCallEvent, BuildError, DecisionAction, DecisionOutcome, DecisionRecord, Error,
+    EventKind, Interrupt, OnError, before_tool_call_interrupt_id, tool_call_fingerprint,
 };
 use rein_hooks::{HookOptions, HookOrder, HookRegistry};
 use serde_json::Value;
@@ -122,7 +122,7 @@ impl InterventionRegistryBuilder {
         self
     }
 
-    /// Builds the registry. Fails with [`Error::DuplicateHandler`]
+    /// Builds the registry. Fails with [`BuildError::DuplicateHandler`](rein_core::BuildError)
     /// (`duplicate intervention handler name: '<name>'`) when two handlers share a name.
     pub fn build(self) -> Result<InterventionRegistry, Error> {
         let mut names: Vec<Arc<str>> = Vec::with_capacity(self.handlers.len());
@@ -130,7 +130,7 @@ impl InterventionRegistryBuilder {
         for SharedHandler(handler) in self.handlers {
             let name: Arc<str> = Arc::from(handler.name());
             if names.contains(&name) {
-                return Err(Error::DuplicateHandler(name.to_string()));
+                return Err(BuildError::DuplicateHandler(name.to_string()).into());
             }
             names.push(name.clone());
             let subscriptions = handler.subscriptions();
@@ -348,11 +348,9 @@ fn call_handler_now<E: PassEvent>(
             let mut poll_cx = Context::from_waker(Waker::noop());
             match catch_unwind(AssertUnwindSafe(|| f.as_mut().poll(&mut poll_cx))) {
                 Ok(Poll::Ready(result)) => Ok(result),
-                Ok(Poll::Pending) => Err(Error::Config(format!(
-                    "intervention handler '{}' suspended on {} although it declared it never does",
-                    entry.name,
-                    E::KIND
-                ))),
+                Ok(Poll::Pending) => Err(Error::Internal(
+                    "an intervention handler suspended although it declared it never does",
+                )),
                 Err(panic) => Ok(Err(HandlerError::from_panic(panic))),
             }
         }

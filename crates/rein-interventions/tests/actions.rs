@@ -565,7 +565,10 @@ fn closure_handlers_subscribe_exactly() {
 fn duplicate_names_are_rejected() {
     let err = InterventionRegistry::new([Intervention::named("dup"), Intervention::named("dup")])
         .unwrap_err();
-    assert!(matches!(err, Error::DuplicateHandler(ref n) if n == "dup"));
+    assert!(matches!(
+        err,
+        Error::Build(rein_interventions::BuildError::DuplicateHandler(ref n)) if n == "dup"
+    ));
     assert_eq!(
         err.to_string(),
         "duplicate intervention handler name: 'dup'"

@@ -18,7 +18,7 @@ use eventsource_stream::Eventsource as _;
 use futures_core::Stream;
 use futures_util::StreamExt as _;
 use rein_core::{
-    Error, MediaSource, ModelError, ModelErrorKind, StreamEvent, StreamMetrics, Usage,
+    BuildError, Error, MediaSource, ModelError, ModelErrorKind, StreamEvent, StreamMetrics, Usage,
 };
 
 use crate::model::ModelStream;
@@ -68,11 +68,22 @@ pub(crate) fn secret_header(value: &str) -> Result<reqwest::header::HeaderValue,
 /// Checks that an API key can be sent in a header (without showing it in the error).
 pub(crate) fn check_key(key: &Secret) -> Result<(), Error> {
     if reqwest::header::HeaderValue::from_str(key.expose()).is_err() {
-        return Err(Error::Config(
-            "the API key contains characters not allowed in an HTTP header".into(),
+        return Err(invalid(
+            "API key",
+            "it contains characters not allowed in an HTTP header",
         ));
     }
     Ok(())
+}
+
+/// A provider setting that cannot work (never pass a secret as `reason`).
+fn invalid(setting: &'static str, reason: impl Into<String>) -> Error {
+    BuildError::InvalidSetting {
+        component: "model provider",
+        setting,
+        reason: reason.into(),
+    }
+    .into()
 }
 
 /// Reads a non-empty environment variable.
@@ -85,11 +96,11 @@ pub(crate) fn check_base_url(base: &str) -> Result<String, Error> {
     let trimmed = base.trim().trim_end_matches('/');
     match reqwest::Url::parse(trimmed) {
         Ok(u) if matches!(u.scheme(), "http" | "https") => Ok(trimmed.to_owned()),
-        Ok(u) => Err(Error::Config(format!(
-            "base URL must be http or https, not '{}'",
-            u.scheme()
-        ))),
-        Err(e) => Err(Error::Config(format!("invalid base URL '{trimmed}': {e}"))),
+        Ok(u) => Err(invalid(
+            "base URL",
+            format!("it must be http or https, not '{}'", u.scheme()),
+        )),
+        Err(e) => Err(invalid("base URL", format!("'{trimmed}': {e}"))),
     }
 }
 
@@ -98,7 +109,7 @@ pub(crate) fn build_client(connect_timeout: Duration) -> Result<reqwest::Client,
     reqwest::Client::builder()
         .connect_timeout(connect_timeout)
         .build()
-        .map_err(|e| Error::Config(format!("cannot build the HTTP client: {e}")))
+        .map_err(|e| invalid("HTTP client", e.to_string()))
 }
 
 /// The connection settings every HTTP provider's builder holds: base URL, API key, extra
@@ -177,7 +188,7 @@ pub(crate) fn check_header(name: &str, value: &str) -> Result<(), Error> {
     if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err()
         || reqwest::header::HeaderValue::from_str(value).is_err()
     {
-        return Err(Error::Config(format!("invalid HTTP header '{name}'")));
+        return Err(invalid("HTTP header", format!("'{name}'")));
     }
     Ok(())
 }
@@ -985,10 +996,10 @@ mod tests {
     #[test]
     fn invalid_settings_are_config_errors() {
         let mut s = HttpSettings::new("ftp://host");
-        assert!(matches!(s.clone().connect(""), Err(Error::Config(_))));
+        assert!(matches!(s.clone().connect(""), Err(Error::Build(_))));
         s.base_url = "http://host".into();
         s.headers.push(("bad header".into(), "v".into()));
-        assert!(matches!(s.clone().connect(""), Err(Error::Config(_))));
+        assert!(matches!(s.clone().connect(""), Err(Error::Build(_))));
         s.headers.clear();
         s.api_key = Some(Secret::new("line\nbreak"));
         let err = s.connect("").unwrap_err().to_string();

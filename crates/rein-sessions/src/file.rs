@@ -5,9 +5,9 @@ use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use rein_core::Error;
 use serde::{Deserialize, Serialize};
 
+use crate::error::SessionError;
 use crate::model::{
     SESSION_SCHEMA_VERSION, SessionSnapshot, SessionWrite, json_err, validate_session_id,
 };
@@ -36,7 +36,7 @@ const TMP: &str = "tmp";
 /// hard-linked to its final name and the directory fsynced. A hard link, unlike a rename,
 /// fails when the name exists, so creating `log/<N+1>.json` *is* the compare-and-swap of the
 /// optimistic versioning: two writers (threads or processes) expecting version N race for
-/// that name and exactly one wins; the other gets [`Error::SessionConflict`]. No lock file is
+/// that name and exactly one wins; the other gets [`SessionError::Conflict`]. No lock file is
 /// needed and a writer killed at any point leaves only an unreferenced temporary file (cleared
 /// by a later compaction). The store needs a file system with hard links (any local Linux,
 /// macOS or NTFS file system).
@@ -70,22 +70,22 @@ impl FileSessionStore {
     }
 
     /// The directory of one session.
-    pub fn session_dir(&self, session_id: &str) -> Result<PathBuf, Error> {
+    pub fn session_dir(&self, session_id: &str) -> Result<PathBuf, SessionError> {
         validate_session_id(session_id)?;
         Ok(self.root.join(session_id))
     }
 
     async fn blocking<T: Send + 'static>(
-        f: impl FnOnce() -> Result<T, Error> + Send + 'static,
-    ) -> Result<T, Error> {
+        f: impl FnOnce() -> Result<T, SessionError> + Send + 'static,
+    ) -> Result<T, SessionError> {
         tokio::task::spawn_blocking(f)
             .await
-            .map_err(|e| Error::Session(format!("file store task failed: {e}")))?
+            .map_err(|e| SessionError::io("file store task", e))?
     }
 }
 
 impl SessionStore for FileSessionStore {
-    async fn load(&self, session_id: &str) -> Result<Option<SessionSnapshot>, Error> {
+    async fn load(&self, session_id: &str) -> Result<Option<SessionSnapshot>, SessionError> {
         let dir = self.session_dir(session_id)?;
         let id = session_id.to_owned();
         Self::blocking(move || load_dir(&dir, &id)).await
@@ -96,7 +96,7 @@ impl SessionStore for FileSessionStore {
         session_id: &str,
         expected_version: u64,
         writes: Vec<SessionWrite>,
-    ) -> Result<u64, Error> {
+    ) -> Result<u64, SessionError> {
         let dir = self.session_dir(session_id)?;
         let root = self.root.clone();
         let id = session_id.to_owned();
@@ -107,7 +107,7 @@ impl SessionStore for FileSessionStore {
         .await
     }
 
-    async fn delete(&self, session_id: &str) -> Result<(), Error> {
+    async fn delete(&self, session_id: &str) -> Result<(), SessionError> {
         let dir = self.session_dir(session_id)?;
         Self::blocking(move || match fs::remove_dir_all(&dir) {
             Ok(()) => Ok(()),
@@ -126,8 +126,8 @@ struct LogEntry {
     writes: Vec<SessionWrite>,
 }
 
-fn io_err(what: &str, path: &Path, e: io::Error) -> Error {
-    Error::Session(format!("{what} ({}): {e}", path.display()))
+fn io_err(what: &str, path: &Path, e: io::Error) -> SessionError {
+    SessionError::io(format!("{what} ({})", path.display()), e)
 }
 
 fn file_name(version: u64) -> String {
@@ -135,7 +135,7 @@ fn file_name(version: u64) -> String {
 }
 
 /// The versions named in a directory (`NNN.json`), ascending; empty when it does not exist.
-fn versions(dir: &Path) -> Result<Vec<u64>, Error> {
+fn versions(dir: &Path) -> Result<Vec<u64>, SessionError> {
     let entries = match fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -158,13 +158,13 @@ fn versions(dir: &Path) -> Result<Vec<u64>, Error> {
 }
 
 /// The current version: the newest log entry or snapshot.
-fn head(dir: &Path) -> Result<u64, Error> {
+fn head(dir: &Path) -> Result<u64, SessionError> {
     let log = versions(&dir.join(LOG))?.last().copied().unwrap_or(0);
     let snap = versions(&dir.join(SNAPSHOTS))?.last().copied().unwrap_or(0);
     Ok(log.max(snap))
 }
 
-fn fsync_dir(dir: &Path) -> Result<(), Error> {
+fn fsync_dir(dir: &Path) -> Result<(), SessionError> {
     #[cfg(unix)]
     {
         File::open(dir)
@@ -177,7 +177,7 @@ fn fsync_dir(dir: &Path) -> Result<(), Error> {
 }
 
 /// Writes `bytes` to a new fsynced temporary file in `tmp`.
-fn write_temp(tmp: &Path, bytes: &[u8]) -> Result<PathBuf, Error> {
+fn write_temp(tmp: &Path, bytes: &[u8]) -> Result<PathBuf, SessionError> {
     let path = tmp.join(format!(
         "{}-{}.json",
         std::process::id(),
@@ -200,7 +200,7 @@ fn write_temp(tmp: &Path, bytes: &[u8]) -> Result<PathBuf, Error> {
 
 /// Publishes `bytes` as `dir/name` unless that name exists: temp file + fsync + link + fsync
 /// of the directory. Returns false when the name was taken.
-fn publish(tmp: &Path, dir: &Path, name: &str, bytes: &[u8]) -> Result<bool, Error> {
+fn publish(tmp: &Path, dir: &Path, name: &str, bytes: &[u8]) -> Result<bool, SessionError> {
     let temp = write_temp(tmp, bytes)?;
     let target = dir.join(name);
     let linked = fs::hard_link(&temp, &target);
@@ -215,7 +215,7 @@ fn publish(tmp: &Path, dir: &Path, name: &str, bytes: &[u8]) -> Result<bool, Err
     }
 }
 
-fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, Error> {
+fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, SessionError> {
     match fs::read(path) {
         Ok(bytes) => serde_json::from_slice(&bytes)
             .map(Some)
@@ -231,28 +231,29 @@ enum Attempt {
     Raced,
 }
 
-fn load_dir(dir: &Path, session_id: &str) -> Result<Option<SessionSnapshot>, Error> {
+fn load_dir(dir: &Path, session_id: &str) -> Result<Option<SessionSnapshot>, SessionError> {
     for attempt in 0..20u32 {
         match load_once(dir, session_id)? {
             Attempt::Done(s) => return s.map(|s| s.check_schema()).transpose(),
             Attempt::Raced => std::thread::sleep(Duration::from_millis(u64::from(attempt) + 1)),
         }
     }
-    Err(Error::Session(format!(
-        "session '{session_id}': no consistent view after 20 reads (compactions kept racing)"
-    )))
+    Err(SessionError::io(
+        format!("session '{session_id}'"),
+        "no consistent view after 20 reads (compactions kept racing)",
+    ))
 }
 
-fn load_once(dir: &Path, session_id: &str) -> Result<Attempt, Error> {
+fn load_once(dir: &Path, session_id: &str) -> Result<Attempt, SessionError> {
     let snaps = versions(&dir.join(SNAPSHOTS))?;
     let mut session = match snaps.last() {
         Some(&v) => match read_json::<SessionSnapshot>(&dir.join(SNAPSHOTS).join(file_name(v)))? {
             Some(s) if s.version == v => s,
             Some(s) => {
-                return Err(Error::Session(format!(
-                    "session '{session_id}': snapshot {v} holds version {}",
-                    s.version
-                )));
+                return Err(SessionError::corrupt(
+                    session_id,
+                    format!("snapshot {v} holds version {}", s.version),
+                ));
             }
             None => return Ok(Attempt::Raced),
         },
@@ -275,17 +276,18 @@ fn load_once(dir: &Path, session_id: &str) -> Result<Attempt, Error> {
             return Ok(Attempt::Raced);
         };
         if entry.schema_version > SESSION_SCHEMA_VERSION {
-            return Err(Error::Session(format!(
-                "session '{session_id}': log entry {v} has schema version {}, newer than this \
-                 release reads ({SESSION_SCHEMA_VERSION})",
-                entry.schema_version
-            )));
+            return Err(SessionError::SchemaTooNew {
+                session_id: session_id.to_owned(),
+                what: format!("log entry {v}"),
+                found: entry.schema_version,
+                supported: SESSION_SCHEMA_VERSION,
+            });
         }
         if entry.version != v {
-            return Err(Error::Session(format!(
-                "session '{session_id}': log file {v} holds version {}",
-                entry.version
-            )));
+            return Err(SessionError::corrupt(
+                session_id,
+                format!("log file {v} holds version {}", entry.version),
+            ));
         }
         session.apply(&entry.writes);
         session.version = v;
@@ -300,8 +302,8 @@ fn write_dir(
     expected: u64,
     writes: &[SessionWrite],
     compact_after: u64,
-) -> Result<u64, Error> {
-    let conflict = |found| Error::SessionConflict {
+) -> Result<u64, SessionError> {
+    let conflict = |found| SessionError::Conflict {
         session_id: session_id.to_owned(),
         expected,
         found,
@@ -348,7 +350,7 @@ fn write_dir(
 }
 
 /// Writes a snapshot of the current version and removes the files it supersedes.
-fn compact(dir: &Path, session_id: &str) -> Result<(), Error> {
+fn compact(dir: &Path, session_id: &str) -> Result<(), SessionError> {
     let Some(session) = load_dir(dir, session_id)? else {
         return Ok(());
     };

@@ -50,6 +50,7 @@
 //! See `docs/sessions.md` for the layouts, versioning and conflicts, and
 //! `docs/human-in-the-loop.md` for approvals given in a later request.
 
+mod error;
 mod file;
 mod manager;
 mod model;
@@ -61,6 +62,7 @@ mod sql;
 mod sqlite;
 mod store;
 
+pub use error::SessionError;
 pub use file::FileSessionStore;
 pub use manager::SessionManager;
 pub use model::{

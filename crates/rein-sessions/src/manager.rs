@@ -17,7 +17,8 @@ use crate::store::SessionStore;
 /// conversation-manager state at the end of each invocation.
 ///
 /// The manager keeps a copy of what it last wrote and the version it is at. A write that
-/// finds another version fails the invocation with [`Error::SessionConflict`]; reload with
+/// finds another version fails the invocation with a conflict
+/// ([`SessionError::Conflict`](crate::SessionError) inside `Error::Session`); reload with
 /// `Agent::load_session` (or build a new agent) and redo the request.
 ///
 /// ```

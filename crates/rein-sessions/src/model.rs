@@ -1,7 +1,9 @@
 //! What a session holds and the writes that change it.
 
 use rein_agent::PendingInterrupts;
-use rein_core::{Error, Map, Message, MessageId};
+use rein_core::{Map, Message, MessageId};
+
+use crate::error::SessionError;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -127,23 +129,24 @@ impl SessionSnapshot {
     }
 
     /// Checks a record read from storage: a newer schema is a typed error.
-    pub(crate) fn check_schema(self) -> Result<Self, Error> {
+    pub(crate) fn check_schema(self) -> Result<Self, SessionError> {
         if self.schema_version > SESSION_SCHEMA_VERSION {
-            return Err(Error::Session(format!(
-                "session '{}' has schema version {}, newer than this release reads ({})",
-                self.session_id, self.schema_version, SESSION_SCHEMA_VERSION
-            )));
+            return Err(SessionError::SchemaTooNew {
+                session_id: self.session_id,
+                what: "the session".into(),
+                found: self.schema_version,
+                supported: SESSION_SCHEMA_VERSION,
+            });
         }
         if let Some(p) = &self.pending_interrupts
             && p.schema_version > rein_agent::PENDING_SCHEMA_VERSION
         {
-            return Err(Error::Session(format!(
-                "session '{}' holds pending interrupts of schema version {}, newer than this \
-                 release reads ({})",
-                self.session_id,
-                p.schema_version,
-                rein_agent::PENDING_SCHEMA_VERSION
-            )));
+            return Err(SessionError::SchemaTooNew {
+                found: p.schema_version,
+                session_id: self.session_id,
+                what: "its pending interrupts".into(),
+                supported: rein_agent::PENDING_SCHEMA_VERSION,
+            });
         }
         Ok(Self {
             schema_version: SESSION_SCHEMA_VERSION,
@@ -154,7 +157,7 @@ impl SessionSnapshot {
 
 /// Session ids are 1 to 128 characters of `A-Z a-z 0-9 . _ -`, not starting with `.`, so that
 /// every store can use them as they are (the file store as a directory name).
-pub fn validate_session_id(session_id: &str) -> Result<(), Error> {
+pub fn validate_session_id(session_id: &str) -> Result<(), SessionError> {
     let ok = !session_id.is_empty()
         && session_id.len() <= 128
         && !session_id.starts_with('.')
@@ -164,13 +167,10 @@ pub fn validate_session_id(session_id: &str) -> Result<(), Error> {
     if ok {
         Ok(())
     } else {
-        Err(Error::Session(format!(
-            "invalid session id {session_id:?}: use 1 to 128 characters of A-Z a-z 0-9 . _ - \
-             not starting with '.'"
-        )))
+        Err(SessionError::InvalidId(session_id.to_owned()))
     }
 }
 
-pub(crate) fn json_err(what: &str, e: serde_json::Error) -> Error {
-    Error::Session(format!("{what}: {e}"))
+pub(crate) fn json_err(what: &str, e: serde_json::Error) -> SessionError {
+    SessionError::io(what, e)
 }

@@ -3,10 +3,10 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use rein_core::Error;
 use tokio::sync::{Mutex, MutexGuard};
 use tokio_postgres::{Client, NoTls, Transaction};
 
+use crate::error::SessionError;
 use crate::model::{SESSION_SCHEMA_VERSION, SessionSnapshot, SessionWrite, validate_session_id};
 use crate::sql::{SessionRow, encode, from_i64, snapshot, to_i64};
 use crate::store::SessionStore;
@@ -39,7 +39,7 @@ CREATE INDEX IF NOT EXISTS rein_session_messages_id ON rein_session_messages (se
 /// whose first statement is `UPDATE rein_sessions SET version = version + 1 WHERE
 /// session_id = $1 AND version = $expected` (an `INSERT ... ON CONFLICT DO NOTHING` for a
 /// new session): the row lock serializes concurrent writers, and the one that finds another
-/// version writes nothing and gets [`Error::SessionConflict`].
+/// version writes nothing and gets [`SessionError::Conflict`].
 ///
 /// The store holds a small pool of connections (default 4); clones share it. Connections are
 /// made without TLS: use it on a trusted network or through a local proxy, or build the
@@ -55,15 +55,15 @@ struct Pool {
     next: AtomicUsize,
 }
 
-fn db_err(e: tokio_postgres::Error) -> Error {
-    Error::Session(format!("postgres: {e}"))
+fn db_err(e: tokio_postgres::Error) -> SessionError {
+    SessionError::io("postgres", e)
 }
 
 impl PostgresSessionStore {
     /// Connects with `url` (`postgres://user:password@host:port/db` or key=value form),
     /// opening `connections` connections (at least 1), and creates the tables when missing.
     /// Needs a tokio runtime (each connection is driven by a spawned task).
-    pub async fn connect(url: &str, connections: usize) -> Result<Self, Error> {
+    pub async fn connect(url: &str, connections: usize) -> Result<Self, SessionError> {
         let mut clients = Vec::new();
         for _ in 0..connections.max(1) {
             let (client, connection) = tokio_postgres::connect(url, NoTls).await.map_err(db_err)?;
@@ -78,10 +78,11 @@ impl PostgresSessionStore {
     }
 
     /// A store over clients you connected (e.g. with TLS); creates the tables when missing.
-    pub async fn from_clients(clients: Vec<Client>) -> Result<Self, Error> {
+    pub async fn from_clients(clients: Vec<Client>) -> Result<Self, SessionError> {
         if clients.is_empty() {
-            return Err(Error::Config(
-                "a postgres session store needs a client".into(),
+            return Err(SessionError::io(
+                "postgres session store",
+                "no connected client was given",
             ));
         }
         let store = Self {
@@ -115,7 +116,7 @@ impl PostgresSessionStore {
 }
 
 impl SessionStore for PostgresSessionStore {
-    async fn load(&self, session_id: &str) -> Result<Option<SessionSnapshot>, Error> {
+    async fn load(&self, session_id: &str) -> Result<Option<SessionSnapshot>, SessionError> {
         validate_session_id(session_id)?;
         let mut client = self.client().await;
         let tx = client
@@ -164,7 +165,7 @@ impl SessionStore for PostgresSessionStore {
         session_id: &str,
         expected_version: u64,
         writes: Vec<SessionWrite>,
-    ) -> Result<u64, Error> {
+    ) -> Result<u64, SessionError> {
         validate_session_id(session_id)?;
         let expected = to_i64(expected_version)?;
         let schema = i32::try_from(SESSION_SCHEMA_VERSION).unwrap_or(i32::MAX);
@@ -200,7 +201,7 @@ impl SessionStore for PostgresSessionStore {
                 .map_err(db_err)?
                 .map_or(0, from_i64);
             // Dropping the transaction rolls it back.
-            return Err(Error::SessionConflict {
+            return Err(SessionError::Conflict {
                 session_id: session_id.into(),
                 expected: expected_version,
                 found,
@@ -214,7 +215,7 @@ impl SessionStore for PostgresSessionStore {
         Ok(expected_version + 1)
     }
 
-    async fn delete(&self, session_id: &str) -> Result<(), Error> {
+    async fn delete(&self, session_id: &str) -> Result<(), SessionError> {
         validate_session_id(session_id)?;
         let client = self.client().await;
         client
@@ -228,7 +229,11 @@ impl SessionStore for PostgresSessionStore {
     }
 }
 
-async fn next(tx: &Transaction<'_>, id: &str, next_seq: &mut Option<i64>) -> Result<i64, Error> {
+async fn next(
+    tx: &Transaction<'_>,
+    id: &str,
+    next_seq: &mut Option<i64>,
+) -> Result<i64, SessionError> {
     let n = match *next_seq {
         Some(n) => n,
         None => tx
@@ -251,7 +256,7 @@ async fn apply(
     id: &str,
     write: &SessionWrite,
     next_seq: &mut Option<i64>,
-) -> Result<(), Error> {
+) -> Result<(), SessionError> {
     const INSERT: &str = "INSERT INTO rein_session_messages (session_id, seq, message_id, \
                           message) VALUES ($1, $2, $3, $4)";
     match write {

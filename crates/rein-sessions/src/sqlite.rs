@@ -4,9 +4,9 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use rein_core::Error;
 use rusqlite::{Connection, OptionalExtension as _, TransactionBehavior, params};
 
+use crate::error::SessionError;
 use crate::model::{SESSION_SCHEMA_VERSION, SessionSnapshot, SessionWrite, validate_session_id};
 use crate::sql::{SessionRow, encode, from_i64, snapshot, to_i64};
 use crate::store::SessionStore;
@@ -40,7 +40,7 @@ CREATE INDEX IF NOT EXISTS rein_session_messages_id ON rein_session_messages (se
 /// `rein_session_messages` (`session_id`, `seq`, `message_id`, `message` JSON). A write is one
 /// `BEGIN IMMEDIATE` transaction that checks the version and bumps it, so writers in several
 /// processes sharing the file are serialized by SQLite and a stale one gets
-/// [`Error::SessionConflict`].
+/// [`SessionError::Conflict`].
 ///
 /// Calls run on tokio's blocking pool over one connection per store value (clones share it).
 #[derive(Debug, Clone)]
@@ -48,25 +48,25 @@ pub struct SqliteSessionStore {
     conn: Arc<Mutex<Connection>>,
 }
 
-fn db_err(e: rusqlite::Error) -> Error {
-    Error::Session(format!("sqlite: {e}"))
+fn db_err(e: rusqlite::Error) -> SessionError {
+    SessionError::io("sqlite", e)
 }
 
 impl SqliteSessionStore {
     /// Opens (and creates when missing) the database file at `path`.
-    pub async fn open(path: impl AsRef<Path>) -> Result<Self, Error> {
+    pub async fn open(path: impl AsRef<Path>) -> Result<Self, SessionError> {
         let path = path.as_ref().to_owned();
         Self::init(move || Connection::open(path)).await
     }
 
     /// A private in-memory database (for tests).
-    pub async fn open_in_memory() -> Result<Self, Error> {
+    pub async fn open_in_memory() -> Result<Self, SessionError> {
         Self::init(Connection::open_in_memory).await
     }
 
     async fn init(
         open: impl FnOnce() -> rusqlite::Result<Connection> + Send + 'static,
-    ) -> Result<Self, Error> {
+    ) -> Result<Self, SessionError> {
         let conn = tokio::task::spawn_blocking(move || {
             let conn = open()?;
             conn.busy_timeout(Duration::from_secs(30))?;
@@ -77,7 +77,7 @@ impl SqliteSessionStore {
             Ok::<_, rusqlite::Error>(conn)
         })
         .await
-        .map_err(|e| Error::Session(format!("sqlite task failed: {e}")))?
+        .map_err(|e| SessionError::io("sqlite task", e))?
         .map_err(db_err)?;
         Ok(Self {
             conn: Arc::new(Mutex::new(conn)),
@@ -86,20 +86,20 @@ impl SqliteSessionStore {
 
     async fn with_conn<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&mut Connection) -> Result<T, Error> + Send + 'static,
-    ) -> Result<T, Error> {
+        f: impl FnOnce(&mut Connection) -> Result<T, SessionError> + Send + 'static,
+    ) -> Result<T, SessionError> {
         let conn = self.conn.clone();
         tokio::task::spawn_blocking(move || {
             let mut guard = conn.lock().unwrap_or_else(PoisonError::into_inner);
             f(&mut guard)
         })
         .await
-        .map_err(|e| Error::Session(format!("sqlite task failed: {e}")))?
+        .map_err(|e| SessionError::io("sqlite task", e))?
     }
 }
 
 impl SessionStore for SqliteSessionStore {
-    async fn load(&self, session_id: &str) -> Result<Option<SessionSnapshot>, Error> {
+    async fn load(&self, session_id: &str) -> Result<Option<SessionSnapshot>, SessionError> {
         validate_session_id(session_id)?;
         let id = session_id.to_owned();
         self.with_conn(move |conn| {
@@ -149,7 +149,7 @@ impl SessionStore for SqliteSessionStore {
         session_id: &str,
         expected_version: u64,
         writes: Vec<SessionWrite>,
-    ) -> Result<u64, Error> {
+    ) -> Result<u64, SessionError> {
         validate_session_id(session_id)?;
         let id = session_id.to_owned();
         self.with_conn(move |conn| {
@@ -166,7 +166,7 @@ impl SessionStore for SqliteSessionStore {
                 .map_err(db_err)?
                 .map_or(0, from_i64);
             if found != expected_version {
-                return Err(Error::SessionConflict {
+                return Err(SessionError::Conflict {
                     session_id: id,
                     expected: expected_version,
                     found,
@@ -198,7 +198,7 @@ impl SessionStore for SqliteSessionStore {
         .await
     }
 
-    async fn delete(&self, session_id: &str) -> Result<(), Error> {
+    async fn delete(&self, session_id: &str) -> Result<(), SessionError> {
         validate_session_id(session_id)?;
         let id = session_id.to_owned();
         self.with_conn(move |conn| {
@@ -215,7 +215,7 @@ fn apply(
     id: &str,
     write: &SessionWrite,
     next_seq: &mut Option<i64>,
-) -> Result<(), Error> {
+) -> Result<(), SessionError> {
     let insert = "INSERT INTO rein_session_messages (session_id, seq, message_id, message) \
                   VALUES (?1, ?2, ?3, ?4)";
     match write {
@@ -283,7 +283,7 @@ fn next(
     tx: &rusqlite::Transaction<'_>,
     id: &str,
     next_seq: &mut Option<i64>,
-) -> Result<i64, Error> {
+) -> Result<i64, SessionError> {
     let n = match *next_seq {
         Some(n) => n,
         None => tx
@@ -298,7 +298,7 @@ fn next(
     Ok(n)
 }
 
-fn to_sql(e: Error) -> rusqlite::Error {
+fn to_sql(e: SessionError) -> rusqlite::Error {
     rusqlite::Error::ToSqlConversionFailure(Box::new(std::io::Error::other(e.to_string())))
 }
 
@@ -307,7 +307,7 @@ fn set(
     id: &str,
     column: &'static str,
     value: &dyn rusqlite::ToSql,
-) -> Result<(), Error> {
+) -> Result<(), SessionError> {
     tx.execute(
         &format!("UPDATE rein_sessions SET {column} = ?2 WHERE session_id = ?1"),
         params![id, value],

@@ -5,15 +5,16 @@ use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use rein_core::{BoxFuture, Error};
+use rein_core::BoxFuture;
 
+use crate::error::SessionError;
 use crate::model::{SessionSnapshot, SessionWrite, validate_session_id};
 
 /// Where sessions live. Every store versions each session: a session that was never written
 /// is at version 0, and each successful [`write`](SessionStore::write) adds 1.
 ///
 /// Writes are optimistic: a write names the version it expects; when the store holds another
-/// version, nothing is written and the write fails with [`Error::SessionConflict`] (`found`
+/// version, nothing is written and the write fails with [`SessionError::Conflict`] (`found`
 /// is the version the store holds). The retry path is: [`load`](SessionStore::load) the
 /// session again, recompute the writes against it, write with the new version. A
 /// [`SessionManager`](crate::SessionManager) surfaces the conflict from the agent's
@@ -24,16 +25,16 @@ use crate::model::{SessionSnapshot, SessionWrite, validate_session_id};
 /// never in between.
 ///
 /// ```
-/// use rein_sessions::{MemorySessionStore, SessionStore, SessionWrite, StoredMessage};
-/// use rein_core::{Error, Message, MessageId};
+/// use rein_sessions::{MemorySessionStore, SessionError, SessionStore, SessionWrite, StoredMessage};
+/// use rein_core::{Message, MessageId};
 ///
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Error> {
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), SessionError> {
 /// let store = MemorySessionStore::new();
 /// let hello = SessionWrite::AppendMessage(StoredMessage::new(MessageId::new(), Message::user("hi")));
 /// assert_eq!(store.write("s1", 0, vec![hello.clone()]).await?, 1);
 /// // A stale writer loses, typed; nothing is written.
 /// let err = store.write("s1", 0, vec![hello.clone()]).await.unwrap_err();
-/// assert!(matches!(err, Error::SessionConflict { expected: 0, found: 1, .. }));
+/// assert!(matches!(err, SessionError::Conflict { expected: 0, found: 1, .. }));
 /// // The retry path: reload, then write against the version found.
 /// let current = store.load("s1").await?.map_or(0, |s| s.version);
 /// assert_eq!(store.write("s1", current, vec![hello]).await?, 2);
@@ -45,7 +46,7 @@ pub trait SessionStore: Send + Sync + 'static {
     fn load(
         &self,
         session_id: &str,
-    ) -> impl Future<Output = Result<Option<SessionSnapshot>, Error>> + Send;
+    ) -> impl Future<Output = Result<Option<SessionSnapshot>, SessionError>> + Send;
 
     /// Applies `writes` atomically if the session is at `expected_version` (0 creates it).
     /// Returns the new version.
@@ -54,10 +55,10 @@ pub trait SessionStore: Send + Sync + 'static {
         session_id: &str,
         expected_version: u64,
         writes: Vec<SessionWrite>,
-    ) -> impl Future<Output = Result<u64, Error>> + Send;
+    ) -> impl Future<Output = Result<u64, SessionError>> + Send;
 
     /// Deletes the session (nothing happens when it does not exist).
-    fn delete(&self, session_id: &str) -> impl Future<Output = Result<(), Error>> + Send;
+    fn delete(&self, session_id: &str) -> impl Future<Output = Result<(), SessionError>> + Send;
 }
 
 /// The object-safe twin of [`SessionStore`].
@@ -65,21 +66,21 @@ trait ErasedSessionStore: Send + Sync {
     fn load_erased<'a>(
         &'a self,
         session_id: &'a str,
-    ) -> BoxFuture<'a, Result<Option<SessionSnapshot>, Error>>;
+    ) -> BoxFuture<'a, Result<Option<SessionSnapshot>, SessionError>>;
     fn write_erased<'a>(
         &'a self,
         session_id: &'a str,
         expected_version: u64,
         writes: Vec<SessionWrite>,
-    ) -> BoxFuture<'a, Result<u64, Error>>;
-    fn delete_erased<'a>(&'a self, session_id: &'a str) -> BoxFuture<'a, Result<(), Error>>;
+    ) -> BoxFuture<'a, Result<u64, SessionError>>;
+    fn delete_erased<'a>(&'a self, session_id: &'a str) -> BoxFuture<'a, Result<(), SessionError>>;
 }
 
 impl<S: SessionStore> ErasedSessionStore for S {
     fn load_erased<'a>(
         &'a self,
         session_id: &'a str,
-    ) -> BoxFuture<'a, Result<Option<SessionSnapshot>, Error>> {
+    ) -> BoxFuture<'a, Result<Option<SessionSnapshot>, SessionError>> {
         Box::pin(self.load(session_id))
     }
     fn write_erased<'a>(
@@ -87,10 +88,10 @@ impl<S: SessionStore> ErasedSessionStore for S {
         session_id: &'a str,
         expected_version: u64,
         writes: Vec<SessionWrite>,
-    ) -> BoxFuture<'a, Result<u64, Error>> {
+    ) -> BoxFuture<'a, Result<u64, SessionError>> {
         Box::pin(self.write(session_id, expected_version, writes))
     }
-    fn delete_erased<'a>(&'a self, session_id: &'a str) -> BoxFuture<'a, Result<(), Error>> {
+    fn delete_erased<'a>(&'a self, session_id: &'a str) -> BoxFuture<'a, Result<(), SessionError>> {
         Box::pin(self.delete(session_id))
     }
 }
@@ -114,7 +115,7 @@ impl fmt::Debug for SharedSessionStore {
 }
 
 impl SessionStore for SharedSessionStore {
-    async fn load(&self, session_id: &str) -> Result<Option<SessionSnapshot>, Error> {
+    async fn load(&self, session_id: &str) -> Result<Option<SessionSnapshot>, SessionError> {
         self.0.load_erased(session_id).await
     }
     async fn write(
@@ -122,12 +123,12 @@ impl SessionStore for SharedSessionStore {
         session_id: &str,
         expected_version: u64,
         writes: Vec<SessionWrite>,
-    ) -> Result<u64, Error> {
+    ) -> Result<u64, SessionError> {
         self.0
             .write_erased(session_id, expected_version, writes)
             .await
     }
-    async fn delete(&self, session_id: &str) -> Result<(), Error> {
+    async fn delete(&self, session_id: &str) -> Result<(), SessionError> {
         self.0.delete_erased(session_id).await
     }
 }
@@ -147,7 +148,7 @@ impl MemorySessionStore {
 }
 
 impl SessionStore for MemorySessionStore {
-    async fn load(&self, session_id: &str) -> Result<Option<SessionSnapshot>, Error> {
+    async fn load(&self, session_id: &str) -> Result<Option<SessionSnapshot>, SessionError> {
         validate_session_id(session_id)?;
         let map = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
         Ok(map.get(session_id).cloned())
@@ -158,12 +159,12 @@ impl SessionStore for MemorySessionStore {
         session_id: &str,
         expected_version: u64,
         writes: Vec<SessionWrite>,
-    ) -> Result<u64, Error> {
+    ) -> Result<u64, SessionError> {
         validate_session_id(session_id)?;
         let mut map = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
         let found = map.get(session_id).map_or(0, |s| s.version);
         if found != expected_version {
-            return Err(Error::SessionConflict {
+            return Err(SessionError::Conflict {
                 session_id: session_id.into(),
                 expected: expected_version,
                 found,
@@ -177,7 +178,7 @@ impl SessionStore for MemorySessionStore {
         Ok(s.version)
     }
 
-    async fn delete(&self, session_id: &str) -> Result<(), Error> {
+    async fn delete(&self, session_id: &str) -> Result<(), SessionError> {
         validate_session_id(session_id)?;
         self.sessions
             .lock()

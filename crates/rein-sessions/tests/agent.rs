@@ -7,12 +7,12 @@ mod common;
 use common::*;
 use rein_agent::{Agent, AgentBuilder, SlidingWindow, TOOL_INTERRUPTED};
 use rein_core::{
-    BeforeToolCallEvent, ContentBlock, Error, InterruptResponse, Message, MessageId, Role,
-    StopReason, ToolHandle, ToolUse,
+    BeforeToolCallEvent, ContentBlock, InterruptResponse, Message, MessageId, Role, StopReason,
+    ToolHandle, ToolUse,
 };
 use rein_models::ScriptedModel;
 use rein_sessions::{
-    FileSessionStore, MemorySessionStore, SessionManager, SessionStore, SessionWrite,
+    FileSessionStore, MemorySessionStore, SessionError, SessionManager, SessionStore, SessionWrite,
     SharedSessionStore, StoredMessage,
 };
 use serde_json::json;
@@ -221,7 +221,10 @@ async fn a_stale_agent_gets_a_typed_conflict_and_recovers_by_reloading() {
     a.invoke("from a").await.unwrap();
     let err = b.invoke("from b").await.unwrap_err();
     assert!(
-        matches!(err, Error::SessionConflict { expected, found, .. } if found > expected),
+        matches!(
+            SessionError::of(&err),
+            Some(SessionError::Conflict { expected, found, .. }) if found > expected
+        ),
         "{err}"
     );
     // The retry path: reload, redo.
@@ -280,12 +283,19 @@ async fn a_failing_store_is_a_typed_error_not_a_panic() {
         .build()
         .unwrap();
     let err = a.invoke("hello").await.unwrap_err();
-    assert!(matches!(err, Error::Session(_)), "{err}");
+    assert!(
+        matches!(SessionError::of(&err), Some(SessionError::Io { .. })),
+        "{err}"
+    );
     let bad = SharedSessionStore::new(MemorySessionStore::new());
     let mut b = builder(&bad, "bad/id", ScriptedModel::builder().text("hi").build())
         .build()
         .unwrap();
-    assert!(matches!(b.invoke("x").await, Err(Error::Session(_))));
+    let err = b.invoke("x").await.unwrap_err();
+    assert!(
+        matches!(SessionError::of(&err), Some(SessionError::InvalidId(_))),
+        "{err}"
+    );
 }
 
 #[tokio::test]

@@ -6,8 +6,10 @@ mod common;
 
 use common::*;
 use rein_agent::{PENDING_SCHEMA_VERSION, PendingInterrupts};
-use rein_core::{Error, Interrupt, InterruptAnswer, Message, MessageId, ToolResult};
-use rein_sessions::{FileSessionStore, SessionSnapshot, SessionStore, SessionWrite, StoredMessage};
+use rein_core::{Interrupt, InterruptAnswer, Message, MessageId, ToolResult};
+use rein_sessions::{
+    FileSessionStore, SessionError, SessionSnapshot, SessionStore, SessionWrite, StoredMessage,
+};
 use serde_json::json;
 
 fn pending(assistant: &StoredMessage) -> PendingInterrupts {
@@ -105,7 +107,7 @@ async fn writes_match_the_reference_and_versions_conflict_typed() {
         }
         let err = store.write(&id, version - 1, vec![]).await.unwrap_err();
         match err {
-            Error::SessionConflict {
+            SessionError::Conflict {
                 session_id,
                 expected,
                 found,
@@ -120,17 +122,17 @@ async fn writes_match_the_reference_and_versions_conflict_typed() {
         }
         let err = store.write(&id, 0, vec![]).await.unwrap_err();
         assert!(
-            matches!(err, Error::SessionConflict { expected: 0, .. }),
+            matches!(err, SessionError::Conflict { expected: 0, .. }),
             "{name}"
         );
         let err = store.write("../evil", 0, vec![]).await.unwrap_err();
-        assert!(matches!(err, Error::Session(_)), "{name}: {err}");
+        assert!(matches!(err, SessionError::InvalidId(_)), "{name}: {err}");
         let fresh = session_id("fresh");
         let err = store.write(&fresh, 3, vec![]).await.unwrap_err();
         assert!(
             matches!(
                 err,
-                Error::SessionConflict {
+                SessionError::Conflict {
                     expected: 3,
                     found: 0,
                     ..
@@ -207,10 +209,13 @@ async fn newer_schema_is_a_typed_error() {
     .unwrap();
     let err = store.load(id).await.unwrap_err();
     assert!(
-        matches!(&err, Error::Session(m) if m.contains("schema version 99")),
+        matches!(&err, SessionError::SchemaTooNew { found: 99, .. }),
         "{err}"
     );
     // A corrupt file is a typed error too, never a panic.
     std::fs::write(&file, b"{not json").unwrap();
-    assert!(matches!(store.load(id).await, Err(Error::Session(_))));
+    assert!(matches!(
+        store.load(id).await,
+        Err(SessionError::Io { .. } | SessionError::Corrupt { .. })
+    ));
 }

@@ -293,9 +293,9 @@ impl Run {
                 Phase::Admitting | Phase::Draining => self.start_turn(),
                 Phase::Discarded => self.after_discard(),
                 Phase::Retrying => self.call_model(),
-                phase => Step::Finish(Outcome::Failed(Error::Config(format!(
-                    "internal: a step finished in phase {phase:?} with nothing to report"
-                )))),
+                Phase::Start | Phase::Tools | Phase::Done => Step::Finish(Outcome::Failed(
+                    Error::Internal("the run was fed a finished step in a phase that has none"),
+                )),
             },
         };
         if let Step::Finish(_) = step {
@@ -412,8 +412,8 @@ impl Run {
             }
             Some(AfterDiscard::Recover(error)) => self.backoff_or_fail(error),
             Some(AfterDiscard::EndTurn(text, record)) => Step::EndTurn { text, record },
-            None => Step::Finish(Outcome::Failed(Error::Config(
-                "internal: nothing to do after a discard".into(),
+            None => Step::Finish(Outcome::Failed(Error::Internal(
+                "a discard with nothing to do after it",
             ))),
         }
     }

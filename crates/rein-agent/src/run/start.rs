@@ -163,9 +163,7 @@ impl Agent {
         let Some(idx) = idx else {
             // Kept: the interrupts stay answerable once history is set right.
             self.pending = Some(pending);
-            return Err(Error::Session(
-                "the assistant message of the pending interrupts is not in history".into(),
-            ));
+            return Err(Error::PendingMessageMissing);
         };
         inv.answers = InterruptAnswers::new(pending.answers.into_iter().collect::<HashMap<_, _>>());
         Ok(self.tool_phase_of(idx, pending.model_call_index, pending.completed_results))

@@ -50,9 +50,7 @@ impl Agent {
     ) -> Result<Fed, Error> {
         let index = phase.index;
         let Some(assistant) = self.history.conv().get(index) else {
-            return Err(Error::Config(
-                "internal: tool phase on a missing message".into(),
-            ));
+            return Err(Error::Internal("a tool phase on a message not in history"));
         };
         let todo: Vec<(usize, ToolUse)> = {
             let uses: Vec<&ToolUse> = assistant.tool_uses().collect();

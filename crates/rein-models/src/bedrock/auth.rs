@@ -8,7 +8,7 @@ use std::time::SystemTime;
 
 use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings};
 use aws_sigv4::sign::v4;
-use rein_core::{BoxFuture, Error, ModelError};
+use rein_core::{BoxFuture, BuildError, Error, ModelError};
 
 use crate::http::{self, Secret};
 
@@ -170,7 +170,13 @@ impl Auth {
     pub(super) fn check(&self) -> Result<(), Error> {
         match self {
             Self::Bearer(token) => http::check_key(token),
-            Self::Static(creds) => creds.check().map_err(|e| Error::Config(e.message().into())),
+            Self::Static(creds) => creds.check().map_err(|e| {
+                Error::from(BuildError::InvalidSetting {
+                    component: "bedrock",
+                    setting: "credentials",
+                    reason: e.message().into(),
+                })
+            }),
             Self::Provider(_) => Ok(()),
         }
     }

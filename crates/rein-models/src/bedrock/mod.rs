@@ -9,7 +9,7 @@ mod stream;
 
 use std::fmt;
 
-use rein_core::{Error, ModelError, ModelErrorKind, ModelRequest};
+use rein_core::{BuildError, Error, ModelError, ModelErrorKind, ModelRequest};
 use serde_json::{Map, Value};
 
 use auth::Auth;
@@ -247,36 +247,49 @@ impl BedrockModelBuilder {
 
     http::http_builder_methods!();
 
-    /// Builds the model. Fails ([`Error::Config`]) without a region or a valid one, without
+    /// Builds the model. Fails ([`Error::Build`]) without a region or a valid one, without
     /// credentials or a bearer token, or on an invalid endpoint.
     pub fn build(self) -> Result<BedrockModel, Error> {
         let Some(region) = self.region.map(|r| r.trim().to_owned()) else {
-            return Err(Error::Config(
-                "bedrock: no AWS region: call .region(..) or set AWS_REGION".into(),
-            ));
+            return Err(BuildError::MissingSetting {
+                component: "bedrock",
+                setting: "AWS region",
+                hint: "call .region(..) or set AWS_REGION",
+            }
+            .into());
         };
         if region.is_empty()
             || !region
                 .bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         {
-            return Err(Error::Config(format!(
-                "bedrock: invalid AWS region '{region}'"
-            )));
+            return Err(BuildError::InvalidSetting {
+                component: "bedrock",
+                setting: "AWS region",
+                reason: format!("'{region}'"),
+            }
+            .into());
         }
         if self.model_id.trim().is_empty() {
-            return Err(Error::Config("bedrock: empty model id".into()));
+            return Err(BuildError::InvalidSetting {
+                component: "bedrock",
+                setting: "model id",
+                reason: "it is empty".into(),
+            }
+            .into());
         }
         let auth = match (self.bearer_token, self.credentials) {
             (Some(token), _) => Auth::Bearer(token),
             (None, Some(auth)) => auth,
             (None, None) => {
-                return Err(Error::Config(
-                    "bedrock: no credentials: call .credentials(..), .credentials_provider(..) \
-                     or .bearer_token(..), or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY \
-                     or AWS_BEARER_TOKEN_BEDROCK"
-                        .into(),
-                ));
+                return Err(BuildError::MissingSetting {
+                    component: "bedrock",
+                    setting: "credentials",
+                    hint: "call .credentials(..), .credentials_provider(..) or .bearer_token(..), \
+                           or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or \
+                           AWS_BEARER_TOKEN_BEDROCK",
+                }
+                .into());
             }
         };
         auth.check()?;
@@ -293,7 +306,11 @@ impl BedrockModelBuilder {
         // The URL exactly as reqwest will send it, for the signature.
         let url = format!("{}{path}", http.base_url());
         let url = reqwest::Url::parse(&url)
-            .map_err(|e| Error::Config(format!("bedrock: invalid request URL '{url}': {e}")))?
+            .map_err(|e| BuildError::InvalidSetting {
+                component: "bedrock",
+                setting: "request URL",
+                reason: format!("'{url}': {e}"),
+            })?
             .to_string();
         Ok(BedrockModel {
             http,
@@ -581,7 +598,7 @@ mod tests {
             err(BedrockModel::builder(" ")
                 .region("us-east-1")
                 .bearer_token("k"))
-            .contains("empty model id")
+            .contains("invalid model id: it is empty")
         );
     }
 }

@@ -14,13 +14,17 @@ use std::io::Write as _;
 
 use rein_agent::Agent;
 use rein_core::{BeforeToolCallEvent, Error, InterruptResponse, Message, MessageId, ToolHandle};
+
+/// What the worker fails with: Rein's errors, or a usage error of its own.
+type Failure = Box<dyn std::error::Error + Send + Sync>;
 use rein_models::ScriptedModel;
 use rein_sessions::{
-    FileSessionStore, SessionManager, SessionStore, SessionWrite, SharedSessionStore, StoredMessage,
+    FileSessionStore, SessionError, SessionManager, SessionStore, SessionWrite, SharedSessionStore,
+    StoredMessage,
 };
 use serde_json::json;
 
-async fn open_store(spec: &str) -> Result<SharedSessionStore, Error> {
+async fn open_store(spec: &str) -> Result<SharedSessionStore, Failure> {
     if let Some(dir) = spec.strip_prefix("file:") {
         return Ok(SharedSessionStore::new(FileSessionStore::new(dir)));
     }
@@ -36,7 +40,7 @@ async fn open_store(spec: &str) -> Result<SharedSessionStore, Error> {
             rein_sessions::PostgresSessionStore::connect(url, 1).await?,
         ));
     }
-    Err(Error::Config(format!("unknown or disabled store: {spec}")))
+    Err(format!("unknown or disabled store: {spec}").into())
 }
 
 fn agent(store: SharedSessionStore, session: &str, model: ScriptedModel) -> Result<Agent, Error> {
@@ -63,11 +67,9 @@ fn agent(store: SharedSessionStore, session: &str, model: ScriptedModel) -> Resu
         .build()
 }
 
-async fn run(args: &[String]) -> Result<(), Error> {
+async fn run(args: &[String]) -> Result<(), Failure> {
     let [store, session, command, rest @ ..] = args else {
-        return Err(Error::Config(
-            "usage: rein-session-worker STORE SESSION COMMAND [ARGS]".into(),
-        ));
+        return Err("usage: rein-session-worker STORE SESSION COMMAND [ARGS]".into());
     };
     let store = open_store(store).await?;
     let mut out = std::io::stdout();
@@ -97,9 +99,7 @@ async fn run(args: &[String]) -> Result<(), Error> {
             let _ = writeln!(out, "{line}");
         }
         ("append", [writer, n]) => {
-            let n: usize = n
-                .parse()
-                .map_err(|_| Error::Config(format!("not a count: {n}")))?;
+            let n: usize = n.parse().map_err(|_| format!("not a count: {n}"))?;
             let prefix = format!("{writer}-");
             let mut conflicts = 0u64;
             let mut version;
@@ -126,24 +126,25 @@ async fn run(args: &[String]) -> Result<(), Error> {
                         let _ = out.flush();
                         i += 1;
                     }
-                    Err(Error::SessionConflict {
+                    Err(SessionError::Conflict {
                         expected, found, ..
                     }) => {
                         // One typed conflict per lost race; the retry path: reload, redo.
                         if found <= expected {
-                            return Err(Error::Session(format!(
+                            return Err(format!(
                                 "conflict with found {found} <= expected {expected}"
-                            )));
+                            )
+                            .into());
                         }
                         conflicts += 1;
                         version = store.load(session).await?.map_or(0, |s| s.version);
                     }
-                    Err(e) => return Err(e),
+                    Err(e) => return Err(e.into()),
                 }
             }
             let _ = writeln!(out, "conflicts {conflicts}");
         }
-        _ => return Err(Error::Config(format!("unknown command: {command}"))),
+        _ => return Err(format!("unknown command: {command}").into()),
     }
     Ok(())
 }
