@@ -236,3 +236,48 @@ macro_rules! erased {
 }
 
 for_each_intervention_event!(erased);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Mine;
+
+    impl InterventionHandler for Mine {
+        fn name(&self) -> &str {
+            "mine"
+        }
+    }
+
+    fn kind(h: impl InterventionHandler) -> &'static str {
+        match SharedHandler::new(h).0 {
+            Repr::Closure(_) => "closure",
+            #[cfg(feature = "policy")]
+            Repr::Policy(_) => "policy",
+            Repr::Erased(_) => "erased",
+        }
+    }
+
+    #[test]
+    fn handler_types_of_this_crate_are_recognized_also_behind_an_arc() {
+        assert_eq!(kind(Intervention::named("a")), "closure");
+        assert_eq!(kind(Arc::new(Intervention::named("a"))), "closure");
+        assert_eq!(kind(Mine), "erased");
+        assert_eq!(kind(Arc::new(Mine)), "erased");
+        #[cfg(feature = "policy")]
+        {
+            use crate::policy::DenyTools;
+            let policy = || {
+                PolicyHandler::new(
+                    "p",
+                    DenyTools {
+                        tools: vec!["rm".into()],
+                        reason: None,
+                    },
+                )
+            };
+            assert!(matches!(policy().map(kind), Ok("policy")));
+            assert!(matches!(policy().map(|p| kind(Arc::new(p))), Ok("policy")));
+        }
+    }
+}
