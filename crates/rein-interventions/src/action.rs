@@ -6,7 +6,8 @@ use std::fmt;
 use rein_core::{Message, ModelRequest, ToolResult, ToolResultContent, ToolResultStatus, ToolUse};
 use serde_json::Value;
 
-use crate::handler::HandlerError;
+use crate::error::HandlerError;
+use crate::list::for_each_intervention_event;
 
 type EditFn<T> = Box<dyn FnOnce(&mut T) -> Result<(), HandlerError> + Send>;
 
@@ -217,6 +218,13 @@ pub(crate) enum Verdict<D> {
     Transform(Transform<D>),
 }
 
+/// An action type, as the dispatch pass reads it.
+pub(crate) trait Decided {
+    /// The writable part of its event.
+    type Draft: Send;
+    fn into_verdict(self) -> Verdict<Self::Draft>;
+}
+
 macro_rules! common_constructors {
     ($ty:ident, $draft:ty) => {
         impl Default for $ty {
@@ -306,17 +314,6 @@ guide_constructor!(
     "Guidance: the invocation is cancelled with `GUIDANCE: <joined feedback>`."
 );
 
-impl BeforeInvocationAction {
-    pub(crate) fn into_verdict(self) -> Verdict<Vec<Message>> {
-        match self {
-            Self::Proceed => Verdict::Proceed,
-            Self::Deny { reason } => Verdict::Deny(reason),
-            Self::Guide { feedback } => Verdict::Guide(feedback),
-            Self::Transform(t) => Verdict::Transform(t),
-        }
-    }
-}
-
 /// What a `before_model_call` handler decides about the call.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -344,17 +341,6 @@ guide_constructor!(
     "Guidance injected into history and into this call's request."
 );
 
-impl BeforeModelCallAction {
-    pub(crate) fn into_verdict(self) -> Verdict<ModelRequest> {
-        match self {
-            Self::Proceed => Verdict::Proceed,
-            Self::Deny { reason } => Verdict::Deny(reason),
-            Self::Guide { feedback } => Verdict::Guide(feedback),
-            Self::Transform(t) => Verdict::Transform(t),
-        }
-    }
-}
-
 /// What an `after_model_call` handler decides about the response.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -375,16 +361,6 @@ guide_constructor!(
     AfterModelCallAction,
     "Guidance: the response is discarded, the feedback injected, and the model called again."
 );
-
-impl AfterModelCallAction {
-    pub(crate) fn into_verdict(self) -> Verdict<Message> {
-        match self {
-            Self::Proceed => Verdict::Proceed,
-            Self::Guide { feedback } => Verdict::Guide(feedback),
-            Self::Transform(t) => Verdict::Transform(t),
-        }
-    }
-}
 
 /// What a `before_tool_call` handler decides about the call.
 #[derive(Debug)]
@@ -421,16 +397,6 @@ impl BeforeToolCallAction {
     pub fn confirm(prompt: impl Into<String>) -> Self {
         Self::Confirm(Confirm::new(prompt))
     }
-
-    pub(crate) fn into_verdict(self) -> Verdict<ToolUseDraft> {
-        match self {
-            Self::Proceed => Verdict::Proceed,
-            Self::Deny { reason } => Verdict::Deny(reason),
-            Self::Guide { feedback } => Verdict::Guide(feedback),
-            Self::Confirm(c) => Verdict::Confirm(c),
-            Self::Transform(t) => Verdict::Transform(t),
-        }
-    }
 }
 
 impl From<Confirm> for BeforeToolCallAction {
@@ -451,15 +417,6 @@ pub enum AfterToolCallAction {
 
 common_constructors!(AfterToolCallAction, ToolResultDraft);
 
-impl AfterToolCallAction {
-    pub(crate) fn into_verdict(self) -> Verdict<ToolResultDraft> {
-        match self {
-            Self::Proceed => Verdict::Proceed,
-            Self::Transform(t) => Verdict::Transform(t),
-        }
-    }
-}
-
 /// What a closure handler may return: the action itself, or `Result<action, E>` with any error
 /// that converts into a [`HandlerError`].
 pub trait IntoHandlerResult<A> {
@@ -468,27 +425,84 @@ pub trait IntoHandlerResult<A> {
 }
 
 macro_rules! into_handler_result {
-    ($($ty:ty),*) => {$(
-        impl IntoHandlerResult<$ty> for $ty {
+    ($(($method:ident, $async_builder:ident, $event:ident, $action:ident, $set:ident, $kind:ident)),* $(,)?) => {$(
+        impl IntoHandlerResult<$action> for $action {
             #[inline]
-            fn into_handler_result(self) -> Result<$ty, HandlerError> {
+            fn into_handler_result(self) -> Result<$action, HandlerError> {
                 Ok(self)
             }
         }
 
-        impl<E: Into<HandlerError>> IntoHandlerResult<$ty> for Result<$ty, E> {
+        impl<E: Into<HandlerError>> IntoHandlerResult<$action> for Result<$action, E> {
             #[inline]
-            fn into_handler_result(self) -> Result<$ty, HandlerError> {
+            fn into_handler_result(self) -> Result<$action, HandlerError> {
                 self.map_err(Into::into)
             }
         }
     )*};
 }
 
-into_handler_result!(
-    BeforeInvocationAction,
-    BeforeModelCallAction,
-    AfterModelCallAction,
-    BeforeToolCallAction,
-    AfterToolCallAction
-);
+for_each_intervention_event!(into_handler_result);
+
+impl Decided for BeforeInvocationAction {
+    type Draft = Vec<Message>;
+
+    fn into_verdict(self) -> Verdict<Vec<Message>> {
+        match self {
+            Self::Proceed => Verdict::Proceed,
+            Self::Deny { reason } => Verdict::Deny(reason),
+            Self::Guide { feedback } => Verdict::Guide(feedback),
+            Self::Transform(t) => Verdict::Transform(t),
+        }
+    }
+}
+
+impl Decided for BeforeModelCallAction {
+    type Draft = ModelRequest;
+
+    fn into_verdict(self) -> Verdict<ModelRequest> {
+        match self {
+            Self::Proceed => Verdict::Proceed,
+            Self::Deny { reason } => Verdict::Deny(reason),
+            Self::Guide { feedback } => Verdict::Guide(feedback),
+            Self::Transform(t) => Verdict::Transform(t),
+        }
+    }
+}
+
+impl Decided for AfterModelCallAction {
+    type Draft = Message;
+
+    fn into_verdict(self) -> Verdict<Message> {
+        match self {
+            Self::Proceed => Verdict::Proceed,
+            Self::Guide { feedback } => Verdict::Guide(feedback),
+            Self::Transform(t) => Verdict::Transform(t),
+        }
+    }
+}
+
+impl Decided for BeforeToolCallAction {
+    type Draft = ToolUseDraft;
+
+    fn into_verdict(self) -> Verdict<ToolUseDraft> {
+        match self {
+            Self::Proceed => Verdict::Proceed,
+            Self::Deny { reason } => Verdict::Deny(reason),
+            Self::Guide { feedback } => Verdict::Guide(feedback),
+            Self::Confirm(c) => Verdict::Confirm(c),
+            Self::Transform(t) => Verdict::Transform(t),
+        }
+    }
+}
+
+impl Decided for AfterToolCallAction {
+    type Draft = ToolResultDraft;
+
+    fn into_verdict(self) -> Verdict<ToolResultDraft> {
+        match self {
+            Self::Proceed => Verdict::Proceed,
+            Self::Transform(t) => Verdict::Transform(t),
+        }
+    }
+}

@@ -1,20 +1,18 @@
-//! What the dispatch pass needs to know about each of the five events: how to call a handler,
-//! whether the event is already settled, its writable part, and how deny / guide / interrupts
-//! are applied to it.
+//! The semantics of each intervention event, as the dispatch pass needs them: when its callback
+//! runs, whether the event is already settled, its writable part, and how deny / guide /
+//! interrupts are applied to it. (How a handler is called on it comes from the list of events,
+//! in `shared.rs`.)
 
 use rein_core::{
     AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent, BeforeModelCallEvent,
     BeforeToolCallEvent, Cancel, DecisionRecord, Interrupt, InterruptAnswers, InvocationContext,
-    Message, ModelRequest, ToolResult, ToolUse,
+    ToolResult, ToolUse,
 };
-use rein_hooks::HookEvent;
+use rein_hooks::{HookEvent, HookOptions, HookOrder};
 
-use crate::action::{
-    AfterModelCallAction, AfterToolCallAction, BeforeInvocationAction, BeforeModelCallAction,
-    BeforeToolCallAction, ToolResultDraft, ToolUseDraft, Verdict,
-};
-use crate::handler::{DynHandler, EventSet, HandlerFuture, InterventionContext};
-use crate::registry::{Entry, Shared};
+use crate::action::{Decided, ToolResultDraft, ToolUseDraft};
+use crate::list::for_each_intervention_event;
+use crate::shared::Route;
 
 /// How an event applies the guidance of a pass.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -27,19 +25,13 @@ pub(crate) enum GuideEffect {
     InjectAndRetry,
 }
 
-pub(crate) trait PassEvent: HookEvent + Sync + Sized {
-    type Action: Send;
-    type Draft: Send;
+pub(crate) trait PassEvent: Route<Action: Decided> + HookEvent + Common {
     const GUIDE: GuideEffect;
-    const SET: EventSet;
+    /// The position of the event in the list of events.
+    const POSITION: usize = Self::SET.position();
 
-    fn entries(shared: &Shared) -> &[Entry];
-    fn call<'a>(
-        handler: &'a dyn DynHandler,
-        event: &'a Self,
-        cx: &'a InterventionContext,
-    ) -> HandlerFuture<'a, Self::Action>;
-    fn verdict(action: Self::Action) -> Verdict<Self::Draft>;
+    /// When the bridging callback runs.
+    fn hook_options() -> HookOptions;
 
     /// Already cancelled by an earlier hook (or, after a model call, an error or a withheld
     /// response): the interventions do not run and record nothing.
@@ -53,59 +45,62 @@ pub(crate) trait PassEvent: HookEvent + Sync + Sized {
     }
 
     /// A copy of the writable part (`None` when there is none, e.g. a failed model call).
-    fn draft(&self) -> Option<Self::Draft>;
+    fn draft(&self) -> Option<Draft<Self>>;
     /// Writes `draft` back; returns the previous value.
-    fn commit(&mut self, draft: Self::Draft) -> Self::Draft;
+    fn commit(&mut self, draft: Draft<Self>) -> Draft<Self>;
     /// Puts a snapshot back, touching the event only if it changed (so an unchanged tool use
     /// is not rewritten).
-    fn restore(&mut self, snapshot: Self::Draft);
+    fn restore(&mut self, snapshot: Draft<Self>);
 
     /// Applies a deny (or `OnError::Deny`) with its full text.
     fn deny(&mut self, text: String);
     /// Applies the joined guidance.
     fn guide(&mut self, joined: String);
     fn raise(&mut self, _interrupts: Vec<Interrupt>) {}
-    fn push_decision(&mut self, record: DecisionRecord);
-    fn invocation(&self) -> &InvocationContext;
 }
 
-impl PassEvent for BeforeInvocationEvent {
-    type Action = BeforeInvocationAction;
-    type Draft = Vec<Message>;
-    const GUIDE: GuideEffect = GuideEffect::Cancel;
-    const SET: EventSet = EventSet::BEFORE_INVOCATION;
+/// The writable part of an event: what its transforms edit.
+pub(crate) type Draft<E> = <<E as Route>::Action as Decided>::Draft;
 
-    fn entries(shared: &Shared) -> &[Entry] {
-        &shared.before_invocation
-    }
-    #[inline]
-    fn call<'a>(
-        handler: &'a dyn DynHandler,
-        event: &'a Self,
-        cx: &'a InterventionContext,
-    ) -> HandlerFuture<'a, Self::Action> {
-        handler.before_invocation(event, cx)
-    }
-    #[inline]
-    fn verdict(action: Self::Action) -> Verdict<Self::Draft> {
-        action.into_verdict()
-    }
-    fn push_decision(&mut self, record: DecisionRecord) {
-        self.record_decision(record);
-    }
-    fn invocation(&self) -> &InvocationContext {
-        self.context()
+/// What every intervention event offers alike, through a trait.
+pub(crate) trait Common {
+    fn invocation(&self) -> &InvocationContext;
+    fn push_decision(&mut self, record: DecisionRecord);
+}
+
+macro_rules! common {
+    ($(($method:ident, $async_builder:ident, $event:ident, $action:ident, $set:ident, $kind:ident)),* $(,)?) => {$(
+        impl Common for $crate::$event {
+            #[inline]
+            fn invocation(&self) -> &InvocationContext {
+                self.context()
+            }
+            fn push_decision(&mut self, record: DecisionRecord) {
+                self.record_decision(record);
+            }
+        }
+    )*};
+}
+
+for_each_intervention_event!(common);
+
+impl PassEvent for BeforeInvocationEvent {
+    const GUIDE: GuideEffect = GuideEffect::Cancel;
+
+    fn hook_options() -> HookOptions {
+        // Also for input injected mid-run.
+        HookOptions::order(HookOrder::INTERVENTION_INPUT).on_injected_input()
     }
     fn settled(&self) -> bool {
         self.cancel.is_cancelled()
     }
-    fn draft(&self) -> Option<Self::Draft> {
+    fn draft(&self) -> Option<Draft<Self>> {
         Some(self.messages.clone())
     }
-    fn commit(&mut self, draft: Self::Draft) -> Self::Draft {
+    fn commit(&mut self, draft: Draft<Self>) -> Draft<Self> {
         std::mem::replace(&mut self.messages, draft)
     }
-    fn restore(&mut self, snapshot: Self::Draft) {
+    fn restore(&mut self, snapshot: Draft<Self>) {
         if self.messages != snapshot {
             self.messages = snapshot;
         }
@@ -119,43 +114,22 @@ impl PassEvent for BeforeInvocationEvent {
 }
 
 impl PassEvent for BeforeModelCallEvent {
-    type Action = BeforeModelCallAction;
-    type Draft = ModelRequest;
     const GUIDE: GuideEffect = GuideEffect::Inject;
-    const SET: EventSet = EventSet::BEFORE_MODEL_CALL;
 
-    fn entries(shared: &Shared) -> &[Entry] {
-        &shared.before_model_call
-    }
-    #[inline]
-    fn call<'a>(
-        handler: &'a dyn DynHandler,
-        event: &'a Self,
-        cx: &'a InterventionContext,
-    ) -> HandlerFuture<'a, Self::Action> {
-        handler.before_model_call(event, cx)
-    }
-    #[inline]
-    fn verdict(action: Self::Action) -> Verdict<Self::Draft> {
-        action.into_verdict()
-    }
-    fn push_decision(&mut self, record: DecisionRecord) {
-        self.record_decision(record);
-    }
-    fn invocation(&self) -> &InvocationContext {
-        self.context()
+    fn hook_options() -> HookOptions {
+        HookOptions::order(HookOrder::INTERVENTION_INPUT)
     }
     fn settled(&self) -> bool {
         self.cancel.is_cancelled()
     }
-    fn draft(&self) -> Option<Self::Draft> {
+    fn draft(&self) -> Option<Draft<Self>> {
         // Cheap: the request's fields are shared; an edit copies on write.
         Some(self.request.clone())
     }
-    fn commit(&mut self, draft: Self::Draft) -> Self::Draft {
+    fn commit(&mut self, draft: Draft<Self>) -> Draft<Self> {
         std::mem::replace(&mut self.request, draft)
     }
-    fn restore(&mut self, snapshot: Self::Draft) {
+    fn restore(&mut self, snapshot: Draft<Self>) {
         self.request = snapshot;
     }
     fn deny(&mut self, text: String) {
@@ -167,46 +141,25 @@ impl PassEvent for BeforeModelCallEvent {
 }
 
 impl PassEvent for AfterModelCallEvent {
-    type Action = AfterModelCallAction;
-    type Draft = Message;
     const GUIDE: GuideEffect = GuideEffect::InjectAndRetry;
-    const SET: EventSet = EventSet::AFTER_MODEL_CALL;
 
-    fn entries(shared: &Shared) -> &[Entry] {
-        &shared.after_model_call
-    }
-    #[inline]
-    fn call<'a>(
-        handler: &'a dyn DynHandler,
-        event: &'a Self,
-        cx: &'a InterventionContext,
-    ) -> HandlerFuture<'a, Self::Action> {
-        handler.after_model_call(event, cx)
-    }
-    #[inline]
-    fn verdict(action: Self::Action) -> Verdict<Self::Draft> {
-        action.into_verdict()
-    }
-    fn push_decision(&mut self, record: DecisionRecord) {
-        self.record_decision(record);
-    }
-    fn invocation(&self) -> &InvocationContext {
-        self.context()
+    fn hook_options() -> HookOptions {
+        HookOptions::order(HookOrder::INTERVENTION_OUTPUT)
     }
     fn settled(&self) -> bool {
         self.error().is_some() || self.withheld().is_some()
     }
-    fn draft(&self) -> Option<Self::Draft> {
+    fn draft(&self) -> Option<Draft<Self>> {
         self.response().map(|r| r.message.clone())
     }
-    fn commit(&mut self, draft: Self::Draft) -> Self::Draft {
+    fn commit(&mut self, draft: Draft<Self>) -> Draft<Self> {
         match self.message_mut() {
             Some(m) => std::mem::replace(m, draft),
             // Unreachable in practice: drafts exist only for responses.
             None => draft,
         }
     }
-    fn restore(&mut self, snapshot: Self::Draft) {
+    fn restore(&mut self, snapshot: Draft<Self>) {
         let changed = self.response().is_some_and(|r| r.message != snapshot);
         if changed && let Some(m) = self.message_mut() {
             *m = snapshot;
@@ -222,31 +175,10 @@ impl PassEvent for AfterModelCallEvent {
 }
 
 impl PassEvent for BeforeToolCallEvent {
-    type Action = BeforeToolCallAction;
-    type Draft = ToolUseDraft;
     const GUIDE: GuideEffect = GuideEffect::Cancel;
-    const SET: EventSet = EventSet::BEFORE_TOOL_CALL;
 
-    fn entries(shared: &Shared) -> &[Entry] {
-        &shared.before_tool_call
-    }
-    #[inline]
-    fn call<'a>(
-        handler: &'a dyn DynHandler,
-        event: &'a Self,
-        cx: &'a InterventionContext,
-    ) -> HandlerFuture<'a, Self::Action> {
-        handler.before_tool_call(event, cx)
-    }
-    #[inline]
-    fn verdict(action: Self::Action) -> Verdict<Self::Draft> {
-        action.into_verdict()
-    }
-    fn push_decision(&mut self, record: DecisionRecord) {
-        self.record_decision(record);
-    }
-    fn invocation(&self) -> &InvocationContext {
-        self.context()
+    fn hook_options() -> HookOptions {
+        HookOptions::order(HookOrder::INTERVENTION_INPUT)
     }
     fn settled(&self) -> bool {
         self.cancel_tool.is_cancelled()
@@ -257,16 +189,16 @@ impl PassEvent for BeforeToolCallEvent {
     fn confirm_target(&self) -> Option<(&ToolUse, &InterruptAnswers)> {
         Some((self.tool_use(), self.answers()))
     }
-    fn draft(&self) -> Option<Self::Draft> {
+    fn draft(&self) -> Option<Draft<Self>> {
         Some(ToolUseDraft::from_tool_use(self.tool_use()))
     }
-    fn commit(&mut self, mut draft: Self::Draft) -> Self::Draft {
+    fn commit(&mut self, mut draft: Draft<Self>) -> Draft<Self> {
         let tool_use = self.tool_use_mut();
         std::mem::swap(&mut tool_use.name, &mut draft.name);
         std::mem::swap(&mut tool_use.input, &mut draft.input);
         draft
     }
-    fn restore(&mut self, snapshot: Self::Draft) {
+    fn restore(&mut self, snapshot: Draft<Self>) {
         let current = self.tool_use();
         if current.name != snapshot.name || current.input != snapshot.input {
             self.commit(snapshot);
@@ -286,32 +218,11 @@ impl PassEvent for BeforeToolCallEvent {
 }
 
 impl PassEvent for AfterToolCallEvent {
-    type Action = AfterToolCallAction;
-    type Draft = ToolResultDraft;
     // No guide on after_tool_call: the action type does not admit one.
     const GUIDE: GuideEffect = GuideEffect::Inject;
-    const SET: EventSet = EventSet::AFTER_TOOL_CALL;
 
-    fn entries(shared: &Shared) -> &[Entry] {
-        &shared.after_tool_call
-    }
-    #[inline]
-    fn call<'a>(
-        handler: &'a dyn DynHandler,
-        event: &'a Self,
-        cx: &'a InterventionContext,
-    ) -> HandlerFuture<'a, Self::Action> {
-        handler.after_tool_call(event, cx)
-    }
-    #[inline]
-    fn verdict(action: Self::Action) -> Verdict<Self::Draft> {
-        action.into_verdict()
-    }
-    fn push_decision(&mut self, record: DecisionRecord) {
-        self.record_decision(record);
-    }
-    fn invocation(&self) -> &InvocationContext {
-        self.context()
+    fn hook_options() -> HookOptions {
+        HookOptions::order(HookOrder::INTERVENTION_OUTPUT)
     }
     fn settled(&self) -> bool {
         false
@@ -319,15 +230,15 @@ impl PassEvent for AfterToolCallEvent {
     fn tool_use_id(&self) -> Option<&str> {
         Some(&self.tool_use().tool_use_id)
     }
-    fn draft(&self) -> Option<Self::Draft> {
+    fn draft(&self) -> Option<Draft<Self>> {
         Some(ToolResultDraft::from_result(&self.result))
     }
-    fn commit(&mut self, mut draft: Self::Draft) -> Self::Draft {
+    fn commit(&mut self, mut draft: Draft<Self>) -> Draft<Self> {
         std::mem::swap(&mut self.result.status, &mut draft.status);
         std::mem::swap(&mut self.result.content, &mut draft.content);
         draft
     }
-    fn restore(&mut self, snapshot: Self::Draft) {
+    fn restore(&mut self, snapshot: Draft<Self>) {
         self.commit(snapshot);
     }
     fn deny(&mut self, text: String) {

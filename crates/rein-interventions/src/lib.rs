@@ -87,26 +87,27 @@
 
 mod action;
 mod closure;
+mod decision;
+mod error;
 mod event;
 mod handler;
+mod list;
 #[cfg(feature = "policy")]
 pub mod policy;
 mod registry;
+mod set;
+mod shared;
 
 pub use action::{
     AfterModelCallAction, AfterToolCallAction, BeforeInvocationAction, BeforeModelCallAction,
     BeforeToolCallAction, Confirm, IntoHandlerResult, ToolResultDraft, ToolUseDraft, Transform,
 };
-pub use closure::{
-    AfterModelCallView, AfterToolCallView, BeforeInvocationView, BeforeModelCallView,
-    BeforeToolCallView, Intervention,
-};
-#[doc(hidden)]
-pub use handler::HandlerFuture;
-pub use handler::{
-    EventSet, HandlerError, InterventionContext, InterventionHandler, Mode, SharedHandler,
-};
+pub use closure::Intervention;
+pub use error::HandlerError;
+pub use handler::{InterventionContext, InterventionHandler, Mode};
 pub use registry::{InterventionRegistry, InterventionRegistryBuilder};
+pub use set::EventSet;
+pub use shared::SharedHandler;
 
 // What a handler author needs from rein-core, so depending on this crate alone is enough.
 pub use rein_core::{

@@ -2,51 +2,56 @@
 
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use futures_util::FutureExt as _;
 use rein_core::{
-    AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent, BeforeModelCallEvent,
-    BeforeToolCallEvent, BuildError, DecisionAction, DecisionOutcome, DecisionRecord, Error,
-    EventKind, Interrupt, OnError, before_tool_call_interrupt_id, tool_call_fingerprint,
+    BoxFuture, BuildError, DecisionAction, DecisionOutcome, DecisionRecord, Error, EventKind,
+    Interrupt, OnError, before_tool_call_interrupt_id, tool_call_fingerprint,
 };
-use rein_hooks::{HookOptions, HookOrder, HookRegistry};
+use rein_hooks::HookRegistry;
 use serde_json::Value;
 
-use crate::action::{Confirm, Verdict};
-use crate::event::{GuideEffect, PassEvent};
-use crate::handler::{
-    DynHandler, EventSet, HandlerError, HandlerFutureState, InterventionContext, Mode,
-    SharedHandler,
-};
+use crate::action::{Confirm, Decided as _, Verdict};
+use crate::decision::Decision;
+use crate::error::HandlerError;
+use crate::event::{Draft, GuideEffect, PassEvent};
+use crate::handler::{InterventionContext, Mode};
+use crate::list::for_each_intervention_event;
+use crate::set::{EVENT_COUNT, EventSet};
+use crate::shared::{Repr, SharedHandler};
 
 /// One handler as the registry keeps it: what it decided once, at build.
 #[derive(Clone)]
-pub(crate) struct Entry {
-    handler: Arc<dyn DynHandler>,
+struct Entry {
+    handler: Repr,
     name: Arc<str>,
     on_error: OnError,
     mode: Mode,
 }
 
-/// The handlers of each event, in registration order, and the options.
-pub(crate) struct Shared {
-    pub(crate) before_invocation: Box<[Entry]>,
-    pub(crate) before_model_call: Box<[Entry]>,
-    pub(crate) after_model_call: Box<[Entry]>,
-    pub(crate) before_tool_call: Box<[Entry]>,
-    pub(crate) after_tool_call: Box<[Entry]>,
+/// The handlers of each event (at the event's position in the list of events), in registration
+/// order, and the options.
+struct Shared {
+    entries: [Box<[Entry]>; EVENT_COUNT],
     audit_timing: bool,
+}
+
+impl Shared {
+    fn entries<E: PassEvent>(&self) -> &[Entry] {
+        &self.entries[E::POSITION]
+    }
 }
 
 /// The intervention handlers of an agent, ready to be installed into its hook registry.
 ///
 /// Built once from a list of handlers (names must be unique), it registers into a
 /// [`HookRegistry`] one bridging callback per lifecycle event that some handler subscribes to:
-/// at [`HookOrder::INTERVENTION_INPUT`] on Before* events (after plain hooks; on
-/// `before_invocation` also for injected input) and at [`HookOrder::INTERVENTION_OUTPUT`] on
+/// at [`HookOrder::INTERVENTION_INPUT`](rein_hooks::HookOrder::INTERVENTION_INPUT) on Before* events (after plain hooks; on
+/// `before_invocation` also for injected input) and at [`HookOrder::INTERVENTION_OUTPUT`](rein_hooks::HookOrder::INTERVENTION_OUTPUT) on
 /// After* events (before plain hooks). Within a callback, one pass over the handlers in
 /// registration order implements SPEC §3.3. Cloning is cheap.
 ///
@@ -127,34 +132,29 @@ impl InterventionRegistryBuilder {
     pub fn build(self) -> Result<InterventionRegistry, Error> {
         let mut names: Vec<Arc<str>> = Vec::with_capacity(self.handlers.len());
         let mut entries = Vec::with_capacity(self.handlers.len());
-        for SharedHandler(handler) in self.handlers {
+        for shared in &self.handlers {
+            let handler = shared.repr().handler();
             let name: Arc<str> = Arc::from(handler.name());
             if names.contains(&name) {
                 return Err(BuildError::DuplicateHandler(name.to_string()).into());
             }
             names.push(name.clone());
-            let subscriptions = handler.subscriptions();
             let entry = Entry {
                 name,
                 on_error: handler.on_error(),
                 mode: handler.mode(),
-                handler,
+                handler: shared.repr().clone(),
             };
-            entries.push((subscriptions, entry));
+            entries.push((handler.subscriptions(), entry));
         }
-        let of = |set: EventSet| -> Box<[Entry]> {
-            entries
-                .iter()
-                .filter(|(s, _)| s.contains(set))
-                .map(|(_, e)| e.clone())
-                .collect()
-        };
         let shared = Shared {
-            before_invocation: of(EventSet::BEFORE_INVOCATION),
-            before_model_call: of(EventSet::BEFORE_MODEL_CALL),
-            after_model_call: of(EventSet::AFTER_MODEL_CALL),
-            before_tool_call: of(EventSet::BEFORE_TOOL_CALL),
-            after_tool_call: of(EventSet::AFTER_TOOL_CALL),
+            entries: std::array::from_fn(|position| {
+                entries
+                    .iter()
+                    .filter(|(s, _)| s.contains(EventSet::at(position)))
+                    .map(|(_, e)| e.clone())
+                    .collect()
+            }),
             audit_timing: self.audit_timing,
         };
         Ok(InterventionRegistry {
@@ -196,27 +196,22 @@ impl InterventionRegistry {
 
     /// How many handlers subscribe to `kind`.
     pub fn subscribers(&self, kind: EventKind) -> usize {
-        let s = &self.shared;
-        match kind {
-            EventKind::BeforeInvocation => s.before_invocation.len(),
-            EventKind::BeforeModelCall => s.before_model_call.len(),
-            EventKind::AfterModelCall => s.after_model_call.len(),
-            EventKind::BeforeToolCall => s.before_tool_call.len(),
-            EventKind::AfterToolCall => s.after_tool_call.len(),
-            _ => 0,
-        }
+        // The empty set of a non-intervention event has no position in the list.
+        self.shared
+            .entries
+            .get(EventSet::of(kind).position())
+            .map_or(0, |entries| entries.len())
     }
 
     /// Registers the bridging callbacks into `hooks`: one per event some handler subscribes to.
     /// Install a registry once per hook registry.
     pub fn install(&self, hooks: &mut HookRegistry) {
-        let input = HookOptions::order(HookOrder::INTERVENTION_INPUT);
-        let output = HookOptions::order(HookOrder::INTERVENTION_OUTPUT);
-        self.bridge::<BeforeInvocationEvent>(hooks, input.on_injected_input());
-        self.bridge::<BeforeModelCallEvent>(hooks, input);
-        self.bridge::<AfterModelCallEvent>(hooks, output);
-        self.bridge::<BeforeToolCallEvent>(hooks, input);
-        self.bridge::<AfterToolCallEvent>(hooks, output);
+        macro_rules! bridges {
+            ($(($method:ident, $async_builder:ident, $event:ident, $action:ident, $set:ident, $kind:ident)),* $(,)?) => {
+                $(self.bridge::<$crate::$event>(hooks);)*
+            };
+        }
+        for_each_intervention_event!(bridges);
     }
 
     /// A hook registry holding only this registry's callbacks.
@@ -226,18 +221,30 @@ impl InterventionRegistry {
         hooks
     }
 
-    fn bridge<E: PassEvent>(&self, hooks: &mut HookRegistry, options: HookOptions) {
-        if E::entries(&self.shared).is_empty() {
+    fn bridge<E: PassEvent>(&self, hooks: &mut HookRegistry) {
+        let entries = self.shared.entries::<E>();
+        if entries.is_empty() {
             return;
         }
+        let options = E::hook_options();
         let shared = self.shared.clone();
-        let all_sync = E::entries(&self.shared)
+        if entries
             .iter()
-            .all(|e| e.handler.completes_immediately(E::SET));
-        if all_sync {
-            // Every handler decides without suspending: run the pass in a sync callback, with
-            // no boxed future and no reference count traffic per dispatch.
-            hooks.add_with(options, move |event: &mut E| run_pass_now(&shared, event));
+            .all(|e| e.handler.completes_immediately::<E>())
+        {
+            // Every handler decides without suspending: run the pass in a sync callback, polled
+            // once on the stack, with no boxed future and no reference count traffic per
+            // dispatch.
+            hooks.add_with(options, move |event: &mut E| {
+                let pass = pin!(run_pass(&shared, event));
+                match pass.poll(&mut Context::from_waker(Waker::noop())) {
+                    Poll::Ready(result) => result,
+                    Poll::Pending => Err(Error::Internal(
+                        "an intervention pass suspended although every handler of it decides \
+                         at once",
+                    )),
+                }
+            });
         } else {
             hooks.add_async_with(options, move |event: &mut E| {
                 let shared = shared.clone();
@@ -309,85 +316,42 @@ fn record<E: PassEvent>(
     r
 }
 
-async fn call_handler<E: PassEvent>(
-    entry: &Entry,
-    event: &E,
-    cx: &InterventionContext,
-) -> Result<E::Action, HandlerError> {
-    let future = match catch_unwind(AssertUnwindSafe(|| E::call(&*entry.handler, event, cx))) {
-        Ok(f) => f,
-        Err(panic) => return Err(HandlerError::from_panic(panic)),
-    };
-    match future.into_state() {
-        HandlerFutureState::Ready(Some(result)) => result,
-        HandlerFutureState::Ready(None) => Err(HandlerError::new("decision already taken")),
-        HandlerFutureState::Boxed(f) => match AssertUnwindSafe(f).catch_unwind().await {
-            Ok(result) => result,
-            Err(panic) => Err(HandlerError::from_panic(panic)),
-        },
-    }
+/// Calls one handler; a panic is a handler error.
+#[inline(always)]
+fn call_handler<'a, E: PassEvent>(
+    entry: &'a Entry,
+    event: &'a E,
+    cx: &'a InterventionContext,
+) -> Decision<'a, E::Action> {
+    catch_unwind(AssertUnwindSafe(|| entry.handler.call(event, cx)))
+        .unwrap_or_else(|panic| Decision::ready(Err(HandlerError::from_panic(panic))))
 }
 
-/// Calls a handler that completes without suspending (checked when the registry was built).
-#[inline]
-fn call_handler_now<E: PassEvent>(
-    entry: &Entry,
-    event: &E,
-    cx: &InterventionContext,
-) -> Result<Result<E::Action, HandlerError>, Error> {
-    let future = match catch_unwind(AssertUnwindSafe(|| E::call(&*entry.handler, event, cx))) {
-        Ok(f) => f,
-        Err(panic) => return Ok(Err(HandlerError::from_panic(panic))),
-    };
-    match future.into_state() {
-        HandlerFutureState::Ready(Some(result)) => Ok(result),
-        HandlerFutureState::Ready(None) => Ok(Err(HandlerError::new("decision already taken"))),
-        HandlerFutureState::Boxed(mut f) => {
-            // Not expected: the handler said it never suspends. Accept it if it completes at
-            // once; it cannot be waited for here.
-            let mut poll_cx = Context::from_waker(Waker::noop());
-            match catch_unwind(AssertUnwindSafe(|| f.as_mut().poll(&mut poll_cx))) {
-                Ok(Poll::Ready(result)) => Ok(result),
-                Ok(Poll::Pending) => Err(Error::Internal(
-                    "an intervention handler suspended although it declared it never does",
-                )),
-                Err(panic) => Ok(Err(HandlerError::from_panic(panic))),
-            }
-        }
+/// Awaits a handler's future; its panics are handler errors.
+async fn settle<A>(future: BoxFuture<'_, Result<A, HandlerError>>) -> Result<A, HandlerError> {
+    match AssertUnwindSafe(future).catch_unwind().await {
+        Ok(result) => result,
+        Err(panic) => Err(HandlerError::from_panic(panic)),
     }
-}
-
-/// One pass (SPEC §3.3) over handlers that all complete without suspending: the same pass as
-/// [`run_pass`], without a future.
-fn run_pass_now<E: PassEvent>(shared: &Shared, event: &mut E) -> Result<(), Error> {
-    let entries = E::entries(shared);
-    if entries.is_empty() || event.settled() {
-        return Ok(());
-    }
-    let cx = InterventionContext::from(event.invocation());
-    let mut pass: Pass<E::Draft> = Pass::new();
-    for entry in entries.iter() {
-        let started = shared.audit_timing.then(Instant::now);
-        let result = call_handler_now(entry, &*event, &cx)?;
-        if let Flow::Stop = step(&mut pass, entry, event, result, started)? {
-            break;
-        }
-    }
-    finish(pass, event);
-    Ok(())
 }
 
 /// One pass over the handlers of `E` (SPEC §3.3).
-pub(crate) async fn run_pass<E: PassEvent>(shared: &Shared, event: &mut E) -> Result<(), Error> {
-    let entries = E::entries(shared);
+async fn run_pass<E: PassEvent>(shared: &Shared, event: &mut E) -> Result<(), Error> {
+    let entries = shared.entries::<E>();
     if entries.is_empty() || event.settled() {
         return Ok(());
     }
     let cx = InterventionContext::from(event.invocation());
-    let mut pass: Pass<E::Draft> = Pass::new();
+    let mut pass: Pass<Draft<E>> = Pass::new();
     for entry in entries.iter() {
         let started = shared.audit_timing.then(Instant::now);
-        let result = call_handler(entry, &*event, &cx).await;
+        // Only a handler that returned a future suspends the pass: when every handler of the
+        // event decides at once, the pass completes on its first poll.
+        let result = match call_handler(entry, &*event, &cx) {
+            Decision::Ready(Some(result)) => result,
+            Decision::Ready(None) => Err(HandlerError::new("decision already taken")),
+            Decision::Boxed(future) => settle(future).await,
+        };
         if let Flow::Stop = step(&mut pass, entry, event, result, started)? {
             break;
         }
@@ -399,14 +363,14 @@ pub(crate) async fn run_pass<E: PassEvent>(shared: &Shared, event: &mut E) -> Re
 /// Acts on one handler's result; an `Err` fails the invocation (`OnError::Throw`).
 #[inline]
 fn step<E: PassEvent>(
-    pass: &mut Pass<E::Draft>,
+    pass: &mut Pass<Draft<E>>,
     entry: &Entry,
     event: &mut E,
     result: Result<E::Action, HandlerError>,
     started: Option<Instant>,
 ) -> Result<Flow, Error> {
     let flow = match result {
-        Ok(action) => match E::verdict(action) {
+        Ok(action) => match action.into_verdict() {
             Verdict::Proceed => return Ok(Flow::Continue),
             verdict => decide(pass, entry, event, verdict, started),
         },
@@ -424,10 +388,10 @@ fn elapsed(started: Option<Instant>) -> Option<Duration> {
 
 /// Applies (or, in shadow mode, records) one non-Proceed decision.
 fn decide<E: PassEvent>(
-    pass: &mut Pass<E::Draft>,
+    pass: &mut Pass<Draft<E>>,
     entry: &Entry,
     event: &mut E,
-    verdict: Verdict<E::Draft>,
+    verdict: Verdict<Draft<E>>,
     started: Option<Instant>,
 ) -> Result<Flow, HandlerError> {
     let shadow = entry.mode == Mode::Shadow;
@@ -517,7 +481,7 @@ fn decide<E: PassEvent>(
 }
 
 fn confirm_step<E: PassEvent>(
-    pass: &mut Pass<E::Draft>,
+    pass: &mut Pass<Draft<E>>,
     entry: &Entry,
     event: &mut E,
     mut confirm: Confirm,
@@ -619,7 +583,7 @@ fn confirm_step<E: PassEvent>(
 /// A handler failed: apply its `on_error` (SPEC §3.4). Returns the flow, or the error that
 /// fails the invocation.
 fn handler_failed<E: PassEvent>(
-    pass: &mut Pass<E::Draft>,
+    pass: &mut Pass<Draft<E>>,
     entry: &Entry,
     event: &mut E,
     error: HandlerError,
@@ -681,7 +645,7 @@ fn handler_failed<E: PassEvent>(
 }
 
 /// Ends the pass: settles staged transforms, applies the strongest outcome, records the audit.
-fn finish<E: PassEvent>(mut pass: Pass<E::Draft>, event: &mut E) {
+fn finish<E: PassEvent>(mut pass: Pass<Draft<E>>, event: &mut E) {
     let end = if pass.denied.is_some() {
         End::Denied
     } else if !pass.guides.is_empty() {

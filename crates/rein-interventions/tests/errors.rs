@@ -194,11 +194,13 @@ fn an_async_panic_is_a_handler_error() {
     let err = run(
         vec![
             Intervention::named("boom")
-                .before_tool_call_async(|view, _| async move {
-                    if view.tool_use.name == "delete_file" {
-                        panic!("async kaboom");
-                    }
-                    BeforeToolCallAction::Proceed
+                .before_tool_call_async(|ev, _| {
+                    Box::pin(async move {
+                        if ev.tool_use().name == "delete_file" {
+                            panic!("async kaboom");
+                        }
+                        BeforeToolCallAction::Proceed
+                    })
                 })
                 .into(),
         ],
@@ -382,10 +384,13 @@ fn sync_and_async_handlers_mix_in_one_pass() {
                 .after_model_call(|_, _| AfterModelCallAction::guide("one"))
                 .into(),
             Intervention::named("async")
-                .after_model_call_async(|view, _| async move {
-                    YieldOnce(false).await;
-                    assert_eq!(view.message.text(), "draft");
-                    AfterModelCallAction::guide("two")
+                .after_model_call_async(|ev, _| {
+                    Box::pin(async move {
+                        YieldOnce(false).await;
+                        let text = ev.response().map(|r| r.message.text());
+                        assert_eq!(text.as_deref(), Some("draft"));
+                        AfterModelCallAction::guide("two")
+                    })
                 })
                 .into(),
             std::sync::Arc::new(Classifier { banned: "x" }).into(),

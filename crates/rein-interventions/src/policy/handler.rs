@@ -12,15 +12,16 @@ use rein_core::{
 use serde_json::Value;
 
 use super::config::{PolicyKind, RedactTarget, Scope};
-use super::load::PolicyError;
+use super::error::PolicyError;
 use super::template::{Template, TemplateVars, json_text};
 use crate::action::{
     AfterModelCallAction, AfterToolCallAction, BeforeInvocationAction, BeforeModelCallAction,
     BeforeToolCallAction, Confirm,
 };
-use crate::handler::{
-    EventSet, HandlerError, HandlerFuture, InterventionContext, InterventionHandler, Mode,
-};
+use crate::error::HandlerError;
+use crate::handler::{InterventionContext, InterventionHandler, Mode};
+use crate::list::for_each_intervention_event;
+use crate::set::EventSet;
 
 /// A set of tool names; `*` matches every tool.
 #[derive(Debug, Clone)]
@@ -417,8 +418,106 @@ impl PolicyHandler {
             _ => Ok(()),
         }
     }
+}
 
-    fn decide_before_invocation(
+/// Missing or empty: `null`, `""`, `[]`, `{}`.
+fn is_empty(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        _ => false,
+    }
+}
+
+/// Whether a text block of the input matches.
+fn input_matches(re: &Regex, messages: &[Message]) -> bool {
+    messages.iter().any(|m| {
+        m.content
+            .iter()
+            .any(|b| matches!(b, ContentBlock::Text(t) if re.is_match(t)))
+    })
+}
+
+/// Whether any string value at any depth matches.
+fn value_matches(re: &Regex, v: &Value) -> bool {
+    match v {
+        Value::String(s) => re.is_match(s),
+        Value::Array(a) => a.iter().any(|v| value_matches(re, v)),
+        Value::Object(o) => o.values().any(|v| value_matches(re, v)),
+        _ => false,
+    }
+}
+
+/// Replaces matches in every string value at any depth.
+fn redact_value(re: &Regex, rep: &str, v: &mut Value) {
+    match v {
+        Value::String(s) => {
+            if let std::borrow::Cow::Owned(new) = re.replace_all(s, rep) {
+                *s = new;
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(|v| redact_value(re, rep, v)),
+        Value::Object(o) => o.values_mut().for_each(|v| redact_value(re, rep, v)),
+        _ => {}
+    }
+}
+
+fn redact_string(re: &Regex, rep: &str, s: &mut String) {
+    if let std::borrow::Cow::Owned(new) = re.replace_all(s, rep) {
+        *s = new;
+    }
+}
+
+fn result_matches(re: &Regex, content: &[ToolResultContent]) -> bool {
+    content.iter().any(|c| match c {
+        ToolResultContent::Text(t) => re.is_match(t),
+        ToolResultContent::Json(v) => value_matches(re, v),
+        _ => false,
+    })
+}
+
+fn redact_result(re: &Regex, rep: &str, content: &mut [ToolResultContent]) {
+    for c in content {
+        match c {
+            ToolResultContent::Text(t) => redact_string(re, rep, t),
+            ToolResultContent::Json(v) => redact_value(re, rep, v),
+            _ => {}
+        }
+    }
+}
+
+/// The strings of message content: text, tool-use input, tool-result text and JSON. (Ids,
+/// names, media and signed reasoning are left alone.)
+fn blocks_match(re: &Regex, blocks: &[ContentBlock]) -> bool {
+    blocks.iter().any(|b| match b {
+        ContentBlock::Text(t) => re.is_match(t),
+        ContentBlock::ToolUse(u) => value_matches(re, &u.input),
+        ContentBlock::ToolResult(r) => result_matches(re, &r.content),
+        _ => false,
+    })
+}
+
+fn redact_blocks(re: &Regex, rep: &str, blocks: &mut [ContentBlock]) {
+    for b in blocks {
+        match b {
+            ContentBlock::Text(t) => redact_string(re, rep, t),
+            ContentBlock::ToolUse(u) => redact_value(re, rep, &mut u.input),
+            ContentBlock::ToolResult(r) => redact_result(re, rep, &mut r.content),
+            _ => {}
+        }
+    }
+}
+
+/// A handler whose decision on `E` is ready at once: written once per event, it is what the
+/// [`InterventionHandler`] methods return and what the registry calls directly.
+pub(crate) trait Decide<E, A> {
+    fn decide(&self, event: &E, cx: &InterventionContext) -> Result<A, HandlerError>;
+}
+
+impl Decide<BeforeInvocationEvent, BeforeInvocationAction> for PolicyHandler {
+    fn decide(
         &self,
         ev: &BeforeInvocationEvent,
         cx: &InterventionContext,
@@ -454,8 +553,10 @@ impl PolicyHandler {
             _ => BeforeInvocationAction::Proceed,
         })
     }
+}
 
-    fn decide_before_model_call(
+impl Decide<BeforeModelCallEvent, BeforeModelCallAction> for PolicyHandler {
+    fn decide(
         &self,
         ev: &BeforeModelCallEvent,
         cx: &InterventionContext,
@@ -530,8 +631,10 @@ impl PolicyHandler {
             _ => BeforeModelCallAction::Proceed,
         })
     }
+}
 
-    fn decide_after_model_call(
+impl Decide<AfterModelCallEvent, AfterModelCallAction> for PolicyHandler {
+    fn decide(
         &self,
         ev: &AfterModelCallEvent,
         cx: &InterventionContext,
@@ -561,8 +664,10 @@ impl PolicyHandler {
             _ => AfterModelCallAction::Proceed,
         })
     }
+}
 
-    fn decide_before_tool_call(
+impl Decide<BeforeToolCallEvent, BeforeToolCallAction> for PolicyHandler {
+    fn decide(
         &self,
         ev: &BeforeToolCallEvent,
         cx: &InterventionContext,
@@ -676,8 +781,10 @@ impl PolicyHandler {
             _ => BeforeToolCallAction::Proceed,
         })
     }
+}
 
-    fn decide_after_tool_call(
+impl Decide<AfterToolCallEvent, AfterToolCallAction> for PolicyHandler {
+    fn decide(
         &self,
         ev: &AfterToolCallEvent,
         _cx: &InterventionContext,
@@ -702,197 +809,41 @@ impl PolicyHandler {
     }
 }
 
-/// Missing or empty: `null`, `""`, `[]`, `{}`.
-fn is_empty(v: &Value) -> bool {
-    match v {
-        Value::Null => true,
-        Value::String(s) => s.is_empty(),
-        Value::Array(a) => a.is_empty(),
-        Value::Object(o) => o.is_empty(),
-        _ => false,
-    }
-}
-
-/// Whether a text block of the input matches.
-fn input_matches(re: &Regex, messages: &[Message]) -> bool {
-    messages.iter().any(|m| {
-        m.content
-            .iter()
-            .any(|b| matches!(b, ContentBlock::Text(t) if re.is_match(t)))
-    })
-}
-
-/// Whether any string value at any depth matches.
-fn value_matches(re: &Regex, v: &Value) -> bool {
-    match v {
-        Value::String(s) => re.is_match(s),
-        Value::Array(a) => a.iter().any(|v| value_matches(re, v)),
-        Value::Object(o) => o.values().any(|v| value_matches(re, v)),
-        _ => false,
-    }
-}
-
-/// Replaces matches in every string value at any depth.
-fn redact_value(re: &Regex, rep: &str, v: &mut Value) {
-    match v {
-        Value::String(s) => {
-            if let std::borrow::Cow::Owned(new) = re.replace_all(s, rep) {
-                *s = new;
+macro_rules! policy_handler {
+    ($(($method:ident, $async_builder:ident, $event:ident, $action:ident, $set:ident, $kind:ident)),* $(,)?) => {
+        impl InterventionHandler for PolicyHandler {
+            fn name(&self) -> &str {
+                &self.name
             }
+
+            fn on_error(&self) -> OnError {
+                self.on_error
+            }
+
+            fn mode(&self) -> Mode {
+                self.mode
+            }
+
+            fn subscriptions(&self) -> EventSet {
+                self.event_set()
+            }
+
+            $(
+                fn $method(
+                    &self,
+                    event: &$crate::$event,
+                    cx: &InterventionContext,
+                ) -> impl Future<Output = Result<$crate::$action, HandlerError>> + Send {
+                    std::future::ready(Decide::<$crate::$event, $crate::$action>::decide(
+                        self, event, cx,
+                    ))
+                }
+            )*
         }
-        Value::Array(a) => a.iter_mut().for_each(|v| redact_value(re, rep, v)),
-        Value::Object(o) => o.values_mut().for_each(|v| redact_value(re, rep, v)),
-        _ => {}
-    }
+    };
 }
 
-fn redact_string(re: &Regex, rep: &str, s: &mut String) {
-    if let std::borrow::Cow::Owned(new) = re.replace_all(s, rep) {
-        *s = new;
-    }
-}
-
-fn result_matches(re: &Regex, content: &[ToolResultContent]) -> bool {
-    content.iter().any(|c| match c {
-        ToolResultContent::Text(t) => re.is_match(t),
-        ToolResultContent::Json(v) => value_matches(re, v),
-        _ => false,
-    })
-}
-
-fn redact_result(re: &Regex, rep: &str, content: &mut [ToolResultContent]) {
-    for c in content {
-        match c {
-            ToolResultContent::Text(t) => redact_string(re, rep, t),
-            ToolResultContent::Json(v) => redact_value(re, rep, v),
-            _ => {}
-        }
-    }
-}
-
-/// The strings of message content: text, tool-use input, tool-result text and JSON. (Ids,
-/// names, media and signed reasoning are left alone.)
-fn blocks_match(re: &Regex, blocks: &[ContentBlock]) -> bool {
-    blocks.iter().any(|b| match b {
-        ContentBlock::Text(t) => re.is_match(t),
-        ContentBlock::ToolUse(u) => value_matches(re, &u.input),
-        ContentBlock::ToolResult(r) => result_matches(re, &r.content),
-        _ => false,
-    })
-}
-
-fn redact_blocks(re: &Regex, rep: &str, blocks: &mut [ContentBlock]) {
-    for b in blocks {
-        match b {
-            ContentBlock::Text(t) => redact_string(re, rep, t),
-            ContentBlock::ToolUse(u) => redact_value(re, rep, &mut u.input),
-            ContentBlock::ToolResult(r) => redact_result(re, rep, &mut r.content),
-            _ => {}
-        }
-    }
-}
-
-impl InterventionHandler for PolicyHandler {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn on_error(&self) -> OnError {
-        self.on_error
-    }
-
-    fn mode(&self) -> Mode {
-        self.mode
-    }
-
-    fn subscriptions(&self) -> EventSet {
-        self.event_set()
-    }
-
-    fn __completes_immediately(&self, _set: EventSet) -> bool {
-        true
-    }
-
-    async fn before_invocation(
-        &self,
-        event: &BeforeInvocationEvent,
-        cx: &InterventionContext,
-    ) -> Result<BeforeInvocationAction, HandlerError> {
-        self.decide_before_invocation(event, cx)
-    }
-
-    async fn before_model_call(
-        &self,
-        event: &BeforeModelCallEvent,
-        cx: &InterventionContext,
-    ) -> Result<BeforeModelCallAction, HandlerError> {
-        self.decide_before_model_call(event, cx)
-    }
-
-    async fn after_model_call(
-        &self,
-        event: &AfterModelCallEvent,
-        cx: &InterventionContext,
-    ) -> Result<AfterModelCallAction, HandlerError> {
-        self.decide_after_model_call(event, cx)
-    }
-
-    async fn before_tool_call(
-        &self,
-        event: &BeforeToolCallEvent,
-        cx: &InterventionContext,
-    ) -> Result<BeforeToolCallAction, HandlerError> {
-        self.decide_before_tool_call(event, cx)
-    }
-
-    async fn after_tool_call(
-        &self,
-        event: &AfterToolCallEvent,
-        cx: &InterventionContext,
-    ) -> Result<AfterToolCallAction, HandlerError> {
-        self.decide_after_tool_call(event, cx)
-    }
-
-    fn __dispatch_before_invocation<'a>(
-        &'a self,
-        event: &'a BeforeInvocationEvent,
-        cx: &'a InterventionContext,
-    ) -> HandlerFuture<'a, BeforeInvocationAction> {
-        HandlerFuture::ready(self.decide_before_invocation(event, cx))
-    }
-
-    fn __dispatch_before_model_call<'a>(
-        &'a self,
-        event: &'a BeforeModelCallEvent,
-        cx: &'a InterventionContext,
-    ) -> HandlerFuture<'a, BeforeModelCallAction> {
-        HandlerFuture::ready(self.decide_before_model_call(event, cx))
-    }
-
-    fn __dispatch_after_model_call<'a>(
-        &'a self,
-        event: &'a AfterModelCallEvent,
-        cx: &'a InterventionContext,
-    ) -> HandlerFuture<'a, AfterModelCallAction> {
-        HandlerFuture::ready(self.decide_after_model_call(event, cx))
-    }
-
-    fn __dispatch_before_tool_call<'a>(
-        &'a self,
-        event: &'a BeforeToolCallEvent,
-        cx: &'a InterventionContext,
-    ) -> HandlerFuture<'a, BeforeToolCallAction> {
-        HandlerFuture::ready(self.decide_before_tool_call(event, cx))
-    }
-
-    fn __dispatch_after_tool_call<'a>(
-        &'a self,
-        event: &'a AfterToolCallEvent,
-        cx: &'a InterventionContext,
-    ) -> HandlerFuture<'a, AfterToolCallAction> {
-        HandlerFuture::ready(self.decide_after_tool_call(event, cx))
-    }
-}
+for_each_intervention_event!(policy_handler);
 
 #[cfg(test)]
 mod tests;

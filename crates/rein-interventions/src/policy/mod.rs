@@ -34,7 +34,8 @@
 //! See `docs/policies.md` in the repository for every kind.
 
 mod config;
-mod handler;
+mod error;
+pub(crate) mod handler;
 mod load;
 mod template;
 
@@ -43,6 +44,7 @@ pub use config::{
     GuideOutputMatch, GuidePromptMatch, MaxModelCalls, MaxToolCalls, PolicyKind, Redact,
     RedactTarget, RequireFields, Scope,
 };
+pub use error::PolicyError;
 pub use handler::PolicyHandler;
-pub use load::{LoadOptions, Policy, PolicyError};
+pub use load::{LoadOptions, Policy};
 pub use template::{Template, TemplateVars};
