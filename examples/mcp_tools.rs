@@ -11,7 +11,11 @@
 
 use std::time::Duration;
 
-use rein::core::{AgentState, InterruptAnswers, InvocationId, InvocationState};
+use rein::core::{
+    id::InvocationId,
+    interrupt::InterruptAnswers,
+    state::{AgentState, InvocationState},
+};
 use rein::mcp::McpClient;
 use rein::prelude::*;
 use serde_json::json;

@@ -7,7 +7,11 @@
 //! ```
 
 use futures_util::StreamExt;
-use rein::core::{AgentState, InterruptAnswers, InvocationId, InvocationState};
+use rein::core::{
+    id::InvocationId,
+    interrupt::InterruptAnswers,
+    state::{AgentState, InvocationState},
+};
 use rein::prelude::*;
 use serde_json::json;
 

@@ -12,9 +12,11 @@ use std::time::{Duration, Instant};
 use cpu_time::ProcessTime;
 use futures_util::StreamExt as _;
 use rein::core::{
-    AfterModelCallEvent, AfterToolCallEvent, BeforeModelCallEvent, BeforeToolCallEvent, BlockDelta,
-    BlockStart, Message, ModelError, ModelRequest, Role, StopReason, StreamEvent, StreamMetrics,
-    ToolHandle, ToolOutput, Usage,
+    Message, ModelError, Role, ToolHandle,
+    event::{AfterModelCallEvent, AfterToolCallEvent, BeforeModelCallEvent, BeforeToolCallEvent},
+    request::ModelRequest,
+    stream::{BlockDelta, BlockStart, StopReason, StreamEvent, StreamMetrics, Usage},
+    tool::ToolOutput,
 };
 use rein::models::{Model, ModelInfo, ModelStream, ScriptedModel, ScriptedResponse};
 use rein::{Agent, AgentEvent, ToolExecutor};

@@ -10,7 +10,9 @@ use std::task::{Context, Poll, Waker};
 use criterion::{Criterion, criterion_group, criterion_main};
 use rein_agent::{Agent, ToolExecutor};
 use rein_core::{
-    BeforeToolCallEvent, InterruptAnswers, InvocationContext, ToolHandle, ToolOutput, ToolUse,
+    ToolHandle, ToolUse,
+    event::{BeforeToolCallEvent, InvocationContext},
+    tool::ToolOutput,
 };
 use rein_hooks::HookRegistry;
 use rein_models::{ScriptedModel, ScriptedResponse};
@@ -88,15 +90,7 @@ fn bench_hooks(c: &mut Criterion) {
         let tool_use = ToolUse::new("t1", "echo", json!({"text": "x"}));
         group.bench_function(format!("{n} callbacks"), |b| {
             b.iter_batched_ref(
-                || {
-                    BeforeToolCallEvent::new(
-                        cx.clone(),
-                        tool_use.clone(),
-                        None,
-                        0,
-                        InterruptAnswers::default(),
-                    )
-                },
+                || BeforeToolCallEvent::new(cx.clone(), tool_use.clone()),
                 |ev| run_ready(hooks.dispatch(ev)).unwrap(),
                 criterion::BatchSize::SmallInput,
             )

@@ -3,8 +3,13 @@
 use std::sync::Arc;
 
 use rein_core::{
-    AgentResult, AgentState, BuildError, ContentBlock, Error, InferenceConfig, InterruptResponse,
-    InvocationState, Map, Message, MessageId, Role, ToolChoice, ToolHandle,
+    ContentBlock, Error, Map, Message, Role, ToolHandle,
+    error::BuildError,
+    id::MessageId,
+    message::InterruptResponse,
+    request::{InferenceConfig, ToolChoice},
+    result::AgentResult,
+    state::{AgentState, InvocationState},
 };
 use rein_hooks::{HookEvent, HookOptions, HookRegistry, IntoHookResult, Plugin};
 use rein_interventions::{InterventionRegistry, SharedHandler};
@@ -434,7 +439,7 @@ impl AgentBuilder {
     where
         E: HookEvent,
         R: IntoHookResult + 'static,
-        F: for<'a> Fn(&'a mut E) -> rein_core::BoxFuture<'a, R> + Send + Sync + 'static,
+        F: for<'a> Fn(&'a mut E) -> rein_core::tool::BoxFuture<'a, R> + Send + Sync + 'static,
     {
         self.hooks.add_async(f);
         self

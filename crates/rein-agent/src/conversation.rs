@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use rein_core::{ContentBlock, Message, MessageId, Role, ToolResultContent};
+use rein_core::{ContentBlock, Message, Role, id::MessageId, message::ToolResultContent};
 use serde_json::Value;
 
 /// The stored conversation: messages (shared, copy-on-write) and their stable ids.
@@ -52,7 +52,16 @@ impl Conversation {
     /// Appends user blocks, joining a trailing user message. Returns (index, id, new?).
     pub(crate) fn append_user(&mut self, blocks: Vec<ContentBlock>) -> (usize, MessageId, bool) {
         let msgs = Arc::make_mut(&mut self.messages);
-        let (idx, new) = rein_core::append_user_blocks(msgs, blocks);
+        let (idx, new) = match msgs.last_mut() {
+            Some(last) if last.role == Role::User => {
+                last.content.extend(blocks);
+                (msgs.len() - 1, false)
+            }
+            _ => {
+                msgs.push(Message::new(Role::User, blocks));
+                (msgs.len() - 1, true)
+            }
+        };
         if new {
             self.ids.push(MessageId::new());
         }

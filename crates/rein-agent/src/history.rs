@@ -3,8 +3,9 @@
 //! fires `MessageAdded` / `MessageUpdated` and streams it — in that order.
 
 use rein_core::{
-    ContentBlock, Error, InvocationContext, Map, Message, MessageAddedEvent, MessageId,
-    MessageUpdatedEvent, Role, ToolResult, ToolUse,
+    ContentBlock, Error, Map, Message, Role, ToolResult, ToolUse,
+    event::{InvocationContext, MessageAddedEvent, MessageUpdatedEvent},
+    id::MessageId,
 };
 use rein_hooks::HookRegistry;
 use serde_json::Value;

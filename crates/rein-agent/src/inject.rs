@@ -6,7 +6,7 @@ use std::fmt;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use rein_core::{InjectionId, Message};
+use rein_core::{Message, id::InjectionId};
 
 /// Why `inject` failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

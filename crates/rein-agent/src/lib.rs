@@ -47,7 +47,7 @@ pub use conversation::{
 pub use history::{TOOL_CANCELLED, TOOL_INTERRUPTED};
 pub use inject::{InjectError, TurnInterceptor};
 pub use pending::{PENDING_SCHEMA_VERSION, PendingInterrupts};
-pub use rein_core::{AgentResult, Error};
+pub use rein_core::{Error, result::AgentResult};
 pub use retry::RetryStrategy;
 pub use session::{AgentSnapshot, RestoredSession, SessionBinding};
 pub use stream::{AgentEvent, AgentStream};

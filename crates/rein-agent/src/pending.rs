@@ -3,7 +3,12 @@
 
 use std::collections::BTreeMap;
 
-use rein_core::{Interrupt, InterruptAnswer, InvocationState, Message, MessageId, ToolResult};
+use rein_core::{
+    Message, ToolResult,
+    id::MessageId,
+    interrupt::{Interrupt, InterruptAnswer},
+    state::InvocationState,
+};
 use serde::{Deserialize, Serialize};
 
 /// The schema version written by this release.

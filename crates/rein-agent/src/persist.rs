@@ -1,7 +1,7 @@
 //! An agent and its session: restore before the first invocation, save at fixed points, and
 //! the repair of a restored tail. The binding contract itself is in `session.rs`.
 
-use rein_core::{Error, Message, MessageId};
+use rein_core::{Error, Message, id::MessageId};
 
 use crate::agent::Agent;
 use crate::history::{TOOL_INTERRUPTED, closing_results};

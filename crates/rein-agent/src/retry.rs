@@ -89,7 +89,8 @@ impl RetryStrategy {
             .saturating_mul(1u32 << exp)
             .min(self.max_delay);
         if self.jitter && !backoff.is_zero() {
-            let r = (rein_core::InvocationId::new().0.as_u128() as u64) as f64 / u64::MAX as f64;
+            let r =
+                (rein_core::id::InvocationId::new().0.as_u128() as u64) as f64 / u64::MAX as f64;
             Some(backoff.mul_f64(r))
         } else {
             Some(backoff)

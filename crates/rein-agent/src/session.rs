@@ -16,7 +16,7 @@
 
 use std::sync::Arc;
 
-use rein_core::{BoxFuture, Error, Map, Message, MessageId};
+use rein_core::{Error, Map, Message, id::MessageId, tool::BoxFuture};
 use serde_json::Value;
 
 use crate::pending::PendingInterrupts;

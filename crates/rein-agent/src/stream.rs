@@ -11,8 +11,11 @@ use std::task::{Context, Poll};
 
 use futures_core::Stream;
 use rein_core::{
-    AgentResult, DecisionRecord, Error, InjectionId, Interrupt, Message, MessageId, ToolResult,
-    ToolUse,
+    Error, Message, ToolResult, ToolUse,
+    audit::DecisionRecord,
+    id::{InjectionId, MessageId},
+    interrupt::Interrupt,
+    result::AgentResult,
 };
 
 /// One event of a streamed invocation.

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use rein_core::{BuildError, Error, ToolHandle, ToolSpec};
+use rein_core::{Error, ToolHandle, error::BuildError, tool::ToolSpec};
 
 use crate::schema_cache;
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::assert_history_valid;
 use rein_agent::{Agent, RetryStrategy};
-use rein_core::{Error, ModelErrorKind, Role};
+use rein_core::{Error, Role, error::ModelErrorKind};
 use rein_models::BedrockModel;
 use rein_models::conformance::{FixtureResponse, FixtureServer};
 use rein_models::fuzzing;

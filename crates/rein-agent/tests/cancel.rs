@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use common::*;
 use rein_agent::AgentEvent;
-use rein_core::{AfterInvocationEvent, StopReason};
+use rein_core::{event::AfterInvocationEvent, stream::StopReason};
 use rein_models::{ScriptedModel, ScriptedResponse};
 use serde_json::json;
 
@@ -162,7 +162,7 @@ async fn cancel_while_a_hook_awaits_an_approval() {
         .build();
     let mut agent = agent(model)
         .tool(echo_tool(&log))
-        .hook_async(|_: &mut rein_core::BeforeToolCallEvent| {
+        .hook_async(|_: &mut rein_core::event::BeforeToolCallEvent| {
             Box::pin(async {
                 // An inline approval prompt nobody answers.
                 std::future::pending::<()>().await;

@@ -13,7 +13,10 @@ use std::time::{Duration, Instant};
 
 use common::assert_history_valid;
 use rein_agent::{Agent, RetryStrategy};
-use rein_core::{DecisionAction, Error, ModelErrorKind, StopReason, ToolHandle, ToolOutput};
+use rein_core::{
+    Error, ToolHandle, audit::DecisionAction, error::ModelErrorKind, stream::StopReason,
+    tool::ToolOutput,
+};
 use rein_interventions::{BeforeToolCallAction, Intervention};
 use rein_models::{AnthropicModel, OpenAiModel, SharedModel};
 use serde_json::json;

@@ -9,10 +9,14 @@ use std::time::Duration;
 use common::*;
 use rein_agent::{Limits, RetryStrategy, ToolExecutor};
 use rein_core::{
-    AfterInvocationEvent, AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent,
-    BeforeModelCallEvent, BeforeToolCallEvent, BlockDelta, BlockStart, Cancel, ContentBlock,
-    DecisionAction, Error, Message, MessageAddedEvent, MessageUpdatedEvent, ModelErrorKind, Role,
-    StopReason, StreamEvent,
+    ContentBlock, Error, Message, Role,
+    audit::DecisionAction,
+    error::ModelErrorKind,
+    event::{
+        AfterInvocationEvent, AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent,
+        BeforeModelCallEvent, BeforeToolCallEvent, Cancel, MessageAddedEvent, MessageUpdatedEvent,
+    },
+    stream::{BlockDelta, BlockStart, StopReason, StreamEvent},
 };
 use rein_models::{ScriptedModel, ScriptedResponse};
 use serde_json::json;
@@ -683,7 +687,7 @@ async fn build_errors() {
         .build();
     assert!(matches!(
         dup,
-        Err(Error::Build(rein_core::BuildError::DuplicateTool(ref n))) if n == "fail"
+        Err(Error::Build(rein_core::error::BuildError::DuplicateTool(ref n))) if n == "fail"
     ));
     let bad = rein_agent::Agent::builder()
         .model(ScriptedModel::builder().build())
@@ -696,11 +700,11 @@ async fn build_errors() {
         .build();
     assert!(matches!(
         bad,
-        Err(Error::Build(rein_core::BuildError::InvalidToolSchema { ref tool, .. })) if tool == "x"
+        Err(Error::Build(rein_core::error::BuildError::InvalidToolSchema { ref tool, .. })) if tool == "x"
     ));
     assert!(matches!(
         rein_agent::Agent::builder().build(),
-        Err(Error::Build(rein_core::BuildError::MissingModel))
+        Err(Error::Build(rein_core::error::BuildError::MissingModel))
     ));
 }
 

@@ -11,8 +11,12 @@ use common::*;
 use futures_util::StreamExt;
 use rein_agent::{AgentEvent, InjectError, TurnInterceptor};
 use rein_core::{
-    AfterModelCallEvent, BeforeInvocationEvent, Cancel, InjectionId, InjectionOutcome, Message,
-    StopReason, ToolHandle, ToolOutput,
+    Message, ToolHandle,
+    event::{AfterModelCallEvent, BeforeInvocationEvent, Cancel},
+    id::InjectionId,
+    result::InjectionOutcome,
+    stream::StopReason,
+    tool::ToolOutput,
 };
 use rein_hooks::{HookOptions, HookOrder};
 use rein_models::{ScriptedModel, ScriptedResponse};
@@ -162,7 +166,7 @@ async fn rejected_at_interrupt_error_and_cancel() {
         .build();
     let mut a = agent(model)
         .tool(injecting_tool(slot.clone()))
-        .hook(|e: &mut rein_core::BeforeToolCallEvent| {
+        .hook(|e: &mut rein_core::event::BeforeToolCallEvent| {
             if e.tool_use().tool_use_id == "t2" {
                 e.interrupt("ask", "ok?");
             }

@@ -6,8 +6,11 @@ mod common;
 use common::*;
 use rein_agent::{Input, ToolExecutor};
 use rein_core::{
-    BeforeInvocationEvent, BeforeToolCallEvent, Error, InterruptResponse, StopReason, ToolHandle,
-    ToolOutput,
+    Error, ToolHandle,
+    event::{BeforeInvocationEvent, BeforeToolCallEvent},
+    message::InterruptResponse,
+    stream::StopReason,
+    tool::ToolOutput,
 };
 use rein_models::{ScriptedModel, ScriptedResponse};
 use serde_json::json;
@@ -29,7 +32,7 @@ fn approval_hook(e: &mut BeforeToolCallEvent) {
         match e.interrupt("approval", "Delete?") {
             None => {}
             Some(answer) if answer == "yes" => {}
-            Some(_) => e.cancel_tool = rein_core::Cancel::Message("rejected".into()),
+            Some(_) => e.cancel_tool = rein_core::event::Cancel::Message("rejected".into()),
         }
     }
 }

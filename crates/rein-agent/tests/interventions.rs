@@ -10,9 +10,12 @@ use common::*;
 use futures_util::StreamExt;
 use rein_agent::{AgentEvent, Input, TOOL_INTERRUPTED, ToolExecutor};
 use rein_core::{
-    BeforeToolCallEvent, ContentBlock, DecisionAction, DecisionOutcome, DecisionRecord, Error,
-    EventKind, InjectionOutcome, InterruptResponse, Message, MessageAddedEvent,
-    MessageUpdatedEvent, OnError, Role, StopReason, before_tool_call_interrupt_id,
+    ContentBlock, Error, Message, Role,
+    audit::{DecisionAction, DecisionOutcome, DecisionRecord, EventKind, OnError},
+    event::{BeforeToolCallEvent, MessageAddedEvent, MessageUpdatedEvent},
+    message::InterruptResponse,
+    result::InjectionOutcome,
+    stream::StopReason,
 };
 use rein_hooks::HookOrder;
 use rein_interventions::{
@@ -400,7 +403,7 @@ async fn transform_model_request_is_an_overlay_that_leaves_history_alone() {
         .intervention(Intervention::named("context").before_model_call(|_, _| {
             BeforeModelCallAction::transform(|req| {
                 req.system_prompt = Some("Be brief. Today is Monday.".into());
-                rein_core::append_user_text(req.messages_mut(), "(context: EU user)".into());
+                req.append_user_text("(context: EU user)");
             })
         }))
         .build()
@@ -552,7 +555,10 @@ async fn confirm_pauses_and_approval_on_resume_runs_the_tool() {
     let i = &r.interrupts[0];
     let uuid5 = uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, b"approver");
     assert_eq!(i.id, format!("v1:before_tool_call:t1:{uuid5}"));
-    assert_eq!(i.id, before_tool_call_interrupt_id("t1", "approver"));
+    assert_eq!(
+        i.id,
+        EventKind::BeforeToolCall.interrupt_id("t1", "approver")
+    );
     assert_eq!(i.name, "approver");
     assert_eq!(i.reason, json!("Delete it?"));
     assert_eq!(i.tool_use_id.as_deref(), Some("t1"));

@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use futures_util::StreamExt;
 use rein_agent::AgentEvent;
-use rein_core::{AfterModelCallEvent, StopReason};
+use rein_core::{event::AfterModelCallEvent, stream::StopReason};
 use rein_models::{ScriptedModel, ScriptedResponse};
 use serde_json::json;
 

@@ -15,8 +15,12 @@ use futures_util::StreamExt as _;
 use indicatif::{ProgressBar, ProgressStyle};
 use rein_agent::{Agent, AgentEvent, AgentResult, Input};
 use rein_core::{
-    DecisionAction, DecisionOutcome, DecisionRecord, Error, Interrupt, InterruptResponse,
-    StopReason, ToolError, ToolHandle, ToolOutput,
+    Error, ToolHandle,
+    audit::{DecisionAction, DecisionOutcome, DecisionRecord},
+    interrupt::Interrupt,
+    message::InterruptResponse,
+    stream::StopReason,
+    tool::{ToolError, ToolOutput},
 };
 use rein_interventions::policy::{ConfirmTools, Policy, PolicyHandler};
 use rein_models::SharedModel;

@@ -6,9 +6,15 @@ use std::time::Duration;
 use futures_util::StreamExt as _;
 use rein_agent::{Agent, AgentEvent, Input, RetryStrategy, ToolExecutor, TurnInterceptor};
 use rein_core::{
-    AfterModelCallEvent, AgentResult, BuildError, ContentBlock, DecisionRecord, Error,
-    InjectionRecord, InterruptResponse, InvocationState, Message, ReasoningContent, ToolError,
-    ToolHandle, ToolOutput, Usage,
+    ContentBlock, Error, Message, ToolHandle,
+    audit::DecisionRecord,
+    error::BuildError,
+    event::AfterModelCallEvent,
+    message::{InterruptResponse, ReasoningContent},
+    result::{AgentResult, InjectionRecord},
+    state::InvocationState,
+    stream::Usage,
+    tool::{ToolError, ToolOutput},
 };
 use rein_interventions::policy::{LoadOptions, Policy, Template, TemplateVars};
 use rein_models::{ScriptedModel, ScriptedResponse};

@@ -1,7 +1,7 @@
 //! The scenario file format (docs/replay.md): parsed strictly, every problem named by its JSON
 //! path.
 
-use rein_core::{ContentBlock, Map, StopReason};
+use rein_core::{ContentBlock, Map, stream::StopReason};
 use serde::Deserialize;
 use serde_json::Value;
 

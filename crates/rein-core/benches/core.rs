@@ -7,8 +7,8 @@ use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use rein_core::{
-    BlockDelta, BlockStart, ContentBlock, Message, Role, StopReason, StreamAssembler, StreamEvent,
-    ToolResult, ToolUse,
+    ContentBlock, Message, Role, ToolResult, ToolUse,
+    stream::{BlockDelta, BlockStart, StopReason, StreamAssembler, StreamEvent},
 };
 use serde_json::json;
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};

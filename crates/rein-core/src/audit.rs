@@ -43,6 +43,23 @@ impl EventKind {
         }
     }
 
+    /// The deterministic id of an interrupt raised on this event about `subject` (a tool use
+    /// id, say) by `name` (a handler, a hook): `v1:<event>:<subject>:<uuid5(NAMESPACE_OID,
+    /// name)>` (SPEC §3.3), so a re-run finds its answer.
+    ///
+    /// ```
+    /// use rein_core::audit::EventKind;
+    /// let id = EventKind::BeforeToolCall.interrupt_id("t1", "delete-approval");
+    /// assert!(id.starts_with("v1:before_tool_call:t1:"));
+    /// ```
+    pub fn interrupt_id(self, subject: &str, name: &str) -> String {
+        format!(
+            "v1:{}:{subject}:{}",
+            self.as_str(),
+            crate::id::name_uuid(name)
+        )
+    }
+
     /// Whether this is an After* event (hooks of equal order run in reverse registration order).
     pub fn is_after(self) -> bool {
         matches!(
@@ -61,6 +78,7 @@ impl fmt::Display for EventKind {
 /// What a handler's error does (SPEC §3.4).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum OnError {
     /// The invocation fails with a typed error naming the handler and the event.
     #[default]

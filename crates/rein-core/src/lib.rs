@@ -1,8 +1,12 @@
-//! Rein's core types: messages and content blocks (Bedrock-Converse JSON), tool specs and the
-//! [`Tool`] trait, normalized model stream events, lifecycle event types, and errors.
+//! Rein's contract: what hooks, intervention handlers, models, tools and the agent share. No
+//! async runtime, no HTTP client.
 //!
-//! This crate has no async runtime and no HTTP client: it is the contract that hooks, handlers,
-//! models and the agent share.
+//! A module a concept: [`message`] (messages and content blocks, Bedrock-Converse JSON),
+//! [`stream`] (normalized model stream events and their assembly), [`request`] (what a model
+//! call sends), [`event`] (the lifecycle events hooks and handlers see, and the verdicts the loop
+//! acts on), [`tool`] (the [`Tool`] trait and its context), [`interrupt`] (pauses for human
+//! input), [`audit`] (decision records), [`result`] (an invocation's result and metrics),
+//! [`state`], [`id`], [`error`]. The root re-exports the few names nearly every user needs.
 //!
 //! ```
 //! use rein_core::{ContentBlock, Message};
@@ -11,49 +15,22 @@
 //! assert!(Message::from_json(r#"{"role":"user","content":[{"video":{}}]}"#).is_err());
 //! ```
 
-mod audit;
-mod error;
-mod events;
-mod ids;
-mod interrupt;
-mod message;
-mod request;
-mod result;
-mod state;
-mod stream;
-mod tool;
+pub mod audit;
+pub mod error;
+pub mod event;
+pub mod id;
+pub mod interrupt;
+pub mod message;
+pub mod request;
+pub mod result;
+pub mod state;
+pub mod stream;
+pub mod tool;
 
 /// A JSON object.
 pub type Map = serde_json::Map<String, serde_json::Value>;
 
-pub use audit::{DecisionAction, DecisionOutcome, DecisionRecord, EventKind, OnError};
-pub use error::{BoxError, BuildError, Error, ModelError, ModelErrorKind};
-pub use events::{
-    AfterInvocationEvent, AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent,
-    BeforeModelCallEvent, BeforeToolCallEvent, Cancel, InvocationContext, MessageAddedEvent,
-    MessageUpdatedEvent, ModelCallVerdict, ToolCallAction, ToolCallVerdict, ToolResultVerdict,
-};
-pub use ids::{
-    InjectionId, InvocationId, MessageId, before_tool_call_interrupt_id, canonical_json, name_uuid,
-    tool_call_fingerprint, tool_call_interrupt_id,
-};
-pub use interrupt::{Interrupt, InterruptAnswer, InterruptAnswers};
-pub use message::{
-    Bytes, ContentBlock, DocumentBlock, ImageBlock, InterruptResponse, MediaSource, Message,
-    ReasoningContent, ReasoningText, Role, ToolResult, ToolResultContent, ToolResultStatus,
-    ToolUse,
-};
-pub use request::{
-    InferenceConfig, ModelRequest, ToolChoice, append_user_blocks, append_user_text,
-};
-pub use result::{
-    AgentResult, CycleMetrics, InjectionOutcome, InjectionRecord, InvocationMetrics, ToolMetrics,
-};
-pub use state::{AgentState, InvocationState};
-pub use stream::{
-    BlockDelta, BlockStart, ModelResponse, StopReason, StreamAssembler, StreamEvent, StreamMetrics,
-    Usage,
-};
-pub use tool::{
-    BoxFuture, InterruptRaised, Tool, ToolContext, ToolError, ToolHandle, ToolOutput, ToolSpec,
-};
+// The names nearly every user of the contract needs; everything else is in its module.
+pub use error::{Error, ModelError};
+pub use message::{ContentBlock, Message, Role, ToolResult, ToolUse};
+pub use tool::{Tool, ToolHandle};

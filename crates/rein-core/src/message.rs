@@ -6,7 +6,7 @@ use base64::Engine as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
-use crate::Error;
+use crate::error::Error;
 
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -156,6 +156,20 @@ impl ToolUse {
             name: name.into(),
             input,
         }
+    }
+
+    /// The fingerprint an approval of this call is bound to: uuid5 over the tool name and the
+    /// input as sorted-key JSON, so key order does not matter and any other change does.
+    ///
+    /// ```
+    /// use rein_core::ToolUse;
+    /// use serde_json::json;
+    /// let a = ToolUse::new("t1", "rm", json!({"path": "/a", "force": true}));
+    /// let b = ToolUse::new("t2", "rm", json!({"force": true, "path": "/a"}));
+    /// assert_eq!(a.fingerprint(), b.fingerprint());
+    /// ```
+    pub fn fingerprint(&self) -> String {
+        crate::id::tool_call_fingerprint(&self.name, &self.input)
     }
 }
 

@@ -79,7 +79,7 @@ impl ModelRequest {
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use rein_core::{InvocationState, Message, ModelRequest};
+    /// use rein_core::{Message, request::ModelRequest, state::InvocationState};
     ///
     /// let history = Arc::new(vec![Message::user("hi")]);
     /// let request = ModelRequest::shared(history.clone(), Arc::default(), InvocationState::new());
@@ -129,29 +129,29 @@ impl ModelRequest {
         Arc::make_mut(&mut self.messages)
     }
 
+    /// Appends text for the model as the user: to the trailing user message, or as a new user
+    /// message when the last message is not the user's (no two messages of one role in a row).
+    ///
+    /// ```
+    /// use rein_core::request::ModelRequest;
+    /// use rein_core::Message;
+    /// let mut request = ModelRequest::new(vec![Message::user("hi")]);
+    /// request.append_user_text("(context: EU user)");
+    /// assert_eq!(request.messages.len(), 1);
+    /// assert_eq!(request.messages[0].content.len(), 2);
+    /// ```
+    pub fn append_user_text(&mut self, text: impl Into<String>) {
+        let messages = self.messages_mut();
+        match messages.last_mut() {
+            Some(last) if last.role == Role::User => {
+                last.content.push(ContentBlock::Text(text.into()));
+            }
+            _ => messages.push(Message::user(text)),
+        }
+    }
+
     /// The tool specs, for editing (copies them first if they are shared).
     pub fn tools_mut(&mut self) -> &mut Vec<ToolSpec> {
         Arc::make_mut(&mut self.tools)
-    }
-}
-
-/// Appends a text block to the trailing user message, or a new user message when the last
-/// message is not the user's: history never holds two messages of the same role in a row.
-/// Returns the index of the message written and whether it was new.
-pub fn append_user_text(messages: &mut Vec<Message>, text: String) -> (usize, bool) {
-    append_user_blocks(messages, vec![ContentBlock::Text(text)])
-}
-
-/// Appends blocks to the trailing user message, or as a new user message (see [`append_user_text`]).
-pub fn append_user_blocks(messages: &mut Vec<Message>, blocks: Vec<ContentBlock>) -> (usize, bool) {
-    match messages.last_mut() {
-        Some(last) if last.role == Role::User => {
-            last.content.extend(blocks);
-            (messages.len() - 1, false)
-        }
-        _ => {
-            messages.push(Message::new(Role::User, blocks));
-            (messages.len() - 1, true)
-        }
     }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::audit::DecisionRecord;
-use crate::ids::{InjectionId, InvocationId};
+use crate::id::{InjectionId, InvocationId};
 use crate::interrupt::Interrupt;
 use crate::message::Message;
 use crate::stream::{StopReason, Usage};

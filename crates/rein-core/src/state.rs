@@ -10,7 +10,7 @@ use crate::Map;
 /// (read-only) the model request. Cloning is cheap (shared).
 ///
 /// ```
-/// use rein_core::InvocationState;
+/// use rein_core::state::InvocationState;
 /// let s = InvocationState::from_value(serde_json::json!({"role": "analyst"}));
 /// assert_eq!(s.get("role").and_then(|v| v.as_str()), Some("analyst"));
 /// ```
@@ -80,7 +80,7 @@ impl<'de> serde::Deserialize<'de> for InvocationState {
 /// readable and writable by tools and hooks, persisted by session stores. Cloning shares it.
 ///
 /// ```
-/// use rein_core::AgentState;
+/// use rein_core::state::AgentState;
 /// let s = AgentState::new();
 /// s.set("count", 1);
 /// assert_eq!(s.get("count"), Some(serde_json::json!(1)));

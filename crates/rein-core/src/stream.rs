@@ -5,8 +5,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::Map;
+use crate::error::Error;
 use crate::message::{ContentBlock, Message, ReasoningContent, ReasoningText, Role, ToolUse};
-use crate::{Error, Map};
 
 /// Why a model (or the agent) stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -59,6 +60,7 @@ impl StopReason {
 /// Token usage of one model call, or summed over an invocation.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct Usage {
     /// Input (prompt) tokens.
     pub input_tokens: u64,
@@ -89,6 +91,19 @@ impl Usage {
         }
     }
 
+    /// Sets the total (when the provider counts it otherwise than input + output).
+    pub fn with_total_tokens(mut self, total_tokens: u64) -> Self {
+        self.total_tokens = total_tokens;
+        self
+    }
+
+    /// Sets the input tokens read from and written to the provider's prompt cache.
+    pub fn with_cache_tokens(mut self, read: u64, write: u64) -> Self {
+        self.cache_read_input_tokens = read;
+        self.cache_write_input_tokens = write;
+        self
+    }
+
     /// Adds another usage to this one.
     pub fn add(&mut self, other: &Usage) {
         self.input_tokens += other.input_tokens;
@@ -102,6 +117,7 @@ impl Usage {
 /// Timing a provider reports for one call.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct StreamMetrics {
     /// End-to-end latency of the call.
     #[serde(default, with = "opt_millis", skip_serializing_if = "Option::is_none")]
@@ -109,6 +125,16 @@ pub struct StreamMetrics {
     /// Time to the first byte of the response.
     #[serde(default, with = "opt_millis", skip_serializing_if = "Option::is_none")]
     pub time_to_first_byte: Option<Duration>,
+}
+
+impl StreamMetrics {
+    /// Metrics with this latency and time to first byte.
+    pub fn new(latency: Option<Duration>, time_to_first_byte: Option<Duration>) -> Self {
+        Self {
+            latency,
+            time_to_first_byte,
+        }
+    }
 }
 
 mod opt_millis {
@@ -248,7 +274,7 @@ enum OpenBlock {
 /// never panics.
 ///
 /// ```
-/// use rein_core::{BlockDelta, BlockStart, StreamAssembler, StreamEvent, StopReason};
+/// use rein_core::{stream::{BlockDelta, BlockStart, StreamAssembler, StreamEvent, StopReason}};
 /// let mut a = StreamAssembler::new();
 /// a.push(StreamEvent::BlockStart(BlockStart::Text)).unwrap();
 /// a.push(StreamEvent::BlockDelta(BlockDelta::Text("hi".into()))).unwrap();

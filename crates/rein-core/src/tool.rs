@@ -8,11 +8,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::ids::tool_call_interrupt_id;
+use crate::error::BoxError;
+use crate::id::{InvocationId, tool_call_interrupt_id};
 use crate::interrupt::{Interrupt, InterruptAnswers};
 use crate::message::{ToolResultContent, ToolResultStatus};
 use crate::state::{AgentState, InvocationState};
-use crate::{BoxError, InvocationId};
 
 /// A boxed, `Send` future, as used by the type-erased twins of Rein's async traits.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -20,6 +20,7 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// What the model is told about a tool: name, description and JSON input schema.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct ToolSpec {
     /// Unique tool name.
     pub name: String,
@@ -224,7 +225,7 @@ impl ToolContext {
     /// returns [`InterruptRaised`] for the tool to propagate.
     ///
     /// ```
-    /// # use rein_core::*;
+    /// # use rein_core::{id::InvocationId, interrupt::InterruptAnswers, state::{AgentState, InvocationState}, tool::ToolContext};
     /// let cx = ToolContext::new("t1", "rm", InvocationId::new(), InvocationState::new(),
     ///     AgentState::new(), InterruptAnswers::default());
     /// assert!(cx.interrupt("approve", "delete /tmp?").is_err());
@@ -262,7 +263,7 @@ impl ToolContext {
 /// Implement it for a type, or build a tool from a closure with [`ToolHandle::from_fn`].
 ///
 /// ```
-/// use rein_core::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+/// use rein_core::{Tool, tool::{ToolContext, ToolError, ToolOutput, ToolSpec}};
 /// use serde_json::{json, Value};
 ///
 /// struct Clock;
@@ -339,7 +340,7 @@ impl ToolHandle {
     /// A tool from an async closure.
     ///
     /// ```
-    /// use rein_core::{ToolHandle, ToolOutput};
+    /// use rein_core::{ToolHandle, tool::ToolOutput};
     /// use serde_json::json;
     /// let add = ToolHandle::from_fn("add", "Adds a and b.",
     ///     json!({"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}}),

@@ -3,9 +3,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use rein_core::{
-    ContentBlock, DocumentBlock, Error, ImageBlock, InterruptResponse, MediaSource, Message,
-    ReasoningContent, ReasoningText, Role, ToolResult, ToolResultContent, ToolResultStatus,
-    ToolUse,
+    ContentBlock, Error, Message, Role, ToolResult, ToolUse,
+    message::{
+        DocumentBlock, ImageBlock, InterruptResponse, MediaSource, ReasoningContent, ReasoningText,
+        ToolResultContent, ToolResultStatus,
+    },
 };
 use serde_json::json;
 

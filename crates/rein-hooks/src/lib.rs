@@ -2,7 +2,7 @@
 //! async, and plugins that bundle hooks and tools under a name.
 //!
 //! ```
-//! use rein_core::{BeforeToolCallEvent, Cancel};
+//! use rein_core::{event::{BeforeToolCallEvent, Cancel}};
 //! use rein_hooks::{HookOrder, HookRegistry};
 //!
 //! let mut hooks = HookRegistry::new();

@@ -7,7 +7,7 @@ use crate::HookRegistry;
 /// A named bundle of hooks and tools. Names are unique per registry (and so per agent).
 ///
 /// ```
-/// use rein_core::MessageAddedEvent;
+/// use rein_core::event::MessageAddedEvent;
 /// use rein_hooks::{HookRegistry, Plugin, PluginContext};
 ///
 /// struct Logger;

@@ -4,9 +4,14 @@ use std::fmt;
 use std::sync::Arc;
 
 use rein_core::{
-    AfterInvocationEvent, AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent,
-    BeforeModelCallEvent, BeforeToolCallEvent, BoxError, BoxFuture, BuildError, Error, EventKind,
-    MessageAddedEvent, MessageUpdatedEvent, ToolHandle,
+    Error, ToolHandle,
+    audit::EventKind,
+    error::{BoxError, BuildError},
+    event::{
+        AfterInvocationEvent, AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent,
+        BeforeModelCallEvent, BeforeToolCallEvent, MessageAddedEvent, MessageUpdatedEvent,
+    },
+    tool::BoxFuture,
 };
 
 /// The position of a callback among those of the same event. Lower runs first.

@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex};
 
 use futures_executor::block_on;
 use rein_core::{
-    AfterToolCallEvent, BeforeToolCallEvent, Cancel, Error, InterruptAnswers, InvocationContext,
-    ToolResult, ToolUse,
+    Error, ToolResult, ToolUse,
+    event::{AfterToolCallEvent, BeforeToolCallEvent, Cancel, InvocationContext},
 };
 use rein_hooks::{HookOrder, HookRegistry};
 use serde_json::json;
@@ -15,9 +15,6 @@ fn before() -> BeforeToolCallEvent {
     BeforeToolCallEvent::new(
         InvocationContext::default(),
         ToolUse::new("t1", "x", json!({})),
-        None,
-        0,
-        InterruptAnswers::default(),
     )
 }
 
@@ -25,9 +22,7 @@ fn after() -> AfterToolCallEvent {
     AfterToolCallEvent::new(
         InvocationContext::default(),
         ToolUse::new("t1", "x", json!({})),
-        None,
         ToolResult::success("t1", "ok"),
-        0,
     )
 }
 

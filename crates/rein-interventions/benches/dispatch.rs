@@ -17,7 +17,7 @@ use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use rein_hooks::{HookEvent, HookRegistry};
 use rein_interventions::{
     BeforeToolCallAction, BeforeToolCallEvent, Confirm, Error, EventSet, HandlerError,
-    InterruptAnswers, Intervention, InterventionContext, InterventionHandler, InterventionRegistry,
+    Intervention, InterventionContext, InterventionHandler, InterventionRegistry,
     InvocationContext, SharedHandler, ToolUse, json,
 };
 
@@ -35,9 +35,6 @@ fn event() -> BeforeToolCallEvent {
     BeforeToolCallEvent::new(
         InvocationContext::default(),
         ToolUse::new("t1", "read_file", json!({"path": "/tmp/a"})),
-        None,
-        0,
-        InterruptAnswers::default(),
     )
 }
 

@@ -3,7 +3,11 @@
 
 use std::fmt;
 
-use rein_core::{Message, ModelRequest, ToolResult, ToolResultContent, ToolResultStatus, ToolUse};
+use rein_core::{
+    Message, ToolResult, ToolUse,
+    message::{ToolResultContent, ToolResultStatus},
+    request::ModelRequest,
+};
 use serde_json::Value;
 
 use crate::error::HandlerError;

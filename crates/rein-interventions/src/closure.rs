@@ -3,7 +3,7 @@
 use std::fmt;
 use std::future::Future;
 
-use rein_core::{BoxFuture, OnError};
+use rein_core::{audit::OnError, tool::BoxFuture};
 
 use crate::action::IntoHandlerResult;
 use crate::decision::Decision;

@@ -4,7 +4,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use rein_core::BoxFuture;
+use rein_core::tool::BoxFuture;
 
 use crate::error::HandlerError;
 

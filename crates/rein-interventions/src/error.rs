@@ -2,10 +2,10 @@
 
 use std::fmt;
 
-use rein_core::BoxError;
+use rein_core::error::BoxError;
 
 /// A handler's failure: what its method returned as an error, a failing transform edit or
-/// `evaluate`, or a panic. What happens next is the handler's [`OnError`](rein_core::OnError) policy.
+/// `evaluate`, or a panic. What happens next is the handler's [`OnError`](rein_core::audit::OnError) policy.
 ///
 /// Any `std::error::Error + Send + Sync + 'static` converts into it, so `?` works in handler
 /// bodies; [`HandlerError::new`] makes one from a message. (Like `anyhow::Error`, it does not

@@ -4,9 +4,13 @@
 //! in `shared.rs`.)
 
 use rein_core::{
-    AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent, BeforeModelCallEvent,
-    BeforeToolCallEvent, Cancel, DecisionRecord, Interrupt, InterruptAnswers, InvocationContext,
     ToolResult, ToolUse,
+    audit::DecisionRecord,
+    event::{
+        AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent, BeforeModelCallEvent,
+        BeforeToolCallEvent, Cancel, InvocationContext,
+    },
+    interrupt::{Interrupt, InterruptAnswers},
 };
 use rein_hooks::{HookEvent, HookOptions, HookOrder};
 

@@ -4,8 +4,13 @@ use std::future::Future;
 use std::sync::Arc;
 
 use rein_core::{
-    AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent, BeforeModelCallEvent,
-    BeforeToolCallEvent, InvocationContext, InvocationId, InvocationState, OnError,
+    audit::OnError,
+    event::{
+        AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent, BeforeModelCallEvent,
+        BeforeToolCallEvent, InvocationContext,
+    },
+    id::InvocationId,
+    state::InvocationState,
 };
 
 use crate::action::{

@@ -111,12 +111,20 @@ pub use shared::SharedHandler;
 
 // What a handler author needs from rein-core, so depending on this crate alone is enough.
 pub use rein_core::{
-    AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent, BeforeModelCallEvent,
-    BeforeToolCallEvent, BuildError, Cancel, ContentBlock, DecisionAction, DecisionOutcome,
-    DecisionRecord, Error, EventKind, Interrupt, InterruptAnswer, InterruptAnswers,
-    InvocationContext, InvocationId, InvocationState, Map, Message, ModelRequest, ModelResponse,
-    OnError, Role, StopReason, ToolResult, ToolResultContent, ToolResultStatus, ToolSpec, ToolUse,
-    before_tool_call_interrupt_id, tool_call_fingerprint,
+    ContentBlock, Error, Map, Message, Role, ToolResult, ToolUse,
+    audit::{DecisionAction, DecisionOutcome, DecisionRecord, EventKind, OnError},
+    error::BuildError,
+    event::{
+        AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent, BeforeModelCallEvent,
+        BeforeToolCallEvent, Cancel, InvocationContext,
+    },
+    id::InvocationId,
+    interrupt::{Interrupt, InterruptAnswer, InterruptAnswers},
+    message::{ToolResultContent, ToolResultStatus},
+    request::ModelRequest,
+    state::InvocationState,
+    stream::{ModelResponse, StopReason},
+    tool::ToolSpec,
 };
 pub use serde_json::{self, Value, json};
 

@@ -9,8 +9,11 @@ use std::time::{Duration, Instant};
 
 use futures_util::FutureExt as _;
 use rein_core::{
-    BoxFuture, BuildError, DecisionAction, DecisionOutcome, DecisionRecord, Error, EventKind,
-    Interrupt, OnError, before_tool_call_interrupt_id, tool_call_fingerprint,
+    Error,
+    audit::{DecisionAction, DecisionOutcome, DecisionRecord, EventKind, OnError},
+    error::BuildError,
+    interrupt::Interrupt,
+    tool::BoxFuture,
 };
 use rein_hooks::HookRegistry;
 use serde_json::Value;
@@ -58,7 +61,7 @@ impl Shared {
 /// ```
 /// use rein_interventions::{
 ///     BeforeToolCallAction, BeforeToolCallEvent, Cancel, Intervention, InterventionRegistry,
-///     InterruptAnswers, InvocationContext, ToolUse, json,
+///     InvocationContext, ToolUse, json,
 /// };
 /// use rein_hooks::HookRegistry;
 ///
@@ -73,9 +76,6 @@ impl Shared {
 /// let mut ev = BeforeToolCallEvent::new(
 ///     InvocationContext::default(),
 ///     ToolUse::new("t1", "rm", json!({"path": "/"})),
-///     None,
-///     0,
-///     InterruptAnswers::default(),
 /// );
 /// futures_executor::block_on(hooks.dispatch(&mut ev))?;
 /// assert_eq!(ev.cancel_tool, Cancel::Message("DENIED: rm is not allowed".into()));
@@ -127,7 +127,7 @@ impl InterventionRegistryBuilder {
         self
     }
 
-    /// Builds the registry. Fails with [`BuildError::DuplicateHandler`](rein_core::BuildError)
+    /// Builds the registry. Fails with [`BuildError::DuplicateHandler`](rein_core::error::BuildError)
     /// (`duplicate intervention handler name: '<name>'`) when two handlers share a name.
     pub fn build(self) -> Result<InterventionRegistry, Error> {
         let mut names: Vec<Arc<str>> = Vec::with_capacity(self.handlers.len());
@@ -498,8 +498,8 @@ fn confirm_step<E: PassEvent>(
         match confirm.response.take().filter(|v| !v.is_null()) {
             Some(v) => (Some(v), None),
             None => {
-                let id = before_tool_call_interrupt_id(&tool_use.tool_use_id, &entry.name);
-                let fingerprint = tool_call_fingerprint(&tool_use.name, &tool_use.input);
+                let id = EventKind::BeforeToolCall.interrupt_id(&tool_use.tool_use_id, &entry.name);
+                let fingerprint = tool_use.fingerprint();
                 match answers.get_bound(&id, &fingerprint) {
                     Some(v) => (Some(v.clone()), None),
                     None => (None, Some((id, fingerprint))),
@@ -607,19 +607,6 @@ fn handler_failed<E: PassEvent>(
     r.on_error = Some(policy);
     pass.records.push((r, Tag::Fixed));
     match policy {
-        OnError::Throw => {
-            // Leave the event as it was before the pass, with the audit of what happened.
-            let records = std::mem::take(&mut pass.records);
-            if let Some(snapshot) = pass.snapshot.take() {
-                event.restore(snapshot);
-            }
-            push_records(event, records, End::Denied);
-            Err(Error::Handler {
-                handler: entry.name.to_string(),
-                event: E::KIND.as_str(),
-                message,
-            })
-        }
         OnError::Proceed => {
             tracing::warn!(
                 target: "rein_interventions",
@@ -640,6 +627,20 @@ fn handler_failed<E: PassEvent>(
             );
             pass.denied = Some(format!("DENIED: Handler threw: {message}"));
             Ok(Flow::Stop)
+        }
+        // Throw, and (fail closed) any policy this release does not know.
+        _ => {
+            // Leave the event as it was before the pass, with the audit of what happened.
+            let records = std::mem::take(&mut pass.records);
+            if let Some(snapshot) = pass.snapshot.take() {
+                event.restore(snapshot);
+            }
+            push_records(event, records, End::Denied);
+            Err(Error::Handler {
+                handler: entry.name.to_string(),
+                event: E::KIND.as_str(),
+                message,
+            })
         }
     }
 }

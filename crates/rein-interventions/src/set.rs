@@ -3,7 +3,7 @@
 use std::fmt;
 use std::ops::BitOr;
 
-use rein_core::EventKind;
+use rein_core::audit::EventKind;
 
 use crate::list::for_each_intervention_event;
 

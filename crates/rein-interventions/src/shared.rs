@@ -9,7 +9,7 @@ use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
-use rein_core::{BoxFuture, OnError};
+use rein_core::{audit::OnError, tool::BoxFuture};
 
 use crate::closure::{Intervention, Slot};
 use crate::decision::Decision;

@@ -223,7 +223,6 @@ fn after_model_call_handlers_are_not_called_for_model_errors() {
     let mut ev = rein_interventions::AfterModelCallEvent::new(
         Default::default(),
         Err(rein_core::ModelError::server("boom")),
-        0,
     );
     run(
         vec![h(Intervention::named("x").after_model_call(move |_, _| {

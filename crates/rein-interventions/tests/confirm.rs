@@ -7,8 +7,7 @@ mod common;
 use common::*;
 use rein_interventions::{
     BeforeToolCallAction, BeforeToolCallEvent, Cancel, Confirm, DecisionAction, DecisionOutcome,
-    HandlerError, Intervention, SharedHandler, ToolUse, Value, before_tool_call_interrupt_id, json,
-    tool_call_fingerprint,
+    EventKind, HandlerError, Intervention, SharedHandler, ToolUse, Value, json,
 };
 
 fn confirm(name: &str, prompt: &'static str) -> SharedHandler {
@@ -25,7 +24,7 @@ fn confirm_with(name: &str, make: fn() -> Confirm) -> SharedHandler {
 
 /// Runs one `ask` confirm with `answer` given on resume (bound to the untouched tool use).
 fn resume_with(answer: Value) -> BeforeToolCallEvent {
-    let id = before_tool_call_interrupt_id("t1", "ask");
+    let id = EventKind::BeforeToolCall.interrupt_id("t1", "ask");
     let mut ev = before_tool_with(answers(&[(&id, answer, &tool_use())]));
     run(vec![confirm("ask", "Delete /tmp/a?")], &mut ev).unwrap();
     ev
@@ -39,16 +38,13 @@ fn unanswered_confirm_pauses_with_a_bound_interrupt() {
     let raised = ev.interrupts();
     assert_eq!(raised.len(), 1);
     let i = &raised[0];
-    assert_eq!(i.id, before_tool_call_interrupt_id("t1", "ask"));
+    assert_eq!(i.id, EventKind::BeforeToolCall.interrupt_id("t1", "ask"));
     assert!(i.id.starts_with("v1:before_tool_call:t1:"));
     assert_eq!(i.name, "ask");
     assert_eq!(i.reason, json!("Delete /tmp/a?"));
     assert_eq!(i.tool_use_id.as_deref(), Some("t1"));
     let tu = tool_use();
-    assert_eq!(
-        i.fingerprint.as_deref(),
-        Some(tool_call_fingerprint(&tu.name, &tu.input).as_str())
-    );
+    assert_eq!(i.fingerprint.as_deref(), Some(tu.fingerprint().as_str()));
     let d = &ev.decisions()[0];
     assert_eq!(
         (d.action, d.outcome),
@@ -192,7 +188,7 @@ fn two_confirms_in_one_pass_are_raised_together() {
     assert!(!ev.cancel_tool.is_cancelled());
 
     // Resume: one answered, the other still pending → asked again alone.
-    let id = before_tool_call_interrupt_id("t1", "legal");
+    let id = EventKind::BeforeToolCall.interrupt_id("t1", "legal");
     let mut ev = before_tool_with(answers(&[(&id, json!("yes"), &tool_use())]));
     run(
         vec![confirm("legal", "Legal ok?"), confirm("owner", "Owner ok?")],
@@ -308,11 +304,11 @@ fn interrupt_discards_transforms_but_binds_the_transformed_call() {
     assert_eq!(ev.decisions()[0].outcome, DecisionOutcome::Overridden);
     // ... and the question is about the call as the confirming handler saw it.
     let transformed = ToolUse::new("t1", "delete_file", json!({"path": "/sandbox/a"}));
-    let fp = tool_call_fingerprint(&transformed.name, &transformed.input);
+    let fp = transformed.fingerprint();
     assert_eq!(ev.interrupts()[0].fingerprint.as_deref(), Some(fp.as_str()));
 
     // On resume the pass runs again, re-applies the transform, and the answer applies.
-    let id = before_tool_call_interrupt_id("t1", "ask");
+    let id = EventKind::BeforeToolCall.interrupt_id("t1", "ask");
     let mut ev = before_tool_with(answers(&[(&id, json!("yes"), &transformed)]));
     run(vec![redirect(), confirm("ask", "ok?")], &mut ev).unwrap();
     assert!(ev.interrupts().is_empty());
@@ -327,7 +323,7 @@ fn interrupt_discards_transforms_but_binds_the_transformed_call() {
 
 #[test]
 fn an_answer_for_other_arguments_is_ignored() {
-    let id = before_tool_call_interrupt_id("t1", "ask");
+    let id = EventKind::BeforeToolCall.interrupt_id("t1", "ask");
     let other = ToolUse::new("t1", "delete_file", json!({"path": "/etc"}));
     let mut ev = before_tool_with(answers(&[(&id, json!("yes"), &other)]));
     run(vec![confirm("ask", "ok?")], &mut ev).unwrap();

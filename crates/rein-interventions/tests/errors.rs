@@ -347,9 +347,6 @@ fn trait_handlers_with_async_fn_run_through_the_registry() {
             rein_interventions::InvocationState::from_value(json!({"trusted": true})),
         ),
         tool_use(),
-        None,
-        0,
-        Default::default(),
     );
     run(vec![Classifier { banned: "/tmp" }.into()], &mut ev).unwrap();
     assert!(!ev.cancel_tool.is_cancelled());
@@ -357,9 +354,7 @@ fn trait_handlers_with_async_fn_run_through_the_registry() {
     let mut ev = AfterToolCallEvent::new(
         Default::default(),
         tool_use(),
-        None,
         ToolResult::success("t1", ""),
-        0,
     );
     run(vec![Classifier { banned: "/tmp" }.into()], &mut ev).unwrap();
     assert_eq!(
@@ -376,7 +371,6 @@ fn sync_and_async_handlers_mix_in_one_pass() {
             rein_interventions::Message::assistant("draft"),
             rein_interventions::StopReason::EndTurn,
         )),
-        0,
     );
     run(
         vec![

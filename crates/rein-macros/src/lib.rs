@@ -96,7 +96,7 @@ use syn::{
 /// # Example
 /// ```
 /// # mod deps { pub use rein_core; pub use schemars; pub use serde; pub use serde_json; }
-/// use rein_core::{ToolContext, ToolHandle};
+/// use rein_core::{ToolHandle, tool::ToolContext};
 /// use rein_macros::tool;
 ///
 /// /// Looks up the weather in a city.
@@ -473,59 +473,59 @@ fn generate(
 
             struct __ReinOut<T>(::core::cell::Cell<::core::option::Option<T>>);
             trait __ReinViaInto {
-                fn __rein_to_output(&self) -> ::core::result::Result<#core::ToolOutput, #core::ToolError>;
+                fn __rein_to_output(&self) -> ::core::result::Result<#core::tool::ToolOutput, #core::tool::ToolError>;
             }
-            impl<T: ::core::convert::Into<#core::ToolOutput>> __ReinViaInto for &&__ReinOut<T> {
-                fn __rein_to_output(&self) -> ::core::result::Result<#core::ToolOutput, #core::ToolError> {
+            impl<T: ::core::convert::Into<#core::tool::ToolOutput>> __ReinViaInto for &&__ReinOut<T> {
+                fn __rein_to_output(&self) -> ::core::result::Result<#core::tool::ToolOutput, #core::tool::ToolError> {
                     match self.0.take() {
                         ::core::option::Option::Some(v) => ::core::result::Result::Ok(v.into()),
-                        ::core::option::Option::None => ::core::result::Result::Err(#core::ToolError::msg("tool output already taken")),
+                        ::core::option::Option::None => ::core::result::Result::Err(#core::tool::ToolError::msg("tool output already taken")),
                     }
                 }
             }
             trait __ReinViaSerialize {
-                fn __rein_to_output(&self) -> ::core::result::Result<#core::ToolOutput, #core::ToolError>;
+                fn __rein_to_output(&self) -> ::core::result::Result<#core::tool::ToolOutput, #core::tool::ToolError>;
             }
             impl<T: #krate::serde::Serialize> __ReinViaSerialize for &__ReinOut<T> {
-                fn __rein_to_output(&self) -> ::core::result::Result<#core::ToolOutput, #core::ToolError> {
+                fn __rein_to_output(&self) -> ::core::result::Result<#core::tool::ToolOutput, #core::tool::ToolError> {
                     match self.0.take() {
                         ::core::option::Option::Some(v) => match #sj::to_value(&v) {
-                            ::core::result::Result::Ok(json) => ::core::result::Result::Ok(#core::ToolOutput::json(json)),
-                            ::core::result::Result::Err(e) => ::core::result::Result::Err(#core::ToolError::msg(
+                            ::core::result::Result::Ok(json) => ::core::result::Result::Ok(#core::tool::ToolOutput::json(json)),
+                            ::core::result::Result::Err(e) => ::core::result::Result::Err(#core::tool::ToolError::msg(
                                 ::std::format!("the tool's output could not be serialized: {e}"),
                             )),
                         },
-                        ::core::option::Option::None => ::core::result::Result::Err(#core::ToolError::msg("tool output already taken")),
+                        ::core::option::Option::None => ::core::result::Result::Err(#core::tool::ToolError::msg("tool output already taken")),
                     }
                 }
             }
 
             struct __ReinErr<E>(::core::cell::Cell<::core::option::Option<E>>);
             trait __ReinErrViaFrom {
-                fn __rein_to_error(&self) -> #core::ToolError;
+                fn __rein_to_error(&self) -> #core::tool::ToolError;
             }
-            impl<E> __ReinErrViaFrom for &&__ReinErr<E> where #core::ToolError: ::core::convert::From<E> {
-                fn __rein_to_error(&self) -> #core::ToolError {
+            impl<E> __ReinErrViaFrom for &&__ReinErr<E> where #core::tool::ToolError: ::core::convert::From<E> {
+                fn __rein_to_error(&self) -> #core::tool::ToolError {
                     match self.0.take() {
                         ::core::option::Option::Some(e) => ::core::convert::From::from(e),
-                        ::core::option::Option::None => #core::ToolError::msg("tool error already taken"),
+                        ::core::option::Option::None => #core::tool::ToolError::msg("tool error already taken"),
                     }
                 }
             }
             trait __ReinErrViaDisplay {
-                fn __rein_to_error(&self) -> #core::ToolError;
+                fn __rein_to_error(&self) -> #core::tool::ToolError;
             }
             impl<E: ::core::fmt::Display> __ReinErrViaDisplay for &__ReinErr<E> {
-                fn __rein_to_error(&self) -> #core::ToolError {
+                fn __rein_to_error(&self) -> #core::tool::ToolError {
                     match self.0.take() {
-                        ::core::option::Option::Some(e) => #core::ToolError::msg(::std::string::ToString::to_string(&e)),
-                        ::core::option::Option::None => #core::ToolError::msg("tool error already taken"),
+                        ::core::option::Option::Some(e) => #core::tool::ToolError::msg(::std::string::ToString::to_string(&e)),
+                        ::core::option::Option::None => #core::tool::ToolError::msg("tool error already taken"),
                     }
                 }
             }
 
             impl #core::Tool for #struct_ident {
-                fn spec(&self) -> #core::ToolSpec {
+                fn spec(&self) -> #core::tool::ToolSpec {
                     let schema = #krate::schemars::generate::SchemaSettings::draft2020_12()
                         .with(|s| {
                             s.inline_subschemas = true;
@@ -541,15 +541,15 @@ fn generate(
                         obj.entry("properties")
                             .or_insert_with(|| #sj::Value::Object(#sj::Map::new()));
                     }
-                    #core::ToolSpec::new(#tool_name, #description, schema)
+                    #core::tool::ToolSpec::new(#tool_name, #description, schema)
                 }
 
                 fn call(
                     &self,
                     #input: #sj::Value,
-                    #cx: #core::ToolContext,
+                    #cx: #core::tool::ToolContext,
                 ) -> impl ::core::future::Future<
-                    Output = ::core::result::Result<#core::ToolOutput, #core::ToolError>,
+                    Output = ::core::result::Result<#core::tool::ToolOutput, #core::tool::ToolError>,
                 > + ::core::marker::Send {
                     async move {
                         let #input = match #input {
@@ -562,7 +562,7 @@ fn generate(
                                     #sj::Value::Number(_) => "a number",
                                     _ => "a boolean",
                                 };
-                                return ::core::result::Result::Err(#core::ToolError::msg(
+                                return ::core::result::Result::Err(#core::tool::ToolError::msg(
                                     ::std::format!(
                                         "invalid input for tool '{}': expected a JSON object of named arguments, got {}",
                                         #tool_name, kind,
@@ -574,7 +574,7 @@ fn generate(
                             match #sj::from_value::<__ReinToolArgs>(#input) {
                                 ::core::result::Result::Ok(args) => args,
                                 ::core::result::Result::Err(e) => {
-                                    return ::core::result::Result::Err(#core::ToolError::msg(
+                                    return ::core::result::Result::Err(#core::tool::ToolError::msg(
                                         ::std::format!("invalid input for tool '{}': {}", #tool_name, e),
                                     ));
                                 }

@@ -5,8 +5,12 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
 use rein_core::{
-    AgentState, InterruptAnswers, InvocationId, InvocationState, ToolContext, ToolError,
-    ToolHandle, ToolOutput, ToolResultContent, ToolResultStatus,
+    ToolHandle,
+    id::InvocationId,
+    interrupt::InterruptAnswers,
+    message::{ToolResultContent, ToolResultStatus},
+    state::{AgentState, InvocationState},
+    tool::{ToolContext, ToolError, ToolOutput},
 };
 use rein_macros::tool;
 use serde_json::{Value, json};

@@ -37,8 +37,9 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use rein_core::{
-    Bytes, ImageBlock, MediaSource, Tool, ToolContext, ToolError, ToolHandle, ToolOutput,
-    ToolResultContent, ToolResultStatus, ToolSpec,
+    Tool, ToolHandle,
+    message::{Bytes, ImageBlock, MediaSource, ToolResultContent, ToolResultStatus},
+    tool::{ToolContext, ToolError, ToolOutput, ToolSpec},
 };
 use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock};
 use rmcp::service::RunningService;

@@ -11,8 +11,12 @@
 use std::time::Duration;
 
 use rein_core::{
-    AgentState, InterruptAnswers, InvocationId, InvocationState, ToolContext, ToolHandle,
-    ToolOutput, ToolResultContent, ToolResultStatus,
+    ToolHandle,
+    id::InvocationId,
+    interrupt::InterruptAnswers,
+    message::{ToolResultContent, ToolResultStatus},
+    state::{AgentState, InvocationState},
+    tool::{ToolContext, ToolOutput},
 };
 use rein_mcp::{McpClient, McpError};
 use serde_json::{Value, json};
@@ -196,7 +200,7 @@ async fn everything_image_structured_content_and_resources() {
         })
         .unwrap_or_else(|| panic!("no image in {out:?}"));
     assert_eq!(image.format, "png");
-    let rein_core::MediaSource::Bytes(bytes) = &image.source else {
+    let rein_core::message::MediaSource::Bytes(bytes) = &image.source else {
         panic!("not bytes")
     };
     assert_eq!(&bytes.0[..8], b"\x89PNG\r\n\x1a\n");

@@ -7,7 +7,10 @@
 //! `cargo run -p rein-models --features bedrock --example stream_bedrock -- [model-id] [prompt]`
 
 use futures_util::StreamExt;
-use rein_core::{BlockDelta, Message, StreamEvent};
+use rein_core::{
+    Message,
+    stream::{BlockDelta, StreamEvent},
+};
 use rein_models::{BedrockModel, Model, ModelRequest, StreamAssembler};
 
 #[tokio::main]

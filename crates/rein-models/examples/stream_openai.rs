@@ -4,7 +4,10 @@
 //! `cargo run -p rein-models --features openai --example stream_openai -- [model]`
 
 use futures_util::StreamExt;
-use rein_core::{BlockDelta, Message, StreamEvent};
+use rein_core::{
+    Message,
+    stream::{BlockDelta, StreamEvent},
+};
 use rein_models::{Model, ModelRequest, OpenAiModel, StreamAssembler};
 
 #[tokio::main]

@@ -5,9 +5,10 @@ use std::fmt;
 
 use base64::Engine as _;
 use rein_core::{
-    BlockDelta, BlockStart, ContentBlock, DocumentBlock, Error, ImageBlock, ModelError,
-    ModelRequest, ReasoningContent, Role, StopReason, StreamEvent, ToolChoice, ToolResultContent,
-    Usage,
+    ContentBlock, Error, ModelError, Role,
+    message::{DocumentBlock, ImageBlock, ReasoningContent, ToolResultContent},
+    request::{ModelRequest, ToolChoice},
+    stream::{BlockDelta, BlockStart, StopReason, StreamEvent, Usage},
 };
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -20,7 +21,7 @@ const PROVIDER: &str = "anthropic";
 pub const ANTHROPIC_DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 /// The `anthropic-version` header sent by default.
 pub const ANTHROPIC_API_VERSION: &str = "2023-06-01";
-/// `max_tokens` sent when the request's [`InferenceConfig`](rein_core::InferenceConfig) sets
+/// `max_tokens` sent when the request's [`InferenceConfig`](rein_core::request::InferenceConfig) sets
 /// none (the Messages API requires it).
 pub const ANTHROPIC_DEFAULT_MAX_TOKENS: u32 = 4096;
 
@@ -674,24 +675,21 @@ impl WireDecoder for MessagesDecoder {
     }
 
     fn usage(&self) -> Usage {
-        Usage {
-            input_tokens: self.input,
-            output_tokens: self.output,
-            total_tokens: self
-                .input
-                .saturating_add(self.output)
-                .saturating_add(self.cache_read)
-                .saturating_add(self.cache_write),
-            cache_read_input_tokens: self.cache_read,
-            cache_write_input_tokens: self.cache_write,
-        }
+        let total = self
+            .input
+            .saturating_add(self.output)
+            .saturating_add(self.cache_read)
+            .saturating_add(self.cache_write);
+        Usage::new(self.input, self.output)
+            .with_total_tokens(total)
+            .with_cache_tokens(self.cache_read, self.cache_write)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rein_core::{Message, ReasoningText, ToolResult, ToolUse};
+    use rein_core::{Message, ToolResult, ToolUse, message::ReasoningText};
 
     #[test]
     fn thinking_round_trips_with_signature_and_tool_results_lead() {

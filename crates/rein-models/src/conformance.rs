@@ -42,8 +42,12 @@ use std::time::Duration;
 
 use futures_util::StreamExt as _;
 use rein_core::{
-    BlockDelta, BlockStart, ContentBlock, Message, ModelError, ModelErrorKind, ModelRequest,
-    ReasoningContent, StopReason, StreamAssembler, StreamEvent, ToolChoice, ToolSpec,
+    ContentBlock, Message, ModelError,
+    error::ModelErrorKind,
+    message::ReasoningContent,
+    request::{ModelRequest, ToolChoice},
+    stream::{BlockDelta, BlockStart, StopReason, StreamAssembler, StreamEvent},
+    tool::ToolSpec,
 };
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -757,7 +761,7 @@ where
     async fn success(
         &self,
         body: &FixtureResponse,
-    ) -> Result<(rein_core::ModelResponse, Vec<StreamEvent>), String> {
+    ) -> Result<(rein_core::stream::ModelResponse, Vec<StreamEvent>), String> {
         let ((events, err), _server) = self.exchange(body.clone()).await?;
         if let Some(e) = err {
             return Err(format!("unexpected error: {e}"));
@@ -871,7 +875,7 @@ where
         };
         let expected = vec![
             ContentBlock::ReasoningContent(ReasoningContent::ReasoningText(
-                rein_core::ReasoningText {
+                rein_core::message::ReasoningText {
                     text: "The user greets me.".into(),
                     signature: sig.clone(),
                 },

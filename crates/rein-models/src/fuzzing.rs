@@ -5,7 +5,10 @@
 //! The first input byte picks the chunk size (1..=64) the rest is cut into, so the fuzzer also
 //! explores chunk boundaries inside lines, events, frames and UTF-8 sequences.
 
-use rein_core::{ModelError, StreamAssembler, StreamEvent};
+use rein_core::{
+    ModelError,
+    stream::{StreamAssembler, StreamEvent},
+};
 
 /// Splits fuzz input into (chunk size, body).
 fn split(data: &[u8]) -> (usize, &[u8]) {

@@ -18,7 +18,10 @@ use eventsource_stream::Eventsource as _;
 use futures_core::Stream;
 use futures_util::StreamExt as _;
 use rein_core::{
-    BuildError, Error, MediaSource, ModelError, ModelErrorKind, StreamEvent, StreamMetrics, Usage,
+    Error, ModelError,
+    error::{BuildError, ModelErrorKind},
+    message::MediaSource,
+    stream::{StreamEvent, StreamMetrics, Usage},
 };
 
 use crate::model::ModelStream;
@@ -842,10 +845,7 @@ impl<T, D: Decode<T>> Driver<T, D> {
             Ok(()) => {
                 self.pending.push_back(StreamEvent::Metadata {
                     usage: self.decoder.usage(),
-                    metrics: StreamMetrics {
-                        latency: Some(self.started.elapsed()),
-                        time_to_first_byte: self.first_byte,
-                    },
+                    metrics: StreamMetrics::new(Some(self.started.elapsed()), self.first_byte),
                 });
                 self.finished = true;
                 None

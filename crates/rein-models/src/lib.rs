@@ -54,7 +54,9 @@ pub use ollama::{OLLAMA_DEFAULT_BASE_URL, OLLAMA_MAX_LINE, OllamaModel, OllamaMo
 #[cfg(feature = "openai")]
 pub use openai::{OPENAI_DEFAULT_BASE_URL, OpenAiModel, OpenAiModelBuilder};
 pub use rein_core::{
-    InferenceConfig, ModelError, ModelErrorKind, ModelRequest, ModelResponse, StopReason,
-    StreamAssembler, StreamEvent, ToolChoice, Usage,
+    ModelError,
+    error::ModelErrorKind,
+    request::{InferenceConfig, ModelRequest, ToolChoice},
+    stream::{ModelResponse, StopReason, StreamAssembler, StreamEvent, Usage},
 };
 pub use scripted::{ScriptedModel, ScriptedModelBuilder, ScriptedResponse};

@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use futures_core::Stream;
-use rein_core::{BoxFuture, ModelError, ModelRequest, StreamEvent};
+use rein_core::{ModelError, request::ModelRequest, stream::StreamEvent, tool::BoxFuture};
 
 /// A stream of normalized events from one model call.
 pub type ModelStream = Pin<Box<dyn Stream<Item = Result<StreamEvent, ModelError>> + Send>>;
@@ -39,7 +39,7 @@ impl ModelInfo {
 ///
 /// ```
 /// use futures_util::stream;
-/// use rein_core::{BlockDelta, BlockStart, ModelError, ModelRequest, StopReason, StreamEvent};
+/// use rein_core::{ModelError, request::ModelRequest, stream::{BlockDelta, BlockStart, StopReason, StreamEvent}};
 /// use rein_models::{Model, ModelInfo, ModelStream};
 ///
 /// /// Answers every request with "pong".

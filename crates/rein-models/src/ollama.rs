@@ -5,8 +5,10 @@ use std::fmt;
 
 use base64::Engine as _;
 use rein_core::{
-    BlockDelta, BlockStart, ContentBlock, Error, ModelError, ModelRequest, Role, StopReason,
-    StreamEvent, ToolChoice, ToolResultContent, Usage,
+    ContentBlock, Error, ModelError, Role,
+    message::ToolResultContent,
+    request::{ModelRequest, ToolChoice},
+    stream::{BlockDelta, BlockStart, StopReason, StreamEvent, Usage},
 };
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -566,13 +568,8 @@ impl WireDecoder for NdjsonDecoder {
 
     /// Usage gathered so far.
     fn usage(&self) -> Usage {
-        Usage {
-            input_tokens: self.input,
-            output_tokens: self.output,
-            total_tokens: self.input.saturating_add(self.output),
-            cache_read_input_tokens: 0,
-            cache_write_input_tokens: 0,
-        }
+        Usage::new(self.input, self.output)
+            .with_total_tokens(self.input.saturating_add(self.output))
     }
 }
 
@@ -610,12 +607,12 @@ mod tests {
         let (_, err) = decode_chunks([&b"{\"error\":\"model 'x' not found\"}\n"[..]]);
         assert_eq!(
             err.map(|e| e.kind()),
-            Some(rein_core::ModelErrorKind::Server)
+            Some(rein_core::error::ModelErrorKind::Server)
         );
         let (_, err) = decode_chunks([&b"{\"message\":{\"content\":\"a\"}}"[..]]);
         assert_eq!(
             err.map(|e| e.kind()),
-            Some(rein_core::ModelErrorKind::MalformedStream)
+            Some(rein_core::error::ModelErrorKind::MalformedStream)
         );
     }
 
@@ -625,7 +622,7 @@ mod tests {
         let (_, err) = decode_chunks(big.chunks(1 << 20));
         assert_eq!(
             err.map(|e| e.kind()),
-            Some(rein_core::ModelErrorKind::MalformedStream)
+            Some(rein_core::error::ModelErrorKind::MalformedStream)
         );
     }
 }

@@ -8,8 +8,10 @@ use std::fmt;
 
 use base64::Engine as _;
 use rein_core::{
-    BlockDelta, BlockStart, ContentBlock, DocumentBlock, Error, ImageBlock, ModelError,
-    ModelRequest, Role, StopReason, StreamEvent, ToolChoice, ToolResult, ToolResultContent, Usage,
+    ContentBlock, Error, ModelError, Role, ToolResult,
+    message::{DocumentBlock, ImageBlock, ToolResultContent},
+    request::{ModelRequest, ToolChoice},
+    stream::{BlockDelta, BlockStart, StopReason, StreamEvent, Usage},
 };
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -648,15 +650,12 @@ impl SseDecoder for ChatDecoder {
                 .prompt_tokens_details
                 .and_then(|d| d.cached_tokens)
                 .unwrap_or(0);
-            self.usage = Usage {
-                input_tokens: u.prompt_tokens,
-                output_tokens: u.completion_tokens,
-                total_tokens: u
-                    .total_tokens
-                    .unwrap_or(u.prompt_tokens.saturating_add(u.completion_tokens)),
-                cache_read_input_tokens: cached,
-                ..Usage::default()
-            };
+            let total = u
+                .total_tokens
+                .unwrap_or(u.prompt_tokens.saturating_add(u.completion_tokens));
+            self.usage = Usage::new(u.prompt_tokens, u.completion_tokens)
+                .with_total_tokens(total)
+                .with_cache_tokens(cached, 0);
         }
         for choice in chunk.choices.into_iter().filter(|c| c.index == 0) {
             if let Some(delta) = choice.delta {
@@ -699,7 +698,7 @@ impl WireDecoder for ChatDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rein_core::{MediaSource, Message, ToolSpec, ToolUse};
+    use rein_core::{Message, ToolUse, message::MediaSource, tool::ToolSpec};
 
     fn decode(lines: &[&str]) -> Result<Vec<StreamEvent>, ModelError> {
         let mut d = ChatDecoder::default();
@@ -720,7 +719,7 @@ mod tests {
             r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"b","function":{"name":"g","arguments":"{"}}]}}]}"#,
             r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"}"}}]}}]}"#,
         ]);
-        assert!(r.is_err_and(|e| e.kind() == rein_core::ModelErrorKind::MalformedStream));
+        assert!(r.is_err_and(|e| e.kind() == rein_core::error::ModelErrorKind::MalformedStream));
     }
 
     #[test]
@@ -749,7 +748,7 @@ mod tests {
             "[DONE]",
         ])
         .unwrap();
-        let mut a = rein_core::StreamAssembler::new();
+        let mut a = rein_core::stream::StreamAssembler::new();
         for e in ev {
             a.push(e).unwrap();
         }
@@ -770,7 +769,7 @@ mod tests {
             r#"{"choices":[{"index":0,"delta":{"content":"hi"}}]}"#,
             "[DONE]",
         ]);
-        assert!(r.is_err_and(|e| e.kind() == rein_core::ModelErrorKind::MalformedStream));
+        assert!(r.is_err_and(|e| e.kind() == rein_core::error::ModelErrorKind::MalformedStream));
     }
 
     #[test]

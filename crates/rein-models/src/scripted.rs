@@ -6,8 +6,10 @@ use std::time::Duration;
 
 use futures_util::stream;
 use rein_core::{
-    BlockDelta, BlockStart, ModelError, ModelErrorKind, ModelRequest, Role, StopReason,
-    StreamEvent, StreamMetrics, Usage,
+    ModelError, Role,
+    error::ModelErrorKind,
+    request::ModelRequest,
+    stream::{BlockDelta, BlockStart, StopReason, StreamEvent, StreamMetrics, Usage},
 };
 use serde_json::Value;
 
@@ -519,10 +521,10 @@ impl Model for ScriptedModel {
 mod tests {
     use super::*;
     use futures_util::StreamExt;
-    use rein_core::StreamAssembler;
+    use rein_core::stream::StreamAssembler;
     use serde_json::json;
 
-    async fn run(model: &ScriptedModel) -> Result<rein_core::ModelResponse, ModelError> {
+    async fn run(model: &ScriptedModel) -> Result<rein_core::stream::ModelResponse, ModelError> {
         let mut s = model.stream(ModelRequest::default()).await?;
         let mut a = StreamAssembler::new();
         while let Some(ev) = s.next().await {

@@ -15,8 +15,11 @@ use std::time::Duration;
 use common::{assemble, collect};
 use hmac::{Hmac, Mac};
 use rein_core::{
-    BlockDelta, ContentBlock, Message, ModelError, ModelErrorKind, ModelRequest, Role,
-    StreamAssembler, StreamEvent, ToolResult, ToolSpec, ToolUse,
+    ContentBlock, Message, ModelError, Role, ToolResult, ToolUse,
+    error::ModelErrorKind,
+    request::ModelRequest,
+    stream::{BlockDelta, StreamAssembler, StreamEvent},
+    tool::ToolSpec,
 };
 use rein_models::conformance::{
     Conformance, FIXTURE_API_KEY, FixtureResponse, FixtureServer, Outcome, ProviderFixtures,

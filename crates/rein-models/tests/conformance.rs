@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
-use rein_core::{Message, ModelErrorKind, ModelRequest, StreamEvent};
+use rein_core::{Message, error::ModelErrorKind, request::ModelRequest, stream::StreamEvent};
 use rein_models::conformance::{
     Conformance, FIXTURE_API_KEY, FixtureResponse, FixtureServer, ProviderFixtures,
 };
@@ -316,7 +316,7 @@ async fn keep_alive_comments_reset_the_idle_timeout() {
         .unwrap();
     let mut text = String::new();
     while let Some(item) = s.next().await {
-        if let StreamEvent::BlockDelta(rein_core::BlockDelta::Text(t)) = item.unwrap() {
+        if let StreamEvent::BlockDelta(rein_core::stream::BlockDelta::Text(t)) = item.unwrap() {
             text.push_str(&t);
         }
     }

@@ -9,9 +9,11 @@ use std::time::Duration;
 
 use futures_util::StreamExt as _;
 use rein_core::{
-    BlockDelta, ContentBlock, InferenceConfig, Message, ModelError, ModelErrorKind, ModelRequest,
-    ModelResponse, Role, StopReason, StreamAssembler, StreamEvent, ToolChoice, ToolResult,
-    ToolSpec,
+    ContentBlock, Message, ModelError, Role, ToolResult,
+    error::ModelErrorKind,
+    request::{InferenceConfig, ModelRequest, ToolChoice},
+    stream::{BlockDelta, ModelResponse, StopReason, StreamAssembler, StreamEvent},
+    tool::ToolSpec,
 };
 use rein_models::{AnthropicModel, Model, OpenAiModel};
 use serde_json::json;

@@ -12,7 +12,7 @@
 ))]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use rein_core::{ModelError, StreamEvent};
+use rein_core::{ModelError, stream::StreamEvent};
 use rein_models::fuzzing;
 
 type Decode = fn(&[u8]) -> (Vec<StreamEvent>, Option<ModelError>);
@@ -39,7 +39,10 @@ fn mismatched_delta_kind_is_a_malformed_stream() {
     );
     let (_, err) = fuzzing::anthropic_sse(body.as_bytes());
     let err = err.expect("a text delta inside a tool use is rejected");
-    assert_eq!(err.kind(), rein_core::ModelErrorKind::MalformedStream);
+    assert_eq!(
+        err.kind(),
+        rein_core::error::ModelErrorKind::MalformedStream
+    );
     assert!(err.message().contains("text_delta"), "{err}");
 }
 

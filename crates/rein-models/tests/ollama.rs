@@ -9,8 +9,10 @@ use std::time::Duration;
 
 use common::{assemble, collect};
 use rein_core::{
-    BlockDelta, ContentBlock, Message, ModelErrorKind, ModelRequest, StopReason, StreamEvent,
-    ToolResult, ToolUse,
+    ContentBlock, Message, ToolResult, ToolUse,
+    error::ModelErrorKind,
+    request::ModelRequest,
+    stream::{BlockDelta, StopReason, StreamEvent},
 };
 use rein_models::OllamaModel;
 use rein_models::conformance::{

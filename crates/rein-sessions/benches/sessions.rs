@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use rein_core::{Message, MessageId};
+use rein_core::{Message, id::MessageId};
 use rein_sessions::{
     FileSessionStore, MemorySessionStore, SessionStore, SessionWrite, SharedSessionStore,
     StoredMessage,

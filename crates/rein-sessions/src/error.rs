@@ -1,6 +1,6 @@
 //! What a session store fails with.
 
-use rein_core::{BoxError, Error};
+use rein_core::{Error, error::BoxError};
 
 /// A session store's failure: a conflict with another writer, I/O, a corrupt or too-new
 /// record, an invalid session id.

@@ -9,7 +9,7 @@
 //!
 //! ```
 //! use rein_agent::Agent;
-//! use rein_core::{BeforeToolCallEvent, InterruptResponse, StopReason, ToolHandle};
+//! use rein_core::{ToolHandle, event::BeforeToolCallEvent, message::InterruptResponse, stream::StopReason};
 //! use rein_models::ScriptedModel;
 //! use rein_sessions::{FileSessionStore, SessionManager};
 //! use serde_json::json;
@@ -22,7 +22,7 @@
 //!         .tool(delete)
 //!         .hook(|e: &mut BeforeToolCallEvent| {
 //!             if e.interrupt("approval", "Delete the file?").is_some_and(|a| a != "yes") {
-//!                 e.cancel_tool = rein_core::Cancel::Yes;
+//!                 e.cancel_tool = rein_core::event::Cancel::Yes;
 //!             }
 //!         })
 //!         .session(SessionManager::new(store.clone(), "ticket-7"))

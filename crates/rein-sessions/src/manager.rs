@@ -3,7 +3,7 @@
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use rein_agent::{AgentSnapshot, RestoredSession, SessionBinding};
-use rein_core::{BoxFuture, Error, Message, MessageId};
+use rein_core::{Error, Message, id::MessageId, tool::BoxFuture};
 
 use crate::model::{SessionSnapshot, SessionWrite, StoredMessage, validate_session_id};
 use crate::store::SessionStore;

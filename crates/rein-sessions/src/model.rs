@@ -1,7 +1,7 @@
 //! What a session holds and the writes that change it.
 
 use rein_agent::PendingInterrupts;
-use rein_core::{Map, Message, MessageId};
+use rein_core::{Map, Message, id::MessageId};
 
 use crate::error::SessionError;
 use serde::{Deserialize, Serialize};

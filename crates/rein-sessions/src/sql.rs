@@ -1,7 +1,7 @@
 //! What the SQL stores share: encoding of rows, and the schema.
 
 use rein_agent::PendingInterrupts;
-use rein_core::{Map, Message, MessageId};
+use rein_core::{Map, Message, id::MessageId};
 use serde_json::Value;
 
 use crate::error::SessionError;

@@ -5,7 +5,7 @@ use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use rein_core::BoxFuture;
+use rein_core::tool::BoxFuture;
 
 use crate::error::SessionError;
 use crate::model::{SessionSnapshot, SessionWrite, validate_session_id};
@@ -26,7 +26,7 @@ use crate::model::{SessionSnapshot, SessionWrite, validate_session_id};
 ///
 /// ```
 /// use rein_sessions::{MemorySessionStore, SessionError, SessionStore, SessionWrite, StoredMessage};
-/// use rein_core::{Message, MessageId};
+/// use rein_core::{Message, id::MessageId};
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), SessionError> {
 /// let store = MemorySessionStore::new();

@@ -7,8 +7,8 @@ mod common;
 use common::*;
 use rein_agent::{Agent, AgentBuilder, SlidingWindow, TOOL_INTERRUPTED};
 use rein_core::{
-    BeforeToolCallEvent, ContentBlock, InterruptResponse, Message, MessageId, Role, StopReason,
-    ToolHandle, ToolUse,
+    ContentBlock, Message, Role, ToolHandle, ToolUse, event::BeforeToolCallEvent, id::MessageId,
+    message::InterruptResponse, stream::StopReason,
 };
 use rein_models::ScriptedModel;
 use rein_sessions::{
@@ -46,7 +46,7 @@ fn approval(e: &mut BeforeToolCallEvent) {
     if let Some(a) = e.interrupt("approval", "Count?")
         && a != "yes"
     {
-        e.cancel_tool = rein_core::Cancel::Message("rejected".into());
+        e.cancel_tool = rein_core::event::Cancel::Message("rejected".into());
     }
 }
 

@@ -6,7 +6,11 @@ mod common;
 
 use common::*;
 use rein_agent::{PENDING_SCHEMA_VERSION, PendingInterrupts};
-use rein_core::{Interrupt, InterruptAnswer, Message, MessageId, ToolResult};
+use rein_core::{
+    Message, ToolResult,
+    id::MessageId,
+    interrupt::{Interrupt, InterruptAnswer},
+};
 use rein_sessions::{
     FileSessionStore, SessionError, SessionSnapshot, SessionStore, SessionWrite, StoredMessage,
 };

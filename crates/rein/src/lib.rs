@@ -33,16 +33,21 @@ pub use rein_agent::{
     Agent, AgentBuilder, AgentEvent, AgentStream, CancelHandle, Input, Limits, RetryStrategy,
     SlidingWindow, ToolExecutor,
 };
-pub use rein_core::{AgentResult, Error, Message, StopReason, ToolHandle};
+pub use rein_core::{Error, Message, ToolHandle, result::AgentResult, stream::StopReason};
 
 /// The names most programs use.
 pub mod prelude {
     pub use rein_agent::{Agent, AgentEvent, CancelHandle, Input, RetryStrategy, ToolExecutor};
     pub use rein_core::{
-        AfterInvocationEvent, AfterModelCallEvent, AfterToolCallEvent, AgentResult,
-        BeforeInvocationEvent, BeforeModelCallEvent, BeforeToolCallEvent, Cancel, ContentBlock,
-        InterruptResponse, Message, MessageAddedEvent, Role, StopReason, Tool, ToolContext,
-        ToolError, ToolHandle, ToolOutput, ToolSpec,
+        ContentBlock, Message, Role, Tool, ToolHandle,
+        event::{
+            AfterInvocationEvent, AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent,
+            BeforeModelCallEvent, BeforeToolCallEvent, Cancel, MessageAddedEvent,
+        },
+        message::InterruptResponse,
+        result::AgentResult,
+        stream::StopReason,
+        tool::{ToolContext, ToolError, ToolOutput, ToolSpec},
     };
     pub use rein_hooks::{HookOrder, HookRegistry, Plugin};
     pub use rein_interventions::{

@@ -3,7 +3,9 @@
 
 use std::time::Instant;
 
-use rein_core::{AfterInvocationEvent, AgentResult, Error, Message, Role, StopReason};
+use rein_core::{
+    Error, Message, Role, event::AfterInvocationEvent, result::AgentResult, stream::StopReason,
+};
 use tracing::Instrument as _;
 
 use super::machine::Outcome;

@@ -2,7 +2,10 @@
 //! interventions (BeforeInvocation for injected input), or rejected.
 
 use rein_core::{
-    BeforeInvocationEvent, Error, InjectionId, InjectionOutcome, InjectionRecord, Message,
+    Error, Message,
+    event::BeforeInvocationEvent,
+    id::InjectionId,
+    result::{InjectionOutcome, InjectionRecord},
 };
 
 use super::machine::Fed;

@@ -9,8 +9,11 @@
 use std::time::Duration;
 
 use rein_core::{
-    DecisionAction, DecisionOutcome, DecisionRecord, Error, EventKind, Interrupt, Message,
-    ModelCallVerdict, ModelError, ModelResponse, StopReason, ToolResult, ToolUse, Usage,
+    Error, Message, ModelError, ToolResult, ToolUse,
+    audit::{DecisionAction, DecisionOutcome, DecisionRecord, EventKind},
+    event::ModelCallVerdict,
+    interrupt::Interrupt,
+    stream::{ModelResponse, StopReason, Usage},
 };
 
 use crate::agent::Limits;

@@ -22,8 +22,11 @@ mod tools;
 use std::time::Instant;
 
 use rein_core::{
-    AgentResult, DecisionRecord, Error, InjectionRecord, InterruptAnswers, InvocationContext,
-    InvocationMetrics,
+    Error,
+    audit::DecisionRecord,
+    event::InvocationContext,
+    interrupt::InterruptAnswers,
+    result::{AgentResult, InjectionRecord, InvocationMetrics},
 };
 
 use crate::agent::{Agent, Input};

@@ -5,9 +5,12 @@ use std::time::Instant;
 
 use futures_util::StreamExt as _;
 use rein_core::{
-    AfterModelCallEvent, BeforeModelCallEvent, BlockDelta, BlockStart, ContentBlock, CycleMetrics,
-    DecisionRecord, Error, Message, ModelCallVerdict, ModelError, ModelRequest, ModelResponse,
-    StopReason, StreamAssembler, StreamEvent,
+    ContentBlock, Error, Message, ModelError,
+    audit::DecisionRecord,
+    event::{AfterModelCallEvent, BeforeModelCallEvent, ModelCallVerdict},
+    request::ModelRequest,
+    result::CycleMetrics,
+    stream::{BlockDelta, BlockStart, ModelResponse, StopReason, StreamAssembler, StreamEvent},
 };
 use tracing::Instrument as _;
 
@@ -55,7 +58,8 @@ impl Agent {
         if !self.core.hooks.has::<BeforeModelCallEvent>() {
             return Ok(Ok(request));
         }
-        let mut ev = BeforeModelCallEvent::new(inv.cx.clone(), request, index);
+        let mut ev =
+            BeforeModelCallEvent::new(inv.cx.clone(), request).with_model_call_index(index);
         let dispatched = self.core.hooks.dispatch(&mut ev).await;
         inv.record(ev.take_decisions(), sink);
         dispatched?;
@@ -67,9 +71,8 @@ impl Agent {
                     .append_user(vec![ContentBlock::Text(g.clone())], &to)
                     .await?;
             }
-            let msgs = ev.request.messages_mut();
             for g in guidance {
-                rein_core::append_user_text(msgs, g);
+                ev.request.append_user_text(g);
             }
         }
         if let Some(text) = ev.cancel.text(BeforeModelCallEvent::DEFAULT_CANCEL) {
@@ -162,7 +165,7 @@ impl Agent {
                 Err(error) => ModelCallVerdict::Failed(error),
             }));
         }
-        let mut ev = AfterModelCallEvent::new(inv.cx.clone(), outcome, index);
+        let mut ev = AfterModelCallEvent::new(inv.cx.clone(), outcome).with_model_call_index(index);
         if let Err(e) = self.core.hooks.dispatch(&mut ev).await {
             inv.record(ev.take_decisions(), sink);
             return Err(e);

@@ -4,8 +4,11 @@
 use std::collections::HashMap;
 
 use rein_core::{
-    BeforeInvocationEvent, Error, InterruptAnswer, InterruptAnswers, InterruptResponse,
-    InvocationContext, InvocationMetrics, Message,
+    Error, Message,
+    event::{BeforeInvocationEvent, InvocationContext},
+    interrupt::{InterruptAnswer, InterruptAnswers},
+    message::InterruptResponse,
+    result::InvocationMetrics,
 };
 
 use super::machine::{Fed, Run, ToolPhase};

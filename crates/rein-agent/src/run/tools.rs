@@ -7,9 +7,15 @@ use std::time::{Duration, Instant};
 
 use futures_util::{FutureExt as _, StreamExt as _};
 use rein_core::{
-    AfterToolCallEvent, BeforeToolCallEvent, ContentBlock, DecisionRecord, Error, EventKind,
-    Interrupt, InterruptAnswers, InvocationContext, Message, Role, ToolCallAction, ToolContext,
-    ToolHandle, ToolResult, ToolResultStatus, ToolResultVerdict, ToolUse,
+    ContentBlock, Error, Message, Role, ToolHandle, ToolResult, ToolUse,
+    audit::{DecisionRecord, EventKind},
+    event::{
+        AfterToolCallEvent, BeforeToolCallEvent, InvocationContext, ToolCallAction,
+        ToolResultVerdict,
+    },
+    interrupt::{Interrupt, InterruptAnswers},
+    message::ToolResultStatus,
+    tool::ToolContext,
 };
 use rein_hooks::HookRegistry;
 use tracing::Instrument as _;
@@ -192,7 +198,7 @@ struct ToolRun<'a> {
     hooks: &'a HookRegistry,
     cx: &'a InvocationContext,
     answers: &'a InterruptAnswers,
-    agent_state: &'a rein_core::AgentState,
+    agent_state: &'a rein_core::state::AgentState,
     sink: &'a Sink,
     model_call_index: u32,
     max_hook_retries: u32,
@@ -262,13 +268,10 @@ impl ToolRun<'_> {
                     // the tool's future instead of adding to them.
                     let verdict = {
                         let selected = self.tools.get(&current.name).cloned();
-                        let mut ev = BeforeToolCallEvent::new(
-                            self.cx.clone(),
-                            current,
-                            selected,
-                            self.model_call_index,
-                            self.answers.clone(),
-                        );
+                        let mut ev = BeforeToolCallEvent::new(self.cx.clone(), current)
+                            .with_selected_tool(selected)
+                            .with_model_call_index(self.model_call_index)
+                            .with_answers(self.answers.clone());
                         if self.hooks.has::<BeforeToolCallEvent>() {
                             let dispatched = self.hooks.dispatch(&mut ev).await;
                             let decisions = ev.take_decisions();
@@ -357,13 +360,9 @@ impl ToolRun<'_> {
         if !self.hooks.has::<AfterToolCallEvent>() {
             return Ok(ToolResultVerdict::Keep { tool_use, result });
         }
-        let mut ev = AfterToolCallEvent::new(
-            self.cx.clone(),
-            tool_use,
-            selected,
-            result,
-            self.model_call_index,
-        );
+        let mut ev = AfterToolCallEvent::new(self.cx.clone(), tool_use, result)
+            .with_selected_tool(selected)
+            .with_model_call_index(self.model_call_index);
         let dispatched = self.hooks.dispatch(&mut ev).await;
         let decisions = ev.take_decisions();
         self.emit_decisions(&decisions);

@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use rein_agent::TurnInterceptor;
 use rein_agent::{Agent, AgentBuilder, RetryStrategy};
-use rein_core::{ContentBlock, Message, Role, ToolError, ToolHandle, ToolOutput};
+use rein_core::{
+    ContentBlock, Message, Role, ToolHandle,
+    tool::{ToolError, ToolOutput},
+};
 use rein_models::ScriptedModel;
 use serde_json::{Value, json};
 

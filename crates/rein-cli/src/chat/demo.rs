@@ -7,7 +7,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use rein_agent::{TOOL_CANCELLED, TOOL_INTERRUPTED};
-use rein_core::{ContentBlock, Message, ModelError, ModelRequest, Role, ToolResult};
+use rein_core::{ContentBlock, Message, ModelError, Role, ToolResult, request::ModelRequest};
 use rein_models::{Model, ModelInfo, ModelStream, ScriptedModel, ScriptedResponse};
 use serde_json::json;
 

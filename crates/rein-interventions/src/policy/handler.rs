@@ -5,9 +5,14 @@ use std::sync::{Mutex, PoisonError};
 
 use regex::Regex;
 use rein_core::{
-    AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent, BeforeModelCallEvent,
-    BeforeToolCallEvent, ContentBlock, EventKind, InvocationId, Message, OnError,
-    ToolResultContent,
+    ContentBlock, Message,
+    audit::{EventKind, OnError},
+    event::{
+        AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent, BeforeModelCallEvent,
+        BeforeToolCallEvent,
+    },
+    id::InvocationId,
+    message::ToolResultContent,
 };
 use serde_json::Value;
 

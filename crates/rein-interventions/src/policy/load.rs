@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use rein_core::{EventKind, OnError};
+use rein_core::audit::{EventKind, OnError};
 use serde_json::Value;
 
 use super::config::PolicyKind;

@@ -1,6 +1,6 @@
 //! Message templates: `{field}`, `{tool}`, `{state.KEY}`.
 
-use rein_core::InvocationState;
+use rein_core::state::InvocationState;
 use serde_json::Value;
 
 #[derive(Debug, Clone, PartialEq, Eq)]

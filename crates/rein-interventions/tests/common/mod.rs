@@ -11,7 +11,7 @@ use rein_interventions::{
     AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent, BeforeModelCallEvent,
     BeforeToolCallEvent, Error, InterruptAnswer, InterruptAnswers, InterventionRegistry,
     InvocationContext, Message, ModelRequest, ModelResponse, SharedHandler, StopReason, ToolResult,
-    ToolUse, Value, json, tool_call_fingerprint,
+    ToolUse, Value, json,
 };
 
 pub fn dispatch<E: HookEvent>(hooks: &HookRegistry, event: &mut E) -> Result<(), Error> {
@@ -33,7 +33,7 @@ pub fn before_tool() -> BeforeToolCallEvent {
 }
 
 pub fn before_tool_with(answers: InterruptAnswers) -> BeforeToolCallEvent {
-    BeforeToolCallEvent::new(InvocationContext::default(), tool_use(), None, 0, answers)
+    BeforeToolCallEvent::new(InvocationContext::default(), tool_use()).with_answers(answers)
 }
 
 /// Answers keyed by id, each bound to the fingerprint of `tool_use` as given.
@@ -44,7 +44,7 @@ pub fn answers(entries: &[(&str, Value, &ToolUse)]) -> InterruptAnswers {
             (*id).to_owned(),
             InterruptAnswer {
                 response: response.clone(),
-                fingerprint: Some(tool_call_fingerprint(&tu.name, &tu.input)),
+                fingerprint: Some(tu.fingerprint()),
             },
         );
     }
@@ -55,9 +55,7 @@ pub fn after_tool() -> AfterToolCallEvent {
     AfterToolCallEvent::new(
         InvocationContext::default(),
         tool_use(),
-        None,
         ToolResult::success("t1", "deleted"),
-        0,
     )
 }
 
@@ -73,7 +71,6 @@ pub fn before_model() -> BeforeModelCallEvent {
     BeforeModelCallEvent::new(
         InvocationContext::default(),
         ModelRequest::new(vec![Message::user("hello")]).with_system_prompt("be nice"),
-        0,
     )
 }
 
@@ -84,7 +81,6 @@ pub fn after_model() -> AfterModelCallEvent {
             Message::assistant("the answer"),
             StopReason::EndTurn,
         )),
-        0,
     )
 }
 

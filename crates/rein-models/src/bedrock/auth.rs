@@ -8,7 +8,7 @@ use std::time::SystemTime;
 
 use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings};
 use aws_sigv4::sign::v4;
-use rein_core::{BoxFuture, BuildError, Error, ModelError};
+use rein_core::{Error, ModelError, error::BuildError, tool::BoxFuture};
 
 use crate::http::{self, Secret};
 

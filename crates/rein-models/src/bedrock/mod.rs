@@ -9,7 +9,11 @@ mod stream;
 
 use std::fmt;
 
-use rein_core::{BuildError, Error, ModelError, ModelErrorKind, ModelRequest};
+use rein_core::{
+    Error, ModelError,
+    error::{BuildError, ModelErrorKind},
+    request::ModelRequest,
+};
 use serde_json::{Map, Value};
 
 use auth::Auth;

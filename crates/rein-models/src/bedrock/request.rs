@@ -2,8 +2,9 @@
 
 use base64::Engine as _;
 use rein_core::{
-    ContentBlock, DocumentBlock, ImageBlock, ModelRequest, ReasoningContent, Role, ToolChoice,
-    ToolResult, ToolResultContent,
+    ContentBlock, Role, ToolResult,
+    message::{DocumentBlock, ImageBlock, ReasoningContent, ToolResultContent},
+    request::{ModelRequest, ToolChoice},
 };
 use serde_json::{Map, Value, json};
 
@@ -206,8 +207,10 @@ pub(crate) fn encode_request(
 mod tests {
     use super::*;
     use rein_core::{
-        Bytes, InferenceConfig, MediaSource, Message, ReasoningText, ToolResultStatus, ToolSpec,
-        ToolUse,
+        Message, ToolUse,
+        message::{Bytes, MediaSource, ReasoningText, ToolResultStatus},
+        request::InferenceConfig,
+        tool::ToolSpec,
     };
 
     fn img(format: &str, bytes: &[u8]) -> ImageBlock {

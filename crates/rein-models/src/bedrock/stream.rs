@@ -7,7 +7,9 @@ use aws_smithy_eventstream::frame::{DecodedFrame, MessageFrameDecoder};
 use aws_smithy_types::event_stream::Message;
 use base64::Engine as _;
 use rein_core::{
-    BlockDelta, BlockStart, ModelError, ModelErrorKind, Role, StopReason, StreamEvent, Usage,
+    ModelError, Role,
+    error::ModelErrorKind,
+    stream::{BlockDelta, BlockStart, StopReason, StreamEvent, Usage},
 };
 use serde::Deserialize;
 use serde_json::Value;
@@ -461,13 +463,9 @@ impl WireDecoder for EventStreamDecoder {
             .saturating_add(u.output_tokens)
             .saturating_add(u.cache_read_input_tokens)
             .saturating_add(u.cache_write_input_tokens);
-        Usage {
-            input_tokens: u.input_tokens,
-            output_tokens: u.output_tokens,
-            total_tokens: u.total_tokens.unwrap_or(sum),
-            cache_read_input_tokens: u.cache_read_input_tokens,
-            cache_write_input_tokens: u.cache_write_input_tokens,
-        }
+        Usage::new(u.input_tokens, u.output_tokens)
+            .with_total_tokens(u.total_tokens.unwrap_or(sum))
+            .with_cache_tokens(u.cache_read_input_tokens, u.cache_write_input_tokens)
     }
 }
 
@@ -488,8 +486,8 @@ mod tests {
         decode(bytes, 64).1.map(|e| e.kind())
     }
 
-    fn assemble(events: &[StreamEvent]) -> rein_core::ModelResponse {
-        let mut a = rein_core::StreamAssembler::new();
+    fn assemble(events: &[StreamEvent]) -> rein_core::stream::ModelResponse {
+        let mut a = rein_core::stream::StreamAssembler::new();
         for e in events {
             a.push(e.clone()).unwrap();
         }
@@ -675,7 +673,9 @@ mod tests {
         assert_eq!(
             r.message.content[0],
             rein_core::ContentBlock::ReasoningContent(
-                rein_core::ReasoningContent::RedactedContent(b"Encrypted thinking".to_vec().into())
+                rein_core::message::ReasoningContent::RedactedContent(
+                    b"Encrypted thinking".to_vec().into()
+                )
             )
         );
         assert_eq!(r.stop_reason, StopReason::GuardrailIntervened);

@@ -2,7 +2,11 @@
 #![allow(clippy::unwrap_used, dead_code)]
 
 use futures_util::StreamExt as _;
-use rein_core::{ModelError, ModelRequest, ModelResponse, StreamAssembler, StreamEvent};
+use rein_core::{
+    ModelError,
+    request::ModelRequest,
+    stream::{ModelResponse, StreamAssembler, StreamEvent},
+};
 use rein_models::Model;
 
 /// Runs one call and collects its events, stopping at the first error (after which the stream

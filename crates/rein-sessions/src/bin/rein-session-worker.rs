@@ -13,7 +13,10 @@
 use std::io::Write as _;
 
 use rein_agent::Agent;
-use rein_core::{BeforeToolCallEvent, Error, InterruptResponse, Message, MessageId, ToolHandle};
+use rein_core::{
+    Error, Message, ToolHandle, event::BeforeToolCallEvent, id::MessageId,
+    message::InterruptResponse,
+};
 
 /// What the worker fails with: Rein's errors, or a usage error of its own.
 type Failure = Box<dyn std::error::Error + Send + Sync>;
@@ -60,7 +63,7 @@ fn agent(store: SharedSessionStore, session: &str, model: ScriptedModel) -> Resu
             if let Some(answer) = e.interrupt("approval", "Delete the file?")
                 && answer != "yes"
             {
-                e.cancel_tool = rein_core::Cancel::Message("rejected".into());
+                e.cancel_tool = rein_core::event::Cancel::Message("rejected".into());
             }
         })
         .session(SessionManager::new(store, session))

@@ -4,9 +4,11 @@
 use std::path::PathBuf;
 
 use rein_core::{
-    Bytes, ContentBlock, DocumentBlock, ImageBlock, InterruptResponse, MediaSource, Message,
-    ReasoningContent, ReasoningText, Role, ToolResult, ToolResultContent, ToolResultStatus,
-    ToolUse,
+    ContentBlock, Message, Role, ToolResult, ToolUse,
+    message::{
+        Bytes, DocumentBlock, ImageBlock, InterruptResponse, MediaSource, ReasoningContent,
+        ReasoningText, ToolResultContent, ToolResultStatus,
+    },
 };
 use rein_sessions::{FileSessionStore, MemorySessionStore, SharedSessionStore};
 use serde_json::json;

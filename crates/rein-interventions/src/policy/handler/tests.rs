@@ -4,8 +4,12 @@ use std::sync::Arc;
 
 use futures_executor::block_on;
 use rein_core::{
-    Cancel, DecisionAction, DecisionOutcome, InvocationContext, InvocationState, ModelRequest,
-    ModelResponse, StopReason, ToolResult, ToolUse,
+    ToolResult, ToolUse,
+    audit::{DecisionAction, DecisionOutcome},
+    event::{Cancel, InvocationContext},
+    request::ModelRequest,
+    state::InvocationState,
+    stream::{ModelResponse, StopReason},
 };
 use rein_hooks::{HookEvent, HookRegistry};
 use serde_json::{Value, json};
@@ -38,13 +42,7 @@ fn cx(state: Value) -> InvocationContext {
 }
 
 fn tool_ev(cx: &InvocationContext, id: &str, name: &str, input: Value) -> BeforeToolCallEvent {
-    BeforeToolCallEvent::new(
-        cx.clone(),
-        ToolUse::new(id, name, input),
-        None,
-        0,
-        Default::default(),
-    )
+    BeforeToolCallEvent::new(cx.clone(), ToolUse::new(id, name, input))
 }
 
 fn tool(name: &str, input: Value) -> BeforeToolCallEvent {
@@ -328,8 +326,8 @@ fn model_ev(cx: &InvocationContext, index: u32) -> BeforeModelCallEvent {
     BeforeModelCallEvent::new(
         cx.clone(),
         ModelRequest::new(vec![Message::user("hello 555-1234")]).with_system_prompt("sys 555-0000"),
-        index,
     )
+    .with_model_call_index(index)
 }
 
 #[test]
@@ -445,7 +443,7 @@ fn redact_model_request_edits_only_the_request() {
         "hello 555-1234",
         "the shared history is untouched"
     );
-    let mut ev = BeforeModelCallEvent::new(cx(json!({})), ModelRequest::new(vec![]), 0);
+    let mut ev = BeforeModelCallEvent::new(cx(json!({})), ModelRequest::new(vec![]));
     block_on(hooks.dispatch(&mut ev)).unwrap();
     assert!(ev.decisions().is_empty());
 }
@@ -477,13 +475,8 @@ fn redact_tool_input_and_result_with_tools_filter() {
         ..kind
     });
     let after = |name: &str, result: ToolResult| {
-        let mut ev = AfterToolCallEvent::new(
-            cx(json!({})),
-            ToolUse::new("t1", name, json!({})),
-            None,
-            result,
-            0,
-        );
+        let mut ev =
+            AfterToolCallEvent::new(cx(json!({})), ToolUse::new("t1", name, json!({})), result);
         block_on(hooks.dispatch(&mut ev)).unwrap();
         ev.result
     };
@@ -507,7 +500,6 @@ fn after_model(cx: &InvocationContext, message: Message) -> AfterModelCallEvent 
     AfterModelCallEvent::new(
         cx.clone(),
         Ok(ModelResponse::new(message, StopReason::EndTurn)),
-        0,
     )
 }
 

@@ -73,30 +73,19 @@ uuid_id!(
 );
 
 /// `uuid5(NAMESPACE_OID, name)` as used in interrupt ids.
-pub fn name_uuid(name: &str) -> Uuid {
+pub(crate) fn name_uuid(name: &str) -> Uuid {
     Uuid::new_v5(&Uuid::NAMESPACE_OID, name.as_bytes())
-}
-
-/// The id of an interrupt raised at BeforeToolCall (by a hook or a `Confirm`):
-/// `v1:before_tool_call:<toolUseId>:<uuid5(NAMESPACE_OID, name)>`.
-///
-/// ```
-/// let id = rein_core::before_tool_call_interrupt_id("t1", "delete-approval");
-/// assert!(id.starts_with("v1:before_tool_call:t1:"));
-/// ```
-pub fn before_tool_call_interrupt_id(tool_use_id: &str, name: &str) -> String {
-    format!("v1:before_tool_call:{tool_use_id}:{}", name_uuid(name))
 }
 
 /// The id of an interrupt raised by a tool through its context:
 /// `v1:tool_call:<toolUseId>:<uuid5(NAMESPACE_OID, name)>`.
-pub fn tool_call_interrupt_id(tool_use_id: &str, name: &str) -> String {
+pub(crate) fn tool_call_interrupt_id(tool_use_id: &str, name: &str) -> String {
     format!("v1:tool_call:{tool_use_id}:{}", name_uuid(name))
 }
 
 /// Canonical JSON: object keys sorted at every depth, no insignificant whitespace. Independent of
 /// serde_json's `preserve_order` feature, so fingerprints are stable whatever the build unifies.
-pub fn canonical_json(value: &serde_json::Value) -> String {
+pub(crate) fn canonical_json(value: &serde_json::Value) -> String {
     let mut out = String::new();
     write_canonical(value, &mut out);
     out
@@ -136,8 +125,8 @@ fn write_canonical(value: &serde_json::Value, out: &mut String) {
 }
 
 /// The fingerprint of a tool call an approval is bound to: uuid5 over the tool name and the
-/// input as sorted-key JSON.
-pub fn tool_call_fingerprint(name: &str, input: &serde_json::Value) -> String {
+/// input as sorted-key JSON ([`ToolUse::fingerprint`](crate::message::ToolUse::fingerprint)).
+pub(crate) fn tool_call_fingerprint(name: &str, input: &serde_json::Value) -> String {
     let mut data = String::with_capacity(name.len() + 64);
     data.push_str(name);
     data.push('\n');
@@ -180,7 +169,7 @@ mod tests {
 
     #[test]
     fn interrupt_ids_use_uuid5_oid() {
-        let id = before_tool_call_interrupt_id("t1", "approval");
+        let id = crate::audit::EventKind::BeforeToolCall.interrupt_id("t1", "approval");
         let expected = Uuid::new_v5(&Uuid::NAMESPACE_OID, b"approval");
         assert_eq!(id, format!("v1:before_tool_call:t1:{expected}"));
         assert!(tool_call_interrupt_id("t9", "x").starts_with("v1:tool_call:t9:"));

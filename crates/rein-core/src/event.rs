@@ -6,7 +6,8 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::audit::{DecisionRecord, EventKind};
-use crate::ids::{InvocationId, MessageId, before_tool_call_interrupt_id};
+use crate::error::{Error, ModelError};
+use crate::id::{InvocationId, MessageId};
 use crate::interrupt::{Interrupt, InterruptAnswers};
 use crate::message::{Message, ToolResult, ToolUse};
 use crate::request::ModelRequest;
@@ -14,10 +15,10 @@ use crate::result::AgentResult;
 use crate::state::InvocationState;
 use crate::stream::ModelResponse;
 use crate::tool::ToolHandle;
-use crate::{Error, ModelError};
 
 /// A cancel request: `No`, `Yes` (the event's default text), or a message of your own.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Cancel {
     /// Not cancelled.
     #[default]
@@ -88,6 +89,23 @@ macro_rules! common_accessors {
             /// The invocation context.
             pub fn context(&self) -> &InvocationContext {
                 &self.cx
+            }
+        }
+    };
+}
+
+macro_rules! model_call_index_accessors {
+    ($ty:ident, $what:literal) => {
+        impl $ty {
+            #[doc = concat!("Sets the index of ", $what, " within the invocation (0-based, retries included).")]
+            pub fn with_model_call_index(mut self, index: u32) -> Self {
+                self.model_call_index = index;
+                self
+            }
+
+            #[doc = concat!("The index of ", $what, " within the invocation (0-based, retries included).")]
+            pub fn model_call_index(&self) -> u32 {
+                self.model_call_index
             }
         }
     };
@@ -193,27 +211,24 @@ pub struct BeforeModelCallEvent {
 }
 
 common_accessors!(BeforeModelCallEvent, EventKind::BeforeModelCall);
+model_call_index_accessors!(BeforeModelCallEvent, "this model call");
 decision_accessors!(BeforeModelCallEvent);
 
 impl BeforeModelCallEvent {
     /// Default cancel text.
     pub const DEFAULT_CANCEL: &'static str = "model call denied by hook";
 
-    /// An event for model call `model_call_index`.
-    pub fn new(cx: InvocationContext, request: ModelRequest, model_call_index: u32) -> Self {
+    /// An event for a model call (the first of the invocation unless
+    /// [`with_model_call_index`](Self::with_model_call_index) says otherwise).
+    pub fn new(cx: InvocationContext, request: ModelRequest) -> Self {
         Self {
             cancel: Cancel::No,
             request,
             cx,
-            model_call_index,
+            model_call_index: 0,
             guidance: Vec::new(),
             decisions: Vec::new(),
         }
-    }
-
-    /// The index of this model call within the invocation (0-based, retries included).
-    pub fn model_call_index(&self) -> u32 {
-        self.model_call_index
     }
 
     /// Injects guidance: stored in history as user text (through `MessageAdded` /
@@ -249,30 +264,22 @@ pub struct AfterModelCallEvent {
 }
 
 common_accessors!(AfterModelCallEvent, EventKind::AfterModelCall);
+model_call_index_accessors!(AfterModelCallEvent, "this model call");
 decision_accessors!(AfterModelCallEvent);
 
 impl AfterModelCallEvent {
-    /// An event for the outcome of model call `model_call_index`.
-    pub fn new(
-        cx: InvocationContext,
-        outcome: Result<ModelResponse, ModelError>,
-        model_call_index: u32,
-    ) -> Self {
+    /// An event for the outcome of a model call.
+    pub fn new(cx: InvocationContext, outcome: Result<ModelResponse, ModelError>) -> Self {
         Self {
             retry: false,
             outcome,
             cx,
-            model_call_index,
+            model_call_index: 0,
             guidance: Vec::new(),
             original: None,
             withheld: None,
             decisions: Vec::new(),
         }
-    }
-
-    /// The index of this model call within the invocation.
-    pub fn model_call_index(&self) -> u32 {
-        self.model_call_index
     }
 
     /// The response, when the call succeeded.
@@ -398,31 +405,42 @@ pub struct BeforeToolCallEvent {
 }
 
 common_accessors!(BeforeToolCallEvent, EventKind::BeforeToolCall);
+model_call_index_accessors!(
+    BeforeToolCallEvent,
+    "the model call that asked for this tool"
+);
 decision_accessors!(BeforeToolCallEvent);
 
 impl BeforeToolCallEvent {
     /// Default cancel text.
     pub const DEFAULT_CANCEL: &'static str = "tool cancelled by user";
 
-    /// An event for one tool use.
-    pub fn new(
-        cx: InvocationContext,
-        tool_use: ToolUse,
-        selected_tool: Option<ToolHandle>,
-        model_call_index: u32,
-        answers: InterruptAnswers,
-    ) -> Self {
+    /// An event for one tool use (of an unknown tool, until
+    /// [`with_selected_tool`](Self::with_selected_tool) names one).
+    pub fn new(cx: InvocationContext, tool_use: ToolUse) -> Self {
         Self {
-            selected_tool,
+            selected_tool: None,
             cancel_tool: Cancel::No,
             tool_use,
             original: None,
             cx,
-            model_call_index,
-            answers,
+            model_call_index: 0,
+            answers: InterruptAnswers::default(),
             interrupts: Vec::new(),
             decisions: Vec::new(),
         }
+    }
+
+    /// Sets the tool that would run.
+    pub fn with_selected_tool(mut self, tool: Option<ToolHandle>) -> Self {
+        self.selected_tool = tool;
+        self
+    }
+
+    /// Sets the answers a resume carries.
+    pub fn with_answers(mut self, answers: InterruptAnswers) -> Self {
+        self.answers = answers;
+        self
     }
 
     /// The tool use.
@@ -444,11 +462,6 @@ impl BeforeToolCallEvent {
         self.original.as_ref().is_some_and(|o| *o != self.tool_use)
     }
 
-    /// The index of the model call that asked for this tool.
-    pub fn model_call_index(&self) -> u32 {
-        self.model_call_index
-    }
-
     /// The answers given on resume.
     pub fn answers(&self) -> &InterruptAnswers {
         &self.answers
@@ -458,7 +471,7 @@ impl BeforeToolCallEvent {
     /// `v1:before_tool_call:<toolUseId>:<uuid5(OID, name)>`, otherwise raises that interrupt and
     /// returns `None` (the tool does not run; the invocation stops with `Interrupt`).
     pub fn interrupt(&mut self, name: &str, reason: impl Into<Value>) -> Option<Value> {
-        let id = before_tool_call_interrupt_id(&self.tool_use.tool_use_id, name);
+        let id = EventKind::BeforeToolCall.interrupt_id(&self.tool_use.tool_use_id, name);
         if let Some(answer) = self.answers.get(&id) {
             return Some(answer.clone());
         }
@@ -550,26 +563,30 @@ pub struct AfterToolCallEvent {
 }
 
 common_accessors!(AfterToolCallEvent, EventKind::AfterToolCall);
+model_call_index_accessors!(
+    AfterToolCallEvent,
+    "the model call that asked for this tool"
+);
 decision_accessors!(AfterToolCallEvent);
 
 impl AfterToolCallEvent {
     /// An event for one finished tool call.
-    pub fn new(
-        cx: InvocationContext,
-        tool_use: ToolUse,
-        selected_tool: Option<ToolHandle>,
-        result: ToolResult,
-        model_call_index: u32,
-    ) -> Self {
+    pub fn new(cx: InvocationContext, tool_use: ToolUse, result: ToolResult) -> Self {
         Self {
             result,
             retry: false,
             tool_use,
-            selected_tool,
+            selected_tool: None,
             cx,
-            model_call_index,
+            model_call_index: 0,
             decisions: Vec::new(),
         }
+    }
+
+    /// Sets the tool that ran (`None` for an unknown tool).
+    pub fn with_selected_tool(mut self, tool: Option<ToolHandle>) -> Self {
+        self.selected_tool = tool;
+        self
     }
 
     /// The tool use that ran.
@@ -580,11 +597,6 @@ impl AfterToolCallEvent {
     /// The tool that ran (`None` for an unknown tool).
     pub fn selected_tool(&self) -> Option<&ToolHandle> {
         self.selected_tool.as_ref()
-    }
-
-    /// The index of the model call that asked for this tool.
-    pub fn model_call_index(&self) -> u32 {
-        self.model_call_index
     }
 
     /// What the hooks made of the result: keep it, or run the tool again. The tool use comes
