@@ -114,6 +114,23 @@ pub enum BuildError {
     },
 }
 
+/// The message of a caught panic (`panic!("...")` with a string or a formatted message), or
+/// `unknown panic` for any other payload. Tools' and handlers' panics become errors with it.
+///
+/// ```
+/// let caught = std::panic::catch_unwind(|| panic!("disk {} on fire", 2)).unwrap_err();
+/// assert_eq!(rein_core::error::panic_message(&*caught), "disk 2 on fire");
+/// ```
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    if let Some(s) = payload.downcast_ref::<&'static str>() {
+        s
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s
+    } else {
+        "unknown panic"
+    }
+}
+
 /// What kind of failure a [`ModelError`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -125,7 +125,7 @@ fn write_canonical(value: &serde_json::Value, out: &mut String) {
 }
 
 /// The fingerprint of a tool call an approval is bound to: uuid5 over the tool name and the
-/// input as sorted-key JSON ([`ToolUse::fingerprint`](crate::message::ToolUse::fingerprint)).
+/// input as sorted-key JSON (what `ToolUse::fingerprint` returns).
 pub(crate) fn tool_call_fingerprint(name: &str, input: &serde_json::Value) -> String {
     let mut data = String::with_capacity(name.len() + 64);
     data.push_str(name);

@@ -35,13 +35,7 @@ impl HandlerError {
     }
 
     pub(crate) fn from_panic(payload: Box<dyn std::any::Any + Send>) -> Self {
-        let text = if let Some(s) = payload.downcast_ref::<&'static str>() {
-            (*s).to_owned()
-        } else if let Some(s) = payload.downcast_ref::<String>() {
-            s.clone()
-        } else {
-            "unknown panic payload".to_owned()
-        };
+        let text = rein_core::error::panic_message(&*payload);
         Self::new(format!("handler panicked: {text}"))
     }
 }

@@ -26,7 +26,7 @@ use crate::agent::Agent;
 use crate::history::TOOL_INTERRUPTED;
 use crate::pending::{PENDING_SCHEMA_VERSION, PendingInterrupts};
 use crate::stream::{AgentEvent, Sink};
-use crate::tools::{ToolExecutor, ToolSet, panic_message};
+use crate::tools::{ToolExecutor, ToolSet};
 
 impl Agent {
     /// The tool phase of the stored assistant message at `index`.
@@ -420,7 +420,7 @@ impl ToolRun<'_> {
             },
             Ok(Err(e)) => ToolResult::error(&tool_use.tool_use_id, format!("Error: {e}")),
             Err(panic) => {
-                let msg = panic_message(&*panic);
+                let msg = rein_core::error::panic_message(&*panic);
                 tracing::error!(tool = %tool_use.name, "tool panicked: {msg}");
                 ToolResult::error(
                     &tool_use.tool_use_id,
