@@ -4,33 +4,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::sync::{Mutex, MutexGuard};
+use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, NoTls, Transaction};
 
 use crate::error::SessionError;
 use crate::model::{SESSION_SCHEMA_VERSION, SessionSnapshot, SessionWrite, validate_session_id};
-use crate::sql::{SessionRow, encode, from_i64, snapshot, to_i64};
+use crate::sql::{self, Column, ColumnValue, SessionRow, SqlTransaction};
 use crate::store::SessionStore;
-
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS rein_sessions (
-    session_id TEXT PRIMARY KEY,
-    version BIGINT NOT NULL,
-    schema_version INTEGER NOT NULL,
-    history_start BIGINT NOT NULL DEFAULT 0,
-    agent_state TEXT NOT NULL DEFAULT '{}',
-    conversation_manager_state TEXT NOT NULL DEFAULT 'null',
-    pending_interrupts TEXT,
-    updated_at TIMESTAMPTZ NOT NULL DEFAULT now()
-);
-CREATE TABLE IF NOT EXISTS rein_session_messages (
-    session_id TEXT NOT NULL REFERENCES rein_sessions(session_id) ON DELETE CASCADE,
-    seq BIGINT NOT NULL,
-    message_id TEXT NOT NULL,
-    message TEXT NOT NULL,
-    PRIMARY KEY (session_id, seq)
-);
-CREATE INDEX IF NOT EXISTS rein_session_messages_id ON rein_session_messages (session_id, message_id);
-";
 
 /// Sessions in PostgreSQL: the store for many workers on many machines.
 ///
@@ -98,7 +78,9 @@ impl PostgresSessionStore {
             tx.execute("SELECT pg_advisory_xact_lock(7310553)", &[])
                 .await
                 .map_err(db_err)?;
-            tx.batch_execute(SCHEMA).await.map_err(db_err)?;
+            tx.batch_execute(&sql::schema("BIGINT", "TIMESTAMPTZ NOT NULL DEFAULT now()"))
+                .await
+                .map_err(db_err)?;
             tx.commit().await.map_err(db_err)?;
         }
         Ok(store)
@@ -126,38 +108,7 @@ impl SessionStore for PostgresSessionStore {
             .start()
             .await
             .map_err(db_err)?;
-        let row = tx
-            .query_opt(
-                "SELECT version, schema_version, history_start, agent_state, \
-                 conversation_manager_state, pending_interrupts \
-                 FROM rein_sessions WHERE session_id = $1",
-                &[&session_id],
-            )
-            .await
-            .map_err(db_err)?;
-        let Some(row) = row else { return Ok(None) };
-        let row = SessionRow {
-            version: row.try_get(0).map_err(db_err)?,
-            schema_version: i64::from(row.try_get::<_, i32>(1).map_err(db_err)?),
-            history_start: row.try_get(2).map_err(db_err)?,
-            agent_state: row.try_get(3).map_err(db_err)?,
-            conversation_manager_state: row.try_get(4).map_err(db_err)?,
-            pending_interrupts: row.try_get(5).map_err(db_err)?,
-        };
-        let messages = tx
-            .query(
-                "SELECT message_id, message FROM rein_session_messages \
-                 WHERE session_id = $1 ORDER BY seq",
-                &[&session_id],
-            )
-            .await
-            .map_err(db_err)?
-            .into_iter()
-            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
-            .collect::<Result<Vec<(String, String)>, tokio_postgres::Error>>()
-            .map_err(db_err)?;
-        tx.commit().await.map_err(db_err)?;
-        snapshot(session_id, row, messages).map(Some)
+        sql::load(tx, session_id).await
     }
 
     async fn write(
@@ -167,52 +118,9 @@ impl SessionStore for PostgresSessionStore {
         writes: Vec<SessionWrite>,
     ) -> Result<u64, SessionError> {
         validate_session_id(session_id)?;
-        let expected = to_i64(expected_version)?;
-        let schema = i32::try_from(SESSION_SCHEMA_VERSION).unwrap_or(i32::MAX);
         let mut client = self.client().await;
         let tx = client.transaction().await.map_err(db_err)?;
-        let claimed = if expected_version == 0 {
-            tx.execute(
-                "INSERT INTO rein_sessions (session_id, version, schema_version) \
-                 VALUES ($1, 1, $2) ON CONFLICT (session_id) DO NOTHING",
-                &[&session_id, &schema],
-            )
-            .await
-            .map_err(db_err)?
-        } else {
-            tx.execute(
-                "UPDATE rein_sessions SET version = version + 1, schema_version = $3, \
-                 updated_at = now() WHERE session_id = $1 AND version = $2",
-                &[&session_id, &expected, &schema],
-            )
-            .await
-            .map_err(db_err)?
-        };
-        if claimed != 1 {
-            let found = tx
-                .query_opt(
-                    "SELECT version FROM rein_sessions WHERE session_id = $1",
-                    &[&session_id],
-                )
-                .await
-                .map_err(db_err)?
-                .map(|r| r.try_get::<_, i64>(0))
-                .transpose()
-                .map_err(db_err)?
-                .map_or(0, from_i64);
-            // Dropping the transaction rolls it back.
-            return Err(SessionError::Conflict {
-                session_id: session_id.into(),
-                expected: expected_version,
-                found,
-            });
-        }
-        let mut next_seq = None;
-        for w in &writes {
-            apply(&tx, session_id, w, &mut next_seq).await?;
-        }
-        tx.commit().await.map_err(db_err)?;
-        Ok(expected_version + 1)
+        sql::write(tx, session_id, expected_version, &writes).await
     }
 
     async fn delete(&self, session_id: &str) -> Result<(), SessionError> {
@@ -229,115 +137,147 @@ impl SessionStore for PostgresSessionStore {
     }
 }
 
-async fn next(
-    tx: &Transaction<'_>,
-    id: &str,
-    next_seq: &mut Option<i64>,
-) -> Result<i64, SessionError> {
-    let n = match *next_seq {
-        Some(n) => n,
-        None => tx
-            .query_one(
-                "SELECT COALESCE(MAX(seq) + 1, 0)::BIGINT FROM rein_session_messages \
-                 WHERE session_id = $1",
-                &[&id],
-            )
-            .await
-            .map_err(db_err)?
-            .try_get(0)
-            .map_err(db_err)?,
-    };
-    *next_seq = Some(n + 1);
-    Ok(n)
+/// The schema version, in the column's type.
+fn schema_version() -> i32 {
+    i32::try_from(SESSION_SCHEMA_VERSION).unwrap_or(i32::MAX)
 }
 
-async fn apply(
+/// Runs a statement; the number of rows it changed.
+async fn exec(
     tx: &Transaction<'_>,
-    id: &str,
-    write: &SessionWrite,
-    next_seq: &mut Option<i64>,
-) -> Result<(), SessionError> {
-    const INSERT: &str = "INSERT INTO rein_session_messages (session_id, seq, message_id, \
-                          message) VALUES ($1, $2, $3, $4)";
-    match write {
-        SessionWrite::AppendMessage(m) => {
-            let seq = next(tx, id, next_seq).await?;
-            let body = encode("a message", &m.message)?;
-            tx.execute(INSERT, &[&id, &seq, &m.id.to_string(), &body])
-                .await
-                .map_err(db_err)?;
-        }
-        SessionWrite::UpdateMessage(m) => {
-            let body = encode("a message", &m.message)?;
-            tx.execute(
-                "UPDATE rein_session_messages SET message = $3 \
-                 WHERE session_id = $1 AND message_id = $2",
-                &[&id, &m.id.to_string(), &body],
-            )
-            .await
-            .map_err(db_err)?;
-        }
-        SessionWrite::ReplaceMessages(ms) => {
-            tx.execute(
-                "DELETE FROM rein_session_messages WHERE session_id = $1",
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<u64, SessionError> {
+    tx.execute(sql, params).await.map_err(db_err)
+}
+
+impl SqlTransaction for Transaction<'_> {
+    async fn session_row(&self, id: &str) -> sql::Result<Option<SessionRow>> {
+        let row = self
+            .query_opt(
+                "SELECT version, schema_version, history_start, agent_state, \
+                 conversation_manager_state, pending_interrupts \
+                 FROM rein_sessions WHERE session_id = $1",
                 &[&id],
             )
             .await
             .map_err(db_err)?;
-            *next_seq = Some(0);
-            for m in ms {
-                let seq = next(tx, id, next_seq).await?;
-                let body = encode("a message", &m.message)?;
-                tx.execute(INSERT, &[&id, &seq, &m.id.to_string(), &body])
-                    .await
-                    .map_err(db_err)?;
-            }
-            tx.execute(
-                "UPDATE rein_sessions SET history_start = 0 WHERE session_id = $1",
-                &[&id],
-            )
-            .await
-            .map_err(db_err)?;
-        }
-        SessionWrite::SetHistoryStart(n) => {
-            let n = to_i64(*n)?;
-            tx.execute(
-                "UPDATE rein_sessions SET history_start = $2 WHERE session_id = $1",
-                &[&id, &n],
-            )
-            .await
-            .map_err(db_err)?;
-        }
-        SessionWrite::SetAgentState(s) => {
-            let v = encode("the agent state", s)?;
-            tx.execute(
-                "UPDATE rein_sessions SET agent_state = $2 WHERE session_id = $1",
-                &[&id, &v],
-            )
-            .await
-            .map_err(db_err)?;
-        }
-        SessionWrite::SetConversationManagerState(s) => {
-            let v = encode("the conversation-manager state", s)?;
-            tx.execute(
-                "UPDATE rein_sessions SET conversation_manager_state = $2 WHERE session_id = $1",
-                &[&id, &v],
-            )
-            .await
-            .map_err(db_err)?;
-        }
-        SessionWrite::SetPendingInterrupts(p) => {
-            let v = p
-                .as_ref()
-                .map(|p| encode("the pending interrupts", p))
-                .transpose()?;
-            tx.execute(
-                "UPDATE rein_sessions SET pending_interrupts = $2 WHERE session_id = $1",
-                &[&id, &v],
-            )
-            .await
-            .map_err(db_err)?;
-        }
+        let Some(row) = row else { return Ok(None) };
+        Ok(Some(SessionRow {
+            version: row.try_get(0).map_err(db_err)?,
+            schema_version: i64::from(row.try_get::<_, i32>(1).map_err(db_err)?),
+            history_start: row.try_get(2).map_err(db_err)?,
+            agent_state: row.try_get(3).map_err(db_err)?,
+            conversation_manager_state: row.try_get(4).map_err(db_err)?,
+            pending_interrupts: row.try_get(5).map_err(db_err)?,
+        }))
     }
-    Ok(())
+
+    async fn messages(&self, id: &str) -> sql::Result<Vec<(String, String)>> {
+        self.query(
+            "SELECT message_id, message FROM rein_session_messages \
+             WHERE session_id = $1 ORDER BY seq",
+            &[&id],
+        )
+        .await
+        .map_err(db_err)?
+        .into_iter()
+        .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+        .collect::<Result<_, tokio_postgres::Error>>()
+        .map_err(db_err)
+    }
+
+    async fn version(&self, id: &str) -> sql::Result<Option<i64>> {
+        self.query_opt(
+            "SELECT version FROM rein_sessions WHERE session_id = $1",
+            &[&id],
+        )
+        .await
+        .map_err(db_err)?
+        .map(|r| r.try_get(0))
+        .transpose()
+        .map_err(db_err)
+    }
+
+    async fn create(&self, id: &str) -> sql::Result<bool> {
+        let n = exec(
+            self,
+            "INSERT INTO rein_sessions (session_id, version, schema_version) \
+             VALUES ($1, 1, $2) ON CONFLICT (session_id) DO NOTHING",
+            &[&id, &schema_version()],
+        )
+        .await?;
+        Ok(n == 1)
+    }
+
+    async fn bump(&self, id: &str, expected: i64) -> sql::Result<bool> {
+        let n = exec(
+            self,
+            "UPDATE rein_sessions SET version = version + 1, schema_version = $3, \
+             updated_at = now() WHERE session_id = $1 AND version = $2",
+            &[&id, &expected, &schema_version()],
+        )
+        .await?;
+        Ok(n == 1)
+    }
+
+    async fn next_seq(&self, id: &str) -> sql::Result<i64> {
+        self.query_one(
+            "SELECT COALESCE(MAX(seq) + 1, 0)::BIGINT FROM rein_session_messages \
+             WHERE session_id = $1",
+            &[&id],
+        )
+        .await
+        .map_err(db_err)?
+        .try_get(0)
+        .map_err(db_err)
+    }
+
+    async fn insert_msg(&self, id: &str, seq: i64, msg_id: &str, json: &str) -> sql::Result<()> {
+        exec(
+            self,
+            "INSERT INTO rein_session_messages (session_id, seq, message_id, message) \
+             VALUES ($1, $2, $3, $4)",
+            &[&id, &seq, &msg_id, &json],
+        )
+        .await
+        .map(drop)
+    }
+
+    async fn update_msg(&self, id: &str, msg_id: &str, json: &str) -> sql::Result<()> {
+        exec(
+            self,
+            "UPDATE rein_session_messages SET message = $3 \
+             WHERE session_id = $1 AND message_id = $2",
+            &[&id, &msg_id, &json],
+        )
+        .await
+        .map(drop)
+    }
+
+    async fn delete_msgs(&self, id: &str) -> sql::Result<()> {
+        exec(
+            self,
+            "DELETE FROM rein_session_messages WHERE session_id = $1",
+            &[&id],
+        )
+        .await
+        .map(drop)
+    }
+
+    async fn set(&self, id: &str, column: Column, value: ColumnValue) -> sql::Result<()> {
+        let value: &(dyn ToSql + Sync) = match &value {
+            ColumnValue::Int(n) => n,
+            ColumnValue::Text(t) => t,
+        };
+        let sql = format!(
+            "UPDATE rein_sessions SET {} = $2 WHERE session_id = $1",
+            column.name()
+        );
+        exec(self, &sql, &[&id, value]).await.map(drop)
+    }
+
+    async fn commit(self) -> sql::Result<()> {
+        Transaction::commit(self).await.map_err(db_err)
+    }
 }

@@ -1,36 +1,19 @@
 //! [`SqliteSessionStore`]: sessions in an embedded SQLite database (feature `sqlite`).
 
 use std::path::Path;
+use std::pin::pin;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use rusqlite::{Connection, OptionalExtension as _, TransactionBehavior, params};
+use rusqlite::{
+    Connection, OptionalExtension as _, Params, ToSql, Transaction, TransactionBehavior, params,
+};
 
 use crate::error::SessionError;
 use crate::model::{SESSION_SCHEMA_VERSION, SessionSnapshot, SessionWrite, validate_session_id};
-use crate::sql::{SessionRow, encode, from_i64, snapshot, to_i64};
+use crate::sql::{self, Column, ColumnValue, SessionRow, SqlTransaction};
 use crate::store::SessionStore;
-
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS rein_sessions (
-    session_id TEXT PRIMARY KEY NOT NULL,
-    version INTEGER NOT NULL,
-    schema_version INTEGER NOT NULL,
-    history_start INTEGER NOT NULL DEFAULT 0,
-    agent_state TEXT NOT NULL DEFAULT '{}',
-    conversation_manager_state TEXT NOT NULL DEFAULT 'null',
-    pending_interrupts TEXT,
-    updated_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP
-);
-CREATE TABLE IF NOT EXISTS rein_session_messages (
-    session_id TEXT NOT NULL REFERENCES rein_sessions(session_id) ON DELETE CASCADE,
-    seq INTEGER NOT NULL,
-    message_id TEXT NOT NULL,
-    message TEXT NOT NULL,
-    PRIMARY KEY (session_id, seq)
-);
-CREATE INDEX IF NOT EXISTS rein_session_messages_id ON rein_session_messages (session_id, message_id);
-";
 
 /// Sessions in an embedded SQLite database (bundled SQLite; WAL journal, `synchronous=FULL`,
 /// so a committed write survives a crash or power cut).
@@ -38,9 +21,9 @@ CREATE INDEX IF NOT EXISTS rein_session_messages_id ON rein_session_messages (se
 /// Tables `rein_sessions` (one row per session: version, schema version, history start,
 /// agent state, conversation-manager state, pending interrupts, all JSON as text) and
 /// `rein_session_messages` (`session_id`, `seq`, `message_id`, `message` JSON). A write is one
-/// `BEGIN IMMEDIATE` transaction that checks the version and bumps it, so writers in several
-/// processes sharing the file are serialized by SQLite and a stale one gets
-/// [`SessionError::Conflict`].
+/// `BEGIN IMMEDIATE` transaction that bumps the version only where it is still the expected
+/// one (the same write as the PostgreSQL store's), so writers in several processes sharing
+/// the file are serialized by SQLite and a stale one gets [`SessionError::Conflict`].
 ///
 /// Calls run on tokio's blocking pool over one connection per store value (clones share it).
 #[derive(Debug, Clone)]
@@ -73,7 +56,10 @@ impl SqliteSessionStore {
             conn.pragma_update(None, "journal_mode", "WAL")?;
             conn.pragma_update(None, "synchronous", "FULL")?;
             conn.pragma_update(None, "foreign_keys", "ON")?;
-            conn.execute_batch(SCHEMA)?;
+            conn.execute_batch(&sql::schema(
+                "INTEGER",
+                "TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP",
+            ))?;
             Ok::<_, rusqlite::Error>(conn)
         })
         .await
@@ -104,42 +90,7 @@ impl SessionStore for SqliteSessionStore {
         let id = session_id.to_owned();
         self.with_conn(move |conn| {
             let tx = conn.transaction().map_err(db_err)?;
-            let row = tx
-                .query_row(
-                    "SELECT version, schema_version, history_start, agent_state, \
-                     conversation_manager_state, pending_interrupts \
-                     FROM rein_sessions WHERE session_id = ?1",
-                    [&id],
-                    |r| {
-                        Ok(SessionRow {
-                            version: r.get(0)?,
-                            schema_version: r.get(1)?,
-                            history_start: r.get(2)?,
-                            agent_state: r.get(3)?,
-                            conversation_manager_state: r.get(4)?,
-                            pending_interrupts: r.get(5)?,
-                        })
-                    },
-                )
-                .optional()
-                .map_err(db_err)?;
-            let Some(row) = row else { return Ok(None) };
-            let mut stmt = tx
-                .prepare_cached(
-                    "SELECT message_id, message FROM rein_session_messages \
-                     WHERE session_id = ?1 ORDER BY seq",
-                )
-                .map_err(db_err)?;
-            let messages = stmt
-                .query_map([&id], |r| {
-                    Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
-                })
-                .map_err(db_err)?
-                .collect::<rusqlite::Result<Vec<_>>>()
-                .map_err(db_err)?;
-            drop(stmt);
-            tx.commit().map_err(db_err)?;
-            snapshot(&id, row, messages).map(Some)
+            now(sql::load(tx, &id))
         })
         .await
     }
@@ -156,44 +107,7 @@ impl SessionStore for SqliteSessionStore {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(db_err)?;
-            let found: u64 = tx
-                .query_row(
-                    "SELECT version FROM rein_sessions WHERE session_id = ?1",
-                    [&id],
-                    |r| r.get::<_, i64>(0),
-                )
-                .optional()
-                .map_err(db_err)?
-                .map_or(0, from_i64);
-            if found != expected_version {
-                return Err(SessionError::Conflict {
-                    session_id: id,
-                    expected: expected_version,
-                    found,
-                });
-            }
-            let version = expected_version + 1;
-            if expected_version == 0 {
-                tx.execute(
-                    "INSERT INTO rein_sessions (session_id, version, schema_version) \
-                     VALUES (?1, 1, ?2)",
-                    params![id, SESSION_SCHEMA_VERSION],
-                )
-                .map_err(db_err)?;
-            } else {
-                tx.execute(
-                    "UPDATE rein_sessions SET version = ?2, schema_version = ?3, \
-                     updated_at = CURRENT_TIMESTAMP WHERE session_id = ?1",
-                    params![id, to_i64(version)?, SESSION_SCHEMA_VERSION],
-                )
-                .map_err(db_err)?;
-            }
-            let mut next_seq: Option<i64> = None;
-            for w in &writes {
-                apply(&tx, &id, w, &mut next_seq)?;
-            }
-            tx.commit().map_err(db_err)?;
-            Ok(version)
+            now(sql::write(tx, &id, expected_version, &writes))
         })
         .await
     }
@@ -210,108 +124,150 @@ impl SessionStore for SqliteSessionStore {
     }
 }
 
-fn apply(
-    tx: &rusqlite::Transaction<'_>,
-    id: &str,
-    write: &SessionWrite,
-    next_seq: &mut Option<i64>,
-) -> Result<(), SessionError> {
-    let insert = "INSERT INTO rein_session_messages (session_id, seq, message_id, message) \
-                  VALUES (?1, ?2, ?3, ?4)";
-    match write {
-        SessionWrite::AppendMessage(m) => {
-            let s = next(tx, id, next_seq)?;
-            tx.prepare_cached(insert)
-                .and_then(|mut st| {
-                    st.execute(params![
-                        id,
-                        s,
-                        m.id.to_string(),
-                        encode("a message", &m.message).map_err(to_sql)?
-                    ])
-                })
-                .map_err(db_err)?;
-        }
-        SessionWrite::UpdateMessage(m) => {
-            tx.execute(
-                "UPDATE rein_session_messages SET message = ?3 \
-                 WHERE session_id = ?1 AND message_id = ?2",
-                params![id, m.id.to_string(), encode("a message", &m.message)?],
-            )
-            .map_err(db_err)?;
-        }
-        SessionWrite::ReplaceMessages(ms) => {
-            tx.execute(
-                "DELETE FROM rein_session_messages WHERE session_id = ?1",
-                [id],
-            )
-            .map_err(db_err)?;
-            *next_seq = Some(0);
-            for m in ms {
-                let s = next(tx, id, next_seq)?;
-                tx.execute(
-                    insert,
-                    params![id, s, m.id.to_string(), encode("a message", &m.message)?],
-                )
-                .map_err(db_err)?;
-            }
-            set(tx, id, "history_start", &0i64)?;
-        }
-        SessionWrite::SetHistoryStart(n) => set(tx, id, "history_start", &to_i64(*n)?)?,
-        SessionWrite::SetAgentState(s) => {
-            set(tx, id, "agent_state", &encode("the agent state", s)?)?;
-        }
-        SessionWrite::SetConversationManagerState(s) => set(
-            tx,
-            id,
-            "conversation_manager_state",
-            &encode("the conversation-manager state", s)?,
-        )?,
-        SessionWrite::SetPendingInterrupts(p) => {
-            let v = p
-                .as_ref()
-                .map(|p| encode("the pending interrupts", p))
-                .transpose()?;
-            set(tx, id, "pending_interrupts", &v)?;
-        }
+/// The output of a future that is ready when first polled. The load and the write are
+/// shared with the PostgreSQL store, so they are async; but every rusqlite statement completes
+/// synchronously (on the blocking pool), so they never wait.
+fn now<T>(f: impl Future<Output = Result<T, SessionError>>) -> Result<T, SessionError> {
+    match pin!(f).poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(r) => r,
+        Poll::Pending => Err(SessionError::io("sqlite", "a statement did not complete")),
     }
-    Ok(())
 }
 
-/// The next message sequence number of the session (read once per write).
-fn next(
-    tx: &rusqlite::Transaction<'_>,
-    id: &str,
-    next_seq: &mut Option<i64>,
-) -> Result<i64, SessionError> {
-    let n = match *next_seq {
-        Some(n) => n,
-        None => tx
-            .query_row(
-                "SELECT COALESCE(MAX(seq) + 1, 0) FROM rein_session_messages WHERE session_id = ?1",
-                [id],
-                |r| r.get(0),
+/// Runs a statement (prepared once per connection); the number of rows it changed.
+fn exec(tx: &Transaction<'_>, sql: &str, params: impl Params) -> Result<usize, SessionError> {
+    tx.prepare_cached(sql)
+        .and_then(|mut st| st.execute(params))
+        .map_err(db_err)
+}
+
+/// Reads the first row of a statement (prepared once per connection), when there is one.
+fn query_opt<T>(
+    tx: &Transaction<'_>,
+    sql: &str,
+    params: impl Params,
+    row: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Option<T>, SessionError> {
+    tx.prepare_cached(sql)
+        .and_then(|mut st| st.query_row(params, row).optional())
+        .map_err(db_err)
+}
+
+impl SqlTransaction for Transaction<'_> {
+    async fn session_row(&self, id: &str) -> sql::Result<Option<SessionRow>> {
+        query_opt(
+            self,
+            "SELECT version, schema_version, history_start, agent_state, \
+             conversation_manager_state, pending_interrupts \
+             FROM rein_sessions WHERE session_id = ?1",
+            [id],
+            |r| {
+                Ok(SessionRow {
+                    version: r.get(0)?,
+                    schema_version: r.get(1)?,
+                    history_start: r.get(2)?,
+                    agent_state: r.get(3)?,
+                    conversation_manager_state: r.get(4)?,
+                    pending_interrupts: r.get(5)?,
+                })
+            },
+        )
+    }
+
+    async fn messages(&self, id: &str) -> sql::Result<Vec<(String, String)>> {
+        let mut st = self
+            .prepare_cached(
+                "SELECT message_id, message FROM rein_session_messages \
+                 WHERE session_id = ?1 ORDER BY seq",
             )
-            .map_err(db_err)?,
-    };
-    *next_seq = Some(n + 1);
-    Ok(n)
-}
+            .map_err(db_err)?;
+        st.query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(db_err)?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(db_err)
+    }
 
-fn to_sql(e: SessionError) -> rusqlite::Error {
-    rusqlite::Error::ToSqlConversionFailure(Box::new(std::io::Error::other(e.to_string())))
-}
+    async fn version(&self, id: &str) -> sql::Result<Option<i64>> {
+        query_opt(
+            self,
+            "SELECT version FROM rein_sessions WHERE session_id = ?1",
+            [id],
+            |r| r.get(0),
+        )
+    }
 
-fn set(
-    tx: &rusqlite::Transaction<'_>,
-    id: &str,
-    column: &'static str,
-    value: &dyn rusqlite::ToSql,
-) -> Result<(), SessionError> {
-    tx.execute(
-        &format!("UPDATE rein_sessions SET {column} = ?2 WHERE session_id = ?1"),
-        params![id, value],
-    )
-    .map_err(db_err)?;
-    Ok(())
+    async fn create(&self, id: &str) -> sql::Result<bool> {
+        let n = exec(
+            self,
+            "INSERT INTO rein_sessions (session_id, version, schema_version) \
+             VALUES (?1, 1, ?2) ON CONFLICT (session_id) DO NOTHING",
+            params![id, SESSION_SCHEMA_VERSION],
+        )?;
+        Ok(n == 1)
+    }
+
+    async fn bump(&self, id: &str, expected: i64) -> sql::Result<bool> {
+        let n = exec(
+            self,
+            "UPDATE rein_sessions SET version = version + 1, schema_version = ?3, \
+             updated_at = CURRENT_TIMESTAMP WHERE session_id = ?1 AND version = ?2",
+            params![id, expected, SESSION_SCHEMA_VERSION],
+        )?;
+        Ok(n == 1)
+    }
+
+    async fn next_seq(&self, id: &str) -> sql::Result<i64> {
+        let n = query_opt(
+            self,
+            "SELECT COALESCE(MAX(seq) + 1, 0) FROM rein_session_messages WHERE session_id = ?1",
+            [id],
+            |r| r.get(0),
+        )?;
+        Ok(n.unwrap_or(0))
+    }
+
+    async fn insert_msg(&self, id: &str, seq: i64, msg_id: &str, json: &str) -> sql::Result<()> {
+        exec(
+            self,
+            "INSERT INTO rein_session_messages (session_id, seq, message_id, message) \
+             VALUES (?1, ?2, ?3, ?4)",
+            params![id, seq, msg_id, json],
+        )
+        .map(drop)
+    }
+
+    async fn update_msg(&self, id: &str, msg_id: &str, json: &str) -> sql::Result<()> {
+        exec(
+            self,
+            "UPDATE rein_session_messages SET message = ?3 \
+             WHERE session_id = ?1 AND message_id = ?2",
+            params![id, msg_id, json],
+        )
+        .map(drop)
+    }
+
+    async fn delete_msgs(&self, id: &str) -> sql::Result<()> {
+        exec(
+            self,
+            "DELETE FROM rein_session_messages WHERE session_id = ?1",
+            [id],
+        )
+        .map(drop)
+    }
+
+    async fn set(&self, id: &str, column: Column, value: ColumnValue) -> sql::Result<()> {
+        let value: &dyn ToSql = match &value {
+            ColumnValue::Int(n) => n,
+            ColumnValue::Text(t) => t,
+        };
+        let sql = format!(
+            "UPDATE rein_sessions SET {} = ?2 WHERE session_id = ?1",
+            column.name()
+        );
+        exec(self, &sql, params![id, value]).map(drop)
+    }
+
+    async fn commit(self) -> sql::Result<()> {
+        Transaction::commit(self).map_err(db_err)
+    }
 }
