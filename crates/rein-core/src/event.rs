@@ -98,6 +98,7 @@ macro_rules! model_call_index_accessors {
     ($ty:ident, $what:literal) => {
         impl $ty {
             #[doc = concat!("Sets the index of ", $what, " within the invocation (0-based, retries included).")]
+            #[inline]
             pub fn with_model_call_index(mut self, index: u32) -> Self {
                 self.model_call_index = index;
                 self
@@ -338,6 +339,7 @@ impl AfterModelCallEvent {
     /// retried when a hook asked for it; a withheld response stands in for the reply; a retry
     /// discards the response; otherwise the (possibly rewritten) response is accepted.
     /// Take the [`decisions`](Self::take_decisions) first.
+    #[inline]
     pub fn into_verdict(self) -> ModelCallVerdict {
         let edited = self.is_edited();
         match self.outcome {
@@ -417,6 +419,7 @@ impl BeforeToolCallEvent {
 
     /// An event for one tool use (of an unknown tool, until
     /// [`with_selected_tool`](Self::with_selected_tool) names one).
+    #[inline]
     pub fn new(cx: InvocationContext, tool_use: ToolUse) -> Self {
         Self {
             selected_tool: None,
@@ -432,12 +435,14 @@ impl BeforeToolCallEvent {
     }
 
     /// Sets the tool that would run.
+    #[inline]
     pub fn with_selected_tool(mut self, tool: Option<ToolHandle>) -> Self {
         self.selected_tool = tool;
         self
     }
 
     /// Sets the answers a resume carries.
+    #[inline]
     pub fn with_answers(mut self, answers: InterruptAnswers) -> Self {
         self.answers = answers;
         self
@@ -501,6 +506,7 @@ impl BeforeToolCallEvent {
     /// What the hooks and interventions decided about the call: interrupts first (the tool
     /// waits for answers), then a cancel, else the call goes ahead with the selected tool.
     /// Take the [`decisions`](Self::take_decisions) first.
+    #[inline]
     pub fn into_verdict(self) -> ToolCallVerdict {
         let edited = self.is_edited();
         let action = if !self.interrupts.is_empty() {
@@ -571,6 +577,7 @@ decision_accessors!(AfterToolCallEvent);
 
 impl AfterToolCallEvent {
     /// An event for one finished tool call.
+    #[inline]
     pub fn new(cx: InvocationContext, tool_use: ToolUse, result: ToolResult) -> Self {
         Self {
             result,
@@ -584,6 +591,7 @@ impl AfterToolCallEvent {
     }
 
     /// Sets the tool that ran (`None` for an unknown tool).
+    #[inline]
     pub fn with_selected_tool(mut self, tool: Option<ToolHandle>) -> Self {
         self.selected_tool = tool;
         self
@@ -601,6 +609,7 @@ impl AfterToolCallEvent {
 
     /// What the hooks made of the result: keep it, or run the tool again. The tool use comes
     /// back out with it. Take the [`decisions`](Self::take_decisions) first.
+    #[inline]
     pub fn into_verdict(self) -> ToolResultVerdict {
         if self.retry {
             ToolResultVerdict::Retry {

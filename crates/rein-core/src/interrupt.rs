@@ -59,35 +59,45 @@ pub struct InterruptAnswer {
     pub fingerprint: Option<String>,
 }
 
-/// The answers available to hooks and tools during a resume. Cloning is cheap (shared).
+/// The answers available to hooks and tools during a resume. Cloning is cheap (shared); no
+/// answers (the common case) allocate nothing.
 #[derive(Debug, Clone, Default)]
-pub struct InterruptAnswers(Arc<HashMap<String, InterruptAnswer>>);
+pub struct InterruptAnswers(Option<Arc<HashMap<String, InterruptAnswer>>>);
 
 impl InterruptAnswers {
     /// Answers keyed by interrupt id.
     pub fn new(answers: HashMap<String, InterruptAnswer>) -> Self {
-        Self(Arc::new(answers))
+        Self((!answers.is_empty()).then(|| Arc::new(answers)))
+    }
+
+    fn answer(&self, id: &str) -> Option<&InterruptAnswer> {
+        self.0.as_deref()?.get(id)
     }
 
     /// Every answer with its interrupt id (in no particular order).
     pub fn iter(&self) -> impl Iterator<Item = (&str, &InterruptAnswer)> {
-        self.0.iter().map(|(id, a)| (id.as_str(), a))
+        self.0
+            .iter()
+            .flat_map(|m| m.iter())
+            .map(|(id, a)| (id.as_str(), a))
     }
 
     /// Whether there are no answers.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.0.is_none()
     }
 
     /// The answer to `id`. A `null` answer is no answer at all.
     pub fn get(&self, id: &str) -> Option<&Value> {
-        self.0.get(id).map(|a| &a.response).filter(|v| !v.is_null())
+        self.answer(id)
+            .map(|a| &a.response)
+            .filter(|v| !v.is_null())
     }
 
     /// The answer to `id`, only if the interrupt it answers was raised for the same
     /// fingerprint (approvals are bound to the exact tool call).
     pub fn get_bound(&self, id: &str, fingerprint: &str) -> Option<&Value> {
-        let a = self.0.get(id)?;
+        let a = self.answer(id)?;
         if a.response.is_null() {
             return None;
         }

@@ -4,7 +4,10 @@
 use std::time::Instant;
 
 use rein_core::{
-    Error, Message, Role, event::AfterInvocationEvent, result::AgentResult, stream::StopReason,
+    Error, Message, Role,
+    event::{AfterInvocationEvent, InvocationContext},
+    result::AgentResult,
+    stream::StopReason,
 };
 use tracing::Instrument as _;
 
@@ -18,7 +21,7 @@ impl Agent {
     /// Turns the run's outcome into its result.
     pub(super) async fn finish(
         &mut self,
-        mut inv: Invocation,
+        inv: &mut Invocation,
         outcome: Outcome,
         started: Instant,
         span: tracing::Span,
@@ -32,14 +35,12 @@ impl Agent {
             } else {
                 "stale"
             };
-            self.reject_injection(&mut inv, &item.message, item.id, reason, sink);
+            self.reject_injection(inv, &item.message, item.id, reason, sink);
         }
         inv.metrics.duration = started.elapsed();
         let result = match outcome {
             Outcome::Failed(e) => {
-                let _ = self
-                    .close_tool_phase(&mut inv, TOOL_INTERRUPTED, sink)
-                    .await;
+                let _ = self.close_tool_phase(inv, TOOL_INTERRUPTED, sink).await;
                 Err(e)
             }
             Outcome::Cancelled => {
@@ -49,15 +50,13 @@ impl Agent {
                         reason: "cancelled".into(),
                     });
                 }
-                let repaired = self.close_tool_phase(&mut inv, TOOL_CANCELLED, sink).await;
-                repaired.map(|()| {
-                    self.result(&mut inv, StopReason::Cancelled, self.cancelled_message())
-                })
+                let repaired = self.close_tool_phase(inv, TOOL_CANCELLED, sink).await;
+                repaired.map(|()| self.result(inv, StopReason::Cancelled, self.cancelled_message()))
             }
             Outcome::Reply {
                 message,
                 stop_reason,
-            } => Ok(self.completed(&mut inv, stop_reason, message)),
+            } => Ok(self.completed(inv, stop_reason, message)),
             Outcome::Stored { index, stop_reason } => {
                 let conv = self.history.conv();
                 let stored = match index {
@@ -67,28 +66,28 @@ impl Agent {
                 let message = stored
                     .cloned()
                     .unwrap_or_else(|| Message::new(Role::Assistant, Vec::new()));
-                Ok(self.completed(&mut inv, stop_reason, message))
+                Ok(self.completed(inv, stop_reason, message))
             }
             Outcome::Interrupted {
                 message,
                 interrupts,
             } => {
-                let mut r = self.completed(&mut inv, StopReason::Interrupt, message);
+                let mut r = self.completed(inv, StopReason::Interrupt, message);
                 r.interrupts = interrupts;
                 Ok(r)
             }
             Outcome::CancelledAfterTools => {
                 let message = self.cancelled_message();
-                Ok(self.completed(&mut inv, StopReason::Cancelled, message))
+                Ok(self.completed(inv, StopReason::Cancelled, message))
             }
         };
-        self.end(inv, result, span).await
+        self.end(&inv.cx, result, span).await
     }
 
     /// The session persists the end state; AfterInvocation sees the real result.
     async fn end(
         &mut self,
-        inv: Invocation,
+        cx: &InvocationContext,
         result: Result<AgentResult, Error>,
         span: tracing::Span,
     ) -> Result<AgentResult, Error> {
@@ -99,7 +98,7 @@ impl Agent {
             span.record("rein.stop_reason", r.stop_reason.as_str());
         }
         if self.core.hooks.has::<AfterInvocationEvent>() {
-            let mut ev = AfterInvocationEvent::new(inv.cx, result);
+            let mut ev = AfterInvocationEvent::new(cx.clone(), result);
             self.core.hooks.dispatch(&mut ev).instrument(span).await?;
             ev.into_result()
         } else {

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use rein_core::{
-    Error, Message, ModelError, ToolResult, ToolUse,
+    ContentBlock, Error, Message, ModelError, ToolResult, ToolUse,
     audit::{DecisionAction, DecisionOutcome, DecisionRecord, EventKind},
     event::ModelCallVerdict,
     interrupt::Interrupt,
@@ -180,7 +180,8 @@ pub(crate) struct Run {
     hook_retries: u32,
     /// Consecutive failed model calls of this turn.
     error_attempts: u32,
-    after_discard: Option<AfterDiscard>,
+    /// What follows a discard under way (boxed: rare, and the run's state stays small).
+    after_discard: Option<Box<AfterDiscard>>,
 }
 
 impl Run {
@@ -238,6 +239,7 @@ impl Run {
     }
 
     /// The next step, given what happened.
+    #[inline]
     pub(crate) fn next(&mut self, fed: Fed) -> Step {
         let step = match fed {
             Fed::Start => {
@@ -308,6 +310,7 @@ impl Run {
     }
 
     /// A new turn: fresh retry counts, then a model call.
+    #[inline]
     fn start_turn(&mut self) -> Step {
         self.hook_retries = 0;
         self.error_attempts = 0;
@@ -315,6 +318,7 @@ impl Run {
     }
 
     /// A model call, unless a limit is reached (checked before every call, retries included).
+    #[inline]
     fn call_model(&mut self) -> Step {
         if let Some(stop_reason) = self.limit_hit() {
             return Step::Finish(Outcome::Stored {
@@ -328,6 +332,7 @@ impl Run {
         Step::CallModel { index }
     }
 
+    #[inline]
     fn limit_hit(&self) -> Option<StopReason> {
         let l = &self.limits;
         if l.max_turns.is_some_and(|n| self.model_calls >= n) {
@@ -348,6 +353,7 @@ impl Run {
     }
 
     /// What a verdict on a model call means.
+    #[inline]
     fn on_verdict(&mut self, verdict: ModelCallVerdict) -> Step {
         let can_retry = self.hook_retries < self.max_hook_retries;
         let (reason, then) = match verdict {
@@ -399,12 +405,12 @@ impl Run {
             }
         };
         self.phase = Phase::Discarded;
-        self.after_discard = Some(then);
+        self.after_discard = Some(Box::new(then));
         Step::Discard { reason }
     }
 
     fn after_discard(&mut self) -> Step {
-        match self.after_discard.take() {
+        match self.after_discard.take().map(|b| *b) {
             Some(AfterDiscard::Retry(guidance)) => {
                 self.phase = Phase::Retrying;
                 Step::StoreGuidance(guidance)
@@ -461,8 +467,8 @@ pub(crate) enum PhaseEnd {
         interrupts: Vec<Interrupt>,
         completed: Vec<ToolResult>,
     },
-    /// Every tool use has a result, in tool-use order.
-    Completed(Vec<ToolResult>),
+    /// Every tool use has a result: the blocks of the results message, in tool-use order.
+    Completed(Vec<ContentBlock>),
 }
 
 impl ToolPhase {
@@ -490,13 +496,9 @@ impl ToolPhase {
         }
     }
 
-    /// The positions of the tool uses still to run.
-    pub(crate) fn todo(&self) -> impl Iterator<Item = usize> + '_ {
-        self.results
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| r.is_none())
-            .map(|(i, _)| i)
+    /// Whether the tool use at `position` still has to run.
+    pub(crate) fn is_open(&self, position: usize) -> bool {
+        self.results.get(position).is_some_and(Option::is_none)
     }
 
     /// Records what the tool use at `position` came to. Returns whether a sequential phase
@@ -527,9 +529,9 @@ impl ToolPhase {
         self.results.iter().flatten().cloned().collect()
     }
 
-    /// Ends the phase. A tool use left without a result and without an interrupt (a
-    /// sequential phase cut short) is answered with `missing_text`.
-    pub(crate) fn end(self, tool_uses: &[&ToolUse], missing_text: &str) -> PhaseEnd {
+    /// Ends the phase of the tool uses of `message`. A tool use left without a result and
+    /// without an interrupt (a sequential phase cut short) is answered with `missing_text`.
+    pub(crate) fn end(self, message: &Message, missing_text: &str) -> PhaseEnd {
         if !self.interrupts.is_empty() {
             return PhaseEnd::Interrupted {
                 completed: self.results.into_iter().flatten().collect(),
@@ -539,8 +541,12 @@ impl ToolPhase {
         PhaseEnd::Completed(
             self.results
                 .into_iter()
-                .zip(tool_uses)
-                .map(|(r, u)| r.unwrap_or_else(|| ToolResult::error(&u.tool_use_id, missing_text)))
+                .zip(message.tool_uses())
+                .map(|(r, u)| {
+                    ContentBlock::ToolResult(
+                        r.unwrap_or_else(|| ToolResult::error(&u.tool_use_id, missing_text)),
+                    )
+                })
                 .collect(),
         )
     }
@@ -933,14 +939,26 @@ mod tests {
         let b = ToolUse::new("b", "t", serde_json::json!({}));
         let c = ToolUse::new("c", "t", serde_json::json!({}));
         let uses = [&a, &b, &c];
+        let message = Message::new(
+            rein_core::Role::Assistant,
+            uses.iter()
+                .map(|u| ContentBlock::ToolUse((*u).clone()))
+                .collect(),
+        );
         let done_b = ToolResult::success("b", "B");
         let mut phase = ToolPhase::new(1, 0, uses.into_iter(), vec![done_b.clone()]);
-        assert_eq!(phase.todo().collect::<Vec<_>>(), [0, 2]);
+        assert_eq!(
+            (0..3).filter(|i| phase.is_open(*i)).collect::<Vec<_>>(),
+            [0, 2]
+        );
         assert!(!phase.record(0, Some(ToolResult::success("a", "A")), vec![], None));
-        match phase.end(&uses, "cut") {
+        match phase.end(&message, "cut") {
             PhaseEnd::Completed(results) => {
-                assert_eq!(results[1], done_b);
-                assert_eq!(results[2], ToolResult::error("c", "cut"));
+                assert_eq!(results[1], ContentBlock::ToolResult(done_b));
+                assert_eq!(
+                    results[2],
+                    ContentBlock::ToolResult(ToolResult::error("c", "cut"))
+                );
             }
             PhaseEnd::Interrupted { .. } => panic!("no interrupt was raised"),
         }
@@ -949,7 +967,7 @@ mod tests {
         let stop = phase.record(1, None, vec![Interrupt::new("i", "n", "why")], None);
         assert!(stop);
         phase.record(0, Some(ToolResult::success("a", "A")), vec![], None);
-        match phase.end(&uses, "cut") {
+        match phase.end(&message, "cut") {
             PhaseEnd::Interrupted {
                 interrupts,
                 completed,

@@ -82,69 +82,62 @@ impl Agent {
                 outcome = drive => outcome,
             }
         };
-        self.finish(inv, outcome, started, span, &sink).await
+        self.finish(&mut inv, outcome, started, span, &sink).await
     }
 
-    /// Feeds the machine until it finishes.
+    /// Feeds the machine until it finishes, doing each step's IO. (One function, not one per
+    /// step: a step's fields move straight into the future that does it, which keeps the
+    /// invocation's future small.)
     async fn drive(&mut self, inv: &mut Invocation, input: Input, sink: &Sink) -> Outcome {
-        let mut input = Some(input);
+        let Input {
+            messages,
+            responses,
+            ..
+        } = input;
+        let mut messages = Some(messages);
+        let mut responses = Some(responses);
         let mut fed = Fed::Start;
         loop {
-            fed = match inv.run.next(fed) {
+            let done = match inv.run.next(fed) {
                 Step::Finish(outcome) => return outcome,
-                step => match self.perform(inv, step, &mut input, sink).await {
-                    Ok(fed) => fed,
-                    Err(error) => return Outcome::Failed(error),
-                },
-            };
-        }
-    }
-
-    /// Does one step's IO.
-    async fn perform(
-        &mut self,
-        inv: &mut Invocation,
-        step: Step,
-        input: &mut Option<Input>,
-        sink: &Sink,
-    ) -> Result<Fed, Error> {
-        match step {
-            Step::AdmitInput => {
-                let messages = input.as_mut().map(|i| std::mem::take(&mut i.messages));
-                self.admit_input(inv, messages.unwrap_or_default(), sink)
-                    .await
-            }
-            Step::ResumeTools => {
-                let responses = input.take().map(|i| i.responses).unwrap_or_default();
-                self.resume_tools(inv, responses, sink).await
-            }
-            Step::CallModel { index } => self.model_call(inv, index, sink).await,
-            Step::Discard { reason } => {
-                sink.verdict(false);
-                sink.emit(|| AgentEvent::ResponseDiscarded { reason });
-                Ok(Fed::Done)
-            }
-            Step::StoreGuidance(guidance) => self.store_guidance(inv, guidance, sink).await,
-            Step::ReduceContext(error) => Ok(self.reduce_context(error)),
-            Step::Backoff(delay) => {
-                if !delay.is_zero() {
-                    tokio::time::sleep(delay).await;
+                Step::AdmitInput => {
+                    let messages = messages.take().unwrap_or_default();
+                    self.admit_input(inv, messages, sink).await
                 }
-                Ok(Fed::Done)
-            }
-            Step::EndTurn { text, record } => self.end_turn(inv, text, record, sink).await,
-            Step::Accept { response, edited } => self.accept(inv, response, edited, sink).await,
-            Step::RunTools {
-                index,
-                model_call_index,
-                invalid_inputs,
-            } => {
-                let phase = self.tool_phase_of(index, model_call_index, Vec::new());
-                self.tool_phase(inv, phase, &invalid_inputs, sink).await
-            }
-            Step::DrainInjections => self.drain_injections(inv, sink).await,
-            // Handled by `drive`.
-            Step::Finish(_) => Ok(Fed::Done),
+                Step::ResumeTools => {
+                    let responses = responses.take().unwrap_or_default();
+                    self.resume_tools(inv, responses, sink).await
+                }
+                Step::CallModel { index } => self.model_call(inv, index, sink).await,
+                Step::Discard { reason } => {
+                    sink.verdict(false);
+                    sink.emit(|| AgentEvent::ResponseDiscarded { reason });
+                    Ok(Fed::Done)
+                }
+                Step::StoreGuidance(guidance) => self.store_guidance(inv, guidance, sink).await,
+                Step::ReduceContext(error) => Ok(self.reduce_context(error)),
+                Step::Backoff(delay) => {
+                    if !delay.is_zero() {
+                        tokio::time::sleep(delay).await;
+                    }
+                    Ok(Fed::Done)
+                }
+                Step::EndTurn { text, record } => self.end_turn(inv, text, record, sink).await,
+                Step::Accept { response, edited } => self.accept(inv, response, edited, sink).await,
+                Step::RunTools {
+                    index,
+                    model_call_index,
+                    invalid_inputs,
+                } => {
+                    inv.tool_phase = Some(self.tool_phase_of(index, model_call_index, Vec::new()));
+                    self.tool_phase(inv, &invalid_inputs, sink).await
+                }
+                Step::DrainInjections => self.drain_injections(inv, sink).await,
+            };
+            fed = match done {
+                Ok(fed) => fed,
+                Err(error) => return Outcome::Failed(error),
+            };
         }
     }
 }

@@ -126,10 +126,10 @@ impl Agent {
         responses: Vec<InterruptResponse>,
         sink: &Sink,
     ) -> Result<Fed, Error> {
-        let phase = self.take_pending(inv, responses)?;
+        inv.tool_phase = Some(self.take_pending(inv, responses)?);
         // The pending state is consumed by the tool phase.
         self.session_sync().await?;
-        self.tool_phase(inv, phase, &[], sink).await
+        self.tool_phase(inv, &[], sink).await
     }
 
     /// Takes the pending interrupts, recording the caller's answers (with the fingerprints of

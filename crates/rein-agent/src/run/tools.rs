@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::{FutureExt as _, StreamExt as _};
 use rein_core::{
-    ContentBlock, Error, Message, Role, ToolHandle, ToolResult, ToolUse,
+    Error, Message, Role, ToolHandle, ToolResult, ToolUse,
     audit::{DecisionRecord, EventKind},
     event::{
         AfterToolCallEvent, BeforeToolCallEvent, InvocationContext, ToolCallAction,
@@ -45,27 +45,29 @@ impl Agent {
         ToolPhase::new(index, model_call_index, tool_uses, completed)
     }
 
-    /// Runs the tool uses of `phase` still without a result; stores their results, or pauses
-    /// on the interrupts raised.
+    /// Runs the tool uses of the phase under way (`inv.tool_phase`) still without a result;
+    /// stores their results, or pauses on the interrupts raised.
     pub(super) async fn tool_phase(
         &mut self,
         inv: &mut Invocation,
-        phase: ToolPhase,
         invalid_inputs: &[(String, String)],
         sink: &Sink,
     ) -> Result<Fed, Error> {
-        let index = phase.index;
-        let Some(assistant) = self.history.conv().get(index) else {
+        let (Some(phase), Some(assistant)) = (
+            inv.tool_phase.as_ref(),
+            inv.tool_phase
+                .as_ref()
+                .and_then(|p| self.history.conv().get(p.index)),
+        ) else {
             return Err(Error::Internal("a tool phase on a message not in history"));
         };
-        let todo: Vec<(usize, ToolUse)> = {
-            let uses: Vec<&ToolUse> = assistant.tool_uses().collect();
-            phase
-                .todo()
-                .filter_map(|i| uses.get(i).map(|u| (i, (*u).clone())))
-                .collect()
-        };
-        inv.tool_phase = Some(phase);
+        let index = phase.index;
+        let todo: Vec<(usize, ToolUse)> = assistant
+            .tool_uses()
+            .enumerate()
+            .filter(|(i, _)| phase.is_open(*i))
+            .map(|(i, u)| (i, u.clone()))
+            .collect();
         let invalid = |id: &str| {
             invalid_inputs
                 .iter()
@@ -115,19 +117,22 @@ impl Agent {
         self.history
             .rewrite_tool_uses(index, &rewrites, &to)
             .await?;
-        let assistant = self
-            .history
-            .conv()
-            .get(index)
-            .cloned()
-            .unwrap_or_else(|| Message::new(Role::Assistant, Vec::new()));
-        let uses: Vec<&ToolUse> = assistant.tool_uses().collect();
         let model_call_index = phase.model_call_index;
-        match phase.end(&uses, TOOL_INTERRUPTED) {
+        let end = match self.history.conv().get(index) {
+            Some(assistant) => phase.end(assistant, TOOL_INTERRUPTED),
+            None => return Err(Error::Internal("a tool phase on a message not in history")),
+        };
+        match end {
             PhaseEnd::Interrupted {
                 interrupts,
                 completed,
             } => {
+                let assistant = self
+                    .history
+                    .conv()
+                    .get(index)
+                    .cloned()
+                    .unwrap_or_else(|| Message::new(Role::Assistant, Vec::new()));
                 self.pending = Some(PendingInterrupts {
                     schema_version: PENDING_SCHEMA_VERSION,
                     interrupts: interrupts.clone(),
@@ -148,8 +153,7 @@ impl Agent {
                     interrupts,
                 }))
             }
-            PhaseEnd::Completed(results) => {
-                let blocks = results.into_iter().map(ContentBlock::ToolResult).collect();
+            PhaseEnd::Completed(blocks) => {
                 let to = listeners(&self.core.hooks, inv, sink);
                 self.history.append_user(blocks, &to).await?;
                 // Answers are cleared once the tool cycle completes.
