@@ -195,6 +195,26 @@ impl BeforeInvocationEvent {
     pub fn history(&self) -> &[Message] {
         &self.history
     }
+
+    /// What the hooks and interventions made of the input: admitted (as they left it) or
+    /// denied with a text. Take the [`decisions`](Self::take_decisions) first.
+    pub fn into_verdict(self) -> InputVerdict {
+        match self.cancel.text(Self::DEFAULT_CANCEL) {
+            Some(text) => InputVerdict::Deny(text.to_owned()),
+            None => InputVerdict::Admit(self.messages),
+        }
+    }
+}
+
+/// What the hooks and interventions made of an input ([`BeforeInvocationEvent::into_verdict`]).
+///
+/// Not `#[non_exhaustive]`: a driver of the loop must handle every verdict.
+#[derive(Debug)]
+pub enum InputVerdict {
+    /// Store these messages and go on.
+    Admit(Vec<Message>),
+    /// Store nothing; the invocation (or the injected item) is refused with this text.
+    Deny(String),
 }
 
 /// Fired before each model call.
@@ -247,6 +267,28 @@ impl BeforeModelCallEvent {
     pub fn take_guidance(&mut self) -> Vec<String> {
         std::mem::take(&mut self.guidance)
     }
+
+    /// What the hooks and interventions made of the call: send the request (as they left
+    /// it), or deny it with a text. Take the [`decisions`](Self::take_decisions) and the
+    /// [`guidance`](Self::take_guidance) first.
+    pub fn into_verdict(self) -> RequestVerdict {
+        match self.cancel.text(Self::DEFAULT_CANCEL) {
+            Some(text) => RequestVerdict::Deny(text.to_owned()),
+            None => RequestVerdict::Send(self.request),
+        }
+    }
+}
+
+/// What the hooks and interventions made of a model call before it is made
+/// ([`BeforeModelCallEvent::into_verdict`]).
+///
+/// Not `#[non_exhaustive]`: a driver of the loop must handle every verdict.
+#[derive(Debug)]
+pub enum RequestVerdict {
+    /// Call the model with this request.
+    Send(ModelRequest),
+    /// Do not call the model; this text stands in for its response.
+    Deny(String),
 }
 
 /// Fired after each model call, with its response or its error.

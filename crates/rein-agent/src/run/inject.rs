@@ -3,7 +3,7 @@
 
 use rein_core::{
     Error, Message,
-    event::BeforeInvocationEvent,
+    event::{BeforeInvocationEvent, InputVerdict},
     id::InjectionId,
     result::{InjectionOutcome, InjectionRecord},
 };
@@ -43,12 +43,13 @@ impl Agent {
                     return Err(e);
                 }
                 inv.record(ev.take_decisions(), sink);
-                if let Some(text) = ev.cancel.text(BeforeInvocationEvent::DEFAULT_CANCEL) {
-                    let text = text.to_owned();
-                    self.reject_injection(inv, &item.message, item.id, &text, sink);
-                    continue;
-                }
-                messages = ev.messages;
+                messages = match ev.into_verdict() {
+                    InputVerdict::Admit(messages) => messages,
+                    InputVerdict::Deny(text) => {
+                        self.reject_injection(inv, &item.message, item.id, &text, sink);
+                        continue;
+                    }
+                };
             }
             let delivered = messages.first().cloned().unwrap_or(item.message);
             let to = listeners(&self.core.hooks, inv, sink);

@@ -7,7 +7,7 @@ use futures_util::StreamExt as _;
 use rein_core::{
     ContentBlock, Error, Message, ModelError,
     audit::DecisionRecord,
-    event::{AfterModelCallEvent, BeforeModelCallEvent, ModelCallVerdict},
+    event::{AfterModelCallEvent, BeforeModelCallEvent, ModelCallVerdict, RequestVerdict},
     request::ModelRequest,
     result::CycleMetrics,
     stream::{BlockDelta, BlockStart, ModelResponse, StopReason, StreamAssembler, StreamEvent},
@@ -75,11 +75,13 @@ impl Agent {
                 ev.request.append_user_text(g);
             }
         }
-        if let Some(text) = ev.cancel.text(BeforeModelCallEvent::DEFAULT_CANCEL) {
-            let message = Message::assistant(text);
-            return Ok(Err(ModelResponse::new(message, StopReason::EndTurn)));
-        }
-        Ok(Ok(ev.request))
+        Ok(match ev.into_verdict() {
+            RequestVerdict::Send(request) => Ok(request),
+            RequestVerdict::Deny(text) => Err(ModelResponse::new(
+                Message::assistant(text),
+                StopReason::EndTurn,
+            )),
+        })
     }
 
     /// Calls the model and assembles its stream, streaming deltas to the caller as they come.

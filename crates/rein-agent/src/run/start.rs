@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use rein_core::{
     Error, Message,
-    event::{BeforeInvocationEvent, InvocationContext},
+    event::{BeforeInvocationEvent, InputVerdict, InvocationContext},
     interrupt::{InterruptAnswer, InterruptAnswers},
     message::InterruptResponse,
     result::InvocationMetrics,
@@ -107,11 +107,11 @@ impl Agent {
             // Decisions (a handler error among them) are recorded even when the dispatch fails.
             inv.record(ev.take_decisions(), sink);
             dispatched?;
-            if let Some(text) = ev.cancel.text(BeforeInvocationEvent::DEFAULT_CANCEL) {
+            messages = match ev.into_verdict() {
+                InputVerdict::Admit(messages) => messages,
                 // Nothing is stored: neither the denied input nor the cancel text.
-                return Ok(Fed::InputDenied(text.to_owned()));
-            }
-            messages = ev.messages;
+                InputVerdict::Deny(text) => return Ok(Fed::InputDenied(text)),
+            };
         }
         let to = listeners(&self.core.hooks, inv, sink);
         self.history.add_all(messages, &to).await?;
