@@ -6,7 +6,6 @@
 //! cargo run -p rein-examples --example polite_guard
 //! ```
 
-use futures_util::StreamExt;
 use rein::prelude::*;
 
 const RUDE: [&str; 3] = ["dumb", "stupid", "obviously"];
@@ -43,7 +42,7 @@ async fn main() -> Result<(), rein::Error> {
     while let Some(event) = events.next().await {
         match event? {
             AgentEvent::TextDelta(t) => shown.push_str(&t),
-            AgentEvent::ResponseDiscarded { reason } => {
+            AgentEvent::ResponseDiscarded { reason, .. } => {
                 println!("[shown, then retracted] {shown}\n  ({reason})");
                 shown.clear();
             }

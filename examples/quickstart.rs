@@ -8,7 +8,6 @@
 //! cargo run -p rein-examples --example quickstart
 //! ```
 
-use futures_util::StreamExt;
 use rein::prelude::*;
 use serde_json::json;
 

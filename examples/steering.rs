@@ -7,7 +7,6 @@
 
 use std::time::{Duration, Instant};
 
-use futures_util::StreamExt;
 use rein::prelude::*;
 use serde_json::json;
 
@@ -79,7 +78,9 @@ async fn main() -> Result<(), rein::Error> {
                 println!("{} [tool] {} {}", t(), tool_use.name, tool_use.input)
             }
             AgentEvent::ToolResult(r) => println!("{} [result] {}", t(), r.text()),
-            AgentEvent::ResponseDiscarded { reason } => println!("{} [discarded] {reason}", t()),
+            AgentEvent::ResponseDiscarded { reason, .. } => {
+                println!("{} [discarded] {reason}", t())
+            }
             AgentEvent::Finished(r) => {
                 println!("{} [finished] {:?}: {}", t(), r.stop_reason, r.text())
             }

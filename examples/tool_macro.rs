@@ -6,7 +6,6 @@
 //! cargo run -p rein-examples --example tool_macro
 //! ```
 
-use futures_util::StreamExt;
 use rein::core::{
     id::InvocationId,
     interrupt::InterruptAnswers,

@@ -10,7 +10,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use cpu_time::ProcessTime;
-use futures_util::StreamExt as _;
 use rein::core::{
     Message, ModelError, Role, ToolHandle,
     event::{AfterModelCallEvent, AfterToolCallEvent, BeforeModelCallEvent, BeforeToolCallEvent},

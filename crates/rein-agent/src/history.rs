@@ -161,11 +161,19 @@ impl History {
     /// The message at `idx` was rewritten.
     async fn updated(&mut self, idx: usize, to: &Listeners<'_>) -> Result<(), Error> {
         self.persist_updated(idx).await?;
-        if to.hooks.has::<MessageUpdatedEvent>()
+        let wants_event = to.hooks.has::<MessageUpdatedEvent>();
+        if (wants_event || to.sink.is_enabled())
             && let Some(message) = self.conv.get(idx).cloned()
         {
-            let mut ev = MessageUpdatedEvent::new(to.cx.clone(), self.conv.id(idx), message);
-            to.hooks.dispatch(&mut ev).await?;
+            let id = self.conv.id(idx);
+            to.sink.emit(|| AgentEvent::MessageUpdated {
+                id,
+                message: message.clone(),
+            });
+            if wants_event {
+                let mut ev = MessageUpdatedEvent::new(to.cx.clone(), id, message);
+                to.hooks.dispatch(&mut ev).await?;
+            }
         }
         Ok(())
     }

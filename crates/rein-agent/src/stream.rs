@@ -39,10 +39,14 @@ pub enum AgentEvent {
     /// Reasoning text from the model.
     ReasoningDelta(String),
     /// The response streamed so far is withdrawn (retried, withheld or failed): a UI should
-    /// retract what it showed.
+    /// retract what it showed. Not sent when `hold_deltas_until_verdict` held the deltas back:
+    /// nothing was shown.
     ResponseDiscarded {
         /// Why.
         reason: String,
+        /// The handler (or `rein:retry-limit`) whose decision withdrew it; `None` for a failed
+        /// call, a cancel, or a plain hook.
+        handler: Option<String>,
     },
     /// The response streamed so far was rewritten before it was stored; this is what counts.
     ResponseReplaced {
@@ -54,6 +58,14 @@ pub enum AgentEvent {
         /// Its id.
         id: MessageId,
         /// The message.
+        message: Message,
+    },
+    /// A stored message was rewritten: text joined to it (guidance, an injected message, tool
+    /// results after a user message) or a tool use rewritten by a hook or a transform.
+    MessageUpdated {
+        /// Its id (as in the `MessageAdded` that announced it).
+        id: MessageId,
+        /// The message as it now is.
         message: Message,
     },
     /// A tool is about to run (after BeforeToolCall hooks and interventions let it, and its
@@ -141,15 +153,26 @@ impl Sink {
         }
     }
 
-    /// The verdict on the response: release held deltas, or drop them.
-    pub(crate) fn verdict(&self, accepted: bool) {
-        if let Some(h) = &self.hold {
-            let held = std::mem::take(&mut *h.lock().unwrap_or_else(PoisonError::into_inner));
-            if accepted {
-                for e in held {
-                    self.push(e);
-                }
+    /// The verdict on the response: release held deltas, or drop them. Returns whether the
+    /// caller may have seen the response's deltas (they were not held back).
+    pub(crate) fn verdict(&self, accepted: bool) -> bool {
+        let Some(h) = &self.hold else {
+            return true;
+        };
+        let held = std::mem::take(&mut *h.lock().unwrap_or_else(PoisonError::into_inner));
+        if accepted {
+            for e in held {
+                self.push(e);
             }
+        }
+        false
+    }
+
+    /// Withdraws the response streamed so far: held deltas are dropped; shown ones are
+    /// retracted with `ResponseDiscarded`.
+    pub(crate) fn discard(&self, reason: String, handler: Option<String>) {
+        if self.verdict(false) {
+            self.emit(|| AgentEvent::ResponseDiscarded { reason, handler });
         }
     }
 
@@ -217,6 +240,27 @@ impl<'a> AgentStream<'a> {
             sink,
             finished: None,
         }
+    }
+}
+
+impl AgentStream<'_> {
+    /// The next event, without `futures::StreamExt` (the stream implements `Stream` too).
+    ///
+    /// ```
+    /// # use rein_agent::{Agent, AgentEvent};
+    /// # use rein_models::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), rein_core::Error> {
+    /// let mut agent = Agent::builder().model(ScriptedModel::builder().text("Hi!").build()).build()?;
+    /// let mut events = agent.stream("Hello");
+    /// while let Some(event) = events.next().await {
+    ///     if let AgentEvent::Finished(result) = event? {
+    ///         assert_eq!(result.text(), "Hi!");
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn next(&mut self) -> Option<Result<AgentEvent, Error>> {
+        std::future::poll_fn(|cx| Pin::new(&mut *self).poll_next(cx)).await
     }
 }
 

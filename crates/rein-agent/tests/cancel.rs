@@ -124,7 +124,6 @@ async fn cancel_when_idle_does_nothing() {
 
 #[tokio::test(start_paused = true)]
 async fn cancel_a_stream() {
-    use futures_util::StreamExt;
     let model = ScriptedModel::builder()
         .response(ScriptedResponse::new().text("abcdefgh"))
         .chunk_chars(1)
@@ -186,7 +185,6 @@ async fn cancel_while_a_hook_awaits_an_approval() {
 
 #[tokio::test(start_paused = true)]
 async fn a_stream_dropped_mid_tool_leaves_history_repairable() {
-    use futures_util::StreamExt;
     let log = Log::default();
     let model = ScriptedModel::builder()
         .tool_use("a", "sleep", json!({"ms": 10_000}))

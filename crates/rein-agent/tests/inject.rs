@@ -8,7 +8,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
-use futures_util::StreamExt;
 use rein_agent::{AgentEvent, InjectError, TurnInterceptor};
 use rein_core::{
     Message, ToolHandle,
@@ -325,4 +324,49 @@ async fn panicking_callbacks_are_contained() {
     let r = agent.invoke("go").await.unwrap();
     assert_eq!(r.text(), "done");
     assert_eq!(r.injections[0].outcome, InjectionOutcome::Consumed);
+}
+
+#[tokio::test]
+async fn an_injection_joined_to_the_tool_results_is_streamed_as_message_updated() {
+    let slot = Arc::new(Mutex::new(None));
+    let model = ScriptedModel::builder()
+        .tool_use("t1", "research", json!({"inject": "also check X"}))
+        .text("done")
+        .build();
+    let mut agent = agent(model)
+        .tool(injecting_tool(slot.clone()))
+        .build()
+        .unwrap();
+    *slot.lock().unwrap() = Some(agent.interceptor());
+    let mut stream = agent.stream("research");
+    let mut events = Vec::new();
+    // The stream's own `next`: no StreamExt needed.
+    while let Some(e) = rein_agent::AgentStream::next(&mut stream).await {
+        events.push(e.unwrap());
+    }
+    drop(stream);
+    // The tool results message is announced, then updated with the injected text joined.
+    let (added_id, added) = events
+        .iter()
+        .find_map(|e| match e {
+            rein_agent::AgentEvent::MessageAdded { id, message }
+                if message.tool_results().count() == 1 =>
+            {
+                Some((*id, message.clone()))
+            }
+            _ => None,
+        })
+        .expect("the tool results message is added");
+    assert_eq!(added.text(), "", "added before the injection joins it");
+    let updated = events
+        .iter()
+        .find_map(|e| match e {
+            rein_agent::AgentEvent::MessageUpdated { id, message } if *id == added_id => {
+                Some(message.clone())
+            }
+            _ => None,
+        })
+        .expect("the join is streamed");
+    assert_eq!(updated.text(), "also check X");
+    assert_eq!(updated, agent.messages()[2]);
 }

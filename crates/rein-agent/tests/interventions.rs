@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use common::*;
-use futures_util::StreamExt;
 use rein_agent::{AgentEvent, Input, TOOL_INTERRUPTED, ToolExecutor};
 use rein_core::{
     ContentBlock, Error, Message, Role,
@@ -319,7 +318,7 @@ async fn guide_after_model_call_injects_and_retries() {
     let mut result = None;
     while let Some(ev) = stream.next().await {
         match ev.unwrap() {
-            AgentEvent::ResponseDiscarded { reason } => discarded.push(reason),
+            AgentEvent::ResponseDiscarded { reason, .. } => discarded.push(reason),
             AgentEvent::Finished(r) => result = Some(r),
             _ => {}
         }

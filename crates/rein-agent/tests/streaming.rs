@@ -4,7 +4,6 @@
 mod common;
 
 use common::*;
-use futures_util::StreamExt;
 use rein_agent::AgentEvent;
 use rein_core::{event::AfterModelCallEvent, stream::StopReason};
 use rein_models::{ScriptedModel, ScriptedResponse};
@@ -154,4 +153,96 @@ async fn deltas_arrive_before_the_stream_ends() {
     assert_eq!(first_at.unwrap(), std::time::Duration::from_millis(200));
     assert!(start.elapsed() >= std::time::Duration::from_millis(900));
     let _ = StopReason::EndTurn;
+}
+
+#[tokio::test]
+async fn guidance_joined_to_the_prompt_is_streamed_as_message_updated() {
+    use rein_interventions::{BeforeModelCallAction, Intervention};
+    let model = ScriptedModel::builder().text("ok").build();
+    let mut agent = agent(model)
+        .intervention(Intervention::named("context").before_model_call(|ev, _| {
+            if ev.model_call_index() == 0 {
+                BeforeModelCallAction::guide("answer in French")
+            } else {
+                BeforeModelCallAction::Proceed
+            }
+        }))
+        .build()
+        .unwrap();
+    let events = collect(&mut agent, "hi").await;
+    let (id, added) = events
+        .iter()
+        .find_map(|e| match e {
+            AgentEvent::MessageAdded { id, message } => Some((*id, message.clone())),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(added.text(), "hi");
+    let updated = events.iter().find_map(|e| match e {
+        AgentEvent::MessageUpdated { id: u, message } if *u == id => Some(message.clone()),
+        _ => None,
+    });
+    assert_eq!(
+        updated.map(|m| m.text()),
+        Some("hi[context] answer in French".to_owned())
+    );
+}
+
+#[tokio::test]
+async fn a_discard_names_the_handler_and_the_retry_limit() {
+    use rein_interventions::{AfterModelCallAction, Intervention};
+    let model = ScriptedModel::builder().text("rude").text("rude").build();
+    let mut agent = agent(model)
+        .max_hook_retries(1)
+        .intervention(
+            Intervention::named("tone")
+                .after_model_call(|_, _| AfterModelCallAction::guide("be polite")),
+        )
+        .build()
+        .unwrap();
+    let events = collect(&mut agent, "hi").await;
+    let discards: Vec<(String, Option<String>)> = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::ResponseDiscarded { reason, handler } => {
+                Some((reason.clone(), handler.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        discards,
+        vec![
+            (
+                "retry requested by a hook".to_owned(),
+                Some("tone".to_owned())
+            ),
+            (
+                "DENIED: retry limit (1) reached".to_owned(),
+                Some("rein:retry-limit".to_owned())
+            ),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn held_deltas_are_never_retracted_because_they_were_never_shown() {
+    let model = ScriptedModel::builder().text("bad").text("good").build();
+    let mut agent = agent(model)
+        .hold_deltas_until_verdict(true)
+        .hook(|e: &mut AfterModelCallEvent| {
+            if e.response().is_some_and(|r| r.message.text() == "bad") {
+                e.retry = true;
+            }
+        })
+        .build()
+        .unwrap();
+    let events = collect(&mut agent, "hi").await;
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, AgentEvent::ResponseDiscarded { .. })),
+        "{events:?}"
+    );
+    assert_eq!(deltas(&events), vec!["good"]);
 }

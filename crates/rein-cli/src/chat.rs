@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use console::{Term, style};
-use futures_util::StreamExt as _;
 use indicatif::{ProgressBar, ProgressStyle};
 use rein_agent::{Agent, AgentEvent, AgentResult, Input};
 use rein_core::{
@@ -307,7 +306,7 @@ async fn turn(
                 let _ = out.write_str(&t);
                 let _ = std::io::stdout().flush();
             }
-            AgentEvent::ResponseDiscarded { reason } => {
+            AgentEvent::ResponseDiscarded { reason, handler } => {
                 if !streamed.is_empty() {
                     let _ = out.write_line("");
                 }
@@ -316,7 +315,11 @@ async fn turn(
                 if !cancelling {
                     let _ = out.write_line(&format!(
                         "{}",
-                        style(format!("(withdrawn: {reason})")).dim()
+                        style(match handler {
+                            Some(h) => format!("(withdrawn by {h}: {reason})"),
+                            None => format!("(withdrawn: {reason})"),
+                        })
+                        .dim()
                     ));
                 }
             }

@@ -3,7 +3,6 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use futures_util::StreamExt as _;
 use rein_agent::{Agent, AgentEvent, Input, RetryStrategy, ToolExecutor, TurnInterceptor};
 use rein_core::{
     ContentBlock, Error, Message, ToolHandle,

@@ -472,3 +472,21 @@ fn bedrock_without_a_region_exits_2_naming_the_provider() {
     );
     assert!(!err.contains("test-token-not-shown"), "{err}");
 }
+
+/// `cargo install rein-cli` must give a `rein` that talks to the common providers (a binary is
+/// not a library): they are default features.
+#[test]
+fn the_default_build_ships_the_common_providers() {
+    let manifest = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"))
+        .expect("the crate's manifest");
+    let default = manifest
+        .lines()
+        .find(|l| l.trim_start().starts_with("default ="))
+        .expect("a default feature list");
+    for provider in ["\"openai\"", "\"anthropic\"", "\"ollama\""] {
+        assert!(
+            default.contains(provider),
+            "{provider} missing from {default}"
+        );
+    }
+}

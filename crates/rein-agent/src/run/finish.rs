@@ -15,7 +15,7 @@ use super::machine::Outcome;
 use super::{Invocation, listeners};
 use crate::agent::{Agent, CANCELLED_BY_USER};
 use crate::history::{TOOL_CANCELLED, TOOL_INTERRUPTED};
-use crate::stream::{AgentEvent, Sink};
+use crate::stream::Sink;
 
 impl Agent {
     /// Turns the run's outcome into its result.
@@ -45,10 +45,7 @@ impl Agent {
             }
             Outcome::Cancelled => {
                 if inv.streaming_response {
-                    sink.verdict(false);
-                    sink.emit(|| AgentEvent::ResponseDiscarded {
-                        reason: "cancelled".into(),
-                    });
+                    sink.discard("cancelled".into(), None);
                 }
                 let repaired = self.close_tool_phase(inv, TOOL_CANCELLED, sink).await;
                 repaired.map(|()| self.result(inv, StopReason::Cancelled, self.cancelled_message()))

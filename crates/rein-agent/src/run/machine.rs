@@ -24,10 +24,13 @@ pub(crate) fn retry_limit_text(n: u32) -> String {
     format!("DENIED: retry limit ({n}) reached")
 }
 
+/// The name under which the retry cap decides in the audit and the stream.
+pub(crate) const RETRY_LIMIT: &str = "rein:retry-limit";
+
 /// The audit record of a retry cap reached (`rein:retry-limit`).
 pub(crate) fn retry_limit_record(event: EventKind, text: &str) -> DecisionRecord {
     DecisionRecord::new(
-        "rein:retry-limit",
+        RETRY_LIMIT,
         event,
         DecisionAction::Deny,
         DecisionOutcome::Applied,
@@ -70,8 +73,12 @@ pub(crate) enum Step {
     ResumeTools,
     /// BeforeModelCall, the model call `index`, AfterModelCall.
     CallModel { index: u32 },
-    /// Withdraw the response streamed so far (the caller is told why).
-    Discard { reason: String },
+    /// Withdraw the response streamed so far (the caller is told why, and by whom when the
+    /// machine itself decided: the retry limit).
+    Discard {
+        reason: String,
+        handler: Option<&'static str>,
+    },
     /// Store guidance as user text (before the model is called again).
     StoreGuidance(Vec<String>),
     /// Ask the conversation manager to shrink the history after a context overflow.
@@ -356,6 +363,7 @@ impl Run {
     #[inline]
     fn on_verdict(&mut self, verdict: ModelCallVerdict) -> Step {
         let can_retry = self.hook_retries < self.max_hook_retries;
+        let mut handler = None;
         let (reason, then) = match verdict {
             ModelCallVerdict::Retry {
                 guidance,
@@ -386,6 +394,7 @@ impl Run {
                 } else {
                     let text = retry_limit_text(self.max_hook_retries);
                     let record = retry_limit_record(EventKind::AfterModelCall, &text);
+                    handler = Some(RETRY_LIMIT);
                     (text.clone(), AfterDiscard::EndTurn(text, Some(record)))
                 }
             }
@@ -406,7 +415,7 @@ impl Run {
         };
         self.phase = Phase::Discarded;
         self.after_discard = Some(Box::new(then));
-        Step::Discard { reason }
+        Step::Discard { reason, handler }
     }
 
     fn after_discard(&mut self) -> Step {
@@ -769,7 +778,7 @@ mod tests {
         };
         for i in 1..=2 {
             match r.next(retry()) {
-                Step::Discard { reason } => assert_eq!(reason, "retry requested by a hook"),
+                Step::Discard { reason, .. } => assert_eq!(reason, "retry requested by a hook"),
                 other => panic!("{other:?}"),
             }
             assert!(matches!(r.next(Fed::Done), Step::StoreGuidance(g) if g == ["again"]));
@@ -789,7 +798,7 @@ mod tests {
         r.settle_decisions(&verdict, &mut decisions);
         assert_eq!(decisions[0].outcome, DecisionOutcome::Overridden);
         match r.next(Fed::ModelCalled(verdict)) {
-            Step::Discard { reason } => assert_eq!(reason, "DENIED: retry limit (2) reached"),
+            Step::Discard { reason, .. } => assert_eq!(reason, "DENIED: retry limit (2) reached"),
             other => panic!("{other:?}"),
         }
         match r.next(Fed::Done) {
@@ -824,7 +833,7 @@ mod tests {
         // The new turn may retry again.
         assert!(matches!(
             r.next(retry()),
-            Step::Discard { reason } if reason == "retry requested by a hook"
+            Step::Discard { reason, .. } if reason == "retry requested by a hook"
         ));
     }
 
@@ -835,7 +844,7 @@ mod tests {
         let step = r.next(Fed::ModelCalled(ModelCallVerdict::Withhold {
             text: "DENIED: no".into(),
         }));
-        assert!(matches!(step, Step::Discard { reason } if reason == "DENIED: no"));
+        assert!(matches!(step, Step::Discard { reason, .. } if reason == "DENIED: no"));
         assert!(matches!(
             r.next(Fed::Done),
             Step::EndTurn { text, record: None } if text == "DENIED: no"

@@ -46,6 +46,8 @@ pub(crate) struct Invocation {
     tool_phase: Option<ToolPhase>,
     /// Whether a model response is streaming (a cancel then withdraws it).
     streaming_response: bool,
+    /// The handler whose decision on the last model call would withdraw its response.
+    discarded_by: Option<String>,
     run_version: u64,
     injections: Vec<InjectionRecord>,
 }
@@ -109,9 +111,9 @@ impl Agent {
                     self.resume_tools(inv, responses, sink).await
                 }
                 Step::CallModel { index } => self.model_call(inv, index, sink).await,
-                Step::Discard { reason } => {
-                    sink.verdict(false);
-                    sink.emit(|| AgentEvent::ResponseDiscarded { reason });
+                Step::Discard { reason, handler } => {
+                    let handler = handler.map(str::to_owned).or(inv.discarded_by.take());
+                    sink.discard(reason, handler);
                     Ok(Fed::Done)
                 }
                 Step::StoreGuidance(guidance) => self.store_guidance(inv, guidance, sink).await,

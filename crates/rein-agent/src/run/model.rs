@@ -6,7 +6,7 @@ use std::time::Instant;
 use futures_util::StreamExt as _;
 use rein_core::{
     ContentBlock, Error, Message, ModelError,
-    audit::DecisionRecord,
+    audit::{DecisionAction, DecisionOutcome, DecisionRecord},
     event::{AfterModelCallEvent, BeforeModelCallEvent, ModelCallVerdict, RequestVerdict},
     request::ModelRequest,
     result::CycleMetrics,
@@ -158,6 +158,7 @@ impl Agent {
         index: u32,
         sink: &Sink,
     ) -> Result<Fed, Error> {
+        inv.discarded_by = None;
         if !self.core.hooks.has::<AfterModelCallEvent>() {
             return Ok(Fed::ModelCalled(match outcome {
                 Ok(response) => ModelCallVerdict::Accept {
@@ -175,6 +176,13 @@ impl Agent {
         let mut decisions = ev.take_decisions();
         let verdict = ev.into_verdict();
         inv.run.settle_decisions(&verdict, &mut decisions);
+        inv.discarded_by = decisions
+            .iter()
+            .find(|d| {
+                d.outcome == DecisionOutcome::Applied
+                    && matches!(d.action, DecisionAction::Deny | DecisionAction::Guide)
+            })
+            .map(|d| d.handler.clone());
         inv.record(decisions, sink);
         Ok(Fed::ModelCalled(verdict))
     }

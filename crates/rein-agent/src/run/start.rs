@@ -73,6 +73,7 @@ impl Agent {
             answers: InterruptAnswers::default(),
             tool_phase: None,
             streaming_response: false,
+            discarded_by: None,
             run_version: self.interceptor.begin(),
             injections: Vec::new(),
         };
