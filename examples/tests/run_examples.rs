@@ -177,3 +177,40 @@ fn mcp_tools() {
         check("mcp_tools", &["No MCP server given."]);
     }
 }
+
+#[test]
+fn approve_later_in_another_process() {
+    // Both steps, each in its own process (the example runs itself twice).
+    check(
+        "approve_later",
+        &[
+            "[ask] stop reason: Interrupt",
+            "[ask] waiting for a human: Delete report-draft.txt? (v1:before_tool_call:t1:",
+            "[approve] Delete report-draft.txt? -> yes",
+            "[approve] tool result: deleted report-draft.txt",
+            "[approve] reply: The draft is gone.",
+        ],
+    );
+}
+
+#[test]
+fn approve_later_rejected_from_the_command_line() {
+    let dir = std::env::temp_dir().join(format!("rein-approve-later-test-{}", std::process::id()));
+    let step = |args: &[&str]| {
+        let out = Command::new(example("approve_later"))
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let d = dir.to_str().unwrap();
+    assert!(step(&["ask", d]).contains("waiting for a human"));
+    let out = step(&["approve", d, "no"]);
+    assert!(out.contains("tool result: CONFIRMATION_FAILED"), "{out}");
+    assert!(out.contains("reply: Understood, I left it."), "{out}");
+    // Nothing is waiting any more.
+    assert!(step(&["approve", d, "yes"]).contains("nothing is waiting"));
+    std::fs::remove_dir_all(&dir).ok();
+}

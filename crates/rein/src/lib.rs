@@ -57,6 +57,7 @@ pub mod prelude {
         Transform,
     };
     pub use rein_models::{Model, ScriptedModel, ScriptedResponse};
+    pub use rein_sessions::{FileSessionStore, SessionError, SessionManager, SessionStore};
 
     #[cfg(feature = "macros")]
     pub use rein_macros::tool;
