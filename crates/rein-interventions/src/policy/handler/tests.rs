@@ -745,7 +745,10 @@ fn loading_errors_name_handler_and_field() {
         {"name": "x", "kind": "deny_tools", "tools": []},
         {"name": "x", "kind": "deny_tools", "tools": []}
     ]));
-    assert_eq!(e, "policy[1].name: duplicate handler name 'x'");
+    assert_eq!(
+        e,
+        "policy[1].name: duplicate intervention handler name: 'x'"
+    );
 
     let e =
         load_err(json!([{"name": "x", "kind": "redact", "target": "everything", "pattern": "x"}]));
@@ -771,6 +774,37 @@ fn loading_errors_name_handler_and_field() {
             .unwrap_err()
             .to_string()
             .starts_with("invalid TOML")
+    );
+}
+
+#[test]
+fn a_duplicate_name_has_one_text_from_code_and_from_a_policy_file() {
+    let deny = || {
+        PolicyHandler::new(
+            "x",
+            DenyTools {
+                tools: vec![],
+                reason: None,
+            },
+        )
+        .unwrap()
+    };
+    let from_code = InterventionRegistry::new([deny(), deny()])
+        .unwrap_err()
+        .to_string();
+    assert_eq!(from_code, "duplicate intervention handler name: 'x'");
+    let from_file = Policy::from_json_str(
+        &json!([
+            {"name": "x", "kind": "deny_tools", "tools": []},
+            {"name": "x", "kind": "deny_tools", "tools": []}
+        ])
+        .to_string(),
+    )
+    .unwrap_err();
+    assert_eq!(from_file.message(), from_code);
+    assert_eq!(
+        from_file.to_string(),
+        format!("policy[1].name: {from_code}")
     );
 }
 
