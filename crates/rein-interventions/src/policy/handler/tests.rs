@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use futures_executor::block_on;
 use rein_core::{
-    ToolResult, ToolUse,
+    Role, ToolResult, ToolUse,
     audit::{DecisionAction, DecisionOutcome},
     event::{Cancel, InvocationContext},
     request::ModelRequest,
@@ -511,6 +511,41 @@ fn redact_model_output() {
     assert_eq!(ev.response().unwrap().message.text(), "it is 555-XXXX");
     let mut ev = after_model(&cx(json!({})), Message::assistant("nothing"));
     block_on(hooks.dispatch(&mut ev)).unwrap();
+    assert!(ev.decisions().is_empty());
+}
+
+#[test]
+fn redact_model_output_covers_text_blocks_not_tool_use_inputs() {
+    let hooks = hooks_for(redact(RedactTarget::ModelOutput));
+    let tool_use = ToolUse::new("t1", "call", json!({"number": "555-1234"}));
+    let message = Message::new(
+        Role::Assistant,
+        vec![
+            ContentBlock::Text("calling 555-1234".into()),
+            ContentBlock::ToolUse(tool_use.clone()),
+        ],
+    );
+    let mut ev = after_model(&cx(json!({})), message);
+    block_on(hooks.dispatch(&mut ev)).unwrap();
+    let content = &ev.response().unwrap().message.content;
+    assert_eq!(content[0], ContentBlock::Text("calling 555-XXXX".into()));
+    assert_eq!(
+        content[1],
+        ContentBlock::ToolUse(tool_use.clone()),
+        "tool_input covers tool uses"
+    );
+
+    // A match only in a tool use's input is no match for model_output: no edit, no record.
+    let message = Message::new(
+        Role::Assistant,
+        vec![
+            ContentBlock::Text("calling".into()),
+            ContentBlock::ToolUse(tool_use),
+        ],
+    );
+    let mut ev = after_model(&cx(json!({})), message.clone());
+    block_on(hooks.dispatch(&mut ev)).unwrap();
+    assert_eq!(ev.response().unwrap().message, message);
     assert!(ev.decisions().is_empty());
 }
 
