@@ -82,8 +82,12 @@
 //! }
 //! ```
 //!
-//! See `docs/interventions.md` in the repository for dispatch order, errors, the audit, and how
-//! Rein differs from the Strands Agents SDK.
+//! The handler's types — the events and actions, [`ToolHandle`] (the selected tool),
+//! [`ModelResponse`] and its [`Usage`], [`ModelError`] — are all re-exported here. The
+//! [`testing`] module runs handlers over events without an agent.
+//!
+//! See `docs/interventions.md` in the repository for dispatch order, errors, the audit, testing
+//! handlers, and how Rein differs from the Strands Agents SDK.
 
 mod action;
 mod closure;
@@ -97,6 +101,7 @@ pub mod policy;
 mod registry;
 mod set;
 mod shared;
+pub mod testing;
 
 pub use action::{
     AfterModelCallAction, AfterToolCallAction, BeforeInvocationAction, BeforeModelCallAction,
@@ -111,9 +116,9 @@ pub use shared::SharedHandler;
 
 // What a handler author needs from rein-core, so depending on this crate alone is enough.
 pub use rein_core::{
-    ContentBlock, Error, Map, Message, Role, ToolResult, ToolUse,
+    ContentBlock, Error, Map, Message, ModelError, Role, ToolHandle, ToolResult, ToolUse,
     audit::{DecisionAction, DecisionOutcome, DecisionRecord, EventKind, OnError},
-    error::BuildError,
+    error::{BuildError, ModelErrorKind},
     event::{
         AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent, BeforeModelCallEvent,
         BeforeToolCallEvent, Cancel, InvocationContext,
@@ -121,9 +126,9 @@ pub use rein_core::{
     id::InvocationId,
     interrupt::{Interrupt, InterruptAnswer, InterruptAnswers},
     message::{ToolResultContent, ToolResultStatus},
-    request::ModelRequest,
+    request::{InferenceConfig, ModelRequest, ToolChoice},
     state::InvocationState,
-    stream::{ModelResponse, StopReason},
+    stream::{ModelResponse, StopReason, StreamMetrics, Usage},
     tool::ToolSpec,
 };
 pub use serde_json::{self, Value, json};
@@ -131,6 +136,10 @@ pub use serde_json::{self, Value, json};
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/interventions.md")]
+struct InterventionsGuide;
 
 #[cfg(all(doctest, feature = "policy"))]
 #[doc = include_str!("../../../docs/policies.md")]
