@@ -27,7 +27,7 @@
 //! use rein_interventions::{
 //!     AfterToolCallAction, AfterToolCallEvent, BeforeToolCallAction, BeforeToolCallEvent,
 //!     Confirm, EventSet, HandlerError, InterventionContext, InterventionHandler, OnError,
-//!     ToolResultContent,
+//!     ToolResultContent, json,
 //! };
 //!
 //! /// Asks a human before any `delete_*` tool runs, unless the caller's invocation state
@@ -56,7 +56,11 @@
 //!         if !tool.starts_with("delete_") {
 //!             return Ok(BeforeToolCallAction::Proceed);
 //!         }
-//!         let mut confirm = Confirm::new(format!("Allow {tool} on {}?", event.tool_use().input));
+//!         // A payload for the approval UI: the question, and the call's input as JSON.
+//!         let mut confirm = Confirm::new(json!({
+//!             "prompt": format!("Allow {tool}?"),
+//!             "input": event.tool_use().input,
+//!         }));
 //!         if let Some(pre) = cx.invocation_state().get("approve_deletes") {
 //!             confirm = confirm.with_response(pre.clone());
 //!         }
