@@ -39,7 +39,7 @@ async fn main() -> Result<(), rein::Error> {
             tokio::time::sleep(Duration::from_millis(150)).await;
             Ok(ToolOutput::text(format!(
                 "3 articles about {}",
-                input["query"]
+                input["query"].as_str().unwrap_or_default()
             )))
         },
     );

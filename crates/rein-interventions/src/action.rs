@@ -123,6 +123,12 @@ type EvaluateFn = Box<dyn FnOnce(&Value) -> Result<bool, HandlerError> + Send>;
 
 /// Ask a human before a tool runs (valid on `before_tool_call` only).
 ///
+/// The prompt is what the human is asked: a string, or a structured payload for an approval UI
+/// (any JSON). It becomes the interrupt's `reason` unchanged. Where a text is needed — the
+/// `CONFIRMATION_FAILED: <prompt>` of a rejection and the audit record — the prompt's text is
+/// used ([`prompt_text`](Self::prompt_text)): the string itself, or a payload's `"prompt"` (else
+/// `"message"`) string field, or else the payload as compact JSON.
+///
 /// With a known response — the pre-emptive [`response`](Self::response) (which takes precedence),
 /// or else the answer given on resume, if it was given for the same tool call fingerprint —
 /// [`evaluate`](Self::with_evaluate) decides: approved lets the pass go on, rejected
@@ -135,24 +141,46 @@ type EvaluateFn = Box<dyn FnOnce(&Value) -> Result<bool, HandlerError> + Send>;
 /// assert!(!Confirm::default_evaluate(&json!(1)));
 /// let c = Confirm::new("Delete /tmp?").with_response(false);
 /// assert_eq!(c.response, Some(json!(false)));
+///
+/// // A payload for an approval UI: the interrupt's reason is the whole object.
+/// let path = "report.txt";
+/// let c = Confirm::new(json!({"prompt": format!("Delete {path}?"), "path": path, "risk": "high"}));
+/// assert_eq!(c.prompt["risk"], "high");
+/// assert_eq!(c.prompt_text(), "Delete report.txt?");
 /// ```
 #[non_exhaustive]
 pub struct Confirm {
-    /// What the human is asked (the interrupt's reason).
-    pub prompt: String,
+    /// What the human is asked: a string or a structured payload (the interrupt's reason,
+    /// unchanged).
+    pub prompt: Value,
     /// A response known in advance; `None` or `null` means no answer yet.
     pub response: Option<Value>,
     evaluate: Option<EvaluateFn>,
 }
 
 impl Confirm {
-    /// A confirmation with this prompt, no known response and the default evaluation.
-    pub fn new(prompt: impl Into<String>) -> Self {
+    /// A confirmation with this prompt (a string, or any JSON payload for an approval UI), no
+    /// known response and the default evaluation.
+    pub fn new(prompt: impl Into<Value>) -> Self {
         Self {
             prompt: prompt.into(),
             response: None,
             evaluate: None,
         }
+    }
+
+    /// The prompt as text (for `CONFIRMATION_FAILED: <prompt>` and the audit): a string prompt
+    /// itself; for a payload, its `"prompt"` string field, else its `"message"` string field,
+    /// else the payload as compact JSON.
+    ///
+    /// ```
+    /// use rein_interventions::{Confirm, json};
+    /// assert_eq!(Confirm::new("Delete a?").prompt_text(), "Delete a?");
+    /// assert_eq!(Confirm::new(json!({"message": "Send it?", "to": "ann"})).prompt_text(), "Send it?");
+    /// assert_eq!(Confirm::new(json!({"amount": 5})).prompt_text(), r#"{"amount":5}"#);
+    /// ```
+    pub fn prompt_text(&self) -> String {
+        prompt_text(&self.prompt)
     }
 
     /// A response known in advance (`false` is a real "no"; `null` is no answer).
@@ -210,6 +238,18 @@ impl fmt::Debug for Confirm {
             .field("response", &self.response)
             .field("custom_evaluate", &self.evaluate.is_some())
             .finish()
+    }
+}
+
+/// The text of a confirm's prompt (see [`Confirm::prompt_text`]).
+pub(crate) fn prompt_text(prompt: &Value) -> String {
+    match prompt {
+        Value::String(s) => s.clone(),
+        Value::Object(o) => match (o.get("prompt"), o.get("message")) {
+            (Some(Value::String(s)), _) | (_, Some(Value::String(s))) => s.clone(),
+            _ => prompt.to_string(),
+        },
+        _ => prompt.to_string(),
     }
 }
 
@@ -397,8 +437,9 @@ guide_constructor!(
 );
 
 impl BeforeToolCallAction {
-    /// Ask a human with this prompt (default evaluation, no response known yet).
-    pub fn confirm(prompt: impl Into<String>) -> Self {
+    /// Ask a human with this prompt — a string or a structured payload (default evaluation, no
+    /// response known yet).
+    pub fn confirm(prompt: impl Into<Value>) -> Self {
         Self::Confirm(Confirm::new(prompt))
     }
 }

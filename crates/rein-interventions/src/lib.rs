@@ -27,7 +27,7 @@
 //! use rein_interventions::{
 //!     AfterToolCallAction, AfterToolCallEvent, BeforeToolCallAction, BeforeToolCallEvent,
 //!     Confirm, EventSet, HandlerError, InterventionContext, InterventionHandler, OnError,
-//!     ToolResultContent,
+//!     ToolResultContent, json,
 //! };
 //!
 //! /// Asks a human before any `delete_*` tool runs, unless the caller's invocation state
@@ -56,7 +56,11 @@
 //!         if !tool.starts_with("delete_") {
 //!             return Ok(BeforeToolCallAction::Proceed);
 //!         }
-//!         let mut confirm = Confirm::new(format!("Allow {tool} on {}?", event.tool_use().input));
+//!         // A payload for the approval UI: the question, and the call's input as JSON.
+//!         let mut confirm = Confirm::new(json!({
+//!             "prompt": format!("Allow {tool}?"),
+//!             "input": event.tool_use().input,
+//!         }));
 //!         if let Some(pre) = cx.invocation_state().get("approve_deletes") {
 //!             confirm = confirm.with_response(pre.clone());
 //!         }
@@ -82,8 +86,12 @@
 //! }
 //! ```
 //!
-//! See `docs/interventions.md` in the repository for dispatch order, errors, the audit, and how
-//! Rein differs from the Strands Agents SDK.
+//! The handler's types — the events and actions, [`ToolHandle`] (the selected tool),
+//! [`ModelResponse`] and its [`Usage`], [`ModelError`] — are all re-exported here. The
+//! [`testing`] module runs handlers over events without an agent.
+//!
+//! See `docs/interventions.md` in the repository for dispatch order, errors, the audit, testing
+//! handlers, and how Rein differs from the Strands Agents SDK.
 
 mod action;
 mod closure;
@@ -97,6 +105,7 @@ pub mod policy;
 mod registry;
 mod set;
 mod shared;
+pub mod testing;
 
 pub use action::{
     AfterModelCallAction, AfterToolCallAction, BeforeInvocationAction, BeforeModelCallAction,
@@ -111,9 +120,9 @@ pub use shared::SharedHandler;
 
 // What a handler author needs from rein-core, so depending on this crate alone is enough.
 pub use rein_core::{
-    ContentBlock, Error, Map, Message, Role, ToolResult, ToolUse,
+    ContentBlock, Error, Map, Message, ModelError, Role, ToolHandle, ToolResult, ToolUse,
     audit::{DecisionAction, DecisionOutcome, DecisionRecord, EventKind, OnError},
-    error::BuildError,
+    error::{BuildError, ModelErrorKind},
     event::{
         AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent, BeforeModelCallEvent,
         BeforeToolCallEvent, Cancel, InvocationContext,
@@ -121,9 +130,9 @@ pub use rein_core::{
     id::InvocationId,
     interrupt::{Interrupt, InterruptAnswer, InterruptAnswers},
     message::{ToolResultContent, ToolResultStatus},
-    request::ModelRequest,
+    request::{InferenceConfig, ModelRequest, ToolChoice},
     state::InvocationState,
-    stream::{ModelResponse, StopReason},
+    stream::{ModelResponse, StopReason, StreamMetrics, Usage},
     tool::ToolSpec,
 };
 pub use serde_json::{self, Value, json};
@@ -131,6 +140,10 @@ pub use serde_json::{self, Value, json};
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/interventions.md")]
+struct InterventionsGuide;
 
 #[cfg(all(doctest, feature = "policy"))]
 #[doc = include_str!("../../../docs/policies.md")]

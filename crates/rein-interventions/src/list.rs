@@ -20,7 +20,8 @@
 ///    `IntoHandlerResult` line);
 /// 4. write its `PassEvent` impl (`event.rs`): whether it is settled, its draft,
 ///    commit/restore, and what deny, guide and interrupts do to it, and its hook options;
-/// 5. write the policy handler's `Decide` impl for it (`policy/handler.rs`).
+/// 5. write the policy handler's `Decide` impl for it (`policy/handler.rs`);
+/// 6. add its line to `testing.rs` (its `testing::Event` impl) and a builder of the event.
 ///
 /// The compiler points at whichever of 2 to 5 is missing.
 macro_rules! for_each_intervention_event {

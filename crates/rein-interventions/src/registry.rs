@@ -507,7 +507,9 @@ fn confirm_step<E: PassEvent>(
             }
         };
     let tool_use_id = tool_use.tool_use_id.clone();
-    let prompt = confirm.prompt.clone();
+    // The text of the prompt, for `CONFIRMATION_FAILED: <prompt>` and the audit; the interrupt
+    // carries the prompt itself (a string or a payload) as its reason.
+    let prompt = confirm.prompt_text();
     let approved = match &response {
         Some(r) => {
             let judged = catch_unwind(AssertUnwindSafe(|| confirm.evaluate(r)));
@@ -562,7 +564,7 @@ fn confirm_step<E: PassEvent>(
                 return Ok(Flow::Continue);
             };
             pass.asked.push(
-                Interrupt::new(id, &*entry.name, prompt.clone())
+                Interrupt::new(id, &*entry.name, std::mem::take(&mut confirm.prompt))
                     .with_fingerprint(fingerprint)
                     .with_tool_use_id(tool_use_id),
             );

@@ -357,3 +357,58 @@ fn default_evaluate_rule() {
     assert!(!Confirm::default_evaluate(&json!(0)));
     assert!(!Confirm::default_evaluate(&json!("nope")));
 }
+
+#[test]
+fn a_structured_prompt_is_the_interrupts_reason_unchanged() {
+    use rein_interventions::testing::{self, ToolCall};
+    let payload = json!({"prompt": "Delete report.txt?", "path": "report.txt", "risk": "high"});
+    let asks = |payload: Value| {
+        Intervention::named("ask").before_tool_call(move |_, _| {
+            BeforeToolCallAction::Confirm(Confirm::new(payload.clone()))
+        })
+    };
+    let call = ToolCall::new("delete_file", json!({"path": "report.txt"}));
+
+    // Asked: the reason is the payload itself; the audit has its prompt text.
+    let out = testing::run([asks(payload.clone())], call.clone().event());
+    let interrupts = out.event.interrupts();
+    assert_eq!(interrupts.len(), 1);
+    assert_eq!(interrupts[0].reason, payload);
+    assert_eq!(
+        interrupts[0].id,
+        EventKind::BeforeToolCall.interrupt_id("t1", "ask")
+    );
+    assert_eq!(
+        interrupts[0].fingerprint.as_deref(),
+        Some(call.clone().event().tool_use().fingerprint().as_str())
+    );
+    assert_eq!(out.decisions[0].text.as_deref(), Some("Delete report.txt?"));
+
+    // Rejected on resume: the cancel text carries the prompt's text, not JSON.
+    let out = testing::run(
+        [asks(payload.clone())],
+        call.clone().answer("ask", "no").event(),
+    );
+    assert_eq!(
+        out.event.cancel_tool,
+        Cancel::Message("CONFIRMATION_FAILED: Delete report.txt?".into())
+    );
+
+    // A payload with a `message` and no `prompt`; one with neither: compact JSON.
+    let out = testing::run(
+        [asks(json!({"message": "Send it?", "to": "ann"}))],
+        call.clone().answer("ask", false).event(),
+    );
+    assert_eq!(
+        out.event.cancel_tool,
+        Cancel::Message("CONFIRMATION_FAILED: Send it?".into())
+    );
+    let out = testing::run(
+        [asks(json!({"amount": 5}))],
+        call.answer("ask", false).event(),
+    );
+    assert_eq!(
+        out.event.cancel_tool,
+        Cancel::Message(r#"CONFIRMATION_FAILED: {"amount":5}"#.into())
+    );
+}

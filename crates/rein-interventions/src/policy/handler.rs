@@ -515,6 +515,22 @@ fn redact_blocks(re: &Regex, rep: &str, blocks: &mut [ContentBlock]) {
     }
 }
 
+/// Whether a text block matches (what `model_output` covers: the text the model wrote, not its
+/// tool uses' inputs).
+fn text_blocks_match(re: &Regex, blocks: &[ContentBlock]) -> bool {
+    blocks
+        .iter()
+        .any(|b| matches!(b, ContentBlock::Text(t) if re.is_match(t)))
+}
+
+fn redact_text_blocks(re: &Regex, rep: &str, blocks: &mut [ContentBlock]) {
+    for b in blocks {
+        if let ContentBlock::Text(t) = b {
+            redact_string(re, rep, t);
+        }
+    }
+}
+
 /// A handler whose decision on `E` is ready at once: written once per event, it is what the
 /// [`InterventionHandler`] methods return and what the registry calls directly.
 pub(crate) trait Decide<E, A> {
@@ -660,10 +676,11 @@ impl Decide<AfterModelCallEvent, AfterModelCallAction> for PolicyHandler {
                 pattern,
                 replacement,
                 ..
-            } if blocks_match(pattern, &response.message.content) => {
+            } if text_blocks_match(pattern, &response.message.content) => {
+                // The text the model wrote; its tool uses' inputs are `tool_input`'s.
                 let (re, rep) = (pattern.clone(), replacement.clone());
                 AfterModelCallAction::transform(move |m: &mut Message| {
-                    redact_blocks(&re, &rep, &mut m.content);
+                    redact_text_blocks(&re, &rep, &mut m.content);
                 })
             }
             _ => AfterModelCallAction::Proceed,

@@ -3,7 +3,10 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use rein_core::audit::{EventKind, OnError};
+use rein_core::{
+    audit::{EventKind, OnError},
+    error::BuildError,
+};
 use serde_json::Value;
 
 use super::config::PolicyKind;
@@ -132,12 +135,9 @@ impl Policy {
         for (i, spec) in specs.into_iter().enumerate() {
             let handler = load_one(spec, options).map_err(|e| e.at(i))?;
             if !names.insert(handler.name().to_owned()) {
-                return Err(PolicyError::new(format!(
-                    "duplicate handler name '{}'",
-                    handler.name()
-                ))
-                .field("name")
-                .at(i));
+                // The one text of SPEC §3.1, as when the handlers are given in code.
+                let duplicate = BuildError::DuplicateHandler(handler.name().to_owned());
+                return Err(PolicyError::new(duplicate.to_string()).field("name").at(i));
             }
             handlers.push(handler);
         }

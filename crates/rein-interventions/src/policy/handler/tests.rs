@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use futures_executor::block_on;
 use rein_core::{
-    ToolResult, ToolUse,
+    Role, ToolResult, ToolUse,
     audit::{DecisionAction, DecisionOutcome},
     event::{Cancel, InvocationContext},
     request::ModelRequest,
@@ -515,6 +515,41 @@ fn redact_model_output() {
 }
 
 #[test]
+fn redact_model_output_covers_text_blocks_not_tool_use_inputs() {
+    let hooks = hooks_for(redact(RedactTarget::ModelOutput));
+    let tool_use = ToolUse::new("t1", "call", json!({"number": "555-1234"}));
+    let message = Message::new(
+        Role::Assistant,
+        vec![
+            ContentBlock::Text("calling 555-1234".into()),
+            ContentBlock::ToolUse(tool_use.clone()),
+        ],
+    );
+    let mut ev = after_model(&cx(json!({})), message);
+    block_on(hooks.dispatch(&mut ev)).unwrap();
+    let content = &ev.response().unwrap().message.content;
+    assert_eq!(content[0], ContentBlock::Text("calling 555-XXXX".into()));
+    assert_eq!(
+        content[1],
+        ContentBlock::ToolUse(tool_use.clone()),
+        "tool_input covers tool uses"
+    );
+
+    // A match only in a tool use's input is no match for model_output: no edit, no record.
+    let message = Message::new(
+        Role::Assistant,
+        vec![
+            ContentBlock::Text("calling".into()),
+            ContentBlock::ToolUse(tool_use),
+        ],
+    );
+    let mut ev = after_model(&cx(json!({})), message.clone());
+    block_on(hooks.dispatch(&mut ev)).unwrap();
+    assert_eq!(ev.response().unwrap().message, message);
+    assert!(ev.decisions().is_empty());
+}
+
+#[test]
 fn redact_tools_only_for_tool_targets() {
     let err = PolicyHandler::new(
         "r",
@@ -745,7 +780,10 @@ fn loading_errors_name_handler_and_field() {
         {"name": "x", "kind": "deny_tools", "tools": []},
         {"name": "x", "kind": "deny_tools", "tools": []}
     ]));
-    assert_eq!(e, "policy[1].name: duplicate handler name 'x'");
+    assert_eq!(
+        e,
+        "policy[1].name: duplicate intervention handler name: 'x'"
+    );
 
     let e =
         load_err(json!([{"name": "x", "kind": "redact", "target": "everything", "pattern": "x"}]));
@@ -771,6 +809,37 @@ fn loading_errors_name_handler_and_field() {
             .unwrap_err()
             .to_string()
             .starts_with("invalid TOML")
+    );
+}
+
+#[test]
+fn a_duplicate_name_has_one_text_from_code_and_from_a_policy_file() {
+    let deny = || {
+        PolicyHandler::new(
+            "x",
+            DenyTools {
+                tools: vec![],
+                reason: None,
+            },
+        )
+        .unwrap()
+    };
+    let from_code = InterventionRegistry::new([deny(), deny()])
+        .unwrap_err()
+        .to_string();
+    assert_eq!(from_code, "duplicate intervention handler name: 'x'");
+    let from_file = Policy::from_json_str(
+        &json!([
+            {"name": "x", "kind": "deny_tools", "tools": []},
+            {"name": "x", "kind": "deny_tools", "tools": []}
+        ])
+        .to_string(),
+    )
+    .unwrap_err();
+    assert_eq!(from_file.message(), from_code);
+    assert_eq!(
+        from_file.to_string(),
+        format!("policy[1].name: {from_code}")
     );
 }
 
