@@ -110,9 +110,28 @@ pub(crate) fn check_base_url(base: &str) -> Result<String, Error> {
 /// Builds the HTTP client: rustls, connect timeout, no overall timeout (streams may be long).
 pub(crate) fn build_client(connect_timeout: Duration) -> Result<reqwest::Client, Error> {
     reqwest::Client::builder()
+        .tls_backend_preconfigured(tls_config()?)
         .connect_timeout(connect_timeout)
         .build()
         .map_err(|e| invalid("HTTP client", e.to_string()))
+}
+
+/// The TLS set-up of every provider: rustls with the ring provider and the Mozilla roots of
+/// `webpki-roots`, HTTP/1.1. Given to reqwest ready-made, so no process-wide rustls provider
+/// is needed or installed (reqwest 0.13 would otherwise look for one, or need aws-lc).
+fn tls_config() -> Result<rustls::ClientConfig, Error> {
+    let roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    let mut config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| invalid("HTTP client", format!("TLS: {e}")))?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
 }
 
 /// The connection settings every HTTP provider's builder holds: base URL, API key, extra
@@ -991,6 +1010,22 @@ mod tests {
             assert!(shown.contains("x-gateway-token"), "{shown}");
         }
         assert_eq!(endpoint.base_url(), "http://127.0.0.1:1/v1");
+    }
+
+    #[test]
+    fn tls_is_rustls_with_ring_and_the_webpki_roots_without_a_process_provider() {
+        let config = tls_config().unwrap();
+        let ring = rustls::crypto::ring::default_provider();
+        assert_eq!(
+            config.crypto_provider().cipher_suites,
+            ring.cipher_suites,
+            "the ring provider"
+        );
+        assert_eq!(config.alpn_protocols, vec![b"http/1.1".to_vec()]);
+        // reqwest 0.13 without a provider feature panics at build time unless it gets a
+        // ready-made config or finds a process-wide provider; Rein installs none.
+        build_client(DEFAULT_CONNECT_TIMEOUT).unwrap();
+        assert!(rustls::crypto::CryptoProvider::get_default().is_none());
     }
 
     #[test]
