@@ -866,13 +866,7 @@ where
                     e.is_retryable()
                 ))
             }
-            Ok((_, server, _)) => {
-                if server.wait_disconnect(Duration::from_secs(2)).await {
-                    Outcome::Passed
-                } else {
-                    fail("after giving up, the connection was kept open (2 s)")
-                }
-            }
+            Ok((_, server, _)) => closed_after_giving_up(&server).await,
         }
     }
 
@@ -916,11 +910,7 @@ where
         {
             Err(m) => fail(m),
             Ok((e, ..)) if e.kind() != ModelErrorKind::Server || e.status() != Some(500) => {
-                fail(format!(
-                    "kind {:?} status {:?}, expected Server with status 500 ({e})",
-                    e.kind(),
-                    e.status()
-                ))
+                not_server_500(&e)
             }
             Ok(_) => Outcome::Passed,
         }
@@ -937,23 +927,13 @@ where
         {
             Err(m) => fail(m),
             Ok((e, ..)) if e.kind() != ModelErrorKind::Server || e.status() != Some(500) => {
-                fail(format!(
-                    "kind {:?} status {:?}, expected Server with status 500 ({e})",
-                    e.kind(),
-                    e.status()
-                ))
+                not_server_500(&e)
             }
             Ok((e, ..)) if e.body().is_some_and(|b| b.len() > MAX_KEPT_BODY) => fail(format!(
                 "the error keeps {} bytes of the body, expected at most {MAX_KEPT_BODY}",
                 e.body().map_or(0, str::len)
             )),
-            Ok((_, server, _)) => {
-                if server.wait_disconnect(Duration::from_secs(2)).await {
-                    Outcome::Passed
-                } else {
-                    fail("after giving up on the body, the connection was kept open (2 s)")
-                }
-            }
+            Ok((_, server, _)) => closed_after_giving_up(&server).await,
         }
     }
 
@@ -1442,6 +1422,24 @@ where
         } else {
             Outcome::Passed
         }
+    }
+}
+
+/// The failure of a hostile-server check that expected `Server` with status 500.
+fn not_server_500(e: &ModelError) -> Outcome {
+    fail(format!(
+        "kind {:?} status {:?}, expected Server with status 500 ({e})",
+        e.kind(),
+        e.status()
+    ))
+}
+
+/// Passes when the server sees the provider close the connection after its error.
+async fn closed_after_giving_up(server: &FixtureServer) -> Outcome {
+    if server.wait_disconnect(Duration::from_secs(2)).await {
+        Outcome::Passed
+    } else {
+        fail("after giving up, the provider kept the connection open (2 s)")
     }
 }
 
