@@ -10,18 +10,14 @@
 //! | `ollama` | [`OllamaModel`]: Ollama's native `/api/chat` (NDJSON streaming, thinking, tools) |
 //! | `bedrock` | [`BedrockModel`]: AWS Bedrock `ConverseStream` (binary event stream; SigV4 from [`AwsCredentials`] or an [`AwsCredentialsProvider`], or a Bedrock API key) |
 //! | `test-util` | [`conformance`]: the provider-conformance suite and its local fixture server |
+//! | `http-kit` | [`http`]: the provider kit, the HTTP plumbing the providers above are built on (enabled by each of them) |
 //!
 //! HTTP failures become typed [`ModelError`]s (see `docs/providers.md` for the mapping):
 //! `is_retryable()` and `retry_after()` drive the agent's retry strategy.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-#[cfg(any(
-    feature = "openai",
-    feature = "anthropic",
-    feature = "ollama",
-    feature = "bedrock"
-))]
-mod http;
+#[cfg(feature = "http-kit")]
+pub mod http;
 mod model;
 mod scripted;
 
