@@ -6,8 +6,10 @@
 //! with [`FixtureResponse::chunks`] for APIs such as Bedrock's event stream), plus a factory that builds
 //! the provider against a [`FixtureTarget`] (a base URL on 127.0.0.1, an API key, an idle
 //! timeout). The suite then checks streaming, tool calls, parallel tool calls, reasoning, usage,
-//! stop reasons, the typed error of each HTTP status, broken and stalled streams, cancellation,
-//! connection failures, and that the API key never shows in errors or `Debug` output.
+//! stop reasons, the typed error of each HTTP status, broken and stalled streams, hanging
+//! servers (no response headers, headers then nothing, an error body that stalls or never
+//! ends, an error sent with status 200), cancellation, connection failures, and that the API
+//! key never shows in errors or `Debug` output.
 //!
 //! ```no_run
 //! # #[cfg(feature = "openai")]
@@ -62,6 +64,8 @@ pub const FIXTURE_API_KEY: &str = "rein-conformance-secret-key-0123456789";
 const CHECK_LIMIT: Duration = Duration::from_secs(20);
 /// Longest time a stalled fixture response holds its connection open.
 const STALL_LIMIT: Duration = Duration::from_secs(30);
+/// The most of an endless error body an error may keep (a provider reads a bounded prefix).
+const MAX_KEPT_BODY: usize = 1024 * 1024;
 
 // ---------------------------------------------------------------------------------------------
 // Fixture server
@@ -96,7 +100,7 @@ impl RecordedRequest {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum After {
     /// End the body properly.
     Finish,
@@ -104,6 +108,8 @@ enum After {
     Close,
     /// Keep the connection open without sending more, until the client goes away.
     Stall,
+    /// Keep sending this chunk (every `chunk_delay`), until the client goes away.
+    Endless(Vec<u8>),
 }
 
 /// A response the [`FixtureServer`] sends: a status, headers, and a body written in chunks
@@ -112,6 +118,8 @@ enum After {
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct FixtureResponse {
+    /// False: send nothing at all, not even the status line.
+    respond: bool,
     status: u16,
     headers: Vec<(String, String)>,
     chunks: Vec<Vec<u8>>,
@@ -124,6 +132,7 @@ impl FixtureResponse {
     /// separated block) per chunk.
     pub fn sse(body: &str) -> Self {
         Self {
+            respond: true,
             status: 200,
             headers: vec![("content-type".into(), "text/event-stream".into())],
             chunks: split_events(body),
@@ -136,6 +145,7 @@ impl FixtureResponse {
     /// binary streams, e.g. AWS event-stream frames; the chunks may split frames anywhere).
     pub fn chunks(content_type: &str, chunks: impl IntoIterator<Item = Vec<u8>>) -> Self {
         Self {
+            respond: true,
             status: 200,
             headers: vec![("content-type".into(), content_type.into())],
             chunks: chunks.into_iter().collect(),
@@ -147,11 +157,22 @@ impl FixtureResponse {
     /// A plain response with this status and body (`content-type: application/json`).
     pub fn status(status: u16, body: &str) -> Self {
         Self {
+            respond: true,
             status,
             headers: vec![("content-type".into(), "application/json".into())],
             chunks: vec![body.as_bytes().to_vec()],
             after: After::Finish,
             chunk_delay: Duration::ZERO,
+        }
+    }
+
+    /// Reads the request, then sends nothing at all (not even the status line) and holds the
+    /// connection open until the client disconnects (at most 30 s): a server that accepted the
+    /// connection and hangs.
+    pub fn silent() -> Self {
+        Self {
+            respond: false,
+            ..Self::status(200, "")
         }
     }
 
@@ -179,6 +200,14 @@ impl FixtureResponse {
     pub fn stalled_after(mut self, n: usize) -> Self {
         self.chunks.truncate(n);
         self.after = After::Stall;
+        self
+    }
+
+    /// After the chunks, sends `filler` again and again (one chunk every `chunk_delay`, at
+    /// least 1 ms) until the client disconnects (at most 30 s): a body that never ends.
+    pub fn endless(mut self, filler: &[u8]) -> Self {
+        self.after = After::Endless(filler.to_vec());
+        self.chunk_delay = self.chunk_delay.max(Duration::from_millis(1));
         self
     }
 
@@ -305,12 +334,13 @@ impl FixtureServer {
         lock(&self.state).requests.clone()
     }
 
-    /// How many stalled responses saw their client disconnect.
+    /// How many stalled, silent or endless responses saw their client disconnect.
     pub fn disconnects(&self) -> usize {
         lock(&self.state).disconnects
     }
 
-    /// Waits until a stalled response sees its client disconnect; false after `limit`.
+    /// Waits until a stalled, silent or endless response sees its client disconnect; false
+    /// after `limit`.
     pub async fn wait_disconnect(&self, limit: Duration) -> bool {
         let notified = self.disconnected.notified();
         if self.disconnects() > 0 {
@@ -400,6 +430,10 @@ async fn serve(mut sock: TcpStream, state: Arc<Mutex<ServerState>>, disconnected
     let resp = resp.unwrap_or_else(|| {
         FixtureResponse::status(500, r#"{"error":{"message":"no fixture response queued"}}"#)
     });
+    if !resp.respond {
+        hold_until_disconnect(&mut sock, &state, &disconnected).await;
+        return;
+    }
     let mut head = format!(
         "HTTP/1.1 {} {}\r\ntransfer-encoding: chunked\r\nconnection: close\r\n",
         resp.status,
@@ -434,21 +468,48 @@ async fn serve(mut sock: TcpStream, state: Arc<Mutex<ServerState>>, disconnected
         After::Close => {
             let _ = sock.shutdown().await;
         }
-        After::Stall => {
-            let mut tmp = [0u8; 1024];
-            let wait = async {
+        After::Stall => hold_until_disconnect(&mut sock, &state, &disconnected).await,
+        After::Endless(filler) if filler.is_empty() => {
+            hold_until_disconnect(&mut sock, &state, &disconnected).await;
+        }
+        After::Endless(filler) => {
+            let mut frame = format!("{:x}\r\n", filler.len()).into_bytes();
+            frame.extend_from_slice(&filler);
+            frame.extend_from_slice(b"\r\n");
+            let send = async {
                 loop {
-                    match sock.read(&mut tmp).await {
-                        Ok(0) | Err(_) => return true,
-                        Ok(_) => {}
+                    if sock.write_all(&frame).await.is_err() || sock.flush().await.is_err() {
+                        return;
                     }
+                    tokio::time::sleep(resp.chunk_delay).await;
                 }
             };
-            if let Ok(true) = tokio::time::timeout(STALL_LIMIT, wait).await {
+            if tokio::time::timeout(STALL_LIMIT, send).await.is_ok() {
                 lock(&state).disconnects += 1;
                 disconnected.notify_waiters();
             }
         }
+    }
+}
+
+/// Sends nothing more; counts a disconnect when the client goes away (within 30 s).
+async fn hold_until_disconnect(
+    sock: &mut TcpStream,
+    state: &Mutex<ServerState>,
+    disconnected: &Notify,
+) {
+    let mut tmp = [0u8; 1024];
+    let wait = async {
+        loop {
+            match sock.read(&mut tmp).await {
+                Ok(0) | Err(_) => return true,
+                Ok(_) => {}
+            }
+        }
+    };
+    if let Ok(true) = tokio::time::timeout(STALL_LIMIT, wait).await {
+        lock(state).disconnects += 1;
+        disconnected.notify_waiters();
     }
 }
 
@@ -498,8 +559,8 @@ impl ProviderFixtures {
 
     /// A streamed answer: the assistant text [`TEXT`] (`Hello, world!`) in at least two
     /// deltas, stop reason end-of-turn, usage 11 input and 5 output tokens (no cache tokens).
-    /// Also used, cut short, for the broken-stream, stall and cancellation checks, so it
-    /// should have at least four SSE events.
+    /// Also used, cut short, for the broken-stream, stall, headers-then-stall and
+    /// cancellation checks, so it should have at least four SSE events.
     pub fn text(mut self, body: impl Into<FixtureResponse>) -> Self {
         self.text = Some(body.into());
         self
@@ -557,7 +618,8 @@ impl ProviderFixtures {
         self
     }
 
-    /// The provider's error body shape used for the other status checks (default
+    /// The provider's error body shape used for the other status checks, the stalled and
+    /// endless error bodies, and the error sent with status 200 (default
     /// `{"error":{"message":"fixture error"}}`).
     pub fn error_body(mut self, body: &str) -> Self {
         self.error_body = Some(body.to_owned());
@@ -683,7 +745,9 @@ where
     }
 
     /// The idle timeout handed to the factory (default 1 s). The stall check expects the
-    /// `Timeout` error within ten times this; the other checks need every chunk within it.
+    /// `Timeout` error within ten times this, the hostile-server checks (no response headers,
+    /// headers then nothing, an error body that stalls or never ends) an error within five
+    /// times this; the other checks need every chunk within it.
     pub fn idle_timeout(mut self, timeout: Duration) -> Self {
         self.idle_timeout = timeout;
         self
@@ -717,7 +781,172 @@ where
             };
             report.results.push(CheckResult { name, outcome });
         }
+        // Hostile servers: each check waits about one idle timeout, so they run together.
+        let hostile: Vec<(&'static str, CheckFuture<'_>)> = vec![
+            ("no_response_headers", Box::pin(self.check_silent())),
+            ("headers_then_stall", Box::pin(self.check_headers_stall())),
+            ("error_body_stall", Box::pin(self.check_error_body_stall())),
+            (
+                "endless_error_body",
+                Box::pin(self.check_endless_error_body()),
+            ),
+            ("error_with_status_200", Box::pin(self.check_error_200())),
+        ];
+        let outcomes =
+            futures_util::future::join_all(hostile.into_iter().map(|(name, fut)| async move {
+                match tokio::time::timeout(CHECK_LIMIT, fut).await {
+                    Ok(outcome) => CheckResult { name, outcome },
+                    Err(_) => CheckResult {
+                        name,
+                        outcome: fail(format!("did not finish within {CHECK_LIMIT:?}")),
+                    },
+                }
+            }))
+            .await;
+        report.results.extend(outcomes);
         report
+    }
+
+    /// How long a check against a hanging server waits for the provider's error: five idle
+    /// timeouts (a provider configured with the target's idle timeout gives up after one).
+    fn hang_limit(&self) -> Duration {
+        self.idle_timeout * 5
+    }
+
+    /// Serves `resp` once and expects an error within `limit`; a provider still waiting then
+    /// fails with `hint`, naming the timeout it lacks.
+    async fn expect_error_within(
+        &self,
+        resp: FixtureResponse,
+        limit: Duration,
+        hint: &str,
+    ) -> Result<(ModelError, FixtureServer, Duration), String> {
+        let server = FixtureServer::start()
+            .await
+            .map_err(|e| format!("fixture server: {e}"))?;
+        server.push(resp);
+        let model = (self.factory)(&self.target(server.base_url()));
+        let started = tokio::time::Instant::now();
+        let (events, err) = match tokio::time::timeout(limit, collect(&model, self.request())).await
+        {
+            Ok(collected) => collected,
+            Err(_) => {
+                return Err(format!(
+                    "no error within {limit:?} (the provider was given an idle timeout of \
+                     {:?}): {hint}",
+                    self.idle_timeout
+                ));
+            }
+        };
+        let Some(e) = err else {
+            return Err(format!(
+                "the call succeeded ({} events) where it must fail: {hint}",
+                events.len()
+            ));
+        };
+        if format!("{e} {e:?}").contains(FIXTURE_API_KEY) {
+            return Err("the error shows the API key".into());
+        }
+        Ok((e, server, started.elapsed()))
+    }
+
+    async fn check_silent(&self) -> Outcome {
+        let hint = "the server accepted the connection, read the request and never sent the \
+                    response headers; bound the wait for them (e.g. by the idle timeout)";
+        match self
+            .expect_error_within(FixtureResponse::silent(), self.hang_limit(), hint)
+            .await
+        {
+            Err(m) => fail(m),
+            Ok((e, ..)) if e.kind() != ModelErrorKind::Timeout || !e.is_retryable() => {
+                fail(format!(
+                    "kind {:?} retryable {}, expected a retryable Timeout (nothing was \
+                     received) ({e})",
+                    e.kind(),
+                    e.is_retryable()
+                ))
+            }
+            Ok((_, server, _)) => closed_after_giving_up(&server).await,
+        }
+    }
+
+    async fn check_headers_stall(&self) -> Outcome {
+        let Some(fixture) = &self.fixtures.text else {
+            return Outcome::Skipped("no text fixture".into());
+        };
+        let hint = "the server sent the response headers, then no byte of the body; bound the \
+                    wait for each body chunk (the idle timeout)";
+        match self
+            .expect_error_within(fixture.clone().stalled_after(0), self.hang_limit(), hint)
+            .await
+        {
+            Err(m) => fail(m),
+            Ok((e, ..)) if e.kind() != ModelErrorKind::Timeout || !e.is_retryable() => {
+                fail(format!(
+                    "kind {:?} retryable {}, expected a retryable Timeout (no data was \
+                     received) ({e})",
+                    e.kind(),
+                    e.is_retryable()
+                ))
+            }
+            Ok(_) => Outcome::Passed,
+        }
+    }
+
+    fn error_body(&self) -> String {
+        self.fixtures
+            .error_body
+            .clone()
+            .unwrap_or_else(|| r#"{"error":{"message":"fixture error"}}"#.to_owned())
+    }
+
+    async fn check_error_body_stall(&self) -> Outcome {
+        let hint = "the server sent HTTP 500 and its error body, then never ended the body; \
+                    bound the wait for the error body's chunks and report the status";
+        let resp = FixtureResponse::status(500, &self.error_body()).stalled_after(1);
+        match self
+            .expect_error_within(resp, self.hang_limit(), hint)
+            .await
+        {
+            Err(m) => fail(m),
+            Ok((e, ..)) if e.kind() != ModelErrorKind::Server || e.status() != Some(500) => {
+                not_server_500(&e)
+            }
+            Ok(_) => Outcome::Passed,
+        }
+    }
+
+    async fn check_endless_error_body(&self) -> Outcome {
+        let hint = "the server sent HTTP 500 and an error body that never ends (bytes keep \
+                    coming, so no idle timeout fires); read at most a bounded prefix of it";
+        let filler = [b' '; 4096];
+        let resp = FixtureResponse::status(500, &self.error_body()).endless(&filler);
+        match self
+            .expect_error_within(resp, self.hang_limit(), hint)
+            .await
+        {
+            Err(m) => fail(m),
+            Ok((e, ..)) if e.kind() != ModelErrorKind::Server || e.status() != Some(500) => {
+                not_server_500(&e)
+            }
+            Ok((e, ..)) if e.body().is_some_and(|b| b.len() > MAX_KEPT_BODY) => fail(format!(
+                "the error keeps {} bytes of the body, expected at most {MAX_KEPT_BODY}",
+                e.body().map_or(0, str::len)
+            )),
+            Ok((_, server, _)) => closed_after_giving_up(&server).await,
+        }
+    }
+
+    async fn check_error_200(&self) -> Outcome {
+        let hint = "the server answered HTTP 200 with a JSON error object instead of a stream";
+        let resp = FixtureResponse::status(200, &self.error_body());
+        match self
+            .expect_error_within(resp, self.hang_limit(), hint)
+            .await
+        {
+            Err(m) => fail(m),
+            Ok(_) => Outcome::Passed,
+        }
     }
 
     fn target(&self, base_url: String) -> FixtureTarget {
@@ -1103,16 +1332,16 @@ where
         let Some(fixture) = &self.fixtures.text else {
             return Outcome::Skipped("no text fixture".into());
         };
-        let started = tokio::time::Instant::now();
+        let hint = "the stream stalled after its first event; bound the wait for each body \
+                    chunk (the idle timeout)";
         let resp = fixture.clone().stalled_after(1);
         match self
-            .expect_error(resp, ModelErrorKind::Timeout, "stalled stream")
+            .expect_error_within(resp, self.idle_timeout * 10, hint)
             .await
         {
-            Ok(_) if started.elapsed() > self.idle_timeout * 10 => fail(format!(
-                "the idle timeout fired after {:?} (configured {:?})",
-                started.elapsed(),
-                self.idle_timeout
+            Ok((e, ..)) if e.kind() != ModelErrorKind::Timeout => fail(format!(
+                "stalled stream: kind {:?}, expected Timeout ({e})",
+                e.kind()
             )),
             Ok(_) => Outcome::Passed,
             Err(m) => fail(m),
@@ -1131,13 +1360,26 @@ where
         let mut target = self.target(server.base_url());
         target.idle_timeout = CHECK_LIMIT;
         let model = (self.factory)(&target);
-        let mut stream = match model.stream(self.request()).await {
-            Ok(s) => s,
-            Err(e) => return fail(format!("unexpected error: {e}")),
+        // The fixture sends two events at once: the first comes within ten idle timeouts.
+        let limit = self.idle_timeout * 10;
+        let first = tokio::time::timeout(limit, async {
+            let mut stream = model.stream(self.request()).await?;
+            let first = stream.next().await;
+            Ok::<_, ModelError>((stream, first))
+        })
+        .await;
+        let stream = match first {
+            Err(_) => {
+                return fail(format!(
+                    "no first event within {limit:?} (the server sent two at once)"
+                ));
+            }
+            Ok(Err(e)) => return fail(format!("unexpected error: {e}")),
+            Ok(Ok((_, first))) if !matches!(first, Some(Ok(_))) => {
+                return fail("no first event");
+            }
+            Ok(Ok((stream, _))) => stream,
         };
-        if !matches!(stream.next().await, Some(Ok(_))) {
-            return fail("no first event");
-        }
         drop(stream);
         if server.wait_disconnect(Duration::from_secs(5)).await {
             Outcome::Passed
@@ -1180,6 +1422,24 @@ where
         } else {
             Outcome::Passed
         }
+    }
+}
+
+/// The failure of a hostile-server check that expected `Server` with status 500.
+fn not_server_500(e: &ModelError) -> Outcome {
+    fail(format!(
+        "kind {:?} status {:?}, expected Server with status 500 ({e})",
+        e.kind(),
+        e.status()
+    ))
+}
+
+/// Passes when the server sees the provider close the connection after its error.
+async fn closed_after_giving_up(server: &FixtureServer) -> Outcome {
+    if server.wait_disconnect(Duration::from_secs(2)).await {
+        Outcome::Passed
+    } else {
+        fail("after giving up, the provider kept the connection open (2 s)")
     }
 }
 

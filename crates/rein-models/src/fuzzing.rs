@@ -5,12 +5,22 @@
 //! The first input byte picks the chunk size (1..=64) the rest is cut into, so the fuzzer also
 //! explores chunk boundaries inside lines, events, frames and UTF-8 sequences.
 
-use rein_core::{
-    ModelError,
-    stream::{StreamAssembler, StreamEvent},
-};
+#[cfg(any(
+    feature = "openai",
+    feature = "anthropic",
+    feature = "ollama",
+    feature = "bedrock"
+))]
+use rein_core::ModelError;
+use rein_core::stream::{StreamAssembler, StreamEvent};
 
 /// Splits fuzz input into (chunk size, body).
+#[cfg(any(
+    feature = "openai",
+    feature = "anthropic",
+    feature = "ollama",
+    feature = "bedrock"
+))]
 fn split(data: &[u8]) -> (usize, &[u8]) {
     match data.split_first() {
         Some((first, rest)) => (usize::from(*first % 64) + 1, rest),

@@ -1,8 +1,30 @@
-//! HTTP plumbing shared by the HTTP providers: client construction, status → [`ModelError`]
-//! mapping, `retry-after` parsing, and the one stream driver (SSE or raw body chunks → a wire
-//! decoder → [`StreamEvent`]s) with an idle timeout.
+//! The provider kit (feature `http-kit`): the HTTP plumbing Rein's own providers are built
+//! on, for writing a provider of your own.
 //!
-//! Nothing here is public: reqwest and eventsource-stream types stay out of Rein's API.
+//! - [`client`]: a reqwest client with rustls (ring, webpki roots) and a connect timeout;
+//! - [`stream_sse`] / [`stream_body`]: send a request with the idle timeout bounding the wait
+//!   for the response headers, map an error status to a typed [`ModelError`] (reading at most
+//!   [`MAX_ERROR_BODY`] of the body, each read bounded by the idle timeout), treat a JSON body
+//!   where a stream was expected (an error sent with status 200) as an error, then run your
+//!   wire decoder ([`SseDecoder`] over server-sent events, [`BodyDecoder`] over raw chunks)
+//!   with every wait for more bytes bounded by the idle timeout, and end with the `Metadata`
+//!   event (usage, latency, time to first byte). Dropping the stream closes the connection;
+//! - [`send`], [`read_error_body`]: the first half alone;
+//! - [`status_error`], [`default_error`], [`is_context_overflow`], [`error_message`]: status →
+//!   [`ModelError`] (401/403 auth, 408 timeout, 429/529 throttled, context-overflow wording,
+//!   4xx bad request, 5xx server), [`retry_after`] / [`parse_retry_after`]: `retry-after-ms`,
+//!   `retry-after` seconds, decimal seconds or HTTP date;
+//! - [`LineDecoder`]: newline-delimited framing with a line-length bound; [`Blocks`]: opens
+//!   and closes content blocks so a decoder emits a valid event sequence; [`parse_json`].
+//!
+//! **Versioning**: [`client`], [`send`], [`stream_sse`], [`stream_body`], [`ErrorMap`] and
+//! [`retry_after`] take or return reqwest types, re-exported as [`reqwest`]: this module follows
+//! reqwest's major version (today 0.13), and a reqwest major bump is a breaking change of this
+//! module (not of the rest of `rein-models`). Use `rein_models::http::reqwest` rather than a
+//! reqwest dependency of your own, so the versions always match.
+//!
+//! `crates/rein-models/examples/kit_provider.rs` is a complete provider built on the kit; it
+//! passes the conformance suite (`tests/kit_provider.rs`).
 
 #![cfg_attr(
     not(all(feature = "openai", feature = "anthropic", feature = "ollama")),
@@ -21,17 +43,21 @@ use rein_core::{
     Error, ModelError,
     error::{BuildError, ModelErrorKind},
     message::MediaSource,
-    stream::{StreamEvent, StreamMetrics, Usage},
+    stream::{BlockDelta, BlockStart, StreamEvent, StreamMetrics, Usage},
 };
 
 use crate::model::ModelStream;
 
-/// Default connect timeout.
-pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Default stream idle timeout (also bounds the wait for the response headers).
-pub(crate) const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
-/// At most this much of an error response body is kept.
-const MAX_ERROR_BODY: usize = 64 * 1024;
+/// The reqwest crate the kit's signatures use (see the module docs on versioning).
+pub use reqwest;
+
+/// Default connect timeout of Rein's providers (10 s).
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default stream idle timeout of Rein's providers (120 s; it also bounds the wait for the
+/// response headers).
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+/// At most this much of an error response body is read and kept (64 KiB).
+pub const MAX_ERROR_BODY: usize = 64 * 1024;
 
 /// An API key. Its `Debug` never shows the key.
 #[derive(Clone)]
@@ -107,12 +133,33 @@ pub(crate) fn check_base_url(base: &str) -> Result<String, Error> {
     }
 }
 
-/// Builds the HTTP client: rustls, connect timeout, no overall timeout (streams may be long).
-pub(crate) fn build_client(connect_timeout: Duration) -> Result<reqwest::Client, Error> {
+/// Builds the HTTP client of Rein's providers: rustls (ring, the webpki roots, HTTP/1.1), the
+/// connect timeout, no overall timeout (streams may be long: [`stream_sse`] and
+/// [`stream_body`] bound each wait instead). A failure is an [`Error::Build`].
+pub fn client(connect_timeout: Duration) -> Result<reqwest::Client, Error> {
     reqwest::Client::builder()
+        .tls_backend_preconfigured(tls_config()?)
         .connect_timeout(connect_timeout)
         .build()
         .map_err(|e| invalid("HTTP client", e.to_string()))
+}
+
+/// The TLS set-up of every provider: rustls with the ring provider and the Mozilla roots of
+/// `webpki-roots`, HTTP/1.1. Given to reqwest ready-made, so no process-wide rustls provider
+/// is needed or installed (reqwest 0.13 would otherwise look for one, or need aws-lc).
+fn tls_config() -> Result<rustls::ClientConfig, Error> {
+    let roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    let mut config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| invalid("HTTP client", format!("TLS: {e}")))?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
 }
 
 /// The connection settings every HTTP provider's builder holds: base URL, API key, extra
@@ -179,7 +226,7 @@ impl HttpSettings {
             check_header(name, value)?;
         }
         Ok(HttpEndpoint {
-            client: build_client(self.connect_timeout)?,
+            client: client(self.connect_timeout)?,
             url: format!("{}{path}", self.base_url),
             settings: self,
         })
@@ -261,21 +308,25 @@ impl HttpEndpoint {
 }
 
 impl HttpEndpoint {
-    /// Sends `request` (see [`send`]) and streams the SSE response through `decoder`.
+    /// Sends `request` and streams the SSE response through `decoder` (see [`stream_sse`]).
     pub(crate) async fn stream_sse<D: SseDecoder>(
         &self,
         provider: &'static str,
         request: reqwest::RequestBuilder,
         decoder: D,
     ) -> Result<ModelStream, ModelError> {
-        let started = Instant::now();
-        let idle = self.idle_timeout();
-        let response = send(provider, request, idle, default_error).await?;
-        Ok(sse_model_stream(provider, response, decoder, idle, started))
+        stream_sse(
+            provider,
+            request,
+            decoder,
+            self.idle_timeout(),
+            default_error,
+        )
+        .await
     }
 
-    /// Sends `request` (see [`send`]; `on_error` maps an error status) and streams the raw
-    /// response body through `decoder`.
+    /// Sends `request` and streams the raw response body through `decoder` (see
+    /// [`stream_body`]).
     pub(crate) async fn stream_body<D: BodyDecoder>(
         &self,
         provider: &'static str,
@@ -283,18 +334,228 @@ impl HttpEndpoint {
         decoder: D,
         on_error: ErrorMap,
     ) -> Result<ModelStream, ModelError> {
-        let started = Instant::now();
-        let idle = self.idle_timeout();
-        let response = send(provider, request, idle, on_error).await?;
-        Ok(body_model_stream(
-            provider, response, decoder, idle, started,
-        ))
+        stream_body(provider, request, decoder, self.idle_timeout(), on_error).await
+    }
+}
+
+/// Sends `request` ([`send`]: the wait for the headers bounded by `idle`, an error status
+/// mapped by `on_error`, e.g. [`default_error`]) and streams the server-sent events of the
+/// response through `decoder`: every wait for more bytes is bounded by `idle` (any bytes count,
+/// SSE comments included), and the stream ends with a `Metadata` event (the decoder's usage,
+/// latency, time to first byte) after [`WireDecoder::finish`]. Dropping the stream closes the
+/// connection. `provider` prefixes error messages.
+pub async fn stream_sse<D: SseDecoder>(
+    provider: &'static str,
+    request: reqwest::RequestBuilder,
+    decoder: D,
+    idle: Duration,
+    on_error: ErrorMap,
+) -> Result<ModelStream, ModelError> {
+    let started = Instant::now();
+    let response = send(provider, request, idle, on_error).await?;
+    Ok(sse_model_stream(provider, response, decoder, idle, started))
+}
+
+/// [`stream_sse`] for a body that is not server-sent events (NDJSON, binary frames): the raw
+/// chunks go to `decoder` (use [`LineDecoder`] for newline-delimited formats).
+pub async fn stream_body<D: BodyDecoder>(
+    provider: &'static str,
+    request: reqwest::RequestBuilder,
+    decoder: D,
+    idle: Duration,
+    on_error: ErrorMap,
+) -> Result<ModelStream, ModelError> {
+    let started = Instant::now();
+    let response = send(provider, request, idle, on_error).await?;
+    Ok(body_model_stream(
+        provider, response, decoder, idle, started,
+    ))
+}
+
+/// Newline-delimited framing with a bound on the line length, for [`BodyDecoder`]s of NDJSON
+/// and similar formats: chunks may split lines anywhere; memory stays bounded on hostile input.
+#[derive(Debug, Clone)]
+pub struct LineDecoder {
+    provider: &'static str,
+    max_line: usize,
+    buf: Vec<u8>,
+}
+
+impl LineDecoder {
+    /// Lines of at most `max_line` bytes (without the `\n`); `provider` prefixes the error.
+    pub fn new(provider: &'static str, max_line: usize) -> Self {
+        Self {
+            provider,
+            max_line,
+            buf: Vec::new(),
+        }
+    }
+
+    /// Feeds a chunk: calls `on_line` with each complete line (without its `\n`; a `\r`
+    /// before it is kept), in order, and stops at the first `Flow::Done` or error. A line
+    /// longer than the bound is a `MalformedStream` error.
+    pub fn feed(
+        &mut self,
+        bytes: &[u8],
+        mut on_line: impl FnMut(&[u8]) -> Result<Flow, ModelError>,
+    ) -> Result<Flow, ModelError> {
+        let mut rest = bytes;
+        while let Some(pos) = rest.iter().position(|&b| b == b'\n') {
+            let (head, tail) = rest.split_at(pos);
+            rest = &tail[1..];
+            self.push(head)?;
+            let line = std::mem::take(&mut self.buf);
+            if on_line(&line)? == Flow::Done {
+                return Ok(Flow::Done);
+            }
+        }
+        self.push(rest)?;
+        Ok(Flow::Continue)
+    }
+
+    /// The bytes after the last `\n` (a final line without a newline), emptied.
+    pub fn take_rest(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.buf)
+    }
+
+    fn push(&mut self, b: &[u8]) -> Result<(), ModelError> {
+        if self.buf.len().saturating_add(b.len()) > self.max_line {
+            self.buf.clear();
+            return Err(ModelError::malformed_stream(format!(
+                "{}: stream line longer than {} bytes",
+                self.provider, self.max_line
+            )));
+        }
+        self.buf.extend_from_slice(b);
+        Ok(())
+    }
+}
+
+/// The kind of the content block [`Blocks`] has open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OpenBlock {
+    /// A text block.
+    Text,
+    /// A reasoning block.
+    Reasoning,
+    /// A tool-use block.
+    ToolUse,
+}
+
+/// Opens and closes content blocks for a wire decoder, so its events follow the grammar the
+/// agent expects (one block at a time; deltas only inside a block of their kind; no block
+/// open at `MessageStop`): a text delta after reasoning closes the reasoning block and opens a
+/// text block, and so on.
+#[derive(Debug, Clone, Default)]
+pub struct Blocks {
+    open: Option<OpenBlock>,
+}
+
+impl Blocks {
+    /// No block open.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The open block's kind.
+    pub fn open(&self) -> Option<OpenBlock> {
+        self.open
+    }
+
+    /// A text delta (empty text is skipped), opening a text block unless one is open.
+    pub fn text(&mut self, text: impl Into<String>, out: &mut VecDeque<StreamEvent>) {
+        let text = text.into();
+        if text.is_empty() {
+            return;
+        }
+        self.ensure(OpenBlock::Text, BlockStart::Text, out);
+        out.push_back(StreamEvent::BlockDelta(BlockDelta::Text(text)));
+    }
+
+    /// A reasoning-text delta (empty text is skipped), opening a reasoning block unless one is
+    /// open.
+    pub fn reasoning(&mut self, text: impl Into<String>, out: &mut VecDeque<StreamEvent>) {
+        let text = text.into();
+        if text.is_empty() {
+            return;
+        }
+        self.ensure(OpenBlock::Reasoning, BlockStart::Reasoning, out);
+        out.push_back(StreamEvent::BlockDelta(BlockDelta::ReasoningText(text)));
+    }
+
+    /// The signature of the reasoning block: opens one unless one is open.
+    pub fn reasoning_signature(
+        &mut self,
+        signature: impl Into<String>,
+        out: &mut VecDeque<StreamEvent>,
+    ) {
+        self.ensure(OpenBlock::Reasoning, BlockStart::Reasoning, out);
+        out.push_back(StreamEvent::BlockDelta(BlockDelta::ReasoningSignature(
+            signature.into(),
+        )));
+    }
+
+    /// Starts a tool use (closing the open block, a previous tool use included).
+    pub fn tool_use(
+        &mut self,
+        id: impl Into<String>,
+        name: impl Into<String>,
+        out: &mut VecDeque<StreamEvent>,
+    ) {
+        self.close(out);
+        out.push_back(StreamEvent::BlockStart(BlockStart::ToolUse {
+            tool_use_id: id.into(),
+            name: name.into(),
+        }));
+        self.open = Some(OpenBlock::ToolUse);
+    }
+
+    /// A fragment of the open tool use's JSON input; a `MalformedStream` error (prefixed with
+    /// `provider`) when no tool use is open.
+    pub fn tool_input(
+        &mut self,
+        provider: &str,
+        fragment: impl Into<String>,
+        out: &mut VecDeque<StreamEvent>,
+    ) -> Result<(), ModelError> {
+        if self.open != Some(OpenBlock::ToolUse) {
+            return Err(ModelError::malformed_stream(format!(
+                "{provider}: tool input outside a tool use"
+            )));
+        }
+        let fragment = fragment.into();
+        if !fragment.is_empty() {
+            out.push_back(StreamEvent::BlockDelta(BlockDelta::ToolInput(fragment)));
+        }
+        Ok(())
+    }
+
+    /// Closes the open block, if any (call it before `MessageStop`).
+    pub fn close(&mut self, out: &mut VecDeque<StreamEvent>) {
+        if self.open.take().is_some() {
+            out.push_back(StreamEvent::BlockStop);
+        }
+    }
+
+    fn ensure(&mut self, kind: OpenBlock, start: BlockStart, out: &mut VecDeque<StreamEvent>) {
+        if self.open != Some(kind) {
+            self.close(out);
+            out.push_back(StreamEvent::BlockStart(start));
+            self.open = Some(kind);
+        }
     }
 }
 
 /// The builder methods every HTTP provider shares. The builder has a field `http:
 /// HttpSettings`. With doc texts, the `base_url` and `api_key` setters too (their docs say what
 /// the provider's URL and key look like).
+#[cfg(any(
+    feature = "openai",
+    feature = "anthropic",
+    feature = "ollama",
+    feature = "bedrock"
+))]
 macro_rules! http_builder_methods {
     (base_url: $base_url_doc:literal, api_key: $api_key_doc:literal $(,)?) => {
         #[doc = $base_url_doc]
@@ -333,6 +594,12 @@ macro_rules! http_builder_methods {
         }
     };
 }
+#[cfg(any(
+    feature = "openai",
+    feature = "anthropic",
+    feature = "ollama",
+    feature = "bedrock"
+))]
 pub(crate) use http_builder_methods;
 
 /// Classifies a reqwest error raised before any response byte arrived.
@@ -368,12 +635,13 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     s
 }
 
-/// Maps an HTTP error response (provider, status, headers, body) to a typed error.
-pub(crate) type ErrorMap = fn(&str, u16, &reqwest::header::HeaderMap, String) -> ModelError;
+/// Maps an HTTP error response (provider, status, headers, body) to a typed error; see
+/// [`default_error`].
+pub type ErrorMap = fn(&str, u16, &reqwest::header::HeaderMap, String) -> ModelError;
 
-/// The error mapping of [`status_error`] with the shared context-overflow wording and the
-/// `retry-after` headers.
-pub(crate) fn default_error(
+/// The error mapping of [`status_error`] with the shared context-overflow wording
+/// ([`is_context_overflow`]) and the `retry-after` headers ([`retry_after`]).
+pub fn default_error(
     provider: &str,
     status: u16,
     headers: &reqwest::header::HeaderMap,
@@ -388,9 +656,13 @@ pub(crate) fn default_error(
     )
 }
 
-/// Sends a request and checks the status. A non-success status becomes the typed error that
-/// `on_error` makes of it (with at most 64 KiB of the response body).
-pub(crate) async fn send(
+/// Sends a request and checks the status, the wait for the response headers bounded by
+/// `idle_timeout` (a retryable `Timeout`). A non-success status becomes the typed error that
+/// `on_error` makes of it (with at most [`MAX_ERROR_BODY`] of the response body, see
+/// [`read_error_body`]). A success with a JSON body (a server that ignored the stream flag, or
+/// an error sent with status 200) is a `MalformedStream` error carrying the body and its
+/// message. Connection failures are retryable `Transport` errors.
+pub async fn send(
     provider: &str,
     request: reqwest::RequestBuilder,
     idle_timeout: Duration,
@@ -432,7 +704,9 @@ pub(crate) async fn send(
     Err(on_error(provider, status.as_u16(), &headers, body))
 }
 
-async fn read_error_body(mut response: reqwest::Response, idle: Duration) -> String {
+/// Reads at most [`MAX_ERROR_BODY`] of a response body (lossy UTF-8), each wait for a chunk
+/// bounded by `idle`: a body that stalls or never ends cannot hang the caller.
+pub async fn read_error_body(mut response: reqwest::Response, idle: Duration) -> String {
     let mut buf: Vec<u8> = Vec::new();
     while buf.len() < MAX_ERROR_BODY {
         match tokio::time::timeout(idle, response.chunk()).await {
@@ -454,7 +728,7 @@ async fn read_error_body(mut response: reqwest::Response, idle: Duration) -> Str
 /// | other 4xx | BadRequest |
 /// | 408 | Timeout (retryable) |
 /// | 5xx | Server |
-pub(crate) fn status_error(
+pub fn status_error(
     provider: &str,
     status: u16,
     retry_after: Option<Duration>,
@@ -482,7 +756,7 @@ pub(crate) fn status_error(
 
 /// The human-readable message of a JSON error body (`{"error": {"message": ...}}`,
 /// `{"error": "..."}`, `{"message": ...}`).
-pub(crate) fn error_message(body: &str) -> Option<String> {
+pub fn error_message(body: &str) -> Option<String> {
     let v: serde_json::Value = serde_json::from_str(body).ok()?;
     let err = v.get("error").unwrap_or(&v);
     if let Some(s) = err.as_str() {
@@ -497,7 +771,7 @@ pub(crate) fn error_message(body: &str) -> Option<String> {
 
 /// Whether an error body reports a context-window overflow (wording of OpenAI, vLLM, llama.cpp,
 /// LM Studio, Ollama, LiteLLM and Anthropic).
-pub(crate) fn is_context_overflow(body: &str) -> bool {
+pub fn is_context_overflow(body: &str) -> bool {
     let b = body.to_ascii_lowercase();
     [
         "context_length_exceeded",
@@ -517,7 +791,7 @@ pub(crate) fn is_context_overflow(body: &str) -> bool {
 }
 
 /// Parses `retry-after-ms` (milliseconds) or `retry-after` (seconds, or an HTTP date).
-pub(crate) fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+pub fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     if let Some(ms) = get("retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok())
         && (0.0..1e12).contains(&ms)
@@ -530,7 +804,7 @@ pub(crate) fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Durati
 /// Parses a `retry-after` value: delay seconds (integer or decimal) or an IMF-fixdate. An
 /// unparsable value gives `None` (the retry strategy's own backoff applies); a date in the past
 /// gives zero.
-pub(crate) fn parse_retry_after(v: &str) -> Option<Duration> {
+pub fn parse_retry_after(v: &str) -> Option<Duration> {
     let v = v.trim();
     if let Ok(secs) = v.parse::<f64>() {
         return (0.0..1e9)
@@ -580,7 +854,8 @@ fn parse_http_date(v: &str) -> Option<u64> {
 }
 
 /// What a wire decoder does with one input (an SSE event, a body chunk).
-pub(crate) enum Flow {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
     /// Keep reading.
     Continue,
     /// The provider said the message is complete; stop reading.
@@ -588,7 +863,7 @@ pub(crate) enum Flow {
 }
 
 /// The end of every wire decoder: what happens when the response body is over.
-pub(crate) trait WireDecoder: Send + 'static {
+pub trait WireDecoder: Send + 'static {
     /// The byte stream ended (or `Done` was returned): push the final events, or fail when the
     /// message is incomplete.
     fn finish(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<(), ModelError>;
@@ -598,7 +873,7 @@ pub(crate) trait WireDecoder: Send + 'static {
 }
 
 /// Turns one provider's SSE events into normalized [`StreamEvent`]s.
-pub(crate) trait SseDecoder: WireDecoder {
+pub trait SseDecoder: WireDecoder {
     /// Handles one SSE event (`event` is the event name, empty when none).
     fn event(
         &mut self,
@@ -611,7 +886,7 @@ pub(crate) trait SseDecoder: WireDecoder {
 /// Turns one provider's raw response body (NDJSON lines, binary frames) into normalized
 /// [`StreamEvent`]s. Chunks split the body anywhere: the decoder buffers partial units itself,
 /// bounded, so hostile input cannot grow memory without limit.
-pub(crate) trait BodyDecoder: WireDecoder {
+pub trait BodyDecoder: WireDecoder {
     /// Handles the next chunk of the body.
     fn feed(&mut self, bytes: &[u8], out: &mut VecDeque<StreamEvent>) -> Result<Flow, ModelError>;
 }
@@ -899,7 +1174,7 @@ impl<T, D: Decode<T>> Driver<T, D> {
 }
 
 /// Parses one SSE data line as JSON, or fails with a typed malformed-stream error.
-pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
+pub fn parse_json<T: serde::de::DeserializeOwned>(
     provider: &str,
     data: &str,
 ) -> Result<T, ModelError> {
@@ -991,6 +1266,22 @@ mod tests {
             assert!(shown.contains("x-gateway-token"), "{shown}");
         }
         assert_eq!(endpoint.base_url(), "http://127.0.0.1:1/v1");
+    }
+
+    #[test]
+    fn tls_is_rustls_with_ring_and_the_webpki_roots_without_a_process_provider() {
+        let config = tls_config().unwrap();
+        let ring = rustls::crypto::ring::default_provider();
+        assert_eq!(
+            config.crypto_provider().cipher_suites,
+            ring.cipher_suites,
+            "the ring provider"
+        );
+        assert_eq!(config.alpn_protocols, vec![b"http/1.1".to_vec()]);
+        // reqwest 0.13 without a provider feature panics at build time unless it gets a
+        // ready-made config or finds a process-wide provider; Rein installs none.
+        client(DEFAULT_CONNECT_TIMEOUT).unwrap();
+        assert!(rustls::crypto::CryptoProvider::get_default().is_none());
     }
 
     #[test]

@@ -10,18 +10,14 @@
 //! | `ollama` | [`OllamaModel`]: Ollama's native `/api/chat` (NDJSON streaming, thinking, tools) |
 //! | `bedrock` | [`BedrockModel`]: AWS Bedrock `ConverseStream` (binary event stream; SigV4 from [`AwsCredentials`] or an [`AwsCredentialsProvider`], or a Bedrock API key) |
 //! | `test-util` | [`conformance`]: the provider-conformance suite and its local fixture server |
+//! | `http-kit` | [`http`]: the provider kit, the HTTP plumbing the providers above are built on (enabled by each of them) |
 //!
 //! HTTP failures become typed [`ModelError`]s (see `docs/providers.md` for the mapping):
 //! `is_retryable()` and `retry_after()` drive the agent's retry strategy.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-#[cfg(any(
-    feature = "openai",
-    feature = "anthropic",
-    feature = "ollama",
-    feature = "bedrock"
-))]
-mod http;
+#[cfg(feature = "http-kit")]
+pub mod http;
 mod model;
 mod scripted;
 
@@ -53,10 +49,34 @@ pub use model::{Model, ModelInfo, ModelStream, SharedModel};
 pub use ollama::{OLLAMA_DEFAULT_BASE_URL, OLLAMA_MAX_LINE, OllamaModel, OllamaModelBuilder};
 #[cfg(feature = "openai")]
 pub use openai::{OPENAI_DEFAULT_BASE_URL, OpenAiModel, OpenAiModelBuilder};
+// Everything a provider author names, so a provider compiles with `rein-models` alone.
+/// The `futures-util` crate (0.3) the [`ModelStream`] type is built with: its `stream`
+/// combinators build a provider's event stream, `StreamExt` reads one.
+pub use futures_util as futures;
 pub use rein_core::{
-    ModelError,
-    error::ModelErrorKind,
+    Error, Map, ModelError,
+    error::{BuildError, ModelErrorKind},
+    message::{
+        Bytes, ContentBlock, DocumentBlock, ImageBlock, MediaSource, Message, ReasoningContent,
+        ReasoningText, Role, ToolResult, ToolResultContent, ToolResultStatus, ToolUse,
+    },
     request::{InferenceConfig, ModelRequest, ToolChoice},
-    stream::{ModelResponse, StopReason, StreamAssembler, StreamEvent, Usage},
+    stream::{
+        BlockDelta, BlockStart, ModelResponse, StopReason, StreamAssembler, StreamEvent,
+        StreamMetrics, Usage,
+    },
+    tool::{BoxFuture, ToolSpec},
 };
 pub use scripted::{ScriptedModel, ScriptedModelBuilder, ScriptedResponse};
+
+/// `docs/providers.md`: its Rust snippets run as doc tests, with `rein-models` alone.
+#[cfg(all(
+    doctest,
+    feature = "openai",
+    feature = "anthropic",
+    feature = "ollama",
+    feature = "bedrock",
+    feature = "test-util"
+))]
+#[doc = include_str!("../../../docs/providers.md")]
+struct ProvidersGuide;

@@ -369,9 +369,8 @@ enum Open {
 
 /// Decodes Ollama's NDJSON chat stream: splits lines (bounded length) and maps each line to
 /// normalized events.
-#[derive(Default)]
 pub(crate) struct NdjsonDecoder {
-    buf: Vec<u8>,
+    lines: http::LineDecoder,
     started: bool,
     open: Option<Open>,
     tool_calls: usize,
@@ -413,36 +412,33 @@ fn stream_error(err: &Value) -> ModelError {
     e.with_body(json!({"error": err}).to_string())
 }
 
+impl Default for NdjsonDecoder {
+    fn default() -> Self {
+        Self {
+            lines: http::LineDecoder::new(PROVIDER, OLLAMA_MAX_LINE),
+            started: false,
+            open: None,
+            tool_calls: 0,
+            stop: None,
+            input: 0,
+            output: 0,
+            done: false,
+        }
+    }
+}
+
 impl BodyDecoder for NdjsonDecoder {
     /// Feeds raw body bytes; complete lines are decoded.
     fn feed(&mut self, bytes: &[u8], out: &mut VecDeque<StreamEvent>) -> Result<Flow, ModelError> {
-        let mut rest = bytes;
-        while let Some(pos) = rest.iter().position(|&b| b == b'\n') {
-            let (head, tail) = rest.split_at(pos);
-            rest = &tail[1..];
-            self.push_bytes(head)?;
-            let line = std::mem::take(&mut self.buf);
-            if let Flow::Done = self.line_bytes(&line, out)? {
-                return Ok(Flow::Done);
-            }
-        }
-        self.push_bytes(rest)?;
-        Ok(Flow::Continue)
+        // The line splitter is moved out while its callback borrows the decoder.
+        let mut lines = std::mem::replace(&mut self.lines, http::LineDecoder::new(PROVIDER, 0));
+        let flow = lines.feed(bytes, |line| self.line_bytes(line, out));
+        self.lines = lines;
+        flow
     }
 }
 
 impl NdjsonDecoder {
-    fn push_bytes(&mut self, b: &[u8]) -> Result<(), ModelError> {
-        if self.buf.len().saturating_add(b.len()) > OLLAMA_MAX_LINE {
-            self.buf.clear();
-            return Err(ModelError::malformed_stream(format!(
-                "{PROVIDER}: stream line longer than {OLLAMA_MAX_LINE} bytes"
-            )));
-        }
-        self.buf.extend_from_slice(b);
-        Ok(())
-    }
-
     fn line_bytes(
         &mut self,
         line: &[u8],
@@ -550,8 +546,8 @@ impl WireDecoder for NdjsonDecoder {
     /// The body ended (or `done` arrived): decode a last unterminated line, then push the
     /// final events, or fail when no `done` line arrived.
     fn finish(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<(), ModelError> {
-        if !self.done && !self.buf.is_empty() {
-            let line = std::mem::take(&mut self.buf);
+        let line = self.lines.take_rest();
+        if !self.done && !line.is_empty() {
             self.line_bytes(&line, out)?;
         }
         if !self.done {

@@ -335,3 +335,121 @@ async fn keep_alive_comments_reset_the_idle_timeout() {
     assert_eq!(e.kind(), ModelErrorKind::Timeout);
     assert!(!e.is_retryable(), "data had arrived");
 }
+
+/// A provider written without any timeout or read bound: it sends the request and reads the
+/// whole response, however long it takes. It must fail the suite's hostile-server checks.
+#[derive(Debug)]
+struct NoTimeouts {
+    addr: String,
+}
+
+impl Model for NoTimeouts {
+    fn info(&self) -> rein_models::ModelInfo {
+        rein_models::ModelInfo::new("no-timeouts", "naive")
+    }
+
+    async fn stream(
+        &self,
+        _request: ModelRequest,
+    ) -> Result<rein_models::ModelStream, rein_models::ModelError> {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let transport = |e: std::io::Error| rein_models::ModelError::transport(e.to_string());
+        let mut sock = tokio::net::TcpStream::connect(&self.addr)
+            .await
+            .map_err(transport)?;
+        sock.write_all(b"POST / HTTP/1.1\r\nhost: fixture\r\ncontent-length: 0\r\n\r\n")
+            .await
+            .map_err(transport)?;
+        let mut response = Vec::new();
+        sock.read_to_end(&mut response).await.map_err(transport)?;
+        let status: u16 = String::from_utf8_lossy(&response)
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        Err(rein_models::ModelError::server("naive provider").with_status(status))
+    }
+}
+
+const HOSTILE_CHECKS: [&str; 4] = [
+    "no_response_headers",
+    "headers_then_stall",
+    "error_body_stall",
+    "endless_error_body",
+];
+
+fn outcome<'a>(
+    report: &'a rein_models::conformance::ConformanceReport,
+    name: &str,
+) -> &'a rein_models::conformance::Outcome {
+    &report
+        .results
+        .iter()
+        .find(|r| r.name == name)
+        .unwrap_or_else(|| panic!("no check {name}: {report}"))
+        .outcome
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_suite_catches_a_provider_without_timeouts_quickly() {
+    use rein_models::conformance::Outcome;
+    let started = std::time::Instant::now();
+    let report = Conformance::new(openai_fixtures(), |t| NoTimeouts {
+        addr: t.base_url.trim_start_matches("http://").to_owned(),
+    })
+    .idle_timeout(Duration::from_millis(100))
+    .run()
+    .await;
+    println!("{report}");
+    for name in HOSTILE_CHECKS.into_iter().chain(["idle_timeout"]) {
+        let Outcome::Failed(msg) = outcome(&report, name) else {
+            panic!("{name} should fail: {report}");
+        };
+        assert!(
+            msg.starts_with("no error within") && msg.contains("idle timeout of 100ms"),
+            "{name}: a clear message: {msg}"
+        );
+    }
+    let Outcome::Failed(msg) = outcome(&report, "no_response_headers") else {
+        unreachable!()
+    };
+    assert!(msg.contains("never sent the response headers"), "{msg}");
+    let Outcome::Failed(msg) = outcome(&report, "endless_error_body") else {
+        unreachable!()
+    };
+    assert!(msg.contains("never ends"), "{msg}");
+    // Every wait is bounded by the suite's short idle timeout, not by its 20 s check limit.
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_suite_catches_a_provider_that_ignores_the_idle_timeout() {
+    use rein_models::conformance::Outcome;
+    // A correct decoder with hour-long timeouts: to the suite, a provider with none.
+    let report = Conformance::new(openai_fixtures(), |t| {
+        openai(&t.base_url, Duration::from_secs(3600))
+    })
+    .idle_timeout(Duration::from_millis(100))
+    .run()
+    .await;
+    println!("{report}");
+    for name in [
+        "no_response_headers",
+        "headers_then_stall",
+        "error_body_stall",
+        "idle_timeout",
+    ] {
+        assert!(
+            matches!(outcome(&report, name), Outcome::Failed(m) if m.starts_with("no error within")),
+            "{name} should fail: {report}"
+        );
+    }
+    // Its error body read is bounded by size, so the endless body does not hang it; the
+    // rest of the suite passes.
+    let failed: Vec<_> = report.failures().iter().map(|r| r.name).collect();
+    assert_eq!(failed.len(), 4, "{report}");
+}

@@ -116,15 +116,7 @@ struct Readme;
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/steering-a-running-agent.md")]
 struct SteeringGuide;
-#[cfg(all(
-    doctest,
-    feature = "openai",
-    feature = "anthropic",
-    feature = "ollama",
-    feature = "bedrock"
-))]
-#[doc = include_str!("../../../docs/providers.md")]
-struct ProvidersGuide;
+// docs/providers.md runs as rein-models' doc tests (it needs rein-models alone).
 #[cfg(all(doctest, feature = "macros", feature = "mcp-http"))]
 #[doc = include_str!("../../../docs/tools.md")]
 struct ToolsGuide;
