@@ -214,3 +214,19 @@ fn approve_later_rejected_from_the_command_line() {
     assert!(step(&["approve", d, "yes"]).contains("nothing is waiting"));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn quickstart_denies_and_asks_for_an_approval() {
+    check(
+        "quickstart",
+        &[
+            "embedded scripted demo model",
+            "[decision] no-deletes Deny on before_tool_call",
+            "[result:error] DENIED: deleting files is disabled here",
+            "[approval] Send the report to team@example.com? -> yes",
+            "stop reason: Interrupt",
+            "[result:ok] report sent to team@example.com",
+            "stop reason: EndTurn",
+        ],
+    );
+}

@@ -78,9 +78,3 @@ pub use store::{MemorySessionStore, SessionStore, SharedSessionStore};
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct Readme;
-#[cfg(doctest)]
-#[doc = include_str!("../../../docs/sessions.md")]
-struct SessionsGuide;
-#[cfg(doctest)]
-#[doc = include_str!("../../../docs/human-in-the-loop.md")]
-struct HumanInTheLoopGuide;

@@ -116,6 +116,12 @@ struct Readme;
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/steering-a-running-agent.md")]
 struct SteeringGuide;
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/sessions.md")]
+struct SessionsGuide;
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/human-in-the-loop.md")]
+struct HumanInTheLoopGuide;
 // docs/providers.md runs as rein-models' doc tests (it needs rein-models alone).
 #[cfg(all(doctest, feature = "macros", feature = "mcp-http"))]
 #[doc = include_str!("../../../docs/tools.md")]
