@@ -15,7 +15,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rein_agent::{Agent, AgentEvent, AgentResult, Input};
 use rein_core::{
     Error, ToolHandle,
-    audit::{DecisionAction, DecisionOutcome, DecisionRecord},
+    audit::{AnswerSource, DecisionAction, DecisionOutcome, DecisionRecord},
     interrupt::Interrupt,
     message::InterruptResponse,
     stream::StopReason,
@@ -403,12 +403,18 @@ fn one_line(text: &str, max: usize) -> String {
 /// A compact coloured line for one decision: `[deny] handler @ event: text`.
 fn decision_line(d: &DecisionRecord) -> String {
     let action = match d.action {
-        DecisionAction::Deny => style("deny").red().bold(),
-        DecisionAction::Guide => style("guide").yellow().bold(),
-        DecisionAction::Confirm => style("confirm").cyan().bold(),
-        DecisionAction::Transform => style("transform").blue().bold(),
-        DecisionAction::Error => style("error").magenta().bold(),
-        _ => style("decision").bold(),
+        DecisionAction::Deny => style("deny".to_owned()).red().bold(),
+        DecisionAction::Guide => style("guide".to_owned()).yellow().bold(),
+        // What the human decided: asked, approved or rejected.
+        DecisionAction::Confirm => match &d.confirmation {
+            Some(c) => style(format!("confirm {}", c.status.as_str()))
+                .cyan()
+                .bold(),
+            None => style("confirm".to_owned()).cyan().bold(),
+        },
+        DecisionAction::Transform => style("transform".to_owned()).blue().bold(),
+        DecisionAction::Error => style("error".to_owned()).magenta().bold(),
+        _ => style("decision".to_owned()).bold(),
     };
     let outcome = match d.outcome {
         DecisionOutcome::Applied => String::new(),
@@ -422,8 +428,25 @@ fn decision_line(d: &DecisionRecord) -> String {
         .as_deref()
         .map(|t| format!(": {}", one_line(t, 120)))
         .unwrap_or_default();
+    let answer = match d
+        .confirmation
+        .as_ref()
+        .and_then(|c| Some((c.answer.as_ref()?, c.source?)))
+    {
+        Some((answer, source)) => {
+            let answer = answer
+                .as_str()
+                .map_or_else(|| answer.to_string(), str::to_owned);
+            let from = match source {
+                AnswerSource::Preemptive => "given in advance",
+                _ => "on resume",
+            };
+            format!(" (answer {answer}, {from})")
+        }
+        None => String::new(),
+    };
     format!(
-        "  {} [{action}{outcome}] {} @ {}{text}",
+        "  {} [{action}{outcome}] {} @ {}{text}{answer}",
         style("◆").dim(),
         style(&d.handler).bold(),
         d.event

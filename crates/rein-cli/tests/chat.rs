@@ -36,10 +36,16 @@ fn approving_a_delete_runs_the_tool() {
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(text.contains("scripted demo model"), "{text}");
     assert!(text.contains("Approve delete example.txt? [y/N]"), "{text}");
+    // The audit shows the question, then what the human decided.
     assert!(
-        text.contains("[confirm] delete-approval @ before_tool_call"),
+        text.contains("[confirm asked] delete-approval @ before_tool_call"),
         "{text}"
     );
+    assert!(
+        text.contains("[confirm approved] delete-approval @ before_tool_call"),
+        "{text}"
+    );
+    assert!(text.contains("(answer y, on resume)"), "{text}");
     assert!(
         text.contains("← deleted example.txt (demo: nothing was removed)"),
         "{text}"
@@ -55,6 +61,10 @@ fn rejecting_a_delete_does_not_run_it() {
     let out = chat(&[], "delete notes.txt\nn\n");
     let text = stdout(&out);
     assert!(text.contains("Approve delete notes.txt? [y/N]"), "{text}");
+    assert!(
+        text.contains("[confirm rejected] delete-approval"),
+        "{text}"
+    );
     assert!(
         text.contains("CONFIRMATION_FAILED: delete notes.txt"),
         "{text}"

@@ -145,6 +145,84 @@ pub struct DecisionRecord {
     /// How long the handler took (with the audit-timing option).
     #[serde(default, skip_serializing_if = "Option::is_none", with = "opt_nanos")]
     pub duration: Option<Duration>,
+    /// For a `Confirm`: what the human decided — asked (no answer yet), approved or rejected —
+    /// with the answer and where it came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirmation: Option<Confirmation>,
+}
+
+/// What became of a `Confirm`: the human was asked, or answered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Confirmation {
+    /// Asked, approved or rejected.
+    pub status: ConfirmationStatus,
+    /// The answer, once there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<serde_json::Value>,
+    /// Where the answer came from, once there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<AnswerSource>,
+}
+
+impl Confirmation {
+    /// The human was asked; the run stops for the answer.
+    pub fn asked() -> Self {
+        Self {
+            status: ConfirmationStatus::Asked,
+            answer: None,
+            source: None,
+        }
+    }
+
+    /// The human answered (`approved` or not) with `answer`, given from `source`.
+    pub fn answered(approved: bool, answer: serde_json::Value, source: AnswerSource) -> Self {
+        Self {
+            status: if approved {
+                ConfirmationStatus::Approved
+            } else {
+                ConfirmationStatus::Rejected
+            },
+            answer: Some(answer),
+            source: Some(source),
+        }
+    }
+}
+
+/// What the human decided about a `Confirm`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ConfirmationStatus {
+    /// Asked: the invocation stopped with the interrupt.
+    Asked,
+    /// Approved: the call went ahead.
+    Approved,
+    /// Rejected: the call was refused (`CONFIRMATION_FAILED: <prompt>`).
+    Rejected,
+}
+
+impl ConfirmationStatus {
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Asked => "asked",
+            Self::Approved => "approved",
+            Self::Rejected => "rejected",
+        }
+    }
+}
+
+/// Where the answer to a `Confirm` came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum AnswerSource {
+    /// Given before the question was asked (`Confirm::with_response`, e.g. from the invocation
+    /// state).
+    Preemptive,
+    /// Given on resume, as an interrupt response.
+    Resume,
 }
 
 impl DecisionRecord {
@@ -164,6 +242,7 @@ impl DecisionRecord {
             outcome,
             on_error: None,
             duration: None,
+            confirmation: None,
         }
     }
 

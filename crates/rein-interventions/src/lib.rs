@@ -121,7 +121,10 @@ pub use shared::SharedHandler;
 // What a handler author needs from rein-core, so depending on this crate alone is enough.
 pub use rein_core::{
     ContentBlock, Error, Map, Message, ModelError, Role, ToolHandle, ToolResult, ToolUse,
-    audit::{DecisionAction, DecisionOutcome, DecisionRecord, EventKind, OnError},
+    audit::{
+        AnswerSource, Confirmation, ConfirmationStatus, DecisionAction, DecisionOutcome,
+        DecisionRecord, EventKind, OnError,
+    },
     error::{BuildError, ModelErrorKind},
     event::{
         AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent, BeforeModelCallEvent,

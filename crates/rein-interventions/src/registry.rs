@@ -10,7 +10,10 @@ use std::time::{Duration, Instant};
 use futures_util::FutureExt as _;
 use rein_core::{
     Error,
-    audit::{DecisionAction, DecisionOutcome, DecisionRecord, EventKind, OnError},
+    audit::{
+        AnswerSource, Confirmation, DecisionAction, DecisionOutcome, DecisionRecord, EventKind,
+        OnError,
+    },
     error::BuildError,
     interrupt::Interrupt,
     tool::BoxFuture,
@@ -494,14 +497,16 @@ fn confirm_step<E: PassEvent>(
     };
     // A pre-emptive response wins; otherwise the answer given on resume, if it was given for
     // this very call (same fingerprint). Ids and fingerprints are computed only when needed.
-    let (response, unanswered): (Option<Value>, Option<(String, String)>) =
+    // The answer with where it came from, or the interrupt (id, fingerprint) to raise.
+    type Answer = Option<(Value, AnswerSource)>;
+    let (response, unanswered): (Answer, Option<(String, String)>) =
         match confirm.response.take().filter(|v| !v.is_null()) {
-            Some(v) => (Some(v), None),
+            Some(v) => (Some((v, AnswerSource::Preemptive)), None),
             None => {
                 let id = EventKind::BeforeToolCall.interrupt_id(&tool_use.tool_use_id, &entry.name);
                 let fingerprint = tool_use.fingerprint();
                 match answers.get_bound(&id, &fingerprint) {
-                    Some(v) => (Some(v.clone()), None),
+                    Some(v) => (Some((v.clone(), AnswerSource::Resume)), None),
                     None => (None, Some((id, fingerprint))),
                 }
             }
@@ -511,7 +516,7 @@ fn confirm_step<E: PassEvent>(
     // carries the prompt itself (a string or a payload) as its reason.
     let prompt = confirm.prompt_text();
     let approved = match &response {
-        Some(r) => {
+        Some((r, _)) => {
             let judged = catch_unwind(AssertUnwindSafe(|| confirm.evaluate(r)));
             match judged {
                 Ok(Ok(approved)) => Some(approved),
@@ -533,9 +538,14 @@ fn confirm_step<E: PassEvent>(
         pass.records.push((r, Tag::Fixed));
         return Ok(Flow::Continue);
     }
+    let answered = |approved: bool| {
+        response
+            .clone()
+            .map(|(answer, source)| Confirmation::answered(approved, answer, source))
+    };
     match approved {
         Some(true) => {
-            let r = record(
+            let mut r = record(
                 event,
                 entry,
                 DecisionAction::Confirm,
@@ -543,11 +553,12 @@ fn confirm_step<E: PassEvent>(
                 Some(prompt),
                 elapsed(started),
             );
+            r.confirmation = answered(true);
             pass.records.push((r, Tag::ConfirmApproved));
             Ok(Flow::Continue)
         }
         Some(false) => {
-            let r = record(
+            let mut r = record(
                 event,
                 entry,
                 DecisionAction::Confirm,
@@ -555,6 +566,7 @@ fn confirm_step<E: PassEvent>(
                 Some(prompt.clone()),
                 elapsed(started),
             );
+            r.confirmation = answered(false);
             pass.records.push((r, Tag::Fixed));
             pass.denied = Some(format!("CONFIRMATION_FAILED: {prompt}"));
             Ok(Flow::Stop)
@@ -568,7 +580,7 @@ fn confirm_step<E: PassEvent>(
                     .with_fingerprint(fingerprint)
                     .with_tool_use_id(tool_use_id),
             );
-            let r = record(
+            let mut r = record(
                 event,
                 entry,
                 DecisionAction::Confirm,
@@ -576,6 +588,7 @@ fn confirm_step<E: PassEvent>(
                 Some(prompt),
                 elapsed(started),
             );
+            r.confirmation = Some(Confirmation::asked());
             pass.records.push((r, Tag::ConfirmAsked));
             Ok(Flow::Continue)
         }
@@ -729,6 +742,8 @@ fn emit(record: &DecisionRecord) {
             text = record.text.as_deref(),
             tool_use_id = record.tool_use_id.as_deref(),
             on_error = ?record.on_error,
+            confirmation = record.confirmation.as_ref().map(|c| c.status.as_str()),
+            answer_source = ?record.confirmation.as_ref().and_then(|c| c.source),
             duration_ns = record.duration.map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
             "intervention decision"
         );

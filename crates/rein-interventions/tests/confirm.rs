@@ -412,3 +412,55 @@ fn a_structured_prompt_is_the_interrupts_reason_unchanged() {
         Cancel::Message(r#"CONFIRMATION_FAILED: {"amount":5}"#.into())
     );
 }
+
+/// The audit says what the human decided: asked, approved or rejected, with the answer and
+/// whether it was given on resume or pre-emptively.
+#[test]
+fn the_audit_records_asked_approved_and_rejected_with_the_answer_and_its_source() {
+    use rein_interventions::{AnswerSource, ConfirmationStatus};
+    let status = |ev: &BeforeToolCallEvent| {
+        let c = ev.decisions()[0]
+            .confirmation
+            .clone()
+            .expect("a confirmation");
+        (c.status, c.answer, c.source)
+    };
+
+    let mut asked = before_tool();
+    run(vec![confirm("ask", "Delete /tmp/a?")], &mut asked).unwrap();
+    assert_eq!(status(&asked), (ConfirmationStatus::Asked, None, None));
+
+    assert_eq!(
+        status(&resume_with(json!("yes"))),
+        (
+            ConfirmationStatus::Approved,
+            Some(json!("yes")),
+            Some(AnswerSource::Resume)
+        )
+    );
+    assert_eq!(
+        status(&resume_with(json!("no"))),
+        (
+            ConfirmationStatus::Rejected,
+            Some(json!("no")),
+            Some(AnswerSource::Resume)
+        )
+    );
+
+    let mut preemptive = before_tool();
+    run(
+        vec![confirm_with("ask", || {
+            Confirm::new("Delete /tmp/a?").with_response(json!("n"))
+        })],
+        &mut preemptive,
+    )
+    .unwrap();
+    assert_eq!(
+        status(&preemptive),
+        (
+            ConfirmationStatus::Rejected,
+            Some(json!("n")),
+            Some(AnswerSource::Preemptive)
+        )
+    );
+}
