@@ -323,10 +323,22 @@ impl ToolRun<'_> {
                     (tool_use, verdict.tool, result)
                 }
             };
-            let (tool_use, mut result) = match self
-                .after_tool_call(tool_use, selected, result, &mut outcome)
-                .await?
-            {
+            // AfterToolCall, inline: a future of its own would move the tool use and the
+            // result into it once more per call.
+            let verdict = if self.hooks.has::<AfterToolCallEvent>() {
+                let mut ev = AfterToolCallEvent::new(self.cx.clone(), tool_use, result)
+                    .with_selected_tool(selected)
+                    .with_model_call_index(self.model_call_index);
+                let dispatched = self.hooks.dispatch(&mut ev).await;
+                let decisions = ev.take_decisions();
+                self.emit_decisions(&decisions);
+                outcome.decisions.extend(decisions);
+                dispatched?;
+                ev.into_verdict()
+            } else {
+                ToolResultVerdict::Keep { tool_use, result }
+            };
+            let (tool_use, mut result) = match verdict {
                 ToolResultVerdict::Keep { tool_use, result } => (tool_use, result),
                 ToolResultVerdict::Retry { tool_use } => match retries.retry() {
                     Ok(()) => {
@@ -351,28 +363,6 @@ impl ToolRun<'_> {
             outcome.result = Some(result);
             return Ok(outcome);
         }
-    }
-
-    /// AfterToolCall: the hooks' verdict on the result, with its decisions recorded.
-    async fn after_tool_call(
-        &self,
-        tool_use: ToolUse,
-        selected: Option<ToolHandle>,
-        result: ToolResult,
-        outcome: &mut ToolOutcome,
-    ) -> Result<ToolResultVerdict, Error> {
-        if !self.hooks.has::<AfterToolCallEvent>() {
-            return Ok(ToolResultVerdict::Keep { tool_use, result });
-        }
-        let mut ev = AfterToolCallEvent::new(self.cx.clone(), tool_use, result)
-            .with_selected_tool(selected)
-            .with_model_call_index(self.model_call_index);
-        let dispatched = self.hooks.dispatch(&mut ev).await;
-        let decisions = ev.take_decisions();
-        self.emit_decisions(&decisions);
-        outcome.decisions.extend(decisions);
-        dispatched?;
-        Ok(ev.into_verdict())
     }
 
     /// Runs the tool itself. `None` when it raised an interrupt.
