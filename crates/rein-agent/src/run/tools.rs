@@ -278,9 +278,7 @@ impl ToolRun<'_> {
                             .with_answers(self.answers.clone());
                         if self.hooks.has::<BeforeToolCallEvent>() {
                             let dispatched = self.hooks.dispatch(&mut ev).await;
-                            let decisions = ev.take_decisions();
-                            self.emit_decisions(&decisions);
-                            outcome.decisions.extend(decisions);
+                            self.record(ev.take_decisions(), &mut outcome);
                             dispatched?;
                         }
                         ev.into_verdict()
@@ -330,9 +328,7 @@ impl ToolRun<'_> {
                     .with_selected_tool(selected)
                     .with_model_call_index(self.model_call_index);
                 let dispatched = self.hooks.dispatch(&mut ev).await;
-                let decisions = ev.take_decisions();
-                self.emit_decisions(&decisions);
-                outcome.decisions.extend(decisions);
+                self.record(ev.take_decisions(), &mut outcome);
                 dispatched?;
                 ev.into_verdict()
             } else {
@@ -348,8 +344,7 @@ impl ToolRun<'_> {
                     Err(text) => {
                         let record = retry_limit_record(EventKind::AfterToolCall, &text)
                             .with_tool_use_id(Some(tool_use.tool_use_id.clone()));
-                        self.emit_decisions(std::slice::from_ref(&record));
-                        outcome.decisions.push(record);
+                        self.record(vec![record], &mut outcome);
                         let result = ToolResult::error(&tool_use.tool_use_id, text);
                         (tool_use, result)
                     }
@@ -430,11 +425,13 @@ impl ToolRun<'_> {
         Some(result)
     }
 
-    fn emit_decisions(&self, decisions: &[DecisionRecord]) {
+    /// Streams a tool call's decisions and keeps them for the invocation's audit.
+    fn record(&self, decisions: Vec<DecisionRecord>, outcome: &mut ToolOutcome) {
         if self.sink.is_enabled() {
-            for d in decisions {
+            for d in &decisions {
                 self.sink.push(AgentEvent::Decision(d.clone()));
             }
         }
+        outcome.decisions.extend(decisions);
     }
 }
