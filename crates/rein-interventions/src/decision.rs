@@ -9,8 +9,8 @@ use rein_core::tool::BoxFuture;
 use crate::error::HandlerError;
 
 /// The decision of one handler call: ready at once (sync closures and policy handlers, no
-/// allocation) or a boxed future (async closures and every other handler). It is a future, so
-/// the dispatch pass is written once, as an async fn, whichever it gets.
+/// allocation) or a boxed future (async closures and every other handler). The dispatch pass
+/// matches it; it is also a future, for a closure handler called through the handler trait.
 pub(crate) enum Decision<'a, A> {
     Ready(Option<Result<A, HandlerError>>),
     Boxed(BoxFuture<'a, Result<A, HandlerError>>),
