@@ -179,6 +179,21 @@ fn mcp_tools() {
 }
 
 #[test]
+fn run_budget_lasts_the_run_across_a_resume_by_a_new_agent() {
+    check(
+        "run_budget",
+        &[
+            "paused: Interrupt, searches so far: 1",
+            "tool s1  3 hits for \"draft\"",
+            "tool d1  deleted",
+            "tool s2  3 hits for \"backup\"",
+            "tool s3  DENIED: search budget (2) spent",
+            "run state after the run: {}",
+        ],
+    );
+}
+
+#[test]
 fn approve_later_in_another_process() {
     // Both steps, each in its own process (the example runs itself twice).
     check(

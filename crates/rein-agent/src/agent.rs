@@ -9,7 +9,7 @@ use rein_core::{
     message::InterruptResponse,
     request::{InferenceConfig, ToolChoice},
     result::AgentResult,
-    state::{AgentState, InvocationState},
+    state::{AgentState, InvocationState, RunState},
 };
 use rein_hooks::{HookEvent, HookOptions, HookRegistry, IntoHookResult, Plugin};
 use rein_interventions::{InterventionRegistry, SharedHandler};
@@ -187,6 +187,9 @@ pub struct Agent {
     /// The conversation and its session (the message path).
     pub(crate) history: History,
     pub(crate) state: AgentState,
+    /// The current run's state: empty between runs, kept (and persisted with `pending`) while
+    /// interrupts wait.
+    pub(crate) run_state: RunState,
     pub(crate) pending: Option<PendingInterrupts>,
     pub(crate) manager: Box<dyn ConversationManager>,
     pub(crate) cancel: CancelHandle,
@@ -252,14 +255,14 @@ impl Agent {
         if let Some(p) = &self.pending
             && !self.history.conv().ids().contains(&p.assistant_message_id)
         {
-            self.pending = None;
+            self.set_pending_interrupts(None);
         }
     }
 
     /// Forgets the conversation (and any pending interrupts).
     pub fn clear_history(&mut self) {
         self.history.conv_mut().clear();
-        self.pending = None;
+        self.set_pending_interrupts(None);
     }
 
     /// The agent's key-value state.
@@ -282,14 +285,26 @@ impl Agent {
         self.pending.as_ref()
     }
 
-    /// Restores pending interrupts (e.g. from a session store).
+    /// Restores pending interrupts (e.g. from a session store), with the run state they carry;
+    /// `None` ends the paused run (its run state is cleared).
     pub fn set_pending_interrupts(&mut self, pending: Option<PendingInterrupts>) {
+        match &pending {
+            Some(p) => self.run_state.replace(p.run_state.clone()),
+            None => self.run_state.clear(),
+        }
         self.pending = pending;
     }
 
+    /// The state of the current run, as hooks and handlers see it
+    /// ([`RunState`]): empty between runs, kept while interrupts wait for answers.
+    pub fn run_state(&self) -> &RunState {
+        &self.run_state
+    }
+
     /// Abandons pending interrupts: their tool uses get the error result `Tool was interrupted.`
-    /// (finished tools keep their results).
+    /// (finished tools keep their results). The paused run ends: its run state is cleared.
     pub fn discard_interrupts(&mut self) {
+        self.run_state.clear();
         if let Some(p) = self.pending.take() {
             let blocks =
                 closing_results(&p.assistant_message, &p.completed_results, TOOL_INTERRUPTED);
@@ -611,6 +626,7 @@ impl AgentBuilder {
             }),
             history: History::new(Conversation::from_parts(self.messages, ids), self.session),
             state,
+            run_state: RunState::new(),
             pending: None,
             manager: self.manager,
             cancel: CancelHandle::default(),

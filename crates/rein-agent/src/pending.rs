@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use rein_core::{
-    Message, ToolResult,
+    Map, Message, ToolResult,
     id::MessageId,
     interrupt::{Interrupt, InterruptAnswer},
     state::InvocationState,
@@ -38,6 +38,10 @@ pub struct PendingInterrupts {
     /// The model call index at which the tools were requested.
     #[serde(default)]
     pub model_call_index: u32,
+    /// The run's state (hooks' and handlers' [`RunState`](rein_core::state::RunState)), restored
+    /// on resume.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub run_state: Map,
 }
 
 impl PendingInterrupts {

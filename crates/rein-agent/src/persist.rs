@@ -29,7 +29,7 @@ impl Agent {
                 self.set_messages(messages, Some(ids));
                 self.state.replace(restored.agent_state);
                 self.manager.restore(&restored.conversation_manager_state);
-                self.pending = restored.pending_interrupts;
+                self.set_pending_interrupts(restored.pending_interrupts);
                 true
             }
             None => false,

@@ -1543,3 +1543,111 @@ async fn a_shadow_confirm_asks_nobody() {
         (DecisionAction::Confirm, DecisionOutcome::Shadowed)
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Run state and the end of an invocation
+
+/// How each invocation stopped, and the run's count then.
+type Ends = Arc<Mutex<Vec<(StopReason, Option<u32>)>>>;
+
+/// Counts the echo calls of the run in the run state, and notes at each invocation's end what
+/// the run state held and how the invocation stopped.
+fn run_counter(ends: Ends) -> Intervention {
+    Intervention::named("counter")
+        .before_tool_call(|_, cx| {
+            cx.run_state()
+                .update("counter:calls", |n: &mut u32| *n += 1)?;
+            Ok::<_, HandlerError>(BeforeToolCallAction::Proceed)
+        })
+        .on_invocation_end(move |ev, cx| {
+            let stop = ev
+                .result()
+                .map(|r| r.stop_reason)
+                .unwrap_or(StopReason::EndTurn);
+            let calls = cx.run_state().load::<u32>("counter:calls").unwrap();
+            ends.lock().unwrap().push((stop, calls));
+        })
+}
+
+#[tokio::test]
+async fn run_state_lasts_the_run_across_a_resume_and_handlers_hear_each_end() {
+    let log = Log::default();
+    let ends = Arc::new(Mutex::new(Vec::new()));
+    let model = ScriptedModel::builder()
+        .tool_use("t1", "echo", json!({ "text": "a" }))
+        .tool_use("t2", "echo", json!({ "text": "delete" }))
+        .text("done")
+        .text("again")
+        .build();
+    let mut agent = agent(model)
+        .tool(echo_tool(&log))
+        .intervention(run_counter(ends.clone()))
+        .intervention(approver("approver", "Delete it?"))
+        .build()
+        .unwrap();
+    let r = agent.invoke("go").await.unwrap();
+    assert_eq!(r.stop_reason, StopReason::Interrupt);
+    // Paused: the run's state waits with the pending interrupts.
+    assert_eq!(
+        agent.run_state().load::<u32>("counter:calls").unwrap(),
+        Some(2)
+    );
+    let pending = agent.pending_interrupts().unwrap();
+    assert_eq!(pending.run_state["counter:calls"], json!(2));
+
+    let r = agent
+        .invoke(vec![InterruptResponse::new(&r.interrupts[0].id, "yes")])
+        .await
+        .unwrap();
+    assert_eq!(r.text(), "done");
+    assert!(
+        agent.run_state().is_empty(),
+        "the run ended: its state went"
+    );
+
+    // A new prompt is a new run: it counts from zero.
+    let r = agent.invoke("more").await.unwrap();
+    assert_eq!(r.text(), "again");
+    assert_eq!(
+        *ends.lock().unwrap(),
+        vec![
+            (StopReason::Interrupt, Some(2)),
+            // The resume asked about t2 again (its answer given), counted a third time.
+            (StopReason::EndTurn, Some(3)),
+            (StopReason::EndTurn, None),
+        ]
+    );
+    assert_history_valid(agent.messages());
+}
+
+#[tokio::test]
+async fn a_panicking_end_notification_is_ignored_and_trait_handlers_hear_it_too() {
+    struct Ears(Arc<AtomicBool>);
+    impl rein_interventions::InterventionHandler for Ears {
+        fn name(&self) -> &str {
+            "ears"
+        }
+        fn subscriptions(&self) -> rein_interventions::EventSet {
+            rein_interventions::EventSet::NONE
+        }
+        fn invocation_ended(
+            &self,
+            _: &rein_core::event::AfterInvocationEvent,
+            _: &rein_interventions::InterventionContext,
+        ) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let heard = Arc::new(AtomicBool::new(false));
+    let mut agent = agent(ScriptedModel::builder().text("hi").build())
+        .intervention(Intervention::named("boom").on_invocation_end(|_, _| panic!("boom")))
+        .intervention(Ears(heard.clone()))
+        .build()
+        .unwrap();
+    let r = agent.invoke("go").await.unwrap();
+    assert_eq!(r.text(), "hi");
+    assert!(
+        heard.load(Ordering::SeqCst),
+        "the handler after the panicking one still heard"
+    );
+}

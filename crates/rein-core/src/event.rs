@@ -12,7 +12,7 @@ use crate::interrupt::{Interrupt, InterruptAnswers};
 use crate::message::{Message, ToolResult, ToolUse};
 use crate::request::ModelRequest;
 use crate::result::AgentResult;
-use crate::state::InvocationState;
+use crate::state::{InvocationState, RunState};
 use crate::stream::ModelResponse;
 use crate::tool::ToolHandle;
 
@@ -45,21 +45,30 @@ impl Cancel {
     }
 }
 
-/// What every event carries: the invocation id and the caller's invocation state.
+/// What every event carries: the invocation id, the caller's invocation state and the run's
+/// state.
 #[derive(Debug, Clone, Default)]
 pub struct InvocationContext {
     /// The invocation id.
     pub invocation_id: InvocationId,
     /// The caller's invocation state.
     pub invocation_state: InvocationState,
+    /// The run's state, for hooks and handlers (kept across interrupts and resumes).
+    pub run_state: RunState,
 }
 
 impl InvocationContext {
-    /// A context for a new invocation.
+    /// A context for a new invocation, with a run state of its own.
     pub fn new(invocation_state: InvocationState) -> Self {
+        Self::in_run(invocation_state, RunState::new())
+    }
+
+    /// A context for a new invocation of the run whose state is `run_state`.
+    pub fn in_run(invocation_state: InvocationState, run_state: RunState) -> Self {
         Self {
             invocation_id: InvocationId::new(),
             invocation_state,
+            run_state,
         }
     }
 }
@@ -84,6 +93,12 @@ macro_rules! common_accessors {
             /// The caller's invocation state (read-only).
             pub fn invocation_state(&self) -> &InvocationState {
                 &self.cx.invocation_state
+            }
+
+            /// The run's state, kept across interrupts and resumes
+            /// ([`RunState`](crate::state::RunState)).
+            pub fn run_state(&self) -> &RunState {
+                &self.cx.run_state
             }
 
             /// The invocation context.

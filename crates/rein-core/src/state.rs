@@ -1,7 +1,9 @@
-//! Invocation state (per call, read-only) and agent state (per agent, shared and writable).
+//! Invocation state (per call, read-only), run state (per run, for hooks and handlers) and agent
+//! state (per agent, shared and writable).
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value;
 
 use crate::Map;
@@ -88,45 +90,147 @@ impl<'de> serde::Deserialize<'de> for InvocationState {
 #[derive(Debug, Clone, Default)]
 pub struct AgentState(Arc<Mutex<Map>>);
 
-impl AgentState {
-    /// An empty state.
-    pub fn new() -> Self {
-        Self::default()
+/// The methods a shared JSON map offers, the same for the agent's state and a run's.
+macro_rules! shared_map {
+    ($ty:ident) => {
+        impl $ty {
+            /// An empty state.
+            pub fn new() -> Self {
+                Self::default()
+            }
+
+            fn lock(&self) -> MutexGuard<'_, Map> {
+                // Values are whole JSON values written under the lock, never half-written:
+                // recover from poisoning rather than lose the state.
+                self.0.lock().unwrap_or_else(PoisonError::into_inner)
+            }
+
+            /// A value by key (cloned).
+            pub fn get(&self, key: &str) -> Option<Value> {
+                self.lock().get(key).cloned()
+            }
+
+            /// Sets a value.
+            pub fn set(&self, key: impl Into<String>, value: impl Into<Value>) {
+                self.lock().insert(key.into(), value.into());
+            }
+
+            /// Removes a value.
+            pub fn remove(&self, key: &str) -> Option<Value> {
+                self.lock().remove(key)
+            }
+
+            /// A copy of the whole map.
+            pub fn snapshot(&self) -> Map {
+                self.lock().clone()
+            }
+
+            /// Replaces the whole map.
+            pub fn replace(&self, map: Map) {
+                *self.lock() = map;
+            }
+
+            /// Runs `f` with the map locked.
+            pub fn with<R>(&self, f: impl FnOnce(&mut Map) -> R) -> R {
+                f(&mut self.lock())
+            }
+        }
+    };
+}
+
+shared_map!(AgentState);
+
+/// Storage for hooks and intervention handlers that lasts one run: from a prompt until the run
+/// ends without pending interrupts. A resume continues the run, even in another process: the
+/// state is persisted with the pending interrupts (it is JSON, so it always can be). It is empty
+/// when a run starts and cleared when the run ends, after `AfterInvocation`. Cloning shares it.
+///
+/// Keys are shared by every hook and handler of the agent: prefix yours with your handler's
+/// name. Typed access goes through serde:
+///
+/// ```
+/// use rein_core::state::RunState;
+/// let s = RunState::new();
+/// let calls = s.update("my-guard:calls", |n: &mut u32| {
+///     *n += 1;
+///     *n
+/// })?;
+/// assert_eq!(calls, 1);
+/// assert_eq!(s.load::<u32>("my-guard:calls")?, Some(1));
+/// # Ok::<(), rein_core::state::RunStateError>(())
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct RunState(Arc<Mutex<Map>>);
+
+shared_map!(RunState);
+
+impl RunState {
+    /// A value by key, as `T`; `None` when absent, an error when it does not deserialize.
+    pub fn load<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, RunStateError> {
+        match self.lock().get(key) {
+            None => Ok(None),
+            Some(v) => T::deserialize(v)
+                .map(Some)
+                .map_err(|e| RunStateError::new(key, e)),
+        }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Map> {
-        // A panic while holding the lock cannot leave a JSON map half-written in a way that
-        // matters more than losing the state, so recover from poisoning.
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    /// Stores `value` under `key`.
+    pub fn store<T: Serialize + ?Sized>(&self, key: &str, value: &T) -> Result<(), RunStateError> {
+        let v = serde_json::to_value(value).map_err(|e| RunStateError::new(key, e))?;
+        self.lock().insert(key.to_owned(), v);
+        Ok(())
     }
 
-    /// A value by key (cloned).
-    pub fn get(&self, key: &str) -> Option<Value> {
-        self.lock().get(key).cloned()
+    /// Reads the value under `key` as `T` (its default when absent), lets `f` change it and
+    /// stores it back, all under one lock: concurrent updates (parallel tool calls) do not
+    /// lose each other's writes. Nothing is stored if `f` panics or the value does not
+    /// (de)serialize.
+    pub fn update<T, R>(&self, key: &str, f: impl FnOnce(&mut T) -> R) -> Result<R, RunStateError>
+    where
+        T: Serialize + DeserializeOwned + Default,
+    {
+        let mut map = self.lock();
+        let mut value = match map.get(key) {
+            None => T::default(),
+            Some(v) => T::deserialize(v).map_err(|e| RunStateError::new(key, e))?,
+        };
+        let out = f(&mut value);
+        let v = serde_json::to_value(&value).map_err(|e| RunStateError::new(key, e))?;
+        map.insert(key.to_owned(), v);
+        Ok(out)
     }
 
-    /// Sets a value.
-    pub fn set(&self, key: impl Into<String>, value: impl Into<Value>) {
-        self.lock().insert(key.into(), value.into());
+    /// Whether nothing is stored.
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
     }
 
-    /// Removes a value.
-    pub fn remove(&self, key: &str) -> Option<Value> {
-        self.lock().remove(key)
+    /// Empties the state (a driver ending a run).
+    pub fn clear(&self) {
+        let mut map = self.lock();
+        if !map.is_empty() {
+            map.clear();
+        }
     }
+}
 
-    /// A copy of the whole map.
-    pub fn snapshot(&self) -> Map {
-        self.lock().clone()
-    }
+/// A run-state value that does not (de)serialize as the type asked for.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("run state '{key}': {message}")]
+#[non_exhaustive]
+pub struct RunStateError {
+    /// The key.
+    pub key: String,
+    /// What serde said.
+    pub message: String,
+}
 
-    /// Replaces the whole map.
-    pub fn replace(&self, map: Map) {
-        *self.lock() = map;
-    }
-
-    /// Runs `f` with the map locked.
-    pub fn with<R>(&self, f: impl FnOnce(&mut Map) -> R) -> R {
-        f(&mut self.lock())
+impl RunStateError {
+    fn new(key: &str, error: serde_json::Error) -> Self {
+        Self {
+            key: key.to_owned(),
+            message: error.to_string(),
+        }
     }
 }

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::future::Future;
 
-use rein_core::{audit::OnError, tool::BoxFuture};
+use rein_core::{audit::OnError, event::AfterInvocationEvent, tool::BoxFuture};
 
 use crate::action::IntoHandlerResult;
 use crate::decision::Decision;
@@ -99,7 +99,11 @@ pub struct Intervention {
     on_error: OnError,
     mode: Mode,
     pub(crate) slots: Slots,
+    ended: Option<EndedFn>,
 }
+
+/// What an [`Intervention`] does when an invocation ends.
+type EndedFn = Box<dyn Fn(&AfterInvocationEvent, &InterventionContext) + Send + Sync>;
 
 impl fmt::Debug for Intervention {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -121,7 +125,22 @@ impl Intervention {
             on_error: OnError::Throw,
             mode: Mode::Enforce,
             slots: Slots::empty(),
+            ended: None,
         }
+    }
+
+    /// Sets what to do once each invocation has ended
+    /// ([`InterventionHandler::invocation_ended`]).
+    pub fn on_invocation_end<F>(mut self, f: F) -> Self
+    where
+        F: Fn(&AfterInvocationEvent, &InterventionContext) + Send + Sync + 'static,
+    {
+        self.ended = Some(Box::new(f));
+        self
+    }
+
+    pub(crate) fn notices_end(&self) -> bool {
+        self.ended.is_some()
     }
 
     /// Sets what the handler's errors do.
@@ -220,6 +239,12 @@ macro_rules! closures {
 
             fn subscriptions(&self) -> EventSet {
                 self.events()
+            }
+
+            fn invocation_ended(&self, event: &AfterInvocationEvent, cx: &InterventionContext) {
+                if let Some(f) = &self.ended {
+                    f(event, cx);
+                }
             }
 
             $(

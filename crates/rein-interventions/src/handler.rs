@@ -6,11 +6,11 @@ use std::sync::Arc;
 use rein_core::{
     audit::OnError,
     event::{
-        AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent, BeforeModelCallEvent,
-        BeforeToolCallEvent, InvocationContext,
+        AfterInvocationEvent, AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent,
+        BeforeModelCallEvent, BeforeToolCallEvent, InvocationContext,
     },
     id::InvocationId,
-    state::InvocationState,
+    state::{InvocationState, RunState},
 };
 
 use crate::action::{
@@ -40,15 +40,23 @@ pub enum Mode {
 pub struct InterventionContext {
     invocation_id: InvocationId,
     invocation_state: InvocationState,
+    run_state: RunState,
 }
 
 impl InterventionContext {
-    /// A context for this invocation.
+    /// A context for this invocation, with a run state of its own.
     pub fn new(invocation_id: InvocationId, invocation_state: InvocationState) -> Self {
         Self {
             invocation_id,
             invocation_state,
+            run_state: RunState::new(),
         }
+    }
+
+    /// The same context in the run whose state is `run_state`.
+    pub fn with_run_state(mut self, run_state: RunState) -> Self {
+        self.run_state = run_state;
+        self
     }
 
     /// The id of the invocation (a resume is a new invocation).
@@ -60,11 +68,48 @@ impl InterventionContext {
     pub fn invocation_state(&self) -> &InvocationState {
         &self.invocation_state
     }
+
+    /// Storage for this run, shared by the agent's hooks and handlers: it lasts from the prompt
+    /// until the run ends without pending interrupts, and survives a resume in another process
+    /// (it is persisted with the pending interrupts). Prefix keys with the handler's name.
+    ///
+    /// ```
+    /// use rein_interventions::{
+    ///     BeforeToolCallAction, BeforeToolCallEvent, HandlerError, InterventionContext,
+    /// };
+    ///
+    /// // At most three calls of `search` per run, approvals and resumes included.
+    /// fn budget(
+    ///     event: &BeforeToolCallEvent,
+    ///     cx: &InterventionContext,
+    /// ) -> Result<BeforeToolCallAction, HandlerError> {
+    ///     if event.tool_use().name != "search" {
+    ///         return Ok(BeforeToolCallAction::Proceed);
+    ///     }
+    ///     let calls = cx.run_state().update("budget:search", |n: &mut u32| {
+    ///         *n += 1;
+    ///         *n
+    ///     })?;
+    ///     Ok(if calls > 3 {
+    ///         BeforeToolCallAction::deny("search budget spent")
+    ///     } else {
+    ///         BeforeToolCallAction::Proceed
+    ///     })
+    /// }
+    /// # let _ = rein_interventions::Intervention::named("budget").before_tool_call(budget);
+    /// ```
+    pub fn run_state(&self) -> &RunState {
+        &self.run_state
+    }
 }
 
 impl From<&InvocationContext> for InterventionContext {
     fn from(cx: &InvocationContext) -> Self {
-        Self::new(cx.invocation_id, cx.invocation_state.clone())
+        Self {
+            invocation_id: cx.invocation_id,
+            invocation_state: cx.invocation_state.clone(),
+            run_state: cx.run_state.clone(),
+        }
     }
 }
 
@@ -183,6 +228,15 @@ pub trait InterventionHandler: Send + Sync + 'static {
         let _ = (event, cx);
         async { Ok(AfterToolCallAction::Proceed) }
     }
+
+    /// Once each invocation has ended — completed, failed, or paused by interrupts
+    /// (`event.result()` says which) — before the run's state is cleared: a notification, with
+    /// nothing to decide, for a handler that keeps resources of its own per run. Called for
+    /// every handler that implements it (its subscriptions do not apply), in registration
+    /// order; a panic is logged and ignored. Sync: spawn what must wait.
+    fn invocation_ended(&self, event: &AfterInvocationEvent, cx: &InterventionContext) {
+        let _ = (event, cx);
+    }
 }
 
 macro_rules! arc_handler {
@@ -200,6 +254,9 @@ macro_rules! arc_handler {
             }
             fn subscriptions(&self) -> EventSet {
                 H::subscriptions(self)
+            }
+            fn invocation_ended(&self, event: &AfterInvocationEvent, cx: &InterventionContext) {
+                H::invocation_ended(self, event, cx)
             }
             $(
                 fn $method(

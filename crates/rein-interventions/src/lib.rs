@@ -127,14 +127,14 @@ pub use rein_core::{
     },
     error::{BuildError, ModelErrorKind},
     event::{
-        AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent, BeforeModelCallEvent,
-        BeforeToolCallEvent, Cancel, InvocationContext,
+        AfterInvocationEvent, AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent,
+        BeforeModelCallEvent, BeforeToolCallEvent, Cancel, InvocationContext,
     },
     id::InvocationId,
     interrupt::{Interrupt, InterruptAnswer, InterruptAnswers},
     message::{ToolResultContent, ToolResultStatus},
     request::{InferenceConfig, ModelRequest, ToolChoice},
-    state::InvocationState,
+    state::{InvocationState, RunState, RunStateError},
     stream::{ModelResponse, StopReason, StreamMetrics, Usage},
     tool::ToolSpec,
 };

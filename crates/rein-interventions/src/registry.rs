@@ -14,10 +14,11 @@ use rein_core::{
         OnError,
     },
     error::BuildError,
+    event::AfterInvocationEvent,
     interrupt::Interrupt,
     tool::BoxFuture,
 };
-use rein_hooks::HookRegistry;
+use rein_hooks::{HookOptions, HookOrder, HookRegistry};
 use serde_json::Value;
 
 use crate::action::{Confirm, Decided as _, Verdict};
@@ -42,6 +43,8 @@ struct Entry {
 /// order, and the options.
 struct Shared {
     entries: [Box<[Entry]>; EVENT_COUNT],
+    /// The handlers told when an invocation ends.
+    ended: Box<[Entry]>,
     audit_timing: bool,
 }
 
@@ -157,6 +160,11 @@ impl InterventionRegistryBuilder {
                     .map(|(_, e)| e.clone())
                     .collect()
             }),
+            ended: entries
+                .iter()
+                .filter(|(_, e)| e.handler.notices_end())
+                .map(|(_, e)| e.clone())
+                .collect(),
             audit_timing: self.audit_timing,
         };
         Ok(InterventionRegistry {
@@ -214,6 +222,29 @@ impl InterventionRegistry {
             };
         }
         for_each_intervention_event!(bridges);
+        self.notify_end(hooks);
+    }
+
+    /// Tells the handlers that want it when an invocation has ended.
+    fn notify_end(&self, hooks: &mut HookRegistry) {
+        if self.shared.ended.is_empty() {
+            return;
+        }
+        let shared = self.shared.clone();
+        let options = HookOptions::order(HookOrder::INTERVENTION_OUTPUT);
+        hooks.add_with(options, move |event: &mut AfterInvocationEvent| {
+            let cx = InterventionContext::from(event.context());
+            for entry in shared.ended.iter() {
+                let call = || entry.handler.handler().invocation_ended(event, &cx);
+                if let Err(panic) = catch_unwind(AssertUnwindSafe(call)) {
+                    tracing::warn!(
+                        handler = %entry.name,
+                        error = %HandlerError::from_panic(panic),
+                        "intervention handler panicked in invocation_ended; ignored"
+                    );
+                }
+            }
+        });
     }
 
     /// A hook registry holding only this registry's callbacks.

@@ -9,7 +9,7 @@ use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
-use rein_core::{audit::OnError, tool::BoxFuture};
+use rein_core::{audit::OnError, event::AfterInvocationEvent, tool::BoxFuture};
 
 use crate::closure::{Intervention, Slot};
 use crate::decision::Decision;
@@ -115,6 +115,17 @@ impl Repr {
         }
     }
 
+    /// Whether the handler may want [`InterventionHandler::invocation_ended`] (closures say
+    /// so; policies do not; any other handler might).
+    pub(crate) fn notices_end(&self) -> bool {
+        match self {
+            Self::Closure(i) => i.notices_end(),
+            #[cfg(feature = "policy")]
+            Self::Policy(_) => false,
+            Self::Erased(_) => true,
+        }
+    }
+
     /// Calls the handler's method for `E`.
     #[inline(always)]
     pub(crate) fn call<'a, E: Route>(
@@ -171,6 +182,7 @@ macro_rules! erased {
             fn on_error(&self) -> OnError;
             fn mode(&self) -> Mode;
             fn subscriptions(&self) -> EventSet;
+            fn invocation_ended(&self, event: &AfterInvocationEvent, cx: &InterventionContext);
             $(
                 fn $method<'a>(
                     &'a self,
@@ -192,6 +204,9 @@ macro_rules! erased {
             }
             fn subscriptions(&self) -> EventSet {
                 H::subscriptions(self)
+            }
+            fn invocation_ended(&self, event: &AfterInvocationEvent, cx: &InterventionContext) {
+                H::invocation_ended(self, event, cx)
             }
             $(
                 fn $method<'a>(

@@ -26,7 +26,8 @@
 //!   (`before_model_call`), [`ModelReply`] (`after_model_call`), [`ToolCall`]
 //!   (`before_tool_call`, and `after_tool_call` through [`ToolCall::returned`] /
 //!   [`ToolCall::failed`]). Each takes the invocation state (`.state(json!(..))`) and builds
-//!   the event with `.event()`.
+//!   the event with `.event()`; `.run_state(&state)` puts several events in one run (for a
+//!   handler that keeps per-run state).
 //! - [`run`] passes an event through one or more handlers exactly as the agent does (the same
 //!   dispatch, order, `on_error`, shadow mode and audit) and returns an [`Outcome`].
 //! - [`apply`] shows what one action a handler returned does to a copy of the event's writable
@@ -219,7 +220,14 @@ macro_rules! context_setters {
             self
         }
 
-        /// Sets the whole invocation context (its id and state), e.g. to put several events
+        /// Sets the run's state: pass the same [`RunState`](rein_core::state::RunState) to
+        /// several events to put them in one run (a budget, say), and read it afterwards.
+        pub fn run_state(mut self, run_state: &rein_core::state::RunState) -> Self {
+            self.cx.run_state = run_state.clone();
+            self
+        }
+
+        /// Sets the whole invocation context (its id and states), e.g. to put several events
         /// in one invocation.
         pub fn context(mut self, cx: InvocationContext) -> Self {
             self.cx = cx;

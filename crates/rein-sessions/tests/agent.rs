@@ -127,6 +127,115 @@ async fn interrupt_is_persisted_and_a_new_agent_resumes() {
     }
 }
 
+/// A tool budget of two calls per run (`max_tool_calls`, scope invocation) and a confirm on
+/// `count`, as one policy file would give them.
+fn budget_policies() -> rein_interventions::policy::Policy {
+    rein_interventions::policy::Policy::from_toml_str(
+        r#"
+        [[policy]]
+        kind = "confirm_tools"
+        name = "ask"
+        tools = ["count"]
+        prompt = "Count?"
+
+        [[policy]]
+        kind = "max_tool_calls"
+        name = "budget"
+        limit = 2
+        "#,
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_run_budget_survives_a_resume_by_a_new_agent() {
+    let dir = TempDir::new("budget");
+    for (name, store, _) in stores(&dir).await {
+        let id = session_id("budget");
+        // One run: `count` (asks first), then two more tool calls. The budget is two calls per
+        // run, so the third is denied — also when the run is resumed by a new agent, with new
+        // handlers, that knows only what the store kept.
+        let model = ScriptedModel::builder()
+            .tool_use("t1", "count", json!({}))
+            .build();
+        let mut a = builder(&store, &id, model)
+            .interventions(budget_policies().into_handlers())
+            .build()
+            .unwrap();
+        let r = a.invoke("count three times").await.unwrap();
+        assert_eq!(r.stop_reason, StopReason::Interrupt, "{name}");
+        let iid = r.interrupts[0].id.clone();
+        let s = store.load(&id).await.unwrap().unwrap();
+        let p = s.pending_interrupts.as_ref().expect("pending persisted");
+        assert_eq!(
+            p.run_state["budget:count"]["count"],
+            json!(1),
+            "{name}: the call asked about is counted once, in the run state"
+        );
+        drop(a);
+
+        let model = ScriptedModel::builder()
+            .tool_use("t2", "count", json!({}))
+            .tool_use("t3", "count", json!({}))
+            .text("done")
+            .build();
+        let mut b = builder(&store, &id, model)
+            .interventions(budget_policies().into_handlers())
+            .build()
+            .unwrap();
+        b.load_session().await.unwrap();
+        assert_eq!(
+            b.run_state().get("budget:count").unwrap()["count"],
+            json!(1)
+        );
+        let r = b
+            .invoke(vec![InterruptResponse::new(&iid, "yes")])
+            .await
+            .unwrap();
+        // t2 asks again (a new call); answer it pre-emptively is not possible, so it pauses.
+        assert_eq!(r.stop_reason, StopReason::Interrupt, "{name}");
+        let iid2 = r.interrupts[0].id.clone();
+        let r = b
+            .invoke(vec![InterruptResponse::new(&iid2, "yes")])
+            .await
+            .unwrap();
+        assert_eq!(r.text(), "done", "{name}");
+        let results: Vec<String> = b
+            .messages()
+            .iter()
+            .flat_map(|m| m.tool_results())
+            .map(|r| r.text())
+            .collect();
+        assert_eq!(
+            results,
+            ["count=1", "count=2", "DENIED: tool call limit (2) reached"],
+            "{name}: the third call of the run is over the budget"
+        );
+        assert!(
+            b.run_state().is_empty(),
+            "{name}: the run ended, its state went"
+        );
+        let s = store.load(&id).await.unwrap().unwrap();
+        assert!(s.pending_interrupts.is_none(), "{name}");
+
+        // A new run starts with a fresh budget.
+        let model = ScriptedModel::builder()
+            .tool_use("t4", "count", json!({}))
+            .build();
+        let mut c = builder(&store, &id, model)
+            .interventions(budget_policies().into_handlers())
+            .build()
+            .unwrap();
+        c.load_session().await.unwrap();
+        let r = c.invoke("again").await.unwrap();
+        assert_eq!(
+            r.stop_reason,
+            StopReason::Interrupt,
+            "{name}: asked, not denied"
+        );
+    }
+}
+
 fn broken_tail() -> Vec<SessionWrite> {
     vec![
         SessionWrite::AppendMessage(StoredMessage::new(MessageId::new(), Message::user("go"))),

@@ -88,19 +88,28 @@ impl Agent {
         result: Result<AgentResult, Error>,
         span: tracing::Span,
     ) -> Result<AgentResult, Error> {
+        // What hooks wrote after the pause is persisted with it.
+        if let Some(p) = &mut self.pending {
+            p.run_state = cx.run_state.snapshot();
+        }
         let result = self.session_end(result).await;
         if let Ok(r) = &result {
             span.record("gen_ai.usage.input_tokens", r.usage.input_tokens);
             span.record("gen_ai.usage.output_tokens", r.usage.output_tokens);
             span.record("rein.stop_reason", r.stop_reason.as_str());
         }
-        if self.core.hooks.has::<AfterInvocationEvent>() {
+        let result = if self.core.hooks.has::<AfterInvocationEvent>() {
             let mut ev = AfterInvocationEvent::new(cx.clone(), result);
-            self.core.hooks.dispatch(&mut ev).instrument(span).await?;
-            ev.into_result()
+            let dispatched = self.core.hooks.dispatch(&mut ev).instrument(span).await;
+            dispatched.and_then(|()| ev.into_result())
         } else {
             result
+        };
+        // The run ends unless interrupts wait: its state goes (AfterInvocation still saw it).
+        if self.pending.is_none() {
+            cx.run_state.clear();
         }
+        result
     }
 
     /// The result of a run that ended normally; the conversation manager then trims history.

@@ -46,7 +46,12 @@ impl Agent {
             (None, Some(p)) if input.is_resume() => p.invocation_state.clone(),
             _ => Default::default(),
         };
-        let cx = InvocationContext::new(state);
+        // A resume continues the paused run with its state; a prompt starts a run afresh.
+        match &self.pending {
+            Some(p) if input.is_resume() => self.run_state.replace(p.run_state.clone()),
+            _ => self.run_state.clear(),
+        }
+        let cx = InvocationContext::in_run(state, self.run_state.clone());
         let span = tracing::info_span!(
             "invoke_agent",
             otel.name = %format_args!("invoke_agent {}", self.core.name),

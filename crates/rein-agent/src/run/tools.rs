@@ -146,6 +146,7 @@ impl Agent {
                     completed_results: completed,
                     invocation_state: inv.cx.invocation_state.clone(),
                     model_call_index,
+                    run_state: inv.cx.run_state.snapshot(),
                 });
                 self.session_sync().await?;
                 Ok(Fed::ToolsDone(ToolsEnd::Interrupted {

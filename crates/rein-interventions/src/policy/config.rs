@@ -9,7 +9,8 @@ use serde_json::Value;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Scope {
-    /// Each invocation counts from zero (a resume is a new invocation).
+    /// Each run counts from zero: a prompt starts a run, a resume continues it (the count is
+    /// kept in the run's state, persisted with pending interrupts).
     #[default]
     Invocation,
     /// Counts over the handler's whole life (every invocation of every agent it serves).

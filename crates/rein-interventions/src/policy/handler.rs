@@ -1,6 +1,6 @@
 //! [`PolicyHandler`]: one handler type for every built-in kind.
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::{Mutex, PoisonError};
 
 use regex::Regex;
@@ -11,9 +11,9 @@ use rein_core::{
         AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent, BeforeModelCallEvent,
         BeforeToolCallEvent,
     },
-    id::InvocationId,
     message::ToolResultContent,
 };
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::config::{PolicyKind, RedactTarget, Scope};
@@ -52,13 +52,12 @@ fn matches_opt(tools: Option<&Tools>, tool: &str) -> bool {
     tools.is_none_or(|t| t.contains(tool))
 }
 
-/// How many invocations a per-invocation counter remembers at once (a handler may serve several
-/// agents whose invocations interleave).
-const RECENT_INVOCATIONS: usize = 64;
-
-#[derive(Debug, Default)]
+/// What a limit has let through: a count, and the ids it counted (a call asked about again —
+/// on resume, after a retry — is not counted twice).
+#[derive(Debug, Default, Serialize, Deserialize)]
 struct Count {
-    seen: HashSet<String>,
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    seen: BTreeSet<String>,
     count: u64,
 }
 
@@ -81,60 +80,39 @@ impl Count {
     }
 }
 
-/// Counts per invocation (the most recent ones) or over the handler's life.
-#[derive(Debug, Default)]
-struct Counter {
-    agent: Count,
-    invocations: VecDeque<(InvocationId, Count)>,
+/// Where a limit counts: in the run's state (scope `invocation`: one run, resumes included,
+/// persisted with pending interrupts) or in the handler (scope `agent`: its whole life).
+#[derive(Debug)]
+enum Counter {
+    Run { state_key: String },
+    Handler(Mutex<Count>),
 }
 
 impl Counter {
-    fn admit(
-        &mut self,
-        scope: Scope,
-        invocation: InvocationId,
-        key: Option<&str>,
-        limit: u64,
-    ) -> bool {
-        if scope == Scope::Agent {
-            return self.agent.admit(key, limit);
-        }
-        let pos = match self
-            .invocations
-            .iter()
-            .position(|(id, _)| *id == invocation)
-        {
-            Some(p) => p,
-            None => {
-                if self.invocations.len() >= RECENT_INVOCATIONS {
-                    self.invocations.pop_front();
-                }
-                self.invocations.push_back((invocation, Count::default()));
-                self.invocations.len() - 1
-            }
-        };
-        match self.invocations.get_mut(pos) {
-            Some((_, count)) => count.admit(key, limit),
-            None => true,
+    fn new(scope: Scope, handler: &str) -> Self {
+        match scope {
+            Scope::Invocation => Self::Run {
+                state_key: format!("{handler}:count"),
+            },
+            Scope::Agent => Self::Handler(Mutex::default()),
         }
     }
-}
 
-/// The invocations a `once` guide has already guided (the most recent ones).
-#[derive(Debug, Default)]
-struct Seen(VecDeque<InvocationId>);
-
-impl Seen {
-    /// Whether `id` is new (and remembers it).
-    fn first_time(&mut self, id: InvocationId) -> bool {
-        if self.0.contains(&id) {
-            return false;
-        }
-        if self.0.len() >= RECENT_INVOCATIONS {
-            self.0.pop_front();
-        }
-        self.0.push_back(id);
-        true
+    fn admit(
+        &self,
+        cx: &InterventionContext,
+        key: Option<&str>,
+        limit: u64,
+    ) -> Result<bool, HandlerError> {
+        Ok(match self {
+            Self::Run { state_key } => cx
+                .run_state()
+                .update(state_key, |c: &mut Count| c.admit(key, limit))?,
+            Self::Handler(count) => count
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .admit(key, limit),
+        })
     }
 }
 
@@ -168,15 +146,13 @@ enum Rule {
     MaxToolCalls {
         limit: u64,
         tools: Option<Tools>,
-        scope: Scope,
         reason: Template,
-        counter: Mutex<Counter>,
+        counter: Counter,
     },
     MaxModelCalls {
         limit: u64,
-        scope: Scope,
         reason: Template,
-        counter: Mutex<Counter>,
+        counter: Counter,
     },
     Redact {
         target: RedactTarget,
@@ -199,7 +175,8 @@ enum Rule {
     GuideModelCall {
         feedback: Template,
         once: bool,
-        guided: Mutex<Seen>,
+        /// The run-state key saying this run was guided (for `once`).
+        guided_key: String,
     },
     Fail {
         event: EventKind,
@@ -288,15 +265,13 @@ impl PolicyHandler {
             PolicyKind::MaxToolCalls(c) => Rule::MaxToolCalls {
                 limit: c.limit,
                 tools: c.tools.as_deref().map(Tools::new),
-                scope: c.scope,
                 reason: template(c.reason, &format!("tool call limit ({}) reached", c.limit)),
-                counter: Mutex::default(),
+                counter: Counter::new(c.scope, &name),
             },
             PolicyKind::MaxModelCalls(c) => Rule::MaxModelCalls {
                 limit: c.limit,
-                scope: c.scope,
                 reason: template(c.reason, &format!("model call limit ({}) reached", c.limit)),
-                counter: Mutex::default(),
+                counter: Counter::new(c.scope, &name),
             },
             PolicyKind::Redact(c) => {
                 if c.tools.is_some()
@@ -330,7 +305,7 @@ impl PolicyHandler {
             PolicyKind::GuideModelCall(c) => Rule::GuideModelCall {
                 feedback: Template::parse(&c.feedback),
                 once: c.once,
-                guided: Mutex::default(),
+                guided_key: format!("{name}:guided"),
             },
         };
         Ok(Self {
@@ -587,15 +562,10 @@ impl Decide<BeforeModelCallEvent, BeforeModelCallAction> for PolicyHandler {
         Ok(match &self.rule {
             Rule::MaxModelCalls {
                 limit,
-                scope,
                 reason,
                 counter,
             } => {
-                let admitted = counter
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .admit(*scope, cx.invocation_id(), None, *limit);
-                if admitted {
+                if counter.admit(cx, None, *limit)? {
                     BeforeModelCallAction::Proceed
                 } else {
                     BeforeModelCallAction::deny(reason.render(&vars))
@@ -604,13 +574,12 @@ impl Decide<BeforeModelCallEvent, BeforeModelCallAction> for PolicyHandler {
             Rule::GuideModelCall {
                 feedback,
                 once,
-                guided,
+                guided_key,
             } => {
                 let first = !*once
-                    || guided
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .first_time(cx.invocation_id());
+                    || cx.run_state().update(guided_key, |guided: &mut bool| {
+                        !std::mem::replace(guided, true)
+                    })?;
                 if first {
                     BeforeModelCallAction::guide(feedback.render(&vars))
                 } else {
@@ -770,20 +739,10 @@ impl Decide<BeforeToolCallEvent, BeforeToolCallAction> for PolicyHandler {
             Rule::MaxToolCalls {
                 limit,
                 tools,
-                scope,
                 reason,
                 counter,
             } if matches_opt(tools.as_ref(), tool) => {
-                let admitted = counter
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .admit(
-                        *scope,
-                        cx.invocation_id(),
-                        Some(&tool_use.tool_use_id),
-                        *limit,
-                    );
-                if admitted {
+                if counter.admit(cx, Some(&tool_use.tool_use_id), *limit)? {
                     BeforeToolCallAction::Proceed
                 } else {
                     BeforeToolCallAction::deny(reason.render(&vars))

@@ -294,7 +294,16 @@ fn max_tool_calls_counts_distinct_ids_per_invocation() {
         Some("DENIED: at most {limit} searches")
     );
     assert_eq!(call(&inv, "b", "search"), None);
-    // A new invocation counts from zero.
+    // A resume is a new invocation of the same run: the count goes on.
+    let resumed = InvocationContext::in_run(inv.invocation_state.clone(), inv.run_state.clone());
+    assert_ne!(resumed.invocation_id, inv.invocation_id);
+    assert!(call(&resumed, "d", "search").is_some());
+    assert_eq!(
+        call(&resumed, "a", "search"),
+        None,
+        "counted before the pause"
+    );
+    // A new run counts from zero.
     assert_eq!(call(&cx(json!({})), "c", "search"), None);
 }
 
