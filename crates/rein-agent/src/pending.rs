@@ -32,6 +32,10 @@ pub struct PendingInterrupts {
     /// Results of the tool uses that already finished.
     #[serde(default)]
     pub completed_results: Vec<ToolResult>,
+    /// Results of tools that ran and wait for an answer before the model sees them
+    /// (AfterToolCall interrupts); on resume they go through AfterToolCall again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held_results: Vec<ToolResult>,
     /// The invocation state to resume with when the resume gives none.
     #[serde(default)]
     pub invocation_state: InvocationState,

@@ -1651,3 +1651,144 @@ async fn a_panicking_end_notification_is_ignored_and_trait_handlers_hear_it_too(
         "the handler after the panicking one still heard"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Confirm on after_tool_call
+
+/// Asks before the model sees an echo's output; the prompt carries the output.
+fn output_review() -> Intervention {
+    Intervention::named("review").after_tool_call(|ev, _| {
+        if ev.tool_use().name == "echo" {
+            AfterToolCallAction::confirm(json!({
+                "prompt": "Show this output to the model?",
+                "output": ev.result.text(),
+            }))
+        } else {
+            AfterToolCallAction::Proceed
+        }
+    })
+}
+
+/// An agent whose echo of `text` waits for a review of its output.
+fn reviewed_echo(log: &Log, text: &str) -> rein_agent::Agent {
+    agent(one("t1", text))
+        .tool(echo_tool(log))
+        .intervention(output_review())
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn confirm_after_tool_call_holds_the_result_and_the_tool_never_runs_again() {
+    let log = Log::default();
+    let mut agent = reviewed_echo(&log, "secret plans");
+    let r = agent.invoke("go").await.unwrap();
+    assert_eq!(r.stop_reason, StopReason::Interrupt);
+    let i = &r.interrupts[0];
+    assert_eq!(i.id, EventKind::AfterToolCall.interrupt_id("t1", "review"));
+    assert!(i.id.starts_with("v1:after_tool_call:t1:"));
+    assert_eq!(i.reason["output"], "secret plans");
+    assert_eq!(i.tool_use_id.as_deref(), Some("t1"));
+    assert!(i.fingerprint.is_some());
+    assert_eq!(log.take(), vec!["ran echo:secret plans"]);
+    // Nothing reached history: the result is held with the pending interrupts.
+    assert_eq!(agent.messages().len(), 2);
+    let pending = agent.pending_interrupts().unwrap();
+    assert_eq!(pending.held_results.len(), 1);
+    assert!(pending.completed_results.is_empty());
+    let asked = decision(&r.decisions, "review");
+    assert_eq!(asked.event, EventKind::AfterToolCall);
+    assert_eq!(
+        asked.confirmation.as_ref().map(|c| c.status),
+        Some(rein_core::audit::ConfirmationStatus::Asked)
+    );
+
+    let r = agent
+        .invoke(vec![InterruptResponse::new(&i.id, "yes")])
+        .await
+        .unwrap();
+    assert_eq!(r.text(), "done");
+    assert!(log.take().is_empty(), "the tool did not run again");
+    assert_eq!(
+        results_of(&agent.messages()[2]),
+        vec![("t1".into(), "secret plans".into(), false)]
+    );
+    let approved = decision(&r.decisions, "review");
+    assert_eq!(
+        approved.confirmation.as_ref().map(|c| c.status),
+        Some(rein_core::audit::ConfirmationStatus::Approved)
+    );
+    assert_history_valid(agent.messages());
+}
+
+#[tokio::test]
+async fn confirm_after_tool_call_rejected_is_confirmation_failed() {
+    let log = Log::default();
+    let mut agent = reviewed_echo(&log, "secret plans");
+    let r = agent.invoke("go").await.unwrap();
+    let id = r.interrupts[0].id.clone();
+    let r = agent
+        .invoke(vec![InterruptResponse::new(&id, "no")])
+        .await
+        .unwrap();
+    assert_eq!(r.text(), "done");
+    assert_eq!(
+        log.take(),
+        vec!["ran echo:secret plans"],
+        "ran once, before the pause"
+    );
+    assert_eq!(
+        results_of(&agent.messages()[2]),
+        vec![(
+            "t1".into(),
+            "CONFIRMATION_FAILED: Show this output to the model?".into(),
+            true
+        )]
+    );
+    assert_history_valid(agent.messages());
+}
+
+#[tokio::test]
+async fn a_deny_after_a_confirm_on_after_tool_call_never_asks() {
+    let log = Log::default();
+    let failing_review = Intervention::named("scanner")
+        .on_error(OnError::Deny)
+        .after_tool_call(|_, _| -> Result<AfterToolCallAction, HandlerError> {
+            Err(HandlerError::new("scanner down"))
+        });
+    let mut agent = agent(one("t1", "x"))
+        .tool(echo_tool(&log))
+        .intervention(output_review())
+        .intervention(failing_review)
+        .build()
+        .unwrap();
+    let r = agent.invoke("go").await.unwrap();
+    assert_eq!(r.stop_reason, StopReason::EndTurn);
+    assert!(r.interrupts.is_empty());
+    assert_eq!(
+        results_of(&agent.messages()[2]),
+        vec![(
+            "t1".into(),
+            "DENIED: Handler threw: scanner down".into(),
+            true
+        )]
+    );
+    assert_eq!(
+        decision(&r.decisions, "review").outcome,
+        DecisionOutcome::Overridden
+    );
+}
+
+#[tokio::test]
+async fn discarding_a_held_result_answers_the_tool_use_as_interrupted() {
+    let log = Log::default();
+    let mut agent = reviewed_echo(&log, "x");
+    agent.invoke("go").await.unwrap();
+    agent.discard_interrupts();
+    assert_eq!(
+        results_of(&agent.messages()[2]),
+        vec![("t1".into(), TOOL_INTERRUPTED.into(), true)],
+        "an output nobody approved never reaches the model"
+    );
+    assert_history_valid(agent.messages());
+}

@@ -109,6 +109,52 @@ macro_rules! common_accessors {
     };
 }
 
+macro_rules! interrupt_accessors {
+    ($ty:ident, $kind:literal, $what:literal) => {
+        impl $ty {
+            #[doc = concat!(
+                "Asks a human: the answer if this resume carries one for `v1:", $kind,
+                ":<toolUseId>:<uuid5(OID, name)>`, otherwise raises that interrupt and returns ",
+                "`None` (", $what, "; the invocation stops with `Interrupt`)."
+            )]
+            pub fn interrupt(&mut self, name: &str, reason: impl Into<Value>) -> Option<Value> {
+                let id = Self::KIND.interrupt_id(&self.tool_use.tool_use_id, name);
+                if let Some(answer) = self.answers.get(&id) {
+                    return Some(answer.clone());
+                }
+                let interrupt = Interrupt::new(id, name, reason)
+                    .with_tool_use_id(self.tool_use.tool_use_id.clone());
+                self.raise_interrupt(interrupt);
+                None
+            }
+
+            /// Raises a prepared interrupt (ids and fingerprints of your own).
+            pub fn raise_interrupt(&mut self, interrupt: Interrupt) {
+                if !self.interrupts.iter().any(|i| i.id == interrupt.id) {
+                    self.interrupts.push(interrupt);
+                }
+            }
+
+            /// Interrupts raised on this event.
+            pub fn interrupts(&self) -> &[Interrupt] {
+                &self.interrupts
+            }
+
+            /// The answers given on resume.
+            pub fn answers(&self) -> &InterruptAnswers {
+                &self.answers
+            }
+
+            /// Sets the answers a resume carries.
+            #[inline]
+            pub fn with_answers(mut self, answers: InterruptAnswers) -> Self {
+                self.answers = answers;
+                self
+            }
+        }
+    };
+}
+
 macro_rules! model_call_index_accessors {
     ($ty:ident, $what:literal) => {
         impl $ty {
@@ -469,6 +515,11 @@ model_call_index_accessors!(
     "the model call that asked for this tool"
 );
 decision_accessors!(BeforeToolCallEvent);
+interrupt_accessors!(
+    BeforeToolCallEvent,
+    "before_tool_call",
+    "the tool does not run"
+);
 
 impl BeforeToolCallEvent {
     /// Default cancel text.
@@ -498,13 +549,6 @@ impl BeforeToolCallEvent {
         self
     }
 
-    /// Sets the answers a resume carries.
-    #[inline]
-    pub fn with_answers(mut self, answers: InterruptAnswers) -> Self {
-        self.answers = answers;
-        self
-    }
-
     /// The tool use.
     pub fn tool_use(&self) -> &ToolUse {
         &self.tool_use
@@ -522,37 +566,6 @@ impl BeforeToolCallEvent {
     /// Whether the tool use now differs from what the model asked for.
     pub fn is_edited(&self) -> bool {
         self.original.as_ref().is_some_and(|o| *o != self.tool_use)
-    }
-
-    /// The answers given on resume.
-    pub fn answers(&self) -> &InterruptAnswers {
-        &self.answers
-    }
-
-    /// Asks a human: the answer if this resume carries one for
-    /// `v1:before_tool_call:<toolUseId>:<uuid5(OID, name)>`, otherwise raises that interrupt and
-    /// returns `None` (the tool does not run; the invocation stops with `Interrupt`).
-    pub fn interrupt(&mut self, name: &str, reason: impl Into<Value>) -> Option<Value> {
-        let id = EventKind::BeforeToolCall.interrupt_id(&self.tool_use.tool_use_id, name);
-        if let Some(answer) = self.answers.get(&id) {
-            return Some(answer.clone());
-        }
-        let interrupt =
-            Interrupt::new(id, name, reason).with_tool_use_id(self.tool_use.tool_use_id.clone());
-        self.raise_interrupt(interrupt);
-        None
-    }
-
-    /// Raises a prepared interrupt (ids and fingerprints of your own).
-    pub fn raise_interrupt(&mut self, interrupt: Interrupt) {
-        if !self.interrupts.iter().any(|i| i.id == interrupt.id) {
-            self.interrupts.push(interrupt);
-        }
-    }
-
-    /// Interrupts raised on this event.
-    pub fn interrupts(&self) -> &[Interrupt] {
-        &self.interrupts
     }
 
     /// Takes the raised interrupts out of the event.
@@ -622,6 +635,8 @@ pub struct AfterToolCallEvent {
     selected_tool: Option<ToolHandle>,
     cx: InvocationContext,
     model_call_index: u32,
+    answers: InterruptAnswers,
+    interrupts: Vec<Interrupt>,
     decisions: Vec<DecisionRecord>,
 }
 
@@ -631,6 +646,11 @@ model_call_index_accessors!(
     "the model call that asked for this tool"
 );
 decision_accessors!(AfterToolCallEvent);
+interrupt_accessors!(
+    AfterToolCallEvent,
+    "after_tool_call",
+    "the result is held, not shown to the model; the tool does not run again"
+);
 
 impl AfterToolCallEvent {
     /// An event for one finished tool call.
@@ -643,6 +663,8 @@ impl AfterToolCallEvent {
             selected_tool: None,
             cx,
             model_call_index: 0,
+            answers: InterruptAnswers::default(),
+            interrupts: Vec::new(),
             decisions: Vec::new(),
         }
     }
@@ -664,11 +686,24 @@ impl AfterToolCallEvent {
         self.selected_tool.as_ref()
     }
 
-    /// What the hooks made of the result: keep it, or run the tool again. The tool use comes
-    /// back out with it. Take the [`decisions`](Self::take_decisions) first.
+    /// A fingerprint of the result as it stands (with the call it answers): what a human
+    /// approving it saw.
+    pub fn result_fingerprint(&self) -> String {
+        crate::id::tool_result_fingerprint(&self.tool_use, &self.result)
+    }
+
+    /// What the hooks made of the result: hold it for answers (interrupts raised), keep it, or
+    /// run the tool again. The tool use comes back out with it. Take the
+    /// [`decisions`](Self::take_decisions) first.
     #[inline]
     pub fn into_verdict(self) -> ToolResultVerdict {
-        if self.retry {
+        if !self.interrupts.is_empty() {
+            ToolResultVerdict::Hold {
+                tool_use: self.tool_use,
+                result: self.result,
+                interrupts: self.interrupts,
+            }
+        } else if self.retry {
             ToolResultVerdict::Retry {
                 tool_use: self.tool_use,
             }
@@ -693,6 +728,16 @@ pub enum ToolResultVerdict {
         tool_use: ToolUse,
         /// Its result.
         result: ToolResult,
+    },
+    /// The result waits for answers to these interrupts; the invocation pauses. On resume the
+    /// held result goes through AfterToolCall again (the tool does not run again).
+    Hold {
+        /// The tool use that ran.
+        tool_use: ToolUse,
+        /// Its result, held.
+        result: ToolResult,
+        /// What a human is asked.
+        interrupts: Vec<Interrupt>,
     },
     /// Run the tool again, from BeforeToolCall.
     Retry {

@@ -456,11 +456,28 @@ impl From<Confirm> for BeforeToolCallAction {
 pub enum AfterToolCallAction {
     /// Accept it.
     Proceed,
+    /// Ask a human before the model sees the result: the result is held (the tool never runs
+    /// again); approved, it goes on; rejected, it becomes the error result
+    /// `CONFIRMATION_FAILED: <prompt>`.
+    Confirm(Confirm),
     /// Rewrite the result.
     Transform(Transform<ToolResultDraft>),
 }
 
 common_constructors!(AfterToolCallAction, ToolResultDraft);
+
+impl AfterToolCallAction {
+    /// Ask a human about the result with this prompt — a string or a structured payload.
+    pub fn confirm(prompt: impl Into<Value>) -> Self {
+        Self::Confirm(Confirm::new(prompt))
+    }
+}
+
+impl From<Confirm> for AfterToolCallAction {
+    fn from(c: Confirm) -> Self {
+        Self::Confirm(c)
+    }
+}
 
 /// What a closure handler may return: the action itself, or `Result<action, E>` with any error
 /// that converts into a [`HandlerError`].
@@ -547,6 +564,7 @@ impl Decided for AfterToolCallAction {
     fn into_verdict(self) -> Verdict<ToolResultDraft> {
         match self {
             Self::Proceed => Verdict::Proceed,
+            Self::Confirm(c) => Verdict::Confirm(c),
             Self::Transform(t) => Verdict::Transform(t),
         }
     }

@@ -4,7 +4,7 @@
 //! in `shared.rs`.)
 
 use rein_core::{
-    ToolResult, ToolUse,
+    ToolResult,
     audit::DecisionRecord,
     event::{
         AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent, BeforeModelCallEvent,
@@ -43,9 +43,15 @@ pub(crate) trait PassEvent: Route<Action: Decided> + HookEvent + Common {
     fn tool_use_id(&self) -> Option<&str> {
         None
     }
-    /// The tool use a `Confirm` asks about, and the answers given on resume.
-    fn confirm_target(&self) -> Option<(&ToolUse, &InterruptAnswers)> {
+    /// What a `Confirm` on this event asks about — the subject of its interrupt ids (the tool
+    /// use id) — and the answers given on resume; `None` where no confirm is admitted.
+    fn confirm_target(&self) -> Option<(&str, &InterruptAnswers)> {
         None
+    }
+    /// A fingerprint of exactly what a confirm asks about, as the event stands (computed only
+    /// when an interrupt is raised or an answer checked).
+    fn confirm_fingerprint(&self) -> String {
+        String::new()
     }
 
     /// A copy of the writable part (`None` when there is none, e.g. a failed model call).
@@ -190,8 +196,11 @@ impl PassEvent for BeforeToolCallEvent {
     fn tool_use_id(&self) -> Option<&str> {
         Some(&self.tool_use().tool_use_id)
     }
-    fn confirm_target(&self) -> Option<(&ToolUse, &InterruptAnswers)> {
-        Some((self.tool_use(), self.answers()))
+    fn confirm_target(&self) -> Option<(&str, &InterruptAnswers)> {
+        Some((&self.tool_use().tool_use_id, self.answers()))
+    }
+    fn confirm_fingerprint(&self) -> String {
+        self.tool_use().fingerprint()
     }
     fn draft(&self) -> Option<Draft<Self>> {
         Some(ToolUseDraft::from_tool_use(self.tool_use()))
@@ -234,6 +243,12 @@ impl PassEvent for AfterToolCallEvent {
     fn tool_use_id(&self) -> Option<&str> {
         Some(&self.tool_use().tool_use_id)
     }
+    fn confirm_target(&self) -> Option<(&str, &InterruptAnswers)> {
+        Some((&self.tool_use().tool_use_id, self.answers()))
+    }
+    fn confirm_fingerprint(&self) -> String {
+        self.result_fingerprint()
+    }
     fn draft(&self) -> Option<Draft<Self>> {
         Some(ToolResultDraft::from_result(&self.result))
     }
@@ -249,4 +264,9 @@ impl PassEvent for AfterToolCallEvent {
         self.result = ToolResult::error(self.tool_use().tool_use_id.clone(), text);
     }
     fn guide(&mut self, _joined: String) {}
+    fn raise(&mut self, interrupts: Vec<Interrupt>) {
+        for interrupt in interrupts {
+            self.raise_interrupt(interrupt);
+        }
+    }
 }

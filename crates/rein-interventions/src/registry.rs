@@ -526,8 +526,8 @@ fn confirm_step<E: PassEvent>(
     shadow: bool,
     started: Option<Instant>,
 ) -> Result<Flow, HandlerError> {
-    let Some((tool_use, answers)) = event.confirm_target() else {
-        // Only before_tool_call admits a Confirm.
+    let Some((subject, answers)) = event.confirm_target() else {
+        // The event's action type admits no Confirm.
         return Ok(Flow::Continue);
     };
     // A pre-emptive response wins; otherwise the answer given on resume, if it was given for
@@ -538,15 +538,15 @@ fn confirm_step<E: PassEvent>(
         match confirm.response.take().filter(|v| !v.is_null()) {
             Some(v) => (Some((v, AnswerSource::Preemptive)), None),
             None => {
-                let id = EventKind::BeforeToolCall.interrupt_id(&tool_use.tool_use_id, &entry.name);
-                let fingerprint = tool_use.fingerprint();
+                let id = E::KIND.interrupt_id(subject, &entry.name);
+                let fingerprint = event.confirm_fingerprint();
                 match answers.get_bound(&id, &fingerprint) {
                     Some(v) => (Some((v.clone(), AnswerSource::Resume)), None),
                     None => (None, Some((id, fingerprint))),
                 }
             }
         };
-    let tool_use_id = tool_use.tool_use_id.clone();
+    let tool_use_id = event.tool_use_id().map(str::to_owned);
     // The text of the prompt, for `CONFIRMATION_FAILED: <prompt>` and the audit; the interrupt
     // carries the prompt itself (a string or a payload) as its reason.
     let prompt = confirm.prompt_text();
@@ -610,11 +610,13 @@ fn confirm_step<E: PassEvent>(
             let Some((id, fingerprint)) = unanswered else {
                 return Ok(Flow::Continue);
             };
-            pass.asked.push(
+            let mut interrupt =
                 Interrupt::new(id, &*entry.name, std::mem::take(&mut confirm.prompt))
-                    .with_fingerprint(fingerprint)
-                    .with_tool_use_id(tool_use_id),
-            );
+                    .with_fingerprint(fingerprint);
+            if let Some(tool_use_id) = tool_use_id {
+                interrupt = interrupt.with_tool_use_id(tool_use_id);
+            }
+            pass.asked.push(interrupt);
             let mut r = record(
                 event,
                 entry,

@@ -476,7 +476,8 @@ impl ToolCall {
     }
 
     /// A resume's answer to the `Confirm` of the handler `handler` about this very call (bound
-    /// to the call as built: its id, name and input).
+    /// to the call as built: its id, name and input) — or, on the `after_tool_call` event, about
+    /// its result as built.
     pub fn answer(mut self, handler: impl Into<String>, response: impl Into<Value>) -> Self {
         self.answers.push((handler.into(), response.into()));
         self
@@ -520,6 +521,23 @@ impl ToolCall {
     }
 
     fn after(self, result: ToolResult) -> AfterToolCallEvent {
-        AfterToolCallEvent::new(self.cx, self.tool_use, result).with_selected_tool(self.tool)
+        let event = AfterToolCallEvent::new(self.cx, self.tool_use, result)
+            .with_selected_tool(self.tool)
+            .with_model_call_index(self.index);
+        let fingerprint = event.result_fingerprint();
+        let subject = &event.tool_use().tool_use_id;
+        let answers: HashMap<String, InterruptAnswer> = self
+            .answers
+            .into_iter()
+            .map(|(handler, response)| {
+                let id = EventKind::AfterToolCall.interrupt_id(subject, &handler);
+                let answer = InterruptAnswer {
+                    response,
+                    fingerprint: Some(fingerprint.clone()),
+                };
+                (id, answer)
+            })
+            .collect();
+        event.with_answers(InterruptAnswers::new(answers))
     }
 }

@@ -464,3 +464,39 @@ fn the_audit_records_asked_approved_and_rejected_with_the_answer_and_its_source(
         )
     );
 }
+
+#[test]
+fn confirm_on_after_tool_call_is_bound_to_the_result_it_asked_about() {
+    use rein_interventions::AfterToolCallAction;
+    use rein_interventions::testing::{self, ToolCall};
+    let review = || {
+        Intervention::named("review")
+            .after_tool_call(|_, _| AfterToolCallAction::confirm("Send it?"))
+    };
+    // No answer: asked, with an id and a fingerprint of the result.
+    let out = testing::run([review()], ToolCall::new("q", json!({})).returned("42"));
+    let asked = &out.event.interrupts()[0];
+    assert!(asked.id.starts_with("v1:after_tool_call:t1:"));
+    let fingerprint = asked.fingerprint.clone().unwrap();
+    // Answered for this very result: approved, nothing asked.
+    let call = ToolCall::new("q", json!({})).answer("review", "yes");
+    let out = testing::run([review()], call.clone().returned("42"));
+    assert!(out.event.interrupts().is_empty());
+    assert_eq!(out.event.result.text(), "42");
+    // The answer given about "42", for another result (the output changed): asked again.
+    let about_42 = call.returned("42").answers().clone();
+    let changed = ToolCall::new("q", json!({}))
+        .returned("43")
+        .with_answers(about_42);
+    let out = testing::run([review()], changed);
+    assert_eq!(out.event.interrupts().len(), 1);
+    assert_ne!(
+        out.event.interrupts()[0].fingerprint.as_deref(),
+        Some(&*fingerprint)
+    );
+    // Rejected: the result becomes the confirmation failure.
+    let call = ToolCall::new("q", json!({})).answer("review", "no");
+    let out = testing::run([review()], call.returned("42"));
+    assert_eq!(out.event.result.text(), "CONFIRMATION_FAILED: Send it?");
+    assert!(out.event.result.is_error());
+}

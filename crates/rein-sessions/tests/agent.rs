@@ -236,6 +236,58 @@ async fn a_run_budget_survives_a_resume_by_a_new_agent() {
     }
 }
 
+/// Asks before the model sees what `count` returned.
+fn output_review() -> rein_interventions::Intervention {
+    rein_interventions::Intervention::named("review").after_tool_call(|ev, _| {
+        rein_interventions::AfterToolCallAction::confirm(format!("Send '{}'?", ev.result.text()))
+    })
+}
+
+#[tokio::test]
+async fn a_held_tool_result_is_persisted_and_a_new_agent_resumes_without_running_the_tool() {
+    let dir = TempDir::new("held");
+    for (name, store, _) in stores(&dir).await {
+        let id = session_id("held");
+        let model = ScriptedModel::builder()
+            .tool_use("t1", "count", json!({}))
+            .build();
+        let mut a = builder(&store, &id, model)
+            .intervention(output_review())
+            .build()
+            .unwrap();
+        let r = a.invoke("count").await.unwrap();
+        assert_eq!(r.stop_reason, StopReason::Interrupt, "{name}");
+        assert_eq!(r.interrupts[0].reason, json!("Send 'count=1'?"), "{name}");
+        let iid = r.interrupts[0].id.clone();
+        let s = store.load(&id).await.unwrap().unwrap();
+        let p = s.pending_interrupts.as_ref().expect("pending persisted");
+        assert_eq!(p.held_results[0].text(), "count=1", "{name}");
+        assert_eq!(s.agent_state["count"], json!(1), "{name}");
+        drop(a);
+
+        let model = ScriptedModel::builder().text("done").build();
+        let mut b = builder(&store, &id, model)
+            .intervention(output_review())
+            .build()
+            .unwrap();
+        b.load_session().await.unwrap();
+        let r = b
+            .invoke(vec![InterruptResponse::new(&iid, "yes")])
+            .await
+            .unwrap();
+        assert_eq!(r.text(), "done", "{name}");
+        let s = store.load(&id).await.unwrap().unwrap();
+        assert!(s.pending_interrupts.is_none(), "{name}");
+        let result = s.messages[2].message.tool_results().next().unwrap().clone();
+        assert_eq!(result.text(), "count=1", "{name}");
+        assert_eq!(
+            s.agent_state["count"],
+            json!(1),
+            "{name}: the tool ran once"
+        );
+    }
+}
+
 fn broken_tail() -> Vec<SessionWrite> {
     vec![
         SessionWrite::AppendMessage(StoredMessage::new(MessageId::new(), Message::user("go"))),

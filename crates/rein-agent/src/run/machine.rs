@@ -465,6 +465,9 @@ pub(crate) struct ToolPhase {
     pub(crate) model_call_index: u32,
     /// A result per tool use, by position (kept when the phase is cut off).
     results: Vec<Option<ToolResult>>,
+    /// Results that wait for an answer (an AfterToolCall interrupt): their tools ran and never
+    /// run again; AfterToolCall sees them again on resume.
+    held: Vec<ToolResult>,
     interrupts: Vec<Interrupt>,
     rewrites: Vec<ToolUse>,
 }
@@ -475,18 +478,21 @@ pub(crate) enum PhaseEnd {
     Interrupted {
         interrupts: Vec<Interrupt>,
         completed: Vec<ToolResult>,
+        held: Vec<ToolResult>,
     },
     /// Every tool use has a result: the blocks of the results message, in tool-use order.
     Completed(Vec<ContentBlock>),
 }
 
 impl ToolPhase {
-    /// A phase over `tool_uses`, some of which may have finished before (a resume).
+    /// A phase over `tool_uses`, some of which may have finished before (a resume), some with
+    /// a result held for an answer.
     pub(crate) fn new<'a>(
         index: usize,
         model_call_index: u32,
         tool_uses: impl Iterator<Item = &'a ToolUse>,
         mut completed: Vec<ToolResult>,
+        held: Vec<ToolResult>,
     ) -> Self {
         let results = tool_uses
             .map(|u| {
@@ -500,9 +506,20 @@ impl ToolPhase {
             index,
             model_call_index,
             results,
+            held,
             interrupts: Vec::new(),
             rewrites: Vec::new(),
         }
+    }
+
+    /// The result held for the tool use `tool_use_id`, if any (taken: it goes through
+    /// AfterToolCall again instead of the tool running).
+    pub(crate) fn take_held(&mut self, tool_use_id: &str) -> Option<ToolResult> {
+        let at = self
+            .held
+            .iter()
+            .position(|r| r.tool_use_id == tool_use_id)?;
+        Some(self.held.swap_remove(at))
     }
 
     /// Whether the tool use at `position` still has to run.
@@ -516,6 +533,7 @@ impl ToolPhase {
         &mut self,
         position: usize,
         result: Option<ToolResult>,
+        held: Option<ToolResult>,
         interrupts: Vec<Interrupt>,
         rewritten: Option<ToolUse>,
     ) -> bool {
@@ -523,6 +541,7 @@ impl ToolPhase {
         if let Some(slot) = self.results.get_mut(position) {
             *slot = result;
         }
+        self.held.extend(held);
         self.interrupts.extend(interrupts);
         self.rewrites.extend(rewritten);
         stop
@@ -544,6 +563,7 @@ impl ToolPhase {
         if !self.interrupts.is_empty() {
             return PhaseEnd::Interrupted {
                 completed: self.results.into_iter().flatten().collect(),
+                held: self.held,
                 interrupts: self.interrupts,
             };
         }
@@ -955,12 +975,12 @@ mod tests {
                 .collect(),
         );
         let done_b = ToolResult::success("b", "B");
-        let mut phase = ToolPhase::new(1, 0, uses.into_iter(), vec![done_b.clone()]);
+        let mut phase = ToolPhase::new(1, 0, uses.into_iter(), vec![done_b.clone()], vec![]);
         assert_eq!(
             (0..3).filter(|i| phase.is_open(*i)).collect::<Vec<_>>(),
             [0, 2]
         );
-        assert!(!phase.record(0, Some(ToolResult::success("a", "A")), vec![], None));
+        assert!(!phase.record(0, Some(ToolResult::success("a", "A")), None, vec![], None));
         match phase.end(&message, "cut") {
             PhaseEnd::Completed(results) => {
                 assert_eq!(results[1], ContentBlock::ToolResult(done_b));
@@ -972,15 +992,17 @@ mod tests {
             PhaseEnd::Interrupted { .. } => panic!("no interrupt was raised"),
         }
 
-        let mut phase = ToolPhase::new(1, 0, uses.into_iter(), vec![]);
-        let stop = phase.record(1, None, vec![Interrupt::new("i", "n", "why")], None);
+        let mut phase = ToolPhase::new(1, 0, uses.into_iter(), vec![], vec![]);
+        let stop = phase.record(1, None, None, vec![Interrupt::new("i", "n", "why")], None);
         assert!(stop);
-        phase.record(0, Some(ToolResult::success("a", "A")), vec![], None);
+        phase.record(0, Some(ToolResult::success("a", "A")), None, vec![], None);
         match phase.end(&message, "cut") {
             PhaseEnd::Interrupted {
                 interrupts,
                 completed,
+                held,
             } => {
+                assert!(held.is_empty());
                 assert_eq!(interrupts.len(), 1);
                 assert_eq!(completed, [ToolResult::success("a", "A")]);
             }

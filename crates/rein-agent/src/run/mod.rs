@@ -131,7 +131,8 @@ impl Agent {
                     model_call_index,
                     invalid_inputs,
                 } => {
-                    inv.tool_phase = Some(self.tool_phase_of(index, model_call_index, Vec::new()));
+                    inv.tool_phase =
+                        Some(self.tool_phase_of(index, model_call_index, Vec::new(), Vec::new()));
                     self.tool_phase(inv, &invalid_inputs, sink).await
                 }
                 Step::DrainInjections => self.drain_injections(inv, sink).await,

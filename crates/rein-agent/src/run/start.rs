@@ -175,6 +175,11 @@ impl Agent {
             return Err(Error::PendingMessageMissing);
         };
         inv.answers = InterruptAnswers::new(pending.answers.into_iter().collect::<HashMap<_, _>>());
-        Ok(self.tool_phase_of(idx, pending.model_call_index, pending.completed_results))
+        Ok(self.tool_phase_of(
+            idx,
+            pending.model_call_index,
+            pending.completed_results,
+            pending.held_results,
+        ))
     }
 }

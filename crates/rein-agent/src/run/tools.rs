@@ -35,6 +35,7 @@ impl Agent {
         index: usize,
         model_call_index: u32,
         completed: Vec<ToolResult>,
+        held: Vec<ToolResult>,
     ) -> ToolPhase {
         let tool_uses = self
             .history
@@ -42,7 +43,7 @@ impl Agent {
             .get(index)
             .into_iter()
             .flat_map(Message::tool_uses);
-        ToolPhase::new(index, model_call_index, tool_uses, completed)
+        ToolPhase::new(index, model_call_index, tool_uses, completed, held)
     }
 
     /// Runs the tool uses of the phase under way (`inv.tool_phase`) still without a result;
@@ -62,12 +63,23 @@ impl Agent {
             return Err(Error::Internal("a tool phase on a message not in history"));
         };
         let index = phase.index;
-        let todo: Vec<(usize, ToolUse)> = assistant
+        let open: Vec<(usize, ToolUse)> = assistant
             .tool_uses()
             .enumerate()
             .filter(|(i, _)| phase.is_open(*i))
             .map(|(i, u)| (i, u.clone()))
             .collect();
+        // A result held for an answer goes through AfterToolCall again; its tool does not run.
+        let todo: Vec<(usize, ToolUse, Option<ToolResult>)> = match inv.tool_phase.as_mut() {
+            Some(phase) => open
+                .into_iter()
+                .map(|(i, u)| {
+                    let held = phase.take_held(&u.tool_use_id);
+                    (i, u, held)
+                })
+                .collect(),
+            None => Vec::new(),
+        };
         let invalid = |id: &str| {
             invalid_inputs
                 .iter()
@@ -89,9 +101,9 @@ impl Agent {
         };
         match self.core.config.executor {
             ToolExecutor::Sequential => {
-                for (i, tool_use) in todo {
+                for (i, tool_use, held) in todo {
                     let bad = invalid(&tool_use.tool_use_id);
-                    let outcome = run.run(tool_use, bad).await?;
+                    let outcome = run.run(tool_use, bad, held).await?;
                     if inv.settle_tool(i, outcome) {
                         break;
                     }
@@ -99,10 +111,10 @@ impl Agent {
             }
             ToolExecutor::Concurrent { max } => {
                 let mut results = futures_util::stream::iter(todo)
-                    .map(|(i, tool_use)| {
+                    .map(|(i, tool_use, held)| {
                         let run = &run;
                         let bad = invalid(&tool_use.tool_use_id);
-                        async move { (i, run.run(tool_use, bad).await) }
+                        async move { (i, run.run(tool_use, bad, held).await) }
                     })
                     .buffer_unordered(max.max(1));
                 while let Some((i, outcome)) = results.next().await {
@@ -126,6 +138,7 @@ impl Agent {
             PhaseEnd::Interrupted {
                 interrupts,
                 completed,
+                held,
             } => {
                 let assistant = self
                     .history
@@ -144,6 +157,7 @@ impl Agent {
                     assistant_message_id: self.history.conv().id(index),
                     assistant_message: assistant.clone(),
                     completed_results: completed,
+                    held_results: held,
                     invocation_state: inv.cx.invocation_state.clone(),
                     model_call_index,
                     run_state: inv.cx.run_state.snapshot(),
@@ -180,7 +194,7 @@ impl Invocation {
             }
         }
         match &mut self.tool_phase {
-            Some(phase) => phase.record(position, o.result, o.interrupts, o.rewritten),
+            Some(phase) => phase.record(position, o.result, o.held, o.interrupts, o.rewritten),
             None => true,
         }
     }
@@ -190,6 +204,8 @@ impl Invocation {
 struct ToolOutcome {
     /// `None` when the tool is waiting for an interrupt answer.
     result: Option<ToolResult>,
+    /// The result of a tool that ran, held for an answer (AfterToolCall interrupts).
+    held: Option<ToolResult>,
     interrupts: Vec<Interrupt>,
     /// A committed rewrite of the tool use (hooks or transforms).
     rewritten: Option<ToolUse>,
@@ -220,6 +236,7 @@ impl ToolRun<'_> {
         &self,
         tool_use: ToolUse,
         invalid_json: Option<&str>,
+        held: Option<ToolResult>,
     ) -> Result<ToolOutcome, Error> {
         let span = tracing::info_span!(
             "execute_tool",
@@ -230,7 +247,7 @@ impl ToolRun<'_> {
             gen_ai.tool.status = tracing::field::Empty,
         );
         let out = self
-            .run_inner(tool_use, invalid_json)
+            .run_inner(tool_use, invalid_json, held)
             .instrument(span.clone())
             .await;
         if let Ok(o) = &out
@@ -248,9 +265,11 @@ impl ToolRun<'_> {
         &self,
         original: ToolUse,
         invalid_json: Option<&str>,
+        mut held: Option<ToolResult>,
     ) -> Result<ToolOutcome, Error> {
         let mut outcome = ToolOutcome {
             result: None,
+            held: None,
             interrupts: Vec::new(),
             rewritten: None,
             decisions: Vec::new(),
@@ -261,14 +280,19 @@ impl ToolRun<'_> {
         // common path.
         let mut current = original;
         loop {
-            let (tool_use, selected, result) = match invalid_json {
+            let (tool_use, selected, result) = match (held.take(), invalid_json) {
+                // The tool ran before the pause; its result waits for AfterToolCall's answer.
+                (Some(result), _) => {
+                    let selected = self.tools.get(&current.name).cloned();
+                    (current, selected, result)
+                }
                 // Nothing to authorize: the call cannot run. The model sees why.
-                Some(detail) => {
+                (None, Some(detail)) => {
                     let result = ToolResult::error(&current.tool_use_id, invalid_json_text(detail));
                     let selected = self.tools.get(&current.name).cloned();
                     (current, selected, result)
                 }
-                None => {
+                (None, None) => {
                     // The event's scope ends before the tool runs, so its bytes are reused by
                     // the tool's future instead of adding to them.
                     let verdict = {
@@ -327,7 +351,8 @@ impl ToolRun<'_> {
             let verdict = if self.hooks.has::<AfterToolCallEvent>() {
                 let mut ev = AfterToolCallEvent::new(self.cx.clone(), tool_use, result)
                     .with_selected_tool(selected)
-                    .with_model_call_index(self.model_call_index);
+                    .with_model_call_index(self.model_call_index)
+                    .with_answers(self.answers.clone());
                 let dispatched = self.hooks.dispatch(&mut ev).await;
                 self.record(ev.take_decisions(), &mut outcome);
                 dispatched?;
@@ -337,6 +362,18 @@ impl ToolRun<'_> {
             };
             let (tool_use, mut result) = match verdict {
                 ToolResultVerdict::Keep { tool_use, result } => (tool_use, result),
+                ToolResultVerdict::Hold {
+                    tool_use: _,
+                    result,
+                    interrupts,
+                } => {
+                    for i in &interrupts {
+                        self.sink.emit(|| AgentEvent::Interrupt(i.clone()));
+                    }
+                    outcome.interrupts = interrupts;
+                    outcome.held = Some(result);
+                    return Ok(outcome);
+                }
                 ToolResultVerdict::Retry { tool_use } => match retries.retry() {
                     Ok(()) => {
                         current = tool_use;
