@@ -1,6 +1,7 @@
 //! Invocation state (per call, read-only), run state (per run, for hooks and handlers) and agent
 //! state (per agent, shared and writable).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use serde::{Serialize, de::DeserializeOwned};
@@ -99,12 +100,6 @@ macro_rules! shared_map {
                 Self::default()
             }
 
-            fn lock(&self) -> MutexGuard<'_, Map> {
-                // Values are whole JSON values written under the lock, never half-written:
-                // recover from poisoning rather than lose the state.
-                self.0.lock().unwrap_or_else(PoisonError::into_inner)
-            }
-
             /// A value by key (cloned).
             pub fn get(&self, key: &str) -> Option<Value> {
                 self.lock().get(key).cloned()
@@ -140,6 +135,14 @@ macro_rules! shared_map {
 
 shared_map!(AgentState);
 
+impl AgentState {
+    fn lock(&self) -> MutexGuard<'_, Map> {
+        // Values are whole JSON values written under the lock, never half-written: recover
+        // from poisoning rather than lose the state.
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
 /// Storage for hooks and intervention handlers that lasts one run: from a prompt until the run
 /// ends without pending interrupts. A resume continues the run, even in another process: the
 /// state is persisted with the pending interrupts (it is JSON, so it always can be). It is empty
@@ -160,11 +163,27 @@ shared_map!(AgentState);
 /// # Ok::<(), rein_core::state::RunStateError>(())
 /// ```
 #[derive(Debug, Clone, Default)]
-pub struct RunState(Arc<Mutex<Map>>);
+pub struct RunState(Arc<RunMap>);
+
+#[derive(Debug, Default)]
+struct RunMap {
+    map: Mutex<Map>,
+    /// Whether the map may hold something: most runs never touch it, and ending them then
+    /// costs no lock.
+    touched: AtomicBool,
+}
 
 shared_map!(RunState);
 
 impl RunState {
+    fn lock(&self) -> MutexGuard<'_, Map> {
+        // As for the agent's state: recover from poisoning.
+        let map = self.0.map.lock().unwrap_or_else(PoisonError::into_inner);
+        // Marked under the lock, so a `clear` that saw it unset cannot miss this write.
+        self.0.touched.store(true, Ordering::Relaxed);
+        map
+    }
+
     /// A value by key, as `T`; `None` when absent, an error when it does not deserialize.
     pub fn load<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, RunStateError> {
         match self.lock().get(key) {
@@ -203,14 +222,23 @@ impl RunState {
 
     /// Whether nothing is stored.
     pub fn is_empty(&self) -> bool {
-        self.lock().is_empty()
+        !self.0.touched.load(Ordering::Relaxed)
+            || self
+                .0
+                .map
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .is_empty()
     }
 
     /// Empties the state (a driver ending a run).
     pub fn clear(&self) {
-        let mut map = self.lock();
-        if !map.is_empty() {
-            map.clear();
+        if self.0.touched.swap(false, Ordering::Relaxed) {
+            self.0
+                .map
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clear();
         }
     }
 }
