@@ -414,6 +414,8 @@ fn decision_line(d: &DecisionRecord) -> String {
         },
         DecisionAction::Transform => style("transform".to_owned()).blue().bold(),
         DecisionAction::Error => style("error".to_owned()).magenta().bold(),
+        // A parallel handler cancelled by an earlier member's stop: it decided nothing.
+        DecisionAction::None => style("skipped".to_owned()).dim(),
         _ => style("decision".to_owned()).bold(),
     };
     let outcome = match d.outcome {
@@ -421,6 +423,7 @@ fn decision_line(d: &DecisionRecord) -> String {
         DecisionOutcome::Shadowed => " (shadow)".into(),
         DecisionOutcome::Overridden => " (overridden)".into(),
         DecisionOutcome::Error => " (handler error)".into(),
+        DecisionOutcome::NotRun => " (not run)".into(),
         _ => String::new(),
     };
     let text = d

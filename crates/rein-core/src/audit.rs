@@ -104,6 +104,9 @@ pub enum DecisionAction {
     Transform,
     /// A handler error.
     Error,
+    /// No decision: the handler did not run to a decision that was applied (a member of a
+    /// parallel group after the one that stopped the pass; its outcome is `NotRun`).
+    None,
 }
 
 /// What became of a decision.
@@ -119,6 +122,9 @@ pub enum DecisionOutcome {
     Overridden,
     /// The handler failed; `on_error` says what was done.
     Error,
+    /// A parallel handler cancelled, or finished but not applied, because an earlier member of
+    /// its group stopped the pass (SPEC §3.7).
+    NotRun,
 }
 
 /// One audit record.

@@ -98,6 +98,7 @@ pub struct Intervention {
     name: String,
     on_error: OnError,
     mode: Mode,
+    parallel: bool,
     pub(crate) slots: Slots,
 }
 
@@ -107,19 +108,21 @@ impl fmt::Debug for Intervention {
             .field("name", &self.name)
             .field("on_error", &self.on_error)
             .field("mode", &self.mode)
+            .field("parallel", &self.parallel)
             .field("subscriptions", &self.events())
             .finish()
     }
 }
 
 impl Intervention {
-    /// A handler with this (unique) name, `OnError::Throw`, `Mode::Enforce`, and no decisions
-    /// yet (it proceeds everywhere and subscribes to nothing).
+    /// A handler with this (unique) name, `OnError::Throw`, `Mode::Enforce`, not parallel, and no
+    /// decisions yet (it proceeds everywhere and subscribes to nothing).
     pub fn named(name: impl Into<String>) -> Self {
         Self {
             name: name.into(),
             on_error: OnError::Throw,
             mode: Mode::Enforce,
+            parallel: false,
             slots: Slots::empty(),
         }
     }
@@ -133,6 +136,13 @@ impl Intervention {
     /// Sets whether its decisions are applied or only recorded.
     pub fn mode(mut self, mode: Mode) -> Self {
         self.mode = mode;
+        self
+    }
+
+    /// Marks the handler parallel: it is awaited concurrently with the parallel handlers next to
+    /// it (see [`InterventionHandler::parallel`], SPEC §3.7). Worth it for async closures only.
+    pub fn parallel(mut self) -> Self {
+        self.parallel = true;
         self
     }
 
@@ -220,6 +230,10 @@ macro_rules! closures {
 
             fn subscriptions(&self) -> EventSet {
                 self.events()
+            }
+
+            fn parallel(&self) -> bool {
+                self.parallel
             }
 
             $(

@@ -100,6 +100,7 @@ impl fmt::Debug for SharedHandler {
             .field("on_error", &h.on_error())
             .field("mode", &h.mode())
             .field("subscriptions", &h.subscriptions())
+            .field("parallel", &h.parallel())
             .finish()
     }
 }
@@ -171,6 +172,7 @@ macro_rules! erased {
             fn on_error(&self) -> OnError;
             fn mode(&self) -> Mode;
             fn subscriptions(&self) -> EventSet;
+            fn parallel(&self) -> bool;
             $(
                 fn $method<'a>(
                     &'a self,
@@ -192,6 +194,9 @@ macro_rules! erased {
             }
             fn subscriptions(&self) -> EventSet {
                 H::subscriptions(self)
+            }
+            fn parallel(&self) -> bool {
+                H::parallel(self)
             }
             $(
                 fn $method<'a>(
