@@ -666,6 +666,18 @@ mod tests {
     }
 
     #[test]
+    fn a_parallel_handler_not_run_is_shown_as_skipped() {
+        let d = DecisionRecord::new(
+            "judge",
+            rein_core::audit::EventKind::BeforeToolCall,
+            DecisionAction::None,
+            DecisionOutcome::NotRun,
+        );
+        let line = console::strip_ansi_codes(&decision_line(&d)).into_owned();
+        assert!(line.contains("[skipped (not run)] judge"), "{line}");
+    }
+
+    #[test]
     fn resolve_stays_under_root() {
         let root = std::env::temp_dir().canonicalize().unwrap();
         assert!(resolve(&root, &json!({"path": "../../etc/passwd"})).is_err());

@@ -283,3 +283,23 @@ mod opt_nanos {
         Ok(Option::<u64>::deserialize(d)?.map(Duration::from_nanos))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_not_run_record_serializes_as_not_run_with_action_none() {
+        let r = DecisionRecord::new(
+            "judge",
+            EventKind::BeforeToolCall,
+            DecisionAction::None,
+            DecisionOutcome::NotRun,
+        );
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["action"], "none");
+        assert_eq!(json["outcome"], "not_run");
+        assert_eq!(serde_json::from_value::<DecisionRecord>(json).unwrap(), r);
+    }
+}
