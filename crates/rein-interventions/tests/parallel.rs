@@ -189,6 +189,7 @@ async fn parallel_outcome_equals_sequential_outcome() {
     // Panics inside handlers are expected here; keep the output readable.
     std::panic::set_hook(Box::new(|_| {}));
     let mut groups = 0;
+    let mut stops_in_a_group = 0;
     for seed in 0..1500u64 {
         let mut rng = Rng(seed);
         let n = 1 + rng.below(7) as usize;
@@ -256,6 +257,7 @@ async fn parallel_outcome_equals_sequential_outcome() {
             }
         }
         assert_eq!(seen.not_run, want, "{context}");
+        stops_in_a_group += usize::from(!want.is_empty());
         // Never slower than the sequential sum of delays (1 ms slack per handler for yields).
         let sum: u64 = specs.iter().map(|s| s.delay).sum();
         assert!(
@@ -265,6 +267,10 @@ async fn parallel_outcome_equals_sequential_outcome() {
     }
     let _ = std::panic::take_hook();
     assert!(groups > 700, "only {groups} cases had a parallel group");
+    assert!(
+        stops_in_a_group > 200,
+        "only {stops_in_a_group} cases stopped inside a group"
+    );
 }
 
 /// The index of the handler whose result stops the sequential pass, if any (mirrors §3.3/§3.4).
