@@ -68,6 +68,21 @@ fn polite_guard() {
 }
 
 #[test]
+fn parallel_handlers() {
+    check(
+        "parallel_handlers",
+        &[
+            r#"tool t1 [ok] wrote {"dry_run":true,"path":"/tmp/notes.txt"}"#,
+            "tool t2 [error] DENIED: /etc/hosts is off limits",
+            "decision: policy-service Deny Applied on t2",
+            "decision: llm-judge None NotRun on t2",
+            "decision: llm-judge Transform Applied on t1",
+            "both calls checked in under a second: true",
+        ],
+    );
+}
+
+#[test]
 fn blocked_tools() {
     check(
         "blocked_tools",

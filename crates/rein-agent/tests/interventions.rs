@@ -1792,3 +1792,124 @@ async fn discarding_a_held_result_answers_the_tool_use_as_interrupted() {
     );
     assert_history_valid(agent.messages());
 }
+
+// ---------------------------------------------------------------------------------------------
+// Parallel handlers (SPEC §3.7)
+
+/// Two parallel judges in a real run: on `rm` the first denies and the second, still waiting,
+/// is cancelled (recorded `not_run`); on `ls` both finish together and the second's transform is
+/// seen by the sequential handler after them and by the tool.
+#[tokio::test(start_paused = true)]
+async fn a_parallel_group_in_a_run() {
+    use std::time::Duration;
+    use tokio::time::{Instant, sleep};
+
+    struct Dropped(Arc<AtomicBool>);
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    let log = Log::default();
+    let cancelled = Arc::new(AtomicBool::new(false));
+    let judge_a = Intervention::named("judge-a")
+        .parallel()
+        .before_tool_call_async(|ev, _| {
+            Box::pin(async move {
+                sleep(Duration::from_millis(50)).await;
+                if is_echo_of(ev, "rm") {
+                    BeforeToolCallAction::deny("rm is not allowed")
+                } else {
+                    BeforeToolCallAction::Proceed
+                }
+            })
+        });
+    let flag = cancelled.clone();
+    let judge_b = Intervention::named("judge-b")
+        .parallel()
+        .before_tool_call_async(move |ev, _| {
+            let flag = flag.clone();
+            Box::pin(async move {
+                if is_echo_of(ev, "rm") {
+                    let _guard = Dropped(flag);
+                    sleep(Duration::from_secs(10)).await;
+                    return BeforeToolCallAction::Proceed;
+                }
+                sleep(Duration::from_millis(40)).await;
+                BeforeToolCallAction::transform(|t| t.input["text"] = json!("LS"))
+            })
+        });
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let seen_by_c = seen.clone();
+    let after = Intervention::named("after").before_tool_call(move |ev, _| {
+        seen_by_c
+            .lock()
+            .unwrap()
+            .push(ev.tool_use().input["text"].clone());
+        BeforeToolCallAction::Proceed
+    });
+    let mut agent = agent(two("rm", "ls"))
+        .tool(echo_tool(&log))
+        .intervention(judge_a)
+        .intervention(judge_b)
+        .intervention(after)
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    let r = agent.invoke("go").await.unwrap();
+    // Both judges of a call wait together: ≈50 ms, not 90 ms, and not the 10 s of the cancelled.
+    assert!(
+        started.elapsed() < Duration::from_millis(80),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(cancelled.load(Ordering::SeqCst));
+    assert_eq!(r.text(), "done");
+    assert_eq!(log.take(), vec!["ran echo:LS"]);
+    assert_eq!(*seen.lock().unwrap(), vec![json!("LS")]);
+    assert_eq!(
+        results_of(&agent.messages()[2]),
+        vec![
+            ("a".into(), "DENIED: rm is not allowed".into(), true),
+            ("b".into(), "LS".into(), false)
+        ]
+    );
+    let mut audit: Vec<_> = r
+        .decisions
+        .iter()
+        .map(|d| {
+            (
+                d.tool_use_id.clone().unwrap_or_default(),
+                d.handler.as_str(),
+                d.action,
+                d.outcome,
+            )
+        })
+        .collect();
+    audit.sort_by(|x, y| x.0.cmp(&y.0));
+    assert_eq!(
+        audit,
+        vec![
+            (
+                "a".into(),
+                "judge-a",
+                DecisionAction::Deny,
+                DecisionOutcome::Applied
+            ),
+            (
+                "a".into(),
+                "judge-b",
+                DecisionAction::None,
+                DecisionOutcome::NotRun
+            ),
+            (
+                "b".into(),
+                "judge-b",
+                DecisionAction::Transform,
+                DecisionOutcome::Applied
+            ),
+        ]
+    );
+    assert_history_valid(agent.messages());
+}

@@ -414,6 +414,8 @@ fn decision_line(d: &DecisionRecord) -> String {
         },
         DecisionAction::Transform => style("transform".to_owned()).blue().bold(),
         DecisionAction::Error => style("error".to_owned()).magenta().bold(),
+        // A parallel handler cancelled by an earlier member's stop: it decided nothing.
+        DecisionAction::None => style("skipped".to_owned()).dim(),
         _ => style("decision".to_owned()).bold(),
     };
     let outcome = match d.outcome {
@@ -421,6 +423,7 @@ fn decision_line(d: &DecisionRecord) -> String {
         DecisionOutcome::Shadowed => " (shadow)".into(),
         DecisionOutcome::Overridden => " (overridden)".into(),
         DecisionOutcome::Error => " (handler error)".into(),
+        DecisionOutcome::NotRun => " (not run)".into(),
         _ => String::new(),
     };
     let text = d
@@ -660,6 +663,18 @@ mod tests {
         assert_eq!(civil_from_days(0), (1970, 1, 1));
         assert_eq!(civil_from_days(19_723), (2024, 1, 1));
         assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+    }
+
+    #[test]
+    fn a_parallel_handler_not_run_is_shown_as_skipped() {
+        let d = DecisionRecord::new(
+            "judge",
+            rein_core::audit::EventKind::BeforeToolCall,
+            DecisionAction::None,
+            DecisionOutcome::NotRun,
+        );
+        let line = console::strip_ansi_codes(&decision_line(&d)).into_owned();
+        assert!(line.contains("[skipped (not run)] judge"), "{line}");
     }
 
     #[test]

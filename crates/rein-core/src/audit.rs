@@ -104,6 +104,9 @@ pub enum DecisionAction {
     Transform,
     /// A handler error.
     Error,
+    /// No decision: the handler did not run to a decision that was applied (a member of a
+    /// parallel group after the one that stopped the pass; its outcome is `NotRun`).
+    None,
 }
 
 /// What became of a decision.
@@ -119,6 +122,9 @@ pub enum DecisionOutcome {
     Overridden,
     /// The handler failed; `on_error` says what was done.
     Error,
+    /// A parallel handler cancelled, or finished but not applied, because an earlier member of
+    /// its group stopped the pass (SPEC §3.7).
+    NotRun,
 }
 
 /// One audit record.
@@ -275,5 +281,25 @@ mod opt_nanos {
         d: D,
     ) -> Result<Option<Duration>, D::Error> {
         Ok(Option::<u64>::deserialize(d)?.map(Duration::from_nanos))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_not_run_record_serializes_as_not_run_with_action_none() {
+        let r = DecisionRecord::new(
+            "judge",
+            EventKind::BeforeToolCall,
+            DecisionAction::None,
+            DecisionOutcome::NotRun,
+        );
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["action"], "none");
+        assert_eq!(json["outcome"], "not_run");
+        assert_eq!(serde_json::from_value::<DecisionRecord>(json).unwrap(), r);
     }
 }

@@ -5,13 +5,16 @@
 //! - `proceed/async_trait/N`: N trait handlers written with `async fn` that all proceed (one
 //!   boxed future per handler call).
 //! - `action/*`: one handler deciding each action kind (fresh event per iteration).
+//! - `wait/{sequential,parallel}/5`: 5 async handlers each awaiting a 20 ms timer, one after
+//!   the other (≈100 ms) or as one parallel group (≈20 ms), on a current-thread tokio runtime.
 //!
-//! Futures are polled with a no-op waker (every handler here completes on first poll), so the
-//! numbers measure dispatch only, not an executor.
+//! Except for `wait/*`, futures are polled with a no-op waker (every handler there completes on
+//! first poll), so the numbers measure dispatch only, not an executor.
 
 use std::hint::black_box;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use rein_hooks::{HookEvent, HookRegistry};
@@ -169,5 +172,43 @@ fn actions(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, proceed, actions);
+/// An async handler that waits 20 ms (a remote policy service, say) and proceeds.
+fn waiting(i: usize, parallel: bool) -> SharedHandler {
+    let handler = Intervention::named(format!("h{i}")).before_tool_call_async(|_, _| {
+        Box::pin(async {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            BeforeToolCallAction::Proceed
+        })
+    });
+    if parallel {
+        handler.parallel().into()
+    } else {
+        handler.into()
+    }
+}
+
+fn wait(c: &mut Criterion) {
+    let mut group = c.benchmark_group("wait");
+    // Each iteration takes 20 to 100 ms: a few samples say enough.
+    group.sample_size(10);
+    group.warm_up_time(Duration::from_millis(500));
+    group.measurement_time(Duration::from_secs(3));
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => panic!("{e}"),
+    };
+    for (name, parallel) in [("sequential", false), ("parallel", true)] {
+        let hooks = hooks_of((0..5).map(|i| waiting(i, parallel)).collect());
+        let mut ev = event();
+        group.bench_function(format!("{name}/5"), |b| {
+            b.iter(|| runtime.block_on(hooks.dispatch(black_box(&mut ev))))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, proceed, actions, wait);
 criterion_main!(benches);

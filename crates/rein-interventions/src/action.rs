@@ -267,6 +267,10 @@ pub(crate) trait Decided {
     /// The writable part of its event.
     type Draft: Send;
     fn into_verdict(self) -> Verdict<Self::Draft>;
+    /// Whether it is a deny (read before the verdict, to cancel a parallel group early).
+    fn is_deny(&self) -> bool {
+        false
+    }
 }
 
 macro_rules! common_constructors {
@@ -509,6 +513,9 @@ for_each_intervention_event!(into_handler_result);
 impl Decided for BeforeInvocationAction {
     type Draft = Vec<Message>;
 
+    fn is_deny(&self) -> bool {
+        matches!(self, Self::Deny { .. })
+    }
     fn into_verdict(self) -> Verdict<Vec<Message>> {
         match self {
             Self::Proceed => Verdict::Proceed,
@@ -522,6 +529,9 @@ impl Decided for BeforeInvocationAction {
 impl Decided for BeforeModelCallAction {
     type Draft = ModelRequest;
 
+    fn is_deny(&self) -> bool {
+        matches!(self, Self::Deny { .. })
+    }
     fn into_verdict(self) -> Verdict<ModelRequest> {
         match self {
             Self::Proceed => Verdict::Proceed,
@@ -547,6 +557,9 @@ impl Decided for AfterModelCallAction {
 impl Decided for BeforeToolCallAction {
     type Draft = ToolUseDraft;
 
+    fn is_deny(&self) -> bool {
+        matches!(self, Self::Deny { .. })
+    }
     fn into_verdict(self) -> Verdict<ToolUseDraft> {
         match self {
             Self::Proceed => Verdict::Proceed,

@@ -98,6 +98,7 @@ pub struct Intervention {
     name: String,
     on_error: OnError,
     mode: Mode,
+    parallel: bool,
     pub(crate) slots: Slots,
     ended: Option<EndedFn>,
 }
@@ -111,19 +112,21 @@ impl fmt::Debug for Intervention {
             .field("name", &self.name)
             .field("on_error", &self.on_error)
             .field("mode", &self.mode)
+            .field("parallel", &self.parallel)
             .field("subscriptions", &self.events())
             .finish()
     }
 }
 
 impl Intervention {
-    /// A handler with this (unique) name, `OnError::Throw`, `Mode::Enforce`, and no decisions
-    /// yet (it proceeds everywhere and subscribes to nothing).
+    /// A handler with this (unique) name, `OnError::Throw`, `Mode::Enforce`, not parallel, and no
+    /// decisions yet (it proceeds everywhere and subscribes to nothing).
     pub fn named(name: impl Into<String>) -> Self {
         Self {
             name: name.into(),
             on_error: OnError::Throw,
             mode: Mode::Enforce,
+            parallel: false,
             slots: Slots::empty(),
             ended: None,
         }
@@ -152,6 +155,13 @@ impl Intervention {
     /// Sets whether its decisions are applied or only recorded.
     pub fn mode(mut self, mode: Mode) -> Self {
         self.mode = mode;
+        self
+    }
+
+    /// Marks the handler parallel: it is awaited concurrently with the parallel handlers next to
+    /// it (see [`InterventionHandler::parallel`], SPEC §3.7). Worth it for async closures only.
+    pub fn parallel(mut self) -> Self {
+        self.parallel = true;
         self
     }
 
@@ -245,6 +255,9 @@ macro_rules! closures {
                 if let Some(f) = &self.ended {
                     f(event, cx);
                 }
+            }
+            fn parallel(&self) -> bool {
+                self.parallel
             }
 
             $(

@@ -178,6 +178,19 @@ pub trait InterventionHandler: Send + Sync + 'static {
         EventSet::ALL
     }
 
+    /// Whether the handler may be awaited concurrently with the parallel handlers next to it,
+    /// read once when the registry is built (default `false`).
+    ///
+    /// For handlers that wait on something slow (a remote policy service, an LLM judge). Each run
+    /// of two or more consecutive parallel handlers of an event is awaited concurrently, against
+    /// the event as it stands when the run starts, so one member does not see another's
+    /// transform; the results are applied in registration order, and the outcome and the audit
+    /// are those of running them one after the other (SPEC §3.7). A deny cancels the members
+    /// still running; each member after the one that stopped the pass is recorded as `not_run`.
+    fn parallel(&self) -> bool {
+        false
+    }
+
     /// Before the invocation starts, and for each message injected mid-run
     /// (`event.is_injected()`): may deny, guide or transform the input.
     fn before_invocation(
@@ -257,6 +270,9 @@ macro_rules! arc_handler {
             }
             fn invocation_ended(&self, event: &AfterInvocationEvent, cx: &InterventionContext) {
                 H::invocation_ended(self, event, cx)
+            }
+            fn parallel(&self) -> bool {
+                H::parallel(self)
             }
             $(
                 fn $method(

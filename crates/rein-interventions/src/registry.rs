@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use std::time::{Duration, Instant};
 
-use futures_util::FutureExt as _;
+use futures_util::{FutureExt as _, StreamExt as _, stream::FuturesUnordered};
 use rein_core::{
     Error,
     audit::{
@@ -21,7 +21,7 @@ use rein_core::{
 use rein_hooks::{HookOptions, HookOrder, HookRegistry};
 use serde_json::Value;
 
-use crate::action::{Confirm, Decided as _, Verdict};
+use crate::action::{Confirm, Decided, Verdict};
 use crate::decision::Decision;
 use crate::error::HandlerError;
 use crate::event::{Draft, GuideEffect, PassEvent};
@@ -37,6 +37,10 @@ struct Entry {
     name: Arc<str>,
     on_error: OnError,
     mode: Mode,
+    parallel: bool,
+    /// In an event's list: how many handlers the parallel group this one starts holds (two or
+    /// more), else 0 (sequential, or a later member of a group).
+    group: usize,
 }
 
 /// The handlers of each event (at the event's position in the list of events), in registration
@@ -148,17 +152,21 @@ impl InterventionRegistryBuilder {
                 name,
                 on_error: handler.on_error(),
                 mode: handler.mode(),
+                parallel: handler.parallel(),
+                group: 0,
                 handler: shared.repr().clone(),
             };
             entries.push((handler.subscriptions(), entry));
         }
         let shared = Shared {
             entries: std::array::from_fn(|position| {
-                entries
-                    .iter()
-                    .filter(|(s, _)| s.contains(EventSet::at(position)))
-                    .map(|(_, e)| e.clone())
-                    .collect()
+                grouped(
+                    entries
+                        .iter()
+                        .filter(|(s, _)| s.contains(EventSet::at(position)))
+                        .map(|(_, e)| e.clone())
+                        .collect(),
+                )
             }),
             ended: entries
                 .iter()
@@ -172,6 +180,19 @@ impl InterventionRegistryBuilder {
             names: names.into(),
         })
     }
+}
+
+/// Marks the head of each run of two or more consecutive parallel handlers with its length.
+fn grouped(mut entries: Vec<Entry>) -> Box<[Entry]> {
+    let mut start = 0;
+    while start < entries.len() {
+        let len = entries[start..].iter().take_while(|e| e.parallel).count();
+        if len >= 2 {
+            entries[start].group = len;
+        }
+        start += len.max(1);
+    }
+    entries.into_boxed_slice()
 }
 
 impl InterventionRegistry {
@@ -261,9 +282,10 @@ impl InterventionRegistry {
         }
         let options = E::hook_options();
         let shared = self.shared.clone();
+        // A parallel group awaits its members together, which only the async pass does.
         if entries
             .iter()
-            .all(|e| e.handler.completes_immediately::<E>())
+            .all(|e| e.group == 0 && e.handler.completes_immediately::<E>())
         {
             // Every handler decides without suspending: run the pass in a sync callback, as a
             // plain function, with no future and no reference count traffic per dispatch.
@@ -359,9 +381,10 @@ async fn settle<A>(future: BoxFuture<'_, Result<A, HandlerError>>) -> Result<A, 
 }
 
 /// One pass over the handlers of `E` (SPEC §3.3), written once for its two callers: `$settle`
-/// turns a handler's boxed future into its result.
+/// turns a handler's boxed future into its result; `$group`, given only in the async pass,
+/// runs a parallel group (SPEC §3.7).
 macro_rules! pass {
-    ($shared:expr, $event:expr, |$future:ident| $settle:expr) => {{
+    ($shared:expr, $event:expr, |$future:ident| $settle:expr $(, $group:ident)?) => {{
         let (shared, event): (&Shared, &mut E) = ($shared, $event);
         let entries = shared.entries::<E>();
         if entries.is_empty() || event.settled() {
@@ -369,7 +392,24 @@ macro_rules! pass {
         }
         let cx = InterventionContext::from(event.invocation());
         let mut pass: Pass<Draft<E>> = Pass::new();
-        for entry in entries.iter() {
+        // (`while let` over the iterator is what `for` expands to; the group skips its members.)
+        let mut rest = entries.iter();
+        while let Some(entry) = rest.next() {
+            $(
+                if entry.group >= 2 {
+                    let at = entries.len() - rest.len() - 1;
+                    let members = entries.get(at..at + entry.group).unwrap_or_default();
+                    for _ in 1..members.len() {
+                        rest.next();
+                    }
+                    let flow =
+                        $group(&mut pass, members, event, &cx, shared.audit_timing).await?;
+                    if let Flow::Stop = flow {
+                        break;
+                    }
+                    continue;
+                }
+            )?
             let started = shared.audit_timing.then(Instant::now);
             let result = match call_handler(entry, &*event, &cx) {
                 Decision::Ready(Some(result)) => result,
@@ -385,9 +425,137 @@ macro_rules! pass {
     }};
 }
 
-/// The pass, awaiting the handlers that return a future.
+/// The pass, awaiting the handlers that return a future, and the members of a parallel group
+/// together.
 async fn run_pass<E: PassEvent>(shared: &Shared, event: &mut E) -> Result<(), Error> {
-    pass!(shared, event, |future| settle(future).await)
+    pass!(shared, event, |future| settle(future).await, run_group)
+}
+
+/// A member's result once known, and how long it took since its group started (with timing).
+type Settled<A> = (Result<A, HandlerError>, Option<Duration>);
+
+/// Runs a parallel group (SPEC §3.7): its members are awaited together against the event as it
+/// stands, then their results go through `step` in registration order, as if they had run one
+/// after the other; the members after the one that stopped the pass are recorded as not run.
+async fn run_group<E: PassEvent>(
+    pass: &mut Pass<Draft<E>>,
+    members: &[Entry],
+    event: &mut E,
+    cx: &InterventionContext,
+    timing: bool,
+) -> Result<Flow, Error> {
+    let results = gather(members, &*event, cx, timing).await;
+    for (i, (entry, settled)) in members.iter().zip(results).enumerate() {
+        // `gather` leaves results out only after a result that stops the pass, which `step`
+        // stops at, so this is not reached; fail closed all the same.
+        let (result, took) =
+            settled.unwrap_or_else(|| (Err(HandlerError::new("decision not gathered")), None));
+        // `step` measures from `started`: the instant that gives the member its own duration.
+        let started = took.and_then(|took| Instant::now().checked_sub(took));
+        let skipped = members.get(i + 1..).unwrap_or_default();
+        match step(pass, entry, event, result, started) {
+            Ok(Flow::Continue) => {}
+            Ok(Flow::Stop) => {
+                for entry in skipped {
+                    pass.records.push((not_run(&*event, entry), Tag::Fixed));
+                }
+                return Ok(Flow::Stop);
+            }
+            Err(error) => {
+                // The pass's records are already on the event (`handler_failed`).
+                for entry in skipped {
+                    let r = not_run(&*event, entry);
+                    emit(&r);
+                    record_on(event, r);
+                }
+                return Err(error);
+            }
+        }
+    }
+    Ok(Flow::Continue)
+}
+
+/// The record of a group member after the one that stopped the pass.
+fn not_run<E: PassEvent>(event: &E, entry: &Entry) -> DecisionRecord {
+    record(
+        event,
+        entry,
+        DecisionAction::None,
+        DecisionOutcome::NotRun,
+        None,
+        None,
+    )
+}
+
+/// Calls every member of a group and awaits them together, until all have decided or the
+/// earliest ones decide something that stops the pass: then the members still running are
+/// dropped (cancelled) and those not yet called are not called. The results are in
+/// registration order; a member left out (`None`) comes after one that stops the pass.
+async fn gather<E: PassEvent>(
+    members: &[Entry],
+    event: &E,
+    cx: &InterventionContext,
+    timing: bool,
+) -> Vec<Option<Settled<E::Action>>> {
+    let started = timing.then(Instant::now);
+    let took = || started.map(|s| s.elapsed());
+    let mut results: Vec<Option<Settled<E::Action>>> = members.iter().map(|_| None).collect();
+    // Members before this one have all decided, and none of them stops the pass.
+    let mut resolved = 0;
+    let mut running = FuturesUnordered::new();
+    for (i, entry) in members.iter().enumerate() {
+        let result = match call_handler(entry, event, cx) {
+            Decision::Ready(Some(result)) => result,
+            Decision::Ready(None) => Err(HandlerError::new("decision already taken")),
+            Decision::Boxed(future) => {
+                running.push(settle(future).map(move |result| (i, result)));
+                continue;
+            }
+        };
+        if let Some(slot) = results.get_mut(i) {
+            *slot = Some((result, took()));
+        }
+        if stopped(members, &results, &mut resolved) {
+            return results;
+        }
+    }
+    while let Some((i, result)) = running.next().await {
+        if let Some(slot) = results.get_mut(i) {
+            *slot = Some((result, took()));
+        }
+        if stopped(members, &results, &mut resolved) {
+            // Dropping `running` cancels the members still running.
+            break;
+        }
+    }
+    results
+}
+
+/// Moves `resolved` past the members that decided without stopping the pass; whether the next
+/// one decided something that stops it.
+///
+/// Only what is known without the event counts: an applied deny, and an error that `on_error`
+/// turns into a deny or a failure. A transform whose edit fails and a rejected confirm stop the
+/// pass too, but only `step` can tell (against the event); they stop it there.
+fn stopped<A: Decided>(
+    members: &[Entry],
+    results: &[Option<Settled<A>>],
+    resolved: &mut usize,
+) -> bool {
+    while let (Some(entry), Some(Some((result, _)))) =
+        (members.get(*resolved), results.get(*resolved))
+    {
+        let stops = entry.mode != Mode::Shadow
+            && match result {
+                Ok(action) => action.is_deny(),
+                Err(_) => entry.on_error != OnError::Proceed,
+            };
+        if stops {
+            return true;
+        }
+        *resolved += 1;
+    }
+    false
 }
 
 /// The pass of an event whose handlers all decide at once: a plain loop on the stack, with no

@@ -100,6 +100,7 @@ impl fmt::Debug for SharedHandler {
             .field("on_error", &h.on_error())
             .field("mode", &h.mode())
             .field("subscriptions", &h.subscriptions())
+            .field("parallel", &h.parallel())
             .finish()
     }
 }
@@ -183,6 +184,7 @@ macro_rules! erased {
             fn mode(&self) -> Mode;
             fn subscriptions(&self) -> EventSet;
             fn invocation_ended(&self, event: &AfterInvocationEvent, cx: &InterventionContext);
+            fn parallel(&self) -> bool;
             $(
                 fn $method<'a>(
                     &'a self,
@@ -207,6 +209,9 @@ macro_rules! erased {
             }
             fn invocation_ended(&self, event: &AfterInvocationEvent, cx: &InterventionContext) {
                 H::invocation_ended(self, event, cx)
+            }
+            fn parallel(&self) -> bool {
+                H::parallel(self)
             }
             $(
                 fn $method<'a>(
