@@ -500,3 +500,54 @@ fn confirm_on_after_tool_call_is_bound_to_the_result_it_asked_about() {
     assert_eq!(out.event.result.text(), "CONFIRMATION_FAILED: Send it?");
     assert!(out.event.result.is_error());
 }
+
+#[cfg(feature = "policy")]
+#[test]
+fn confirm_tool_output_policy_asks_about_the_output_of_listed_tools() {
+    use rein_interventions::policy::{ConfirmToolOutput, PolicyHandler};
+    use rein_interventions::testing::{self, ToolCall};
+    let policy = |response: Option<serde_json::Value>| {
+        PolicyHandler::new(
+            "review",
+            ConfirmToolOutput {
+                tools: vec!["query".into()],
+                prompt: "Send '{output}' from {tool} ({table})?".into(),
+                response,
+            },
+        )
+        .unwrap()
+    };
+    let call = || ToolCall::new("query", json!({"table": "customers"}));
+    let out = testing::run([policy(None)], call().returned("3 rows"));
+    let asked = &out.event.interrupts()[0];
+    assert_eq!(asked.reason, json!("Send '3 rows' from query (customers)?"));
+    assert!(asked.id.starts_with("v1:after_tool_call:t1:"));
+    // Other tools are not asked about.
+    let out = testing::run(
+        [policy(None)],
+        ToolCall::new("ls", json!({})).returned("a b"),
+    );
+    assert!(out.event.interrupts().is_empty());
+    // A pre-emptive answer decides at once.
+    let out = testing::run([policy(Some(json!("yes")))], call().returned("3 rows"));
+    assert!(out.event.interrupts().is_empty());
+    assert_eq!(out.event.result.text(), "3 rows");
+    let out = testing::run([policy(Some(json!(false)))], call().returned("3 rows"));
+    assert_eq!(
+        out.event.result.text(),
+        "CONFIRMATION_FAILED: Send '3 rows' from query (customers)?"
+    );
+    // From a policy file too.
+    let set = rein_interventions::policy::Policy::from_toml_str(
+        r#"
+        [[policy]]
+        kind = "confirm_tool_output"
+        name = "review"
+        tools = ["*"]
+        prompt = "Show {output}?"
+        "#,
+    )
+    .unwrap();
+    let out = testing::run(set.into_handlers(), call().returned("x"));
+    assert_eq!(out.event.interrupts()[0].reason, json!("Show x?"));
+}

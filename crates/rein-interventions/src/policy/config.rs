@@ -123,6 +123,20 @@ pub struct ConfirmTools {
     pub response: Option<Value>,
 }
 
+/// `confirm_tool_output`: ask a human before the model sees what a listed tool returned (the
+/// result is held; the tool does not run again on resume).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfirmToolOutput {
+    /// The tools (`*` = every tool).
+    pub tools: Vec<String>,
+    /// The question (template; `{output}` is the result's text).
+    pub prompt: String,
+    /// A pre-emptive answer (`true`, `"yes"`, `false`, ...); absent or `null`: ask.
+    #[serde(default)]
+    pub response: Option<Value>,
+}
+
 /// `max_tool_calls`: deny tool calls past a count.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -226,6 +240,8 @@ pub enum PolicyKind {
     RequireFields(RequireFields),
     /// `confirm_tools`.
     ConfirmTools(ConfirmTools),
+    /// `confirm_tool_output`.
+    ConfirmToolOutput(ConfirmToolOutput),
     /// `max_tool_calls`.
     MaxToolCalls(MaxToolCalls),
     /// `max_model_calls`.
@@ -280,6 +296,7 @@ kinds!(
     DenyInputMatch => "deny_input_match",
     RequireFields => "require_fields",
     ConfirmTools => "confirm_tools",
+    ConfirmToolOutput => "confirm_tool_output",
     MaxToolCalls => "max_tool_calls",
     MaxModelCalls => "max_model_calls",
     Redact => "redact",

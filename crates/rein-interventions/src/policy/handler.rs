@@ -138,6 +138,11 @@ enum Rule {
         fields: Vec<String>,
         feedback: Template,
     },
+    ConfirmToolOutput {
+        tools: Tools,
+        prompt: Template,
+        response: Option<Value>,
+    },
     ConfirmTools {
         tools: Tools,
         prompt: Template,
@@ -256,6 +261,11 @@ impl PolicyHandler {
                 tools: Tools::new(&c.tools),
                 fields: c.fields,
                 feedback: template(c.feedback, "missing required field(s): {missing}"),
+            },
+            PolicyKind::ConfirmToolOutput(c) => Rule::ConfirmToolOutput {
+                tools: Tools::new(&c.tools),
+                prompt: Template::parse(&c.prompt),
+                response: c.response.filter(|v| !v.is_null()),
             },
             PolicyKind::ConfirmTools(c) => Rule::ConfirmTools {
                 tools: Tools::new(&c.tools),
@@ -379,6 +389,7 @@ impl PolicyHandler {
                 EventSet::BEFORE_INVOCATION
             }
             Rule::GuideOutputMatch { .. } => EventSet::AFTER_MODEL_CALL,
+            Rule::ConfirmToolOutput { .. } => EventSet::AFTER_TOOL_CALL,
             Rule::Redact { target, .. } => match target {
                 RedactTarget::Prompt => EventSet::BEFORE_INVOCATION,
                 RedactTarget::ModelRequest => EventSet::BEFORE_MODEL_CALL,
@@ -768,10 +779,27 @@ impl Decide<AfterToolCallEvent, AfterToolCallAction> for PolicyHandler {
     fn decide(
         &self,
         ev: &AfterToolCallEvent,
-        _cx: &InterventionContext,
+        cx: &InterventionContext,
     ) -> Result<AfterToolCallAction, HandlerError> {
         self.fail(EventKind::AfterToolCall)?;
         Ok(match &self.rule {
+            Rule::ConfirmToolOutput {
+                tools,
+                prompt,
+                response,
+            } if tools.contains(&ev.tool_use().name) => {
+                let output = ev.result.text();
+                let extra = [("output", output.as_str())];
+                let vars = TemplateVars::new()
+                    .tool(&ev.tool_use().name, &ev.tool_use().input)
+                    .state(cx.invocation_state())
+                    .extra(&extra);
+                let mut confirm = Confirm::new(prompt.render(&vars));
+                if let Some(r) = response {
+                    confirm = confirm.with_response(r.clone());
+                }
+                AfterToolCallAction::Confirm(confirm)
+            }
             Rule::Redact {
                 target: RedactTarget::ToolResult,
                 pattern,
