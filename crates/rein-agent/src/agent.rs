@@ -53,7 +53,7 @@ pub(crate) struct AgentConfig {
     pub(crate) executor: ToolExecutor,
     pub(crate) retry: RetryStrategy,
     pub(crate) hold_deltas: bool,
-    /// Characters of streamed text a stream guard keeps back (SPEC §3.8).
+    /// Characters of streamed text a stream guard keeps back (SPEC §3.7).
     pub(crate) hold_back: usize,
     pub(crate) inference: InferenceConfig,
     pub(crate) tool_choice: ToolChoice,
@@ -556,7 +556,7 @@ impl AgentBuilder {
     /// (default [`DEFAULT_STREAM_HOLD_BACK`]; 0 releases everything a pass lets through). Only
     /// used when a handler subscribes to `model_output` (or a hook to `ModelOutputEvent`): a
     /// match of up to `chars + 1` characters split across deltas is then caught whole before
-    /// any of it reaches the caller (SPEC §3.8). Costs the caller that much latency on text.
+    /// any of it reaches the caller (SPEC §3.7). Costs the caller that much latency on text.
     pub fn stream_hold_back(mut self, chars: usize) -> Self {
         self.config.hold_back = chars;
         self

@@ -1,4 +1,4 @@
-//! Stream guards: `model_output` interventions on streamed text (SPEC §3.8).
+//! Stream guards: `model_output` interventions on streamed text (SPEC §3.7).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;

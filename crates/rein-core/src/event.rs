@@ -431,7 +431,7 @@ pub enum ModelCallVerdict {
     Failed(ModelError),
 }
 
-/// Fired on the text of a streamed response before any of it reaches the caller (SPEC §3.8):
+/// Fired on the text of a streamed response before any of it reaches the caller (SPEC §3.7):
 /// once after each text delta, on the text not yet released, and a last time (`is_final`) when
 /// the text block ends.
 ///

@@ -28,7 +28,7 @@ use crate::stream::{AgentEvent, Sink};
 pub(super) enum Called {
     /// Its response or error (a denied call's stand-in response included).
     Done(Result<ModelResponse, ModelError>),
-    /// The stream guard withheld the response (SPEC §3.8).
+    /// The stream guard withheld the response (SPEC §3.7).
     Withheld {
         /// What the caller was shown of it, for the AfterModelCall hooks.
         response: ModelResponse,

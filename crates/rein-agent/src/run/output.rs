@@ -1,4 +1,4 @@
-//! The stream guard (SPEC §3.8): the text of a streamed response passes the `ModelOutput`
+//! The stream guard (SPEC §3.7): the text of a streamed response passes the `ModelOutput`
 //! hooks (and so the `model_output` interventions) before any of it reaches the caller or the
 //! assembled response.
 

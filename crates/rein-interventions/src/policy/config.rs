@@ -171,7 +171,7 @@ pub struct Redact {
 
 /// `redact_stream`: replace matches of a pattern in the model's text as it streams, before the
 /// caller sees it (on `model_output`). A match is caught whole when it is at most the agent's
-/// hold-back window plus one character long (SPEC §3.8).
+/// hold-back window plus one character long (SPEC §3.7).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RedactStream {

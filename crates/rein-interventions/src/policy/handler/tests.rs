@@ -16,12 +16,12 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::InterventionRegistry;
-use crate::testing::StreamedText;
 use crate::policy::{
     AllowToolsByRole, ConfirmTools, DenyInputMatch, DenyPromptMatch, DenyStreamMatch, DenyTools,
     GuideModelCall, GuideOutputMatch, GuidePromptMatch, LoadOptions, MaxModelCalls, MaxToolCalls,
     Policy, Redact, RedactStream, RequireFields,
 };
+use crate::testing::StreamedText;
 
 fn hooks(handlers: Vec<PolicyHandler>) -> HookRegistry {
     InterventionRegistry::new(
@@ -730,7 +730,9 @@ fn redact_stream_rewrites_the_pending_text_only() {
     assert_eq!(h.subscriptions(), EventSet::MODEL_OUTPUT);
     let out = crate::testing::run(
         [h],
-        StreamedText::new("is sk-abcd, sk-").released("key sk-").event(),
+        StreamedText::new("is sk-abcd, sk-")
+            .released("key sk-")
+            .event(),
     );
     assert_eq!(out.event.pending, "is [KEY], sk-");
     assert_eq!(out.event.released(), "key sk-");
