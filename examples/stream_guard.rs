@@ -50,7 +50,9 @@ async fn show(agent: &mut Agent, prompt: &str) -> Result<(), rein::Error> {
         match event? {
             AgentEvent::TextDelta(text) => shown.push_str(&text),
             AgentEvent::ResponseDiscarded { reason, handler } => {
-                println!("[shown] {shown}");
+                if !shown.is_empty() {
+                    println!("[shown] {shown}");
+                }
                 println!(
                     "[withdrawn] {reason} (by {})",
                     handler.as_deref().unwrap_or("-")
