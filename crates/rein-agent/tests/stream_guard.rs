@@ -659,3 +659,25 @@ async fn a_plain_hook_can_guard_the_stream_too() {
     assert_eq!(shown.text, "one 2 three");
     assert_eq!(stored(&a), "one 2 three");
 }
+
+#[tokio::test]
+async fn a_malformed_stream_never_shows_unguarded_text() {
+    // A text delta without a block start: the assembler rejects it before it is shown.
+    let model = ScriptedModel::builder()
+        .response(ScriptedResponse::events(vec![
+            StreamEvent::BlockDelta(BlockDelta::Text(format!("raw {SECRET}"))),
+            StreamEvent::MessageStop {
+                stop_reason: StopReason::EndTurn,
+            },
+        ]))
+        .build();
+    let mut a = agent(model)
+        .intervention(redact_keys())
+        .retry_strategy(rein_agent::RetryStrategy::none())
+        .build()
+        .unwrap();
+    let shown = stream_all(&mut a, "go").await;
+    assert_eq!(shown.text, "");
+    assert!(shown.result.is_err());
+    assert_history_valid(a.messages());
+}

@@ -188,13 +188,18 @@ impl Agent {
                         }
                     },
                 };
-                if sink.is_enabled()
-                    && let Some(out) = delta_event(&ev, &mut tool_id)
-                {
+                let out = if sink.is_enabled() {
+                    delta_event(&ev, &mut tool_id)
+                } else {
+                    None
+                };
+                // Assembled first: a delta the assembler rejects (malformed stream) never
+                // reaches the caller, guarded or not.
+                asm.push(ev).map_err(|e| Stop::Model(e.into()))?;
+                if let Some(out) = out {
                     sink.delta(out);
                     sink.flush().await;
                 }
-                asm.push(ev).map_err(|e| Stop::Model(e.into()))?;
             }
             if let Some(g) = guard.as_mut()
                 && let Guarded::Withheld { text, handler } =
