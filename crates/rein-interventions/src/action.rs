@@ -24,8 +24,8 @@ type EditFn<T> = Box<dyn FnOnce(&mut T) -> Result<(), HandlerError> + Send>;
 ///
 /// `T` is the writable part: `Vec<Message>` (the input, on `before_invocation`),
 /// [`ModelRequest`] (the request overlay, on `before_model_call`), [`Message`] (the response, on
-/// `after_model_call`), `String` (the pending text, on `model_output`), [`ToolUseDraft`] (on `before_tool_call`) or [`ToolResultDraft`] (on
-/// `after_tool_call`).
+/// `after_model_call`), `String` (the pending text, on `model_output`), [`ToolUseDraft`] (on
+/// `before_tool_call`) or [`ToolResultDraft`] (on `after_tool_call`).
 pub struct Transform<T> {
     edit: EditFn<T>,
 }

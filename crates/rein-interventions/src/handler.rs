@@ -81,8 +81,9 @@ impl From<&InvocationContext> for InterventionContext {
 /// # Subscriptions
 /// Rust cannot tell which methods an implementation overrides, so a handler says so in
 /// [`subscriptions`](Self::subscriptions), once, when the registry is built. It defaults to
-/// every event but `model_output` (a stream guard holds text back, so it is opt-in): a handler that forgets to narrow it is still called everywhere (correct, at the
-/// cost of one boxed future per event for the default `Proceed`), rather than silently ignored.
+/// every event but `model_output` (a stream guard holds text back, so it is opt-in): a handler
+/// that forgets to narrow it is still called everywhere else (correct, at the cost of one boxed
+/// future per event for the default `Proceed`), rather than silently ignored.
 /// Narrow it to the methods you implement and the other events cost nothing. Handlers built with
 /// [`Intervention`](crate::Intervention) set it exactly.
 ///
