@@ -56,6 +56,21 @@ fn authz_roles() {
 }
 
 #[test]
+fn stream_guard() {
+    let out = run("stream_guard");
+    for e in [
+        "[shown] Your key is [KEY] — keep it safe.",
+        "[stored] Your key is [KEY] — keep it safe.",
+        "[withdrawn] DENIED: launch codes are not shown (by no-launch-codes)",
+        "[stored] DENIED: launch codes are not shown",
+    ] {
+        assert!(out.contains(e), "missing {e:?} in:\n{out}");
+    }
+    assert!(!out.contains("sk-"), "{out}");
+    assert!(!out.contains("LAUNCH"), "{out}");
+}
+
+#[test]
 fn polite_guard() {
     check(
         "polite_guard",

@@ -425,6 +425,9 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
     if want("stream") {
         streaming(&rec, &cfg, &rt);
     }
+    if want("stream_guard") {
+        stream_guard(&rec, &cfg, &rt);
+    }
     if want("retained") {
         retained(&rec, &rt);
     }
@@ -659,6 +662,100 @@ fn streaming(rec: &Recorder, cfg: &Config, rt: &tokio::runtime::Runtime) {
         "us",
         json!({"n": iters}),
     );
+}
+
+/// Stream guards (SPEC §3.9): the same stamped stream through 0, 1 and 5 proceeding
+/// `model_output` handlers with no hold-back window, so each delta is released right after its
+/// pass. Per delta: yield-to-receive latency and (wall of K deltas - wall with no handler) / K;
+/// per call: time from `stream()` to the first text delta received.
+fn stream_guard(rec: &Recorder, cfg: &Config, rt: &tokio::runtime::Runtime) {
+    use rein::interventions::{Intervention, ModelOutputAction};
+    const K: usize = 200;
+    let ns = [0usize, 1, 5];
+    let stamps = Arc::new(Mutex::new(Vec::new()));
+    let mut agents: Vec<Agent> = ns
+        .iter()
+        .map(|&n| {
+            let mut b = Agent::builder()
+                .model(StampingModel {
+                    k: Arc::new(Mutex::new(K)),
+                    stamps: stamps.clone(),
+                })
+                .no_conversation_manager()
+                .stream_hold_back(0);
+            for i in 0..n {
+                b = b.intervention(Intervention::named(format!("guard-{i}")).model_output(
+                    |ev, _| {
+                        std::hint::black_box(ev.pending.len());
+                        ModelOutputAction::Proceed
+                    },
+                ));
+            }
+            build(b)
+        })
+        .collect();
+    // One streamed call: (latencies yield→receive in ns, ns to the first delta, wall ns).
+    let one = |agent: &mut Agent| -> (Vec<f64>, f64, f64) {
+        rt.block_on(async {
+            agent.clear_history();
+            let mut lat = Vec::with_capacity(K);
+            let mut first = None;
+            let t0 = Instant::now();
+            let mut s = agent.stream("hi");
+            while let Some(ev) = s.next().await {
+                if let Ok(AgentEvent::TextDelta(t)) = ev {
+                    let now = Instant::now();
+                    first.get_or_insert(now.duration_since(t0).as_nanos() as f64);
+                    if let Ok(i) = t.parse::<usize>()
+                        && let Some(at) =
+                            stamps.lock().unwrap_or_else(PoisonError::into_inner).get(i)
+                    {
+                        lat.push(now.duration_since(*at).as_nanos() as f64);
+                    }
+                }
+            }
+            (lat, first.unwrap_or(0.0), t0.elapsed().as_nanos() as f64)
+        })
+    };
+    for a in agents.iter_mut() {
+        for _ in 0..3 {
+            one(a);
+        }
+    }
+    let mut lat: Vec<Vec<f64>> = ns.iter().map(|_| Vec::new()).collect();
+    let mut first: Vec<Vec<f64>> = ns.iter().map(|_| Vec::new()).collect();
+    let mut wall: Vec<Vec<f64>> = ns.iter().map(|_| Vec::new()).collect();
+    // Interleaved rounds, so load drift hits every N alike.
+    for _ in 0..cfg.batches(60) {
+        for (i, a) in agents.iter_mut().enumerate() {
+            let (l, f, w) = one(a);
+            lat[i].extend(l);
+            first[i].push(f);
+            wall[i].push(w);
+        }
+    }
+    let med = |v: &[f64]| Samples::default().summarize(v, 1.0);
+    let base_wall = med(&wall[0]).0;
+    for (i, &n) in ns.iter().enumerate() {
+        let scn = format!("stream_guard_{n}");
+        let (m, p10, p90) = med(&lat[i]);
+        rec.record(&scn, "yield_to_receive", m, "us",
+            json!({"p10": p10, "p90": p90, "n": lat[i].len(), "handlers": n, "deltas_per_call": K, "hold_back": 0}));
+        let (m, p10, p90) = med(&first[i]);
+        rec.record(
+            &scn,
+            "first_delta",
+            m,
+            "us",
+            json!({"p10": p10, "p90": p90, "n": first[i].len(), "handlers": n,
+                   "note": "from stream() to the first text delta received"}),
+        );
+        if n > 0 {
+            rec.record(&scn, "per_delta_added", (med(&wall[i]).0 - base_wall) / K as f64, "us",
+                json!({"handlers": n, "deltas_per_call": K,
+                       "note": "(wall of K deltas with N handlers - with none) / K, interleaved rounds"}));
+        }
+    }
 }
 
 /// Heap retained per finished invocation once history is cleared.

@@ -1,5 +1,7 @@
 //! Criterion benchmarks of the hot paths: one text invocation, a 10-tool-round invocation,
-//! hook dispatch with 0 / 1 / 5 / 20 callbacks per event.
+//! hook dispatch with 0 / 1 / 5 / 20 callbacks per event, and a streamed response of 200
+//! one-character deltas through a stream guard of 0 / 1 / 5 proceeding `model_output` handlers
+//! (whole stream, and time to the first delta).
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 use std::future::Future;
@@ -8,13 +10,16 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use rein_agent::{Agent, ToolExecutor};
+use std::time::{Duration, Instant};
+
+use rein_agent::{Agent, AgentEvent, ToolExecutor};
 use rein_core::{
     ToolHandle, ToolUse,
     event::{BeforeToolCallEvent, InvocationContext},
     tool::ToolOutput,
 };
 use rein_hooks::HookRegistry;
+use rein_interventions::{Intervention, ModelOutputAction};
 use rein_models::{ScriptedModel, ScriptedResponse};
 use serde_json::json;
 
@@ -99,5 +104,67 @@ fn bench_hooks(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_invoke, bench_hooks);
+/// A streamed response of `DELTAS` one-character text deltas, guarded by `n` handlers that
+/// proceed (hold-back 0, so each delta is released after its pass).
+fn guarded_agent(n: usize) -> Agent {
+    let model = ScriptedModel::builder()
+        .cycle()
+        .record_requests(false)
+        .text("x".repeat(DELTAS))
+        .chunk_chars(1)
+        .build();
+    let mut b = Agent::builder().model(model).stream_hold_back(0);
+    for i in 0..n {
+        b = b.intervention(
+            Intervention::named(format!("guard-{i}")).model_output(|ev, _| {
+                black_box(ev.pending.len());
+                ModelOutputAction::Proceed
+            }),
+        );
+    }
+    b.build().unwrap()
+}
+
+const DELTAS: usize = 200;
+
+fn bench_stream_guard(c: &mut Criterion) {
+    let mut group = c.benchmark_group("stream_guard");
+    for n in [0usize, 1, 5] {
+        let mut agent = guarded_agent(n);
+        group.bench_function(format!("{DELTAS} deltas, {n} handlers"), |b| {
+            b.iter(|| {
+                agent.clear_history();
+                run_ready(async {
+                    let mut s = agent.stream("Hi");
+                    while let Some(ev) = s.next().await {
+                        black_box(ev.unwrap());
+                    }
+                });
+            })
+        });
+        group.bench_function(format!("first delta, {n} handlers"), |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    agent.clear_history();
+                    run_ready(async {
+                        let started = Instant::now();
+                        let mut s = agent.stream("Hi");
+                        while let Some(ev) = s.next().await {
+                            if let Ok(AgentEvent::TextDelta(_)) = ev {
+                                total += started.elapsed();
+                                break;
+                            }
+                        }
+                        while s.next().await.is_some() {}
+                    });
+                }
+                total
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_invoke, bench_hooks, bench_stream_guard);
 criterion_main!(benches);

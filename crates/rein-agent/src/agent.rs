@@ -27,6 +27,10 @@ use crate::session::{SessionBinding, SharedBinding};
 use crate::stream::{AgentStream, Sink};
 use crate::tools::{ToolExecutor, ToolSet};
 
+/// The default hold-back window of a stream guard, in characters
+/// ([`AgentBuilder::stream_hold_back`]).
+pub const DEFAULT_STREAM_HOLD_BACK: usize = 64;
+
 /// The default result message of a cancelled invocation.
 pub const CANCELLED_BY_USER: &str = "Cancelled by user";
 
@@ -49,6 +53,8 @@ pub(crate) struct AgentConfig {
     pub(crate) executor: ToolExecutor,
     pub(crate) retry: RetryStrategy,
     pub(crate) hold_deltas: bool,
+    /// Characters of streamed text a stream guard keeps back (SPEC §3.9).
+    pub(crate) hold_back: usize,
     pub(crate) inference: InferenceConfig,
     pub(crate) tool_choice: ToolChoice,
 }
@@ -373,6 +379,7 @@ impl Default for AgentBuilder {
                 executor: ToolExecutor::default(),
                 retry: RetryStrategy::default(),
                 hold_deltas: false,
+                hold_back: DEFAULT_STREAM_HOLD_BACK,
                 inference: InferenceConfig::default(),
                 tool_choice: ToolChoice::Auto,
             },
@@ -557,6 +564,16 @@ impl AgentBuilder {
     /// that is then withheld.
     pub fn hold_deltas_until_verdict(mut self, hold: bool) -> Self {
         self.config.hold_deltas = hold;
+        self
+    }
+
+    /// How many characters of streamed text the stream guard keeps back after each pass
+    /// (default [`DEFAULT_STREAM_HOLD_BACK`]; 0 releases everything a pass lets through). Only
+    /// used when a handler subscribes to `model_output` (or a hook to `ModelOutputEvent`): a
+    /// match of up to `chars + 1` characters split across deltas is then caught whole before
+    /// any of it reaches the caller (SPEC §3.9). Costs the caller that much latency on text.
+    pub fn stream_hold_back(mut self, chars: usize) -> Self {
+        self.config.hold_back = chars;
         self
     }
 

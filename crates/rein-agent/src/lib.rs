@@ -39,7 +39,7 @@ mod session;
 mod stream;
 mod tools;
 
-pub use agent::{Agent, AgentBuilder, CANCELLED_BY_USER, Input, Limits};
+pub use agent::{Agent, AgentBuilder, CANCELLED_BY_USER, DEFAULT_STREAM_HOLD_BACK, Input, Limits};
 pub use cancel::CancelHandle;
 pub use conversation::{
     ConversationManager, HistoryEdit, NoConversationManager, SlidingWindow, TRUNCATED_TOOL_RESULT,

@@ -50,6 +50,9 @@ pub(crate) fn replay_file(path: &std::path::Path) -> Result<Value, ReplayError> 
 
 fn scripted_model(scenario: &Scenario) -> ScriptedModel {
     let mut b = ScriptedModel::builder().model_id(format!("scenario:{}", scenario.name));
+    if let Some(n) = scenario.stream_chunk_chars {
+        b = b.chunk_chars(n);
+    }
     for entry in &scenario.model {
         if let Some(err) = entry.error {
             b = match err {
@@ -163,6 +166,9 @@ async fn run(scenario: Scenario) -> Result<Value, ReplayError> {
     }
     if let Some(n) = scenario.max_hook_retries {
         builder = builder.max_hook_retries(n);
+    }
+    if let Some(n) = scenario.stream_hold_back {
+        builder = builder.stream_hold_back(n);
     }
     let mut agent = builder
         .build()

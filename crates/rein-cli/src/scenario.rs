@@ -40,6 +40,13 @@ pub(crate) struct Scenario {
     pub(crate) tool_executor: Executor,
     #[serde(default)]
     pub(crate) max_hook_retries: Option<u32>,
+    /// The scripted model streams text in deltas of this many characters (default: one delta
+    /// per block).
+    #[serde(default)]
+    pub(crate) stream_chunk_chars: Option<usize>,
+    /// The agent's stream-guard hold-back window, in characters (default the agent's).
+    #[serde(default)]
+    pub(crate) stream_hold_back: Option<usize>,
     #[serde(default)]
     pub(crate) tools: Vec<ToolDef>,
     #[serde(default)]

@@ -16,6 +16,8 @@ pub enum EventKind {
     BeforeModelCall,
     /// After each model call.
     AfterModelCall,
+    /// On the text of a streamed response, before it reaches the caller.
+    ModelOutput,
     /// Before each tool call.
     BeforeToolCall,
     /// After each tool call.
@@ -35,6 +37,7 @@ impl EventKind {
             Self::BeforeInvocation => "before_invocation",
             Self::BeforeModelCall => "before_model_call",
             Self::AfterModelCall => "after_model_call",
+            Self::ModelOutput => "model_output",
             Self::BeforeToolCall => "before_tool_call",
             Self::AfterToolCall => "after_tool_call",
             Self::MessageAdded => "message_added",

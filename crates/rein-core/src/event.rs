@@ -492,6 +492,119 @@ pub enum ModelCallVerdict {
     Failed(ModelError),
 }
 
+/// Fired on the text of a streamed response before any of it reaches the caller (SPEC §3.9):
+/// once after each text delta, on the text not yet released, and a last time (`is_final`) when
+/// the text block ends.
+///
+/// Only text is guarded (not tool-use input or reasoning), one text block at a time. After each
+/// pass the agent releases the pending text to the caller except its last `hold_back`
+/// characters, so a pattern split across deltas is still whole in [`pending`](Self::pending)
+/// when a handler looks; the stored response holds exactly the text released. Handlers may
+/// rewrite the pending text or [`withhold`](Self::withhold) the response: the model's stream is
+/// then dropped at once, nothing pending is released, and the turn ends with the deny text.
+///
+/// ```
+/// use rein_core::event::{InvocationContext, ModelOutputEvent};
+/// let mut ev = ModelOutputEvent::new(InvocationContext::default());
+/// ev.push_text("Hello, wor");
+/// assert_eq!(ev.release(4), Some("Hello,".to_owned()));
+/// assert_eq!((ev.released(), ev.pending.as_str()), ("Hello,", " wor"));
+/// ev.push_text("ld");
+/// ev.set_final();
+/// assert_eq!(ev.release(0).as_deref(), Some(" world"));
+/// assert_eq!(ev.released(), "Hello, world");
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct ModelOutputEvent {
+    /// The text of this block not yet released to the caller (writable: a rewrite is what the
+    /// caller sees and what is stored).
+    pub pending: String,
+    released: String,
+    cx: InvocationContext,
+    model_call_index: u32,
+    is_final: bool,
+    withheld: Option<String>,
+    decisions: Vec<DecisionRecord>,
+}
+
+common_accessors!(ModelOutputEvent, EventKind::ModelOutput);
+model_call_index_accessors!(ModelOutputEvent, "the model call streaming this text");
+decision_accessors!(ModelOutputEvent);
+
+impl ModelOutputEvent {
+    /// An event for a text block that has not streamed anything yet.
+    pub fn new(cx: InvocationContext) -> Self {
+        Self {
+            pending: String::new(),
+            released: String::new(),
+            cx,
+            model_call_index: 0,
+            is_final: false,
+            withheld: None,
+            decisions: Vec::new(),
+        }
+    }
+
+    /// The text of this block already released to the caller (read-only: it was shown).
+    pub fn released(&self) -> &str {
+        &self.released
+    }
+
+    /// Whether the text block has ended: this pass is the last, and everything pending is
+    /// released after it.
+    pub fn is_final(&self) -> bool {
+        self.is_final
+    }
+
+    /// Withholds the response: the model's stream is dropped, nothing pending is released, its
+    /// tool uses never run, and an assistant message with `text` is stored in its place.
+    pub fn withhold(&mut self, text: impl Into<String>) {
+        self.withheld = Some(text.into());
+    }
+
+    /// The text standing in for a withheld response.
+    pub fn withheld(&self) -> Option<&str> {
+        self.withheld.as_deref()
+    }
+
+    /// Appends a text delta to the pending text (for the driver of the loop).
+    pub fn push_text(&mut self, delta: &str) {
+        self.pending.push_str(delta);
+    }
+
+    /// Marks the pass to come as the last of the block (for the driver of the loop).
+    pub fn set_final(&mut self) {
+        self.is_final = true;
+    }
+
+    /// Releases the pending text but its last `hold_back` characters (all of it once
+    /// [`is_final`](Self::is_final)), on a char boundary: returns what was released, now part
+    /// of [`released`](Self::released); `None` when nothing is (for the driver of the loop).
+    pub fn release(&mut self, hold_back: usize) -> Option<String> {
+        let split = if self.is_final || hold_back == 0 {
+            self.pending.len()
+        } else {
+            // The start of the `hold_back`-th char from the end; shorter text is all held.
+            match self.pending.char_indices().rev().nth(hold_back - 1) {
+                Some((i, _)) => i,
+                None => 0,
+            }
+        };
+        if split == 0 {
+            return None;
+        }
+        let out = if split == self.pending.len() {
+            std::mem::take(&mut self.pending)
+        } else {
+            let rest = self.pending.split_off(split);
+            std::mem::replace(&mut self.pending, rest)
+        };
+        self.released.push_str(&out);
+        Some(out)
+    }
+}
+
 /// Fired before each tool call, unknown tools included.
 #[derive(Debug)]
 #[non_exhaustive]

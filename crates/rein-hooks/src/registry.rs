@@ -10,6 +10,7 @@ use rein_core::{
     event::{
         AfterInvocationEvent, AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent,
         BeforeModelCallEvent, BeforeToolCallEvent, MessageAddedEvent, MessageUpdatedEvent,
+        ModelOutputEvent,
     },
     tool::BoxFuture,
 };
@@ -236,6 +237,7 @@ events! {
     before_invocation: BeforeInvocationEvent,
     before_model_call: BeforeModelCallEvent,
     after_model_call: AfterModelCallEvent,
+    model_output: ModelOutputEvent,
     before_tool_call: BeforeToolCallEvent,
     after_tool_call: AfterToolCallEvent,
     message_added: MessageAddedEvent,

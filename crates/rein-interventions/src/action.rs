@@ -24,8 +24,8 @@ type EditFn<T> = Box<dyn FnOnce(&mut T) -> Result<(), HandlerError> + Send>;
 ///
 /// `T` is the writable part: `Vec<Message>` (the input, on `before_invocation`),
 /// [`ModelRequest`] (the request overlay, on `before_model_call`), [`Message`] (the response, on
-/// `after_model_call`), [`ToolUseDraft`] (on `before_tool_call`) or [`ToolResultDraft`] (on
-/// `after_tool_call`).
+/// `after_model_call`), `String` (the pending text, on `model_output`), [`ToolUseDraft`] (on
+/// `before_tool_call`) or [`ToolResultDraft`] (on `after_tool_call`).
 pub struct Transform<T> {
     edit: EditFn<T>,
 }
@@ -410,6 +410,25 @@ guide_constructor!(
     "Guidance: the response is discarded, the feedback injected, and the model called again."
 );
 
+/// What a `model_output` handler decides about the pending text of a streamed response.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ModelOutputAction {
+    /// Let it through (it is released, but the hold-back window).
+    Proceed,
+    /// Stop the stream at once and withhold the response: `DENIED: <reason>` is stored in its
+    /// place and the turn ends; nothing pending is released.
+    Deny {
+        /// Why.
+        reason: String,
+    },
+    /// Rewrite the pending text (what is not yet released).
+    Transform(Transform<String>),
+}
+
+common_constructors!(ModelOutputAction, String);
+deny_constructor!(ModelOutputAction);
+
 /// What a `before_tool_call` handler decides about the call.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -549,6 +568,18 @@ impl Decided for AfterModelCallAction {
         match self {
             Self::Proceed => Verdict::Proceed,
             Self::Guide { feedback } => Verdict::Guide(feedback),
+            Self::Transform(t) => Verdict::Transform(t),
+        }
+    }
+}
+
+impl Decided for ModelOutputAction {
+    type Draft = String;
+
+    fn into_verdict(self) -> Verdict<String> {
+        match self {
+            Self::Proceed => Verdict::Proceed,
+            Self::Deny { reason } => Verdict::Deny(reason),
             Self::Transform(t) => Verdict::Transform(t),
         }
     }

@@ -8,7 +8,7 @@ use rein_core::{
     audit::DecisionRecord,
     event::{
         AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent, BeforeModelCallEvent,
-        BeforeToolCallEvent, Cancel, InvocationContext,
+        BeforeToolCallEvent, Cancel, InvocationContext, ModelOutputEvent,
     },
     interrupt::{Interrupt, InterruptAnswers},
 };
@@ -182,6 +182,34 @@ impl PassEvent for AfterModelCallEvent {
         self.inject_guidance(joined);
         self.retry = true;
     }
+}
+
+impl PassEvent for ModelOutputEvent {
+    // No guide on model_output: the action type does not admit one.
+    const GUIDE: GuideEffect = GuideEffect::Inject;
+
+    fn hook_options() -> HookOptions {
+        // An output event: interventions act before plain hooks see the text.
+        HookOptions::order(HookOrder::INTERVENTION_OUTPUT)
+    }
+    fn settled(&self) -> bool {
+        self.withheld().is_some()
+    }
+    fn draft(&self) -> Option<Draft<Self>> {
+        Some(self.pending.clone())
+    }
+    fn commit(&mut self, draft: Draft<Self>) -> Draft<Self> {
+        std::mem::replace(&mut self.pending, draft)
+    }
+    fn restore(&mut self, snapshot: Draft<Self>) {
+        if self.pending != snapshot {
+            self.pending = snapshot;
+        }
+    }
+    fn deny(&mut self, text: String) {
+        self.withhold(text);
+    }
+    fn guide(&mut self, _joined: String) {}
 }
 
 impl PassEvent for BeforeToolCallEvent {

@@ -7,7 +7,7 @@ use rein_core::{
     audit::OnError,
     event::{
         AfterInvocationEvent, AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent,
-        BeforeModelCallEvent, BeforeToolCallEvent, InvocationContext,
+        BeforeModelCallEvent, BeforeToolCallEvent, InvocationContext, ModelOutputEvent,
     },
     id::InvocationId,
     state::{InvocationState, RunState},
@@ -15,7 +15,7 @@ use rein_core::{
 
 use crate::action::{
     AfterModelCallAction, AfterToolCallAction, BeforeInvocationAction, BeforeModelCallAction,
-    BeforeToolCallAction,
+    BeforeToolCallAction, ModelOutputAction,
 };
 use crate::error::HandlerError;
 use crate::list::for_each_intervention_event;
@@ -117,7 +117,7 @@ impl From<&InvocationContext> for InterventionContext {
 /// and decides, through the action it returns, whether it proceeds, is denied, guided, confirmed
 /// by a human, or transformed.
 ///
-/// Each of the five lifecycle methods returns its own action type, which admits only the actions
+/// Each of the six lifecycle methods returns its own action type, which admits only the actions
 /// valid on that event (SPEC §3.2), so an invalid pair does not compile. Every method defaults to
 /// `Proceed`. Methods are async: implement them with `async fn` (or return any `Send` future).
 /// A handler reads the event by shared reference and acts only through what it returns; handlers
@@ -126,8 +126,9 @@ impl From<&InvocationContext> for InterventionContext {
 /// # Subscriptions
 /// Rust cannot tell which methods an implementation overrides, so a handler says so in
 /// [`subscriptions`](Self::subscriptions), once, when the registry is built. It defaults to
-/// every event: a handler that forgets to narrow it is still called everywhere (correct, at the
-/// cost of one boxed future per event for the default `Proceed`), rather than silently ignored.
+/// every event but `model_output` (a stream guard holds text back, so it is opt-in): a handler
+/// that forgets to narrow it is still called everywhere else (correct, at the cost of one boxed
+/// future per event for the default `Proceed`), rather than silently ignored.
 /// Narrow it to the methods you implement and the other events cost nothing. Handlers built with
 /// [`Intervention`](crate::Intervention) set it exactly.
 ///
@@ -173,9 +174,11 @@ pub trait InterventionHandler: Send + Sync + 'static {
         Mode::Enforce
     }
 
-    /// The events the handler is called on, read once when the registry is built (default: all).
+    /// The events the handler is called on, read once when the registry is built (default:
+    /// every event but `model_output`, which guards streamed text and so holds it back: a
+    /// stream guard subscribes to it explicitly).
     fn subscriptions(&self) -> EventSet {
-        EventSet::ALL
+        EventSet::DEFAULT
     }
 
     /// Whether the handler may be awaited concurrently with the parallel handlers next to it,
@@ -220,6 +223,19 @@ pub trait InterventionHandler: Send + Sync + 'static {
     ) -> impl Future<Output = Result<AfterModelCallAction, HandlerError>> + Send {
         let _ = (event, cx);
         async { Ok(AfterModelCallAction::Proceed) }
+    }
+
+    /// On the text of a streamed response before the caller sees it, after each text delta and
+    /// once more when the text block ends (`event.is_final()`): may deny (the stream stops and
+    /// the response is withheld) or transform the pending text. Called only when
+    /// [`subscriptions`](Self::subscriptions) names it.
+    fn model_output(
+        &self,
+        event: &ModelOutputEvent,
+        cx: &InterventionContext,
+    ) -> impl Future<Output = Result<ModelOutputAction, HandlerError>> + Send {
+        let _ = (event, cx);
+        async { Ok(ModelOutputAction::Proceed) }
     }
 
     /// Before each tool call: may deny, guide, ask for confirmation, or transform the tool use.

@@ -2,17 +2,18 @@
 //! agent does.
 //!
 //! An [`InterventionHandler`] is a policy with a name, an error policy ([`OnError`]), a
-//! [`Mode`] (enforce or shadow) and five lifecycle methods — `before_invocation`,
-//! `before_model_call`, `after_model_call`, `before_tool_call`, `after_tool_call` — each
-//! returning its own action type that admits only the actions valid on that event:
+//! [`Mode`] (enforce or shadow) and six lifecycle methods — `before_invocation`,
+//! `before_model_call`, `after_model_call`, `model_output` (streamed text, opt-in),
+//! `before_tool_call`, `after_tool_call` — each returning its own action type that admits only
+//! the actions valid on that event:
 //!
-//! | action | before_invocation | before_tool_call | before_model_call | after_tool_call | after_model_call |
-//! |---|---|---|---|---|---|
-//! | `Proceed` | ✓ | ✓ | ✓ | ✓ | ✓ |
-//! | `Deny { reason }` | cancel | cancel | cancel | | |
-//! | `Guide { feedback }` | cancel | cancel | inject | | inject + retry |
-//! | `Confirm(..)` | | ask | | | |
-//! | `Transform(edit)` | apply | apply | apply | apply | apply |
+//! | action | before_invocation | before_tool_call | before_model_call | after_tool_call | after_model_call | model_output |
+//! |---|---|---|---|---|---|---|
+//! | `Proceed` | ✓ | ✓ | ✓ | ✓ | ✓ | ✓ |
+//! | `Deny { reason }` | cancel | cancel | cancel | | | withhold |
+//! | `Guide { feedback }` | cancel | cancel | inject | | inject + retry | |
+//! | `Confirm(..)` | | ask | | | | |
+//! | `Transform(edit)` | apply | apply | apply | apply | apply | apply (pending text) |
 //!
 //! An invalid pair (say, a deny after a tool ran) does not compile. Small handlers are built
 //! from closures with [`Intervention`]. An [`InterventionRegistry`] built from the handlers
@@ -109,7 +110,8 @@ pub mod testing;
 
 pub use action::{
     AfterModelCallAction, AfterToolCallAction, BeforeInvocationAction, BeforeModelCallAction,
-    BeforeToolCallAction, Confirm, IntoHandlerResult, ToolResultDraft, ToolUseDraft, Transform,
+    BeforeToolCallAction, Confirm, IntoHandlerResult, ModelOutputAction, ToolResultDraft,
+    ToolUseDraft, Transform,
 };
 pub use closure::Intervention;
 pub use error::HandlerError;
@@ -128,7 +130,7 @@ pub use rein_core::{
     error::{BuildError, ModelErrorKind},
     event::{
         AfterInvocationEvent, AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent,
-        BeforeModelCallEvent, BeforeToolCallEvent, Cancel, InvocationContext,
+        BeforeModelCallEvent, BeforeToolCallEvent, Cancel, InvocationContext, ModelOutputEvent,
     },
     id::InvocationId,
     interrupt::{Interrupt, InterruptAnswer, InterruptAnswers},

@@ -30,6 +30,7 @@ macro_rules! for_each_intervention_event {
             (before_invocation, before_invocation_async, BeforeInvocationEvent, BeforeInvocationAction, BEFORE_INVOCATION, BeforeInvocation),
             (before_model_call, before_model_call_async, BeforeModelCallEvent, BeforeModelCallAction, BEFORE_MODEL_CALL, BeforeModelCall),
             (after_model_call, after_model_call_async, AfterModelCallEvent, AfterModelCallAction, AFTER_MODEL_CALL, AfterModelCall),
+            (model_output, model_output_async, ModelOutputEvent, ModelOutputAction, MODEL_OUTPUT, ModelOutput),
             (before_tool_call, before_tool_call_async, BeforeToolCallEvent, BeforeToolCallAction, BEFORE_TOOL_CALL, BeforeToolCall),
             (after_tool_call, after_tool_call_async, AfterToolCallEvent, AfterToolCallAction, AFTER_TOOL_CALL, AfterToolCall),
         }

@@ -63,6 +63,10 @@ impl EventSet {
     /// No event.
     pub const NONE: Self = Self(0);
 
+    /// What a handler subscribes to unless it says otherwise: every event but
+    /// [`MODEL_OUTPUT`](Self::MODEL_OUTPUT) (a stream guard holds text back, so it is opt-in).
+    pub const DEFAULT: Self = Self(Self::ALL.0 & !Self::MODEL_OUTPUT.0);
+
     /// The union of both sets.
     pub const fn union(self, other: Self) -> Self {
         Self(self.0 | other.0)

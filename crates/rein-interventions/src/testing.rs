@@ -23,7 +23,8 @@
 //! ```
 //!
 //! - One builder per event: [`Prompt`] (`before_invocation`), [`ModelCall`]
-//!   (`before_model_call`), [`ModelReply`] (`after_model_call`), [`ToolCall`]
+//!   (`before_model_call`), [`ModelReply`] (`after_model_call`), [`StreamedText`]
+//!   (`model_output`), [`ToolCall`]
 //!   (`before_tool_call`, and `after_tool_call` through [`ToolCall::returned`] /
 //!   [`ToolCall::failed`]). Each takes the invocation state (`.state(json!(..))`) and builds
 //!   the event with `.event()`; `.run_state(&state)` puts several events in one run (for a
@@ -46,7 +47,7 @@ use rein_core::{
     audit::{DecisionRecord, EventKind},
     event::{
         AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent, BeforeModelCallEvent,
-        BeforeToolCallEvent, InvocationContext,
+        BeforeToolCallEvent, InvocationContext, ModelOutputEvent,
     },
     interrupt::{InterruptAnswer, InterruptAnswers},
     request::ModelRequest,
@@ -62,7 +63,7 @@ use crate::event::PassEvent;
 use crate::registry::InterventionRegistry;
 use crate::shared::SharedHandler;
 
-/// One of the five events handlers are called on.
+/// One of the six events handlers are called on.
 pub trait Event: HookEvent + Sized {
     /// What a handler decides on it (`BeforeToolCallAction` for a `BeforeToolCallEvent`, ...).
     type Action;
@@ -115,6 +116,7 @@ macro_rules! event {
 event!(BeforeInvocationEvent, BeforeInvocationAction, Vec<Message>);
 event!(BeforeModelCallEvent, BeforeModelCallAction, ModelRequest);
 event!(AfterModelCallEvent, AfterModelCallAction, Message);
+event!(ModelOutputEvent, ModelOutputAction, String);
 event!(BeforeToolCallEvent, BeforeToolCallAction, ToolUseDraft);
 event!(AfterToolCallEvent, AfterToolCallAction, ToolResultDraft);
 
@@ -428,6 +430,65 @@ impl ModelReply {
     /// The event.
     pub fn event(self) -> AfterModelCallEvent {
         AfterModelCallEvent::new(self.cx, self.outcome).with_model_call_index(self.index)
+    }
+}
+
+/// A `model_output` event: text of a streamed response, not yet released to the caller.
+///
+/// ```
+/// use rein_interventions::testing::StreamedText;
+/// let event = StreamedText::new("sk-12").released("My key is ").last().event();
+/// assert_eq!(event.pending, "sk-12");
+/// assert_eq!(event.released(), "My key is ");
+/// assert!(event.is_final());
+/// ```
+#[derive(Debug, Clone)]
+pub struct StreamedText {
+    pending: String,
+    released: String,
+    last: bool,
+    index: u32,
+    cx: InvocationContext,
+}
+
+impl StreamedText {
+    /// This pending text, nothing released yet, not the last pass.
+    pub fn new(pending: impl Into<String>) -> Self {
+        Self {
+            pending: pending.into(),
+            released: String::new(),
+            last: false,
+            index: 0,
+            cx: InvocationContext::default(),
+        }
+    }
+
+    /// The text of the block already released to the caller.
+    pub fn released(mut self, text: impl Into<String>) -> Self {
+        self.released = text.into();
+        self
+    }
+
+    /// Marks the pass as the last of the text block (`is_final`).
+    pub fn last(mut self) -> Self {
+        self.last = true;
+        self
+    }
+
+    index_setter!("Sets the index of the model call within the invocation (default 0, the first).");
+    context_setters!();
+
+    /// The event.
+    pub fn event(self) -> ModelOutputEvent {
+        let mut event = ModelOutputEvent::new(self.cx).with_model_call_index(self.index);
+        event.push_text(&self.released);
+        // Everything pushed so far counts as released.
+        event.release(0);
+        event.push_text(&self.pending);
+        if self.last {
+            event.set_final();
+        }
+        event
     }
 }
 

@@ -42,7 +42,7 @@ pub mod prelude {
         ContentBlock, Message, Role, Tool, ToolHandle,
         event::{
             AfterInvocationEvent, AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent,
-            BeforeModelCallEvent, BeforeToolCallEvent, Cancel, MessageAddedEvent,
+            BeforeModelCallEvent, BeforeToolCallEvent, Cancel, MessageAddedEvent, ModelOutputEvent,
         },
         message::InterruptResponse,
         result::AgentResult,
@@ -53,8 +53,8 @@ pub mod prelude {
     pub use rein_interventions::{
         AfterModelCallAction, AfterToolCallAction, BeforeInvocationAction, BeforeModelCallAction,
         BeforeToolCallAction, Confirm, DecisionAction, DecisionOutcome, DecisionRecord, EventSet,
-        HandlerError, Intervention, InterventionContext, InterventionHandler, Mode, OnError,
-        Transform,
+        HandlerError, Intervention, InterventionContext, InterventionHandler, Mode,
+        ModelOutputAction, OnError, Transform,
     };
     pub use rein_models::{Model, ScriptedModel, ScriptedResponse};
     pub use rein_sessions::{FileSessionStore, SessionError, SessionManager, SessionStore};

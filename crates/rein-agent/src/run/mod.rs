@@ -16,6 +16,7 @@ mod finish;
 mod inject;
 mod machine;
 mod model;
+mod output;
 mod start;
 mod tools;
 

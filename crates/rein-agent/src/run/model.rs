@@ -7,7 +7,10 @@ use futures_util::StreamExt as _;
 use rein_core::{
     ContentBlock, Error, Message, ModelError,
     audit::{DecisionAction, DecisionOutcome, DecisionRecord},
-    event::{AfterModelCallEvent, BeforeModelCallEvent, ModelCallVerdict, RequestVerdict},
+    event::{
+        AfterModelCallEvent, BeforeModelCallEvent, ModelCallVerdict, ModelOutputEvent,
+        RequestVerdict,
+    },
     request::ModelRequest,
     result::CycleMetrics,
     stream::{BlockDelta, BlockStart, ModelResponse, StopReason, StreamAssembler, StreamEvent},
@@ -15,10 +18,43 @@ use rein_core::{
 use tracing::Instrument as _;
 
 use super::machine::Fed;
+use super::output::{Guarded, OutputGuard};
 use super::{Invocation, listeners};
 use crate::agent::Agent;
 use crate::conversation::HistoryEdit;
 use crate::stream::{AgentEvent, Sink};
+
+/// What a model call came to.
+pub(super) enum Called {
+    /// Its response or error (a denied call's stand-in response included).
+    Done(Result<ModelResponse, ModelError>),
+    /// The stream guard withheld the response (SPEC §3.9).
+    Withheld {
+        /// What the caller was shown of it, for the AfterModelCall hooks.
+        response: ModelResponse,
+        /// The text stored in its place.
+        text: String,
+        /// The handler whose deny withheld it.
+        handler: Option<String>,
+    },
+}
+
+/// How a model stream was consumed.
+enum Streamed {
+    Response(ModelResponse),
+    Withheld {
+        released: String,
+        text: String,
+        handler: Option<String>,
+    },
+}
+
+/// Why a model stream stopped early.
+enum Stop {
+    Model(ModelError),
+    /// A stream guard failed (`OnError::Throw`): the invocation fails.
+    Guard(Error),
+}
 
 impl Agent {
     /// Model call `index`: the request, BeforeModelCall, the call (unless denied), and the
@@ -29,14 +65,25 @@ impl Agent {
         index: u32,
         sink: &Sink,
     ) -> Result<Fed, Error> {
-        let outcome = match self.before_model_call(inv, index, sink).await? {
+        let called = match self.before_model_call(inv, index, sink).await? {
             Ok(request) => self.call_model(inv, request, index, sink).await,
             // No model call happens: no usage, metrics or span for it; AfterModelCall sees the
             // denial as the response.
-            Err(denied) => Ok(denied),
+            Err(denied) => Ok(Called::Done(Ok(denied))),
         };
         inv.streaming_response = false;
-        self.after_model_call(inv, outcome, index, sink).await
+        match called {
+            Ok(called) => self.after_model_call(inv, called, index, sink).await,
+            Err(error) => {
+                // A stream guard failed: what the caller was shown is withdrawn.
+                let handler = match &error {
+                    Error::Handler { handler, .. } => Some(handler.clone()),
+                    _ => None,
+                };
+                sink.discard(error.to_string(), handler);
+                Err(error)
+            }
+        }
     }
 
     /// The request for this call, as BeforeModelCall leaves it; its guidance is stored and
@@ -84,14 +131,16 @@ impl Agent {
         })
     }
 
-    /// Calls the model and assembles its stream, streaming deltas to the caller as they come.
+    /// Calls the model and assembles its stream, streaming deltas to the caller as they come —
+    /// through the stream guard when something subscribes to `ModelOutput`. `Err` is a failed
+    /// guard (the model's own errors are in [`Called::Done`]).
     async fn call_model(
         &self,
         inv: &mut Invocation,
         request: ModelRequest,
         index: u32,
         sink: &Sink,
-    ) -> Result<ModelResponse, ModelError> {
+    ) -> Result<Called, Error> {
         let span = tracing::info_span!(
             "chat",
             otel.name = %format_args!("chat {}", self.core.model_id),
@@ -108,67 +157,137 @@ impl Agent {
         });
         let started = Instant::now();
         inv.streaming_response = true;
+        let mut first = None;
+        let guarded = self.core.hooks.has::<ModelOutputEvent>();
         let result = async {
-            let mut stream = self.core.model.stream(request).await?;
+            let mut stream = self.core.model.stream(request).await.map_err(Stop::Model)?;
             let mut asm = StreamAssembler::new();
-            let mut first = None;
             let mut tool_id = String::new();
+            let mut guard = guarded.then(|| {
+                let hold_back = self.core.config.hold_back;
+                OutputGuard::new(&self.core.hooks, inv.cx.clone(), index, hold_back)
+            });
             while let Some(ev) = stream.next().await {
-                let ev = ev?;
+                let ev = ev.map_err(Stop::Model)?;
                 if first.is_none() {
                     first = Some(started.elapsed());
                 }
-                if sink.is_enabled()
-                    && let Some(out) = delta_event(&ev, &mut tool_id)
-                {
+                let ev = match guard.as_mut() {
+                    None => ev,
+                    Some(g) => match g.feed(ev, inv, &mut asm, sink).await.map_err(Stop::Guard)? {
+                        Guarded::Go(Some(ev)) => ev,
+                        Guarded::Go(None) => continue,
+                        // Returning drops the model's stream: nothing more is read from it.
+                        Guarded::Withheld { text, handler } => {
+                            let released = guard.map(OutputGuard::into_released);
+                            return Ok(Streamed::Withheld {
+                                released: released.unwrap_or_default(),
+                                text,
+                                handler,
+                            });
+                        }
+                    },
+                };
+                let out = if sink.is_enabled() {
+                    delta_event(&ev, &mut tool_id)
+                } else {
+                    None
+                };
+                // Assembled first: a delta the assembler rejects (malformed stream) never
+                // reaches the caller, guarded or not.
+                asm.push(ev).map_err(|e| Stop::Model(e.into()))?;
+                if let Some(out) = out {
                     sink.delta(out);
                     sink.flush().await;
                 }
-                asm.push(ev).map_err(ModelError::from)?;
             }
-            let response = asm.finish().map_err(ModelError::from)?;
-            Ok::<_, ModelError>((response, first))
+            if let Some(g) = guard.as_mut()
+                && let Guarded::Withheld { text, handler } =
+                    g.close(inv, &mut asm, sink).await.map_err(Stop::Guard)?
+            {
+                let released = guard.map(OutputGuard::into_released);
+                return Ok(Streamed::Withheld {
+                    released: released.unwrap_or_default(),
+                    text,
+                    handler,
+                });
+            }
+            let response = asm.finish().map_err(|e| Stop::Model(e.into()))?;
+            Ok::<_, Stop>(Streamed::Response(response))
         }
         .instrument(span.clone())
         .await;
         let mut cycle = CycleMetrics::default();
         cycle.model_call_index = index;
         cycle.duration = started.elapsed();
-        let result = result.map(|(response, first)| {
-            span.record("gen_ai.usage.input_tokens", response.usage.input_tokens);
-            span.record("gen_ai.usage.output_tokens", response.usage.output_tokens);
-            span.record(
-                "gen_ai.response.finish_reasons",
-                response.stop_reason.as_str(),
-            );
-            inv.run.add_usage(&response.usage);
-            cycle.time_to_first_event = first;
-            cycle.usage = response.usage;
-            response
-        });
+        cycle.time_to_first_event = first;
+        let called = match result {
+            Ok(Streamed::Response(response)) => {
+                span.record("gen_ai.usage.input_tokens", response.usage.input_tokens);
+                span.record("gen_ai.usage.output_tokens", response.usage.output_tokens);
+                span.record(
+                    "gen_ai.response.finish_reasons",
+                    response.stop_reason.as_str(),
+                );
+                inv.run.add_usage(&response.usage);
+                cycle.usage = response.usage;
+                Ok(Called::Done(Ok(response)))
+            }
+            Ok(Streamed::Withheld {
+                released,
+                text,
+                handler,
+            }) => Ok(Called::Withheld {
+                response: ModelResponse::new(Message::assistant(released), StopReason::EndTurn),
+                text,
+                handler,
+            }),
+            Err(Stop::Model(error)) => {
+                cycle.time_to_first_event = None;
+                Ok(Called::Done(Err(error)))
+            }
+            Err(Stop::Guard(error)) => Err(error),
+        };
         inv.metrics.cycles.push(cycle);
-        result
+        called
     }
 
     /// AfterModelCall: the hooks' verdict on the call, with its decisions recorded.
     async fn after_model_call(
         &mut self,
         inv: &mut Invocation,
-        outcome: Result<ModelResponse, ModelError>,
+        called: Called,
         index: u32,
         sink: &Sink,
     ) -> Result<Fed, Error> {
         inv.discarded_by = None;
+        let (outcome, withheld) = match called {
+            Called::Done(outcome) => (outcome, None),
+            Called::Withheld {
+                response,
+                text,
+                handler,
+            } => {
+                inv.discarded_by = handler;
+                (Ok(response), Some(text))
+            }
+        };
         if !self.core.hooks.has::<AfterModelCallEvent>() {
-            return Ok(Fed::ModelCalled(match outcome {
-                Ok(response) => ModelCallVerdict::Accept {
+            return Ok(Fed::ModelCalled(match (outcome, withheld) {
+                (_, Some(text)) => ModelCallVerdict::Withhold { text },
+                (Ok(response), None) => ModelCallVerdict::Accept {
                     response,
                     edited: false,
                 },
-                Err(error) => ModelCallVerdict::Failed(error),
+                (Err(error), None) => ModelCallVerdict::Failed(error),
             }));
         }
         let mut ev = AfterModelCallEvent::new(inv.cx.clone(), outcome).with_model_call_index(index);
+        // Plain hooks see a response the stream guard withheld as withheld (interventions do
+        // not run on it: it is settled).
+        if let Some(text) = withheld {
+            ev.withhold(text);
+        }
         if let Err(e) = self.core.hooks.dispatch(&mut ev).await {
             inv.record(ev.take_decisions(), sink);
             return Err(e);
@@ -176,13 +295,16 @@ impl Agent {
         let mut decisions = ev.take_decisions();
         let verdict = ev.into_verdict();
         inv.run.settle_decisions(&verdict, &mut decisions);
-        inv.discarded_by = decisions
+        let decided = decisions
             .iter()
             .find(|d| {
                 d.outcome == DecisionOutcome::Applied
                     && matches!(d.action, DecisionAction::Deny | DecisionAction::Guide)
             })
             .map(|d| d.handler.clone());
+        if decided.is_some() {
+            inv.discarded_by = decided;
+        }
         inv.record(decisions, sink);
         Ok(Fed::ModelCalled(verdict))
     }

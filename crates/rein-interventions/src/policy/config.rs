@@ -184,6 +184,31 @@ pub struct Redact {
     pub tools: Option<Vec<String>>,
 }
 
+/// `redact_stream`: replace matches of a pattern in the model's text as it streams, before the
+/// caller sees it (on `model_output`). A match is caught whole when it is at most the agent's
+/// hold-back window plus one character long (SPEC §3.9).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedactStream {
+    /// The regular expression.
+    pub pattern: String,
+    /// The replacement (`$1`, `${name}` refer to groups); default `[REDACTED]`.
+    #[serde(default = "default_replacement")]
+    pub replacement: String,
+}
+
+/// `deny_stream_match`: stop a streamed response whose text matches, before the caller sees the
+/// match, and withhold it (on `model_output`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DenyStreamMatch {
+    /// The regular expression.
+    pub pattern: String,
+    /// Deny reason (template); default `output matches a denied pattern`.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
 /// `deny_prompt_match`: deny an input (prompt or injected message) that matches.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -256,6 +281,10 @@ pub enum PolicyKind {
     GuideOutputMatch(GuideOutputMatch),
     /// `guide_model_call`.
     GuideModelCall(GuideModelCall),
+    /// `redact_stream`.
+    RedactStream(RedactStream),
+    /// `deny_stream_match`.
+    DenyStreamMatch(DenyStreamMatch),
 }
 
 macro_rules! kinds {
@@ -304,4 +333,6 @@ kinds!(
     GuidePromptMatch => "guide_prompt_match",
     GuideOutputMatch => "guide_output_match",
     GuideModelCall => "guide_model_call",
+    RedactStream => "redact_stream",
+    DenyStreamMatch => "deny_stream_match",
 );

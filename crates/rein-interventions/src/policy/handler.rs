@@ -9,7 +9,7 @@ use rein_core::{
     audit::{EventKind, OnError},
     event::{
         AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent, BeforeModelCallEvent,
-        BeforeToolCallEvent,
+        BeforeToolCallEvent, ModelOutputEvent,
     },
     message::ToolResultContent,
 };
@@ -21,7 +21,7 @@ use super::error::PolicyError;
 use super::template::{Template, TemplateVars, json_text};
 use crate::action::{
     AfterModelCallAction, AfterToolCallAction, BeforeInvocationAction, BeforeModelCallAction,
-    BeforeToolCallAction, Confirm,
+    BeforeToolCallAction, Confirm, ModelOutputAction,
 };
 use crate::error::HandlerError;
 use crate::handler::{InterventionContext, InterventionHandler, Mode};
@@ -183,6 +183,14 @@ enum Rule {
         /// The run-state key saying this run was guided (for `once`).
         guided_key: String,
     },
+    RedactStream {
+        pattern: Regex,
+        replacement: String,
+    },
+    DenyStreamMatch {
+        pattern: Regex,
+        reason: Template,
+    },
     Fail {
         event: EventKind,
         message: String,
@@ -317,6 +325,14 @@ impl PolicyHandler {
                 once: c.once,
                 guided_key: format!("{name}:guided"),
             },
+            PolicyKind::RedactStream(c) => Rule::RedactStream {
+                pattern: compile(&c.pattern, &name)?,
+                replacement: c.replacement,
+            },
+            PolicyKind::DenyStreamMatch(c) => Rule::DenyStreamMatch {
+                pattern: compile(&c.pattern, &name)?,
+                reason: template(c.reason, "output matches a denied pattern"),
+            },
         };
         Ok(Self {
             name,
@@ -390,6 +406,7 @@ impl PolicyHandler {
             }
             Rule::GuideOutputMatch { .. } => EventSet::AFTER_MODEL_CALL,
             Rule::ConfirmToolOutput { .. } => EventSet::AFTER_TOOL_CALL,
+            Rule::RedactStream { .. } | Rule::DenyStreamMatch { .. } => EventSet::MODEL_OUTPUT,
             Rule::Redact { target, .. } => match target {
                 RedactTarget::Prompt => EventSet::BEFORE_INVOCATION,
                 RedactTarget::ModelRequest => EventSet::BEFORE_MODEL_CALL,
@@ -664,6 +681,32 @@ impl Decide<AfterModelCallEvent, AfterModelCallAction> for PolicyHandler {
                 })
             }
             _ => AfterModelCallAction::Proceed,
+        })
+    }
+}
+
+impl Decide<ModelOutputEvent, ModelOutputAction> for PolicyHandler {
+    fn decide(
+        &self,
+        ev: &ModelOutputEvent,
+        cx: &InterventionContext,
+    ) -> Result<ModelOutputAction, HandlerError> {
+        self.fail(EventKind::ModelOutput)?;
+        Ok(match &self.rule {
+            Rule::RedactStream {
+                pattern,
+                replacement,
+            } if pattern.is_match(&ev.pending) => {
+                let (re, rep) = (pattern.clone(), replacement.clone());
+                ModelOutputAction::transform(move |pending: &mut String| {
+                    redact_string(&re, &rep, pending);
+                })
+            }
+            Rule::DenyStreamMatch { pattern, reason } if pattern.is_match(&ev.pending) => {
+                let vars = TemplateVars::new().state(cx.invocation_state());
+                ModelOutputAction::deny(reason.render(&vars))
+            }
+            _ => ModelOutputAction::Proceed,
         })
     }
 }

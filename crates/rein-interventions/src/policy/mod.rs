@@ -40,9 +40,9 @@ mod load;
 mod template;
 
 pub use config::{
-    AllowToolsByRole, ConfirmToolOutput, ConfirmTools, DenyInputMatch, DenyPromptMatch, DenyTools,
-    GuideModelCall, GuideOutputMatch, GuidePromptMatch, MaxModelCalls, MaxToolCalls, PolicyKind,
-    Redact, RedactTarget, RequireFields, Scope,
+    AllowToolsByRole, ConfirmToolOutput, ConfirmTools, DenyInputMatch, DenyPromptMatch,
+    DenyStreamMatch, DenyTools, GuideModelCall, GuideOutputMatch, GuidePromptMatch, MaxModelCalls,
+    MaxToolCalls, PolicyKind, Redact, RedactStream, RedactTarget, RequireFields, Scope,
 };
 pub use error::PolicyError;
 pub use handler::PolicyHandler;

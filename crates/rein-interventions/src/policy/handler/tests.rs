@@ -17,10 +17,11 @@ use serde_json::{Value, json};
 use super::*;
 use crate::InterventionRegistry;
 use crate::policy::{
-    AllowToolsByRole, ConfirmTools, DenyInputMatch, DenyPromptMatch, DenyTools, GuideModelCall,
-    GuideOutputMatch, GuidePromptMatch, LoadOptions, MaxModelCalls, MaxToolCalls, Policy, Redact,
-    RequireFields,
+    AllowToolsByRole, ConfirmTools, DenyInputMatch, DenyPromptMatch, DenyStreamMatch, DenyTools,
+    GuideModelCall, GuideOutputMatch, GuidePromptMatch, LoadOptions, MaxModelCalls, MaxToolCalls,
+    Policy, Redact, RedactStream, RequireFields,
 };
+use crate::testing::StreamedText;
 
 fn hooks(handlers: Vec<PolicyHandler>) -> HookRegistry {
     InterventionRegistry::new(
@@ -711,6 +712,8 @@ fn loads_every_kind_from_toml_and_json() {
         {"name": "10", "kind": "guide_prompt_match", "pattern": "x", "feedback": "f"},
         {"name": "11", "kind": "guide_output_match", "pattern": "x", "feedback": "f"},
         {"name": "12", "kind": "guide_model_call", "feedback": "f", "once": true},
+        {"name": "13", "kind": "redact_stream", "pattern": "x", "replacement": "y"},
+        {"name": "14", "kind": "deny_stream_match", "pattern": "x", "reason": "no {state.u}"},
     ]);
     let p = Policy::from_json_str(&json.to_string()).unwrap();
     let kinds: Vec<_> = p.handlers().iter().map(PolicyHandler::kind_name).collect();
@@ -718,8 +721,69 @@ fn loads_every_kind_from_toml_and_json() {
     let wrapped = json!({"policy": json});
     assert_eq!(
         Policy::from_json_str(&wrapped.to_string()).unwrap().len(),
-        13
+        15
     );
+}
+
+// ---- streamed output ----
+
+#[test]
+fn redact_stream_rewrites_the_pending_text_only() {
+    let h = PolicyHandler::new(
+        "keys",
+        RedactStream {
+            pattern: r"sk-[a-z]{4}".into(),
+            replacement: "[KEY]".into(),
+        },
+    )
+    .unwrap();
+    assert_eq!(h.subscriptions(), EventSet::MODEL_OUTPUT);
+    let out = crate::testing::run(
+        [h],
+        StreamedText::new("is sk-abcd, sk-")
+            .released("key sk-")
+            .event(),
+    );
+    assert_eq!(out.event.pending, "is [KEY], sk-");
+    assert_eq!(out.event.released(), "key sk-");
+    assert_eq!(out.decisions[0].action, DecisionAction::Transform);
+    assert_eq!(out.decisions[0].event, EventKind::ModelOutput);
+    // Nothing to redact: no decision, no copy.
+    let h = PolicyHandler::new(
+        "keys",
+        RedactStream {
+            pattern: r"sk-[a-z]{4}".into(),
+            replacement: "[KEY]".into(),
+        },
+    )
+    .unwrap();
+    let out = crate::testing::run([h], StreamedText::new("plain").last().event());
+    assert!(out.decisions.is_empty());
+    assert_eq!(out.event.pending, "plain");
+}
+
+#[test]
+fn deny_stream_match_withholds_with_a_templated_reason() {
+    let h = PolicyHandler::new(
+        "no-codes",
+        DenyStreamMatch {
+            pattern: "LAUNCH-\\d+".into(),
+            reason: Some("no codes for {state.user}".into()),
+        },
+    )
+    .unwrap();
+    let out = crate::testing::run(
+        [h],
+        StreamedText::new("the code is LAUNCH-42")
+            .state(json!({"user": "ann"}))
+            .event(),
+    );
+    assert_eq!(out.event.withheld(), Some("DENIED: no codes for ann"));
+    assert_eq!(out.decisions[0].action, DecisionAction::Deny);
+    let loaded = Policy::from_json_str(
+        &json!([{"name": "s", "kind": "redact_stream", "pattern": "("}]).to_string(),
+    );
+    assert!(loaded.unwrap_err().to_string().contains("pattern"));
 }
 
 fn load_err(json: Value) -> String {
