@@ -596,7 +596,9 @@ impl Decide<BeforeModelCallEvent, BeforeModelCallAction> for PolicyHandler {
                 if counter.admit(cx, None, *limit)? {
                     BeforeModelCallAction::Proceed
                 } else {
-                    BeforeModelCallAction::deny(reason.render(&vars))
+                    let limit = limit.to_string();
+                    let extra = [("limit", limit.as_str())];
+                    BeforeModelCallAction::deny(reason.render(&vars.extra(&extra)))
                 }
             }
             Rule::GuideModelCall {
@@ -799,7 +801,9 @@ impl Decide<BeforeToolCallEvent, BeforeToolCallAction> for PolicyHandler {
                 if counter.admit(cx, Some(&tool_use.tool_use_id), *limit)? {
                     BeforeToolCallAction::Proceed
                 } else {
-                    BeforeToolCallAction::deny(reason.render(&vars))
+                    let limit = limit.to_string();
+                    let extra = [("limit", limit.as_str())];
+                    BeforeToolCallAction::deny(reason.render(&vars.extra(&extra)))
                 }
             }
             Rule::Redact {

@@ -292,7 +292,7 @@ fn max_tool_calls_counts_distinct_ids_per_invocation() {
     assert_eq!(call(&inv, "b", "search"), None);
     assert_eq!(
         call(&inv, "c", "search").as_deref(),
-        Some("DENIED: at most {limit} searches")
+        Some("DENIED: at most 2 searches")
     );
     assert_eq!(call(&inv, "b", "search"), None);
     // A resume is a new invocation of the same run: the count goes on.
