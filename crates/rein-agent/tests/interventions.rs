@@ -1913,3 +1913,134 @@ async fn a_parallel_group_in_a_run() {
     );
     assert_history_valid(agent.messages());
 }
+
+// ---------------------------------------------------------------------------------------------
+// Approve with edits
+
+/// Asks before every echo.
+fn ask_all() -> Intervention {
+    Intervention::named("ask-all").before_tool_call(|_, _| BeforeToolCallAction::confirm("Run it?"))
+}
+
+#[tokio::test]
+async fn an_approval_with_an_edit_runs_the_edited_call_and_rewrites_the_stored_message() {
+    use rein_core::interrupt::Approval;
+    let log = Log::default();
+    let mut agent = agent(one("t1", "delete all"))
+        .tool(echo_tool(&log))
+        .intervention(ask_all())
+        .hook(message_updates(&log))
+        .build()
+        .unwrap();
+    let r = agent.invoke("go").await.unwrap();
+    let id = r.interrupts[0].id.clone();
+    let edit = Approval::approve().with_edit(json!({"text": "delete drafts"}));
+    let r = agent
+        .invoke(vec![InterruptResponse::new(&id, edit)])
+        .await
+        .unwrap();
+    assert_eq!(r.text(), "done");
+    let log = log.take();
+    assert!(
+        log.contains(&"ran echo:delete drafts".to_owned()),
+        "{log:?}"
+    );
+    assert!(
+        log.iter().any(|l| l.starts_with("updated Assistant")),
+        "{log:?}"
+    );
+    // The stored call is what ran, and the audit keeps the answer with its edit.
+    let stored = agent.messages()[1].tool_uses().next().unwrap().clone();
+    assert_eq!(stored.input, json!({"text": "delete drafts"}));
+    let d = decision(&r.decisions, "ask-all");
+    let c = d.confirmation.unwrap();
+    assert_eq!(c.status, rein_core::audit::ConfirmationStatus::Approved);
+    assert_eq!(c.answer.unwrap()["edit"]["text"], "delete drafts");
+    assert_history_valid(agent.messages());
+}
+
+#[tokio::test]
+async fn an_edit_that_fails_the_schema_is_a_typed_error_and_changes_nothing() {
+    use rein_core::interrupt::Approval;
+    let log = Log::default();
+    let mut agent = agent(one("t1", "x"))
+        .tool(echo_tool(&log))
+        .intervention(ask_all())
+        .build()
+        .unwrap();
+    let r = agent.invoke("go").await.unwrap();
+    let id = r.interrupts[0].id.clone();
+    let bad = Approval::approve().with_edit(json!({"text": 5}));
+    let err = agent
+        .invoke(vec![InterruptResponse::new(&id, bad)])
+        .await
+        .unwrap_err();
+    match &err {
+        Error::InvalidAnswer {
+            interrupt_id,
+            reason,
+        } => {
+            assert_eq!(interrupt_id, &id);
+            assert!(reason.contains("schema"), "{reason}");
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert!(agent.pending_interrupts().is_some(), "still pending");
+    assert!(log.take().is_empty());
+    // A good answer still resumes.
+    let r = agent
+        .invoke(vec![InterruptResponse::new(&id, "yes")])
+        .await
+        .unwrap();
+    assert_eq!(r.text(), "done");
+    assert_eq!(log.take(), vec!["ran echo:x"]);
+}
+
+#[tokio::test]
+async fn an_edit_cannot_slip_past_a_deny() {
+    use rein_core::interrupt::Approval;
+    let log = Log::default();
+    let mut agent = agent(one("t1", "ls"))
+        .tool(echo_tool(&log))
+        .intervention(no_rm())
+        .intervention(ask_all())
+        .build()
+        .unwrap();
+    let r = agent.invoke("go").await.unwrap();
+    let id = r.interrupts[0].id.clone();
+    let sneaky = Approval::approve().with_edit(json!({"text": "rm"}));
+    let r = agent
+        .invoke(vec![InterruptResponse::new(&id, sneaky)])
+        .await
+        .unwrap();
+    assert_eq!(r.text(), "done");
+    assert!(log.take().is_empty(), "the edited call never ran");
+    assert_eq!(
+        results_of(&agent.messages()[2]),
+        vec![("t1".into(), "DENIED: rm is not allowed".into(), true)]
+    );
+}
+
+#[tokio::test]
+async fn an_approval_with_an_edit_of_a_held_result_sends_the_edited_text() {
+    use rein_core::interrupt::Approval;
+    let log = Log::default();
+    let mut agent = reviewed_echo(&log, "name: Ann, card: 4111");
+    let r = agent.invoke("go").await.unwrap();
+    let id = r.interrupts[0].id.clone();
+    let edit = Approval::approve().with_edit("name: Ann, card: [removed]");
+    let r = agent
+        .invoke(vec![InterruptResponse::new(&id, edit)])
+        .await
+        .unwrap();
+    assert_eq!(r.text(), "done");
+    assert_eq!(
+        log.take(),
+        vec!["ran echo:name: Ann, card: 4111"],
+        "ran once"
+    );
+    assert_eq!(
+        results_of(&agent.messages()[2]),
+        vec![("t1".into(), "name: Ann, card: [removed]".into(), false)]
+    );
+}

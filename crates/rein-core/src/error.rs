@@ -54,6 +54,15 @@ pub enum Error {
     /// A new prompt was given while interrupts are pending (resume or discard them first).
     #[error("interrupts are pending: resume with interrupt responses or discard them first")]
     InterruptsPending,
+    /// An answer that cannot be applied — an edit that fails the tool's schema, an edit of
+    /// something that cannot be edited. Nothing changed: the interrupts stay pending.
+    #[error("invalid answer to interrupt '{interrupt_id}': {reason}")]
+    InvalidAnswer {
+        /// The interrupt answered.
+        interrupt_id: String,
+        /// What is wrong with the answer.
+        reason: String,
+    },
     /// The assistant message the pending interrupts belong to is no longer in history (the
     /// history was replaced under them). The interrupts stay pending.
     #[error("the assistant message of the pending interrupts is not in history")]

@@ -802,7 +802,7 @@ impl AfterToolCallEvent {
     /// A fingerprint of the result as it stands (with the call it answers): what a human
     /// approving it saw.
     pub fn result_fingerprint(&self) -> String {
-        crate::id::tool_result_fingerprint(&self.tool_use, &self.result)
+        self.result.fingerprint(&self.tool_use)
     }
 
     /// What the hooks made of the result: hold it for answers (interrupts raised), keep it, or

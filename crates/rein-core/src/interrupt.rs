@@ -107,3 +107,88 @@ impl InterruptAnswers {
         }
     }
 }
+
+/// A human's answer to a confirm, as a typed value with a JSON form for approval UIs:
+/// `{"approved": true}`, `{"approved": false, "note": "why"}`, or `{"approved": true, "edit": ...}`
+/// — approve with an edit: for a `before_tool_call` confirm, the edit is the tool's new input
+/// (validated against the tool's schema, and seen by every handler again, so an edit cannot
+/// slip past a deny). The plain answers `true`, `"yes"` and `false` remain valid.
+///
+/// ```
+/// use rein_core::interrupt::Approval;
+/// use serde_json::json;
+/// let answer = Approval::approve().with_edit(json!({"path": "draft-old.txt"}));
+/// assert_eq!(
+///     serde_json::to_value(&answer).unwrap(),
+///     json!({"approved": true, "edit": {"path": "draft-old.txt"}})
+/// );
+/// assert_eq!(Approval::from_answer(&json!("yes")), Some(Approval::approve()));
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Approval {
+    /// Whether the human approved.
+    pub approved: bool,
+    /// What the human changed, when approving with an edit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edit: Option<Value>,
+    /// A note from the human (kept in the audit with the answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl Approval {
+    /// An approval.
+    pub fn approve() -> Self {
+        Self {
+            approved: true,
+            edit: None,
+            note: None,
+        }
+    }
+
+    /// A rejection.
+    pub fn reject() -> Self {
+        Self {
+            approved: false,
+            ..Self::approve()
+        }
+    }
+
+    /// The same answer, approving this edit.
+    pub fn with_edit(mut self, edit: impl Into<Value>) -> Self {
+        self.edit = Some(edit.into());
+        self
+    }
+
+    /// The same answer, with a note.
+    pub fn with_note(mut self, note: impl Into<String>) -> Self {
+        self.note = Some(note.into());
+        self
+    }
+
+    /// The answer as an approval: an object of this shape, or the plain answers (`true`,
+    /// `"y"`/`"yes"` approve; `false`, other strings, numbers reject). `None` for `null` (no
+    /// answer) and for objects of another shape.
+    pub fn from_answer(answer: &Value) -> Option<Self> {
+        match answer {
+            Value::Null => None,
+            Value::Bool(b) => Some(if *b { Self::approve() } else { Self::reject() }),
+            Value::String(s) => {
+                let s = s.trim();
+                let yes = s.eq_ignore_ascii_case("y") || s.eq_ignore_ascii_case("yes");
+                Some(if yes { Self::approve() } else { Self::reject() })
+            }
+            Value::Object(m) if matches!(m.get("approved"), Some(Value::Bool(_))) => {
+                Self::deserialize(answer).ok()
+            }
+            Value::Object(_) | Value::Number(_) | Value::Array(_) => Some(Self::reject()),
+        }
+    }
+}
+
+impl From<Approval> for Value {
+    fn from(a: Approval) -> Self {
+        serde_json::to_value(a).unwrap_or(Value::Null)
+    }
+}

@@ -196,6 +196,12 @@ pub struct ToolResult {
 }
 
 impl ToolResult {
+    /// The fingerprint an approval of this result of `tool_use` is bound to: uuid5 over the
+    /// call's fingerprint, the status and the content as sorted-key JSON.
+    pub fn fingerprint(&self, tool_use: &ToolUse) -> String {
+        crate::id::tool_result_fingerprint(tool_use, self)
+    }
+
     /// A successful result with one text item.
     pub fn success(tool_use_id: impl Into<String>, text: impl Into<String>) -> Self {
         Self {

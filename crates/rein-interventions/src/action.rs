@@ -217,17 +217,11 @@ impl Confirm {
         }
     }
 
-    /// The default rule: `true`, or a string that trimmed and lower-cased is `y` or `yes`.
-    /// Anything else (`false`, `""`, numbers, `"no"`, objects, `null`) rejects.
+    /// The default rule: `true`, a string that trimmed and lower-cased is `y` or `yes`, or an
+    /// [`Approval`](rein_core::interrupt::Approval) object with `"approved": true`. Anything
+    /// else (`false`, `""`, numbers, `"no"`, other objects, `null`) rejects.
     pub fn default_evaluate(response: &Value) -> bool {
-        match response {
-            Value::Bool(b) => *b,
-            Value::String(s) => {
-                let s = s.trim();
-                s.eq_ignore_ascii_case("y") || s.eq_ignore_ascii_case("yes")
-            }
-            _ => false,
-        }
+        rein_core::interrupt::Approval::from_answer(response).is_some_and(|a| a.approved)
     }
 }
 

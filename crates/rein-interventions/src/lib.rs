@@ -133,7 +133,7 @@ pub use rein_core::{
         BeforeModelCallEvent, BeforeToolCallEvent, Cancel, InvocationContext, ModelOutputEvent,
     },
     id::InvocationId,
-    interrupt::{Interrupt, InterruptAnswer, InterruptAnswers},
+    interrupt::{Approval, Interrupt, InterruptAnswer, InterruptAnswers},
     message::{ToolResultContent, ToolResultStatus},
     request::{InferenceConfig, ModelRequest, ToolChoice},
     state::{InvocationState, RunState, RunStateError},

@@ -44,6 +44,7 @@ pub mod prelude {
             AfterInvocationEvent, AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent,
             BeforeModelCallEvent, BeforeToolCallEvent, Cancel, MessageAddedEvent, ModelOutputEvent,
         },
+        interrupt::Approval,
         message::InterruptResponse,
         result::AgentResult,
         stream::StopReason,

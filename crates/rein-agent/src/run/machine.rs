@@ -468,6 +468,8 @@ pub(crate) struct ToolPhase {
     /// Results that wait for an answer (an AfterToolCall interrupt): their tools ran and never
     /// run again; AfterToolCall sees them again on resume.
     held: Vec<ToolResult>,
+    /// Tool uses a human edited when approving (run as edited; the stored message is rewritten).
+    edits: Vec<ToolUse>,
     interrupts: Vec<Interrupt>,
     rewrites: Vec<ToolUse>,
 }
@@ -507,8 +509,32 @@ impl ToolPhase {
             model_call_index,
             results,
             held,
+            edits: Vec::new(),
             interrupts: Vec::new(),
             rewrites: Vec::new(),
+        }
+    }
+
+    /// The phase, with tool uses a human edited when approving them.
+    pub(crate) fn with_edits(mut self, edits: Vec<ToolUse>) -> Self {
+        self.edits = edits;
+        self
+    }
+
+    /// The tool use as it runs: as a human edited it (to be rewritten in the stored message),
+    /// else as stored.
+    pub(crate) fn take_edit(&mut self, stored: ToolUse) -> ToolUse {
+        match self
+            .edits
+            .iter()
+            .position(|e| e.tool_use_id == stored.tool_use_id)
+        {
+            Some(at) => {
+                let edited = self.edits.swap_remove(at);
+                self.rewrites.push(edited.clone());
+                edited
+            }
+            None => stored,
         }
     }
 

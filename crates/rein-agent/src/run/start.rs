@@ -4,17 +4,20 @@
 use std::collections::HashMap;
 
 use rein_core::{
-    Error, Message,
+    Error, Message, ToolResult, ToolUse,
+    audit::EventKind,
     event::{BeforeInvocationEvent, InputVerdict, InvocationContext},
-    interrupt::{InterruptAnswer, InterruptAnswers},
+    interrupt::{Approval, InterruptAnswer, InterruptAnswers},
     message::InterruptResponse,
     result::InvocationMetrics,
 };
+use serde_json::Value;
 
 use super::machine::{Fed, Run, ToolPhase};
 use super::{Invocation, listeners};
 use crate::agent::{Agent, Input};
 use crate::history::TOOL_CANCELLED;
+use crate::pending::PendingInterrupts;
 use crate::stream::Sink;
 
 impl Agent {
@@ -146,10 +149,46 @@ impl Agent {
         responses: Vec<InterruptResponse>,
     ) -> Result<ToolPhase, Error> {
         let mut pending = self.pending.take().ok_or(Error::NoPendingInterrupts)?;
+        // Approvals with an edit are checked first, so a bad one changes nothing.
+        let mut edits = Vec::new();
+        for r in &responses {
+            match self.edit_of(&pending, r) {
+                Ok(Some(edit)) => edits.push((r.interrupt_id.clone(), edit)),
+                Ok(None) => {}
+                Err(e) => {
+                    self.pending = Some(pending);
+                    return Err(e);
+                }
+            }
+        }
+        // An edited call (or result) runs as edited; the answer is bound to what the human
+        // approved, the edit.
+        let mut call_edits = Vec::new();
+        let mut bound_to = HashMap::new();
+        for (interrupt_id, edit) in edits {
+            match edit {
+                Edit::Call(call) => {
+                    bound_to.insert(interrupt_id, call.fingerprint());
+                    call_edits.push(call);
+                }
+                Edit::Result { call, result } => {
+                    bound_to.insert(interrupt_id, result.fingerprint(&call));
+                    if let Some(held) = pending
+                        .held_results
+                        .iter_mut()
+                        .find(|h| h.tool_use_id == result.tool_use_id)
+                    {
+                        *held = result;
+                    }
+                }
+            }
+        }
         for r in responses {
-            let fingerprint = pending
-                .interrupt(&r.interrupt_id)
-                .and_then(|i| i.fingerprint.clone());
+            let fingerprint = bound_to.remove(&r.interrupt_id).or_else(|| {
+                pending
+                    .interrupt(&r.interrupt_id)
+                    .and_then(|i| i.fingerprint.clone())
+            });
             pending.answers.insert(
                 r.interrupt_id,
                 InterruptAnswer {
@@ -175,11 +214,96 @@ impl Agent {
             return Err(Error::PendingMessageMissing);
         };
         inv.answers = InterruptAnswers::new(pending.answers.into_iter().collect::<HashMap<_, _>>());
-        Ok(self.tool_phase_of(
-            idx,
-            pending.model_call_index,
-            pending.completed_results,
-            pending.held_results,
-        ))
+        Ok(self
+            .tool_phase_of(
+                idx,
+                pending.model_call_index,
+                pending.completed_results,
+                pending.held_results,
+            )
+            .with_edits(call_edits))
     }
+
+    /// The edit an approval carries, checked: a tool call's new input against the tool's
+    /// schema, a held result's new text. `None` when the answer approves nothing or edits
+    /// nothing.
+    fn edit_of(
+        &self,
+        pending: &PendingInterrupts,
+        r: &InterruptResponse,
+    ) -> Result<Option<Edit>, Error> {
+        let Some(Approval {
+            approved: true,
+            edit: Some(edit),
+            ..
+        }) = Approval::from_answer(&r.response)
+        else {
+            return Ok(None);
+        };
+        let invalid = |reason: String| Error::InvalidAnswer {
+            interrupt_id: r.interrupt_id.clone(),
+            reason,
+        };
+        let call = pending
+            .interrupt(&r.interrupt_id)
+            .and_then(|i| i.tool_use_id.as_deref())
+            .and_then(|id| {
+                pending
+                    .assistant_message
+                    .tool_uses()
+                    .find(|u| u.tool_use_id == id)
+            })
+            .ok_or_else(|| invalid("only a tool call or its result can be edited".into()))?;
+        let kind_of = |kind: EventKind| {
+            r.interrupt_id
+                .starts_with(&format!("v1:{}:", kind.as_str()))
+        };
+        if kind_of(EventKind::BeforeToolCall) {
+            if !edit.is_object() {
+                return Err(invalid(
+                    "the edit of a tool call is its new input, an object".into(),
+                ));
+            }
+            let tool = self
+                .core
+                .tools
+                .get(&call.name)
+                .ok_or_else(|| invalid(format!("unknown tool: {}", call.name)))?;
+            self.core.tools.validate(tool, &edit).map_err(|what| {
+                invalid(format!(
+                    "the edited input does not fit the tool's schema: {what}"
+                ))
+            })?;
+            let mut edited = call.clone();
+            edited.input = edit;
+            Ok(Some(Edit::Call(edited)))
+        } else if kind_of(EventKind::AfterToolCall) {
+            let Value::String(text) = edit else {
+                return Err(invalid(
+                    "the edit of a tool's result is its new text".into(),
+                ));
+            };
+            let held = pending
+                .held_results
+                .iter()
+                .find(|h| h.tool_use_id == call.tool_use_id)
+                .ok_or_else(|| invalid("no result waits for this answer".into()))?;
+            let mut result = ToolResult::success(held.tool_use_id.clone(), text);
+            result.status = held.status;
+            Ok(Some(Edit::Result {
+                call: call.clone(),
+                result,
+            }))
+        } else {
+            Err(invalid("this interrupt's answer takes no edit".into()))
+        }
+    }
+}
+
+/// What a human changed when approving.
+enum Edit {
+    /// A tool call's new input.
+    Call(ToolUse),
+    /// A held result's new text.
+    Result { call: ToolUse, result: ToolResult },
 }

@@ -70,12 +70,13 @@ impl Agent {
             .map(|(i, u)| (i, u.clone()))
             .collect();
         // A result held for an answer goes through AfterToolCall again; its tool does not run.
+        // A tool use a human edited when approving runs as edited.
         let todo: Vec<(usize, ToolUse, Option<ToolResult>)> = match inv.tool_phase.as_mut() {
             Some(phase) => open
                 .into_iter()
                 .map(|(i, u)| {
                     let held = phase.take_held(&u.tool_use_id);
-                    (i, u, held)
+                    (i, phase.take_edit(u), held)
                 })
                 .collect(),
             None => Vec::new(),
