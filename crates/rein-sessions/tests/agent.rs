@@ -288,6 +288,49 @@ async fn a_held_tool_result_is_persisted_and_a_new_agent_resumes_without_running
     }
 }
 
+#[tokio::test]
+async fn an_approval_with_an_edit_is_applied_by_a_new_agent() {
+    let dir = TempDir::new("edit");
+    let ask = || {
+        rein_interventions::Intervention::named("ask")
+            .before_tool_call(|_, _| rein_interventions::BeforeToolCallAction::confirm("Count?"))
+    };
+    for (name, store, _) in stores(&dir).await {
+        let id = session_id("edit");
+        let model = ScriptedModel::builder()
+            .tool_use("t1", "count", json!({"by": 1}))
+            .build();
+        let mut a = builder(&store, &id, model)
+            .intervention(ask())
+            .build()
+            .unwrap();
+        let r = a.invoke("count").await.unwrap();
+        let iid = r.interrupts[0].id.clone();
+        drop(a);
+
+        let model = ScriptedModel::builder().text("done").build();
+        let mut b = builder(&store, &id, model)
+            .intervention(ask())
+            .build()
+            .unwrap();
+        b.load_session().await.unwrap();
+        let edit = rein_core::interrupt::Approval::approve().with_edit(json!({"by": 2}));
+        let r = b
+            .invoke(vec![InterruptResponse::new(&iid, edit)])
+            .await
+            .unwrap();
+        assert_eq!(r.text(), "done", "{name}");
+        let s = store.load(&id).await.unwrap().unwrap();
+        let stored = s.messages[1].message.tool_uses().next().unwrap().clone();
+        assert_eq!(
+            stored.input,
+            json!({"by": 2}),
+            "{name}: the edit is persisted"
+        );
+        assert_eq!(s.agent_state["count"], json!(1), "{name}: ran once");
+    }
+}
+
 fn broken_tail() -> Vec<SessionWrite> {
     vec![
         SessionWrite::AppendMessage(StoredMessage::new(MessageId::new(), Message::user("go"))),
