@@ -16,7 +16,7 @@ use rein_agent::{Agent, AgentEvent, AgentResult, Input};
 use rein_core::{
     Error, ToolHandle,
     audit::{AnswerSource, DecisionAction, DecisionOutcome, DecisionRecord},
-    interrupt::Interrupt,
+    interrupt::{Approval, Interrupt},
     message::InterruptResponse,
     stream::StopReason,
     tool::{ToolError, ToolOutput},
@@ -191,7 +191,8 @@ async fn converse(agent: &mut Agent, input: &mut UserInput, out: &Term) -> ExitC
     }
 }
 
-/// Asks `Approve <reason>? [y/N]` for each interrupt; `None` when Ctrl-C is pressed instead.
+/// Asks `Approve <reason>? [y/N]` for each interrupt (`e <edit>` approves with an edit: JSON,
+/// else text); `None` when Ctrl-C is pressed instead.
 async fn approve(
     interrupts: Vec<Interrupt>,
     input: &mut UserInput,
@@ -221,9 +222,25 @@ async fn approve(
             // Echo the answer so a piped transcript reads like the session.
             let _ = out.write_line(&answer);
         }
-        responses.push(InterruptResponse::new(i.id, answer));
+        responses.push(InterruptResponse::new(i.id, answer_value(answer)));
     }
     Some(responses)
+}
+
+/// A typed answer: `e <edit>` / `edit <edit>` approves with an edit (a tool call's new input as
+/// JSON, or a result's new text); anything else is the plain answer.
+fn answer_value(answer: String) -> Value {
+    let edit = answer
+        .strip_prefix("e ")
+        .or_else(|| answer.strip_prefix("edit "))
+        .map(str::trim);
+    match edit {
+        Some(edit) => {
+            let edit = serde_json::from_str(edit).unwrap_or_else(|_| Value::from(edit));
+            Approval::approve().with_edit(edit).into()
+        }
+        None => Value::String(answer),
+    }
 }
 
 /// The dimmed line printed when Ctrl-C cancelled a turn.

@@ -500,3 +500,19 @@ fn the_default_build_ships_the_common_providers() {
         );
     }
 }
+
+#[test]
+fn approving_with_an_edit_runs_the_edited_call() {
+    let out = chat(&[], "delete the file\ne {\"path\": \"old-draft.txt\"}\n");
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("Approve delete example.txt? [y/N]"), "{text}");
+    assert!(
+        text.contains("[confirm approved] delete-approval"),
+        "{text}"
+    );
+    assert!(
+        text.contains("← deleted old-draft.txt (demo: nothing was removed)"),
+        "{text}"
+    );
+}
