@@ -258,7 +258,9 @@ impl Agent {
     /// their assistant message is cut).
     pub fn truncate_messages(&mut self, len: usize) {
         self.history.conv_mut().truncate(len);
+        // (A held response is not in history: its pending state stays.)
         if let Some(p) = &self.pending
+            && p.held_response.is_none()
             && !self.history.conv().ids().contains(&p.assistant_message_id)
         {
             self.set_pending_interrupts(None);
@@ -311,7 +313,8 @@ impl Agent {
     /// (finished tools keep their results). The paused run ends: its run state is cleared.
     pub fn discard_interrupts(&mut self) {
         self.run_state.clear();
-        if let Some(p) = self.pending.take() {
+        // A held response was never stored: nothing to answer in history.
+        if let Some(p) = self.pending.take().filter(|p| p.held_response.is_none()) {
             let blocks =
                 closing_results(&p.assistant_message, &p.completed_results, TOOL_INTERRUPTED);
             if !blocks.is_empty() {

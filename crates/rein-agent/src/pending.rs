@@ -8,6 +8,7 @@ use rein_core::{
     id::MessageId,
     interrupt::{Interrupt, InterruptAnswer},
     state::InvocationState,
+    stream::{StopReason, Usage},
 };
 use serde::{Deserialize, Serialize};
 
@@ -46,6 +47,22 @@ pub struct PendingInterrupts {
     /// on resume.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub run_state: Map,
+    /// A model response held for answers (AfterModelCall interrupts): not stored, its tool uses
+    /// not run; `assistant_message` is its message (not in history). On resume it goes through
+    /// AfterModelCall again; the model is not called again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_response: Option<HeldResponse>,
+}
+
+/// A model response waiting for a human's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct HeldResponse {
+    /// Why the model stopped.
+    pub stop_reason: StopReason,
+    /// What the call used (counted in the invocation that paused).
+    #[serde(default)]
+    pub usage: Usage,
 }
 
 impl PendingInterrupts {

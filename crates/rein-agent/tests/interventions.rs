@@ -2044,3 +2044,109 @@ async fn an_approval_with_an_edit_of_a_held_result_sends_the_edited_text() {
         vec![("t1".into(), "name: Ann, card: [removed]".into(), false)]
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Confirm on after_model_call
+
+/// Asks before any response is acted on.
+fn response_review() -> Intervention {
+    Intervention::named("reply-review")
+        .after_model_call(|_, _| AfterModelCallAction::confirm("Send this reply?"))
+}
+
+#[tokio::test]
+async fn confirm_after_model_call_holds_the_response_until_approved() {
+    let log = Log::default();
+    let mut agent = agent(one("t1", "x"))
+        .tool(echo_tool(&log))
+        .intervention(response_review())
+        .build()
+        .unwrap();
+    let r = agent.invoke("go").await.unwrap();
+    assert_eq!(r.stop_reason, StopReason::Interrupt);
+    let i = &r.interrupts[0];
+    assert_eq!(
+        i.id,
+        EventKind::AfterModelCall.interrupt_id("m0", "reply-review")
+    );
+    assert!(i.fingerprint.is_some());
+    assert_eq!(agent.messages().len(), 1, "the response is not stored");
+    assert!(log.take().is_empty(), "its tool use did not run");
+    assert!(agent.pending_interrupts().unwrap().held_response.is_some());
+
+    let r = agent
+        .invoke(vec![InterruptResponse::new(&i.id, "yes")])
+        .await
+        .unwrap();
+    // The held response goes on (its tool runs); the next response is asked about in turn.
+    assert_eq!(r.stop_reason, StopReason::Interrupt);
+    assert_eq!(log.take(), vec!["ran echo:x"]);
+    assert_eq!(agent.messages().len(), 3);
+    let i2 = r.interrupts[0].clone();
+    // The resume is an invocation of its own: its first model call is m0 again; the earlier
+    // answer does not carry over (answers last one pass).
+    assert_eq!(
+        i2.id,
+        EventKind::AfterModelCall.interrupt_id("m0", "reply-review")
+    );
+    let r = agent
+        .invoke(vec![InterruptResponse::new(&i2.id, "yes")])
+        .await
+        .unwrap();
+    assert_eq!(r.text(), "done");
+    assert_history_valid(agent.messages());
+}
+
+#[tokio::test]
+async fn confirm_after_model_call_rejected_withholds_the_response() {
+    let log = Log::default();
+    let mut agent = agent(one("t1", "x"))
+        .tool(echo_tool(&log))
+        .intervention(response_review())
+        .build()
+        .unwrap();
+    let r = agent.invoke("go").await.unwrap();
+    let id = r.interrupts[0].id.clone();
+    let r = agent
+        .invoke(vec![InterruptResponse::new(&id, "no")])
+        .await
+        .unwrap();
+    assert_eq!(r.stop_reason, StopReason::EndTurn);
+    assert_eq!(r.text(), "CONFIRMATION_FAILED: Send this reply?");
+    assert!(log.take().is_empty());
+    assert_eq!(agent.messages().len(), 2);
+    assert_history_valid(agent.messages());
+}
+
+#[tokio::test]
+async fn an_approval_with_an_edit_of_a_held_response_stores_the_edited_text() {
+    use rein_core::interrupt::Approval;
+    let mut agent = agent(ScriptedModel::builder().text("draft reply").build())
+        .intervention(response_review())
+        .build()
+        .unwrap();
+    let r = agent.invoke("go").await.unwrap();
+    let id = r.interrupts[0].id.clone();
+    let edit = Approval::approve().with_edit("better reply");
+    let r = agent
+        .invoke(vec![InterruptResponse::new(&id, edit)])
+        .await
+        .unwrap();
+    assert_eq!(r.text(), "better reply");
+    assert_eq!(agent.messages()[1].text(), "better reply");
+    // Discarding a held response stores nothing.
+    let r = agent.invoke("again").await;
+    assert!(r.is_err(), "the script is spent: {r:?}");
+}
+
+#[tokio::test]
+async fn discarding_a_held_response_stores_nothing() {
+    let mut agent = agent(ScriptedModel::builder().text("draft").build())
+        .intervention(response_review())
+        .build()
+        .unwrap();
+    agent.invoke("go").await.unwrap();
+    agent.discard_interrupts();
+    assert_eq!(agent.messages().len(), 1);
+    assert!(agent.pending_interrupts().is_none());
+}

@@ -364,6 +364,8 @@ pub struct AfterModelCallEvent {
     guidance: Vec<String>,
     original: Option<Message>,
     withheld: Option<String>,
+    answers: InterruptAnswers,
+    interrupts: Vec<Interrupt>,
     decisions: Vec<DecisionRecord>,
 }
 
@@ -382,8 +384,51 @@ impl AfterModelCallEvent {
             guidance: Vec::new(),
             original: None,
             withheld: None,
+            answers: InterruptAnswers::default(),
+            interrupts: Vec::new(),
             decisions: Vec::new(),
         }
+    }
+
+    /// Sets the answers a resume carries.
+    #[inline]
+    pub fn with_answers(mut self, answers: InterruptAnswers) -> Self {
+        self.answers = answers;
+        self
+    }
+
+    /// The answers given on resume.
+    pub fn answers(&self) -> &InterruptAnswers {
+        &self.answers
+    }
+
+    /// The subject of this call's interrupt ids: `m<model call index>`
+    /// (`v1:after_model_call:m<index>:<uuid5(OID, name)>`).
+    pub fn interrupt_subject(&self) -> String {
+        format!("m{}", self.model_call_index)
+    }
+
+    /// A fingerprint of the response message as it stands: what a human approving it saw
+    /// (uuid5 over its sorted-key JSON); empty for a failed call.
+    pub fn response_fingerprint(&self) -> String {
+        match &self.outcome {
+            Ok(r) => r.message.fingerprint(),
+            Err(_) => String::new(),
+        }
+    }
+
+    /// Raises an interrupt: the response is held — not stored, its tool uses not run — until
+    /// a resume answers; the resume runs AfterModelCall again on it (the model is not called
+    /// again).
+    pub fn raise_interrupt(&mut self, interrupt: Interrupt) {
+        if !self.interrupts.iter().any(|i| i.id == interrupt.id) {
+            self.interrupts.push(interrupt);
+        }
+    }
+
+    /// Interrupts raised on this event.
+    pub fn interrupts(&self) -> &[Interrupt] {
+        &self.interrupts
     }
 
     /// The response, when the call succeeded.
@@ -458,6 +503,11 @@ impl AfterModelCallEvent {
                 guidance: self.guidance,
                 error: None,
             },
+            Ok(response) if !self.interrupts.is_empty() => ModelCallVerdict::Hold {
+                response,
+                interrupts: self.interrupts,
+                model_call_index: self.model_call_index,
+            },
             Ok(response) => ModelCallVerdict::Accept { response, edited },
         }
     }
@@ -469,6 +519,17 @@ impl AfterModelCallEvent {
 /// a compile error there rather than a silent fallthrough.
 #[derive(Debug)]
 pub enum ModelCallVerdict {
+    /// Hold the response for answers to these interrupts: nothing is stored, its tool uses do
+    /// not run; the invocation pauses, and a resume passes the response through AfterModelCall
+    /// again.
+    Hold {
+        /// The response, as the model returned it.
+        response: ModelResponse,
+        /// What a human is asked.
+        interrupts: Vec<Interrupt>,
+        /// The call's index (its interrupts' subject).
+        model_call_index: u32,
+    },
     /// Act on this response (`edited` when a hook rewrote it).
     Accept {
         /// The response.

@@ -151,6 +151,12 @@ pub(crate) fn tool_result_fingerprint(tool_use: &ToolUse, result: &ToolResult) -
     Uuid::new_v5(&Uuid::NAMESPACE_OID, data.as_bytes()).to_string()
 }
 
+/// The fingerprint of a message as a human approves it: uuid5 over its sorted-key JSON.
+pub(crate) fn message_fingerprint(message: &crate::message::Message) -> String {
+    let value = serde_json::to_value(message).unwrap_or_default();
+    Uuid::new_v5(&Uuid::NAMESPACE_OID, canonical_json(&value).as_bytes()).to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

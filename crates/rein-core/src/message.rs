@@ -35,6 +35,12 @@ pub struct Message {
 }
 
 impl Message {
+    /// The fingerprint an approval of this message is bound to: uuid5 over its sorted-key
+    /// JSON.
+    pub fn fingerprint(&self) -> String {
+        crate::id::message_fingerprint(self)
+    }
+
     /// A message with the given role and blocks.
     pub fn new(role: Role, content: Vec<ContentBlock>) -> Self {
         Self { role, content }

@@ -394,6 +394,10 @@ pub enum AfterModelCallAction {
         /// The feedback.
         feedback: String,
     },
+    /// Ask a human before the response is stored or acted on: it is held (its tool uses do not
+    /// run); approved, it goes on; rejected, it is withheld like a deny with
+    /// `CONFIRMATION_FAILED: <prompt>`.
+    Confirm(Confirm),
     /// Rewrite the response message.
     Transform(Transform<Message>),
 }
@@ -403,6 +407,19 @@ guide_constructor!(
     AfterModelCallAction,
     "Guidance: the response is discarded, the feedback injected, and the model called again."
 );
+
+impl AfterModelCallAction {
+    /// Ask a human about the response with this prompt — a string or a structured payload.
+    pub fn confirm(prompt: impl Into<Value>) -> Self {
+        Self::Confirm(Confirm::new(prompt))
+    }
+}
+
+impl From<Confirm> for AfterModelCallAction {
+    fn from(c: Confirm) -> Self {
+        Self::Confirm(c)
+    }
+}
 
 /// What a `model_output` handler decides about the pending text of a streamed response.
 #[derive(Debug)]
@@ -562,6 +579,7 @@ impl Decided for AfterModelCallAction {
         match self {
             Self::Proceed => Verdict::Proceed,
             Self::Guide { feedback } => Verdict::Guide(feedback),
+            Self::Confirm(c) => Verdict::Confirm(c),
             Self::Transform(t) => Verdict::Transform(t),
         }
     }

@@ -45,7 +45,7 @@ pub(crate) trait PassEvent: Route<Action: Decided> + HookEvent + Common {
     }
     /// What a `Confirm` on this event asks about — the subject of its interrupt ids (the tool
     /// use id) — and the answers given on resume; `None` where no confirm is admitted.
-    fn confirm_target(&self) -> Option<(&str, &InterruptAnswers)> {
+    fn confirm_target(&self) -> Option<(String, &InterruptAnswers)> {
         None
     }
     /// A fingerprint of exactly what a confirm asks about, as the event stands (computed only
@@ -159,6 +159,12 @@ impl PassEvent for AfterModelCallEvent {
     fn settled(&self) -> bool {
         self.error().is_some() || self.withheld().is_some()
     }
+    fn confirm_target(&self) -> Option<(String, &InterruptAnswers)> {
+        Some((self.interrupt_subject(), self.answers()))
+    }
+    fn confirm_fingerprint(&self) -> String {
+        self.response_fingerprint()
+    }
     fn draft(&self) -> Option<Draft<Self>> {
         self.response().map(|r| r.message.clone())
     }
@@ -181,6 +187,11 @@ impl PassEvent for AfterModelCallEvent {
     fn guide(&mut self, joined: String) {
         self.inject_guidance(joined);
         self.retry = true;
+    }
+    fn raise(&mut self, interrupts: Vec<Interrupt>) {
+        for interrupt in interrupts {
+            self.raise_interrupt(interrupt);
+        }
     }
 }
 
@@ -224,8 +235,8 @@ impl PassEvent for BeforeToolCallEvent {
     fn tool_use_id(&self) -> Option<&str> {
         Some(&self.tool_use().tool_use_id)
     }
-    fn confirm_target(&self) -> Option<(&str, &InterruptAnswers)> {
-        Some((&self.tool_use().tool_use_id, self.answers()))
+    fn confirm_target(&self) -> Option<(String, &InterruptAnswers)> {
+        Some((self.tool_use().tool_use_id.clone(), self.answers()))
     }
     fn confirm_fingerprint(&self) -> String {
         self.tool_use().fingerprint()
@@ -271,8 +282,8 @@ impl PassEvent for AfterToolCallEvent {
     fn tool_use_id(&self) -> Option<&str> {
         Some(&self.tool_use().tool_use_id)
     }
-    fn confirm_target(&self) -> Option<(&str, &InterruptAnswers)> {
-        Some((&self.tool_use().tool_use_id, self.answers()))
+    fn confirm_target(&self) -> Option<(String, &InterruptAnswers)> {
+        Some((self.tool_use().tool_use_id.clone(), self.answers()))
     }
     fn confirm_fingerprint(&self) -> String {
         self.result_fingerprint()

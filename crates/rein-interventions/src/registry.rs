@@ -706,7 +706,7 @@ fn confirm_step<E: PassEvent>(
         match confirm.response.take().filter(|v| !v.is_null()) {
             Some(v) => (Some((v, AnswerSource::Preemptive)), None),
             None => {
-                let id = E::KIND.interrupt_id(subject, &entry.name);
+                let id = E::KIND.interrupt_id(&subject, &entry.name);
                 let fingerprint = event.confirm_fingerprint();
                 match answers.get_bound(&id, &fingerprint) {
                     Some(v) => (Some((v.clone(), AnswerSource::Resume)), None),

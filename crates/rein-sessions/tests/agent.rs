@@ -331,6 +331,56 @@ async fn an_approval_with_an_edit_is_applied_by_a_new_agent() {
     }
 }
 
+#[tokio::test]
+async fn a_held_response_is_persisted_and_a_new_agent_resumes_without_calling_the_model() {
+    let dir = TempDir::new("held-response");
+    let review = || {
+        rein_interventions::Intervention::named("review").after_model_call(|ev, _| {
+            if ev.response().is_some_and(|r| r.message.has_tool_use()) {
+                rein_interventions::AfterModelCallAction::confirm("Go ahead?")
+            } else {
+                rein_interventions::AfterModelCallAction::Proceed
+            }
+        })
+    };
+    for (name, store, _) in stores(&dir).await {
+        let id = session_id("held-response");
+        let model = ScriptedModel::builder()
+            .tool_use("t1", "count", json!({}))
+            .build();
+        let mut a = builder(&store, &id, model)
+            .intervention(review())
+            .build()
+            .unwrap();
+        let r = a.invoke("count").await.unwrap();
+        assert_eq!(r.stop_reason, StopReason::Interrupt, "{name}");
+        let iid = r.interrupts[0].id.clone();
+        let s = store.load(&id).await.unwrap().unwrap();
+        assert_eq!(s.messages.len(), 1, "{name}: the response is not stored");
+        let p = s.pending_interrupts.as_ref().expect("pending persisted");
+        assert!(p.held_response.is_some(), "{name}");
+        drop(a);
+
+        // The new agent's model only has the reply after the tool: the held response is not
+        // asked for again.
+        let model = ScriptedModel::builder().text("done").build();
+        let mut b = builder(&store, &id, model)
+            .intervention(review())
+            .build()
+            .unwrap();
+        b.load_session().await.unwrap();
+        let r = b
+            .invoke(vec![InterruptResponse::new(&iid, "yes")])
+            .await
+            .unwrap();
+        assert_eq!(r.text(), "done", "{name}");
+        let s = store.load(&id).await.unwrap().unwrap();
+        assert_eq!(s.messages.len(), 4, "{name}");
+        assert_eq!(s.agent_state["count"], json!(1), "{name}");
+        assert!(s.pending_interrupts.is_none(), "{name}");
+    }
+}
+
 fn broken_tail() -> Vec<SessionWrite> {
     vec![
         SessionWrite::AppendMessage(StoredMessage::new(MessageId::new(), Message::user("go"))),

@@ -6,6 +6,7 @@ use std::time::Instant;
 use rein_core::{
     Error, Message, Role,
     event::{AfterInvocationEvent, InvocationContext},
+    id::MessageId,
     result::AgentResult,
     stream::StopReason,
 };
@@ -15,7 +16,8 @@ use super::machine::Outcome;
 use super::{Invocation, listeners};
 use crate::agent::{Agent, CANCELLED_BY_USER};
 use crate::history::{TOOL_CANCELLED, TOOL_INTERRUPTED};
-use crate::stream::Sink;
+use crate::pending::{HeldResponse, PENDING_SCHEMA_VERSION, PendingInterrupts};
+use crate::stream::{AgentEvent, Sink};
 
 impl Agent {
     /// Turns the run's outcome into its result.
@@ -70,6 +72,40 @@ impl Agent {
                 interrupts,
             } => {
                 let mut r = self.completed(inv, StopReason::Interrupt, message);
+                r.interrupts = interrupts;
+                Ok(r)
+            }
+            Outcome::Held {
+                response,
+                interrupts,
+                model_call_index,
+            } => {
+                // What the stream showed of it is not accepted (yet).
+                sink.discard("awaiting approval".into(), None);
+                for i in &interrupts {
+                    sink.emit(|| AgentEvent::Interrupt(i.clone()));
+                }
+                self.pending = Some(PendingInterrupts {
+                    schema_version: PENDING_SCHEMA_VERSION,
+                    interrupts: interrupts.clone(),
+                    answers: inv
+                        .answers
+                        .iter()
+                        .map(|(id, a)| (id.to_owned(), a.clone()))
+                        .collect(),
+                    assistant_message_id: MessageId::new(),
+                    assistant_message: response.message.clone(),
+                    completed_results: Vec::new(),
+                    held_results: Vec::new(),
+                    invocation_state: inv.cx.invocation_state.clone(),
+                    model_call_index,
+                    run_state: inv.cx.run_state.snapshot(),
+                    held_response: Some(HeldResponse {
+                        stop_reason: response.stop_reason,
+                        usage: response.usage,
+                    }),
+                });
+                let mut r = self.completed(inv, StopReason::Interrupt, response.message);
                 r.interrupts = interrupts;
                 Ok(r)
             }

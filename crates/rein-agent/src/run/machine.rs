@@ -56,6 +56,12 @@ pub(crate) enum Outcome {
         message: Message,
         interrupts: Vec<Interrupt>,
     },
+    /// A response waits for answers to these interrupts (AfterModelCall); nothing is stored.
+    Held {
+        response: ModelResponse,
+        interrupts: Vec<Interrupt>,
+        model_call_index: u32,
+    },
     /// The caller asked to stop once the tools finished.
     CancelledAfterTools,
     /// The caller cancelled the run.
@@ -397,6 +403,18 @@ impl Run {
                     handler = Some(RETRY_LIMIT);
                     (text.clone(), AfterDiscard::EndTurn(text, Some(record)))
                 }
+            }
+            ModelCallVerdict::Hold {
+                response,
+                interrupts,
+                model_call_index,
+            } => {
+                self.error_attempts = 0;
+                return Step::Finish(Outcome::Held {
+                    response,
+                    interrupts,
+                    model_call_index,
+                });
             }
             ModelCallVerdict::Accept {
                 mut response,

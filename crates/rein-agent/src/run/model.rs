@@ -253,7 +253,7 @@ impl Agent {
     }
 
     /// AfterModelCall: the hooks' verdict on the call, with its decisions recorded.
-    async fn after_model_call(
+    pub(super) async fn after_model_call(
         &mut self,
         inv: &mut Invocation,
         called: Called,
@@ -282,7 +282,9 @@ impl Agent {
                 (Err(error), None) => ModelCallVerdict::Failed(error),
             }));
         }
-        let mut ev = AfterModelCallEvent::new(inv.cx.clone(), outcome).with_model_call_index(index);
+        let mut ev = AfterModelCallEvent::new(inv.cx.clone(), outcome)
+            .with_model_call_index(index)
+            .with_answers(inv.answers.clone());
         // Plain hooks see a response the stream guard withheld as withheld (interventions do
         // not run on it: it is settled).
         if let Some(text) = withheld {

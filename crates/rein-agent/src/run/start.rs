@@ -4,20 +4,22 @@
 use std::collections::HashMap;
 
 use rein_core::{
-    Error, Message, ToolResult, ToolUse,
+    ContentBlock, Error, Message, ToolResult, ToolUse,
     audit::EventKind,
     event::{BeforeInvocationEvent, InputVerdict, InvocationContext},
     interrupt::{Approval, InterruptAnswer, InterruptAnswers},
     message::InterruptResponse,
     result::InvocationMetrics,
+    stream::{ModelResponse, StopReason},
 };
 use serde_json::Value;
 
 use super::machine::{Fed, Run, ToolPhase};
+use super::model::Called;
 use super::{Invocation, listeners};
 use crate::agent::{Agent, Input};
 use crate::history::TOOL_CANCELLED;
-use crate::pending::PendingInterrupts;
+use crate::pending::{HeldResponse, PendingInterrupts};
 use crate::stream::Sink;
 
 impl Agent {
@@ -135,10 +137,93 @@ impl Agent {
         responses: Vec<InterruptResponse>,
         sink: &Sink,
     ) -> Result<Fed, Error> {
+        if self
+            .pending
+            .as_ref()
+            .is_some_and(|p| p.held_response.is_some())
+        {
+            return self.resume_response(inv, responses, sink).await;
+        }
         inv.tool_phase = Some(self.take_pending(inv, responses)?);
         // The pending state is consumed by the tool phase.
         self.session_sync().await?;
         self.tool_phase(inv, &[], sink).await
+    }
+
+    /// A resume of a held response: AfterModelCall runs again on it with the answers (an
+    /// approval's edit is the response's new text); the model is not called again.
+    async fn resume_response(
+        &mut self,
+        inv: &mut Invocation,
+        responses: Vec<InterruptResponse>,
+        sink: &Sink,
+    ) -> Result<Fed, Error> {
+        let Some(mut pending) = self.pending.take() else {
+            return Err(Error::NoPendingInterrupts);
+        };
+        let held = pending.held_response.take().unwrap_or(HeldResponse {
+            stop_reason: StopReason::EndTurn,
+            usage: Default::default(),
+        });
+        let mut message = std::mem::replace(
+            &mut pending.assistant_message,
+            Message::new(rein_core::Role::Assistant, Vec::new()),
+        );
+        let mut answers = HashMap::new();
+        for r in responses {
+            let mut fingerprint = pending
+                .interrupt(&r.interrupt_id)
+                .and_then(|i| i.fingerprint.clone());
+            if let Some(Approval {
+                approved: true,
+                edit: Some(edit),
+                ..
+            }) = Approval::from_answer(&r.response)
+            {
+                let Value::String(text) = edit else {
+                    pending.assistant_message = message;
+                    pending.held_response = Some(held);
+                    self.pending = Some(pending);
+                    return Err(Error::InvalidAnswer {
+                        interrupt_id: r.interrupt_id,
+                        reason: "the edit of a response is its new text".into(),
+                    });
+                };
+                // The text blocks become the edited text; tool uses stay.
+                message
+                    .content
+                    .retain(|b| !matches!(b, ContentBlock::Text(_)));
+                message.content.insert(0, ContentBlock::Text(text));
+                fingerprint = Some(message.fingerprint());
+            }
+            answers.insert(
+                r.interrupt_id,
+                InterruptAnswer {
+                    response: r.response,
+                    fingerprint,
+                },
+            );
+        }
+        for (id, a) in pending.answers {
+            answers.entry(id).or_insert(a);
+        }
+        inv.answers = InterruptAnswers::new(answers);
+        // The pending state is consumed by the resume.
+        self.session_sync().await?;
+        let mut response = ModelResponse::new(message, held.stop_reason);
+        response.usage = held.usage;
+        let fed = self
+            .after_model_call(
+                inv,
+                Called::Done(Ok(response)),
+                pending.model_call_index,
+                sink,
+            )
+            .await;
+        // The answers were for this response only (a later call of this invocation has the
+        // same index, so an answer must not carry over to it).
+        inv.answers = InterruptAnswers::default();
+        fed
     }
 
     /// Takes the pending interrupts, recording the caller's answers (with the fingerprints of

@@ -162,6 +162,7 @@ impl Agent {
                     invocation_state: inv.cx.invocation_state.clone(),
                     model_call_index,
                     run_state: inv.cx.run_state.snapshot(),
+                    held_response: None,
                 });
                 self.session_sync().await?;
                 Ok(Fed::ToolsDone(ToolsEnd::Interrupted {
