@@ -16,7 +16,7 @@ use super::machine::Outcome;
 use super::{Invocation, listeners};
 use crate::agent::{Agent, CANCELLED_BY_USER};
 use crate::history::{TOOL_CANCELLED, TOOL_INTERRUPTED};
-use crate::pending::{HeldResponse, PENDING_SCHEMA_VERSION, PendingInterrupts};
+use crate::pending::HeldResponse;
 use crate::stream::{AgentEvent, Sink};
 
 impl Agent {
@@ -85,26 +85,17 @@ impl Agent {
                 for i in &interrupts {
                     sink.emit(|| AgentEvent::Interrupt(i.clone()));
                 }
-                self.pending = Some(PendingInterrupts {
-                    schema_version: PENDING_SCHEMA_VERSION,
-                    interrupts: interrupts.clone(),
-                    answers: inv
-                        .answers
-                        .iter()
-                        .map(|(id, a)| (id.to_owned(), a.clone()))
-                        .collect(),
-                    assistant_message_id: MessageId::new(),
-                    assistant_message: response.message.clone(),
-                    completed_results: Vec::new(),
-                    held_results: Vec::new(),
-                    invocation_state: inv.cx.invocation_state.clone(),
+                let mut pending = inv.pause(
+                    interrupts.clone(),
+                    MessageId::new(),
+                    response.message.clone(),
                     model_call_index,
-                    run_state: inv.cx.run_state.snapshot(),
-                    held_response: Some(HeldResponse {
-                        stop_reason: response.stop_reason,
-                        usage: response.usage,
-                    }),
+                );
+                pending.held_response = Some(HeldResponse {
+                    stop_reason: response.stop_reason,
+                    usage: response.usage,
                 });
+                self.pending = Some(pending);
                 let mut r = self.completed(inv, StopReason::Interrupt, response.message);
                 r.interrupts = interrupts;
                 Ok(r)

@@ -23,15 +23,17 @@ mod tools;
 use std::time::Instant;
 
 use rein_core::{
-    Error,
+    Error, Message,
     audit::DecisionRecord,
     event::InvocationContext,
-    interrupt::InterruptAnswers,
+    id::MessageId,
+    interrupt::{Interrupt, InterruptAnswers},
     result::{AgentResult, InjectionRecord, InvocationMetrics},
 };
 
 use crate::agent::{Agent, Input};
 use crate::history::Listeners;
+use crate::pending::{PENDING_SCHEMA_VERSION, PendingInterrupts};
 use crate::stream::{AgentEvent, Sink};
 use machine::{Fed, Outcome, Run, Step, ToolPhase};
 
@@ -54,6 +56,34 @@ pub(crate) struct Invocation {
 }
 
 impl Invocation {
+    /// The pending state of a pause of this invocation on `interrupts`, about `message`
+    /// (stored with the id `message_id`, or held); the rest is set by the caller.
+    fn pause(
+        &self,
+        interrupts: Vec<Interrupt>,
+        message_id: MessageId,
+        message: Message,
+        model_call_index: u32,
+    ) -> PendingInterrupts {
+        PendingInterrupts {
+            schema_version: PENDING_SCHEMA_VERSION,
+            interrupts,
+            answers: self
+                .answers
+                .iter()
+                .map(|(id, a)| (id.to_owned(), a.clone()))
+                .collect(),
+            assistant_message_id: message_id,
+            assistant_message: message,
+            completed_results: Vec::new(),
+            held_results: Vec::new(),
+            invocation_state: self.cx.invocation_state.clone(),
+            model_call_index,
+            run_state: self.cx.run_state.snapshot(),
+            held_response: None,
+        }
+    }
+
     /// Records decisions in the audit and streams them.
     fn record(&mut self, decisions: Vec<DecisionRecord>, sink: &Sink) {
         if decisions.is_empty() {

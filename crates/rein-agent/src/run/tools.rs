@@ -24,7 +24,6 @@ use super::machine::{Fed, PhaseEnd, ToolPhase, ToolRetries, ToolsEnd, retry_limi
 use super::{Invocation, listeners};
 use crate::agent::Agent;
 use crate::history::TOOL_INTERRUPTED;
-use crate::pending::{PENDING_SCHEMA_VERSION, PendingInterrupts};
 use crate::stream::{AgentEvent, Sink};
 use crate::tools::{ToolExecutor, ToolSet};
 
@@ -147,23 +146,15 @@ impl Agent {
                     .get(index)
                     .cloned()
                     .unwrap_or_else(|| Message::new(Role::Assistant, Vec::new()));
-                self.pending = Some(PendingInterrupts {
-                    schema_version: PENDING_SCHEMA_VERSION,
-                    interrupts: interrupts.clone(),
-                    answers: inv
-                        .answers
-                        .iter()
-                        .map(|(id, a)| (id.to_owned(), a.clone()))
-                        .collect(),
-                    assistant_message_id: self.history.conv().id(index),
-                    assistant_message: assistant.clone(),
-                    completed_results: completed,
-                    held_results: held,
-                    invocation_state: inv.cx.invocation_state.clone(),
+                let mut pending = inv.pause(
+                    interrupts.clone(),
+                    self.history.conv().id(index),
+                    assistant.clone(),
                     model_call_index,
-                    run_state: inv.cx.run_state.snapshot(),
-                    held_response: None,
-                });
+                );
+                pending.completed_results = completed;
+                pending.held_results = held;
+                self.pending = Some(pending);
                 self.session_sync().await?;
                 Ok(Fed::ToolsDone(ToolsEnd::Interrupted {
                     message: assistant,
