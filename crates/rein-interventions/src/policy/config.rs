@@ -137,6 +137,21 @@ pub struct ConfirmToolOutput {
     pub response: Option<Value>,
 }
 
+/// `confirm_response`: ask a human before a model response is stored or acted on (it is held;
+/// the model is not called again on resume).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfirmResponse {
+    /// The question (template; `{output}` is the response's text).
+    pub prompt: String,
+    /// Only responses that call one of these tools (`*` = any tool); absent: every response.
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
+    /// A pre-emptive answer (`true`, `"yes"`, `false`, ...); absent or `null`: ask.
+    #[serde(default)]
+    pub response: Option<Value>,
+}
+
 /// `max_tool_calls`: deny tool calls past a count.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -267,6 +282,8 @@ pub enum PolicyKind {
     ConfirmTools(ConfirmTools),
     /// `confirm_tool_output`.
     ConfirmToolOutput(ConfirmToolOutput),
+    /// `confirm_response`.
+    ConfirmResponse(ConfirmResponse),
     /// `max_tool_calls`.
     MaxToolCalls(MaxToolCalls),
     /// `max_model_calls`.
@@ -326,6 +343,7 @@ kinds!(
     RequireFields => "require_fields",
     ConfirmTools => "confirm_tools",
     ConfirmToolOutput => "confirm_tool_output",
+    ConfirmResponse => "confirm_response",
     MaxToolCalls => "max_tool_calls",
     MaxModelCalls => "max_model_calls",
     Redact => "redact",

@@ -138,6 +138,11 @@ enum Rule {
         fields: Vec<String>,
         feedback: Template,
     },
+    ConfirmResponse {
+        tools: Option<Tools>,
+        prompt: Template,
+        response: Option<Value>,
+    },
     ConfirmToolOutput {
         tools: Tools,
         prompt: Template,
@@ -269,6 +274,11 @@ impl PolicyHandler {
                 tools: Tools::new(&c.tools),
                 fields: c.fields,
                 feedback: template(c.feedback, "missing required field(s): {missing}"),
+            },
+            PolicyKind::ConfirmResponse(c) => Rule::ConfirmResponse {
+                tools: c.tools.as_deref().map(Tools::new),
+                prompt: Template::parse(&c.prompt),
+                response: c.response.filter(|v| !v.is_null()),
             },
             PolicyKind::ConfirmToolOutput(c) => Rule::ConfirmToolOutput {
                 tools: Tools::new(&c.tools),
@@ -406,6 +416,7 @@ impl PolicyHandler {
             }
             Rule::GuideOutputMatch { .. } => EventSet::AFTER_MODEL_CALL,
             Rule::ConfirmToolOutput { .. } => EventSet::AFTER_TOOL_CALL,
+            Rule::ConfirmResponse { .. } => EventSet::AFTER_MODEL_CALL,
             Rule::RedactStream { .. } | Rule::DenyStreamMatch { .. } => EventSet::MODEL_OUTPUT,
             Rule::Redact { target, .. } => match target {
                 RedactTarget::Prompt => EventSet::BEFORE_INVOCATION,
@@ -665,6 +676,22 @@ impl Decide<AfterModelCallEvent, AfterModelCallAction> for PolicyHandler {
         };
         let vars = TemplateVars::new().state(cx.invocation_state());
         Ok(match &self.rule {
+            Rule::ConfirmResponse {
+                tools,
+                prompt,
+                response: answer,
+            } if tools
+                .as_ref()
+                .is_none_or(|t| response.message.tool_uses().any(|u| t.contains(&u.name))) =>
+            {
+                let output = response.message.text();
+                let extra = [("output", output.as_str())];
+                let mut confirm = Confirm::new(prompt.render(&vars.extra(&extra)));
+                if let Some(a) = answer {
+                    confirm = confirm.with_response(a.clone());
+                }
+                AfterModelCallAction::Confirm(confirm)
+            }
             Rule::GuideOutputMatch { pattern, feedback }
                 if pattern.is_match(&response.message.text()) =>
             {

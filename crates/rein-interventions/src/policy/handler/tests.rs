@@ -705,6 +705,7 @@ fn loads_every_kind_from_toml_and_json() {
         {"name": "4", "kind": "require_fields", "tools": ["x"], "fields": ["y"]},
         {"name": "5", "kind": "confirm_tools", "tools": ["x"], "prompt": "ok?", "response": true},
         {"name": "5b", "kind": "confirm_tool_output", "tools": ["x"], "prompt": "show {output}?"},
+        {"name": "5c", "kind": "confirm_response", "prompt": "send {output}?"},
         {"name": "6", "kind": "max_tool_calls", "limit": 1, "scope": "agent"},
         {"name": "7", "kind": "max_model_calls", "limit": 1},
         {"name": "8", "kind": "redact", "target": "model_request", "pattern": "x"},
@@ -721,7 +722,7 @@ fn loads_every_kind_from_toml_and_json() {
     let wrapped = json!({"policy": json});
     assert_eq!(
         Policy::from_json_str(&wrapped.to_string()).unwrap().len(),
-        15
+        16
     );
 }
 
