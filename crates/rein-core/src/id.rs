@@ -7,8 +7,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::message::{ToolResult, ToolUse};
-
 /// A random-looking v4 uuid, cheap enough for the hot path: one process-wide random seed and a
 /// counter mixed by splitmix64, instead of a system call per id.
 pub(crate) fn fast_uuid() -> Uuid {
@@ -133,28 +131,12 @@ pub(crate) fn tool_call_fingerprint(name: &str, input: &serde_json::Value) -> St
     data.push_str(name);
     data.push('\n');
     data.push_str(&canonical_json(input));
-    Uuid::new_v5(&Uuid::NAMESPACE_OID, data.as_bytes()).to_string()
+    fingerprint_of(&data)
 }
 
-/// The fingerprint of a tool's result as a human approves it: uuid5 over the tool call's
-/// fingerprint, the status and the content as sorted-key JSON.
-pub(crate) fn tool_result_fingerprint(tool_use: &ToolUse, result: &ToolResult) -> String {
-    let content = serde_json::to_value(&result.content).unwrap_or_default();
-    let mut data = tool_call_fingerprint(&tool_use.name, &tool_use.input);
-    data.push('\n');
-    data.push_str(match result.status {
-        crate::message::ToolResultStatus::Success => "success",
-        crate::message::ToolResultStatus::Error => "error",
-    });
-    data.push('\n');
-    data.push_str(&canonical_json(&content));
+/// uuid5 (OID namespace) over `data`: the form of every fingerprint.
+pub(crate) fn fingerprint_of(data: &str) -> String {
     Uuid::new_v5(&Uuid::NAMESPACE_OID, data.as_bytes()).to_string()
-}
-
-/// The fingerprint of a message as a human approves it: uuid5 over its sorted-key JSON.
-pub(crate) fn message_fingerprint(message: &crate::message::Message) -> String {
-    let value = serde_json::to_value(message).unwrap_or_default();
-    Uuid::new_v5(&Uuid::NAMESPACE_OID, canonical_json(&value).as_bytes()).to_string()
 }
 
 #[cfg(test)]

@@ -38,7 +38,8 @@ impl Message {
     /// The fingerprint an approval of this message is bound to: uuid5 over its sorted-key
     /// JSON.
     pub fn fingerprint(&self) -> String {
-        crate::id::message_fingerprint(self)
+        let value = serde_json::to_value(self).unwrap_or_default();
+        crate::id::fingerprint_of(&crate::id::canonical_json(&value))
     }
 
     /// A message with the given role and blocks.
@@ -205,7 +206,16 @@ impl ToolResult {
     /// The fingerprint an approval of this result of `tool_use` is bound to: uuid5 over the
     /// call's fingerprint, the status and the content as sorted-key JSON.
     pub fn fingerprint(&self, tool_use: &ToolUse) -> String {
-        crate::id::tool_result_fingerprint(tool_use, self)
+        let content = serde_json::to_value(&self.content).unwrap_or_default();
+        let mut data = tool_use.fingerprint();
+        data.push('\n');
+        data.push_str(match self.status {
+            ToolResultStatus::Success => "success",
+            ToolResultStatus::Error => "error",
+        });
+        data.push('\n');
+        data.push_str(&crate::id::canonical_json(&content));
+        crate::id::fingerprint_of(&data)
     }
 
     /// A successful result with one text item.
