@@ -158,56 +158,24 @@ impl Agent {
         responses: Vec<InterruptResponse>,
         sink: &Sink,
     ) -> Result<Fed, Error> {
-        let Some(mut pending) = self.pending.take() else {
-            return Err(Error::NoPendingInterrupts);
-        };
+        let mut pending = self.pending.take().ok_or(Error::NoPendingInterrupts)?;
+        if let Err(e) = self.record_answers(&mut pending, responses) {
+            self.pending = Some(pending);
+            return Err(e);
+        }
         let held = pending.held_response.take().unwrap_or(HeldResponse {
             stop_reason: StopReason::EndTurn,
             usage: Default::default(),
         });
-        let mut message = std::mem::replace(
+        let message = std::mem::replace(
             &mut pending.assistant_message,
             Message::new(rein_core::Role::Assistant, Vec::new()),
         );
-        let mut answers = HashMap::new();
-        for r in responses {
-            let mut fingerprint = pending
-                .interrupt(&r.interrupt_id)
-                .and_then(|i| i.fingerprint.clone());
-            if let Some(Approval {
-                approved: true,
-                edit: Some(edit),
-                ..
-            }) = Approval::from_answer(&r.response)
-            {
-                let Value::String(text) = edit else {
-                    pending.assistant_message = message;
-                    pending.held_response = Some(held);
-                    self.pending = Some(pending);
-                    return Err(Error::InvalidAnswer {
-                        interrupt_id: r.interrupt_id,
-                        reason: "the edit of a response is its new text".into(),
-                    });
-                };
-                // The text blocks become the edited text; tool uses stay.
-                message
-                    .content
-                    .retain(|b| !matches!(b, ContentBlock::Text(_)));
-                message.content.insert(0, ContentBlock::Text(text));
-                fingerprint = Some(message.fingerprint());
-            }
-            answers.insert(
-                r.interrupt_id,
-                InterruptAnswer {
-                    response: r.response,
-                    fingerprint,
-                },
-            );
-        }
-        for (id, a) in pending.answers {
-            answers.entry(id).or_insert(a);
-        }
-        inv.answers = InterruptAnswers::new(answers);
+        inv.answers = InterruptAnswers::new(
+            std::mem::take(&mut pending.answers)
+                .into_iter()
+                .collect::<HashMap<_, _>>(),
+        );
         // The pending state is consumed by the resume.
         self.session_sync().await?;
         let mut response = ModelResponse::new(message, held.stop_reason);
@@ -234,54 +202,14 @@ impl Agent {
         responses: Vec<InterruptResponse>,
     ) -> Result<ToolPhase, Error> {
         let mut pending = self.pending.take().ok_or(Error::NoPendingInterrupts)?;
-        // Approvals with an edit are checked first, so a bad one changes nothing.
-        let mut edits = Vec::new();
-        for r in &responses {
-            match self.edit_of(&pending, r) {
-                Ok(Some(edit)) => edits.push((r.interrupt_id.clone(), edit)),
-                Ok(None) => {}
-                Err(e) => {
-                    self.pending = Some(pending);
-                    return Err(e);
-                }
+        let call_edits = match self.record_answers(&mut pending, responses) {
+            Ok(edits) => edits,
+            Err(e) => {
+                // A bad answer changes nothing: the interrupts stay pending.
+                self.pending = Some(pending);
+                return Err(e);
             }
-        }
-        // An edited call (or result) runs as edited; the answer is bound to what the human
-        // approved, the edit.
-        let mut call_edits = Vec::new();
-        let mut bound_to = HashMap::new();
-        for (interrupt_id, edit) in edits {
-            match edit {
-                Edit::Call(call) => {
-                    bound_to.insert(interrupt_id, call.fingerprint());
-                    call_edits.push(call);
-                }
-                Edit::Result { call, result } => {
-                    bound_to.insert(interrupt_id, result.fingerprint(&call));
-                    if let Some(held) = pending
-                        .held_results
-                        .iter_mut()
-                        .find(|h| h.tool_use_id == result.tool_use_id)
-                    {
-                        *held = result;
-                    }
-                }
-            }
-        }
-        for r in responses {
-            let fingerprint = bound_to.remove(&r.interrupt_id).or_else(|| {
-                pending
-                    .interrupt(&r.interrupt_id)
-                    .and_then(|i| i.fingerprint.clone())
-            });
-            pending.answers.insert(
-                r.interrupt_id,
-                InterruptAnswer {
-                    response: r.response,
-                    fingerprint,
-                },
-            );
-        }
+        };
         let conv = self.history.conv();
         let idx = conv
             .ids()
@@ -309,6 +237,63 @@ impl Agent {
             .with_edits(call_edits))
     }
 
+    /// Records the caller's answers in `pending`, bound to the fingerprints of what they answer.
+    /// Approvals with an edit are checked first — a bad one is `InvalidAnswer` and `pending`
+    /// is left as it was — then applied: a held result or response takes its
+    /// edit, and the answer is bound to the edit. Returns the edited tool calls (they run as
+    /// edited).
+    fn record_answers(
+        &self,
+        pending: &mut PendingInterrupts,
+        responses: Vec<InterruptResponse>,
+    ) -> Result<Vec<ToolUse>, Error> {
+        let mut edits = Vec::new();
+        for r in &responses {
+            if let Some(edit) = self.edit_of(pending, r)? {
+                edits.push((r.interrupt_id.clone(), edit));
+            }
+        }
+        let mut call_edits = Vec::new();
+        let mut bound_to = HashMap::new();
+        for (interrupt_id, edit) in edits {
+            match edit {
+                Edit::Call(call) => {
+                    bound_to.insert(interrupt_id, call.fingerprint());
+                    call_edits.push(call);
+                }
+                Edit::Result { call, result } => {
+                    bound_to.insert(interrupt_id, result.fingerprint(&call));
+                    if let Some(held) = pending
+                        .held_results
+                        .iter_mut()
+                        .find(|h| h.tool_use_id == result.tool_use_id)
+                    {
+                        *held = result;
+                    }
+                }
+                Edit::Response(message) => {
+                    bound_to.insert(interrupt_id, message.fingerprint());
+                    pending.assistant_message = message;
+                }
+            }
+        }
+        for r in responses {
+            let fingerprint = bound_to.remove(&r.interrupt_id).or_else(|| {
+                pending
+                    .interrupt(&r.interrupt_id)
+                    .and_then(|i| i.fingerprint.clone())
+            });
+            pending.answers.insert(
+                r.interrupt_id,
+                InterruptAnswer {
+                    response: r.response,
+                    fingerprint,
+                },
+            );
+        }
+        Ok(call_edits)
+    }
+
     /// The edit an approval carries, checked: a tool call's new input against the tool's
     /// schema, a held result's new text. `None` when the answer approves nothing or edits
     /// nothing.
@@ -329,6 +314,22 @@ impl Agent {
             interrupt_id: r.interrupt_id.clone(),
             reason,
         };
+        let kind_of = |kind: EventKind| {
+            r.interrupt_id
+                .starts_with(&format!("v1:{}:", kind.as_str()))
+        };
+        if kind_of(EventKind::AfterModelCall) && pending.held_response.is_some() {
+            let Value::String(text) = edit else {
+                return Err(invalid("the edit of a response is its new text".into()));
+            };
+            // The text blocks become the edited text; tool uses stay.
+            let mut message = pending.assistant_message.clone();
+            message
+                .content
+                .retain(|b| !matches!(b, ContentBlock::Text(_)));
+            message.content.insert(0, ContentBlock::Text(text));
+            return Ok(Some(Edit::Response(message)));
+        }
         let call = pending
             .interrupt(&r.interrupt_id)
             .and_then(|i| i.tool_use_id.as_deref())
@@ -339,10 +340,6 @@ impl Agent {
                     .find(|u| u.tool_use_id == id)
             })
             .ok_or_else(|| invalid("only a tool call or its result can be edited".into()))?;
-        let kind_of = |kind: EventKind| {
-            r.interrupt_id
-                .starts_with(&format!("v1:{}:", kind.as_str()))
-        };
         if kind_of(EventKind::BeforeToolCall) {
             if !edit.is_object() {
                 return Err(invalid(
@@ -391,4 +388,6 @@ enum Edit {
     Call(ToolUse),
     /// A held result's new text.
     Result { call: ToolUse, result: ToolResult },
+    /// A held response with its new text.
+    Response(Message),
 }
