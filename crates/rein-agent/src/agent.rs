@@ -46,9 +46,24 @@ pub struct Limits {
     pub max_output_tokens: Option<u64>,
 }
 
+/// What happens when a hook asks to retry a model call once more than `max_hook_retries`
+/// allows (guidance that did not take).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OnRetryLimit {
+    /// The response is withheld with `DENIED: retry limit (<n>) reached` (the default).
+    #[default]
+    Deny,
+    /// A human is asked: the response is held with an interrupt named `rein:retry-limit`
+    /// (SPEC §3.8); approved, it is accepted as it is; rejected, withheld with
+    /// `CONFIRMATION_FAILED: <prompt>`.
+    Confirm,
+}
+
 #[derive(Debug, Clone)]
 pub(crate) struct AgentConfig {
     pub(crate) max_hook_retries: u32,
+    pub(crate) on_retry_limit: OnRetryLimit,
     pub(crate) limits: Limits,
     pub(crate) executor: ToolExecutor,
     pub(crate) retry: RetryStrategy,
@@ -314,7 +329,7 @@ impl Agent {
     pub fn discard_interrupts(&mut self) {
         self.run_state.clear();
         // A held response was never stored: nothing to answer in history.
-        if let Some(p) = self.pending.take().filter(|p| p.held_response.is_none()) {
+        if let Some(p) = self.pending.take().filter(|p| p.holds_tool_uses()) {
             let blocks =
                 closing_results(&p.assistant_message, &p.completed_results, TOOL_INTERRUPTED);
             if !blocks.is_empty() {
@@ -378,6 +393,7 @@ impl Default for AgentBuilder {
             manager: Box::new(SlidingWindow::default()),
             config: AgentConfig {
                 max_hook_retries: 3,
+                on_retry_limit: OnRetryLimit::Deny,
                 limits: Limits::default(),
                 executor: ToolExecutor::default(),
                 retry: RetryStrategy::default(),
@@ -554,6 +570,14 @@ impl AgentBuilder {
     /// Bound on hook-driven retries of one model call or tool call (default 3).
     pub fn max_hook_retries(mut self, n: u32) -> Self {
         self.config.max_hook_retries = n;
+        self
+    }
+
+    /// What happens when guidance at AfterModelCall asks for one retry more than
+    /// [`max_hook_retries`](Self::max_hook_retries) allows: a hard deny (the default) or a
+    /// human asked to accept the response ([`OnRetryLimit::Confirm`]).
+    pub fn on_retry_limit(mut self, action: OnRetryLimit) -> Self {
+        self.config.on_retry_limit = action;
         self
     }
 

@@ -1,12 +1,17 @@
 //! Mid-run message injection (SPEC §5): a [`TurnInterceptor`] queues messages from any thread;
 //! the loop drains them at the next turn boundary, after admission by the interventions.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use rein_core::{Message, id::InjectionId};
+use rein_core::{
+    ContentBlock, Message,
+    id::InjectionId,
+    interrupt::{Approval, Interrupt, InterruptAnswer, InterruptAnswers},
+};
+use serde_json::Value;
 
 /// Why `inject` failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -15,6 +20,12 @@ pub enum InjectError {
     /// No invocation is running: there is no turn to inject into.
     #[error("no invocation is running")]
     NoActiveRun,
+    /// No parked message waits for an answer to this interrupt.
+    #[error("no injected message waits for an answer to interrupt '{0}'")]
+    UnknownInterrupt(String),
+    /// The answer's edit is not the message's new text.
+    #[error("the edit of an injected message is its new text")]
+    InvalidEdit,
 }
 
 type ConsumedFn = dyn Fn(InjectionId, &Message) + Send + Sync;
@@ -26,11 +37,33 @@ pub(crate) struct Item {
     pub(crate) version: u64,
 }
 
+/// An injected message a `Confirm` parked until a human answers (SPEC §5).
+pub(crate) struct Parked {
+    pub(crate) item: Item,
+    pub(crate) interrupts: Vec<Interrupt>,
+    /// Answers given so far, bound to the fingerprint of what they answered.
+    pub(crate) answers: HashMap<String, InterruptAnswer>,
+}
+
+/// An injected message waiting for a human's answer before it is delivered: a handler's
+/// `Confirm` at `before_invocation` parked it while the run goes on.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct PendingInjection {
+    /// The injection's id.
+    pub id: InjectionId,
+    /// The message as injected.
+    pub message: Message,
+    /// What is asked (ids `v1:before_invocation:<injection id>:<uuid5(OID, handler)>`).
+    pub interrupts: Vec<Interrupt>,
+}
+
 #[derive(Default)]
 struct Queue {
     running: bool,
     version: u64,
     items: VecDeque<Item>,
+    parked: Vec<Parked>,
 }
 
 #[derive(Default)]
@@ -71,7 +104,15 @@ impl fmt::Debug for TurnInterceptor {
         f.debug_struct("TurnInterceptor")
             .field("running", &q.running)
             .field("queued", &q.items.len())
+            .field("parked", &q.parked.len())
             .finish()
+    }
+}
+
+impl Parked {
+    /// The answers, for the admission pass.
+    pub(crate) fn answers(&self) -> InterruptAnswers {
+        InterruptAnswers::new(self.answers.clone())
     }
 }
 
@@ -92,6 +133,66 @@ impl TurnInterceptor {
         Ok(id)
     }
 
+    /// Injected messages parked until a human answers (a `Confirm` at `before_invocation`).
+    pub fn pending_approvals(&self) -> Vec<PendingInjection> {
+        lock(&self.shared.queue)
+            .parked
+            .iter()
+            .map(|p| PendingInjection {
+                id: p.item.id,
+                message: p.item.message.clone(),
+                interrupts: p.interrupts.clone(),
+            })
+            .collect()
+    }
+
+    /// Answers an interrupt of a parked message, like a resume's answer (`true`, `"yes"`, an
+    /// [`Approval`], possibly with an edit: the message's new text). The message goes through
+    /// `before_invocation` again at the next turn boundary: approved, it is delivered there;
+    /// rejected, it is refused with `CONFIRMATION_FAILED: <prompt>`.
+    pub fn answer(
+        &self,
+        interrupt_id: &str,
+        response: impl Into<Value>,
+    ) -> Result<InjectionId, InjectError> {
+        let response = response.into();
+        let mut q = lock(&self.shared.queue);
+        let parked = q
+            .parked
+            .iter_mut()
+            .find(|p| p.interrupts.iter().any(|i| i.id == interrupt_id))
+            .ok_or_else(|| InjectError::UnknownInterrupt(interrupt_id.to_owned()))?;
+        let mut fingerprint = parked
+            .interrupts
+            .iter()
+            .find(|i| i.id == interrupt_id)
+            .and_then(|i| i.fingerprint.clone());
+        if let Some(Approval {
+            approved: true,
+            edit: Some(edit),
+            ..
+        }) = Approval::from_answer(&response)
+        {
+            let Value::String(text) = edit else {
+                return Err(InjectError::InvalidEdit);
+            };
+            let message = &mut parked.item.message;
+            message
+                .content
+                .retain(|b| !matches!(b, ContentBlock::Text(_)));
+            message.content.insert(0, ContentBlock::Text(text));
+            fingerprint = Some(Message::fingerprint_all(std::slice::from_ref(message)));
+        }
+        parked.answers.insert(
+            interrupt_id.to_owned(),
+            InterruptAnswer {
+                response,
+                fingerprint,
+            },
+        );
+        Ok(parked.item.id)
+    }
+
     /// Called once for each delivered message (with the message as delivered).
     pub fn on_consumed(&self, f: impl Fn(InjectionId, &Message) + Send + Sync + 'static) {
         *lock(&self.shared.on_consumed) = Some(Arc::new(f));
@@ -110,9 +211,29 @@ impl TurnInterceptor {
         q.version
     }
 
-    /// Takes everything queued.
-    pub(crate) fn drain(&self) -> Vec<Item> {
-        lock(&self.shared.queue).items.drain(..).collect()
+    /// Takes everything queued, and the parked messages that have answers (first: they were
+    /// injected earlier).
+    pub(crate) fn drain(&self) -> (Vec<Parked>, Vec<Item>) {
+        let mut q = lock(&self.shared.queue);
+        let (answered, waiting) = std::mem::take(&mut q.parked)
+            .into_iter()
+            .partition(|p| !p.answers.is_empty());
+        q.parked = waiting;
+        (answered, q.items.drain(..).collect())
+    }
+
+    /// Parks a message until a human answers `interrupts`.
+    pub(crate) fn park(
+        &self,
+        item: Item,
+        interrupts: Vec<Interrupt>,
+        answers: HashMap<String, InterruptAnswer>,
+    ) {
+        lock(&self.shared.queue).parked.push(Parked {
+            item,
+            interrupts,
+            answers,
+        });
     }
 
     /// Ends the run: nothing more can be queued; returns what is left (to be rejected). Items
@@ -120,7 +241,8 @@ impl TurnInterceptor {
     pub(crate) fn end(&self) -> Vec<Item> {
         let mut q = lock(&self.shared.queue);
         q.running = false;
-        q.items.drain(..).collect()
+        let parked = std::mem::take(&mut q.parked).into_iter().map(|p| p.item);
+        parked.chain(q.items.drain(..)).collect()
     }
 
     pub(crate) fn consumed(&self, id: InjectionId, message: &Message) {

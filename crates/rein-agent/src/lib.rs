@@ -39,13 +39,15 @@ mod session;
 mod stream;
 mod tools;
 
-pub use agent::{Agent, AgentBuilder, CANCELLED_BY_USER, DEFAULT_STREAM_HOLD_BACK, Input, Limits};
+pub use agent::{
+    Agent, AgentBuilder, CANCELLED_BY_USER, DEFAULT_STREAM_HOLD_BACK, Input, Limits, OnRetryLimit,
+};
 pub use cancel::CancelHandle;
 pub use conversation::{
     ConversationManager, HistoryEdit, NoConversationManager, SlidingWindow, TRUNCATED_TOOL_RESULT,
 };
 pub use history::{TOOL_CANCELLED, TOOL_INTERRUPTED};
-pub use inject::{InjectError, TurnInterceptor};
+pub use inject::{InjectError, PendingInjection, TurnInterceptor};
 pub use pending::{PENDING_SCHEMA_VERSION, PendingInterrupts};
 pub use rein_core::{Error, result::AgentResult};
 pub use retry::RetryStrategy;

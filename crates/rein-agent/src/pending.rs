@@ -52,6 +52,16 @@ pub struct PendingInterrupts {
     /// AfterModelCall again; the model is not called again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held_response: Option<HeldResponse>,
+    /// A model call waiting for answers before it is sent (BeforeModelCall interrupts): on
+    /// resume its BeforeModelCall pass runs again with the answers, then the call is made.
+    /// `assistant_message` is the last stored message.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub held_request: bool,
+    /// An input waiting for answers before it is stored (BeforeInvocation interrupts): on
+    /// resume it goes through BeforeInvocation again with the answers. `assistant_message` is
+    /// its last message.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held_input: Vec<Message>,
 }
 
 /// A model response waiting for a human's answer.
@@ -63,11 +73,25 @@ pub struct HeldResponse {
     /// What the call used (counted in the invocation that paused).
     #[serde(default)]
     pub usage: Usage,
+    /// How many times the turn's model call had been retried at a hook's request (the resume
+    /// goes on counting towards `max_hook_retries` from there).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub hook_retries: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl PendingInterrupts {
     /// The pending interrupt with this id.
     pub fn interrupt(&self, id: &str) -> Option<&Interrupt> {
         self.interrupts.iter().find(|i| i.id == id)
+    }
+
+    /// Whether the pause is in a tool phase: `assistant_message` is stored and its tool uses
+    /// wait (not a held input, request or response).
+    pub fn holds_tool_uses(&self) -> bool {
+        self.held_response.is_none() && !self.held_request && self.held_input.is_empty()
     }
 }

@@ -87,6 +87,15 @@ pub enum AgentEvent {
         /// The message as delivered (after transforms).
         message: Message,
     },
+    /// An injected message waits for a human's answer (a `Confirm` at `before_invocation`):
+    /// parked while the run goes on; answer through
+    /// [`TurnInterceptor::answer`](crate::TurnInterceptor::answer).
+    InjectionAwaitingApproval {
+        /// Its id.
+        id: InjectionId,
+        /// What is asked.
+        interrupts: Vec<Interrupt>,
+    },
     /// An injected message was rejected.
     InjectionRejected {
         /// Its id.

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::audit::{DecisionRecord, EventKind};
 use crate::error::{Error, ModelError};
-use crate::id::{InvocationId, MessageId};
+use crate::id::{InjectionId, InvocationId, MessageId};
 use crate::interrupt::{Interrupt, InterruptAnswers};
 use crate::message::{Message, ToolResult, ToolUse};
 use crate::request::ModelRequest;
@@ -110,20 +110,22 @@ macro_rules! common_accessors {
 }
 
 macro_rules! interrupt_accessors {
-    ($ty:ident, $kind:literal, $what:literal) => {
+    ($ty:ident, $kind:literal, $subject:literal, $what:literal) => {
         impl $ty {
             #[doc = concat!(
                 "Asks a human: the answer if this resume carries one for `v1:", $kind,
-                ":<toolUseId>:<uuid5(OID, name)>`, otherwise raises that interrupt and returns ",
+                ":", $subject, ":<uuid5(OID, name)>`, otherwise raises that interrupt and returns ",
                 "`None` (", $what, "; the invocation stops with `Interrupt`)."
             )]
             pub fn interrupt(&mut self, name: &str, reason: impl Into<Value>) -> Option<Value> {
-                let id = Self::KIND.interrupt_id(&self.tool_use.tool_use_id, name);
+                let id = Self::KIND.interrupt_id(&self.interrupt_subject(), name);
                 if let Some(answer) = self.answers.get(&id) {
                     return Some(answer.clone());
                 }
-                let interrupt = Interrupt::new(id, name, reason)
-                    .with_tool_use_id(self.tool_use.tool_use_id.clone());
+                let mut interrupt = Interrupt::new(id, name, reason);
+                if let Some(tool_use_id) = self.subject_tool_use_id() {
+                    interrupt = interrupt.with_tool_use_id(tool_use_id.to_owned());
+                }
                 self.raise_interrupt(interrupt);
                 None
             }
@@ -206,12 +208,20 @@ pub struct BeforeInvocationEvent {
     cx: InvocationContext,
     history: Arc<Vec<Message>>,
     resume: bool,
-    injected: bool,
+    injected: Option<InjectionId>,
+    answers: InterruptAnswers,
+    interrupts: Vec<Interrupt>,
     decisions: Vec<DecisionRecord>,
 }
 
 common_accessors!(BeforeInvocationEvent, EventKind::BeforeInvocation);
 decision_accessors!(BeforeInvocationEvent);
+interrupt_accessors!(
+    BeforeInvocationEvent,
+    "before_invocation",
+    "<input | injection id>",
+    "the input is held, not stored; an injected message is parked until answered"
+);
 
 impl BeforeInvocationEvent {
     /// Default cancel text.
@@ -225,7 +235,9 @@ impl BeforeInvocationEvent {
             cx,
             history,
             resume: false,
-            injected: false,
+            injected: None,
+            answers: InterruptAnswers::default(),
+            interrupts: Vec::new(),
             decisions: Vec::new(),
         }
     }
@@ -236,9 +248,9 @@ impl BeforeInvocationEvent {
         self
     }
 
-    /// Marks the event as the admission check of an injected message.
-    pub fn as_injected(mut self) -> Self {
-        self.injected = true;
+    /// Marks the event as the admission check of the injected message `id`.
+    pub fn as_injected(mut self, id: InjectionId) -> Self {
+        self.injected = Some(id);
         self
     }
 
@@ -249,7 +261,31 @@ impl BeforeInvocationEvent {
 
     /// Whether the input was injected mid-run.
     pub fn is_injected(&self) -> bool {
+        self.injected.is_some()
+    }
+
+    /// The id of the injected message this event checks.
+    pub fn injection_id(&self) -> Option<InjectionId> {
         self.injected
+    }
+
+    /// The subject of this event's interrupt ids: `input` for an invocation's input, the
+    /// injection id for an injected message.
+    pub fn interrupt_subject(&self) -> String {
+        match self.injected {
+            Some(id) => id.to_string(),
+            None => "input".to_owned(),
+        }
+    }
+
+    fn subject_tool_use_id(&self) -> Option<&str> {
+        None
+    }
+
+    /// A fingerprint of the input as it stands: what a human approving it saw (uuid5 over
+    /// the messages as sorted-key JSON).
+    pub fn input_fingerprint(&self) -> String {
+        Message::fingerprint_all(&self.messages)
     }
 
     /// The stored history before this input.
@@ -262,6 +298,10 @@ impl BeforeInvocationEvent {
     pub fn into_verdict(self) -> InputVerdict {
         match self.cancel.text(Self::DEFAULT_CANCEL) {
             Some(text) => InputVerdict::Deny(text.to_owned()),
+            None if !self.interrupts.is_empty() => InputVerdict::Hold {
+                messages: self.messages,
+                interrupts: self.interrupts,
+            },
             None => InputVerdict::Admit(self.messages),
         }
     }
@@ -276,6 +316,15 @@ pub enum InputVerdict {
     Admit(Vec<Message>),
     /// Store nothing; the invocation (or the injected item) is refused with this text.
     Deny(String),
+    /// Store nothing yet: the input waits for answers to these interrupts (an invocation's
+    /// input is held and the invocation stops; an injected message is parked and the run goes
+    /// on).
+    Hold {
+        /// The input as the hooks left it.
+        messages: Vec<Message>,
+        /// What is asked.
+        interrupts: Vec<Interrupt>,
+    },
 }
 
 /// Fired before each model call.
@@ -289,12 +338,20 @@ pub struct BeforeModelCallEvent {
     cx: InvocationContext,
     model_call_index: u32,
     guidance: Vec<String>,
+    answers: InterruptAnswers,
+    interrupts: Vec<Interrupt>,
     decisions: Vec<DecisionRecord>,
 }
 
 common_accessors!(BeforeModelCallEvent, EventKind::BeforeModelCall);
 model_call_index_accessors!(BeforeModelCallEvent, "this model call");
 decision_accessors!(BeforeModelCallEvent);
+interrupt_accessors!(
+    BeforeModelCallEvent,
+    "before_model_call",
+    "m<model call index>",
+    "the request is not sent"
+);
 
 impl BeforeModelCallEvent {
     /// Default cancel text.
@@ -309,8 +366,25 @@ impl BeforeModelCallEvent {
             cx,
             model_call_index: 0,
             guidance: Vec::new(),
+            answers: InterruptAnswers::default(),
+            interrupts: Vec::new(),
             decisions: Vec::new(),
         }
+    }
+
+    /// The subject of this call's interrupt ids: `m<model call index>`.
+    pub fn interrupt_subject(&self) -> String {
+        format!("m{}", self.model_call_index)
+    }
+
+    fn subject_tool_use_id(&self) -> Option<&str> {
+        None
+    }
+
+    /// A fingerprint of the request as it stands: what a human approving it saw (see
+    /// [`ModelRequest::fingerprint`]).
+    pub fn request_fingerprint(&self) -> String {
+        self.request.fingerprint()
     }
 
     /// Injects guidance: stored in history as user text (through `MessageAdded` /
@@ -335,6 +409,7 @@ impl BeforeModelCallEvent {
     pub fn into_verdict(self) -> RequestVerdict {
         match self.cancel.text(Self::DEFAULT_CANCEL) {
             Some(text) => RequestVerdict::Deny(text.to_owned()),
+            None if !self.interrupts.is_empty() => RequestVerdict::Hold(self.interrupts),
             None => RequestVerdict::Send(self.request),
         }
     }
@@ -350,6 +425,9 @@ pub enum RequestVerdict {
     Send(ModelRequest),
     /// Do not call the model; this text stands in for its response.
     Deny(String),
+    /// Do not call the model yet: the call waits for answers to these interrupts (the
+    /// invocation stops; a resume makes the call again).
+    Hold(Vec<Interrupt>),
 }
 
 /// Fired after each model call, with its response or its error.
@@ -366,12 +444,19 @@ pub struct AfterModelCallEvent {
     withheld: Option<String>,
     answers: InterruptAnswers,
     interrupts: Vec<Interrupt>,
+    retries: (u32, u32),
     decisions: Vec<DecisionRecord>,
 }
 
 common_accessors!(AfterModelCallEvent, EventKind::AfterModelCall);
 model_call_index_accessors!(AfterModelCallEvent, "this model call");
 decision_accessors!(AfterModelCallEvent);
+interrupt_accessors!(
+    AfterModelCallEvent,
+    "after_model_call",
+    "m<model call index>",
+    "the response is held, not stored; its tool uses do not run"
+);
 
 impl AfterModelCallEvent {
     /// An event for the outcome of a model call.
@@ -386,26 +471,40 @@ impl AfterModelCallEvent {
             withheld: None,
             answers: InterruptAnswers::default(),
             interrupts: Vec::new(),
+            // The agent's default cap until the agent says otherwise.
+            retries: (0, 3),
             decisions: Vec::new(),
         }
     }
 
-    /// Sets the answers a resume carries.
+    /// Sets how many times this turn's model call was already retried at a hook's request,
+    /// and the cap (`max_hook_retries`).
     #[inline]
-    pub fn with_answers(mut self, answers: InterruptAnswers) -> Self {
-        self.answers = answers;
+    pub fn with_retries(mut self, retried: u32, max: u32) -> Self {
+        self.retries = (retried, max);
         self
     }
 
-    /// The answers given on resume.
-    pub fn answers(&self) -> &InterruptAnswers {
-        &self.answers
+    /// How many times this turn's model call was already retried at a hook's request
+    /// (guidance included).
+    pub fn retries(&self) -> u32 {
+        self.retries.0
+    }
+
+    /// How many more retries a hook may ask for in this turn: at 0, a guide is refused (the
+    /// retry limit), so a handler may ask a human (`Confirm`) instead.
+    pub fn retries_left(&self) -> u32 {
+        self.retries.1.saturating_sub(self.retries.0)
     }
 
     /// The subject of this call's interrupt ids: `m<model call index>`
     /// (`v1:after_model_call:m<index>:<uuid5(OID, name)>`).
     pub fn interrupt_subject(&self) -> String {
         format!("m{}", self.model_call_index)
+    }
+
+    fn subject_tool_use_id(&self) -> Option<&str> {
+        None
     }
 
     /// A fingerprint of the response message as it stands: what a human approving it saw
@@ -415,20 +514,6 @@ impl AfterModelCallEvent {
             Ok(r) => r.message.fingerprint(),
             Err(_) => String::new(),
         }
-    }
-
-    /// Raises an interrupt: the response is held — not stored, its tool uses not run — until
-    /// a resume answers; the resume runs AfterModelCall again on it (the model is not called
-    /// again).
-    pub fn raise_interrupt(&mut self, interrupt: Interrupt) {
-        if !self.interrupts.iter().any(|i| i.id == interrupt.id) {
-            self.interrupts.push(interrupt);
-        }
-    }
-
-    /// Interrupts raised on this event.
-    pub fn interrupts(&self) -> &[Interrupt] {
-        &self.interrupts
     }
 
     /// The response, when the call succeeded.
@@ -692,12 +777,22 @@ decision_accessors!(BeforeToolCallEvent);
 interrupt_accessors!(
     BeforeToolCallEvent,
     "before_tool_call",
+    "<toolUseId>",
     "the tool does not run"
 );
 
 impl BeforeToolCallEvent {
     /// Default cancel text.
     pub const DEFAULT_CANCEL: &'static str = "tool cancelled by user";
+
+    /// The subject of this call's interrupt ids: its tool use id.
+    pub fn interrupt_subject(&self) -> String {
+        self.tool_use.tool_use_id.clone()
+    }
+
+    fn subject_tool_use_id(&self) -> Option<&str> {
+        Some(&self.tool_use.tool_use_id)
+    }
 
     /// An event for one tool use (of an unknown tool, until
     /// [`with_selected_tool`](Self::with_selected_tool) names one).
@@ -823,10 +918,19 @@ decision_accessors!(AfterToolCallEvent);
 interrupt_accessors!(
     AfterToolCallEvent,
     "after_tool_call",
+    "<toolUseId>",
     "the result is held, not shown to the model; the tool does not run again"
 );
 
 impl AfterToolCallEvent {
+    /// The subject of this call's interrupt ids: its tool use id.
+    pub fn interrupt_subject(&self) -> String {
+        self.tool_use.tool_use_id.clone()
+    }
+
+    fn subject_tool_use_id(&self) -> Option<&str> {
+        Some(&self.tool_use.tool_use_id)
+    }
     /// An event for one finished tool call.
     #[inline]
     pub fn new(cx: InvocationContext, tool_use: ToolUse, result: ToolResult) -> Self {

@@ -42,6 +42,18 @@ impl Message {
         crate::id::fingerprint_of(&crate::id::canonical_json(&value))
     }
 
+    /// The fingerprint an approval of these messages (an input) is bound to: uuid5 over
+    /// them as sorted-key JSON.
+    pub fn fingerprint_all(messages: &[Message]) -> String {
+        crate::id::fingerprint_of(&Self::canonical_list(messages))
+    }
+
+    /// The sorted-key JSON of messages, for fingerprints of what a human approves.
+    pub(crate) fn canonical_list(messages: &[Message]) -> String {
+        let value = serde_json::to_value(messages).unwrap_or_default();
+        crate::id::canonical_json(&value)
+    }
+
     /// A message with the given role and blocks.
     pub fn new(role: Role, content: Vec<ContentBlock>) -> Self {
         Self { role, content }

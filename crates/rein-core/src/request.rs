@@ -66,6 +66,24 @@ pub struct ModelRequest {
 }
 
 impl ModelRequest {
+    /// The fingerprint an approval of this request is bound to: uuid5 over the system
+    /// prompt, the names of the tools offered and the messages as sorted-key JSON — what the
+    /// model would be sent.
+    pub fn fingerprint(&self) -> String {
+        let mut data = String::new();
+        data.push_str(self.system_prompt.as_deref().unwrap_or_default());
+        data.push('\n');
+        for (i, t) in self.tools.iter().enumerate() {
+            if i > 0 {
+                data.push(',');
+            }
+            data.push_str(&t.name);
+        }
+        data.push('\n');
+        data.push_str(&Message::canonical_list(&self.messages));
+        crate::id::fingerprint_of(&data)
+    }
+
     /// A request with these messages and nothing else.
     pub fn new(messages: Vec<Message>) -> Self {
         Self {

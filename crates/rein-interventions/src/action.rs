@@ -329,6 +329,26 @@ macro_rules! guide_constructor {
     };
 }
 
+macro_rules! confirm_constructor {
+    ($ty:ident, $what:literal) => {
+        impl $ty {
+            #[doc = concat!(
+                "Ask a human about ", $what, " with this prompt — a string or a structured ",
+                "payload (default evaluation, no response known yet)."
+            )]
+            pub fn confirm(prompt: impl Into<Value>) -> Self {
+                Self::Confirm(Confirm::new(prompt))
+            }
+        }
+
+        impl From<Confirm> for $ty {
+            fn from(c: Confirm) -> Self {
+                Self::Confirm(c)
+            }
+        }
+    };
+}
+
 /// What a `before_invocation` handler decides about the new input (or an injected message).
 #[derive(Debug)]
 #[non_exhaustive]
@@ -345,11 +365,17 @@ pub enum BeforeInvocationAction {
         /// The feedback.
         feedback: String,
     },
+    /// Ask a human before the input is admitted: an invocation's input is held (not stored;
+    /// the invocation stops with `Interrupt`); an injected message is parked while the run
+    /// goes on. Approved, it goes on; rejected, it is refused with
+    /// `CONFIRMATION_FAILED: <prompt>`.
+    Confirm(Confirm),
     /// Rewrite the input messages.
     Transform(Transform<Vec<Message>>),
 }
 
 common_constructors!(BeforeInvocationAction, Vec<Message>);
+confirm_constructor!(BeforeInvocationAction, "the input");
 deny_constructor!(BeforeInvocationAction);
 guide_constructor!(
     BeforeInvocationAction,
@@ -372,11 +398,16 @@ pub enum BeforeModelCallAction {
         /// The feedback.
         feedback: String,
     },
+    /// Ask a human before the request is sent: the invocation stops with `Interrupt`;
+    /// approved, the call is made; rejected, it is cancelled with
+    /// `CONFIRMATION_FAILED: <prompt>`.
+    Confirm(Confirm),
     /// Rewrite the request overlay of this one call (never stored history).
     Transform(Transform<ModelRequest>),
 }
 
 common_constructors!(BeforeModelCallAction, ModelRequest);
+confirm_constructor!(BeforeModelCallAction, "sending the request");
 deny_constructor!(BeforeModelCallAction);
 guide_constructor!(
     BeforeModelCallAction,
@@ -408,18 +439,7 @@ guide_constructor!(
     "Guidance: the response is discarded, the feedback injected, and the model called again."
 );
 
-impl AfterModelCallAction {
-    /// Ask a human about the response with this prompt — a string or a structured payload.
-    pub fn confirm(prompt: impl Into<Value>) -> Self {
-        Self::Confirm(Confirm::new(prompt))
-    }
-}
-
-impl From<Confirm> for AfterModelCallAction {
-    fn from(c: Confirm) -> Self {
-        Self::Confirm(c)
-    }
-}
+confirm_constructor!(AfterModelCallAction, "the response");
 
 /// What a `model_output` handler decides about the pending text of a streamed response.
 #[derive(Debug)]
@@ -470,19 +490,7 @@ guide_constructor!(
     "Guidance: the call is cancelled with `GUIDANCE: <joined feedback>`."
 );
 
-impl BeforeToolCallAction {
-    /// Ask a human with this prompt — a string or a structured payload (default evaluation, no
-    /// response known yet).
-    pub fn confirm(prompt: impl Into<Value>) -> Self {
-        Self::Confirm(Confirm::new(prompt))
-    }
-}
-
-impl From<Confirm> for BeforeToolCallAction {
-    fn from(c: Confirm) -> Self {
-        Self::Confirm(c)
-    }
-}
+confirm_constructor!(BeforeToolCallAction, "the tool call");
 
 /// What an `after_tool_call` handler decides about the result.
 #[derive(Debug)]
@@ -500,18 +508,7 @@ pub enum AfterToolCallAction {
 
 common_constructors!(AfterToolCallAction, ToolResultDraft);
 
-impl AfterToolCallAction {
-    /// Ask a human about the result with this prompt — a string or a structured payload.
-    pub fn confirm(prompt: impl Into<Value>) -> Self {
-        Self::Confirm(Confirm::new(prompt))
-    }
-}
-
-impl From<Confirm> for AfterToolCallAction {
-    fn from(c: Confirm) -> Self {
-        Self::Confirm(c)
-    }
-}
+confirm_constructor!(AfterToolCallAction, "the result");
 
 /// What a closure handler may return: the action itself, or `Result<action, E>` with any error
 /// that converts into a [`HandlerError`].
@@ -551,6 +548,7 @@ impl Decided for BeforeInvocationAction {
             Self::Proceed => Verdict::Proceed,
             Self::Deny { reason } => Verdict::Deny(reason),
             Self::Guide { feedback } => Verdict::Guide(feedback),
+            Self::Confirm(c) => Verdict::Confirm(c),
             Self::Transform(t) => Verdict::Transform(t),
         }
     }
@@ -567,6 +565,7 @@ impl Decided for BeforeModelCallAction {
             Self::Proceed => Verdict::Proceed,
             Self::Deny { reason } => Verdict::Deny(reason),
             Self::Guide { feedback } => Verdict::Guide(feedback),
+            Self::Confirm(c) => Verdict::Confirm(c),
             Self::Transform(t) => Verdict::Transform(t),
         }
     }

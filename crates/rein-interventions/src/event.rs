@@ -115,11 +115,22 @@ impl PassEvent for BeforeInvocationEvent {
             self.messages = snapshot;
         }
     }
+    fn confirm_target(&self) -> Option<(String, &InterruptAnswers)> {
+        Some((self.interrupt_subject(), self.answers()))
+    }
+    fn confirm_fingerprint(&self) -> String {
+        self.input_fingerprint()
+    }
     fn deny(&mut self, text: String) {
         self.cancel = Cancel::Message(text);
     }
     fn guide(&mut self, joined: String) {
         self.cancel = Cancel::Message(format!("GUIDANCE: {joined}"));
+    }
+    fn raise(&mut self, interrupts: Vec<Interrupt>) {
+        for interrupt in interrupts {
+            self.raise_interrupt(interrupt);
+        }
     }
 }
 
@@ -142,11 +153,22 @@ impl PassEvent for BeforeModelCallEvent {
     fn restore(&mut self, snapshot: Draft<Self>) {
         self.request = snapshot;
     }
+    fn confirm_target(&self) -> Option<(String, &InterruptAnswers)> {
+        Some((self.interrupt_subject(), self.answers()))
+    }
+    fn confirm_fingerprint(&self) -> String {
+        self.request_fingerprint()
+    }
     fn deny(&mut self, text: String) {
         self.cancel = Cancel::Message(text);
     }
     fn guide(&mut self, joined: String) {
         self.inject_guidance(joined);
+    }
+    fn raise(&mut self, interrupts: Vec<Interrupt>) {
+        for interrupt in interrupts {
+            self.raise_interrupt(interrupt);
+        }
     }
 }
 

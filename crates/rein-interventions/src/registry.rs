@@ -867,11 +867,16 @@ fn handler_failed<E: PassEvent>(
 
 /// Ends the pass: settles staged transforms, applies the strongest outcome, records the audit.
 fn finish<E: PassEvent>(mut pass: Pass<Draft<E>>, event: &mut E) {
+    // Guidance that cancels (or discards the response) settles the event without asking; guidance
+    // that is only injected (before_model_call) would let the call go out unasked, so there an
+    // unanswered confirm pauses first and the guidance comes again with the resumed pass.
+    let asks = !pass.asked.is_empty();
+    let guide_settles = !pass.guides.is_empty() && (!asks || E::GUIDE != GuideEffect::Inject);
     let end = if pass.denied.is_some() {
         End::Denied
-    } else if !pass.guides.is_empty() {
+    } else if guide_settles {
         End::Guided
-    } else if !pass.asked.is_empty() {
+    } else if asks {
         End::Interrupted
     } else {
         End::Done
@@ -922,6 +927,7 @@ fn final_outcome<E: PassEvent>(current: DecisionOutcome, tag: Tag, end: End) -> 
     match (tag, end) {
         (Tag::Fixed, _) => current,
         (_, End::Denied) => Overridden,
+        (Tag::Guide, End::Interrupted) => Overridden,
         (Tag::Guide, _) => Applied,
         (Tag::Transform, End::Guided) if E::GUIDE != GuideEffect::Inject => Overridden,
         (Tag::Transform, End::Interrupted) => Overridden,

@@ -298,7 +298,7 @@ impl Prompt {
     pub fn event(self) -> BeforeInvocationEvent {
         let event = BeforeInvocationEvent::new(self.cx, self.messages, Arc::new(self.history));
         if self.injected {
-            event.as_injected()
+            event.as_injected(rein_core::id::InjectionId::new())
         } else {
             event
         }

@@ -97,7 +97,7 @@ fn injected_input_runs_the_interventions_but_not_plain_hooks() {
     hooks.add(move |_: &mut rein_interventions::BeforeInvocationEvent| p.hit());
     registry.install(&mut hooks);
     assert!(hooks.has_injected());
-    let mut ev = before_invocation().as_injected();
+    let mut ev = before_invocation().as_injected(rein_core::id::InjectionId::new());
     futures_executor::block_on(hooks.dispatch_injected(&mut ev)).unwrap();
     assert_eq!(ev.cancel, Cancel::Message("DENIED: no injection".into()));
     assert_eq!(plain.get(), 0);

@@ -168,7 +168,7 @@ fn diff(stored: &SessionSnapshot, agent: &AgentSnapshot<'_>) -> Vec<SessionWrite
     }
     if stored.pending_interrupts.as_ref() != agent.pending_interrupts {
         writes.push(SessionWrite::SetPendingInterrupts(
-            agent.pending_interrupts.cloned(),
+            agent.pending_interrupts.cloned().map(Box::new),
         ));
     }
     writes

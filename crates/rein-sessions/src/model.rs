@@ -50,8 +50,9 @@ pub enum SessionWrite {
     SetAgentState(Map),
     /// The conversation manager's state.
     SetConversationManagerState(Value),
-    /// The pending interrupts (`None` clears them).
-    SetPendingInterrupts(Option<PendingInterrupts>),
+    /// The pending interrupts (`None` clears them). Boxed: large and rare, it would make
+    /// every write as big.
+    SetPendingInterrupts(Option<Box<PendingInterrupts>>),
 }
 
 /// A session as a store holds it at one version.
@@ -123,7 +124,9 @@ impl SessionSnapshot {
                 SessionWrite::SetConversationManagerState(s) => {
                     self.conversation_manager_state = s.clone();
                 }
-                SessionWrite::SetPendingInterrupts(p) => self.pending_interrupts = p.clone(),
+                SessionWrite::SetPendingInterrupts(p) => {
+                    self.pending_interrupts = p.as_deref().cloned();
+                }
             }
         }
     }

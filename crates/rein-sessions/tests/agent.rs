@@ -577,3 +577,87 @@ async fn a_rewritten_message_is_persisted_through_message_updated() {
     // Every message was written as it was stored, and the rewrite as one more write.
     assert!(s.version >= 5, "version {}", s.version);
 }
+
+#[tokio::test]
+async fn a_held_request_is_persisted_and_a_new_agent_makes_the_call_once_approved() {
+    let dir = TempDir::new("held-request");
+    let egress = || {
+        rein_interventions::Intervention::named("egress").before_model_call(|_, _| {
+            rein_interventions::BeforeModelCallAction::confirm("Send to the provider?")
+        })
+    };
+    for (name, store, _) in stores(&dir).await {
+        let id = session_id("held-request");
+        let model = ScriptedModel::builder().text("never sent").build();
+        let mut a = builder(&store, &id, model.clone())
+            .intervention(egress())
+            .build()
+            .unwrap();
+        let r = a.invoke("hello").await.unwrap();
+        assert_eq!(r.stop_reason, StopReason::Interrupt, "{name}");
+        assert!(model.requests().is_empty(), "{name}");
+        let iid = r.interrupts[0].id.clone();
+        let s = store.load(&id).await.unwrap().unwrap();
+        assert_eq!(s.messages.len(), 1, "{name}: the prompt is stored");
+        let p = s.pending_interrupts.as_ref().expect("pending persisted");
+        assert!(p.held_request, "{name}");
+        drop(a);
+
+        let model = ScriptedModel::builder().text("hi").build();
+        let mut b = builder(&store, &id, model.clone())
+            .intervention(egress())
+            .build()
+            .unwrap();
+        b.load_session().await.unwrap();
+        let r = b
+            .invoke(vec![InterruptResponse::new(&iid, "yes")])
+            .await
+            .unwrap();
+        assert_eq!(r.text(), "hi", "{name}");
+        assert_eq!(model.requests().len(), 1, "{name}");
+        let s = store.load(&id).await.unwrap().unwrap();
+        assert_eq!(s.messages.len(), 2, "{name}");
+        assert!(s.pending_interrupts.is_none(), "{name}");
+    }
+}
+
+#[tokio::test]
+async fn a_held_input_is_persisted_and_a_new_agent_admits_it_once_approved() {
+    let dir = TempDir::new("held-input");
+    let gate = || {
+        rein_interventions::Intervention::named("gate").before_invocation(|_, _| {
+            rein_interventions::BeforeInvocationAction::confirm("Let this in?")
+        })
+    };
+    for (name, store, _) in stores(&dir).await {
+        let id = session_id("held-input");
+        let mut a = builder(&store, &id, ScriptedModel::builder().build())
+            .intervention(gate())
+            .build()
+            .unwrap();
+        let r = a.invoke("wire $5").await.unwrap();
+        assert_eq!(r.stop_reason, StopReason::Interrupt, "{name}");
+        let iid = r.interrupts[0].id.clone();
+        let s = store.load(&id).await.unwrap().unwrap();
+        assert!(s.messages.is_empty(), "{name}: nothing stored");
+        let p = s.pending_interrupts.as_ref().expect("pending persisted");
+        assert_eq!(p.held_input, vec![Message::user("wire $5")], "{name}");
+        drop(a);
+
+        let model = ScriptedModel::builder().text("wired").build();
+        let mut b = builder(&store, &id, model.clone())
+            .intervention(gate())
+            .build()
+            .unwrap();
+        b.load_session().await.unwrap();
+        let r = b
+            .invoke(vec![InterruptResponse::new(&iid, "yes")])
+            .await
+            .unwrap();
+        assert_eq!(r.text(), "wired", "{name}");
+        assert_eq!(model.requests()[0].messages[0].text(), "wire $5", "{name}");
+        let s = store.load(&id).await.unwrap().unwrap();
+        assert_eq!(s.messages.len(), 2, "{name}");
+        assert!(s.pending_interrupts.is_none(), "{name}");
+    }
+}

@@ -53,7 +53,9 @@ async fn every_block_kind_round_trips_through_every_store() {
         writes.push(SessionWrite::SetConversationManagerState(
             json!({"removed_message_count": 0, "window": 40}),
         ));
-        writes.push(SessionWrite::SetPendingInterrupts(Some(p.clone())));
+        writes.push(SessionWrite::SetPendingInterrupts(Some(Box::new(
+            p.clone(),
+        ))));
         assert_eq!(store.write(&id, 0, writes).await.unwrap(), 1, "{name}");
         let s = store.load(&id).await.unwrap().unwrap();
         assert_eq!(s.version, 1, "{name}");
@@ -91,7 +93,9 @@ async fn writes_match_the_reference_and_versions_conflict_typed() {
                 SessionWrite::AppendMessage(c.clone()),
                 SessionWrite::SetHistoryStart(1),
             ],
-            vec![SessionWrite::SetPendingInterrupts(Some(pending(&b)))],
+            vec![SessionWrite::SetPendingInterrupts(Some(Box::new(pending(
+                &b,
+            ))))],
             vec![SessionWrite::SetPendingInterrupts(None)],
             vec![],
             vec![

@@ -30,8 +30,8 @@ pub use rein_models as models;
 pub use rein_sessions as sessions;
 
 pub use rein_agent::{
-    Agent, AgentBuilder, AgentEvent, AgentStream, CancelHandle, Input, Limits, RetryStrategy,
-    SlidingWindow, ToolExecutor,
+    Agent, AgentBuilder, AgentEvent, AgentStream, CancelHandle, Input, Limits, OnRetryLimit,
+    RetryStrategy, SlidingWindow, ToolExecutor,
 };
 pub use rein_core::{Error, Message, ToolHandle, result::AgentResult, stream::StopReason};
 

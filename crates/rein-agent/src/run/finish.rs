@@ -94,9 +94,52 @@ impl Agent {
                 pending.held_response = Some(HeldResponse {
                     stop_reason: response.stop_reason,
                     usage: response.usage,
+                    hook_retries: inv.run.hook_retries().0,
                 });
                 self.pending = Some(pending);
                 let mut r = self.completed(inv, StopReason::Interrupt, response.message);
+                r.interrupts = interrupts;
+                Ok(r)
+            }
+            Outcome::HeldRequest {
+                interrupts,
+                model_call_index,
+            } => {
+                for i in &interrupts {
+                    sink.emit(|| AgentEvent::Interrupt(i.clone()));
+                }
+                let conv = self.history.conv();
+                let id = conv.ids().last().copied().unwrap_or_else(MessageId::new);
+                let message = conv
+                    .last()
+                    .cloned()
+                    .unwrap_or_else(|| Message::new(Role::Assistant, Vec::new()));
+                let mut pending =
+                    inv.pause(interrupts.clone(), id, message.clone(), model_call_index);
+                pending.held_request = true;
+                self.pending = Some(pending);
+                // Not `completed`: the conversation manager leaves history as the human saw it
+                // in the request, so the resumed request matches what was approved.
+                let mut r = self.result(inv, StopReason::Interrupt, message);
+                r.interrupts = interrupts;
+                Ok(r)
+            }
+            Outcome::HeldInput {
+                messages,
+                interrupts,
+            } => {
+                for i in &interrupts {
+                    sink.emit(|| AgentEvent::Interrupt(i.clone()));
+                }
+                let message = messages
+                    .last()
+                    .cloned()
+                    .unwrap_or_else(|| Message::new(Role::User, Vec::new()));
+                let mut pending =
+                    inv.pause(interrupts.clone(), MessageId::new(), message.clone(), 0);
+                pending.held_input = messages;
+                self.pending = Some(pending);
+                let mut r = self.completed(inv, StopReason::Interrupt, message);
                 r.interrupts = interrupts;
                 Ok(r)
             }

@@ -14,14 +14,25 @@ use crate::agent::Agent;
 use crate::stream::{AgentEvent, Sink};
 
 impl Agent {
-    /// Delivers the injected messages queued so far.
+    /// Delivers the injected messages queued so far, and the parked ones a human answered.
     pub(super) async fn drain_injections(
         &mut self,
         inv: &mut Invocation,
         sink: &Sink,
     ) -> Result<Fed, Error> {
-        let mut items = self.interceptor.drain().into_iter();
-        while let Some(item) = items.next() {
+        let (answered, queued) = self.interceptor.drain();
+        let mut items = answered
+            .into_iter()
+            .map(|p| {
+                let answers = p.answers();
+                (p.item, answers, p.answers)
+            })
+            .chain(
+                queued
+                    .into_iter()
+                    .map(|item| (item, Default::default(), Default::default())),
+            );
+        while let Some((item, answers, given)) = items.next() {
             if item.version != inv.run_version {
                 self.reject_injection(inv, &item.message, item.id, "stale", sink);
                 continue;
@@ -33,11 +44,12 @@ impl Agent {
                     messages,
                     self.history.conv().snapshot(),
                 )
-                .as_injected();
+                .as_injected(item.id)
+                .with_answers(answers);
                 if let Err(e) = self.core.hooks.dispatch_injected(&mut ev).await {
                     let reason = e.to_string();
                     self.reject_injection(inv, &item.message, item.id, &reason, sink);
-                    for rest in items {
+                    for (rest, ..) in items {
                         self.reject_injection(inv, &rest.message, rest.id, "run ended", sink);
                     }
                     return Err(e);
@@ -47,6 +59,20 @@ impl Agent {
                     InputVerdict::Admit(messages) => messages,
                     InputVerdict::Deny(text) => {
                         self.reject_injection(inv, &item.message, item.id, &text, sink);
+                        continue;
+                    }
+                    // Parked: the run goes on; a human's answer through the interceptor lets
+                    // it through at a later boundary (answers given so far are kept).
+                    InputVerdict::Hold { interrupts, .. } => {
+                        // An answer to a question asked again no longer applies (what it
+                        // answered changed): the human is asked again.
+                        let mut given = given;
+                        given.retain(|id, _| !interrupts.iter().any(|i| i.id == *id));
+                        sink.emit(|| AgentEvent::InjectionAwaitingApproval {
+                            id: item.id,
+                            interrupts: interrupts.clone(),
+                        });
+                        self.interceptor.park(item, interrupts, given);
                         continue;
                     }
                 };

@@ -62,6 +62,16 @@ pub(crate) enum Outcome {
         interrupts: Vec<Interrupt>,
         model_call_index: u32,
     },
+    /// A model call waits for answers before it is sent (BeforeModelCall).
+    HeldRequest {
+        interrupts: Vec<Interrupt>,
+        model_call_index: u32,
+    },
+    /// The input waits for answers before it is stored (BeforeInvocation); nothing is stored.
+    HeldInput {
+        messages: Vec<Message>,
+        interrupts: Vec<Interrupt>,
+    },
     /// The caller asked to stop once the tools finished.
     CancelledAfterTools,
     /// The caller cancelled the run.
@@ -75,8 +85,14 @@ pub(crate) enum Outcome {
 pub(crate) enum Step {
     /// Run BeforeInvocation on the input; store it unless it is denied.
     AdmitInput,
+    /// Run BeforeInvocation again, with the caller's answers, on the held input.
+    ResumeInput,
     /// Run the interrupted tool phase again with the caller's answers.
     ResumeTools,
+    /// Run AfterModelCall again, with the caller's answers, on the held response.
+    ResumeResponse,
+    /// Make the held model call `index` (its BeforeModelCall pass with the caller's answers).
+    ResumeRequest { index: u32 },
     /// BeforeModelCall, the model call `index`, AfterModelCall.
     CallModel { index: u32 },
     /// Withdraw the response streamed so far (the caller is told why, and by whom when the
@@ -122,6 +138,16 @@ pub(crate) enum Fed {
     Done,
     /// BeforeInvocation denied the input with this text (nothing was stored).
     InputDenied(String),
+    /// BeforeInvocation holds the input for answers (nothing was stored).
+    InputHeld {
+        messages: Vec<Message>,
+        interrupts: Vec<Interrupt>,
+    },
+    /// BeforeModelCall holds model call `model_call_index` for answers (nothing was sent).
+    RequestHeld {
+        interrupts: Vec<Interrupt>,
+        model_call_index: u32,
+    },
     /// The model call's verdict.
     ModelCalled(ModelCallVerdict),
     /// Whether the conversation manager shrank the history; the error it was asked for.
@@ -178,13 +204,30 @@ enum AfterDiscard {
     EndTurn(String, Option<DecisionRecord>),
 }
 
+/// What an invocation resumes, if anything (what the pause held).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Resume {
+    /// Nothing: a new input.
+    No,
+    /// The input (BeforeInvocation interrupts).
+    Input,
+    /// A model call (BeforeModelCall interrupts) with this index.
+    Request { model_call_index: u32 },
+    /// A response (AfterModelCall interrupts), held after `hook_retries` retries of its turn.
+    Response { hook_retries: u32 },
+    /// A tool phase (tool interrupts; held results among them).
+    Tools,
+}
+
 /// One invocation's decisions.
 #[derive(Debug)]
 pub(crate) struct Run {
     limits: Limits,
     max_hook_retries: u32,
     retry: RetryStrategy,
-    resume: bool,
+    resume: Resume,
+    /// At the hook-retry cap, ask a human instead of denying (`OnRetryLimit::Confirm`).
+    escalate: bool,
     phase: Phase,
     /// Model calls made (retries included); the next call's index.
     model_calls: u32,
@@ -202,25 +245,48 @@ impl Run {
         limits: Limits,
         max_hook_retries: u32,
         retry: RetryStrategy,
-        resume: bool,
+        resume: Resume,
     ) -> Self {
+        // A held response's turn goes on counting its retries.
+        let hook_retries = match resume {
+            Resume::Response { hook_retries } => hook_retries,
+            _ => 0,
+        };
         Self {
             limits,
             max_hook_retries,
             retry,
             resume,
+            escalate: false,
             phase: Phase::Start,
             model_calls: 0,
             usage: Usage::default(),
-            hook_retries: 0,
+            hook_retries,
             error_attempts: 0,
             after_discard: None,
         }
     }
 
+    /// At the hook-retry cap, a human is asked instead of a hard deny.
+    pub(crate) fn escalating(mut self, escalate: bool) -> Self {
+        self.escalate = escalate;
+        self
+    }
+
+    /// Whether a hook's request to retry the model call now goes to a human instead: the cap
+    /// is reached and the agent escalates.
+    pub(crate) fn escalates_retry(&self) -> bool {
+        self.escalate && self.hook_retries >= self.max_hook_retries
+    }
+
     /// Whether the run resumes from interrupts.
     pub(crate) fn is_resume(&self) -> bool {
-        self.resume
+        self.resume != Resume::No
+    }
+
+    /// Model calls of this turn retried at a hook's request so far, and the cap.
+    pub(crate) fn hook_retries(&self) -> (u32, u32) {
+        (self.hook_retries, self.max_hook_retries)
     }
 
     /// Usage so far (what the token limits count).
@@ -257,11 +323,29 @@ impl Run {
         let step = match fed {
             Fed::Start => {
                 self.phase = Phase::Admitting;
-                Step::AdmitInput
+                if self.resume == Resume::Input {
+                    Step::ResumeInput
+                } else {
+                    Step::AdmitInput
+                }
             }
             Fed::InputDenied(text) => Step::Finish(Outcome::Reply {
                 message: Message::assistant(text),
                 stop_reason: StopReason::EndTurn,
+            }),
+            Fed::InputHeld {
+                messages,
+                interrupts,
+            } => Step::Finish(Outcome::HeldInput {
+                messages,
+                interrupts,
+            }),
+            Fed::RequestHeld {
+                interrupts,
+                model_call_index,
+            } => Step::Finish(Outcome::HeldRequest {
+                interrupts,
+                model_call_index,
             }),
             Fed::ModelCalled(verdict) => self.on_verdict(verdict),
             Fed::Reduced { reduced: true, .. } => self.call_model(),
@@ -303,15 +387,28 @@ impl Run {
                 self.phase = Phase::Draining;
                 Step::DrainInjections
             }
-            Fed::Done => match self.phase {
-                Phase::Admitting if self.resume => {
+            Fed::Done => match (self.phase, self.resume) {
+                (Phase::Admitting, Resume::Tools) => {
                     self.phase = Phase::Tools;
                     Step::ResumeTools
                 }
-                Phase::Admitting | Phase::Draining => self.start_turn(),
-                Phase::Discarded => self.after_discard(),
-                Phase::Retrying => self.call_model(),
-                Phase::Start | Phase::Tools | Phase::Done => Step::Finish(Outcome::Failed(
+                (Phase::Admitting, Resume::Response { .. }) => {
+                    self.phase = Phase::Retrying;
+                    Step::ResumeResponse
+                }
+                (Phase::Admitting, Resume::Request { model_call_index }) => {
+                    match self.call_model() {
+                        // The held call keeps its index: its answers are bound to its ids.
+                        Step::CallModel { .. } => Step::ResumeRequest {
+                            index: model_call_index,
+                        },
+                        other => other,
+                    }
+                }
+                (Phase::Admitting | Phase::Draining, _) => self.start_turn(),
+                (Phase::Discarded, _) => self.after_discard(),
+                (Phase::Retrying, _) => self.call_model(),
+                (Phase::Start | Phase::Tools | Phase::Done, _) => Step::Finish(Outcome::Failed(
                     Error::Internal("the run was fed a finished step in a phase that has none"),
                 )),
             },
@@ -658,7 +755,7 @@ mod tests {
             .with_initial_delay(Duration::from_millis(10))
             .with_jitter(false)
             .with_max_attempts(3);
-        Run::new(limits, max_hook_retries, retry, false)
+        Run::new(limits, max_hook_retries, retry, Resume::No)
     }
 
     fn text_response(text: &str) -> ModelResponse {
@@ -772,7 +869,7 @@ mod tests {
 
     #[test]
     fn a_resume_runs_the_pending_tools_before_any_model_call() {
-        let mut r = Run::new(Limits::default(), 3, RetryStrategy::none(), true);
+        let mut r = Run::new(Limits::default(), 3, RetryStrategy::none(), Resume::Tools);
         assert!(matches!(r.next(Fed::Start), Step::AdmitInput));
         assert!(matches!(r.next(Fed::Done), Step::ResumeTools));
         let step = r.next(tools_done());
@@ -937,7 +1034,7 @@ mod tests {
 
     #[test]
     fn a_hook_retry_of_a_failed_call_comes_before_the_retry_strategy() {
-        let mut r = Run::new(Limits::default(), 1, RetryStrategy::none(), false);
+        let mut r = Run::new(Limits::default(), 1, RetryStrategy::none(), Resume::No);
         started(&mut r);
         let retry = || {
             Fed::ModelCalled(ModelCallVerdict::Retry {

@@ -81,6 +81,8 @@ impl Invocation {
             model_call_index,
             run_state: self.cx.run_state.snapshot(),
             held_response: None,
+            held_request: false,
+            held_input: Vec::new(),
         }
     }
 
@@ -137,9 +139,21 @@ impl Agent {
                     let messages = messages.take().unwrap_or_default();
                     self.admit_input(inv, messages, sink).await
                 }
+                Step::ResumeInput => {
+                    let responses = responses.take().unwrap_or_default();
+                    self.resume_input(inv, responses, sink).await
+                }
                 Step::ResumeTools => {
                     let responses = responses.take().unwrap_or_default();
                     self.resume_tools(inv, responses, sink).await
+                }
+                Step::ResumeResponse => {
+                    let responses = responses.take().unwrap_or_default();
+                    self.resume_response(inv, responses, sink).await
+                }
+                Step::ResumeRequest { index } => {
+                    let responses = responses.take().unwrap_or_default();
+                    self.resume_request(inv, responses, index, sink).await
                 }
                 Step::CallModel { index } => self.model_call(inv, index, sink).await,
                 Step::Discard { reason, handler } => {

@@ -6,18 +6,19 @@ use std::time::Instant;
 use futures_util::StreamExt as _;
 use rein_core::{
     ContentBlock, Error, Message, ModelError,
-    audit::{DecisionAction, DecisionOutcome, DecisionRecord},
+    audit::{Confirmation, DecisionAction, DecisionOutcome, DecisionRecord, EventKind},
     event::{
         AfterModelCallEvent, BeforeModelCallEvent, ModelCallVerdict, ModelOutputEvent,
         RequestVerdict,
     },
+    interrupt::Interrupt,
     request::ModelRequest,
     result::CycleMetrics,
     stream::{BlockDelta, BlockStart, ModelResponse, StopReason, StreamAssembler, StreamEvent},
 };
 use tracing::Instrument as _;
 
-use super::machine::Fed;
+use super::machine::{Fed, RETRY_LIMIT};
 use super::output::{Guarded, OutputGuard};
 use super::{Invocation, listeners};
 use crate::agent::Agent;
@@ -37,6 +38,16 @@ pub(super) enum Called {
         /// The handler whose deny withheld it.
         handler: Option<String>,
     },
+}
+
+/// What BeforeModelCall made of a call.
+enum Request {
+    /// Send this request.
+    Send(ModelRequest),
+    /// Denied: this stand-in response.
+    Denied(ModelResponse),
+    /// Held for answers to these interrupts.
+    Held(Vec<Interrupt>),
 }
 
 /// How a model stream was consumed.
@@ -66,10 +77,16 @@ impl Agent {
         sink: &Sink,
     ) -> Result<Fed, Error> {
         let called = match self.before_model_call(inv, index, sink).await? {
-            Ok(request) => self.call_model(inv, request, index, sink).await,
+            Request::Send(request) => self.call_model(inv, request, index, sink).await,
             // No model call happens: no usage, metrics or span for it; AfterModelCall sees the
             // denial as the response.
-            Err(denied) => Ok(Called::Done(Ok(denied))),
+            Request::Denied(denied) => Ok(Called::Done(Ok(denied))),
+            Request::Held(interrupts) => {
+                return Ok(Fed::RequestHeld {
+                    interrupts,
+                    model_call_index: index,
+                });
+            }
         };
         inv.streaming_response = false;
         match called {
@@ -87,13 +104,13 @@ impl Agent {
     }
 
     /// The request for this call, as BeforeModelCall leaves it; its guidance is stored and
-    /// sent on this very call. `Err` holds the stand-in response of a denied call.
+    /// sent on this very call.
     async fn before_model_call(
         &mut self,
         inv: &mut Invocation,
         index: u32,
         sink: &Sink,
-    ) -> Result<Result<ModelRequest, ModelResponse>, Error> {
+    ) -> Result<Request, Error> {
         let mut request = ModelRequest::shared(
             self.history.conv().snapshot(),
             self.core.tools.specs(),
@@ -103,15 +120,18 @@ impl Agent {
         request.tool_choice = self.core.config.tool_choice.clone();
         request.config = self.core.config.inference.clone();
         if !self.core.hooks.has::<BeforeModelCallEvent>() {
-            return Ok(Ok(request));
+            return Ok(Request::Send(request));
         }
-        let mut ev =
-            BeforeModelCallEvent::new(inv.cx.clone(), request).with_model_call_index(index);
+        let mut ev = BeforeModelCallEvent::new(inv.cx.clone(), request)
+            .with_model_call_index(index)
+            .with_answers(inv.answers.clone());
         let dispatched = self.core.hooks.dispatch(&mut ev).await;
         inv.record(ev.take_decisions(), sink);
         dispatched?;
         let guidance = ev.take_guidance();
-        if !guidance.is_empty() {
+        // A held call stores nothing: its guidance comes again with the resumed pass.
+        let held = !ev.interrupts().is_empty() && !ev.cancel.is_cancelled();
+        if !guidance.is_empty() && !held {
             let to = listeners(&self.core.hooks, inv, sink);
             for g in &guidance {
                 self.history
@@ -123,11 +143,12 @@ impl Agent {
             }
         }
         Ok(match ev.into_verdict() {
-            RequestVerdict::Send(request) => Ok(request),
-            RequestVerdict::Deny(text) => Err(ModelResponse::new(
+            RequestVerdict::Send(request) => Request::Send(request),
+            RequestVerdict::Deny(text) => Request::Denied(ModelResponse::new(
                 Message::assistant(text),
                 StopReason::EndTurn,
             )),
+            RequestVerdict::Hold(interrupts) => Request::Held(interrupts),
         })
     }
 
@@ -282,9 +303,11 @@ impl Agent {
                 (Err(error), None) => ModelCallVerdict::Failed(error),
             }));
         }
+        let (retried, max) = inv.run.hook_retries();
         let mut ev = AfterModelCallEvent::new(inv.cx.clone(), outcome)
             .with_model_call_index(index)
-            .with_answers(inv.answers.clone());
+            .with_answers(inv.answers.clone())
+            .with_retries(retried, max);
         // Plain hooks see a response the stream guard withheld as withheld (interventions do
         // not run on it: it is settled).
         if let Some(text) = withheld {
@@ -295,6 +318,16 @@ impl Agent {
             return Err(e);
         }
         let mut decisions = ev.take_decisions();
+        if ev.retry && ev.withheld().is_none() && ev.error().is_none() && inv.run.escalates_retry()
+        {
+            decisions.push(escalate(&mut ev, max));
+            // The guidance that did not take is not injected: a human decides instead.
+            for d in &mut decisions {
+                if d.action == DecisionAction::Guide && d.outcome == DecisionOutcome::Applied {
+                    d.outcome = DecisionOutcome::Overridden;
+                }
+            }
+        }
         let verdict = ev.into_verdict();
         inv.run.settle_decisions(&verdict, &mut decisions);
         let decided = decisions
@@ -374,6 +407,33 @@ impl Agent {
             invalid_inputs: response.invalid_tool_inputs,
         })
     }
+}
+
+/// The text of the question a retry cap puts to a human (`OnRetryLimit::Confirm`).
+pub(super) fn escalation_prompt(max: u32, guidance: &str) -> String {
+    format!("Guidance did not take after {max} retries. Accept this response anyway?\n{guidance}")
+}
+
+/// Escalates a retry the cap refuses to a human: the response is held with the
+/// `rein:retry-limit` interrupt (about the response as it stands) instead of a hard deny.
+/// Returns the audit record of the question.
+fn escalate(ev: &mut AfterModelCallEvent, max: u32) -> DecisionRecord {
+    let prompt = escalation_prompt(max, &ev.guidance().join("\n"));
+    let id = EventKind::AfterModelCall.interrupt_id(&ev.interrupt_subject(), RETRY_LIMIT);
+    let reason = serde_json::json!({"prompt": prompt, "guidance": ev.guidance(), "retries": max});
+    let interrupt =
+        Interrupt::new(id, RETRY_LIMIT, reason).with_fingerprint(ev.response_fingerprint());
+    ev.retry = false;
+    ev.raise_interrupt(interrupt);
+    let mut record = DecisionRecord::new(
+        RETRY_LIMIT,
+        EventKind::AfterModelCall,
+        DecisionAction::Confirm,
+        DecisionOutcome::Applied,
+    )
+    .with_text(prompt);
+    record.confirmation = Some(Confirmation::asked());
+    record
 }
 
 /// The stream event for a model delta, if the caller sees one (`tool_id` tracks the tool use

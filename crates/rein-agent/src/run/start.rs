@@ -5,8 +5,10 @@ use std::collections::HashMap;
 
 use rein_core::{
     ContentBlock, Error, Message, ToolResult, ToolUse,
-    audit::EventKind,
-    event::{BeforeInvocationEvent, InputVerdict, InvocationContext},
+    audit::{
+        AnswerSource, Confirmation, DecisionAction, DecisionOutcome, DecisionRecord, EventKind,
+    },
+    event::{BeforeInvocationEvent, InputVerdict, InvocationContext, ModelCallVerdict},
     interrupt::{Approval, InterruptAnswer, InterruptAnswers},
     message::InterruptResponse,
     result::InvocationMetrics,
@@ -14,10 +16,10 @@ use rein_core::{
 };
 use serde_json::Value;
 
-use super::machine::{Fed, Run, ToolPhase};
+use super::machine::{Fed, RETRY_LIMIT, Resume, Run, ToolPhase};
 use super::model::Called;
 use super::{Invocation, listeners};
-use crate::agent::{Agent, Input};
+use crate::agent::{Agent, Input, OnRetryLimit};
 use crate::history::TOOL_CANCELLED;
 use crate::pending::{HeldResponse, PendingInterrupts};
 use crate::stream::Sink;
@@ -70,14 +72,19 @@ impl Agent {
             rein.stop_reason = tracing::field::Empty,
         );
         let config = &self.core.config;
+        let resume = match &self.pending {
+            Some(p) if input.is_resume() => resumes(p),
+            _ => Resume::No,
+        };
         let inv = Invocation {
             cx,
             run: Run::new(
                 config.limits,
                 config.max_hook_retries,
                 config.retry.clone(),
-                input.is_resume(),
-            ),
+                resume,
+            )
+            .escalating(config.on_retry_limit == OnRetryLimit::Confirm),
             metrics: InvocationMetrics::default(),
             decisions: Vec::new(),
             answers: InterruptAnswers::default(),
@@ -90,7 +97,49 @@ impl Agent {
         (inv, span)
     }
 
-    /// BeforeInvocation on the input, then the input is stored (unless denied).
+    /// A resume of a held input: BeforeInvocation runs again on it with the answers (an
+    /// approval's edit is the input's new text), then it is stored unless denied.
+    pub(super) async fn resume_input(
+        &mut self,
+        inv: &mut Invocation,
+        responses: Vec<InterruptResponse>,
+        sink: &Sink,
+    ) -> Result<Fed, Error> {
+        let mut pending = self.pending.take().ok_or(Error::NoPendingInterrupts)?;
+        if let Err(e) = self.record_answers(&mut pending, responses) {
+            self.pending = Some(pending);
+            return Err(e);
+        }
+        inv.answers = InterruptAnswers::new(pending.answers.into_iter().collect::<HashMap<_, _>>());
+        // The pending state is consumed by the resume.
+        self.session_sync().await?;
+        let fed = self.admit_input(inv, pending.held_input, sink).await;
+        inv.answers = InterruptAnswers::default();
+        fed
+    }
+
+    /// A resume of a held model call: it is made again, its BeforeModelCall pass seeing the
+    /// answers (only that pass: the answers are cleared after the call).
+    pub(super) async fn resume_request(
+        &mut self,
+        inv: &mut Invocation,
+        responses: Vec<InterruptResponse>,
+        index: u32,
+        sink: &Sink,
+    ) -> Result<Fed, Error> {
+        let mut pending = self.pending.take().ok_or(Error::NoPendingInterrupts)?;
+        if let Err(e) = self.record_answers(&mut pending, responses) {
+            self.pending = Some(pending);
+            return Err(e);
+        }
+        inv.answers = InterruptAnswers::new(pending.answers.into_iter().collect::<HashMap<_, _>>());
+        self.session_sync().await?;
+        let fed = self.model_call(inv, index, sink).await;
+        inv.answers = InterruptAnswers::default();
+        fed
+    }
+
+    /// BeforeInvocation on the input, then the input is stored (unless denied or held).
     pub(super) async fn admit_input(
         &mut self,
         inv: &mut Invocation,
@@ -112,7 +161,7 @@ impl Agent {
                 self.history.conv().snapshot(),
             );
             if inv.run.is_resume() {
-                ev = ev.as_resume();
+                ev = ev.as_resume().with_answers(inv.answers.clone());
             }
             let dispatched = self.core.hooks.dispatch(&mut ev).await;
             // Decisions (a handler error among them) are recorded even when the dispatch fails.
@@ -122,6 +171,15 @@ impl Agent {
                 InputVerdict::Admit(messages) => messages,
                 // Nothing is stored: neither the denied input nor the cancel text.
                 InputVerdict::Deny(text) => return Ok(Fed::InputDenied(text)),
+                InputVerdict::Hold {
+                    messages,
+                    interrupts,
+                } => {
+                    return Ok(Fed::InputHeld {
+                        messages,
+                        interrupts,
+                    });
+                }
             };
         }
         let to = listeners(&self.core.hooks, inv, sink);
@@ -137,13 +195,6 @@ impl Agent {
         responses: Vec<InterruptResponse>,
         sink: &Sink,
     ) -> Result<Fed, Error> {
-        if self
-            .pending
-            .as_ref()
-            .is_some_and(|p| p.held_response.is_some())
-        {
-            return self.resume_response(inv, responses, sink).await;
-        }
         inv.tool_phase = Some(self.take_pending(inv, responses)?);
         // The pending state is consumed by the tool phase.
         self.session_sync().await?;
@@ -152,20 +203,23 @@ impl Agent {
 
     /// A resume of a held response: AfterModelCall runs again on it with the answers (an
     /// approval's edit is the response's new text); the model is not called again.
-    async fn resume_response(
+    pub(super) async fn resume_response(
         &mut self,
         inv: &mut Invocation,
         responses: Vec<InterruptResponse>,
         sink: &Sink,
     ) -> Result<Fed, Error> {
         let mut pending = self.pending.take().ok_or(Error::NoPendingInterrupts)?;
+        let before = pending.assistant_message.fingerprint();
         if let Err(e) = self.record_answers(&mut pending, responses) {
             self.pending = Some(pending);
             return Err(e);
         }
+        let edited_response = pending.assistant_message.fingerprint() != before;
         let held = pending.held_response.take().unwrap_or(HeldResponse {
             stop_reason: StopReason::EndTurn,
             usage: Default::default(),
+            hook_retries: 0,
         });
         let message = std::mem::replace(
             &mut pending.assistant_message,
@@ -180,6 +234,45 @@ impl Agent {
         self.session_sync().await?;
         let mut response = ModelResponse::new(message, held.stop_reason);
         response.usage = held.usage;
+        // A human answered the retry cap's question: that answer decides, not another pass
+        // (whose guidance would ask for the retry again).
+        let escalation = pending
+            .interrupts
+            .iter()
+            .find(|i| i.name == RETRY_LIMIT)
+            .and_then(|i| {
+                let answer = inv
+                    .answers
+                    .get_bound(&i.id, &response.message.fingerprint())?;
+                Some((i, answer.clone()))
+            });
+        if let Some((interrupt, answer)) = escalation {
+            let approved = Approval::from_answer(&answer).is_some_and(|a| a.approved);
+            let prompt = interrupt.reason["prompt"].as_str().unwrap_or_default();
+            let mut record = DecisionRecord::new(
+                RETRY_LIMIT,
+                EventKind::AfterModelCall,
+                DecisionAction::Confirm,
+                DecisionOutcome::Applied,
+            )
+            .with_text(prompt);
+            record.confirmation = Some(Confirmation::answered(
+                approved,
+                answer,
+                AnswerSource::Resume,
+            ));
+            inv.record(vec![record], sink);
+            inv.answers = InterruptAnswers::default();
+            let verdict = if approved {
+                let edited = edited_response;
+                ModelCallVerdict::Accept { response, edited }
+            } else {
+                ModelCallVerdict::Withhold {
+                    text: format!("CONFIRMATION_FAILED: {prompt}"),
+                }
+            };
+            return Ok(Fed::ModelCalled(verdict));
+        }
         let fed = self
             .after_model_call(
                 inv,
@@ -275,6 +368,10 @@ impl Agent {
                     bound_to.insert(interrupt_id, message.fingerprint());
                     pending.assistant_message = message;
                 }
+                Edit::Input(messages) => {
+                    bound_to.insert(interrupt_id, Message::fingerprint_all(&messages));
+                    pending.held_input = messages;
+                }
             }
         }
         for r in responses {
@@ -318,6 +415,18 @@ impl Agent {
             r.interrupt_id
                 .starts_with(&format!("v1:{}:", kind.as_str()))
         };
+        if kind_of(EventKind::BeforeInvocation) && !pending.held_input.is_empty() {
+            let Value::String(text) = edit else {
+                return Err(invalid("the edit of an input is its new text".into()));
+            };
+            // The last message's text blocks become the edited text; other blocks stay.
+            let mut messages = pending.held_input.clone();
+            if let Some(last) = messages.last_mut() {
+                last.content.retain(|b| !matches!(b, ContentBlock::Text(_)));
+                last.content.insert(0, ContentBlock::Text(text));
+            }
+            return Ok(Some(Edit::Input(messages)));
+        }
         if kind_of(EventKind::AfterModelCall) && pending.held_response.is_some() {
             let Value::String(text) = edit else {
                 return Err(invalid("the edit of a response is its new text".into()));
@@ -329,6 +438,9 @@ impl Agent {
                 .retain(|b| !matches!(b, ContentBlock::Text(_)));
             message.content.insert(0, ContentBlock::Text(text));
             return Ok(Some(Edit::Response(message)));
+        }
+        if !kind_of(EventKind::BeforeToolCall) && !kind_of(EventKind::AfterToolCall) {
+            return Err(invalid("this interrupt's answer takes no edit".into()));
         }
         let call = pending
             .interrupt(&r.interrupt_id)
@@ -390,4 +502,23 @@ enum Edit {
     Result { call: ToolUse, result: ToolResult },
     /// A held response with its new text.
     Response(Message),
+    /// A held input with its new text.
+    Input(Vec<Message>),
+}
+
+/// What a resume of `pending` continues.
+fn resumes(pending: &PendingInterrupts) -> Resume {
+    if !pending.held_input.is_empty() {
+        Resume::Input
+    } else if pending.held_request {
+        Resume::Request {
+            model_call_index: pending.model_call_index,
+        }
+    } else if let Some(held) = &pending.held_response {
+        Resume::Response {
+            hook_retries: held.hook_retries,
+        }
+    } else {
+        Resume::Tools
+    }
 }
