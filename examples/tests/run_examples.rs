@@ -56,6 +56,22 @@ fn authz_roles() {
 }
 
 #[test]
+fn approve_anywhere() {
+    check(
+        "approve_anywhere",
+        &[
+            "asked  payment-gate",
+            "stored Pay $100 to ACME",
+            "asked  egress  \"Send confidential text to the provider?\"",
+            "reply  The annex limits liability.",
+            "parked  also pay $9 to ACME\ndelivered  also pay $9 to ACME",
+            "asked  rein:retry-limit",
+            "reply  Revenue grew about 12%.",
+        ],
+    );
+}
+
+#[test]
 fn stream_guard() {
     let out = run("stream_guard");
     for e in [

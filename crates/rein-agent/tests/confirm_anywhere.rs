@@ -630,7 +630,7 @@ async fn a_human_refusing_at_the_retry_cap_withholds_the_response() {
         .unwrap();
     assert!(
         r.text()
-            .starts_with("CONFIRMATION_FAILED: Guidance did not take after 1 retries."),
+            .starts_with("CONFIRMATION_FAILED: Guidance did not take after 1 retry."),
         "{}",
         r.text()
     );

@@ -200,14 +200,11 @@ async fn approve(
 ) -> Option<Vec<InterruptResponse>> {
     let mut responses = Vec::new();
     for i in interrupts {
-        let reason = match &i.reason {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        };
         let _ = out.write_str(&format!(
-            "{} {}? [y/N] ",
+            "{} {}{}? [y/N] ",
             style("Approve").yellow().bold(),
-            reason
+            prompt_text(&i.reason),
+            what_is_asked(&i.id),
         ));
         let _ = std::io::stdout().flush();
         let answer = match input.read().await {
@@ -225,6 +222,31 @@ async fn approve(
         responses.push(InterruptResponse::new(i.id, answer_value(answer)));
     }
     Some(responses)
+}
+
+/// The text of a confirm's prompt (SPEC §3.2): a string itself; a payload's `prompt` or
+/// `message` field, else its JSON.
+fn prompt_text(reason: &Value) -> String {
+    match reason {
+        Value::String(s) => s.clone(),
+        other => ["prompt", "message"]
+            .iter()
+            .find_map(|k| other.get(k).and_then(Value::as_str))
+            .map_or_else(|| other.to_string(), str::to_owned),
+    }
+}
+
+/// What a pause holds, from its interrupt id, for pauses other than a tool call's: ` (input)`,
+/// ` (request)`, ` (response)`, ` (tool output)`.
+fn what_is_asked(id: &str) -> String {
+    let what = match id.split(':').nth(1) {
+        Some("before_invocation") => "input",
+        Some("before_model_call") => "request",
+        Some("after_model_call") => "response",
+        Some("after_tool_call") => "tool output",
+        _ => return String::new(),
+    };
+    format!(" {}", style(format!("({what})")).dim())
 }
 
 /// A typed answer: `e <edit>` / `edit <edit>` approves with an edit (a tool call's new input as

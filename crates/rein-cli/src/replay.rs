@@ -3,7 +3,9 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use rein_agent::{Agent, AgentEvent, Input, RetryStrategy, ToolExecutor, TurnInterceptor};
+use rein_agent::{
+    Agent, AgentEvent, Input, OnRetryLimit, RetryStrategy, ToolExecutor, TurnInterceptor,
+};
 use rein_core::{
     ContentBlock, Error, Message, ToolHandle,
     audit::DecisionRecord,
@@ -19,7 +21,9 @@ use rein_interventions::policy::{LoadOptions, Policy, Template, TemplateVars};
 use rein_models::{ScriptedModel, ScriptedResponse};
 use serde_json::{Value, json};
 
-use crate::scenario::{Executor, Invalid, ModelErrorName, Scenario, Step, ToolDef};
+use crate::scenario::{
+    Answer, Executor, Invalid, ModelErrorName, RetryLimitDef, Scenario, Step, ToolDef,
+};
 
 /// Why a replay did not produce a transcript.
 #[derive(Debug)]
@@ -167,6 +171,9 @@ async fn run(scenario: Scenario) -> Result<Value, ReplayError> {
     if let Some(n) = scenario.max_hook_retries {
         builder = builder.max_hook_retries(n);
     }
+    if scenario.on_retry_limit == RetryLimitDef::Confirm {
+        builder = builder.on_retry_limit(OnRetryLimit::Confirm);
+    }
     if let Some(n) = scenario.stream_hold_back {
         builder = builder.stream_hold_back(n);
     }
@@ -185,7 +192,7 @@ async fn run(scenario: Scenario) -> Result<Value, ReplayError> {
             .unwrap_or_else(PoisonError::into_inner)
             .pending = step.inject.clone();
         let input = step_input(&agent, step);
-        steps.push(run_step(&mut agent, input).await);
+        steps.push(run_step(&mut agent, input, &step.answer_injections).await);
         inject
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -250,9 +257,10 @@ fn step_input(agent: &Agent, step: &Step) -> Input {
     input
 }
 
-async fn run_step(agent: &mut Agent, input: Input) -> Value {
+async fn run_step(agent: &mut Agent, input: Input, answers: &[Answer]) -> Value {
     let mut decisions = Vec::new();
     let mut injections = Vec::new();
+    let interceptor = agent.interceptor();
     let mut stream = agent.stream(input);
     let mut outcome: Option<Result<AgentResult, Error>> = None;
     while let Some(event) = stream.next().await {
@@ -261,6 +269,20 @@ async fn run_step(agent: &mut Agent, input: Input) -> Value {
             Ok(AgentEvent::InjectionConsumed { id, .. }) => {
                 injections
                     .push(json!({"id": id.to_string(), "outcome": "consumed", "reason": null}));
+            }
+            // A parked message's approvals are answered at once (an unanswered one waits and is
+            // rejected when the run ends).
+            Ok(AgentEvent::InjectionAwaitingApproval { interrupts, .. }) => {
+                for i in &interrupts {
+                    let answer = answers.iter().find(|a| {
+                        a.id.as_deref() == Some(i.id.as_str())
+                            || a.interrupt.as_deref() == Some(i.name.as_str())
+                    });
+                    if let Some(a) = answer {
+                        // Cannot fail: the interrupt was just parked in this run.
+                        let _ = interceptor.answer(&i.id, a.response.clone());
+                    }
+                }
             }
             Ok(AgentEvent::InjectionRejected { id, reason }) => {
                 injections

@@ -40,6 +40,9 @@ pub(crate) struct Scenario {
     pub(crate) tool_executor: Executor,
     #[serde(default)]
     pub(crate) max_hook_retries: Option<u32>,
+    /// What the retry cap does: `deny` (default) or `confirm` (a human is asked).
+    #[serde(default)]
+    pub(crate) on_retry_limit: RetryLimitDef,
     /// The scripted model streams text in deltas of this many characters (default: one delta
     /// per block).
     #[serde(default)]
@@ -123,6 +126,19 @@ pub(crate) struct Step {
     pub(crate) resume: Option<Vec<Answer>>,
     #[serde(default)]
     pub(crate) inject: Vec<String>,
+    /// Answers to the approvals asked about injected messages (by interrupt name or id), given
+    /// as soon as a message is parked.
+    #[serde(default)]
+    pub(crate) answer_injections: Vec<Answer>,
+}
+
+/// `on_retry_limit` in a scenario.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum RetryLimitDef {
+    #[default]
+    Deny,
+    Confirm,
 }
 
 impl Scenario {

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{Read, Write};
+use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -72,24 +73,29 @@ fn rejecting_a_delete_does_not_run_it() {
     assert!(!text.contains("← deleted"), "{text}");
 }
 
-#[test]
-fn a_policy_file_guards_the_chat_agent() {
-    let dir = std::env::temp_dir().join(format!("rein-chat-test-{}", std::process::id()));
+/// Runs `rein chat` with the policy file `file` (holding `policy`) in a fresh root directory
+/// named after `test`; returns its output and the directory.
+fn chat_with_policy(test: &str, file: &str, policy: &str, stdin: &str) -> (Output, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("rein-chat-{test}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("hello.txt"), "hello from the file").unwrap();
-    let policy = dir.join("policy.toml");
-    std::fs::write(
-        &policy,
+    let path = dir.join(file);
+    std::fs::write(&path, policy).unwrap();
+    let args = [
+        "--policy",
+        path.to_str().unwrap(),
+        "--root",
+        dir.to_str().unwrap(),
+    ];
+    (chat(&args, stdin), dir)
+}
+
+#[test]
+fn a_policy_file_guards_the_chat_agent() {
+    let (out, dir) = chat_with_policy(
+        "test",
+        "policy.toml",
         "[[policy]]\nname = \"no-time\"\nkind = \"deny_tools\"\ntools = [\"current_time\"]\nreason = \"no clocks\"\n",
-    )
-    .unwrap();
-    let out = chat(
-        &[
-            "--policy",
-            policy.to_str().unwrap(),
-            "--root",
-            dir.to_str().unwrap(),
-        ],
         "what time is it?\nread hello.txt\nlist files\n",
     );
     let text = stdout(&out);
@@ -113,6 +119,37 @@ fn a_policy_file_guards_the_chat_agent() {
         stdout(&out).contains("outside the root directory"),
         "{}",
         stdout(&out)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn chat_asks_about_inputs_and_requests_and_takes_edits() {
+    let policy = serde_json::json!([
+        {"name": "secret-gate", "kind": "confirm_input", "pattern": "secret",
+         "prompt": "Share: {input}"},
+        {"name": "egress", "kind": "confirm_request", "once": true, "prompt": "Send it"},
+    ]);
+    // The secret input is rejected; the next one is approved with an edit, then its request.
+    let (out, dir) = chat_with_policy(
+        "pauses",
+        "policy.json",
+        &policy.to_string(),
+        "tell the secret\nn\nthe secret plan\ne the public plan\ny\n",
+    );
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("Approve Share: tell the secret (input)? [y/N] n"),
+        "what is asked: {text}"
+    );
+    assert!(
+        text.contains("CONFIRMATION_FAILED: Share: tell the secret"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Approve Send it (request)? [y/N] y"),
+        "{text}"
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -411,7 +411,8 @@ impl Agent {
 
 /// The text of the question a retry cap puts to a human (`OnRetryLimit::Confirm`).
 pub(super) fn escalation_prompt(max: u32, guidance: &str) -> String {
-    format!("Guidance did not take after {max} retries. Accept this response anyway?\n{guidance}")
+    let retries = if max == 1 { "retry" } else { "retries" };
+    format!("Guidance did not take after {max} {retries}. Accept this response anyway?\n{guidance}")
 }
 
 /// Escalates a retry the cap refuses to a human: the response is held with the

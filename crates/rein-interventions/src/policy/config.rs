@@ -152,6 +152,39 @@ pub struct ConfirmResponse {
     pub response: Option<Value>,
 }
 
+/// `confirm_input`: ask a human before an input is admitted — the invocation's input (held;
+/// the invocation stops) or a message injected mid-run (parked; the run goes on).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfirmInput {
+    /// The question (template; `{input}` is the input's text).
+    pub prompt: String,
+    /// Only inputs matching this regular expression; absent: every input.
+    #[serde(default)]
+    pub pattern: Option<String>,
+    /// Only messages injected mid-run (not the invocation's own input).
+    #[serde(default)]
+    pub injected_only: bool,
+    /// A pre-emptive answer (`true`, `"yes"`, `false`, ...); absent or `null`: ask.
+    #[serde(default)]
+    pub response: Option<Value>,
+}
+
+/// `confirm_request`: ask a human before a request is sent to the model (the invocation stops;
+/// on resume the call is made once approved).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfirmRequest {
+    /// The question (template; `{input}` is the text of the request's last message).
+    pub prompt: String,
+    /// Only before the first model call of each run.
+    #[serde(default)]
+    pub once: bool,
+    /// A pre-emptive answer (`true`, `"yes"`, `false`, ...); absent or `null`: ask.
+    #[serde(default)]
+    pub response: Option<Value>,
+}
+
 /// `max_tool_calls`: deny tool calls past a count.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -284,6 +317,10 @@ pub enum PolicyKind {
     ConfirmToolOutput(ConfirmToolOutput),
     /// `confirm_response`.
     ConfirmResponse(ConfirmResponse),
+    /// `confirm_input`.
+    ConfirmInput(ConfirmInput),
+    /// `confirm_request`.
+    ConfirmRequest(ConfirmRequest),
     /// `max_tool_calls`.
     MaxToolCalls(MaxToolCalls),
     /// `max_model_calls`.
@@ -344,6 +381,8 @@ kinds!(
     ConfirmTools => "confirm_tools",
     ConfirmToolOutput => "confirm_tool_output",
     ConfirmResponse => "confirm_response",
+    ConfirmInput => "confirm_input",
+    ConfirmRequest => "confirm_request",
     MaxToolCalls => "max_tool_calls",
     MaxModelCalls => "max_model_calls",
     Redact => "redact",

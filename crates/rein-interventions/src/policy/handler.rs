@@ -143,6 +143,20 @@ enum Rule {
         prompt: Template,
         response: Option<Value>,
     },
+    ConfirmInput {
+        prompt: Template,
+        pattern: Option<Regex>,
+        injected_only: bool,
+        response: Option<Value>,
+    },
+    ConfirmRequest {
+        prompt: Template,
+        once: bool,
+        response: Option<Value>,
+        /// This handler's interrupt name, and the run-state key saying it asked (for `once`).
+        name: String,
+        asked_key: String,
+    },
     ConfirmToolOutput {
         tools: Tools,
         prompt: Template,
@@ -280,6 +294,23 @@ impl PolicyHandler {
                 prompt: Template::parse(&c.prompt),
                 response: c.response.filter(|v| !v.is_null()),
             },
+            PolicyKind::ConfirmInput(c) => Rule::ConfirmInput {
+                prompt: Template::parse(&c.prompt),
+                pattern: c
+                    .pattern
+                    .as_deref()
+                    .map(|p| compile(p, &name))
+                    .transpose()?,
+                injected_only: c.injected_only,
+                response: c.response.filter(|v| !v.is_null()),
+            },
+            PolicyKind::ConfirmRequest(c) => Rule::ConfirmRequest {
+                prompt: Template::parse(&c.prompt),
+                once: c.once,
+                response: c.response.filter(|v| !v.is_null()),
+                name: name.clone(),
+                asked_key: format!("{name}:asked"),
+            },
             PolicyKind::ConfirmToolOutput(c) => Rule::ConfirmToolOutput {
                 tools: Tools::new(&c.tools),
                 prompt: Template::parse(&c.prompt),
@@ -410,10 +441,12 @@ impl PolicyHandler {
             | Rule::RequireFields { .. }
             | Rule::ConfirmTools { .. }
             | Rule::MaxToolCalls { .. } => EventSet::BEFORE_TOOL_CALL,
-            Rule::MaxModelCalls { .. } | Rule::GuideModelCall { .. } => EventSet::BEFORE_MODEL_CALL,
-            Rule::DenyPromptMatch { .. } | Rule::GuidePromptMatch { .. } => {
-                EventSet::BEFORE_INVOCATION
-            }
+            Rule::MaxModelCalls { .. }
+            | Rule::GuideModelCall { .. }
+            | Rule::ConfirmRequest { .. } => EventSet::BEFORE_MODEL_CALL,
+            Rule::DenyPromptMatch { .. }
+            | Rule::GuidePromptMatch { .. }
+            | Rule::ConfirmInput { .. } => EventSet::BEFORE_INVOCATION,
             Rule::GuideOutputMatch { .. } => EventSet::AFTER_MODEL_CALL,
             Rule::ConfirmToolOutput { .. } => EventSet::AFTER_TOOL_CALL,
             Rule::ConfirmResponse { .. } => EventSet::AFTER_MODEL_CALL,
@@ -457,6 +490,38 @@ fn input_matches(re: &Regex, messages: &[Message]) -> bool {
             .iter()
             .any(|b| matches!(b, ContentBlock::Text(t) if re.is_match(t)))
     })
+}
+
+/// For `confirm_request` with `once`: whether to ask on this call — the run's first call, or
+/// the held call a resume answers (so a rejection still counts).
+fn asks_once(
+    ev: &BeforeModelCallEvent,
+    cx: &InterventionContext,
+    name: &str,
+    asked_key: &str,
+) -> Result<bool, HandlerError> {
+    let id = EventKind::BeforeModelCall.interrupt_id(&ev.interrupt_subject(), name);
+    if ev.answers().get(&id).is_some() {
+        return Ok(true);
+    }
+    Ok(cx.run_state().update(asked_key, |asked: &mut bool| {
+        !std::mem::replace(asked, true)
+    })?)
+}
+
+/// The text of an input's messages, for `{input}`.
+fn input_text(messages: &[Message]) -> String {
+    let texts: Vec<String> = messages.iter().map(Message::text).collect();
+    texts.join("\n")
+}
+
+/// A confirm with this prompt and the policy's pre-emptive answer, if any.
+fn confirm(prompt: String, response: &Option<Value>) -> Confirm {
+    let mut confirm = Confirm::new(prompt);
+    if let Some(a) = response {
+        confirm = confirm.with_response(a.clone());
+    }
+    confirm
 }
 
 /// Whether any string value at any depth matches.
@@ -568,6 +633,23 @@ impl Decide<BeforeInvocationEvent, BeforeInvocationAction> for PolicyHandler {
             {
                 BeforeInvocationAction::guide(feedback.render(&vars))
             }
+            Rule::ConfirmInput {
+                prompt,
+                pattern,
+                injected_only,
+                response,
+            } if (!*injected_only || ev.is_injected())
+                && pattern
+                    .as_ref()
+                    .is_none_or(|p| input_matches(p, &ev.messages)) =>
+            {
+                let input = input_text(&ev.messages);
+                let extra = [("input", input.as_str())];
+                BeforeInvocationAction::Confirm(confirm(
+                    prompt.render(&vars.extra(&extra)),
+                    response,
+                ))
+            }
             Rule::Redact {
                 target: RedactTarget::Prompt,
                 pattern,
@@ -611,6 +693,25 @@ impl Decide<BeforeModelCallEvent, BeforeModelCallAction> for PolicyHandler {
                     let extra = [("limit", limit.as_str())];
                     BeforeModelCallAction::deny(reason.render(&vars.extra(&extra)))
                 }
+            }
+            Rule::ConfirmRequest {
+                prompt,
+                once,
+                response,
+                name,
+                asked_key,
+            } if !*once || asks_once(ev, cx, name, asked_key)? => {
+                let input = ev
+                    .request
+                    .messages
+                    .last()
+                    .map(Message::text)
+                    .unwrap_or_default();
+                let extra = [("input", input.as_str())];
+                BeforeModelCallAction::Confirm(confirm(
+                    prompt.render(&vars.extra(&extra)),
+                    response,
+                ))
             }
             Rule::GuideModelCall {
                 feedback,
@@ -686,11 +787,7 @@ impl Decide<AfterModelCallEvent, AfterModelCallAction> for PolicyHandler {
             {
                 let output = response.message.text();
                 let extra = [("output", output.as_str())];
-                let mut confirm = Confirm::new(prompt.render(&vars.extra(&extra)));
-                if let Some(a) = answer {
-                    confirm = confirm.with_response(a.clone());
-                }
-                AfterModelCallAction::Confirm(confirm)
+                AfterModelCallAction::Confirm(confirm(prompt.render(&vars.extra(&extra)), answer))
             }
             Rule::GuideOutputMatch { pattern, feedback }
                 if pattern.is_match(&response.message.text()) =>
@@ -813,11 +910,7 @@ impl Decide<BeforeToolCallEvent, BeforeToolCallAction> for PolicyHandler {
                 prompt,
                 response,
             } if tools.contains(tool) => {
-                let mut confirm = Confirm::new(prompt.render(&vars));
-                if let Some(r) = response {
-                    confirm = confirm.with_response(r.clone());
-                }
-                BeforeToolCallAction::Confirm(confirm)
+                BeforeToolCallAction::Confirm(confirm(prompt.render(&vars), response))
             }
             Rule::MaxToolCalls {
                 limit,
@@ -868,11 +961,7 @@ impl Decide<AfterToolCallEvent, AfterToolCallAction> for PolicyHandler {
                     .tool(&ev.tool_use().name, &ev.tool_use().input)
                     .state(cx.invocation_state())
                     .extra(&extra);
-                let mut confirm = Confirm::new(prompt.render(&vars));
-                if let Some(r) = response {
-                    confirm = confirm.with_response(r.clone());
-                }
-                AfterToolCallAction::Confirm(confirm)
+                AfterToolCallAction::Confirm(confirm(prompt.render(&vars), response))
             }
             Rule::Redact {
                 target: RedactTarget::ToolResult,

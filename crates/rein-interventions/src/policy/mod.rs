@@ -40,10 +40,10 @@ mod load;
 mod template;
 
 pub use config::{
-    AllowToolsByRole, ConfirmResponse, ConfirmToolOutput, ConfirmTools, DenyInputMatch,
-    DenyPromptMatch, DenyStreamMatch, DenyTools, GuideModelCall, GuideOutputMatch,
-    GuidePromptMatch, MaxModelCalls, MaxToolCalls, PolicyKind, Redact, RedactStream, RedactTarget,
-    RequireFields, Scope,
+    AllowToolsByRole, ConfirmInput, ConfirmRequest, ConfirmResponse, ConfirmToolOutput,
+    ConfirmTools, DenyInputMatch, DenyPromptMatch, DenyStreamMatch, DenyTools, GuideModelCall,
+    GuideOutputMatch, GuidePromptMatch, MaxModelCalls, MaxToolCalls, PolicyKind, Redact,
+    RedactStream, RedactTarget, RequireFields, Scope,
 };
 pub use error::PolicyError;
 pub use handler::PolicyHandler;

@@ -17,9 +17,9 @@ use serde_json::{Value, json};
 use super::*;
 use crate::InterventionRegistry;
 use crate::policy::{
-    AllowToolsByRole, ConfirmTools, DenyInputMatch, DenyPromptMatch, DenyStreamMatch, DenyTools,
-    GuideModelCall, GuideOutputMatch, GuidePromptMatch, LoadOptions, MaxModelCalls, MaxToolCalls,
-    Policy, Redact, RedactStream, RequireFields,
+    AllowToolsByRole, ConfirmInput, ConfirmRequest, ConfirmTools, DenyInputMatch, DenyPromptMatch,
+    DenyStreamMatch, DenyTools, GuideModelCall, GuideOutputMatch, GuidePromptMatch, LoadOptions,
+    MaxModelCalls, MaxToolCalls, Policy, Redact, RedactStream, RequireFields,
 };
 use crate::testing::StreamedText;
 
@@ -614,6 +614,83 @@ fn deny_and_guide_prompt_match() {
 }
 
 #[test]
+fn confirm_input_asks_about_matching_inputs_and_injected_only_if_told() {
+    let gate = |injected_only| {
+        hooks_for(ConfirmInput {
+            prompt: "let in: {input}?".into(),
+            pattern: Some(r"\$\d+".into()),
+            injected_only,
+            response: None,
+        })
+    };
+    let mut ev = invocation("pay $5");
+    block_on(gate(false).dispatch(&mut ev)).unwrap();
+    assert_eq!(ev.interrupts().len(), 1);
+    let i = &ev.interrupts()[0];
+    assert_eq!(i.id, EventKind::BeforeInvocation.interrupt_id("input", "h"));
+    assert_eq!(i.reason, json!("let in: pay $5?"));
+    assert_eq!(
+        i.fingerprint.as_deref(),
+        Some(ev.input_fingerprint().as_str())
+    );
+    let mut ev = invocation("hello");
+    block_on(gate(false).dispatch(&mut ev)).unwrap();
+    assert!(ev.interrupts().is_empty(), "no match, no question");
+    let mut ev = invocation("pay $5");
+    block_on(gate(true).dispatch(&mut ev)).unwrap();
+    assert!(
+        ev.interrupts().is_empty(),
+        "the invocation's own input passes"
+    );
+    let id = rein_core::id::InjectionId::new();
+    let mut ev = invocation("pay $5").as_injected(id);
+    block_on(gate(true).dispatch(&mut ev)).unwrap();
+    assert_eq!(
+        ev.interrupts()[0].id,
+        EventKind::BeforeInvocation.interrupt_id(&id.to_string(), "h")
+    );
+}
+
+#[test]
+fn confirm_request_once_asks_on_the_first_call_and_honours_the_answer_on_resume() {
+    let hooks = hooks_for(ConfirmRequest {
+        prompt: "send: {input}?".into(),
+        once: true,
+        response: None,
+    });
+    let inv = cx(json!({}));
+    let mut ev = model_ev(&inv, 0);
+    block_on(hooks.dispatch(&mut ev)).unwrap();
+    let asked = ev.interrupts()[0].clone();
+    assert_eq!(asked.id, EventKind::BeforeModelCall.interrupt_id("m0", "h"));
+    assert_eq!(asked.reason, json!("send: hello 555-1234?"));
+    assert_eq!(asked.fingerprint, Some(ev.request_fingerprint()));
+    // The resume's pass sees the answer: a rejection counts although the run already asked.
+    let answers = rein_core::interrupt::InterruptAnswers::new(
+        [(
+            asked.id.clone(),
+            rein_core::interrupt::InterruptAnswer {
+                response: json!("no"),
+                fingerprint: asked.fingerprint.clone(),
+            },
+        )]
+        .into_iter()
+        .collect(),
+    );
+    let mut ev = model_ev(&inv, 0).with_answers(answers);
+    block_on(hooks.dispatch(&mut ev)).unwrap();
+    assert_eq!(
+        ev.cancel,
+        Cancel::Message("CONFIRMATION_FAILED: send: hello 555-1234?".into())
+    );
+    // Later calls of the run are not asked about.
+    let mut ev = model_ev(&inv, 1);
+    block_on(hooks.dispatch(&mut ev)).unwrap();
+    assert!(ev.interrupts().is_empty());
+    assert_eq!(ev.cancel, Cancel::No);
+}
+
+#[test]
 fn guide_output_match() {
     let hooks = hooks_for(GuideOutputMatch {
         pattern: "(?i)stupid".into(),
@@ -706,6 +783,8 @@ fn loads_every_kind_from_toml_and_json() {
         {"name": "5", "kind": "confirm_tools", "tools": ["x"], "prompt": "ok?", "response": true},
         {"name": "5b", "kind": "confirm_tool_output", "tools": ["x"], "prompt": "show {output}?"},
         {"name": "5c", "kind": "confirm_response", "prompt": "send {output}?"},
+        {"name": "5d", "kind": "confirm_input", "prompt": "{input}?", "pattern": "x"},
+        {"name": "5e", "kind": "confirm_request", "prompt": "send?", "once": true},
         {"name": "6", "kind": "max_tool_calls", "limit": 1, "scope": "agent"},
         {"name": "7", "kind": "max_model_calls", "limit": 1},
         {"name": "8", "kind": "redact", "target": "model_request", "pattern": "x"},
@@ -722,7 +801,7 @@ fn loads_every_kind_from_toml_and_json() {
     let wrapped = json!({"policy": json});
     assert_eq!(
         Policy::from_json_str(&wrapped.to_string()).unwrap().len(),
-        16
+        18
     );
 }
 
