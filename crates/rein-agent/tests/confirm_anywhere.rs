@@ -288,6 +288,56 @@ async fn confirm_before_invocation_holds_the_input_until_approved() {
 }
 
 #[tokio::test]
+async fn an_answer_before_invocation_is_bound_to_the_input_it_approved() {
+    // A transform before the gate stamps the caller's state into the input: a resume with
+    // another state holds another input, so the human is asked again.
+    let model = ScriptedModel::builder().text("paid").build();
+    let mut agent = agent(model.clone())
+        .intervention(Intervention::named("stamp").before_invocation(|ev, _| {
+            let who = ev
+                .invocation_state()
+                .get("user")
+                .and_then(Value::as_str)
+                .unwrap_or("?")
+                .to_owned();
+            BeforeInvocationAction::transform(move |messages| {
+                messages.push(Message::user(format!("(from {who})")));
+            })
+        }))
+        .intervention(money_gate())
+        .build()
+        .unwrap();
+    let state = |u: &str| {
+        let mut m = rein_core::Map::new();
+        m.insert("user".into(), json!(u));
+        m
+    };
+    let r = agent
+        .invoke(Input::from("pay $5").with_state(state("ann")))
+        .await
+        .unwrap();
+    let first = r.interrupts[0].clone();
+    let r = agent
+        .invoke(
+            Input::from(vec![InterruptResponse::new(&first.id, "yes")]).with_state(state("bob")),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.stop_reason, StopReason::Interrupt, "asked again");
+    assert_ne!(r.interrupts[0].fingerprint, first.fingerprint);
+    assert!(agent.messages().is_empty());
+    assert!(model.requests().is_empty());
+    let id = r.interrupts[0].id.clone();
+    let r = agent
+        .invoke(Input::from(vec![InterruptResponse::new(&id, "yes")]).with_state(state("bob")))
+        .await
+        .unwrap();
+    assert_eq!(r.text(), "paid");
+    assert!(agent.messages()[0].text().contains("(from bob)"));
+    assert_history_valid(agent.messages());
+}
+
+#[tokio::test]
 async fn confirm_before_invocation_rejected_stores_nothing() {
     let model = ScriptedModel::builder().text("never").build();
     let mut agent = agent(model.clone())
