@@ -26,6 +26,7 @@
 //! ```
 
 mod agent;
+mod agent_tool;
 mod cancel;
 mod conversation;
 mod history;
@@ -42,6 +43,7 @@ mod tools;
 pub use agent::{
     Agent, AgentBuilder, CANCELLED_BY_USER, DEFAULT_STREAM_HOLD_BACK, Input, Limits, OnRetryLimit,
 };
+pub use agent_tool::AgentTool;
 pub use cancel::CancelHandle;
 pub use conversation::{
     ConversationManager, HistoryEdit, NoConversationManager, SlidingWindow, TRUNCATED_TOOL_RESULT,

@@ -62,6 +62,10 @@ pub struct PendingInterrupts {
     /// its last message.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub held_input: Vec<Message>,
+    /// What interrupted tools saved to resume from, by tool use id — for an agent running as
+    /// a tool, its own pending state and history (so nested interrupts resume durably).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tool_states: BTreeMap<String, serde_json::Value>,
 }
 
 /// A model response waiting for a human's answer.

@@ -103,6 +103,14 @@ pub enum AgentEvent {
         /// Why: `stale`, `run ended`, or the deny / guidance text.
         reason: String,
     },
+    /// An event of an agent running as a tool of this one ([`AgentTool`](crate::AgentTool)),
+    /// with the path of agents it came from (`child`, `child/grandchild`).
+    SubAgent {
+        /// The path of the agent it came from.
+        agent: String,
+        /// Its event.
+        event: Box<AgentEvent>,
+    },
     /// The invocation finished; always the last item.
     Finished(AgentResult),
 }

@@ -158,6 +158,10 @@ pub struct DecisionRecord {
     /// with the answer and where it came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confirmation: Option<Confirmation>,
+    /// The path of the agent that decided, for an agent running as a tool of this one
+    /// (`child`, `child/grandchild`); `None` for this agent's own decisions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
 }
 
 /// What became of a `Confirm`: the human was asked, or answered.
@@ -252,6 +256,7 @@ impl DecisionRecord {
             on_error: None,
             duration: None,
             confirmation: None,
+            agent: None,
         }
     }
 

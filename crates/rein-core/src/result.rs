@@ -69,6 +69,9 @@ pub struct AgentResult {
     pub invocation_id: InvocationId,
     /// What became of the messages injected during the invocation.
     pub injections: Vec<InjectionRecord>,
+    /// Usage of the agents that ran as tools of this one (at any depth), by agent path
+    /// (`child`, `child/grandchild`); not in `usage`, which is this agent's own.
+    pub sub_agent_usage: BTreeMap<String, Usage>,
 }
 
 /// What became of an injected message.
@@ -118,6 +121,7 @@ impl AgentResult {
             decisions: Vec::new(),
             invocation_id,
             injections: Vec::new(),
+            sub_agent_usage: BTreeMap::new(),
         }
     }
 

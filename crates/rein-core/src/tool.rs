@@ -1,5 +1,6 @@
 //! Tools: the [`Tool`] trait, its type-erased handle, the tool context, and tool specs.
 
+use std::any::Any;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -162,6 +163,7 @@ pub struct ToolContext {
     agent_state: AgentState,
     answers: InterruptAnswers,
     raised: Arc<Mutex<Vec<Interrupt>>>,
+    extension: Option<Arc<dyn Any + Send + Sync>>,
 }
 
 impl fmt::Debug for ToolContext {
@@ -192,6 +194,34 @@ impl ToolContext {
             agent_state,
             answers,
             raised: Arc::default(),
+            extension: None,
+        }
+    }
+
+    /// Attaches what the driver running the tool offers tools that know it (an agent running
+    /// as a tool finds its parent's run there). One value; a later call replaces it.
+    pub fn with_extension(mut self, extension: Arc<dyn Any + Send + Sync>) -> Self {
+        self.extension = Some(extension);
+        self
+    }
+
+    /// The driver's extension, if it is a `T`.
+    pub fn extension<T: Any>(&self) -> Option<&T> {
+        self.extension.as_deref()?.downcast_ref()
+    }
+
+    /// The answer a resume carries for the interrupt `id` (ids of your own, raised with
+    /// [`raise_interrupt`](Self::raise_interrupt)).
+    pub fn answer(&self, id: &str) -> Option<&Value> {
+        self.answers.get(id)
+    }
+
+    /// Raises a prepared interrupt (an id of your own, unique and stable across resumes); the
+    /// tool then returns, and runs again on resume.
+    pub fn raise_interrupt(&self, interrupt: Interrupt) {
+        let mut raised = self.raised.lock().unwrap_or_else(PoisonError::into_inner);
+        if !raised.iter().any(|i| i.id == interrupt.id) {
+            raised.push(interrupt);
         }
     }
 
@@ -295,6 +325,7 @@ trait ErasedTool: Send + Sync {
         input: Value,
         cx: ToolContext,
     ) -> BoxFuture<'_, Result<ToolOutput, ToolError>>;
+    fn as_any(&self) -> &dyn Any;
 }
 
 impl<T: Tool> ErasedTool for T {
@@ -304,6 +335,9 @@ impl<T: Tool> ErasedTool for T {
         cx: ToolContext,
     ) -> BoxFuture<'_, Result<ToolOutput, ToolError>> {
         Box::pin(self.call(input, cx))
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
     }
 }
 
@@ -335,6 +369,12 @@ impl ToolHandle {
             spec: Arc::new(tool.spec()),
             inner: Arc::new(tool),
         }
+    }
+
+    /// The tool, if it is a `T` (a driver may treat some tools specially: an agent running as
+    /// a tool gets its parent's run in its context).
+    pub fn downcast_ref<T: Tool>(&self) -> Option<&T> {
+        self.inner.as_any().downcast_ref()
     }
 
     /// A tool from an async closure.

@@ -30,14 +30,16 @@ pub use rein_models as models;
 pub use rein_sessions as sessions;
 
 pub use rein_agent::{
-    Agent, AgentBuilder, AgentEvent, AgentStream, CancelHandle, Input, Limits, OnRetryLimit,
-    RetryStrategy, SlidingWindow, ToolExecutor,
+    Agent, AgentBuilder, AgentEvent, AgentStream, AgentTool, CancelHandle, Input, Limits,
+    OnRetryLimit, RetryStrategy, SlidingWindow, ToolExecutor,
 };
 pub use rein_core::{Error, Message, ToolHandle, result::AgentResult, stream::StopReason};
 
 /// The names most programs use.
 pub mod prelude {
-    pub use rein_agent::{Agent, AgentEvent, CancelHandle, Input, RetryStrategy, ToolExecutor};
+    pub use rein_agent::{
+        Agent, AgentEvent, AgentTool, CancelHandle, Input, RetryStrategy, ToolExecutor,
+    };
     pub use rein_core::{
         ContentBlock, Message, Role, Tool, ToolHandle,
         event::{

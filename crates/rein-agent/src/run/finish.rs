@@ -206,6 +206,7 @@ impl Agent {
         r.metrics = std::mem::take(&mut inv.metrics);
         r.decisions = std::mem::take(&mut inv.decisions);
         r.injections = std::mem::take(&mut inv.injections);
+        r.sub_agent_usage = std::mem::take(&mut inv.sub_agent_usage);
         r
     }
 

@@ -6,6 +6,7 @@
 //! response means, when the tool phase and the injection drain happen, how a run ends — and
 //! no model, hook, clock, runtime or store, so it is unit-tested below with plain values.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use rein_core::{
@@ -15,6 +16,8 @@ use rein_core::{
     interrupt::Interrupt,
     stream::{ModelResponse, StopReason, Usage},
 };
+
+use serde_json::Value;
 
 use crate::agent::Limits;
 use crate::retry::RetryStrategy;
@@ -585,6 +588,9 @@ pub(crate) struct ToolPhase {
     held: Vec<ToolResult>,
     /// Tool uses a human edited when approving (run as edited; the stored message is rewritten).
     edits: Vec<ToolUse>,
+    /// What interrupted tools saved to resume from, by tool use id (an agent running as a
+    /// tool: its own pending state); taken when the tool runs again, kept otherwise.
+    tool_states: BTreeMap<String, Value>,
     interrupts: Vec<Interrupt>,
     rewrites: Vec<ToolUse>,
 }
@@ -596,6 +602,7 @@ pub(crate) enum PhaseEnd {
         interrupts: Vec<Interrupt>,
         completed: Vec<ToolResult>,
         held: Vec<ToolResult>,
+        tool_states: BTreeMap<String, Value>,
     },
     /// Every tool use has a result: the blocks of the results message, in tool-use order.
     Completed(Vec<ContentBlock>),
@@ -625,6 +632,7 @@ impl ToolPhase {
             results,
             held,
             edits: Vec::new(),
+            tool_states: BTreeMap::new(),
             interrupts: Vec::new(),
             rewrites: Vec::new(),
         }
@@ -634,6 +642,25 @@ impl ToolPhase {
     pub(crate) fn with_edits(mut self, edits: Vec<ToolUse>) -> Self {
         self.edits = edits;
         self
+    }
+
+    /// The states interrupted tools saved, to resume them from.
+    pub(crate) fn with_tool_states(mut self, states: BTreeMap<String, Value>) -> Self {
+        self.tool_states = states;
+        self
+    }
+
+    /// The state the tool of `tool_use_id` saved when it was interrupted, if any.
+    pub(crate) fn take_tool_state(&mut self, tool_use_id: &str) -> Option<Value> {
+        if self.tool_states.is_empty() {
+            return None;
+        }
+        self.tool_states.remove(tool_use_id)
+    }
+
+    /// Keeps what an interrupted tool saved to resume from.
+    pub(crate) fn save_tool_state(&mut self, tool_use_id: String, state: Value) {
+        self.tool_states.insert(tool_use_id, state);
     }
 
     /// The tool use as it runs: as a human edited it (to be rewritten in the stored message),
@@ -706,6 +733,7 @@ impl ToolPhase {
                 completed: self.results.into_iter().flatten().collect(),
                 held: self.held,
                 interrupts: self.interrupts,
+                tool_states: self.tool_states,
             };
         }
         PhaseEnd::Completed(
@@ -1142,6 +1170,7 @@ mod tests {
                 interrupts,
                 completed,
                 held,
+                ..
             } => {
                 assert!(held.is_empty());
                 assert_eq!(interrupts.len(), 1);

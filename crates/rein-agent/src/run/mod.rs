@@ -20,6 +20,7 @@ mod output;
 mod start;
 mod tools;
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use rein_core::{
@@ -29,6 +30,7 @@ use rein_core::{
     id::MessageId,
     interrupt::{Interrupt, InterruptAnswers},
     result::{AgentResult, InjectionRecord, InvocationMetrics},
+    stream::Usage,
 };
 
 use crate::agent::{Agent, Input};
@@ -53,6 +55,8 @@ pub(crate) struct Invocation {
     discarded_by: Option<String>,
     run_version: u64,
     injections: Vec<InjectionRecord>,
+    /// Usage of agents that ran as tools, by agent path.
+    sub_agent_usage: BTreeMap<String, Usage>,
 }
 
 impl Invocation {
@@ -83,6 +87,7 @@ impl Invocation {
             held_response: None,
             held_request: false,
             held_input: Vec::new(),
+            tool_states: Default::default(),
         }
     }
 

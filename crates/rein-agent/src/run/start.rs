@@ -1,7 +1,7 @@
 //! How a run starts: input checks, the invocation's context, the input's admission
 //! (BeforeInvocation), and a resume's answers.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use rein_core::{
     ContentBlock, Error, Message, ToolResult, ToolUse,
@@ -93,6 +93,7 @@ impl Agent {
             discarded_by: None,
             run_version: self.interceptor.begin(),
             injections: Vec::new(),
+            sub_agent_usage: BTreeMap::new(),
         };
         (inv, span)
     }
@@ -327,7 +328,8 @@ impl Agent {
                 pending.completed_results,
                 pending.held_results,
             )
-            .with_edits(call_edits))
+            .with_edits(call_edits)
+            .with_tool_states(pending.tool_states))
     }
 
     /// Records the caller's answers in `pending`, bound to the fingerprints of what they answer.

@@ -3,6 +3,7 @@
 //! their results are stored, or the phase pauses on interrupts.
 
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::{FutureExt as _, StreamExt as _};
@@ -15,14 +16,17 @@ use rein_core::{
     },
     interrupt::{Interrupt, InterruptAnswers},
     message::ToolResultStatus,
+    stream::Usage,
     tool::ToolContext,
 };
 use rein_hooks::HookRegistry;
+use serde_json::Value;
 use tracing::Instrument as _;
 
 use super::machine::{Fed, PhaseEnd, ToolPhase, ToolRetries, ToolsEnd, retry_limit_record};
 use super::{Invocation, listeners};
 use crate::agent::Agent;
+use crate::agent_tool::{AgentTool, ParentLink};
 use crate::history::TOOL_INTERRUPTED;
 use crate::stream::{AgentEvent, Sink};
 use crate::tools::{ToolExecutor, ToolSet};
@@ -70,12 +74,16 @@ impl Agent {
             .collect();
         // A result held for an answer goes through AfterToolCall again; its tool does not run.
         // A tool use a human edited when approving runs as edited.
-        let todo: Vec<(usize, ToolUse, Option<ToolResult>)> = match inv.tool_phase.as_mut() {
+        // An interrupted tool resumes from the state it saved.
+        let todo: Vec<(usize, ToolUse, Carried)> = match inv.tool_phase.as_mut() {
             Some(phase) => open
                 .into_iter()
                 .map(|(i, u)| {
-                    let held = phase.take_held(&u.tool_use_id);
-                    (i, phase.take_edit(u), held)
+                    let carried = Carried {
+                        held: phase.take_held(&u.tool_use_id),
+                        state: phase.take_tool_state(&u.tool_use_id),
+                    };
+                    (i, phase.take_edit(u), carried)
                 })
                 .collect(),
             None => Vec::new(),
@@ -101,9 +109,9 @@ impl Agent {
         };
         match self.core.config.executor {
             ToolExecutor::Sequential => {
-                for (i, tool_use, held) in todo {
+                for (i, tool_use, carried) in todo {
                     let bad = invalid(&tool_use.tool_use_id);
-                    let outcome = run.run(tool_use, bad, held).await?;
+                    let outcome = run.run(tool_use, bad, carried).await?;
                     if inv.settle_tool(i, outcome) {
                         break;
                     }
@@ -111,10 +119,10 @@ impl Agent {
             }
             ToolExecutor::Concurrent { max } => {
                 let mut results = futures_util::stream::iter(todo)
-                    .map(|(i, tool_use, held)| {
+                    .map(|(i, tool_use, carried)| {
                         let run = &run;
                         let bad = invalid(&tool_use.tool_use_id);
-                        async move { (i, run.run(tool_use, bad, held).await) }
+                        async move { (i, run.run(tool_use, bad, carried).await) }
                     })
                     .buffer_unordered(max.max(1));
                 while let Some((i, outcome)) = results.next().await {
@@ -139,6 +147,7 @@ impl Agent {
                 interrupts,
                 completed,
                 held,
+                tool_states,
             } => {
                 let assistant = self
                     .history
@@ -154,6 +163,7 @@ impl Agent {
                 );
                 pending.completed_results = completed;
                 pending.held_results = held;
+                pending.tool_states = tool_states;
                 self.pending = Some(pending);
                 self.session_sync().await?;
                 Ok(Fed::ToolsDone(ToolsEnd::Interrupted {
@@ -178,6 +188,12 @@ impl Invocation {
     /// Records what one tool use came to; returns whether a sequential phase stops here.
     fn settle_tool(&mut self, position: usize, o: ToolOutcome) -> bool {
         self.decisions.extend(o.decisions);
+        for (path, usage) in o.sub_usage {
+            self.sub_agent_usage.entry(path).or_default().add(&usage);
+        }
+        if let (Some(state), Some(phase)) = (o.tool_state, self.tool_phase.as_mut()) {
+            phase.save_tool_state(o.tool_use_id.clone(), state);
+        }
         if let Some((name, took, is_error)) = o.ran {
             let m = self.metrics.tools.entry(name).or_default();
             m.calls += 1;
@@ -204,6 +220,19 @@ struct ToolOutcome {
     rewritten: Option<ToolUse>,
     decisions: Vec<DecisionRecord>,
     ran: Option<(String, Duration, bool)>,
+    tool_use_id: String,
+    /// What an interrupted tool saved to resume from.
+    tool_state: Option<Value>,
+    /// Usage of agents that ran as this tool, by agent path.
+    sub_usage: Vec<(String, Usage)>,
+}
+
+/// What a tool use carries into its run from an earlier pause.
+pub(super) struct Carried {
+    /// Its result, held for an answer (AfterToolCall interrupts): the tool does not run.
+    held: Option<ToolResult>,
+    /// What the tool saved when it was interrupted.
+    state: Option<Value>,
 }
 
 /// What the tool phase shares between concurrently running tools.
@@ -229,7 +258,7 @@ impl ToolRun<'_> {
         &self,
         tool_use: ToolUse,
         invalid_json: Option<&str>,
-        held: Option<ToolResult>,
+        carried: Carried,
     ) -> Result<ToolOutcome, Error> {
         let span = tracing::info_span!(
             "execute_tool",
@@ -240,7 +269,7 @@ impl ToolRun<'_> {
             gen_ai.tool.status = tracing::field::Empty,
         );
         let out = self
-            .run_inner(tool_use, invalid_json, held)
+            .run_inner(tool_use, invalid_json, carried)
             .instrument(span.clone())
             .await;
         if let Ok(o) = &out
@@ -258,8 +287,9 @@ impl ToolRun<'_> {
         &self,
         original: ToolUse,
         invalid_json: Option<&str>,
-        mut held: Option<ToolResult>,
+        carried: Carried,
     ) -> Result<ToolOutcome, Error> {
+        let Carried { mut held, state } = carried;
         let mut outcome = ToolOutcome {
             result: None,
             held: None,
@@ -267,6 +297,9 @@ impl ToolRun<'_> {
             rewritten: None,
             decisions: Vec::new(),
             ran: None,
+            tool_use_id: original.tool_use_id.clone(),
+            tool_state: state,
+            sub_usage: Vec::new(),
         };
         let mut retries = ToolRetries::new(self.max_hook_retries);
         // The tool use moves through the events and comes back out of them: no copies on the
@@ -401,7 +434,7 @@ impl ToolRun<'_> {
         self.sink.emit(|| AgentEvent::ToolCallStarted {
             tool_use: tool_use.clone(),
         });
-        let tcx = ToolContext::new(
+        let mut tcx = ToolContext::new(
             &tool_use.tool_use_id,
             &tool_use.name,
             self.cx.invocation_id,
@@ -409,6 +442,16 @@ impl ToolRun<'_> {
             self.agent_state.clone(),
             self.answers.clone(),
         );
+        // An agent running as this tool finds its parent's run here (and its saved state).
+        let linked = outcome.tool_state.is_some() || tool.downcast_ref::<AgentTool>().is_some();
+        let link = linked.then(|| {
+            let link = Arc::new(ParentLink::new(
+                outcome.tool_state.take(),
+                self.sink.clone(),
+            ));
+            tcx = tcx.clone().with_extension(link.clone());
+            link
+        });
         let started = Instant::now();
         // Without AfterToolCall hooks nobody looks at the input after the call (and nothing can
         // ask for a retry): hand it to the tool instead of copying it.
@@ -425,6 +468,14 @@ impl ToolRun<'_> {
             .await;
         let elapsed = started.elapsed();
         let raised = tcx.raised_interrupts();
+        if let Some(link) = link {
+            let (state, usage, decisions) = link.take();
+            outcome.sub_usage = usage;
+            outcome.decisions.extend(decisions);
+            if !raised.is_empty() {
+                outcome.tool_state = state;
+            }
+        }
         if !raised.is_empty() {
             for i in &raised {
                 self.sink.emit(|| AgentEvent::Interrupt(i.clone()));
