@@ -312,10 +312,26 @@ impl Agent {
     /// `None` ends the paused run (its run state is cleared).
     pub fn set_pending_interrupts(&mut self, pending: Option<PendingInterrupts>) {
         match &pending {
-            Some(p) => self.run_state.replace(p.run_state.clone()),
-            None => self.run_state.clear(),
+            Some(p) => {
+                self.run_state.replace(p.run_state.clone());
+                let queued = p.queued_injections.iter();
+                self.interceptor
+                    .restore(queued.map(|q| (q.id, q.message.clone())));
+            }
+            None => {
+                self.run_state.clear();
+                self.end_injections();
+            }
         }
         self.pending = pending;
+    }
+
+    /// The paused run ends: what was injected into it and not delivered is rejected.
+    fn end_injections(&self) {
+        for item in self.interceptor.end() {
+            self.interceptor
+                .rejected(item.id, &item.message, "run ended");
+        }
     }
 
     /// The state of the current run, as hooks and handlers see it
@@ -328,6 +344,7 @@ impl Agent {
     /// (finished tools keep their results). The paused run ends: its run state is cleared.
     pub fn discard_interrupts(&mut self) {
         self.run_state.clear();
+        self.end_injections();
         // A held response was never stored: nothing to answer in history.
         if let Some(p) = self.pending.take().filter(|p| p.holds_tool_uses()) {
             let blocks =

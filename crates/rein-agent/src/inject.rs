@@ -61,6 +61,8 @@ pub struct PendingInjection {
 #[derive(Default)]
 struct Queue {
     running: bool,
+    /// The run is paused on interrupts: it has not ended, items may still be injected.
+    paused: bool,
     version: u64,
     items: VecDeque<Item>,
     parked: Vec<Parked>,
@@ -120,7 +122,7 @@ impl TurnInterceptor {
     /// Queues a message for the running invocation.
     pub fn inject(&self, message: impl Into<Message>) -> Result<InjectionId, InjectError> {
         let mut q = lock(&self.shared.queue);
-        if !q.running {
+        if !q.running && !q.paused {
             return Err(InjectError::NoActiveRun);
         }
         let id = InjectionId::new();
@@ -203,12 +205,51 @@ impl TurnInterceptor {
         *lock(&self.shared.on_rejected) = Some(Arc::new(f));
     }
 
-    /// Starts a run: a new version; anything still queued is stale.
-    pub(crate) fn begin(&self) -> u64 {
+    /// Starts an invocation: a new run gets a new version (anything still queued is stale);
+    /// a resume continues the paused run's.
+    pub(crate) fn begin(&self, resume: bool) -> u64 {
         let mut q = lock(&self.shared.queue);
-        q.version += 1;
+        if !resume {
+            q.version += 1;
+        }
         q.running = true;
+        q.paused = false;
         q.version
+    }
+
+    /// The run paused on interrupts: what is queued stays queued (and may be added to) until
+    /// the resume or the end of the run.
+    pub(crate) fn pause(&self) {
+        let mut q = lock(&self.shared.queue);
+        q.running = false;
+        q.paused = true;
+    }
+
+    /// What is queued for the paused run (to persist with its pending interrupts).
+    pub(crate) fn queued(&self) -> Vec<(InjectionId, Message)> {
+        let q = lock(&self.shared.queue);
+        let version = q.version;
+        q.items
+            .iter()
+            .filter(|i| i.version == version)
+            .map(|i| (i.id, i.message.clone()))
+            .collect()
+    }
+
+    /// Restores what a paused run had queued (from a session), unless already queued.
+    pub(crate) fn restore(&self, items: impl IntoIterator<Item = (InjectionId, Message)>) {
+        let mut q = lock(&self.shared.queue);
+        q.paused = true;
+        let version = q.version;
+        for (id, message) in items {
+            if !q.items.iter().any(|i| i.id == id) {
+                q.items.push_back(Item {
+                    id,
+                    message,
+                    version,
+                });
+            }
+        }
     }
 
     /// Takes everything queued, and the parked messages that have answers (first: they were
@@ -241,6 +282,7 @@ impl TurnInterceptor {
     pub(crate) fn end(&self) -> Vec<Item> {
         let mut q = lock(&self.shared.queue);
         q.running = false;
+        q.paused = false;
         let parked = std::mem::take(&mut q.parked).into_iter().map(|p| p.item);
         parked.chain(q.items.drain(..)).collect()
     }

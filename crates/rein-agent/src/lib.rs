@@ -50,7 +50,7 @@ pub use conversation::{
 };
 pub use history::{TOOL_CANCELLED, TOOL_INTERRUPTED};
 pub use inject::{InjectError, PendingInjection, TurnInterceptor};
-pub use pending::{PENDING_SCHEMA_VERSION, PendingInterrupts};
+pub use pending::{PENDING_SCHEMA_VERSION, PendingInterrupts, QueuedInjection};
 pub use rein_core::{Error, result::AgentResult};
 pub use retry::RetryStrategy;
 pub use session::{AgentSnapshot, RestoredSession, SessionBinding};

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use rein_core::{
     Map, Message, ToolResult,
-    id::MessageId,
+    id::{InjectionId, MessageId},
     interrupt::{Interrupt, InterruptAnswer},
     state::InvocationState,
     stream::{StopReason, Usage},
@@ -66,6 +66,27 @@ pub struct PendingInterrupts {
     /// a tool, its own pending state and history (so nested interrupts resume durably).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tool_states: BTreeMap<String, serde_json::Value>,
+    /// Messages injected into the run and not yet delivered when it paused: a paused run has not
+    /// ended, so they are delivered at the first turn boundary after the resume (SPEC §5).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub queued_injections: Vec<QueuedInjection>,
+}
+
+/// A message injected into a paused run, waiting for the resume.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct QueuedInjection {
+    /// Its id (the one `inject` returned).
+    pub id: InjectionId,
+    /// The message.
+    pub message: Message,
+}
+
+impl QueuedInjection {
+    /// A queued message.
+    pub fn new(id: InjectionId, message: Message) -> Self {
+        Self { id, message }
+    }
 }
 
 /// A model response waiting for a human's answer.

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
-use rein_agent::{AgentEvent, InjectError, TurnInterceptor};
+use rein_agent::{Agent, AgentEvent, InjectError, TurnInterceptor};
 use rein_core::{
     Message, ToolHandle,
     event::{AfterModelCallEvent, BeforeInvocationEvent, Cancel},
@@ -152,31 +152,93 @@ async fn admission_deny_rejects_that_item_only_and_transform_rewrites() {
     assert_eq!(model.requests()[2].messages[4].text(), "GOOD IDEA");
 }
 
-#[tokio::test]
-async fn rejected_at_interrupt_error_and_cancel() {
-    // Interrupt.
-    let slot = Arc::new(Mutex::new(None));
+/// research (injects `x`) and `t2`, which waits for an answer; then `done`.
+fn paused_with_a_queued_item(slot: &Arc<Mutex<Option<TurnInterceptor>>>) -> (Agent, ScriptedModel) {
     let model = ScriptedModel::builder()
         .response(
             ScriptedResponse::new()
                 .tool_use("t1", "research", json!({"inject": "x"}))
                 .tool_use("t2", "research", json!({})),
         )
+        .text("done")
         .build();
-    let mut a = agent(model)
+    let a = agent(model.clone())
         .tool(injecting_tool(slot.clone()))
         .hook(|e: &mut rein_core::event::BeforeToolCallEvent| {
-            if e.tool_use().tool_use_id == "t2" {
-                e.interrupt("ask", "ok?");
+            if e.tool_use().tool_use_id == "t2" && e.interrupt("ask", "ok?").is_none() {
+                // Asked: the tool waits.
             }
         })
         .build()
         .unwrap();
     *slot.lock().unwrap() = Some(a.interceptor());
+    (a, model)
+}
+
+#[tokio::test]
+async fn a_paused_run_keeps_its_queue_and_delivers_it_after_the_resume() {
+    let slot = Arc::new(Mutex::new(None));
+    let (mut a, model) = paused_with_a_queued_item(&slot);
+    let i = a.interceptor();
+    let (consumed, rejected) = watch(&i);
     let r = a.invoke("go").await.unwrap();
     assert_eq!(r.stop_reason, StopReason::Interrupt);
-    assert_eq!(r.injections[0].reason.as_deref(), Some("run ended"));
+    assert!(r.injections.is_empty(), "a paused run has not ended");
+    let queued = &a.pending_interrupts().unwrap().queued_injections;
+    assert_eq!(queued.len(), 1);
+    assert_eq!(queued[0].message.text(), "x");
+    // Injected while the run waits for a human.
+    let y = i.inject("y").expect("a paused run takes injections");
+    let id = r.interrupts[0].id.clone();
+    let r = a
+        .invoke(vec![rein_core::message::InterruptResponse::new(id, "yes")])
+        .await
+        .unwrap();
+    assert_eq!(r.text(), "done");
+    let seen: Vec<String> = consumed
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(_, t)| t.clone())
+        .collect();
+    assert_eq!(
+        seen,
+        ["x", "y"],
+        "delivered once each, in order, after the resume"
+    );
+    assert!(rejected.lock().unwrap().is_empty());
+    assert_eq!(consumed.lock().unwrap()[1].0, y);
+    let last = model.requests()[1].messages.last().unwrap().text();
+    assert!(last.contains('x') && last.contains('y'), "{last}");
+    assert_history_valid(a.messages());
+}
 
+#[tokio::test]
+async fn discarding_a_paused_run_rejects_its_queue() {
+    let slot = Arc::new(Mutex::new(None));
+    let (mut a, _) = paused_with_a_queued_item(&slot);
+    let i = a.interceptor();
+    let (consumed, rejected) = watch(&i);
+    a.invoke("go").await.unwrap();
+    i.inject("y").unwrap();
+    a.discard_interrupts();
+    let reasons: Vec<String> = rejected
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(_, r)| r.clone())
+        .collect();
+    assert_eq!(reasons, ["run ended", "run ended"]);
+    assert!(consumed.lock().unwrap().is_empty());
+    assert_eq!(
+        i.inject("z"),
+        Err(InjectError::NoActiveRun),
+        "the run is over"
+    );
+}
+
+#[tokio::test]
+async fn rejected_at_error_and_cancel() {
     // Error: injected while the failing model call is reported; rejected when the run fails.
     let model = ScriptedModel::builder()
         .error(rein_core::ModelError::bad_request("no"))

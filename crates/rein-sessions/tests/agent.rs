@@ -770,3 +770,88 @@ async fn a_confirm_in_a_grandchild_is_answered_at_the_top_after_a_restart() {
         assert_eq!(results, ["the clerk is done"], "{name}");
     }
 }
+
+/// Asks before `count` only.
+fn count_approval(e: &mut BeforeToolCallEvent) {
+    if e.tool_use().name == "count" {
+        approval(e);
+    }
+}
+
+#[tokio::test]
+async fn an_item_queued_at_a_pause_is_delivered_once_after_the_resume_in_another_process() {
+    use std::sync::{Arc, Mutex};
+    let dir = TempDir::new("queued");
+    for (name, store, _) in stores(&dir).await {
+        let id = session_id("queued");
+        let slot: Arc<Mutex<Option<rein_agent::TurnInterceptor>>> = Arc::default();
+        let s = slot.clone();
+        let noting = rein_core::ToolHandle::from_sync_fn(
+            "note",
+            "Takes a note.",
+            json!({"type": "object"}),
+            move |_, _| {
+                let i = s.lock().unwrap().clone().unwrap();
+                i.inject(Message::user("also check the backups")).unwrap();
+                Ok(rein_core::tool::ToolOutput::text("noted"))
+            },
+        );
+        let model = ScriptedModel::builder()
+            .response(
+                rein_models::ScriptedResponse::new()
+                    .tool_use("n1", "note", json!({}))
+                    .tool_use("c1", "count", json!({})),
+            )
+            .build();
+        let mut a = builder(&store, &id, model)
+            .tool(noting)
+            .hook(count_approval)
+            .build()
+            .unwrap();
+        *slot.lock().unwrap() = Some(a.interceptor());
+        let rejected: Arc<Mutex<Vec<String>>> = Arc::default();
+        let r2 = rejected.clone();
+        a.interceptor()
+            .on_rejected(move |_, _, reason| r2.lock().unwrap().push(reason.to_owned()));
+        let r = a.invoke("note and count").await.unwrap();
+        assert_eq!(r.stop_reason, StopReason::Interrupt, "{name}");
+        let iid = r.interrupts[0].id.clone();
+        let s = store.load(&id).await.unwrap().unwrap();
+        let p = s.pending_interrupts.as_ref().expect("pending persisted");
+        assert_eq!(
+            p.queued_injections.len(),
+            1,
+            "{name}: the queue is persisted"
+        );
+        drop(a);
+        assert!(
+            rejected.lock().unwrap().is_empty(),
+            "{name}: nothing rejected"
+        );
+
+        let model = ScriptedModel::builder().text("done").build();
+        let mut b = builder(&store, &id, model.clone())
+            .hook(count_approval)
+            .build()
+            .unwrap();
+        let consumed: Arc<Mutex<Vec<String>>> = Arc::default();
+        let c = consumed.clone();
+        b.interceptor()
+            .on_consumed(move |_, m| c.lock().unwrap().push(m.text()));
+        b.load_session().await.unwrap();
+        let r = b
+            .invoke(vec![InterruptResponse::new(&iid, "yes")])
+            .await
+            .unwrap();
+        assert_eq!(r.text(), "done", "{name}");
+        assert_eq!(
+            *consumed.lock().unwrap(),
+            ["also check the backups"],
+            "{name}"
+        );
+        let sent = model.requests()[0].messages.last().unwrap().text();
+        assert!(sent.contains("also check the backups"), "{name}: {sent}");
+        let s = store.load(&id).await.unwrap().unwrap();
+        assert!(s.pending_interrupts.is_none(), "{name}");
+    }
+}

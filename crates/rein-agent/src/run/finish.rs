@@ -16,7 +16,7 @@ use super::machine::Outcome;
 use super::{Invocation, listeners};
 use crate::agent::{Agent, CANCELLED_BY_USER};
 use crate::history::{TOOL_CANCELLED, TOOL_INTERRUPTED};
-use crate::pending::HeldResponse;
+use crate::pending::{HeldResponse, QueuedInjection};
 use crate::stream::{AgentEvent, Sink};
 
 impl Agent {
@@ -30,8 +30,15 @@ impl Agent {
         sink: &Sink,
     ) -> Result<AgentResult, Error> {
         self.cancel.end();
+        // A run paused on interrupts has not ended: what is queued waits for the resume.
         // Whatever is still queued when the run ends is rejected, exactly once.
-        for item in self.interceptor.end() {
+        let ended = if outcome.is_pause() {
+            self.interceptor.pause();
+            Vec::new()
+        } else {
+            self.interceptor.end()
+        };
+        for item in ended {
             let reason = if item.version == inv.run_version {
                 "run ended"
             } else {
@@ -161,6 +168,12 @@ impl Agent {
         // What hooks wrote after the pause is persisted with it.
         if let Some(p) = &mut self.pending {
             p.run_state = cx.run_state.snapshot();
+            p.queued_injections = self
+                .interceptor
+                .queued()
+                .into_iter()
+                .map(|(id, message)| QueuedInjection::new(id, message))
+                .collect();
         }
         let result = self.session_end(result).await;
         if let Ok(r) = &result {

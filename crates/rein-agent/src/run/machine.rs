@@ -83,6 +83,19 @@ pub(crate) enum Outcome {
     Failed(Error),
 }
 
+impl Outcome {
+    /// Whether the run pauses on interrupts (it has not ended: a resume continues it).
+    pub(crate) fn is_pause(&self) -> bool {
+        matches!(
+            self,
+            Self::Interrupted { .. }
+                | Self::Held { .. }
+                | Self::HeldRequest { .. }
+                | Self::HeldInput { .. }
+        )
+    }
+}
+
 /// What the driver does next.
 #[derive(Debug)]
 pub(crate) enum Step {

@@ -88,6 +88,7 @@ impl Invocation {
             held_request: false,
             held_input: Vec::new(),
             tool_states: Default::default(),
+            queued_injections: Vec::new(),
         }
     }
 

@@ -91,7 +91,7 @@ impl Agent {
             tool_phase: None,
             streaming_response: false,
             discarded_by: None,
-            run_version: self.interceptor.begin(),
+            run_version: self.interceptor.begin(input.is_resume()),
             injections: Vec::new(),
             sub_agent_usage: BTreeMap::new(),
         };
