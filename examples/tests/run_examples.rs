@@ -72,6 +72,21 @@ fn approve_anywhere() {
 }
 
 #[test]
+fn research_team() {
+    check(
+        "research_team",
+        &[
+            "[searcher] says: 3 field studies",
+            "[analyst] waits for: \"Publish the summary?\"",
+            "asked: analyst/publish-approval (v1:agent:a1:v1:before_tool_call:p1:",
+            "reply: Done: the summary is published.",
+            "decision: Confirm by publish-approval in analyst",
+            "usage of analyst: 16 tokens",
+        ],
+    );
+}
+
+#[test]
 fn stream_guard() {
     let out = run("stream_guard");
     for e in [

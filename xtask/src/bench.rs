@@ -349,6 +349,58 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
             "(tools10_par - invoke_text)/10: 10 concurrent sync calls + 1 extra model turn, amortized",
         );
     }
+    if want("sub_agent") {
+        // One tool turn calling a plain tool vs the same turn calling an agent as a tool
+        // (its agent built per call and answering with one text response).
+        let mut plain = build(agent_builder(1, 1));
+        let p = invocations(&rt, &mut plain, 0, cfg.batches(200), 50);
+        let p = rec.summary("sub_agent", "plain_tool_turn", &p, 1.0, json!({}));
+        let child = model(0, 1);
+        let helper = rein::AgentTool::new("noop", "A sub-agent.", move || {
+            Agent::builder()
+                .model(child.clone())
+                .no_conversation_manager()
+                .build()
+        });
+        let asks = ScriptedModel::builder()
+            .cycle()
+            .record_requests(false)
+            .tool_use("t0", "noop", json!({"input": "hi"}))
+            .text("Hello! How can I help you today?")
+            .build();
+        let mut parent = build(
+            Agent::builder()
+                .model(asks)
+                .tool(helper)
+                .no_conversation_manager(),
+        );
+        let a = invocations(&rt, &mut parent, 0, cfg.batches(200), 50);
+        let a = rec.summary("sub_agent", "agent_tool_turn", &a, 1.0, json!({}));
+        let note = "agent_tool_turn - plain_tool_turn: the sub-agent built and invoked (target: within 2x of invoke_text)";
+        rec.record(
+            "sub_agent",
+            "per_call_marginal",
+            a.0 - p.0,
+            "us",
+            json!({"note": note}),
+        );
+        rec.record(
+            "sub_agent",
+            "per_call_marginal_cpu",
+            a.1 - p.1,
+            "us",
+            json!({"note": note}),
+        );
+        if let Some(b) = base {
+            rec.record(
+                "sub_agent",
+                "marginal_over_invoke_text",
+                (a.1 - p.1) / b.1,
+                "x",
+                json!({}),
+            );
+        }
+    }
     if want("history") {
         for h in [0usize, 20, 200, 2000] {
             let mut a = build(agent_builder(0, 1).messages(history(h)));

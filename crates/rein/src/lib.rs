@@ -125,6 +125,9 @@ struct SessionsGuide;
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/human-in-the-loop.md")]
 struct HumanInTheLoopGuide;
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/multi-agent.md")]
+struct MultiAgentGuide;
 // docs/providers.md runs as rein-models' doc tests (it needs rein-models alone).
 #[cfg(all(doctest, feature = "macros", feature = "mcp-http"))]
 #[doc = include_str!("../../../docs/tools.md")]
