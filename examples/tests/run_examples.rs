@@ -87,6 +87,19 @@ fn research_team() {
 }
 
 #[test]
+fn triage_refunds() {
+    check(
+        "triage_refunds",
+        &[
+            "handoff: triage -> refunds",
+            "in control: refunds; waiting for: \"Refund this order?\"",
+            "restored, in control: refunds",
+            "reply: Order A-7 is refunded.",
+        ],
+    );
+}
+
+#[test]
 fn stream_guard() {
     let out = run("stream_guard");
     for e in [

@@ -19,6 +19,7 @@ use crate::cancel::CancelHandle;
 use crate::conversation::{
     Conversation, ConversationManager, HistoryEdit, NoConversationManager, SlidingWindow,
 };
+use crate::handoff::{ACTIVE_AGENT_KEY, Team, TransferTool};
 use crate::history::{History, TOOL_INTERRUPTED, closing_results};
 use crate::inject::TurnInterceptor;
 use crate::pending::PendingInterrupts;
@@ -70,6 +71,8 @@ pub(crate) struct AgentConfig {
     pub(crate) hold_deltas: bool,
     /// Characters of streamed text a stream guard keeps back (SPEC §3.9).
     pub(crate) hold_back: usize,
+    /// Handoffs per invocation (SPEC §9.2).
+    pub(crate) max_handoffs: u32,
     pub(crate) inference: InferenceConfig,
     pub(crate) tool_choice: ToolChoice,
 }
@@ -215,6 +218,8 @@ pub struct Agent {
     pub(crate) manager: Box<dyn ConversationManager>,
     pub(crate) cancel: CancelHandle,
     pub(crate) interceptor: TurnInterceptor,
+    /// The agents control can pass to, by name (itself included); empty without handoffs.
+    pub(crate) team: Arc<Team>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -301,6 +306,35 @@ impl Agent {
     /// The names of the agent's tools.
     pub fn tool_names(&self) -> Vec<&str> {
         self.core.tools.names().collect()
+    }
+
+    /// Hands the conversation to the agent `name` (one of its handoffs, or the agent it was
+    /// built as) between invocations: the next invocation runs with that agent. Errors:
+    /// `UnknownAgent`; `InterruptsPending` (resume or discard them first).
+    pub fn hand_off(&mut self, name: &str) -> Result<(), Error> {
+        if self.pending.is_some() {
+            return Err(Error::InterruptsPending);
+        }
+        let core = self
+            .team
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::UnknownAgent(name.to_owned()))?;
+        self.core = core;
+        self.state.set(ACTIVE_AGENT_KEY, name);
+        Ok(())
+    }
+
+    /// The agent in control is the one the agent state names (after a restore).
+    pub(crate) fn restore_active_agent(&mut self) {
+        let active = self.state.get(ACTIVE_AGENT_KEY);
+        if let Some(core) = active
+            .as_ref()
+            .and_then(|v| v.as_str())
+            .and_then(|name| self.team.get(name))
+        {
+            self.core = core.clone();
+        }
     }
 
     /// The interrupts waiting for answers, with what a resume needs.
@@ -396,6 +430,7 @@ pub struct AgentBuilder {
     session: Option<SharedBinding>,
     interventions: Vec<SharedHandler>,
     audit_timing: bool,
+    handoffs: Vec<(Agent, Option<String>)>,
 }
 
 impl Default for AgentBuilder {
@@ -416,6 +451,7 @@ impl Default for AgentBuilder {
                 retry: RetryStrategy::default(),
                 hold_deltas: false,
                 hold_back: DEFAULT_STREAM_HOLD_BACK,
+                max_handoffs: 5,
                 inference: InferenceConfig::default(),
                 tool_choice: ToolChoice::Auto,
             },
@@ -424,6 +460,7 @@ impl Default for AgentBuilder {
             session: None,
             interventions: Vec::new(),
             audit_timing: false,
+            handoffs: Vec::new(),
         }
     }
 }
@@ -645,6 +682,36 @@ impl AgentBuilder {
         self
     }
 
+    /// An agent this one may hand the conversation to (SPEC §9.2): the model gets a tool
+    /// `transfer_to_<name>`; when it calls it (and no intervention denies the call), the run
+    /// goes on from the next turn boundary with that agent's model, system prompt, tools, hooks
+    /// and interventions over the same history. The target's own handoffs come with it. Its
+    /// history and session are not used: the conversation and the session are this agent's.
+    /// An invocation runs under the limits (turns, tokens, retries, handoffs) of the agent in
+    /// control when it starts.
+    pub fn handoff(mut self, agent: Agent) -> Self {
+        self.handoffs.push((agent, None));
+        self
+    }
+
+    /// [`handoff`](Self::handoff) with the transfer tool's description (what the model reads
+    /// to decide when to hand off).
+    pub fn handoff_with_description(
+        mut self,
+        agent: Agent,
+        description: impl Into<String>,
+    ) -> Self {
+        self.handoffs.push((agent, Some(description.into())));
+        self
+    }
+
+    /// Handoffs per invocation (default 5); a transfer past it is the error result
+    /// `Error: handoff limit (<n>) reached`.
+    pub fn max_handoffs(mut self, n: u32) -> Self {
+        self.config.max_handoffs = n;
+        self
+    }
+
     /// Persists the agent to a session (SPEC §8), e.g. `rein_sessions::SessionManager`: the
     /// session is restored before the first invocation (or by
     /// [`Agent::load_session`]), and every change is written as it happens.
@@ -669,22 +736,43 @@ impl AgentBuilder {
         let model = self.model.ok_or(BuildError::MissingModel)?;
         let mut tools = self.tools;
         tools.extend(self.hooks.plugin_tools().iter().cloned());
+        let mut team = Team::new();
+        for (target, description) in &self.handoffs {
+            let name = target.core.name.clone();
+            tools.push(ToolHandle::new(TransferTool::new(
+                name.clone(),
+                description.as_deref(),
+            )));
+            let reachable = target.team.iter().map(|(n, c)| (n.clone(), c.clone()));
+            for (n, core) in reachable.chain([(name, target.core.clone())]) {
+                // The same agent reached twice is one agent; two agents with one name are not.
+                if let Some(other) = team.insert(n.clone(), core.clone())
+                    && !Arc::ptr_eq(&other, &core)
+                {
+                    return Err(BuildError::DuplicateAgent(n.to_string()).into());
+                }
+            }
+        }
         let tools = ToolSet::new(tools)?;
         let info = model.info();
         let ids = self.messages.iter().map(|_| MessageId::new()).collect();
         let state = AgentState::new();
         state.replace(self.state);
+        let core = Arc::new(AgentCore {
+            name: self.name.into(),
+            provider: info.provider.into(),
+            model_id: info.model_id.into(),
+            model,
+            system_prompt: self.system_prompt,
+            tools,
+            hooks: self.hooks,
+            config: self.config,
+        });
+        if !team.is_empty() && team.insert(core.name.clone(), core.clone()).is_some() {
+            return Err(BuildError::DuplicateAgent(core.name.to_string()).into());
+        }
         Ok(Agent {
-            core: Arc::new(AgentCore {
-                name: self.name.into(),
-                provider: info.provider.into(),
-                model_id: info.model_id.into(),
-                model,
-                system_prompt: self.system_prompt,
-                tools,
-                hooks: self.hooks,
-                config: self.config,
-            }),
+            core,
             history: History::new(Conversation::from_parts(self.messages, ids), self.session),
             state,
             run_state: RunState::new(),
@@ -692,6 +780,7 @@ impl AgentBuilder {
             manager: self.manager,
             cancel: CancelHandle::default(),
             interceptor: TurnInterceptor::default(),
+            team: Arc::new(team),
         })
     }
 }

@@ -217,6 +217,14 @@ impl TurnInterceptor {
         q.version
     }
 
+    /// Control passed to another agent: a new version, so what was queued for the agent that
+    /// had it is stale.
+    pub(crate) fn bump(&self) -> u64 {
+        let mut q = lock(&self.shared.queue);
+        q.version += 1;
+        q.version
+    }
+
     /// The run paused on interrupts: what is queued stays queued (and may be added to) until
     /// the resume or the end of the run.
     pub(crate) fn pause(&self) {

@@ -29,6 +29,7 @@ mod agent;
 mod agent_tool;
 mod cancel;
 mod conversation;
+mod handoff;
 mod history;
 mod inject;
 mod pending;
@@ -50,7 +51,7 @@ pub use conversation::{
 };
 pub use history::{TOOL_CANCELLED, TOOL_INTERRUPTED};
 pub use inject::{InjectError, PendingInjection, TurnInterceptor};
-pub use pending::{PENDING_SCHEMA_VERSION, PendingInterrupts, QueuedInjection};
+pub use pending::{PENDING_SCHEMA_VERSION, PendingHandoff, PendingInterrupts, QueuedInjection};
 pub use rein_core::{Error, result::AgentResult};
 pub use retry::RetryStrategy;
 pub use session::{AgentSnapshot, RestoredSession, SessionBinding};

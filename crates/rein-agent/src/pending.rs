@@ -70,6 +70,30 @@ pub struct PendingInterrupts {
     /// ended, so they are delivered at the first turn boundary after the resume (SPEC §5).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub queued_injections: Vec<QueuedInjection>,
+    /// A handoff the paused tool phase asked for (its transfer tool ran): carried out when the
+    /// resumed phase completes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handoff: Option<PendingHandoff>,
+}
+
+/// A handoff asked for by a transfer tool, not yet carried out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct PendingHandoff {
+    /// The agent to hand off to.
+    pub to: String,
+    /// The transfer tool's use.
+    pub tool_use_id: String,
+}
+
+impl PendingHandoff {
+    /// A handoff to `to`, asked for by the tool use `tool_use_id`.
+    pub fn new(to: impl Into<String>, tool_use_id: impl Into<String>) -> Self {
+        Self {
+            to: to.into(),
+            tool_use_id: tool_use_id.into(),
+        }
+    }
 }
 
 /// A message injected into a paused run, waiting for the resume.

@@ -28,6 +28,7 @@ impl Agent {
                     restored.messages.into_iter().unzip();
                 self.set_messages(messages, Some(ids));
                 self.state.replace(restored.agent_state);
+                self.restore_active_agent();
                 self.manager.restore(&restored.conversation_manager_state);
                 self.set_pending_interrupts(restored.pending_interrupts);
                 true

@@ -103,6 +103,13 @@ pub enum AgentEvent {
         /// Why: `stale`, `run ended`, or the deny / guidance text.
         reason: String,
     },
+    /// Control passed from one agent to another (a handoff, SPEC §9.2).
+    Handoff {
+        /// The agent that had control.
+        from: String,
+        /// The agent that has it now.
+        to: String,
+    },
     /// An event of an agent running as a tool of this one ([`AgentTool`](crate::AgentTool)),
     /// with the path of agents it came from (`child`, `child/grandchild`).
     SubAgent {

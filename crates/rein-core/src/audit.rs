@@ -110,6 +110,8 @@ pub enum DecisionAction {
     /// No decision: the handler did not run to a decision that was applied (a member of a
     /// parallel group after the one that stopped the pass; its outcome is `NotRun`).
     None,
+    /// Control passed to another agent (recorded by `rein:handoff`; the text says who to whom).
+    Handoff,
 }
 
 /// What became of a decision.

@@ -51,6 +51,9 @@ pub enum Error {
     /// An interrupt response names an interrupt that is not pending.
     #[error("unknown interrupt id: '{0}'")]
     UnknownInterrupt(String),
+    /// A handoff names an agent the agent cannot hand off to.
+    #[error("no agent named '{0}' to hand off to")]
+    UnknownAgent(String),
     /// A new prompt was given while interrupts are pending (resume or discard them first).
     #[error("interrupts are pending: resume with interrupt responses or discard them first")]
     InterruptsPending,
@@ -101,6 +104,9 @@ pub enum BuildError {
     /// Two intervention handlers share a name.
     #[error("duplicate intervention handler name: '{0}'")]
     DuplicateHandler(String),
+    /// Two agents an agent can hand off to (itself included) share a name.
+    #[error("duplicate agent name among handoffs: '{0}'")]
+    DuplicateAgent(String),
     /// A required setting is missing (`hint` says how to give it).
     #[error("{component}: no {setting}: {hint}")]
     MissingSetting {

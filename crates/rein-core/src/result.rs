@@ -72,6 +72,35 @@ pub struct AgentResult {
     /// Usage of the agents that ran as tools of this one (at any depth), by agent path
     /// (`child`, `child/grandchild`); not in `usage`, which is this agent's own.
     pub sub_agent_usage: BTreeMap<String, Usage>,
+    /// Transfers of control to another agent during the invocation, in order.
+    pub handoffs: Vec<HandoffRecord>,
+}
+
+/// A transfer of control from one agent to another (a handoff).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct HandoffRecord {
+    /// The agent that had control.
+    pub from: String,
+    /// The agent that has it now.
+    pub to: String,
+    /// The transfer tool's use, when the model asked for it (`None`: the caller did).
+    pub tool_use_id: Option<String>,
+}
+
+impl HandoffRecord {
+    /// A handoff.
+    pub fn new(
+        from: impl Into<String>,
+        to: impl Into<String>,
+        tool_use_id: Option<String>,
+    ) -> Self {
+        Self {
+            from: from.into(),
+            to: to.into(),
+            tool_use_id,
+        }
+    }
 }
 
 /// What became of an injected message.
@@ -122,6 +151,7 @@ impl AgentResult {
             invocation_id,
             injections: Vec::new(),
             sub_agent_usage: BTreeMap::new(),
+            handoffs: Vec::new(),
         }
     }
 

@@ -855,3 +855,74 @@ async fn an_item_queued_at_a_pause_is_delivered_once_after_the_resume_in_another
         assert!(s.pending_interrupts.is_none(), "{name}");
     }
 }
+
+/// triage hands off to refunds, whose `refund` needs approval.
+fn triage_team(
+    store: &SharedSessionStore,
+    id: &str,
+    triage: &ScriptedModel,
+    refunds: &ScriptedModel,
+) -> Agent {
+    let refund = rein_core::ToolHandle::from_sync_fn(
+        "refund",
+        "Refunds an order.",
+        json!({"type": "object"}),
+        |_, _| Ok(rein_core::tool::ToolOutput::text("refunded")),
+    );
+    let refunds = Agent::builder()
+        .name("refunds")
+        .model(refunds.clone())
+        .tool(refund)
+        .intervention(
+            rein_interventions::Intervention::named("refund-approval").before_tool_call(|_, _| {
+                rein_interventions::BeforeToolCallAction::confirm("Refund order 7?")
+            }),
+        )
+        .build()
+        .unwrap();
+    Agent::builder()
+        .name("triage")
+        .model(triage.clone())
+        .handoff(refunds)
+        .session(SessionManager::new(store.clone(), id))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn an_approval_after_a_handoff_resumes_with_the_agent_in_control_after_a_restart() {
+    let dir = TempDir::new("handoff");
+    for (name, store, _) in stores(&dir).await {
+        let id = session_id("handoff");
+        let triage = ScriptedModel::builder()
+            .tool_use("h1", "transfer_to_refunds", json!({}))
+            .build();
+        let refunds = ScriptedModel::builder()
+            .tool_use("r1", "refund", json!({"order": 7}))
+            .build();
+        let mut a = triage_team(&store, &id, &triage, &refunds);
+        let r = a.invoke("refund order 7").await.unwrap();
+        assert_eq!(r.stop_reason, StopReason::Interrupt, "{name}");
+        assert_eq!(r.handoffs.len(), 1, "{name}");
+        let iid = r.interrupts[0].id.clone();
+        drop(a);
+
+        let triage = ScriptedModel::builder().text("never").build();
+        let refunds = ScriptedModel::builder()
+            .text("Order 7 is refunded.")
+            .build();
+        let mut b = triage_team(&store, &id, &triage, &refunds);
+        b.load_session().await.unwrap();
+        assert_eq!(
+            b.name(),
+            "refunds",
+            "{name}: the agent in control is restored"
+        );
+        let r = b
+            .invoke(vec![InterruptResponse::new(&iid, "yes")])
+            .await
+            .unwrap();
+        assert_eq!(r.text(), "Order 7 is refunded.", "{name}");
+        assert!(triage.requests().is_empty(), "{name}");
+    }
+}

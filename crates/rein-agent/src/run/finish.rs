@@ -220,6 +220,7 @@ impl Agent {
         r.decisions = std::mem::take(&mut inv.decisions);
         r.injections = std::mem::take(&mut inv.injections);
         r.sub_agent_usage = std::mem::take(&mut inv.sub_agent_usage);
+        r.handoffs = std::mem::take(&mut inv.handoffs);
         r
     }
 

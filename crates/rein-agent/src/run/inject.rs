@@ -3,14 +3,17 @@
 
 use rein_core::{
     Error, Message,
+    audit::{DecisionAction, DecisionOutcome, DecisionRecord, EventKind},
     event::{BeforeInvocationEvent, InputVerdict},
     id::InjectionId,
-    result::{InjectionOutcome, InjectionRecord},
+    result::{HandoffRecord, InjectionOutcome, InjectionRecord},
 };
 
 use super::machine::Fed;
 use super::{Invocation, listeners};
 use crate::agent::Agent;
+use crate::handoff::{ACTIVE_AGENT_KEY, HANDOFF};
+use crate::pending::PendingHandoff;
 use crate::stream::{AgentEvent, Sink};
 
 impl Agent {
@@ -20,6 +23,11 @@ impl Agent {
         inv: &mut Invocation,
         sink: &Sink,
     ) -> Result<Fed, Error> {
+        // A handoff the tools asked for happens first: what was queued for the agent that
+        // had control is stale from here on.
+        if let Some(handoff) = inv.handoff.take() {
+            self.carry_out_handoff(inv, handoff, sink);
+        }
         let (answered, queued) = self.interceptor.drain();
         let mut items = answered
             .into_iter()
@@ -92,6 +100,38 @@ impl Agent {
             });
         }
         Ok(Fed::Done)
+    }
+
+    /// Passes control to another agent of the team (SPEC §9.2).
+    fn carry_out_handoff(&mut self, inv: &mut Invocation, handoff: PendingHandoff, sink: &Sink) {
+        let Some(core) = self.team.get(handoff.to.as_str()).cloned() else {
+            // Unreachable: transfer tools exist only for the team's agents.
+            tracing::error!(to = %handoff.to, "handoff to an agent not in the team");
+            return;
+        };
+        let from = self.core.name.to_string();
+        self.core = core;
+        self.state.set(ACTIVE_AGENT_KEY, handoff.to.as_str());
+        inv.run_version = self.interceptor.bump();
+        let text = format!("{from} -> {}", handoff.to);
+        let record = DecisionRecord::new(
+            HANDOFF,
+            EventKind::BeforeToolCall,
+            DecisionAction::Handoff,
+            DecisionOutcome::Applied,
+        )
+        .with_text(text)
+        .with_tool_use_id(Some(handoff.tool_use_id.clone()));
+        inv.record(vec![record], sink);
+        sink.emit(|| AgentEvent::Handoff {
+            from: from.clone(),
+            to: handoff.to.clone(),
+        });
+        inv.handoffs.push(HandoffRecord::new(
+            from,
+            handoff.to,
+            Some(handoff.tool_use_id),
+        ));
     }
 
     /// Rejects an injected message, exactly once: its sender is told, and the run records it.

@@ -29,13 +29,13 @@ use rein_core::{
     event::InvocationContext,
     id::MessageId,
     interrupt::{Interrupt, InterruptAnswers},
-    result::{AgentResult, InjectionRecord, InvocationMetrics},
+    result::{AgentResult, HandoffRecord, InjectionRecord, InvocationMetrics},
     stream::Usage,
 };
 
 use crate::agent::{Agent, Input};
 use crate::history::Listeners;
-use crate::pending::{PENDING_SCHEMA_VERSION, PendingInterrupts};
+use crate::pending::{PENDING_SCHEMA_VERSION, PendingHandoff, PendingInterrupts};
 use crate::stream::{AgentEvent, Sink};
 use machine::{Fed, Outcome, Run, Step, ToolPhase};
 
@@ -57,6 +57,12 @@ pub(crate) struct Invocation {
     injections: Vec<InjectionRecord>,
     /// Usage of agents that ran as tools, by agent path.
     sub_agent_usage: BTreeMap<String, Usage>,
+    /// A handoff a transfer tool asked for, carried out at the next turn boundary.
+    handoff: Option<PendingHandoff>,
+    /// Handoffs carried out, and how many the invocation allows (the setting of the agent in
+    /// control when it started, as its limits).
+    handoffs: Vec<HandoffRecord>,
+    max_handoffs: u32,
 }
 
 impl Invocation {
@@ -89,6 +95,7 @@ impl Invocation {
             held_input: Vec::new(),
             tool_states: Default::default(),
             queued_injections: Vec::new(),
+            handoff: None,
         }
     }
 

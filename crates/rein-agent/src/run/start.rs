@@ -94,6 +94,9 @@ impl Agent {
             run_version: self.interceptor.begin(input.is_resume()),
             injections: Vec::new(),
             sub_agent_usage: BTreeMap::new(),
+            handoff: None,
+            handoffs: Vec::new(),
+            max_handoffs: config.max_handoffs,
         };
         (inv, span)
     }
@@ -321,6 +324,7 @@ impl Agent {
             return Err(Error::PendingMessageMissing);
         };
         inv.answers = InterruptAnswers::new(pending.answers.into_iter().collect::<HashMap<_, _>>());
+        inv.handoff = pending.handoff;
         Ok(self
             .tool_phase_of(
                 idx,

@@ -3,7 +3,7 @@
 //! their results are stored, or the phase pauses on interrupts.
 
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use futures_util::{FutureExt as _, StreamExt as _};
@@ -27,7 +27,9 @@ use super::machine::{Fed, PhaseEnd, ToolPhase, ToolRetries, ToolsEnd, retry_limi
 use super::{Invocation, listeners};
 use crate::agent::Agent;
 use crate::agent_tool::{AgentTool, ParentLink};
+use crate::handoff::TransferTool;
 use crate::history::TOOL_INTERRUPTED;
+use crate::pending::PendingHandoff;
 use crate::stream::{AgentEvent, Sink};
 use crate::tools::{ToolExecutor, ToolSet};
 
@@ -97,6 +99,7 @@ impl Agent {
         let answers = inv.answers.clone();
         let cx = inv.cx.clone();
         let model_call_index = inv.tool_phase.as_ref().map_or(0, |p| p.model_call_index);
+        let max_handoffs = inv.max_handoffs;
         let run = ToolRun {
             tools: &self.core.tools,
             hooks: &self.core.hooks,
@@ -106,6 +109,13 @@ impl Agent {
             sink,
             model_call_index,
             max_hook_retries: self.core.config.max_hook_retries,
+            handoff: Mutex::new(HandoffClaim {
+                asked: inv.handoff.take(),
+                left: usize::try_from(max_handoffs)
+                    .unwrap_or(usize::MAX)
+                    .saturating_sub(inv.handoffs.len()),
+                max: max_handoffs,
+            }),
         };
         match self.core.config.executor {
             ToolExecutor::Sequential => {
@@ -130,6 +140,12 @@ impl Agent {
                 }
             }
         }
+        // Carried out at the turn boundary (or kept with the pause).
+        inv.handoff = run
+            .handoff
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner)
+            .asked;
         let mut phase = inv.tool_phase.take().unwrap_or_default();
         // Tool-use rewrites (hooks, transforms) are committed to the stored message.
         let rewrites = phase.take_rewrites();
@@ -164,6 +180,7 @@ impl Agent {
                 pending.completed_results = completed;
                 pending.held_results = held;
                 pending.tool_states = tool_states;
+                pending.handoff = inv.handoff.take();
                 self.pending = Some(pending);
                 self.session_sync().await?;
                 Ok(Fed::ToolsDone(ToolsEnd::Interrupted {
@@ -245,6 +262,30 @@ struct ToolRun<'a> {
     sink: &'a Sink,
     model_call_index: u32,
     max_hook_retries: u32,
+    /// The handoff a transfer tool of this phase asked for (one per phase).
+    handoff: Mutex<HandoffClaim>,
+}
+
+/// The one handoff a tool phase may ask for.
+struct HandoffClaim {
+    asked: Option<PendingHandoff>,
+    left: usize,
+    max: u32,
+}
+
+impl HandoffClaim {
+    /// Claims the phase's handoff for a transfer tool's use, or the text of the error result
+    /// that answers it instead.
+    fn claim(&mut self, to: &str, tool_use_id: &str) -> Result<(), String> {
+        if self.asked.is_some() {
+            return Err("Error: another handoff is under way".into());
+        }
+        if self.left == 0 {
+            return Err(format!("Error: handoff limit ({}) reached", self.max));
+        }
+        self.asked = Some(PendingHandoff::new(to, tool_use_id));
+        Ok(())
+    }
 }
 
 /// Error text for a tool input that is not valid JSON.
@@ -434,6 +475,16 @@ impl ToolRun<'_> {
         self.sink.emit(|| AgentEvent::ToolCallStarted {
             tool_use: tool_use.clone(),
         });
+        if let Some(transfer) = tool.downcast_ref::<TransferTool>() {
+            let claimed = self
+                .handoff
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .claim(&transfer.target, &tool_use.tool_use_id);
+            if let Err(text) = claimed {
+                return Some(ToolResult::error(&tool_use.tool_use_id, text));
+            }
+        }
         let mut tcx = ToolContext::new(
             &tool_use.tool_use_id,
             &tool_use.name,

@@ -1,0 +1,273 @@
+//! Handoffs between agents (SPEC §9.2): the transfer tool, the run going on with the other
+//! agent, the limit, a denied handoff, injection staleness, and a caller's handoff.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use common::*;
+use rein_agent::{Agent, AgentEvent, TurnInterceptor};
+use rein_core::{
+    Error, ToolHandle, audit::DecisionAction, id::InjectionId, result::HandoffRecord,
+    tool::ToolOutput,
+};
+use rein_interventions::{BeforeToolCallAction, Intervention};
+use rein_models::ScriptedModel;
+use serde_json::json;
+
+fn refunds(model: &ScriptedModel) -> Agent {
+    Agent::builder()
+        .name("refunds")
+        .system_prompt("You handle refunds.")
+        .model(model.clone())
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_model_hands_off_and_the_other_agent_answers_over_the_same_history() {
+    let triage_model = ScriptedModel::builder()
+        .tool_use("h1", "transfer_to_refunds", json!({}))
+        .build();
+    let refunds_model = ScriptedModel::builder().text("Refund issued.").build();
+    let mut agent = agent(triage_model.clone())
+        .name("triage")
+        .system_prompt("You route requests.")
+        .handoff(refunds(&refunds_model))
+        .build()
+        .unwrap();
+    assert!(agent.tool_names().contains(&"transfer_to_refunds"));
+    let mut stream = agent.stream("I want my money back");
+    let mut handoffs = Vec::new();
+    let mut result = None;
+    while let Some(ev) = stream.next().await {
+        match ev.unwrap() {
+            AgentEvent::Handoff { from, to } => handoffs.push((from, to)),
+            AgentEvent::Finished(r) => result = Some(r),
+            _ => {}
+        }
+    }
+    drop(stream);
+    let r = result.unwrap();
+    assert_eq!(r.text(), "Refund issued.");
+    assert_eq!(handoffs, [("triage".to_owned(), "refunds".to_owned())]);
+    assert_eq!(
+        r.handoffs,
+        [HandoffRecord::new("triage", "refunds", Some("h1".into()))]
+    );
+    let audit = r
+        .decisions
+        .iter()
+        .find(|d| d.handler == "rein:handoff")
+        .unwrap();
+    assert_eq!(audit.action, DecisionAction::Handoff);
+    assert_eq!(audit.text.as_deref(), Some("triage -> refunds"));
+    assert_eq!(
+        results_of(&agent.messages()[2]),
+        vec![("h1".into(), "Transferred to refunds.".into(), false)]
+    );
+    // The refunds agent's request: its own system prompt, the whole conversation.
+    let req = &refunds_model.requests()[0];
+    assert_eq!(req.system_prompt.as_deref(), Some("You handle refunds."));
+    assert_eq!(req.messages.len(), 3);
+    assert_eq!(
+        agent.name(),
+        "refunds",
+        "the next invocation goes on with refunds"
+    );
+    assert_eq!(agent.state().get("rein:agent"), Some(json!("refunds")));
+    assert_history_valid(agent.messages());
+}
+
+#[tokio::test]
+async fn an_intervention_may_deny_a_handoff() {
+    let triage_model = ScriptedModel::builder()
+        .tool_use("h1", "transfer_to_refunds", json!({}))
+        .text("I will help you myself.")
+        .build();
+    let refunds_model = ScriptedModel::builder().text("never").build();
+    let mut agent = agent(triage_model)
+        .name("triage")
+        .handoff(refunds(&refunds_model))
+        .intervention(Intervention::named("no-refunds").before_tool_call(|ev, _| {
+            if ev.tool_use().name.starts_with("transfer_to_") {
+                BeforeToolCallAction::deny("refunds are closed today")
+            } else {
+                BeforeToolCallAction::Proceed
+            }
+        }))
+        .build()
+        .unwrap();
+    let r = agent.invoke("refund please").await.unwrap();
+    assert_eq!(r.text(), "I will help you myself.");
+    assert!(r.handoffs.is_empty());
+    assert!(refunds_model.requests().is_empty());
+    assert_eq!(agent.name(), "triage");
+}
+
+#[tokio::test]
+async fn handoffs_per_invocation_are_bounded() {
+    let c_model = ScriptedModel::builder().text("never").build();
+    let b_model = ScriptedModel::builder()
+        .tool_use("h2", "transfer_to_c", json!({}))
+        .text("b stays")
+        .build();
+    let c = Agent::builder()
+        .name("c")
+        .model(c_model.clone())
+        .build()
+        .unwrap();
+    let b = Agent::builder()
+        .name("b")
+        .model(b_model)
+        .handoff(c)
+        .build()
+        .unwrap();
+    let a_model = ScriptedModel::builder()
+        .tool_use("h1", "transfer_to_b", json!({}))
+        .build();
+    let mut agent = agent(a_model)
+        .name("a")
+        .handoff(b)
+        .max_handoffs(1)
+        .build()
+        .unwrap();
+    let r = agent.invoke("go").await.unwrap();
+    assert_eq!(r.text(), "b stays");
+    assert_eq!(r.handoffs.len(), 1);
+    let last_results = results_of(&agent.messages()[4]);
+    assert_eq!(
+        last_results,
+        vec![("h2".into(), "Error: handoff limit (1) reached".into(), true)]
+    );
+    assert!(c_model.requests().is_empty());
+}
+
+#[tokio::test]
+async fn the_caller_may_hand_off_between_invocations() {
+    let refunds_model = ScriptedModel::builder().text("Refund issued.").build();
+    let mut agent = agent(ScriptedModel::builder().text("never").build())
+        .name("triage")
+        .handoff(refunds(&refunds_model))
+        .build()
+        .unwrap();
+    assert!(matches!(agent.hand_off("billing"), Err(Error::UnknownAgent(n)) if n == "billing"));
+    agent.hand_off("refunds").unwrap();
+    let r = agent.invoke("refund order 7").await.unwrap();
+    assert_eq!(r.text(), "Refund issued.");
+    agent.hand_off("triage").unwrap();
+    assert_eq!(agent.name(), "triage");
+}
+
+#[tokio::test]
+async fn two_agents_with_one_name_fail_the_build() {
+    let other = Agent::builder()
+        .name("triage")
+        .model(ScriptedModel::builder().build())
+        .build()
+        .unwrap();
+    let err = agent(ScriptedModel::builder().build())
+        .name("triage")
+        .handoff(other)
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("duplicate agent name"), "{err}");
+}
+
+/// A tool (`work`) of both agents: it injects a message from 8 threads, then the model goes
+/// on. Every id is consumed or rejected exactly once, whatever the handoffs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn injections_across_handoffs_are_each_consumed_or_rejected_exactly_once() {
+    let slot: Arc<Mutex<Option<TurnInterceptor>>> = Arc::default();
+    let injected: Arc<Mutex<Vec<InjectionId>>> = Arc::default();
+    let work = {
+        let (slot, injected) = (slot.clone(), injected.clone());
+        ToolHandle::from_fn(
+            "work",
+            "Works while others steer.",
+            json!({"type": "object"}),
+            move |_, _| {
+                let (slot, injected) = (slot.clone(), injected.clone());
+                async move {
+                    let i = slot.lock().unwrap().clone().unwrap();
+                    let threads: Vec<_> = (0..8)
+                        .map(|t| {
+                            let (i, injected) = (i.clone(), injected.clone());
+                            std::thread::spawn(move || {
+                                for k in 0..25 {
+                                    if let Ok(id) = i.inject(format!("steer {t}/{k}")) {
+                                        injected.lock().unwrap().push(id);
+                                    }
+                                }
+                            })
+                        })
+                        .collect();
+                    for t in threads {
+                        t.join().unwrap();
+                    }
+                    Ok(ToolOutput::text("worked"))
+                }
+            },
+        )
+    };
+    let b_model = ScriptedModel::builder()
+        .tool_use("w2", "work", json!({}))
+        .tool_use("w3", "work", json!({}))
+        .text("b done")
+        .build();
+    let b = Agent::builder()
+        .name("b")
+        .model(b_model)
+        .tool(work.clone())
+        .build()
+        .unwrap();
+    let a_model = ScriptedModel::builder()
+        .response(
+            rein_models::ScriptedResponse::new()
+                .tool_use("w1", "work", json!({}))
+                .tool_use("h1", "transfer_to_b", json!({})),
+        )
+        .build();
+    let mut agent = agent(a_model)
+        .name("a")
+        .tool(work)
+        .handoff(b)
+        .build()
+        .unwrap();
+    let i = agent.interceptor();
+    *slot.lock().unwrap() = Some(i.clone());
+    let fates: Arc<Mutex<HashMap<InjectionId, Vec<String>>>> = Arc::default();
+    let f = fates.clone();
+    i.on_consumed(move |id, _| {
+        f.lock()
+            .unwrap()
+            .entry(id)
+            .or_default()
+            .push("consumed".into())
+    });
+    let f = fates.clone();
+    i.on_rejected(move |id, _, reason| {
+        f.lock()
+            .unwrap()
+            .entry(id)
+            .or_default()
+            .push(reason.to_owned())
+    });
+    let r = agent.invoke("go").await.unwrap();
+    assert_eq!(r.text(), "b done");
+    let injected = injected.lock().unwrap().clone();
+    assert_eq!(injected.len(), 3 * 200);
+    let fates = fates.lock().unwrap();
+    for id in &injected {
+        let fate = &fates[id];
+        assert_eq!(fate.len(), 1, "{id}: {fate:?}");
+    }
+    // What `a` had queued when control passed to `b` is stale; `b`'s own are delivered.
+    let stale = fates.values().filter(|f| f[0] == "stale").count();
+    let consumed = fates.values().filter(|f| f[0] == "consumed").count();
+    assert_eq!(stale, 200, "a's items");
+    assert_eq!(consumed, 400, "b's items");
+    assert_history_valid(agent.messages());
+}
