@@ -3,7 +3,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
@@ -17,6 +17,10 @@ const LOG: &str = "log";
 const SNAPSHOTS: &str = "snapshots";
 const TMP: &str = "tmp";
 
+/// How long a superseded log entry keeps its name (as an empty tombstone) and how old a
+/// temporary file must be before it counts as abandoned.
+const GRACE: Duration = Duration::from_secs(600);
+
 /// Sessions as human-readable JSON files: the embedded default store.
 ///
 /// Layout, under the store's root directory:
@@ -29,7 +33,7 @@ const TMP: &str = "tmp";
 /// ```
 /// A session at version N is the newest snapshot plus the log entries after it, replayed in
 /// order. Every `compact_after` log entries (default 64) the writer that crossed the mark
-/// writes a new snapshot and removes what it supersedes, so a load reads one snapshot and at
+/// writes a new snapshot and retires what it supersedes, so a load reads one snapshot and at
 /// most that many small files.
 ///
 /// Every write is atomic and durable: the JSON goes to a temporary file which is fsynced, then
@@ -40,6 +44,21 @@ const TMP: &str = "tmp";
 /// needed and a writer killed at any point leaves only an unreferenced temporary file (cleared
 /// by a later compaction). The store needs a file system with hard links (any local Linux,
 /// macOS or NTFS file system).
+///
+/// A compaction does not free the names of the log entries it folded into its snapshot: it
+/// replaces each with an empty *tombstone* (an atomic rename, so the name is never absent),
+/// and removes a tombstone only once it is ten minutes old. So `log/<N+1>.json` can be
+/// created only while no snapshot covers version N+1, and a link that succeeds is a write
+/// that every later snapshot includes: a writer's outcome is decided by its link alone. (Were
+/// the names freed at once, a writer that checked the head, stalled while others wrote past
+/// it and compacted, and then linked, would slip its entry under a snapshot that ignores it;
+/// and a check after the link cannot tell that writer from one that linked in time and whose
+/// entry a compaction folded in while it stalled.) The bound: a writer that spends more than
+/// ten minutes between its head check and its link may find the name freed. It notices (it
+/// times itself) and, if a snapshot then covers its version, fails with an I/O error saying
+/// the outcome is unknown, never with a wrong `Ok` or `Conflict`. Tombstones are empty files,
+/// which releases before tombstones never have to read: they sit at or below the newest
+/// snapshot.
 ///
 /// Blocking file I/O runs on tokio's blocking pool, so the store needs a tokio runtime.
 #[derive(Debug, Clone)]
@@ -202,9 +221,15 @@ fn write_temp(tmp: &Path, bytes: &[u8]) -> Result<PathBuf, SessionError> {
 /// of the directory. Returns false when the name was taken.
 fn publish(tmp: &Path, dir: &Path, name: &str, bytes: &[u8]) -> Result<bool, SessionError> {
     let temp = write_temp(tmp, bytes)?;
+    link_temp(&temp, dir, name)
+}
+
+/// Links the fsynced temporary file `temp` as `dir/name` unless that name exists, removes
+/// the temporary name and fsyncs the directory. Returns false when the name was taken.
+fn link_temp(temp: &Path, dir: &Path, name: &str) -> Result<bool, SessionError> {
     let target = dir.join(name);
-    let linked = fs::hard_link(&temp, &target);
-    let _ = fs::remove_file(&temp);
+    let linked = fs::hard_link(temp, &target);
+    let _ = fs::remove_file(temp);
     match linked {
         Ok(()) => {
             fsync_dir(dir)?;
@@ -215,8 +240,29 @@ fn publish(tmp: &Path, dir: &Path, name: &str, bytes: &[u8]) -> Result<bool, Ses
     }
 }
 
+/// Replaces the file at `path` with an empty tombstone, atomically (a rename). Best effort:
+/// a file left as it is stays valid, and the next compaction retires it. Nothing to fsync:
+/// the tombstone holds no data, and what it replaces is covered by a durable snapshot.
+fn retire(tmp: &Path, path: &Path) {
+    let temp = tmp.join(format!(
+        "{}-{}.tombstone",
+        std::process::id(),
+        uuid::Uuid::new_v4().simple()
+    ));
+    let made = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&temp)
+        .and_then(|_| fs::rename(&temp, path));
+    if made.is_err() {
+        let _ = fs::remove_file(&temp);
+    }
+}
+
 fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, SessionError> {
     match fs::read(path) {
+        // An empty file is a tombstone: the entry was folded into a snapshot.
+        Ok(bytes) if bytes.is_empty() => Ok(None),
         Ok(bytes) => serde_json::from_slice(&bytes)
             .map(Some)
             .map_err(|e| json_err(&format!("reading {}", path.display()), e)),
@@ -269,7 +315,7 @@ fn load_once(dir: &Path, session_id: &str) -> Result<Attempt, SessionError> {
     }
     for (i, &v) in logs.iter().enumerate() {
         if v != base + 1 + i as u64 {
-            // A gap: entries were removed by a compaction after we listed the snapshots.
+            // A gap: entries were retired by a compaction after we listed the snapshots.
             return Ok(Attempt::Raced);
         }
         let Some(entry) = read_json::<LogEntry>(&dir.join(LOG).join(file_name(v)))? else {
@@ -303,11 +349,38 @@ fn write_dir(
     writes: &[SessionWrite],
     compact_after: u64,
 ) -> Result<u64, SessionError> {
-    let conflict = |found| SessionError::Conflict {
+    let staged = stage(root, dir, session_id, expected, writes)?;
+    let version = link_staged(dir, session_id, staged)?;
+    settle(dir, session_id, version, compact_after)
+}
+
+/// A write between its head check and its link: the version it claims and the temporary
+/// file holding its log entry.
+struct Staged {
+    expected: u64,
+    version: u64,
+    temp: PathBuf,
+    /// Taken before the head check.
+    started: Instant,
+}
+
+fn conflict(session_id: &str, expected: u64, found: u64) -> SessionError {
+    SessionError::Conflict {
         session_id: session_id.to_owned(),
         expected,
         found,
-    };
+    }
+}
+
+/// Creates the directories, checks the head and writes the log entry to a temporary file.
+fn stage(
+    root: &Path,
+    dir: &Path,
+    session_id: &str,
+    expected: u64,
+    writes: &[SessionWrite],
+) -> Result<Staged, SessionError> {
+    let started = Instant::now();
     let log = dir.join(LOG);
     let tmp = dir.join(TMP);
     if !log.is_dir() || !tmp.is_dir() {
@@ -322,7 +395,7 @@ fn write_dir(
     }
     let found = head(dir)?;
     if found != expected {
-        return Err(conflict(found));
+        return Err(conflict(session_id, expected, found));
     }
     let version = expected + 1;
     let entry = LogEntry {
@@ -331,17 +404,58 @@ fn write_dir(
         writes: writes.to_vec(),
     };
     let bytes = serde_json::to_vec_pretty(&entry).map_err(|e| json_err("encoding", e))?;
-    if !publish(&tmp, &log, &file_name(version), &bytes)? {
-        return Err(conflict(head(dir)?.max(version)));
+    let temp = write_temp(&tmp, &bytes)?;
+    Ok(Staged {
+        expected,
+        version,
+        temp,
+        started,
+    })
+}
+
+/// Links a staged entry as `log/<version>`: the compare-and-swap, which decides the write.
+fn link_staged(dir: &Path, session_id: &str, staged: Staged) -> Result<u64, SessionError> {
+    let log = dir.join(LOG);
+    if !link_temp(&staged.temp, &log, &file_name(staged.version))? {
+        return Err(conflict(
+            session_id,
+            staged.expected,
+            head(dir)?.max(staged.version),
+        ));
     }
-    // A writer that checked the head, then stalled while others wrote past it and compacted
-    // (removing log/<version>), must not slip its entry under a snapshot: undo and lose.
+    // Tombstones keep a superseded name taken for GRACE after the compaction that retired
+    // it, which came after this writer's head check: a link within GRACE of the check
+    // cannot have landed under a snapshot. (Half of it, for clocks that disagree.)
+    if staged.started.elapsed() >= GRACE / 2 {
+        let newest_snapshot = versions(&dir.join(SNAPSHOTS))?.last().copied().unwrap_or(0);
+        if newest_snapshot >= staged.version {
+            // Either linked in time and since folded into that snapshot, or linked late
+            // under it: nothing on disk tells which.
+            return Err(SessionError::io(
+                format!("session '{session_id}'"),
+                format!(
+                    "writing version {}: the writer stalled for {}s between its version check \
+                     and its commit and a compaction passed it; whether the write is stored \
+                     is unknown: reload the session",
+                    staged.version,
+                    staged.started.elapsed().as_secs()
+                ),
+            ));
+        }
+    }
+    Ok(staged.version)
+}
+
+/// After a successful link: compacts when the write crossed the mark.
+fn settle(
+    dir: &Path,
+    session_id: &str,
+    version: u64,
+    compact_after: u64,
+) -> Result<u64, SessionError> {
+    // The write is stored; a compaction may already have folded it into a snapshot.
     let newest_snapshot = versions(&dir.join(SNAPSHOTS))?.last().copied().unwrap_or(0);
-    if newest_snapshot >= version {
-        let _ = fs::remove_file(log.join(file_name(version)));
-        return Err(conflict(head(dir)?));
-    }
-    if version - newest_snapshot >= compact_after
+    if version.saturating_sub(newest_snapshot) >= compact_after
         && let Err(e) = compact(dir, session_id)
     {
         tracing::warn!(session_id, error = %e, "session compaction failed; will retry later");
@@ -349,7 +463,8 @@ fn write_dir(
     Ok(version)
 }
 
-/// Writes a snapshot of the current version and removes the files it supersedes.
+/// Writes a snapshot of the current version, removes older snapshots, turns the log entries
+/// it covers into tombstones and removes tombstones older than [`GRACE`].
 fn compact(dir: &Path, session_id: &str) -> Result<(), SessionError> {
     let Some(session) = load_dir(dir, session_id)? else {
         return Ok(());
@@ -368,14 +483,25 @@ fn compact(dir: &Path, session_id: &str) -> Result<(), SessionError> {
         }
     }
     let log = dir.join(LOG);
+    let tmp = dir.join(TMP);
+    let cutoff = SystemTime::now() - GRACE;
     for v in versions(&log)? {
-        if v <= session.version {
-            let _ = fs::remove_file(log.join(file_name(v)));
+        if v > session.version {
+            break;
+        }
+        let path = log.join(file_name(v));
+        let Ok(meta) = fs::metadata(&path) else {
+            continue;
+        };
+        if meta.len() > 0 {
+            // Replaced, never removed: the name stays taken (see the type's doc).
+            retire(&tmp, &path);
+        } else if meta.modified().is_ok_and(|t| t < cutoff) {
+            let _ = fs::remove_file(&path);
         }
     }
     // Temporary files left by writers that died: old enough that nobody is writing them.
-    if let Ok(entries) = fs::read_dir(dir.join(TMP)) {
-        let cutoff = SystemTime::now() - Duration::from_secs(600);
+    if let Ok(entries) = fs::read_dir(&tmp) {
         for e in entries.flatten() {
             let old = e
                 .metadata()
@@ -387,4 +513,173 @@ fn compact(dir: &Path, session_id: &str) -> Result<(), SessionError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    //! Interleavings of writers, replayed step by step: a writer stages (checks the head and
+    //! writes its temporary file), links, and settles (compacts), and others run in between.
+    use super::*;
+    use crate::model::StoredMessage;
+    use rein_core::{Message, id::MessageId};
+
+    struct Dir(PathBuf);
+    impl Dir {
+        fn new(name: &str) -> Self {
+            let p = std::env::temp_dir().join(format!(
+                "rein-file-{name}-{}-{}",
+                std::process::id(),
+                uuid::Uuid::new_v4().simple()
+            ));
+            Self(p)
+        }
+    }
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    const ID: &str = "s";
+
+    fn msg(text: &str) -> Vec<SessionWrite> {
+        vec![SessionWrite::AppendMessage(StoredMessage::new(
+            MessageId::new(),
+            Message::user(text),
+        ))]
+    }
+
+    fn texts(dir: &Path) -> (u64, Vec<String>) {
+        let s = load_dir(dir, ID).unwrap().unwrap();
+        let t = s.messages.iter().map(|m| m.message.text()).collect();
+        (s.version, t)
+    }
+
+    fn is_conflict(r: &Result<u64, SessionError>) -> bool {
+        matches!(r, Err(SessionError::Conflict { .. }))
+    }
+
+    /// A writes version 1 legitimately, then stalls after its link while B writes past it
+    /// and compacts (the snapshot includes A's entry). A's write succeeded and is stored
+    /// exactly once: A must get Ok, not a conflict that makes it write the message again.
+    #[test]
+    fn a_writer_stalled_after_its_link_keeps_its_write() {
+        let root = Dir::new("after-link");
+        let dir = root.0.join(ID);
+        let a = stage(&root.0, &dir, ID, 0, &msg("a")).unwrap();
+        let linked = link_staged(&dir, ID, a);
+        // B, meanwhile: reads version 1, writes 2, compacts (snapshot 2).
+        assert_eq!(write_dir(&root.0, &dir, ID, 1, &msg("b"), 2).unwrap(), 2);
+        assert!(!versions(&dir.join(SNAPSHOTS)).unwrap().is_empty());
+        let a = linked.and_then(|v| settle(&dir, ID, v, 2));
+        assert_eq!(a.unwrap(), 1, "A's write is in the session");
+        assert_eq!(texts(&dir), (2, vec!["a".to_owned(), "b".to_owned()]));
+    }
+
+    /// C checks the head (version 0), then stalls before its link while A and B write
+    /// versions 1 and 2 and B compacts. C's link must not land: its write is a conflict and
+    /// is not in the session.
+    #[test]
+    fn a_writer_stalled_before_its_link_conflicts() {
+        let root = Dir::new("before-link");
+        let dir = root.0.join(ID);
+        let c = stage(&root.0, &dir, ID, 0, &msg("c")).unwrap();
+        assert_eq!(write_dir(&root.0, &dir, ID, 0, &msg("a"), 2).unwrap(), 1);
+        assert_eq!(write_dir(&root.0, &dir, ID, 1, &msg("b"), 2).unwrap(), 2);
+        let c = link_staged(&dir, ID, c).and_then(|v| settle(&dir, ID, v, 2));
+        assert!(is_conflict(&c), "{c:?}");
+        assert_eq!(texts(&dir), (2, vec!["a".to_owned(), "b".to_owned()]));
+        // And the session goes on: the next write is version 3.
+        assert_eq!(write_dir(&root.0, &dir, ID, 2, &msg("d"), 2).unwrap(), 3);
+        assert_eq!(texts(&dir).1, ["a", "b", "d"]);
+    }
+
+    fn age(path: &Path, by: Duration) {
+        File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_modified(SystemTime::now() - by)
+            .unwrap();
+    }
+
+    /// Compaction keeps the names it supersedes (as empty tombstones) and removes tombstones
+    /// only once they are older than GRACE.
+    #[test]
+    fn tombstones_keep_names_until_old() {
+        let root = Dir::new("tombstones");
+        let dir = root.0.join(ID);
+        for v in 0..4 {
+            write_dir(&root.0, &dir, ID, v, &msg(&format!("m{v}")), 2).unwrap();
+        }
+        let log = dir.join(LOG);
+        assert_eq!(versions(&log).unwrap(), [1, 2, 3, 4]);
+        assert_eq!(versions(&dir.join(SNAPSHOTS)).unwrap(), [4]);
+        for v in 1..=4 {
+            let len = fs::metadata(log.join(file_name(v))).unwrap().len();
+            assert_eq!(len, 0, "log {v} is a tombstone");
+        }
+        assert_eq!(texts(&dir).1, ["m0", "m1", "m2", "m3"]);
+        age(&log.join(file_name(1)), GRACE + Duration::from_secs(60));
+        write_dir(&root.0, &dir, ID, 4, &msg("m4"), 2).unwrap();
+        write_dir(&root.0, &dir, ID, 5, &msg("m5"), 2).unwrap();
+        assert_eq!(versions(&log).unwrap(), [2, 3, 4, 5, 6], "the old one went");
+        assert_eq!(
+            texts(&dir),
+            (
+                6,
+                ["m0", "m1", "m2", "m3", "m4", "m5"]
+                    .map(String::from)
+                    .to_vec()
+            )
+        );
+    }
+
+    /// A reader that listed an older snapshot and then finds a tombstone where it expected
+    /// an entry reads again (and sees the newer snapshot), rather than failing.
+    #[test]
+    fn a_tombstone_above_the_listed_snapshot_is_a_race() {
+        let root = Dir::new("reader");
+        let dir = root.0.join(ID);
+        write_dir(&root.0, &dir, ID, 0, &msg("m0"), 100).unwrap();
+        fs::write(dir.join(LOG).join(file_name(1)), b"").unwrap();
+        assert!(matches!(load_once(&dir, ID), Ok(Attempt::Raced)));
+    }
+
+    /// C checks the head, then stalls longer than GRACE before its link: the tombstones are
+    /// gone and its link lands under a snapshot. It must not report Ok (the write is not in
+    /// the session) nor Conflict (it cannot know): an I/O error saying the outcome is unknown.
+    #[test]
+    fn a_writer_stalled_past_the_grace_period_reports_an_unknown_outcome() {
+        let root = Dir::new("grace");
+        let dir = root.0.join(ID);
+        let mut c = stage(&root.0, &dir, ID, 0, &msg("c")).unwrap();
+        let Some(long_ago) = Instant::now().checked_sub(GRACE) else {
+            return; // A clock that cannot go back that far: nothing to simulate.
+        };
+        c.started = long_ago;
+        assert_eq!(write_dir(&root.0, &dir, ID, 0, &msg("a"), 2).unwrap(), 1);
+        assert_eq!(write_dir(&root.0, &dir, ID, 1, &msg("b"), 2).unwrap(), 2);
+        for v in [1, 2] {
+            age(
+                &dir.join(LOG).join(file_name(v)),
+                GRACE + Duration::from_secs(60),
+            );
+        }
+        assert_eq!(write_dir(&root.0, &dir, ID, 2, &msg("d"), 100).unwrap(), 3);
+        compact(&dir, ID).unwrap();
+        assert!(
+            !dir.join(LOG).join(file_name(1)).exists(),
+            "tombstone 1 removed"
+        );
+        let c = link_staged(&dir, ID, c);
+        assert!(matches!(&c, Err(SessionError::Io { .. })), "{c:?}");
+        assert_eq!(texts(&dir).1, ["a", "b", "d"]);
+        // A writer as slow whose version no snapshot covers yet did commit.
+        let mut e = stage(&root.0, &dir, ID, 3, &msg("e")).unwrap();
+        e.started = long_ago;
+        assert_eq!(link_staged(&dir, ID, e).unwrap(), 4);
+        assert_eq!(texts(&dir).1, ["a", "b", "d", "e"]);
+    }
 }

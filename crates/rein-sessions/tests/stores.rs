@@ -178,11 +178,15 @@ async fn file_store_compacts_and_reads_the_same() {
         );
     }
     let session_dir = store.session_dir(id).unwrap();
-    let logs = std::fs::read_dir(session_dir.join("log")).unwrap().count();
+    // Superseded entries stay as empty tombstones (their names taken) for ten minutes.
+    let logs = std::fs::read_dir(session_dir.join("log"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().metadata().unwrap().len() > 0)
+        .count();
     let snaps = std::fs::read_dir(session_dir.join("snapshots"))
         .unwrap()
         .count();
-    assert!(logs < 3, "old log entries removed: {logs}");
+    assert!(logs < 3, "old log entries retired: {logs}");
     assert_eq!(snaps, 1, "one snapshot kept");
 }
 
