@@ -46,7 +46,7 @@ fn team(
         .name("triage")
         .system_prompt("You route customers to the right team.")
         .model(triage)
-        .handoff_with_description(refunds, "Hand refund requests to the refunds team.")
+        .handoff(Handoff::to(refunds).description("Hand refund requests to the refunds team."))
         .session(SessionManager::new(store.clone(), "customer-42"))
         .build()
 }

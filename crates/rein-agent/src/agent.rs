@@ -19,7 +19,7 @@ use crate::cancel::CancelHandle;
 use crate::conversation::{
     Conversation, ConversationManager, HistoryEdit, NoConversationManager, SlidingWindow,
 };
-use crate::handoff::{ACTIVE_AGENT_KEY, Team, TransferTool};
+use crate::handoff::{ACTIVE_AGENT_KEY, Handoff, Team, TransferTool};
 use crate::history::{History, TOOL_INTERRUPTED, closing_results};
 use crate::inject::TurnInterceptor;
 use crate::pending::PendingInterrupts;
@@ -430,7 +430,7 @@ pub struct AgentBuilder {
     session: Option<SharedBinding>,
     interventions: Vec<SharedHandler>,
     audit_timing: bool,
-    handoffs: Vec<(Agent, Option<String>)>,
+    handoffs: Vec<Handoff>,
 }
 
 impl Default for AgentBuilder {
@@ -689,19 +689,9 @@ impl AgentBuilder {
     /// history and session are not used: the conversation and the session are this agent's.
     /// An invocation runs under the limits (turns, tokens, retries, handoffs) of the agent in
     /// control when it starts.
-    pub fn handoff(mut self, agent: Agent) -> Self {
-        self.handoffs.push((agent, None));
-        self
-    }
-
-    /// [`handoff`](Self::handoff) with the transfer tool's description (what the model reads
-    /// to decide when to hand off).
-    pub fn handoff_with_description(
-        mut self,
-        agent: Agent,
-        description: impl Into<String>,
-    ) -> Self {
-        self.handoffs.push((agent, Some(description.into())));
+    /// Takes an [`Agent`], or a [`Handoff`] with a description and an input filter.
+    pub fn handoff(mut self, handoff: impl Into<Handoff>) -> Self {
+        self.handoffs.push(handoff.into());
         self
     }
 
@@ -737,11 +727,13 @@ impl AgentBuilder {
         let mut tools = self.tools;
         tools.extend(self.hooks.plugin_tools().iter().cloned());
         let mut team = Team::new();
-        for (target, description) in &self.handoffs {
+        for handoff in &self.handoffs {
+            let target = &handoff.agent;
             let name = target.core.name.clone();
             tools.push(ToolHandle::new(TransferTool::new(
                 name.clone(),
-                description.as_deref(),
+                handoff.description.as_deref(),
+                handoff.input_filter.clone(),
             )));
             let reachable = target.team.iter().map(|(n, c)| (n.clone(), c.clone()));
             for (n, core) in reachable.chain([(name, target.core.clone())]) {

@@ -49,6 +49,7 @@ pub use cancel::CancelHandle;
 pub use conversation::{
     ConversationManager, HistoryEdit, NoConversationManager, SlidingWindow, TRUNCATED_TOOL_RESULT,
 };
+pub use handoff::Handoff;
 pub use history::{TOOL_CANCELLED, TOOL_INTERRUPTED};
 pub use inject::{InjectError, PendingInjection, TurnInterceptor};
 pub use pending::{PENDING_SCHEMA_VERSION, PendingHandoff, PendingInterrupts, QueuedInjection};

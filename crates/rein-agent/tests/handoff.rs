@@ -271,3 +271,41 @@ async fn injections_across_handoffs_are_each_consumed_or_rejected_exactly_once()
     assert_eq!(consumed, 400, "b's items");
     assert_history_valid(agent.messages());
 }
+
+#[tokio::test]
+async fn an_input_filter_rewrites_what_the_next_agent_continues_with() {
+    use rein_agent::Handoff;
+    use rein_core::{Message, Role};
+    let user_words = |history: &[Message]| -> Vec<Message> {
+        history
+            .iter()
+            .filter(|m| m.role == Role::User && m.tool_results().next().is_none())
+            .cloned()
+            .collect()
+    };
+    let run = |filter: fn(&[Message]) -> Vec<Message>| async move {
+        let triage_model = ScriptedModel::builder()
+            .tool_use("h1", "transfer_to_refunds", json!({}))
+            .build();
+        let refunds_model = ScriptedModel::builder().text("Refund issued.").build();
+        let mut agent = agent(triage_model)
+            .name("triage")
+            .handoff(Handoff::to(refunds(&refunds_model)).input_filter(filter))
+            .build()
+            .unwrap();
+        agent.invoke("refund A-7").await.unwrap();
+        (agent, refunds_model)
+    };
+    let (agent, refunds_model) = run(user_words).await;
+    assert_eq!(
+        refunds_model.requests()[0].messages.len(),
+        1,
+        "the user's words only"
+    );
+    assert_eq!(agent.messages().len(), 2);
+    assert_history_valid(agent.messages());
+    // A filter that breaks the history is not applied.
+    let (_, refunds_model) = run(|_| Vec::new()).await;
+    assert_eq!(refunds_model.requests()[0].messages.len(), 3);
+    let _ = user_words;
+}

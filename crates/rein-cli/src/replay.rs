@@ -4,7 +4,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use rein_agent::{
-    Agent, AgentEvent, Input, OnRetryLimit, RetryStrategy, ToolExecutor, TurnInterceptor,
+    Agent, AgentEvent, AgentTool, Handoff, Input, OnRetryLimit, RetryStrategy, ToolExecutor,
+    TurnInterceptor,
 };
 use rein_core::{
     ContentBlock, Error, Message, ToolHandle,
@@ -22,7 +23,8 @@ use rein_models::{ScriptedModel, ScriptedResponse};
 use serde_json::{Value, json};
 
 use crate::scenario::{
-    Answer, Executor, Invalid, ModelErrorName, RetryLimitDef, Scenario, Step, ToolDef,
+    AgentDef, Answer, Executor, Invalid, Join, ModelEntry, ModelErrorName, RetryLimitDef, Scenario,
+    Step, ToolDef,
 };
 
 /// Why a replay did not produce a transcript.
@@ -52,12 +54,13 @@ pub(crate) fn replay_file(path: &std::path::Path) -> Result<Value, ReplayError> 
     runtime.block_on(run(scenario))
 }
 
-fn scripted_model(scenario: &Scenario) -> ScriptedModel {
-    let mut b = ScriptedModel::builder().model_id(format!("scenario:{}", scenario.name));
-    if let Some(n) = scenario.stream_chunk_chars {
+/// The scripted model of one agent: `model_id`, its script, deltas of `chunk` characters.
+fn scripted_model(model_id: String, script: &[ModelEntry], chunk: Option<usize>) -> ScriptedModel {
+    let mut b = ScriptedModel::builder().model_id(model_id);
+    if let Some(n) = chunk {
         b = b.chunk_chars(n);
     }
-    for entry in &scenario.model {
+    for entry in script {
         if let Some(err) = entry.error {
             b = match err {
                 ModelErrorName::Throttled => b.throttled(),
@@ -124,11 +127,57 @@ struct InjectState {
     pending: Vec<String>,
 }
 
+/// Another agent of the scenario, built the way it is joined.
+fn other_agent(
+    def: &Arc<AgentDef>,
+    model: &ScriptedModel,
+    calls: &CallLog,
+) -> Result<Agent, Error> {
+    let policy = Policy::from_values(def.policy.clone(), LoadOptions::scenario()).map_err(|e| {
+        Error::Build(BuildError::InvalidSetting {
+            component: "scenario agent",
+            setting: "policy",
+            reason: e.to_string(),
+        })
+    })?;
+    let mut b = Agent::builder()
+        .name(def.name.as_str())
+        .model(model.clone())
+        .retry_strategy(RetryStrategy::none())
+        .tools(
+            def.tools
+                .iter()
+                .map(|t| scripted_tool(t, Arc::clone(calls))),
+        )
+        .interventions(policy.into_handlers());
+    if let Some(p) = &def.system_prompt {
+        b = b.system_prompt(p.as_str());
+    }
+    b.build()
+}
+
 async fn run(scenario: Scenario) -> Result<Value, ReplayError> {
     let policy = Policy::from_values(scenario.policy.clone(), LoadOptions::scenario())
         .map_err(|e| ReplayError::Invalid(Invalid(e.to_string())))?;
-    let model = scripted_model(&scenario);
+    let model = scripted_model(
+        format!("scenario:{}", scenario.name),
+        &scenario.model,
+        scenario.stream_chunk_chars,
+    );
     let calls = CallLog::default();
+    // The other agents' policies are checked before anything runs.
+    for (i, a) in scenario.agents.iter().enumerate() {
+        Policy::from_values(a.policy.clone(), LoadOptions::scenario())
+            .map_err(|e| ReplayError::Invalid(Invalid::at(format!("agents[{i}].policy"), e)))?;
+    }
+    let others: Vec<(Arc<AgentDef>, ScriptedModel)> = scenario
+        .agents
+        .iter()
+        .map(|a| {
+            let model = scripted_model(format!("scenario:{}", a.name), &a.model, None);
+            (Arc::new(a.clone()), model)
+        })
+        .collect();
     let inject = Arc::new(Mutex::new(InjectState::default()));
     let hook_inject = Arc::clone(&inject);
     let mut builder = Agent::builder()
@@ -168,6 +217,29 @@ async fn run(scenario: Scenario) -> Result<Value, ReplayError> {
     if let Some(p) = &scenario.system_prompt {
         builder = builder.system_prompt(p.as_str());
     }
+    for (def, model) in &others {
+        let description = def.description.clone();
+        builder = match def.join {
+            Join::Tool => {
+                let (d, m, c) = (Arc::clone(def), model.clone(), Arc::clone(&calls));
+                let description =
+                    description.unwrap_or_else(|| format!("The agent '{}'.", def.name));
+                builder.tool(AgentTool::new(def.name.clone(), description, move || {
+                    other_agent(&d, &m, &c)
+                }))
+            }
+            Join::Handoff => {
+                let agent = other_agent(def, model, &calls).map_err(|e| {
+                    ReplayError::Invalid(Invalid(format!("agent '{}': {e}", def.name)))
+                })?;
+                let mut handoff = Handoff::to(agent);
+                if let Some(d) = description {
+                    handoff = handoff.description(d);
+                }
+                builder.handoff(handoff)
+            }
+        };
+    }
     if let Some(n) = scenario.max_hook_retries {
         builder = builder.max_hook_retries(n);
     }
@@ -200,24 +272,23 @@ async fn run(scenario: Scenario) -> Result<Value, ReplayError> {
             .clear();
     }
 
-    let requests: Vec<Value> = model
-        .requests()
-        .iter()
-        .map(|r| {
-            json!({
-                "system_prompt": r.system_prompt.as_deref(),
-                "messages": messages_json(&r.messages),
-                "tools": r.tools.iter().map(|t| t.name.clone()).collect::<Vec<_>>(),
-            })
-        })
-        .collect();
+    let requests = requests_json(&model);
     let tool_calls = calls.lock().unwrap_or_else(PoisonError::into_inner).clone();
-    Ok(json!({
+    let mut transcript = json!({
         "steps": steps,
         "messages": messages_json(agent.messages()),
         "model_requests": requests,
         "tool_calls": tool_calls,
-    }))
+    });
+    // The other agents' model requests, by agent (only in scenarios that have others).
+    if let (false, Some(obj)) = (others.is_empty(), transcript.as_object_mut()) {
+        let by_agent: serde_json::Map<String, Value> = others
+            .iter()
+            .map(|(def, model)| (def.name.clone(), requests_json(model)))
+            .collect();
+        obj.insert("agent_requests".into(), Value::Object(by_agent));
+    }
+    Ok(transcript)
 }
 
 fn step_input(agent: &Agent, step: &Step) -> Input {
@@ -303,7 +374,16 @@ async fn run_step(agent: &mut Agent, input: Input, answers: &[Answer]) -> Value 
             "decisions": r.decisions.iter().map(decision_json).collect::<Vec<_>>(),
             "injections": r.injections.iter().map(injection_json).collect::<Vec<_>>(),
             "error": null,
-        }),
+        })
+        .as_object()
+        .cloned()
+        .map(|mut o| {
+            if !r.handoffs.is_empty() {
+                o.insert("handoffs".into(), json!(r.handoffs));
+            }
+            Value::Object(o)
+        })
+        .unwrap_or_default(),
         Some(Err(e)) => failed(&e, decisions, injections),
         None => failed(
             &Error::Internal("the invocation ended without a result"),
@@ -357,11 +437,27 @@ fn decision_json(d: &DecisionRecord) -> Value {
     if let (Some(on_error), Some(obj)) = (d.on_error, v.as_object_mut()) {
         obj.insert("on_error".into(), json!(on_error));
     }
+    if let (Some(agent), Some(obj)) = (&d.agent, v.as_object_mut()) {
+        obj.insert("agent".into(), json!(agent));
+    }
     v
 }
 
 fn injection_json(i: &InjectionRecord) -> Value {
     json!({"id": i.id.to_string(), "outcome": i.outcome, "reason": i.reason})
+}
+
+/// What a scripted model was sent.
+fn requests_json(model: &ScriptedModel) -> Value {
+    let sent = model.requests();
+    let requests = sent.iter().map(|r| {
+        json!({
+            "system_prompt": r.system_prompt.as_deref(),
+            "messages": messages_json(&r.messages),
+            "tools": r.tools.iter().map(|t| t.name.clone()).collect::<Vec<_>>(),
+        })
+    });
+    Value::Array(requests.collect())
 }
 
 fn messages_json(messages: &[Message]) -> Value {

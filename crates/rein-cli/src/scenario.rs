@@ -10,7 +10,7 @@ use serde_json::Value;
 pub(crate) struct Invalid(pub(crate) String);
 
 impl Invalid {
-    fn at(path: impl std::fmt::Display, message: impl std::fmt::Display) -> Self {
+    pub(crate) fn at(path: impl std::fmt::Display, message: impl std::fmt::Display) -> Self {
         Self(format!("{path}: {message}"))
     }
 }
@@ -56,14 +56,46 @@ pub(crate) struct Scenario {
     pub(crate) policy: Vec<Value>,
     #[serde(default)]
     pub(crate) model: Vec<ModelEntry>,
+    /// Other agents: tools of the scenario's agent, or agents it can hand off to.
+    #[serde(default)]
+    pub(crate) agents: Vec<AgentDef>,
     pub(crate) steps: Vec<Step>,
+}
+
+/// Another agent of a scenario: its own model script, tools and policy.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AgentDef {
+    pub(crate) name: String,
+    /// `tool`: the scenario's agent calls it as a tool (input `{"input": "..."}`); `handoff`:
+    /// the scenario's agent can hand the conversation to it (`transfer_to_<name>`).
+    pub(crate) join: Join,
+    /// The tool's (or the transfer tool's) description.
+    #[serde(default)]
+    pub(crate) description: Option<String>,
+    #[serde(default)]
+    pub(crate) system_prompt: Option<String>,
+    #[serde(default)]
+    pub(crate) tools: Vec<ToolDef>,
+    #[serde(default)]
+    pub(crate) policy: Vec<Value>,
+    #[serde(default)]
+    pub(crate) model: Vec<ModelEntry>,
+}
+
+/// How another agent joins the scenario's agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Join {
+    Tool,
+    Handoff,
 }
 
 fn object_schema() -> Value {
     serde_json::json!({"type": "object"})
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ToolDef {
     pub(crate) name: String,
@@ -92,7 +124,7 @@ pub(crate) struct UsageDef {
     pub(crate) output_tokens: u64,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(crate) struct ModelEntry {
     #[serde(default)]
@@ -169,16 +201,53 @@ impl Scenario {
     }
 
     fn check(&self) -> Result<(), Invalid> {
-        for (i, t) in self.tools.iter().enumerate() {
+        check_agent("", &self.tools, &self.model)?;
+        for (i, a) in self.agents.iter().enumerate() {
+            check_agent(&format!("agents[{i}]."), &a.tools, &a.model)?;
+        }
+        if self.steps.is_empty() {
+            return Err(Invalid::at("steps", "at least one step is needed"));
+        }
+        for (i, s) in self.steps.iter().enumerate() {
+            let path = format!("steps[{i}]");
+            match (&s.prompt, &s.resume) {
+                (Some(_), Some(_)) => {
+                    return Err(Invalid::at(
+                        path,
+                        "give either `prompt` or `resume`, not both",
+                    ));
+                }
+                (None, None) => {
+                    return Err(Invalid::at(path, "missing field `prompt` (or `resume`)"));
+                }
+                _ => {}
+            }
+            for (j, a) in s.resume.iter().flatten().enumerate() {
+                if a.interrupt.is_some() == a.id.is_some() {
+                    return Err(Invalid::at(
+                        format!("{path}.resume[{j}]"),
+                        "give exactly one of `interrupt` (a name) or `id`",
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Checks an agent's tools and model script (`prefix` locates them: `""` or `agents[i].`).
+fn check_agent(prefix: &str, tools: &[ToolDef], model: &[ModelEntry]) -> Result<(), Invalid> {
+    {
+        for (i, t) in tools.iter().enumerate() {
             if t.result.is_some() && t.error.is_some() {
                 return Err(Invalid::at(
-                    format!("tools[{i}]"),
+                    format!("{prefix}tools[{i}]"),
                     "give either `result` or `error`, not both",
                 ));
             }
         }
-        for (i, m) in self.model.iter().enumerate() {
-            let path = format!("model[{i}]");
+        for (i, m) in model.iter().enumerate() {
+            let path = format!("{prefix}model[{i}]");
             match (&m.content, m.error) {
                 (Some(_), Some(_)) => {
                     return Err(Invalid::at(
@@ -211,32 +280,6 @@ impl Scenario {
                 }
             }
         }
-        if self.steps.is_empty() {
-            return Err(Invalid::at("steps", "at least one step is needed"));
-        }
-        for (i, s) in self.steps.iter().enumerate() {
-            let path = format!("steps[{i}]");
-            match (&s.prompt, &s.resume) {
-                (Some(_), Some(_)) => {
-                    return Err(Invalid::at(
-                        path,
-                        "give either `prompt` or `resume`, not both",
-                    ));
-                }
-                (None, None) => {
-                    return Err(Invalid::at(path, "missing field `prompt` (or `resume`)"));
-                }
-                _ => {}
-            }
-            for (j, a) in s.resume.iter().flatten().enumerate() {
-                if a.interrupt.is_some() == a.id.is_some() {
-                    return Err(Invalid::at(
-                        format!("{path}.resume[{j}]"),
-                        "give exactly one of `interrupt` (a name) or `id`",
-                    ));
-                }
-            }
-        }
-        Ok(())
     }
+    Ok(())
 }

@@ -30,7 +30,7 @@ pub use rein_models as models;
 pub use rein_sessions as sessions;
 
 pub use rein_agent::{
-    Agent, AgentBuilder, AgentEvent, AgentStream, AgentTool, CancelHandle, Input, Limits,
+    Agent, AgentBuilder, AgentEvent, AgentStream, AgentTool, CancelHandle, Handoff, Input, Limits,
     OnRetryLimit, RetryStrategy, SlidingWindow, ToolExecutor,
 };
 pub use rein_core::{Error, Message, ToolHandle, result::AgentResult, stream::StopReason};
@@ -38,7 +38,7 @@ pub use rein_core::{Error, Message, ToolHandle, result::AgentResult, stream::Sto
 /// The names most programs use.
 pub mod prelude {
     pub use rein_agent::{
-        Agent, AgentEvent, AgentTool, CancelHandle, Input, RetryStrategy, ToolExecutor,
+        Agent, AgentEvent, AgentTool, CancelHandle, Handoff, Input, RetryStrategy, ToolExecutor,
     };
     pub use rein_core::{
         ContentBlock, Message, Role, Tool, ToolHandle,

@@ -12,7 +12,9 @@ use rein_core::{
 use super::machine::Fed;
 use super::{Invocation, listeners};
 use crate::agent::Agent;
-use crate::handoff::{ACTIVE_AGENT_KEY, HANDOFF};
+use crate::handoff::{
+    ACTIVE_AGENT_KEY, HANDOFF, TransferTool, is_valid_history, transfer_tool_name,
+};
 use crate::pending::PendingHandoff;
 use crate::stream::{AgentEvent, Sink};
 
@@ -25,8 +27,11 @@ impl Agent {
     ) -> Result<Fed, Error> {
         // A handoff the tools asked for happens first: what was queued for the agent that
         // had control is stale from here on.
-        if let Some(handoff) = inv.handoff.take() {
-            self.carry_out_handoff(inv, handoff, sink);
+        if let Some(handoff) = inv.handoff.take()
+            && self.carry_out_handoff(inv, handoff, sink)
+        {
+            // The filtered history replaces the stored one at once.
+            self.session_sync().await?;
         }
         let (answered, queued) = self.interceptor.drain();
         let mut items = answered
@@ -102,14 +107,36 @@ impl Agent {
         Ok(Fed::Done)
     }
 
-    /// Passes control to another agent of the team (SPEC §9.2).
-    fn carry_out_handoff(&mut self, inv: &mut Invocation, handoff: PendingHandoff, sink: &Sink) {
+    /// Passes control to another agent of the team (SPEC §9.2); whether its input filter
+    /// rewrote the history.
+    fn carry_out_handoff(
+        &mut self,
+        inv: &mut Invocation,
+        handoff: PendingHandoff,
+        sink: &Sink,
+    ) -> bool {
         let Some(core) = self.team.get(handoff.to.as_str()).cloned() else {
             // Unreachable: transfer tools exist only for the team's agents.
             tracing::error!(to = %handoff.to, "handoff to an agent not in the team");
-            return;
+            return false;
         };
+        let mut filtered = false;
         let from = self.core.name.to_string();
+        let filter = self
+            .core
+            .tools
+            .get(&transfer_tool_name(&handoff.to))
+            .and_then(|t| t.downcast_ref::<TransferTool>())
+            .and_then(|t| t.input_filter.clone());
+        if let Some(filter) = filter {
+            let messages = filter(self.history.conv().messages());
+            if is_valid_history(&messages) {
+                self.set_messages(messages, None);
+                filtered = true;
+            } else {
+                tracing::warn!(from, to = %handoff.to, "a handoff's input filter returned an invalid history; not applied");
+            }
+        }
         self.core = core;
         self.state.set(ACTIVE_AGENT_KEY, handoff.to.as_str());
         inv.run_version = self.interceptor.bump();
@@ -132,6 +159,7 @@ impl Agent {
             handoff.to,
             Some(handoff.tool_use_id),
         ));
+        filtered
     }
 
     /// Rejects an injected message, exactly once: its sender is told, and the run records it.
