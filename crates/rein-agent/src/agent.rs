@@ -22,7 +22,7 @@ use crate::conversation::{
 use crate::handoff::{ACTIVE_AGENT_KEY, Handoff, Team, TransferTool};
 use crate::history::{History, TOOL_INTERRUPTED, closing_results};
 use crate::inject::TurnInterceptor;
-use crate::pending::PendingInterrupts;
+use crate::pending::{PendingInterrupts, QueuedInjection};
 use crate::retry::RetryStrategy;
 use crate::session::{SessionBinding, SharedBinding};
 use crate::stream::{AgentStream, Sink};
@@ -323,6 +323,18 @@ impl Agent {
         self.core = core;
         self.state.set(ACTIVE_AGENT_KEY, name);
         Ok(())
+    }
+
+    /// What is queued for the paused run goes with its pending interrupts (to be persisted).
+    pub(crate) fn keep_queued_injections(&mut self) {
+        if let Some(p) = &mut self.pending {
+            p.queued_injections = self
+                .interceptor
+                .queued()
+                .into_iter()
+                .map(|(id, message)| QueuedInjection::new(id, message))
+                .collect();
+        }
     }
 
     /// The agent in control is the one the agent state names (after a restore).

@@ -43,9 +43,12 @@ impl Agent {
 
     /// Persists the agent's whole view now (the agent also does this at the end of every
     /// invocation). Use it after changing the agent outside an invocation, e.g. after
-    /// [`discard_interrupts`](Agent::discard_interrupts). Without a session this does nothing.
+    /// [`discard_interrupts`](Agent::discard_interrupts), or after messages were injected while
+    /// the agent waits for answers (they are persisted with the pending interrupts, so a resume
+    /// in another process delivers them). Without a session this does nothing.
     pub async fn save_session(&mut self) -> Result<(), Error> {
         self.session_begin().await?;
+        self.keep_queued_injections();
         self.session_sync().await
     }
 

@@ -823,6 +823,9 @@ async fn an_item_queued_at_a_pause_is_delivered_once_after_the_resume_in_another
             1,
             "{name}: the queue is persisted"
         );
+        // Injected while the run waits for the human; saved with the pending interrupts.
+        a.interceptor().inject("and the logs").unwrap();
+        a.save_session().await.unwrap();
         drop(a);
         assert!(
             rejected.lock().unwrap().is_empty(),
@@ -846,8 +849,8 @@ async fn an_item_queued_at_a_pause_is_delivered_once_after_the_resume_in_another
         assert_eq!(r.text(), "done", "{name}");
         assert_eq!(
             *consumed.lock().unwrap(),
-            ["also check the backups"],
-            "{name}"
+            ["also check the backups", "and the logs"],
+            "{name}: each delivered once, in order"
         );
         let sent = model.requests()[0].messages.last().unwrap().text();
         assert!(sent.contains("also check the backups"), "{name}: {sent}");

@@ -16,7 +16,7 @@ use super::machine::Outcome;
 use super::{Invocation, listeners};
 use crate::agent::{Agent, CANCELLED_BY_USER};
 use crate::history::{TOOL_CANCELLED, TOOL_INTERRUPTED};
-use crate::pending::{HeldResponse, QueuedInjection};
+use crate::pending::HeldResponse;
 use crate::stream::{AgentEvent, Sink};
 
 impl Agent {
@@ -168,13 +168,8 @@ impl Agent {
         // What hooks wrote after the pause is persisted with it.
         if let Some(p) = &mut self.pending {
             p.run_state = cx.run_state.snapshot();
-            p.queued_injections = self
-                .interceptor
-                .queued()
-                .into_iter()
-                .map(|(id, message)| QueuedInjection::new(id, message))
-                .collect();
         }
+        self.keep_queued_injections();
         let result = self.session_end(result).await;
         if let Ok(r) = &result {
             span.record("gen_ai.usage.input_tokens", r.usage.input_tokens);
