@@ -37,6 +37,7 @@ mod run;
 mod schema_cache;
 mod session;
 mod stream;
+pub mod telemetry;
 mod tools;
 
 pub use agent::{Agent, AgentBuilder, CANCELLED_BY_USER, DEFAULT_STREAM_HOLD_BACK, Input, Limits};

@@ -120,10 +120,16 @@ impl Agent {
             p.run_state = cx.run_state.snapshot();
         }
         let result = self.session_end(result).await;
-        if let Ok(r) = &result {
-            span.record("gen_ai.usage.input_tokens", r.usage.input_tokens);
-            span.record("gen_ai.usage.output_tokens", r.usage.output_tokens);
-            span.record("rein.stop_reason", r.stop_reason.as_str());
+        match &result {
+            Ok(r) => {
+                span.record("gen_ai.usage.input_tokens", r.usage.input_tokens);
+                span.record("gen_ai.usage.output_tokens", r.usage.output_tokens);
+                span.record("rein.stop_reason", r.stop_reason.as_str());
+            }
+            Err(e) => {
+                span.record("otel.status_code", "error");
+                span.record("error.type", crate::telemetry::error_type(e));
+            }
         }
         let result = if self.core.hooks.has::<AfterInvocationEvent>() {
             let mut ev = AfterInvocationEvent::new(cx.clone(), result);

@@ -55,6 +55,7 @@ impl Agent {
             let to = listeners(&self.core.hooks, inv, sink);
             self.history.add_all(messages, &to).await?;
             self.interceptor.consumed(item.id, &delivered);
+            crate::telemetry::injection(true, None);
             inv.injections.push(InjectionRecord::new(
                 item.id,
                 InjectionOutcome::Consumed,
@@ -78,6 +79,7 @@ impl Agent {
         sink: &Sink,
     ) {
         self.interceptor.rejected(id, message, reason);
+        crate::telemetry::injection(false, Some(reason));
         inv.injections.push(InjectionRecord::new(
             id,
             InjectionOutcome::Rejected,

@@ -31,6 +31,8 @@ use rein_core::{
     result::{AgentResult, InjectionRecord, InvocationMetrics},
 };
 
+use tracing::Instrument as _;
+
 use crate::agent::{Agent, Input};
 use crate::history::Listeners;
 use crate::pending::{PENDING_SCHEMA_VERSION, PendingInterrupts};
@@ -53,6 +55,8 @@ pub(crate) struct Invocation {
     discarded_by: Option<String>,
     run_version: u64,
     injections: Vec<InjectionRecord>,
+    /// The run's `invoke_agent` span (confirm answers and injections are its events).
+    span: tracing::Span,
 }
 
 impl Invocation {
@@ -89,6 +93,7 @@ impl Invocation {
         if decisions.is_empty() {
             return;
         }
+        crate::telemetry::decisions(&decisions, &self.span);
         if sink.is_enabled() {
             for d in &decisions {
                 sink.push(AgentEvent::Decision(d.clone()));
@@ -108,7 +113,8 @@ impl Agent {
         let token = self.cancel.begin();
         let started = Instant::now();
         let outcome = {
-            let drive = self.drive(&mut inv, input, &sink);
+            // The run's span is the parent of its chat, execute_tool and run_guardrail spans.
+            let drive = self.drive(&mut inv, input, &sink).instrument(span.clone());
             tokio::select! {
                 biased;
                 _ = token.cancelled() => Outcome::Cancelled,

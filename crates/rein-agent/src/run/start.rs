@@ -60,6 +60,9 @@ impl Agent {
         let span = tracing::info_span!(
             "invoke_agent",
             otel.name = %format_args!("invoke_agent {}", self.core.name),
+            otel.kind = "internal",
+            otel.status_code = tracing::field::Empty,
+            "error.type" = tracing::field::Empty,
             gen_ai.operation.name = "invoke_agent",
             gen_ai.agent.name = %self.core.name,
             gen_ai.provider.name = %self.core.provider,
@@ -86,6 +89,7 @@ impl Agent {
             discarded_by: None,
             run_version: self.interceptor.begin(),
             injections: Vec::new(),
+            span: span.clone(),
         };
         (inv, span)
     }
