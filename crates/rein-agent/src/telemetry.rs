@@ -126,8 +126,14 @@ fn target(event: EventKind) -> (&'static str, &'static str) {
     }
 }
 
-fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+fn nanos(d: Duration) -> i64 {
+    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
+}
+
+/// A count as a span attribute: signed, as OpenTelemetry's integers are (tracing-opentelemetry
+/// turns a `u64` field into a string).
+pub(crate) fn int(n: impl TryInto<i64>) -> i64 {
+    n.try_into().unwrap_or(i64::MAX)
 }
 
 /// One `run_guardrail {handler}` span per record of a pass, children of the current span (the
@@ -149,7 +155,7 @@ pub(crate) fn decisions(records: &[DecisionRecord], invocation: &tracing::Span) 
             rein.intervention.event = d.event.as_str(),
             rein.intervention.action = action_str(d.action),
             rein.intervention.outcome = outcome_str(d.outcome),
-            rein.intervention.order = order as u64,
+            rein.intervention.order = int(order),
             rein.intervention.duration_ns = Empty,
             rein.intervention.tool_call.id = Empty,
             rein.intervention.on_error = Empty,

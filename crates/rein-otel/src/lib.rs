@@ -112,6 +112,7 @@ pub struct OtelBuilder {
     protocol: Option<Protocol>,
     capture_content: bool,
     experimental: bool,
+    no_metrics: bool,
 }
 
 impl OtelBuilder {
@@ -132,6 +133,13 @@ impl OtelBuilder {
     /// The protocol (default: `OTEL_EXPORTER_OTLP_PROTOCOL`, else HTTP/protobuf).
     pub fn protocol(mut self, protocol: Protocol) -> Self {
         self.protocol = Some(protocol);
+        self
+    }
+
+    /// Whether metrics are exported (default: yes, unless `OTEL_METRICS_EXPORTER=none`). Some
+    /// trace backends (Phoenix, Jaeger) take no metrics.
+    pub fn metrics(mut self, on: bool) -> Self {
+        self.no_metrics = !on;
         self
     }
 
@@ -170,7 +178,8 @@ impl OtelBuilder {
                 traces = traces.with_batch_exporter(spans);
             }
             // Some trace backends (Phoenix) take no metrics: OTEL_METRICS_EXPORTER=none.
-            let metrics = (!exporter_off("OTEL_METRICS_EXPORTER")).then_some(metrics);
+            let metrics =
+                (!self.no_metrics && !exporter_off("OTEL_METRICS_EXPORTER")).then_some(metrics);
             (traces.build(), meter_provider(resource, metrics))
         };
         Ok(self.finish(traces, metrics))

@@ -18,6 +18,7 @@ use crate::agent::{Agent, CANCELLED_BY_USER};
 use crate::history::{TOOL_CANCELLED, TOOL_INTERRUPTED};
 use crate::pending::HeldResponse;
 use crate::stream::{AgentEvent, Sink};
+use crate::telemetry::int;
 
 impl Agent {
     /// Turns the run's outcome into its result.
@@ -122,8 +123,9 @@ impl Agent {
         let result = self.session_end(result).await;
         match &result {
             Ok(r) => {
-                span.record("gen_ai.usage.input_tokens", r.usage.input_tokens);
-                span.record("gen_ai.usage.output_tokens", r.usage.output_tokens);
+                let usage = &r.usage;
+                span.record("gen_ai.usage.input_tokens", int(usage.input_tokens));
+                span.record("gen_ai.usage.output_tokens", int(usage.output_tokens));
                 span.record("rein.stop_reason", r.stop_reason.as_str());
             }
             Err(e) => {

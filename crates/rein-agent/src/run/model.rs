@@ -23,6 +23,7 @@ use super::{Invocation, listeners};
 use crate::agent::Agent;
 use crate::conversation::HistoryEdit;
 use crate::stream::{AgentEvent, Sink};
+use crate::telemetry::int;
 
 /// What a model call came to.
 pub(super) enum Called {
@@ -77,11 +78,11 @@ impl Agent {
             gen_ai.operation.name = "chat",
             gen_ai.provider.name = %self.core.provider,
             gen_ai.request.model = %self.core.model_id,
-            gen_ai.request.max_tokens = config.max_tokens,
+            gen_ai.request.max_tokens = config.max_tokens.map(int),
             gen_ai.request.temperature = config.temperature,
             gen_ai.request.top_p = config.top_p,
-            gen_ai.request.seed = config.seed,
-            rein.model_call_index = index,
+            gen_ai.request.seed = config.seed.map(int),
+            rein.model_call_index = int(index),
             gen_ai.usage.input_tokens = tracing::field::Empty,
             gen_ai.usage.output_tokens = tracing::field::Empty,
             gen_ai.response.finish_reasons = tracing::field::Empty,
@@ -267,8 +268,14 @@ impl Agent {
                     Some((response.usage.input_tokens, response.usage.output_tokens)),
                     None,
                 );
-                span.record("gen_ai.usage.input_tokens", response.usage.input_tokens);
-                span.record("gen_ai.usage.output_tokens", response.usage.output_tokens);
+                span.record(
+                    "gen_ai.usage.input_tokens",
+                    int(response.usage.input_tokens),
+                );
+                span.record(
+                    "gen_ai.usage.output_tokens",
+                    int(response.usage.output_tokens),
+                );
                 span.record(
                     "gen_ai.response.finish_reasons",
                     response.stop_reason.as_str(),
