@@ -430,3 +430,6 @@ pub fn init() -> Result<Otel, Error> {
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct Readme;
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/observability.md")]
+struct ObservabilityGuide;
