@@ -420,6 +420,54 @@ impl Drop for Otel {
     }
 }
 
+/// For Rein's benchmarks (`xtask bench otel`): the export of [`OtelBuilder::build`] — batch
+/// span processor, periodic metric reader, the same layer — with exporters that drop what they
+/// get, so what is measured is Rein's and the SDK's work, not a network. Not public API.
+#[doc(hidden)]
+pub fn __discarding(builder: OtelBuilder) -> Otel {
+    let resource = builder.resource();
+    let traces = SdkTracerProvider::builder()
+        .with_resource(resource.clone())
+        .with_batch_exporter(Discard)
+        .build();
+    builder.finish(traces, meter_provider(resource, Some(Discard)))
+}
+
+/// An exporter of spans and metrics that drops them.
+#[derive(Debug)]
+struct Discard;
+
+impl opentelemetry_sdk::trace::SpanExporter for Discard {
+    async fn export(
+        &self,
+        batch: Vec<opentelemetry_sdk::trace::SpanData>,
+    ) -> opentelemetry_sdk::error::OTelSdkResult {
+        drop(batch);
+        Ok(())
+    }
+}
+
+impl opentelemetry_sdk::metrics::exporter::PushMetricExporter for Discard {
+    async fn export(
+        &self,
+        _metrics: &opentelemetry_sdk::metrics::data::ResourceMetrics,
+    ) -> opentelemetry_sdk::error::OTelSdkResult {
+        Ok(())
+    }
+
+    fn force_flush(&self) -> opentelemetry_sdk::error::OTelSdkResult {
+        Ok(())
+    }
+
+    fn shutdown_with_timeout(&self, _timeout: Duration) -> opentelemetry_sdk::error::OTelSdkResult {
+        Ok(())
+    }
+
+    fn temporality(&self) -> opentelemetry_sdk::metrics::Temporality {
+        opentelemetry_sdk::metrics::Temporality::Cumulative
+    }
+}
+
 /// Sets up OTLP export from the `OTEL_*` environment variables and installs it as the global
 /// `tracing` subscriber: `Otel::builder().install()`. Keep the guard until the program ends.
 pub fn init() -> Result<Otel, Error> {
