@@ -49,5 +49,6 @@ fi
 
 cat >> "$D/env" <<EOT
 export REIN_TEST_PHOENIX_URL=http://127.0.0.1:$PORT
+export REIN_TEST_PHOENIX_OTLP_GRPC=http://127.0.0.1:$GRPC_PORT
 EOT
 echo "phoenix: up in $(( $(date +%s) - t0 ))s (UI, API and OTLP/HTTP :$PORT, OTLP/gRPC :$GRPC_PORT)"

@@ -162,6 +162,14 @@ fn read_back(base: &str, agent: &str, expected: usize) -> Vec<Span> {
     }
 }
 
+/// Runs `f` with the export's layer as this thread's subscriber (the tests of this file share a
+/// process: no global one).
+fn with_layer<T>(otel: &rein_otel::Otel, f: impl FnOnce() -> T) -> T {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    let subscriber = tracing_subscriber::registry().with(otel.layer());
+    tracing::subscriber::with_default(subscriber, f)
+}
+
 fn find<'a>(spans: &'a [&'a Span], name: &str, pred: impl Fn(&Span) -> bool) -> &'a Span {
     spans
         .iter()
@@ -188,22 +196,24 @@ fn a_run_with_every_kind_of_decision_reads_back_from_phoenix() {
         .service_name("rein-e2e")
         .metrics(false)
         .experimental_conventions(true)
-        .install()
+        .build()
         .unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    rt.block_on(async {
-        let mut agent = agent(&name);
-        let paused = agent.invoke("Clean up, then the report.").await.unwrap();
-        assert_eq!(paused.stop_reason, StopReason::Interrupt);
-        let answers = vec![InterruptResponse::new(
-            paused.interrupts[0].id.clone(),
-            true,
-        )];
-        let done = agent.invoke(answers).await.unwrap();
-        assert_eq!(done.stop_reason, StopReason::EndTurn);
+    with_layer(&otel, || {
+        rt.block_on(async {
+            let mut agent = agent(&name);
+            let paused = agent.invoke("Clean up, then the report.").await.unwrap();
+            assert_eq!(paused.stop_reason, StopReason::Interrupt);
+            let answers = vec![InterruptResponse::new(
+                paused.interrupts[0].id.clone(),
+                true,
+            )];
+            let done = agent.invoke(answers).await.unwrap();
+            assert_eq!(done.stop_reason, StopReason::EndTurn);
+        })
     });
     otel.shutdown().unwrap();
 
@@ -333,4 +343,48 @@ fn a_run_with_every_kind_of_decision_reads_back_from_phoenix() {
     // No content was opted in: neither the prompt nor a tool's input is anywhere.
     let everything = format!("{:?}", spans);
     assert!(!everything.contains("Clean up") && !everything.contains("/tmp/x"));
+}
+
+/// The same export over gRPC (Phoenix's OTLP/gRPC port): the run's root span arrives.
+#[cfg(feature = "grpc")]
+#[test]
+fn a_run_exported_over_grpc_reads_back_from_phoenix() {
+    let Some(base) = phoenix() else { return };
+    let Ok(grpc) = std::env::var("REIN_TEST_PHOENIX_OTLP_GRPC") else {
+        eprintln!("SKIPPED: REIN_TEST_PHOENIX_OTLP_GRPC not set (.ci/peers-phoenix.sh sets it)");
+        return;
+    };
+    let name = format!("e2e-grpc-{}", std::process::id());
+    // tonic's channel lives on a runtime that keeps running while the guard shuts down.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let otel = {
+        let _in = rt.enter();
+        rein_otel::Otel::builder()
+            .endpoint(grpc)
+            .protocol(rein_otel::Protocol::Grpc)
+            .metrics(false)
+            .build()
+            .unwrap()
+    };
+    with_layer(&otel, || {
+        rt.block_on(async {
+            let mut agent = agent(&name);
+            let paused = agent.invoke("Clean up.").await.unwrap();
+            assert_eq!(paused.stop_reason, StopReason::Interrupt);
+        })
+    });
+    otel.shutdown().unwrap();
+    let spans = read_back(&base, &name, 11);
+    let root = format!("invoke_agent {name}");
+    let root = spans
+        .iter()
+        .find(|s| s.name == root)
+        .expect("the run's span");
+    assert_eq!(root.attr("rein.stop_reason").as_deref(), Some("interrupt"));
+    assert!(spans.iter().any(|s| s.name == "run_guardrail guard"
+        && s.attr("rein.intervention.action").as_deref() == Some("deny")));
 }
