@@ -674,3 +674,42 @@ fn metrics_count_tokens_durations_decisions_and_tool_calls() {
         );
     }
 }
+
+#[test]
+fn an_injection_is_an_event_of_the_run_and_a_counter() {
+    let h = harness(false, false);
+    h.run(|| async {
+        let slot: Arc<OnceLock<rein_agent::TurnInterceptor>> = Arc::default();
+        let handle = slot.clone();
+        // The tool injects a message while the run is under way: delivered at the turn boundary.
+        let injecting = ToolHandle::from_sync_fn("echo", "Injects.", json!({"type": "object"}), {
+            move |_, _| {
+                if let Some(i) = handle.get() {
+                    i.inject("also check the logs").ok();
+                }
+                Ok(ToolOutput::text("ok"))
+            }
+        });
+        let mut agent = Agent::builder()
+            .name("support")
+            .model(echo_then_done("x"))
+            .tool(injecting)
+            .build()
+            .unwrap();
+        slot.set(agent.interceptor()).ok();
+        let r = agent.invoke("hi").await.unwrap();
+        assert_eq!(r.injections.len(), 1);
+    });
+    let spans = h.spans();
+    let run = one(&spans, "invoke_agent support");
+    assert!(event_names(run).contains(&"rein.injection.consumed".to_owned()));
+    // The message is content: not in the event.
+    assert!(!all_values(&spans).contains("also check the logs"));
+    h.otel.flush().unwrap();
+    let exported = h.metrics.get_finished_metrics().unwrap();
+    let counted = exported.iter().any(|rm| {
+        rm.scope_metrics()
+            .any(|s| s.metrics().any(|m| m.name() == "rein.injections"))
+    });
+    assert!(counted);
+}
