@@ -26,6 +26,8 @@ fn run(name: &str) -> String {
     for var in rein_examples::PROVIDER_ENV_VARS {
         cmd.env_remove(var);
     }
+    // Nor do they export telemetry (the observability example exports when this is set).
+    cmd.env_remove("OTEL_EXPORTER_OTLP_ENDPOINT");
     let out = cmd.stdin(Stdio::null()).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
@@ -316,6 +318,21 @@ fn quickstart_denies_and_asks_for_an_approval() {
             "stop reason: Interrupt",
             "[result:ok] report sent to team@example.com",
             "stop reason: EndTurn",
+        ],
+    );
+}
+
+#[test]
+fn observability() {
+    check(
+        "observability",
+        &[
+            "nothing is exported",
+            "decision: no-system-files Deny Applied on before_tool_call",
+            "decision: tone Guide Applied on after_model_call",
+            "decision: approve-deletes Confirm Applied on before_tool_call asked",
+            "decision: approve-deletes Confirm Applied on before_tool_call approved",
+            "reply: I deleted the draft; the report service is down, sorry.",
         ],
     );
 }

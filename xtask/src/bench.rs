@@ -247,6 +247,95 @@ fn counting_hooks(b: rein::AgentBuilder) -> rein::AgentBuilder {
     })
 }
 
+/// A shadowed deny on every tool call: one decision (an audit record, a `run_guardrail` span)
+/// per tool call, and the call still runs.
+fn shadow_decider(i: usize) -> rein::interventions::Intervention {
+    use rein::interventions::{BeforeToolCallAction, Intervention, Mode};
+    Intervention::named(format!("shadow-{i}"))
+        .mode(Mode::Shadow)
+        .before_tool_call(|_, _| BeforeToolCallAction::deny("benchmark"))
+}
+
+/// The cost of the OpenTelemetry layer: tools10_seq with 0 or 5 deciding handlers (0 or 50
+/// decisions per invocation), telemetry off (no subscriber) and on (rein-otel's layer over a
+/// batch span processor and a periodic metric reader whose exporters drop what they get).
+/// CPU is the whole process's, the batch thread's included.
+fn otel(rec: &Recorder, cfg: &Config, rt: &tokio::runtime::Runtime) {
+    const DECIDERS: usize = 5;
+    let decisions = (DECIDERS * 10) as f64;
+    let agent = |deciders: usize| {
+        let mut b = agent_builder(10, 1).tool_executor(ToolExecutor::Sequential);
+        for i in 0..deciders {
+            b = b.intervention(shadow_decider(i));
+        }
+        build(b)
+    };
+    // Telemetry off: agents built with no exporter installed (no handler timing).
+    let mut off = [agent(0), agent(DECIDERS)];
+    let sink = rein_otel::__discarding(rein_otel::Otel::builder());
+    // Built while an exporter is installed: they time their handlers, as in production.
+    let mut on = [agent(0), agent(DECIDERS)];
+    let subscriber = {
+        use tracing_subscriber::layer::SubscriberExt as _;
+        tracing_subscriber::registry().with(sink.layer())
+    };
+    let dispatch = tracing::Dispatch::new(subscriber);
+    // Warm-up under the layer (the SDK's batch queue and metric aggregations reach their steady
+    // state; short runs measured far less than long ones).
+    tracing::dispatcher::with_default(&dispatch, || {
+        for a in on.iter_mut() {
+            invocations(rt, a, 0, 1, 1000);
+        }
+    });
+    let mut samples: Vec<Samples> = (0..4).map(|_| Samples::default()).collect();
+    // Interleaved rounds, so load drift hits every variant alike.
+    for _ in 0..cfg.batches(60) {
+        for (i, a) in off.iter_mut().enumerate() {
+            let s = invocations(rt, a, 0, 1, 10);
+            samples[i].wall.extend(s.wall);
+            samples[i].cpu.extend(s.cpu);
+        }
+        tracing::dispatcher::with_default(&dispatch, || {
+            for (i, a) in on.iter_mut().enumerate() {
+                let s = invocations(rt, a, 0, 1, 10);
+                samples[2 + i].wall.extend(s.wall);
+                samples[2 + i].cpu.extend(s.cpu);
+            }
+        });
+    }
+    let mut r = Vec::new();
+    for (i, (name, n)) in [
+        ("otel_off_0", 0.0),
+        ("otel_off_50", decisions),
+        ("otel_on_0", 0.0),
+        ("otel_on_50", decisions),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        r.push(rec.summary(
+            name,
+            "per_invocation",
+            &samples[i],
+            1.0,
+            json!({"decisions_per_invocation": n, "spans_per_invocation_on": 22.0 + n}),
+        ));
+    }
+    let note_inv = "(otel_on_0 - otel_off_0): tools10_seq, 22 spans (1 invoke_agent, 11 chat, 10 execute_tool), batch processor to a discarding exporter";
+    let note_dec = "((otel_on_50 - otel_off_50) - (otel_on_0 - otel_off_0)) / 50: one run_guardrail span + its counter, handler timing included";
+    let wall = |x: &(f64, f64)| x.0;
+    let cpu = |x: &(f64, f64)| x.1;
+    for (suffix, pick) in [("", &wall as &dyn Fn(&(f64, f64)) -> f64), ("_cpu", &cpu)] {
+        let inv = pick(&r[2]) - pick(&r[0]);
+        let dec = ((pick(&r[3]) - pick(&r[1])) - inv) / decisions;
+        let metric = format!("added_per_invocation{suffix}");
+        rec.record("otel", &metric, inv, "us", json!({"note": note_inv}));
+        let metric = format!("added_per_decision{suffix}");
+        rec.record("otel", &metric, dec, "us", json!({"note": note_dec}));
+    }
+    drop(sink);
+}
+
 fn history(n: usize) -> Vec<Message> {
     (0..n)
         .map(|i| {
@@ -473,6 +562,9 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
             "us",
             json!({"note": note}),
         );
+    }
+    if want("otel") {
+        otel(&rec, &cfg, &rt);
     }
     if want("stream") {
         streaming(&rec, &cfg, &rt);

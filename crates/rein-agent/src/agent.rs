@@ -731,7 +731,7 @@ impl AgentBuilder {
         if !self.interventions.is_empty() {
             let registry = InterventionRegistry::builder()
                 .handlers(std::mem::take(&mut self.interventions))
-                .audit_timing(self.audit_timing)
+                .audit_timing(self.audit_timing || crate::telemetry::exporting())
                 .build()?;
             registry.install(&mut self.hooks);
         }

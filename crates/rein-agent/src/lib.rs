@@ -39,6 +39,7 @@ mod run;
 mod schema_cache;
 mod session;
 mod stream;
+pub mod telemetry;
 mod tools;
 
 pub use agent::{

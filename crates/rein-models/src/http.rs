@@ -146,8 +146,9 @@ pub fn client(connect_timeout: Duration) -> Result<reqwest::Client, Error> {
 
 /// The TLS set-up of every provider: rustls with the ring provider and the Mozilla roots of
 /// `webpki-roots`, HTTP/1.1. Given to reqwest ready-made, so no process-wide rustls provider
-/// is needed or installed (reqwest 0.13 would otherwise look for one, or need aws-lc).
-fn tls_config() -> Result<rustls::ClientConfig, Error> {
+/// is needed or installed (reqwest 0.13 would otherwise look for one, or need aws-lc). Other
+/// Rein crates on reqwest (rein-otel's OTLP client) use it too.
+pub fn tls_config() -> Result<rustls::ClientConfig, Error> {
     let roots = rustls::RootCertStore {
         roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
     };

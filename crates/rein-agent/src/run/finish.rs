@@ -18,6 +18,7 @@ use crate::agent::{Agent, CANCELLED_BY_USER};
 use crate::history::{TOOL_CANCELLED, TOOL_INTERRUPTED};
 use crate::pending::HeldResponse;
 use crate::stream::{AgentEvent, Sink};
+use crate::telemetry::int;
 
 impl Agent {
     /// Turns the run's outcome into its result.
@@ -171,10 +172,17 @@ impl Agent {
         }
         self.keep_queued_injections();
         let result = self.session_end(result).await;
-        if let Ok(r) = &result {
-            span.record("gen_ai.usage.input_tokens", r.usage.input_tokens);
-            span.record("gen_ai.usage.output_tokens", r.usage.output_tokens);
-            span.record("rein.stop_reason", r.stop_reason.as_str());
+        match &result {
+            Ok(r) => {
+                let usage = &r.usage;
+                span.record("gen_ai.usage.input_tokens", int(usage.input_tokens));
+                span.record("gen_ai.usage.output_tokens", int(usage.output_tokens));
+                span.record("rein.stop_reason", r.stop_reason.as_str());
+            }
+            Err(e) => {
+                span.record("otel.status_code", "error");
+                span.record("error.type", crate::telemetry::error_type(e));
+            }
         }
         let result = if self.core.hooks.has::<AfterInvocationEvent>() {
             let mut ev = AfterInvocationEvent::new(cx.clone(), result);

@@ -94,6 +94,7 @@ impl Agent {
             let to = listeners(&self.core.hooks, inv, sink);
             self.history.add_all(messages, &to).await?;
             self.interceptor.consumed(item.id, &delivered);
+            crate::telemetry::injection(true, None);
             inv.injections.push(InjectionRecord::new(
                 item.id,
                 InjectionOutcome::Consumed,
@@ -150,6 +151,7 @@ impl Agent {
         .with_text(text)
         .with_tool_use_id(Some(handoff.tool_use_id.clone()));
         inv.record(vec![record], sink);
+        crate::telemetry::handoff(&from, &handoff.to);
         sink.emit(|| AgentEvent::Handoff {
             from: from.clone(),
             to: handoff.to.clone(),
@@ -172,6 +174,7 @@ impl Agent {
         sink: &Sink,
     ) {
         self.interceptor.rejected(id, message, reason);
+        crate::telemetry::injection(false, Some(reason));
         inv.injections.push(InjectionRecord::new(
             id,
             InjectionOutcome::Rejected,

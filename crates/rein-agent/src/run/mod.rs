@@ -33,6 +33,8 @@ use rein_core::{
     stream::Usage,
 };
 
+use tracing::Instrument as _;
+
 use crate::agent::{Agent, Input};
 use crate::history::Listeners;
 use crate::pending::{PENDING_SCHEMA_VERSION, PendingHandoff, PendingInterrupts};
@@ -63,6 +65,8 @@ pub(crate) struct Invocation {
     /// control when it started, as its limits).
     handoffs: Vec<HandoffRecord>,
     max_handoffs: u32,
+    /// The run's `invoke_agent` span (confirm answers and injections are its events).
+    span: tracing::Span,
 }
 
 impl Invocation {
@@ -104,6 +108,7 @@ impl Invocation {
         if decisions.is_empty() {
             return;
         }
+        crate::telemetry::decisions(&decisions, &self.span);
         if sink.is_enabled() {
             for d in &decisions {
                 sink.push(AgentEvent::Decision(d.clone()));
@@ -123,7 +128,8 @@ impl Agent {
         let token = self.cancel.begin();
         let started = Instant::now();
         let outcome = {
-            let drive = self.drive(&mut inv, input, &sink);
+            // The run's span is the parent of its chat, execute_tool and run_guardrail spans.
+            let drive = self.drive(&mut inv, input, &sink).instrument(span.clone());
             tokio::select! {
                 biased;
                 _ = token.cancelled() => Outcome::Cancelled,

@@ -24,6 +24,7 @@ use super::{Invocation, listeners};
 use crate::agent::Agent;
 use crate::conversation::HistoryEdit;
 use crate::stream::{AgentEvent, Sink};
+use crate::telemetry::int;
 
 /// What a model call came to.
 pub(super) enum Called {
@@ -76,8 +77,44 @@ impl Agent {
         index: u32,
         sink: &Sink,
     ) -> Result<Fed, Error> {
+        // The span covers the guards too: their run_guardrail spans are its children. Its
+        // sampler-relevant attributes are set here, at creation.
+        let config = &self.core.config.inference;
+        let span = tracing::info_span!(
+            "chat",
+            otel.name = %format_args!("chat {}", self.core.model_id),
+            otel.kind = "client",
+            otel.status_code = tracing::field::Empty,
+            "error.type" = tracing::field::Empty,
+            gen_ai.operation.name = "chat",
+            gen_ai.provider.name = %self.core.provider,
+            gen_ai.request.model = %self.core.model_id,
+            gen_ai.request.max_tokens = config.max_tokens.map(int),
+            gen_ai.request.temperature = config.temperature,
+            gen_ai.request.top_p = config.top_p,
+            gen_ai.request.seed = config.seed.map(int),
+            rein.model_call_index = int(index),
+            gen_ai.usage.input_tokens = tracing::field::Empty,
+            gen_ai.usage.output_tokens = tracing::field::Empty,
+            gen_ai.response.finish_reasons = tracing::field::Empty,
+            gen_ai.system_instructions = tracing::field::Empty,
+            gen_ai.input.messages = tracing::field::Empty,
+            gen_ai.output.messages = tracing::field::Empty,
+        );
+        self.model_call_in(inv, index, sink, &span)
+            .instrument(span.clone())
+            .await
+    }
+
+    async fn model_call_in(
+        &mut self,
+        inv: &mut Invocation,
+        index: u32,
+        sink: &Sink,
+        span: &tracing::Span,
+    ) -> Result<Fed, Error> {
         let called = match self.before_model_call(inv, index, sink).await? {
-            Request::Send(request) => self.call_model(inv, request, index, sink).await,
+            Request::Send(request) => self.call_model(inv, request, index, sink, span).await,
             // No model call happens: no usage, metrics or span for it; AfterModelCall sees the
             // denial as the response.
             Request::Denied(denied) => Ok(Called::Done(Ok(denied))),
@@ -161,18 +198,16 @@ impl Agent {
         request: ModelRequest,
         index: u32,
         sink: &Sink,
+        span: &tracing::Span,
     ) -> Result<Called, Error> {
-        let span = tracing::info_span!(
-            "chat",
-            otel.name = %format_args!("chat {}", self.core.model_id),
-            gen_ai.operation.name = "chat",
-            gen_ai.provider.name = %self.core.provider,
-            gen_ai.request.model = %self.core.model_id,
-            rein.model_call_index = index,
-            gen_ai.usage.input_tokens = tracing::field::Empty,
-            gen_ai.usage.output_tokens = tracing::field::Empty,
-            gen_ai.response.finish_reasons = tracing::field::Empty,
-        );
+        let content = crate::telemetry::capture_content() && !span.is_disabled();
+        if content {
+            if let Some(system) = &request.system_prompt {
+                span.record("gen_ai.system_instructions", &**system);
+            }
+            let messages = crate::telemetry::json(&*request.messages);
+            span.record("gen_ai.input.messages", messages);
+        }
         sink.emit(|| AgentEvent::ModelCallStarted {
             model_call_index: index,
         });
@@ -236,7 +271,6 @@ impl Agent {
             let response = asm.finish().map_err(|e| Stop::Model(e.into()))?;
             Ok::<_, Stop>(Streamed::Response(response))
         }
-        .instrument(span.clone())
         .await;
         let mut cycle = CycleMetrics::default();
         cycle.model_call_index = index;
@@ -244,8 +278,25 @@ impl Agent {
         cycle.time_to_first_event = first;
         let called = match result {
             Ok(Streamed::Response(response)) => {
-                span.record("gen_ai.usage.input_tokens", response.usage.input_tokens);
-                span.record("gen_ai.usage.output_tokens", response.usage.output_tokens);
+                if content {
+                    let out = crate::telemetry::json(&response.message);
+                    span.record("gen_ai.output.messages", out);
+                }
+                crate::telemetry::model_call_metrics(
+                    &self.core.provider,
+                    &self.core.model_id,
+                    cycle.duration,
+                    Some((response.usage.input_tokens, response.usage.output_tokens)),
+                    None,
+                );
+                span.record(
+                    "gen_ai.usage.input_tokens",
+                    int(response.usage.input_tokens),
+                );
+                span.record(
+                    "gen_ai.usage.output_tokens",
+                    int(response.usage.output_tokens),
+                );
                 span.record(
                     "gen_ai.response.finish_reasons",
                     response.stop_reason.as_str(),
@@ -264,6 +315,16 @@ impl Agent {
                 handler,
             }),
             Err(Stop::Model(error)) => {
+                let kind = crate::telemetry::model_error_type(&error);
+                span.record("otel.status_code", "error");
+                span.record("error.type", kind);
+                crate::telemetry::model_call_metrics(
+                    &self.core.provider,
+                    &self.core.model_id,
+                    cycle.duration,
+                    None,
+                    Some(kind),
+                );
                 cycle.time_to_first_event = None;
                 Ok(Called::Done(Err(error)))
             }

@@ -62,6 +62,9 @@ impl Agent {
         let span = tracing::info_span!(
             "invoke_agent",
             otel.name = %format_args!("invoke_agent {}", self.core.name),
+            otel.kind = "internal",
+            otel.status_code = tracing::field::Empty,
+            "error.type" = tracing::field::Empty,
             gen_ai.operation.name = "invoke_agent",
             gen_ai.agent.name = %self.core.name,
             gen_ai.provider.name = %self.core.provider,
@@ -97,6 +100,7 @@ impl Agent {
             handoff: None,
             handoffs: Vec::new(),
             max_handoffs: config.max_handoffs,
+            span: span.clone(),
         };
         (inv, span)
     }

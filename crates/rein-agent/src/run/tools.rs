@@ -100,6 +100,7 @@ impl Agent {
         let cx = inv.cx.clone();
         let model_call_index = inv.tool_phase.as_ref().map_or(0, |p| p.model_call_index);
         let max_handoffs = inv.max_handoffs;
+        let span = inv.span.clone();
         let run = ToolRun {
             tools: &self.core.tools,
             hooks: &self.core.hooks,
@@ -116,6 +117,7 @@ impl Agent {
                     .saturating_sub(inv.handoffs.len()),
                 max: max_handoffs,
             }),
+            invocation: &span,
         };
         match self.core.config.executor {
             ToolExecutor::Sequential => {
@@ -264,6 +266,8 @@ struct ToolRun<'a> {
     max_hook_retries: u32,
     /// The handoff a transfer tool of this phase asked for (one per phase).
     handoff: Mutex<HandoffClaim>,
+    /// The run's `invoke_agent` span.
+    invocation: &'a tracing::Span,
 }
 
 /// The one handoff a tool phase may ask for.
@@ -304,11 +308,22 @@ impl ToolRun<'_> {
         let span = tracing::info_span!(
             "execute_tool",
             otel.name = %format_args!("execute_tool {}", tool_use.name),
+            otel.kind = "internal",
+            otel.status_code = tracing::field::Empty,
+            "error.type" = tracing::field::Empty,
             gen_ai.operation.name = "execute_tool",
             gen_ai.tool.name = %tool_use.name,
             gen_ai.tool.call.id = %tool_use.tool_use_id,
+            gen_ai.tool.type = "function",
             gen_ai.tool.status = tracing::field::Empty,
+            gen_ai.tool.call.arguments = tracing::field::Empty,
+            gen_ai.tool.call.result = tracing::field::Empty,
         );
+        let content = crate::telemetry::capture_content() && !span.is_disabled();
+        if content {
+            let arguments = crate::telemetry::json(&tool_use.input);
+            span.record("gen_ai.tool.call.arguments", arguments);
+        }
         let out = self
             .run_inner(tool_use, invalid_json, carried)
             .instrument(span.clone())
@@ -320,6 +335,21 @@ impl ToolRun<'_> {
                 "gen_ai.tool.status",
                 if r.is_error() { "error" } else { "success" },
             );
+            // A failed tool is an error; a denied or rejected call is not (the tool did not run).
+            if matches!(o.ran, Some((_, _, true))) {
+                span.record("otel.status_code", "error");
+                span.record("error.type", "tool_error");
+            }
+            if content {
+                span.record(
+                    "gen_ai.tool.call.result",
+                    crate::telemetry::json(&r.content),
+                );
+            }
+        }
+        if let Err(e) = &out {
+            span.record("otel.status_code", "error");
+            span.record("error.type", crate::telemetry::error_type(e));
         }
         out
     }
@@ -550,16 +580,15 @@ impl ToolRun<'_> {
                 )
             }
         };
-        outcome.ran = Some((
-            tool_use.name.clone(),
-            elapsed,
-            result.status == ToolResultStatus::Error,
-        ));
+        let is_error = result.status == ToolResultStatus::Error;
+        crate::telemetry::tool_call_metrics(&tool_use.name, is_error);
+        outcome.ran = Some((tool_use.name.clone(), elapsed, is_error));
         Some(result)
     }
 
     /// Streams a tool call's decisions and keeps them for the invocation's audit.
     fn record(&self, decisions: Vec<DecisionRecord>, outcome: &mut ToolOutcome) {
+        crate::telemetry::decisions(&decisions, self.invocation);
         if self.sink.is_enabled() {
             for d in &decisions {
                 self.sink.push(AgentEvent::Decision(d.clone()));

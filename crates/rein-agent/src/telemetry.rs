@@ -1,0 +1,385 @@
+//! What a run tells `tracing` besides its spans' creation: the `run_guardrail` span of each
+//! intervention decision, confirm answers and injections as span events, metrics as events, and
+//! the process-wide switches an exporter sets (SPEC §10).
+//!
+//! Everything here is built from values the run has anyway (the audit records, the usage), after
+//! the fact: nothing is added to the dispatch of handlers, and nothing is formatted unless a
+//! subscriber is interested in the callsite.
+//!
+//! ```
+//! // An exporter (rein-otel) sets these; a program wiring its own subscriber may too.
+//! rein_agent::telemetry::set_capture_content(false);
+//! rein_agent::telemetry::set_experimental_conventions(true);
+//! assert!(rein_agent::telemetry::experimental_conventions());
+//! # rein_agent::telemetry::set_experimental_conventions(false);
+//! ```
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use rein_core::audit::{
+    ConfirmationStatus, DecisionAction, DecisionOutcome, DecisionRecord, EventKind,
+};
+use tracing::field::Empty;
+
+/// The target of Rein's metric events (`histogram.*`, `monotonic_counter.*` fields, as
+/// tracing-opentelemetry's metrics layer reads them).
+pub const METRICS_TARGET: &str = "rein::metrics";
+
+static CAPTURE_CONTENT: AtomicBool = AtomicBool::new(false);
+static EXPERIMENTAL: AtomicBool = AtomicBool::new(false);
+static EXPORTING: AtomicBool = AtomicBool::new(false);
+
+/// Whether spans carry message content: the conventions' opt-in attributes
+/// (`gen_ai.input.messages`, `gen_ai.output.messages`, `gen_ai.system_instructions`,
+/// `gen_ai.tool.call.arguments`, `gen_ai.tool.call.result`) and the reason text of decisions
+/// (`rein.intervention.reason`). Off by default: content may hold personal data or secrets.
+pub fn set_capture_content(on: bool) {
+    CAPTURE_CONTENT.store(on, Ordering::Relaxed);
+}
+
+/// Whether message content is captured (see [`set_capture_content`]).
+pub fn capture_content() -> bool {
+    CAPTURE_CONTENT.load(Ordering::Relaxed)
+}
+
+/// Whether `run_guardrail` spans also carry the attributes of the GenAI guardrail proposal
+/// (`gen_ai.security.*`, semantic-conventions-genai #427), which may still change. Off by
+/// default; the stable `rein.intervention.*` attributes are always there.
+pub fn set_experimental_conventions(on: bool) {
+    EXPERIMENTAL.store(on, Ordering::Relaxed);
+}
+
+/// Whether the experimental guardrail attributes are set (see
+/// [`set_experimental_conventions`]).
+pub fn experimental_conventions() -> bool {
+    EXPERIMENTAL.load(Ordering::Relaxed)
+}
+
+/// Declares that an exporter is installed: agents built from now on time their handlers (the
+/// audit's `duration`, the spans' `rein.intervention.duration_ns`) as if
+/// [`AgentBuilder::audit_timing`](crate::AgentBuilder::audit_timing) were on.
+pub fn set_exporting(on: bool) {
+    EXPORTING.store(on, Ordering::Relaxed);
+}
+
+pub(crate) fn exporting() -> bool {
+    EXPORTING.load(Ordering::Relaxed)
+}
+
+fn action_str(a: DecisionAction) -> &'static str {
+    match a {
+        DecisionAction::Deny => "deny",
+        DecisionAction::Guide => "guide",
+        DecisionAction::Confirm => "confirm",
+        DecisionAction::Transform => "transform",
+        DecisionAction::Error => "error",
+        _ => "none",
+    }
+}
+
+fn outcome_str(o: DecisionOutcome) -> &'static str {
+    match o {
+        DecisionOutcome::Applied => "applied",
+        DecisionOutcome::Shadowed => "shadowed",
+        DecisionOutcome::Overridden => "overridden",
+        DecisionOutcome::Error => "error",
+        _ => "not_run",
+    }
+}
+
+/// The proposal's verdict (what the handler said) and enforced action (what Rein did).
+fn verdict_and_action(d: &DecisionRecord) -> (&'static str, &'static str) {
+    let verdict = match d.action {
+        DecisionAction::Deny => "deny",
+        DecisionAction::Transform => "modify",
+        DecisionAction::Guide => "warn",
+        DecisionAction::Confirm => "escalate",
+        DecisionAction::Error if d.on_error == Some(rein_core::audit::OnError::Deny) => "deny",
+        _ => "allow",
+    };
+    let enforced = match (d.outcome, d.action) {
+        (DecisionOutcome::Applied, DecisionAction::Deny | DecisionAction::Guide) => "block",
+        (DecisionOutcome::Applied, DecisionAction::Transform) => "modify",
+        (DecisionOutcome::Applied, DecisionAction::Confirm) => {
+            match d.confirmation.as_ref().map(|c| c.status) {
+                Some(ConfirmationStatus::Rejected) => "block",
+                Some(ConfirmationStatus::Approved) => "allow",
+                _ => "escalate",
+            }
+        }
+        (DecisionOutcome::Error, _) if d.on_error == Some(rein_core::audit::OnError::Deny) => {
+            "block"
+        }
+        _ => "allow",
+    };
+    (verdict, enforced)
+}
+
+/// The proposal's target type (input / output) and subtype (llm / tool_call) of an event.
+fn target(event: EventKind) -> (&'static str, &'static str) {
+    match event {
+        EventKind::BeforeInvocation | EventKind::BeforeModelCall => ("input", "llm"),
+        EventKind::BeforeToolCall => ("input", "tool_call"),
+        EventKind::AfterToolCall => ("output", "tool_call"),
+        _ => ("output", "llm"),
+    }
+}
+
+fn nanos(d: Duration) -> i64 {
+    i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
+}
+
+/// A count as a span attribute: signed, as OpenTelemetry's integers are (tracing-opentelemetry
+/// turns a `u64` field into a string).
+pub(crate) fn int(n: impl TryInto<i64>) -> i64 {
+    n.try_into().unwrap_or(i64::MAX)
+}
+
+/// One `run_guardrail {handler}` span per record of a pass, children of the current span (the
+/// span of the event the pass guarded), and the confirm answers as events on `invocation` (the
+/// `invoke_agent` span of the run that asked or resumed). `records` are one pass's, in order.
+pub(crate) fn decisions(records: &[DecisionRecord], invocation: &tracing::Span) {
+    let content = capture_content();
+    let experimental = experimental_conventions();
+    for (order, d) in records.iter().enumerate() {
+        let span = tracing::info_span!(
+            target: "rein::intervention",
+            "run_guardrail",
+            otel.name = %format_args!("run_guardrail {}", d.handler),
+            otel.kind = "internal",
+            otel.status_code = Empty,
+            otel.status_message = Empty,
+            gen_ai.operation.name = "run_guardrail",
+            rein.intervention.handler = %d.handler,
+            rein.intervention.event = d.event.as_str(),
+            rein.intervention.action = action_str(d.action),
+            rein.intervention.outcome = outcome_str(d.outcome),
+            rein.intervention.order = int(order),
+            rein.intervention.duration_ns = Empty,
+            rein.intervention.tool_call.id = Empty,
+            rein.intervention.on_error = Empty,
+            rein.intervention.confirmation = Empty,
+            rein.intervention.reason = Empty,
+            gen_ai.security.guardrail.name = Empty,
+            gen_ai.security.verdict.type = Empty,
+            gen_ai.security.action.type = Empty,
+            gen_ai.security.target.type = Empty,
+            gen_ai.security.target.subtype = Empty,
+        );
+        // Every record goes through the same callsite: nobody listens to one, nobody to any.
+        if span.is_disabled() {
+            break;
+        }
+        if let Some(took) = d.duration {
+            span.record("rein.intervention.duration_ns", nanos(took));
+        }
+        if let Some(id) = &d.tool_use_id {
+            span.record("rein.intervention.tool_call.id", id.as_str());
+        }
+        if let Some(on_error) = d.on_error {
+            span.record(
+                "rein.intervention.on_error",
+                match on_error {
+                    rein_core::audit::OnError::Proceed => "proceed",
+                    rein_core::audit::OnError::Deny => "deny",
+                    _ => "throw",
+                },
+            );
+        }
+        if let Some(c) = &d.confirmation {
+            span.record("rein.intervention.confirmation", c.status.as_str());
+        }
+        if content && let Some(text) = &d.text {
+            span.record("rein.intervention.reason", text.as_str());
+        }
+        if d.outcome == DecisionOutcome::Error {
+            span.record("otel.status_code", "error");
+            // The error's message may quote input: it is content.
+            if content && let Some(text) = &d.text {
+                span.record("otel.status_message", text.as_str());
+            }
+        }
+        if experimental {
+            let (verdict, enforced) = verdict_and_action(d);
+            let (kind, subtype) = target(d.event);
+            span.record("gen_ai.security.guardrail.name", d.handler.as_str());
+            span.record("gen_ai.security.verdict.type", verdict);
+            span.record("gen_ai.security.action.type", enforced);
+            span.record("gen_ai.security.target.type", kind);
+            span.record("gen_ai.security.target.subtype", subtype);
+        }
+        if let Some(c) = &d.confirmation {
+            confirmation_event(d, c.status, invocation);
+        }
+        // Entered and left at once: the span ends here, after its event's pass.
+        drop(span);
+    }
+    decision_metrics(records);
+}
+
+fn confirmation_event(d: &DecisionRecord, status: ConfirmationStatus, invocation: &tracing::Span) {
+    let source = d
+        .confirmation
+        .as_ref()
+        .and_then(|c| c.source)
+        .map(|s| match s {
+            rein_core::audit::AnswerSource::Preemptive => "preemptive",
+            _ => "resume",
+        });
+    tracing::event!(
+        target: "rein::intervention",
+        parent: invocation,
+        tracing::Level::INFO,
+        rein.intervention.handler = %d.handler,
+        rein.intervention.event = d.event.as_str(),
+        rein.intervention.tool_call.id = d.tool_use_id.as_deref(),
+        rein.intervention.confirmation = status.as_str(),
+        rein.intervention.answer_source = source,
+        "rein.confirm.{}",
+        status.as_str()
+    );
+}
+
+fn decision_metrics(records: &[DecisionRecord]) {
+    if !tracing::enabled!(target: METRICS_TARGET, tracing::Level::TRACE) {
+        return;
+    }
+    for d in records {
+        tracing::event!(
+            target: METRICS_TARGET,
+        tracing::Level::TRACE,
+            monotonic_counter.rein.intervention.decisions = 1u64,
+            rein.intervention.handler = d.handler.as_str(),
+            rein.intervention.event = d.event.as_str(),
+            rein.intervention.action = action_str(d.action),
+            rein.intervention.outcome = outcome_str(d.outcome),
+        );
+    }
+}
+
+/// A delivered or rejected injection: an event on the run's span and a counter.
+pub(crate) fn injection(consumed: bool, reason: Option<&str>) {
+    let outcome = if consumed { "consumed" } else { "rejected" };
+    // The reason of a rejection is a handler's text or Rein's own ("stale", "run ended").
+    let reason = reason.filter(|_| capture_content());
+    tracing::event!(
+        target: "rein::injection",
+        tracing::Level::INFO,
+        rein.injection.outcome = outcome,
+        rein.injection.reason = reason,
+        "rein.injection.{outcome}"
+    );
+    tracing::event!(
+        target: METRICS_TARGET,
+        tracing::Level::TRACE,
+        monotonic_counter.rein.injections = 1u64,
+        rein.injection.outcome = outcome,
+    );
+}
+
+/// A handoff: an event on the run's span (SPEC §9.2).
+pub(crate) fn handoff(from: &str, to: &str) {
+    tracing::event!(
+        target: "rein::handoff",
+        tracing::Level::INFO,
+        rein.handoff.from = from,
+        rein.handoff.to = to,
+        "rein.handoff"
+    );
+}
+
+/// The conventions' client metrics of one model call.
+pub(crate) fn model_call_metrics(
+    provider: &str,
+    model: &str,
+    took: Duration,
+    usage: Option<(u64, u64)>,
+    error: Option<&str>,
+) {
+    if !tracing::enabled!(target: METRICS_TARGET, tracing::Level::TRACE) {
+        return;
+    }
+    tracing::event!(
+        target: METRICS_TARGET,
+        tracing::Level::TRACE,
+        histogram.gen_ai.client.operation.duration = took.as_secs_f64(),
+        gen_ai.operation.name = "chat",
+        gen_ai.provider.name = provider,
+        gen_ai.request.model = model,
+        "error.type" = error,
+    );
+    if let Some((input, output)) = usage {
+        for (kind, n) in [("input", input), ("output", output)] {
+            tracing::event!(
+                    target: METRICS_TARGET,
+            tracing::Level::TRACE,
+                    histogram.gen_ai.client.token.usage = n,
+                    gen_ai.operation.name = "chat",
+                    gen_ai.provider.name = provider,
+                    gen_ai.request.model = model,
+                    gen_ai.token.type = kind,
+                );
+        }
+    }
+}
+
+/// A tool call, and whether it failed.
+pub(crate) fn tool_call_metrics(tool: &str, is_error: bool) {
+    if !tracing::enabled!(target: METRICS_TARGET, tracing::Level::TRACE) {
+        return;
+    }
+    tracing::event!(
+        target: METRICS_TARGET,
+        tracing::Level::TRACE,
+        monotonic_counter.rein.tool.calls = 1u64,
+        gen_ai.tool.name = tool,
+        rein.tool.status = if is_error { "error" } else { "success" },
+    );
+    if is_error {
+        tracing::event!(
+            target: METRICS_TARGET,
+        tracing::Level::TRACE,
+            monotonic_counter.rein.tool.errors = 1u64,
+            gen_ai.tool.name = tool,
+        );
+    }
+}
+
+/// JSON of a value for a content attribute (content capture is checked by the caller).
+pub(crate) fn json<T: serde::Serialize + ?Sized>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_default()
+}
+
+/// The conventions' `error.type` of a run's or a call's error: a low-cardinality name, never
+/// the message (which may quote input).
+pub(crate) fn error_type(e: &rein_core::Error) -> &'static str {
+    use rein_core::Error;
+    match e {
+        Error::Model(m) => model_error_type(m),
+        Error::Hook { .. } => "hook",
+        Error::Handler { .. } => "handler",
+        Error::Build(_) => "build",
+        Error::Session(_) => "session",
+        Error::Internal(_) => "internal",
+        Error::InvalidMessage(_) | Error::MalformedStream(_) => "invalid_message",
+        _ => "input",
+    }
+}
+
+/// `error.type` of a model error: its kind.
+pub(crate) fn model_error_type(e: &rein_core::ModelError) -> &'static str {
+    use rein_core::error::ModelErrorKind as K;
+    match e.kind() {
+        K::Auth => "auth",
+        K::Throttled => "throttled",
+        K::ContextWindowOverflow => "context_window_overflow",
+        K::BadRequest => "bad_request",
+        K::Server => "server",
+        K::Transport => "transport",
+        K::Timeout => "timeout",
+        K::MalformedStream => "malformed_stream",
+        K::ScriptExhausted => "script_exhausted",
+        _ => "other",
+    }
+}
