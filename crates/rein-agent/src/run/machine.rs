@@ -602,8 +602,9 @@ pub(crate) struct ToolPhase {
     /// Tool uses a human edited when approving (run as edited; the stored message is rewritten).
     edits: Vec<ToolUse>,
     /// What interrupted tools saved to resume from, by tool use id (an agent running as a
-    /// tool: its own pending state); taken when the tool runs again, kept otherwise.
-    tool_states: BTreeMap<String, Value>,
+    /// tool: its own pending state); taken when the tool runs again, kept otherwise. (A
+    /// vector: empty in nearly every phase, and cheap to drop.)
+    tool_states: Vec<(String, Value)>,
     interrupts: Vec<Interrupt>,
     rewrites: Vec<ToolUse>,
 }
@@ -645,7 +646,7 @@ impl ToolPhase {
             results,
             held,
             edits: Vec::new(),
-            tool_states: BTreeMap::new(),
+            tool_states: Vec::new(),
             interrupts: Vec::new(),
             rewrites: Vec::new(),
         }
@@ -659,7 +660,7 @@ impl ToolPhase {
 
     /// The states interrupted tools saved, to resume them from.
     pub(crate) fn with_tool_states(mut self, states: BTreeMap<String, Value>) -> Self {
-        self.tool_states = states;
+        self.tool_states = states.into_iter().collect();
         self
     }
 
@@ -668,12 +669,17 @@ impl ToolPhase {
         if self.tool_states.is_empty() {
             return None;
         }
-        self.tool_states.remove(tool_use_id)
+        let at = self
+            .tool_states
+            .iter()
+            .position(|(id, _)| id == tool_use_id)?;
+        Some(self.tool_states.swap_remove(at).1)
     }
 
     /// Keeps what an interrupted tool saved to resume from.
     pub(crate) fn save_tool_state(&mut self, tool_use_id: String, state: Value) {
-        self.tool_states.insert(tool_use_id, state);
+        self.tool_states.retain(|(id, _)| *id != tool_use_id);
+        self.tool_states.push((tool_use_id, state));
     }
 
     /// The tool use as it runs: as a human edited it (to be rewritten in the stored message),
@@ -746,7 +752,7 @@ impl ToolPhase {
                 completed: self.results.into_iter().flatten().collect(),
                 held: self.held,
                 interrupts: self.interrupts,
-                tool_states: self.tool_states,
+                tool_states: self.tool_states.into_iter().collect(),
             };
         }
         PhaseEnd::Completed(

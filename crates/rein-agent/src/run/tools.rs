@@ -77,14 +77,15 @@ impl Agent {
         // A result held for an answer goes through AfterToolCall again; its tool does not run.
         // A tool use a human edited when approving runs as edited.
         // An interrupted tool resumes from the state it saved.
-        let todo: Vec<(usize, ToolUse, Carried)> = match inv.tool_phase.as_mut() {
+        let todo: Vec<(usize, ToolUse, Option<Box<Carried>>)> = match inv.tool_phase.as_mut() {
             Some(phase) => open
                 .into_iter()
                 .map(|(i, u)| {
-                    let carried = Carried {
-                        held: phase.take_held(&u.tool_use_id),
-                        state: phase.take_tool_state(&u.tool_use_id),
-                    };
+                    let held = phase.take_held(&u.tool_use_id);
+                    let state = phase.take_tool_state(&u.tool_use_id);
+                    // Boxed: nearly every tool use carries nothing.
+                    let carried = (held.is_some() || state.is_some())
+                        .then(|| Box::new(Carried { held, state }));
                     (i, phase.take_edit(u), carried)
                 })
                 .collect(),
@@ -207,11 +208,13 @@ impl Invocation {
     /// Records what one tool use came to; returns whether a sequential phase stops here.
     fn settle_tool(&mut self, position: usize, o: ToolOutcome) -> bool {
         self.decisions.extend(o.decisions);
-        for (path, usage) in o.sub_usage {
-            self.sub_agent_usage.entry(path).or_default().add(&usage);
-        }
-        if let (Some(state), Some(phase)) = (o.tool_state, self.tool_phase.as_mut()) {
-            phase.save_tool_state(o.tool_use_id.clone(), state);
+        if let Some(sub) = o.sub_run {
+            for (path, usage) in sub.usage {
+                self.sub_agent_usage.entry(path).or_default().add(&usage);
+            }
+            if let (Some((id, state)), Some(phase)) = (sub.saved_state, self.tool_phase.as_mut()) {
+                phase.save_tool_state(id, state);
+            }
         }
         if let Some((name, took, is_error)) = o.ran {
             let m = self.metrics.tools.entry(name).or_default();
@@ -239,11 +242,19 @@ struct ToolOutcome {
     rewritten: Option<ToolUse>,
     decisions: Vec<DecisionRecord>,
     ran: Option<(String, Duration, bool)>,
-    tool_use_id: String,
-    /// What an interrupted tool saved to resume from.
-    tool_state: Option<Value>,
+    /// What an agent running as the tool left (boxed: rare).
+    sub_run: Option<Box<SubRun>>,
+}
+
+/// What an agent running as a tool (or a tool resuming a saved state) left.
+#[derive(Default)]
+struct SubRun {
+    /// What the tool saved when it was interrupted before (it resumes from it).
+    resume_state: Option<Value>,
+    /// What an interrupted tool saved to resume from, with its tool use id.
+    saved_state: Option<(String, Value)>,
     /// Usage of agents that ran as this tool, by agent path.
-    sub_usage: Vec<(String, Usage)>,
+    usage: Vec<(String, Usage)>,
 }
 
 /// What a tool use carries into its run from an earlier pause.
@@ -303,7 +314,7 @@ impl ToolRun<'_> {
         &self,
         tool_use: ToolUse,
         invalid_json: Option<&str>,
-        carried: Carried,
+        carried: Option<Box<Carried>>,
     ) -> Result<ToolOutcome, Error> {
         let span = tracing::info_span!(
             "execute_tool",
@@ -358,9 +369,12 @@ impl ToolRun<'_> {
         &self,
         original: ToolUse,
         invalid_json: Option<&str>,
-        carried: Carried,
+        carried: Option<Box<Carried>>,
     ) -> Result<ToolOutcome, Error> {
-        let Carried { mut held, state } = carried;
+        let (mut held, state) = match carried {
+            Some(c) => (c.held, c.state),
+            None => (None, None),
+        };
         let mut outcome = ToolOutcome {
             result: None,
             held: None,
@@ -368,9 +382,12 @@ impl ToolRun<'_> {
             rewritten: None,
             decisions: Vec::new(),
             ran: None,
-            tool_use_id: original.tool_use_id.clone(),
-            tool_state: state,
-            sub_usage: Vec::new(),
+            sub_run: state.map(|s| {
+                Box::new(SubRun {
+                    resume_state: Some(s),
+                    ..SubRun::default()
+                })
+            }),
         };
         let mut retries = ToolRetries::new(self.max_hook_retries);
         // The tool use moves through the events and comes back out of them: no copies on the
@@ -524,12 +541,10 @@ impl ToolRun<'_> {
             self.answers.clone(),
         );
         // An agent running as this tool finds its parent's run here (and its saved state).
-        let linked = outcome.tool_state.is_some() || tool.downcast_ref::<AgentTool>().is_some();
+        let linked = outcome.sub_run.is_some() || tool.downcast_ref::<AgentTool>().is_some();
         let link = linked.then(|| {
-            let link = Arc::new(ParentLink::new(
-                outcome.tool_state.take(),
-                self.sink.clone(),
-            ));
+            let resume_state = outcome.sub_run.as_mut().and_then(|s| s.resume_state.take());
+            let link = Arc::new(ParentLink::new(resume_state, self.sink.clone()));
             tcx = tcx.clone().with_extension(link.clone());
             link
         });
@@ -551,10 +566,11 @@ impl ToolRun<'_> {
         let raised = tcx.raised_interrupts();
         if let Some(link) = link {
             let (state, usage, decisions) = link.take();
-            outcome.sub_usage = usage;
+            let sub = outcome.sub_run.get_or_insert_with(Box::default);
+            sub.usage = usage;
             outcome.decisions.extend(decisions);
-            if !raised.is_empty() {
-                outcome.tool_state = state;
+            if let (false, Some(state)) = (raised.is_empty(), state) {
+                sub.saved_state = Some((tool_use.tool_use_id.clone(), state));
             }
         }
         if !raised.is_empty() {
