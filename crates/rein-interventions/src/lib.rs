@@ -101,6 +101,8 @@ mod error;
 mod event;
 mod handler;
 mod list;
+#[cfg(feature = "pii")]
+pub mod pii;
 #[cfg(feature = "policy")]
 pub mod policy;
 mod registry;

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::pii::{PiiAction, PiiKind, PiiTarget};
+
 /// What a counter counts over.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -266,6 +268,29 @@ pub struct GuideModelCall {
     pub once: bool,
 }
 
+/// `pii`: find personal data (e-mail, phone, card, IBAN, SSN, IP, API key) and per kind redact
+/// it with a typed placeholder, deny or guide ([`PiiGuard`](crate::pii::PiiGuard)).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pii {
+    /// The kinds looked for (default: every kind).
+    #[serde(default)]
+    pub kinds: Option<Vec<PiiKind>>,
+    /// What to do with a kind not listed in `actions` (default `redact`).
+    #[serde(default)]
+    pub action: PiiAction,
+    /// Per-kind actions (`{ credit_card = "deny" }`).
+    #[serde(default)]
+    pub actions: BTreeMap<PiiKind, PiiAction>,
+    /// Where to look (default: `prompt`, `tool_input`, `tool_result`, `model_output`; add
+    /// `stream` to guard streamed text, `model_request` for what each model call sends).
+    #[serde(default)]
+    pub targets: Option<Vec<PiiTarget>>,
+    /// Only the inputs and results of these tools (default: every tool).
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
+}
+
 /// A built-in kind with its configuration.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -302,6 +327,8 @@ pub enum PolicyKind {
     RedactStream(RedactStream),
     /// `deny_stream_match`.
     DenyStreamMatch(DenyStreamMatch),
+    /// `pii`.
+    Pii(Pii),
 }
 
 macro_rules! kinds {
@@ -353,4 +380,5 @@ kinds!(
     GuideModelCall => "guide_model_call",
     RedactStream => "redact_stream",
     DenyStreamMatch => "deny_stream_match",
+    Pii => "pii",
 );

@@ -26,6 +26,7 @@ use crate::action::{
 use crate::error::HandlerError;
 use crate::handler::{InterventionContext, InterventionHandler, Mode};
 use crate::list::for_each_intervention_event;
+use crate::pii::PiiGuard;
 use crate::set::EventSet;
 
 /// A set of tool names; `*` matches every tool.
@@ -196,6 +197,7 @@ enum Rule {
         pattern: Regex,
         reason: Template,
     },
+    Pii(Box<PiiGuard>),
     Fail {
         event: EventKind,
         message: String,
@@ -232,6 +234,33 @@ fn compile(pattern: &str, name: &str) -> Result<Regex, PolicyError> {
             .field("pattern")
             .handler(name)
     })
+}
+
+fn pii_guard(name: &str, c: super::config::Pii) -> Result<PiiGuard, PolicyError> {
+    let mut guard = PiiGuard::new(name).default_action(c.action);
+    if let Some(kinds) = c.kinds {
+        if kinds.is_empty() {
+            return Err(PolicyError::new("at least one kind is needed")
+                .field("kinds")
+                .handler(name));
+        }
+        guard = guard.kinds(kinds);
+    }
+    for (kind, action) in c.actions {
+        guard = guard.action(kind, action);
+    }
+    if let Some(targets) = c.targets {
+        if targets.is_empty() {
+            return Err(PolicyError::new("at least one target is needed")
+                .field("targets")
+                .handler(name));
+        }
+        guard = guard.targets(targets);
+    }
+    if let Some(tools) = c.tools {
+        guard = guard.tools(tools);
+    }
+    Ok(guard)
 }
 
 fn template(text: Option<String>, default: &str) -> Template {
@@ -343,6 +372,7 @@ impl PolicyHandler {
                 pattern: compile(&c.pattern, &name)?,
                 reason: template(c.reason, "output matches a denied pattern"),
             },
+            PolicyKind::Pii(c) => Rule::Pii(Box::new(pii_guard(&name, c)?)),
         };
         Ok(Self {
             name,
@@ -425,6 +455,7 @@ impl PolicyHandler {
                 RedactTarget::ToolResult => EventSet::AFTER_TOOL_CALL,
                 RedactTarget::ModelOutput => EventSet::AFTER_MODEL_CALL,
             },
+            Rule::Pii(guard) => guard.subscriptions(),
             Rule::Fail { event, .. } => EventSet::of(*event),
         }
     }
@@ -558,6 +589,9 @@ impl Decide<BeforeInvocationEvent, BeforeInvocationAction> for PolicyHandler {
         cx: &InterventionContext,
     ) -> Result<BeforeInvocationAction, HandlerError> {
         self.fail(EventKind::BeforeInvocation)?;
+        if let Rule::Pii(g) = &self.rule {
+            return Ok(g.decide_before_invocation(ev));
+        }
         let vars = TemplateVars::new().state(cx.invocation_state());
         Ok(match &self.rule {
             Rule::DenyPromptMatch { pattern, reason } if input_matches(pattern, &ev.messages) => {
@@ -597,6 +631,9 @@ impl Decide<BeforeModelCallEvent, BeforeModelCallAction> for PolicyHandler {
         cx: &InterventionContext,
     ) -> Result<BeforeModelCallAction, HandlerError> {
         self.fail(EventKind::BeforeModelCall)?;
+        if let Rule::Pii(g) = &self.rule {
+            return Ok(g.decide_before_model_call(ev));
+        }
         let vars = TemplateVars::new().state(cx.invocation_state());
         Ok(match &self.rule {
             Rule::MaxModelCalls {
@@ -671,6 +708,9 @@ impl Decide<AfterModelCallEvent, AfterModelCallAction> for PolicyHandler {
         cx: &InterventionContext,
     ) -> Result<AfterModelCallAction, HandlerError> {
         self.fail(EventKind::AfterModelCall)?;
+        if let Rule::Pii(g) = &self.rule {
+            return Ok(g.decide_after_model_call(ev));
+        }
         let Some(response) = ev.response() else {
             return Ok(AfterModelCallAction::Proceed);
         };
@@ -721,6 +761,9 @@ impl Decide<ModelOutputEvent, ModelOutputAction> for PolicyHandler {
         cx: &InterventionContext,
     ) -> Result<ModelOutputAction, HandlerError> {
         self.fail(EventKind::ModelOutput)?;
+        if let Rule::Pii(g) = &self.rule {
+            return Ok(g.decide_model_output(ev));
+        }
         Ok(match &self.rule {
             Rule::RedactStream {
                 pattern,
@@ -747,6 +790,9 @@ impl Decide<BeforeToolCallEvent, BeforeToolCallAction> for PolicyHandler {
         cx: &InterventionContext,
     ) -> Result<BeforeToolCallAction, HandlerError> {
         self.fail(EventKind::BeforeToolCall)?;
+        if let Rule::Pii(g) = &self.rule {
+            return Ok(g.decide_before_tool_call(ev));
+        }
         let tool_use = ev.tool_use();
         let tool = tool_use.name.as_str();
         let input = &tool_use.input;
@@ -856,6 +902,9 @@ impl Decide<AfterToolCallEvent, AfterToolCallAction> for PolicyHandler {
         cx: &InterventionContext,
     ) -> Result<AfterToolCallAction, HandlerError> {
         self.fail(EventKind::AfterToolCall)?;
+        if let Rule::Pii(g) = &self.rule {
+            return Ok(g.decide_after_tool_call(ev));
+        }
         Ok(match &self.rule {
             Rule::ConfirmToolOutput {
                 tools,
