@@ -95,6 +95,8 @@
 //! handlers, and how Rein differs from the Strands Agents SDK.
 
 mod action;
+#[cfg(feature = "cedar")]
+pub mod cedar;
 mod closure;
 mod decision;
 mod error;
@@ -138,7 +140,7 @@ pub use rein_core::{
     interrupt::{Approval, Interrupt, InterruptAnswer, InterruptAnswers},
     message::{ToolResultContent, ToolResultStatus},
     request::{InferenceConfig, ModelRequest, ToolChoice},
-    state::{InvocationState, RunState, RunStateError},
+    state::{AgentState, InvocationState, RunState, RunStateError},
     stream::{ModelResponse, StopReason, StreamMetrics, Usage},
     tool::ToolSpec,
 };

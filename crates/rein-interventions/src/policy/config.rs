@@ -291,6 +291,29 @@ pub struct Pii {
     pub tools: Option<Vec<String>>,
 }
 
+/// `cedar` (feature `cedar`): authorize tool calls with Cedar policies
+/// ([`CedarAuthorizer`](crate::cedar::CedarAuthorizer)). Exactly one of `policies` and
+/// `policies_file`; relative paths are relative to the policy file (or the current directory
+/// for a policy given as text).
+#[cfg(feature = "cedar")]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Cedar {
+    /// The policies, as Cedar text.
+    #[serde(default)]
+    pub policies: Option<String>,
+    /// A file of Cedar policies.
+    #[serde(default)]
+    pub policies_file: Option<String>,
+    /// A schema file (Cedar syntax, or JSON when it starts with `{`) the policies are validated
+    /// against.
+    #[serde(default)]
+    pub schema_file: Option<String>,
+    /// Reload the files when they change (default false).
+    #[serde(default)]
+    pub hot_reload: bool,
+}
+
 /// A built-in kind with its configuration.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -329,33 +352,36 @@ pub enum PolicyKind {
     DenyStreamMatch(DenyStreamMatch),
     /// `pii`.
     Pii(Pii),
+    /// `cedar` (feature `cedar`).
+    #[cfg(feature = "cedar")]
+    Cedar(Cedar),
 }
 
 macro_rules! kinds {
-    ($($variant:ident => $name:literal),* $(,)?) => {
+    ($($(#[$m:meta])* $variant:ident => $name:literal),* $(,)?) => {
         impl PolicyKind {
             /// The kind's name in a policy file.
             pub fn kind_name(&self) -> &'static str {
                 match self {
-                    $(Self::$variant(_) => $name,)*
+                    $($(#[$m])* Self::$variant(_) => $name,)*
                 }
             }
 
-            /// The names of every built-in kind.
-            pub const KIND_NAMES: &'static [&'static str] = &[$($name),*];
+            /// The names of every built-in kind (of the features enabled).
+            pub const KIND_NAMES: &'static [&'static str] = &[$($(#[$m])* $name),*];
 
             pub(crate) fn from_value(
                 kind: &str,
                 value: Value,
             ) -> Option<Result<Self, serde_path_to_error::Error<serde_json::Error>>> {
                 match kind {
-                    $($name => Some(serde_path_to_error::deserialize(value).map(Self::$variant)),)*
+                    $($(#[$m])* $name => Some(serde_path_to_error::deserialize(value).map(Self::$variant)),)*
                     _ => None,
                 }
             }
         }
 
-        $(impl From<$variant> for PolicyKind {
+        $($(#[$m])* impl From<$variant> for PolicyKind {
             fn from(c: $variant) -> Self {
                 Self::$variant(c)
             }
@@ -381,4 +407,6 @@ kinds!(
     RedactStream => "redact_stream",
     DenyStreamMatch => "deny_stream_match",
     Pii => "pii",
+    #[cfg(feature = "cedar")]
+    Cedar => "cedar",
 );

@@ -198,6 +198,8 @@ enum Rule {
         reason: Template,
     },
     Pii(Box<PiiGuard>),
+    #[cfg(feature = "cedar")]
+    Cedar(Box<crate::cedar::CedarAuthorizer>),
     Fail {
         event: EventKind,
         message: String,
@@ -261,6 +263,33 @@ fn pii_guard(name: &str, c: super::config::Pii) -> Result<PiiGuard, PolicyError>
         guard = guard.tools(tools);
     }
     Ok(guard)
+}
+
+#[cfg(feature = "cedar")]
+fn cedar_authorizer(
+    name: &str,
+    c: super::config::Cedar,
+) -> Result<crate::cedar::CedarAuthorizer, PolicyError> {
+    let mut b = crate::cedar::CedarAuthorizer::builder(name).hot_reload(c.hot_reload);
+    b = match (c.policies, c.policies_file) {
+        (Some(text), None) => b.policies(text),
+        (None, Some(file)) => b.policies_file(file),
+        _ => {
+            return Err(PolicyError::new(
+                "exactly one of `policies` and `policies_file` is needed",
+            )
+            .field("policies")
+            .handler(name));
+        }
+    };
+    if let Some(schema) = c.schema_file {
+        b = b.schema_file(schema);
+    }
+    b.build().map_err(|e| {
+        PolicyError::new(e.to_string())
+            .field("policies")
+            .handler(name)
+    })
 }
 
 fn template(text: Option<String>, default: &str) -> Template {
@@ -373,11 +402,21 @@ impl PolicyHandler {
                 reason: template(c.reason, "output matches a denied pattern"),
             },
             PolicyKind::Pii(c) => Rule::Pii(Box::new(pii_guard(&name, c)?)),
+            #[cfg(feature = "cedar")]
+            PolicyKind::Cedar(c) => Rule::Cedar(Box::new(cedar_authorizer(&name, c)?)),
         };
+        // Authorization fails closed unless the spec says otherwise.
+        #[cfg(feature = "cedar")]
+        let on_error = match rule {
+            Rule::Cedar(_) => OnError::Deny,
+            _ => OnError::Throw,
+        };
+        #[cfg(not(feature = "cedar"))]
+        let on_error = OnError::Throw;
         Ok(Self {
             name,
             kind: kind_name,
-            on_error: OnError::Throw,
+            on_error,
             mode: Mode::Enforce,
             rule,
         })
@@ -456,6 +495,8 @@ impl PolicyHandler {
                 RedactTarget::ModelOutput => EventSet::AFTER_MODEL_CALL,
             },
             Rule::Pii(guard) => guard.subscriptions(),
+            #[cfg(feature = "cedar")]
+            Rule::Cedar(_) => EventSet::BEFORE_TOOL_CALL,
             Rule::Fail { event, .. } => EventSet::of(*event),
         }
     }
@@ -792,6 +833,10 @@ impl Decide<BeforeToolCallEvent, BeforeToolCallAction> for PolicyHandler {
         self.fail(EventKind::BeforeToolCall)?;
         if let Rule::Pii(g) = &self.rule {
             return Ok(g.decide_before_tool_call(ev));
+        }
+        #[cfg(feature = "cedar")]
+        if let Rule::Cedar(c) = &self.rule {
+            return c.decide(ev, cx);
         }
         let tool_use = ev.tool_use();
         let tool = tool_use.name.as_str();

@@ -719,7 +719,13 @@ fn loads_every_kind_from_toml_and_json() {
     ]);
     let p = Policy::from_json_str(&json.to_string()).unwrap();
     let kinds: Vec<_> = p.handlers().iter().map(PolicyHandler::kind_name).collect();
-    assert_eq!(kinds, PolicyKind::KIND_NAMES);
+    // `cedar` needs files of its own: tests/cedar.rs loads it.
+    let names: Vec<_> = PolicyKind::KIND_NAMES
+        .iter()
+        .copied()
+        .filter(|k| *k != "cedar")
+        .collect();
+    assert_eq!(kinds, names);
     let wrapped = json!({"policy": json});
     assert_eq!(
         Policy::from_json_str(&wrapped.to_string()).unwrap().len(),
