@@ -95,6 +95,7 @@
 //! handlers, and how Rein differs from the Strands Agents SDK.
 
 mod action;
+pub mod approval;
 #[cfg(feature = "cedar")]
 pub mod cedar;
 mod closure;

@@ -314,6 +314,41 @@ pub struct Cedar {
     pub hot_reload: bool,
 }
 
+fn default_all_tools() -> Vec<String> {
+    vec!["*".to_owned()]
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// `human_approval`: ask a human before selected tools run, with "trust this tool for the
+/// session" ([`HumanApproval`](crate::approval::HumanApproval)).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HumanApprovalConfig {
+    /// Selectors: `*`, names, `!name` exclusions (default `["*"]`).
+    #[serde(default = "default_all_tools")]
+    pub tools: Vec<String>,
+    /// Whether `"always"` (approve and trust the tool for the session) is honoured (default
+    /// true).
+    #[serde(default = "default_true")]
+    pub trust: bool,
+    /// A pre-emptive answer; absent or `null`: ask.
+    #[serde(default)]
+    pub response: Option<Value>,
+}
+
+impl Default for HumanApprovalConfig {
+    fn default() -> Self {
+        Self {
+            tools: default_all_tools(),
+            trust: true,
+            response: None,
+        }
+    }
+}
+
 /// A built-in kind with its configuration.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -352,13 +387,15 @@ pub enum PolicyKind {
     DenyStreamMatch(DenyStreamMatch),
     /// `pii`.
     Pii(Pii),
+    /// `human_approval`.
+    HumanApproval(HumanApprovalConfig),
     /// `cedar` (feature `cedar`).
     #[cfg(feature = "cedar")]
     Cedar(Cedar),
 }
 
 macro_rules! kinds {
-    ($($(#[$m:meta])* $variant:ident => $name:literal),* $(,)?) => {
+    ($($(#[$m:meta])* $variant:ident($ty:ident) => $name:literal),* $(,)?) => {
         impl PolicyKind {
             /// The kind's name in a policy file.
             pub fn kind_name(&self) -> &'static str {
@@ -381,8 +418,8 @@ macro_rules! kinds {
             }
         }
 
-        $($(#[$m])* impl From<$variant> for PolicyKind {
-            fn from(c: $variant) -> Self {
+        $($(#[$m])* impl From<$ty> for PolicyKind {
+            fn from(c: $ty) -> Self {
                 Self::$variant(c)
             }
         })*
@@ -390,23 +427,24 @@ macro_rules! kinds {
 }
 
 kinds!(
-    DenyTools => "deny_tools",
-    AllowToolsByRole => "allow_tools_by_role",
-    DenyInputMatch => "deny_input_match",
-    RequireFields => "require_fields",
-    ConfirmTools => "confirm_tools",
-    ConfirmToolOutput => "confirm_tool_output",
-    ConfirmResponse => "confirm_response",
-    MaxToolCalls => "max_tool_calls",
-    MaxModelCalls => "max_model_calls",
-    Redact => "redact",
-    DenyPromptMatch => "deny_prompt_match",
-    GuidePromptMatch => "guide_prompt_match",
-    GuideOutputMatch => "guide_output_match",
-    GuideModelCall => "guide_model_call",
-    RedactStream => "redact_stream",
-    DenyStreamMatch => "deny_stream_match",
-    Pii => "pii",
+    DenyTools(DenyTools) => "deny_tools",
+    AllowToolsByRole(AllowToolsByRole) => "allow_tools_by_role",
+    DenyInputMatch(DenyInputMatch) => "deny_input_match",
+    RequireFields(RequireFields) => "require_fields",
+    ConfirmTools(ConfirmTools) => "confirm_tools",
+    ConfirmToolOutput(ConfirmToolOutput) => "confirm_tool_output",
+    ConfirmResponse(ConfirmResponse) => "confirm_response",
+    MaxToolCalls(MaxToolCalls) => "max_tool_calls",
+    MaxModelCalls(MaxModelCalls) => "max_model_calls",
+    Redact(Redact) => "redact",
+    DenyPromptMatch(DenyPromptMatch) => "deny_prompt_match",
+    GuidePromptMatch(GuidePromptMatch) => "guide_prompt_match",
+    GuideOutputMatch(GuideOutputMatch) => "guide_output_match",
+    GuideModelCall(GuideModelCall) => "guide_model_call",
+    RedactStream(RedactStream) => "redact_stream",
+    DenyStreamMatch(DenyStreamMatch) => "deny_stream_match",
+    Pii(Pii) => "pii",
+    HumanApproval(HumanApprovalConfig) => "human_approval",
     #[cfg(feature = "cedar")]
-    Cedar => "cedar",
+    Cedar(Cedar) => "cedar",
 );

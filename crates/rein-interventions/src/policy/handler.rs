@@ -23,6 +23,7 @@ use crate::action::{
     AfterModelCallAction, AfterToolCallAction, BeforeInvocationAction, BeforeModelCallAction,
     BeforeToolCallAction, Confirm, ModelOutputAction,
 };
+use crate::approval::HumanApproval;
 use crate::error::HandlerError;
 use crate::handler::{InterventionContext, InterventionHandler, Mode};
 use crate::list::for_each_intervention_event;
@@ -198,6 +199,7 @@ enum Rule {
         reason: Template,
     },
     Pii(Box<PiiGuard>),
+    HumanApproval(Box<HumanApproval>),
     #[cfg(feature = "cedar")]
     Cedar(Box<crate::cedar::CedarAuthorizer>),
     Fail {
@@ -402,6 +404,13 @@ impl PolicyHandler {
                 reason: template(c.reason, "output matches a denied pattern"),
             },
             PolicyKind::Pii(c) => Rule::Pii(Box::new(pii_guard(&name, c)?)),
+            PolicyKind::HumanApproval(c) => {
+                let mut h = HumanApproval::new(&name).tools(&c.tools).trust(c.trust);
+                if let Some(r) = c.response {
+                    h = h.response(r);
+                }
+                Rule::HumanApproval(Box::new(h))
+            }
             #[cfg(feature = "cedar")]
             PolicyKind::Cedar(c) => Rule::Cedar(Box::new(cedar_authorizer(&name, c)?)),
         };
@@ -495,6 +504,7 @@ impl PolicyHandler {
                 RedactTarget::ModelOutput => EventSet::AFTER_MODEL_CALL,
             },
             Rule::Pii(guard) => guard.subscriptions(),
+            Rule::HumanApproval(_) => EventSet::BEFORE_TOOL_CALL,
             #[cfg(feature = "cedar")]
             Rule::Cedar(_) => EventSet::BEFORE_TOOL_CALL,
             Rule::Fail { event, .. } => EventSet::of(*event),
@@ -837,6 +847,12 @@ impl Decide<BeforeToolCallEvent, BeforeToolCallAction> for PolicyHandler {
         #[cfg(feature = "cedar")]
         if let Rule::Cedar(c) = &self.rule {
             return c.decide(ev, cx);
+        }
+        if let Rule::HumanApproval(h) = &self.rule {
+            // Built from a file: no classifier, no callback, so it decides at once.
+            return h.decide_now(ev, cx).ok_or_else(|| {
+                HandlerError::new("human_approval needs an async pass (a bug: report it)")
+            });
         }
         let tool_use = ev.tool_use();
         let tool = tool_use.name.as_str();

@@ -42,8 +42,8 @@ mod template;
 pub use config::{
     AllowToolsByRole, ConfirmResponse, ConfirmToolOutput, ConfirmTools, DenyInputMatch,
     DenyPromptMatch, DenyStreamMatch, DenyTools, GuideModelCall, GuideOutputMatch,
-    GuidePromptMatch, MaxModelCalls, MaxToolCalls, Pii, PolicyKind, Redact, RedactStream,
-    RedactTarget, RequireFields, Scope,
+    GuidePromptMatch, HumanApprovalConfig, MaxModelCalls, MaxToolCalls, Pii, PolicyKind, Redact,
+    RedactStream, RedactTarget, RequireFields, Scope,
 };
 pub use error::PolicyError;
 pub use handler::PolicyHandler;
