@@ -30,6 +30,7 @@ mod cancel;
 mod conversation;
 mod history;
 mod inject;
+pub mod judge;
 mod pending;
 mod persist;
 mod retry;

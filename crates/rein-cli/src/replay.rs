@@ -15,7 +15,7 @@ use rein_core::{
     stream::Usage,
     tool::{ToolError, ToolOutput},
 };
-use rein_interventions::policy::{LoadOptions, Policy, Template, TemplateVars};
+use rein_interventions::policy::{LoadOptions, Template, TemplateVars};
 use rein_models::{ScriptedModel, ScriptedResponse};
 use serde_json::{Value, json};
 
@@ -121,8 +121,8 @@ struct InjectState {
 }
 
 async fn run(scenario: Scenario) -> Result<Value, ReplayError> {
-    let policy = Policy::from_values(scenario.policy.clone(), LoadOptions::scenario())
-        .map_err(|e| ReplayError::Invalid(Invalid(e.to_string())))?;
+    let policy = crate::policies::load(scenario.policy.clone(), &LoadOptions::scenario(), None)
+        .map_err(|e| ReplayError::Invalid(Invalid(e)))?;
     let model = scripted_model(&scenario);
     let calls = CallLog::default();
     let inject = Arc::new(Mutex::new(InjectState::default()));
@@ -150,7 +150,7 @@ async fn run(scenario: Scenario) -> Result<Value, ReplayError> {
                 .iter()
                 .map(|t| scripted_tool(t, Arc::clone(&calls))),
         )
-        .interventions(policy.into_handlers())
+        .interventions(policy)
         .hook(move |_ev: &mut AfterModelCallEvent| {
             let mut s = hook_inject.lock().unwrap_or_else(PoisonError::into_inner);
             let pending = std::mem::take(&mut s.pending);
