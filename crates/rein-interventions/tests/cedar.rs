@@ -347,3 +347,41 @@ fn policy_kind_cedar() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn policies_scoped_to_actions_apply_to_those_tools_only() {
+    let a = std::sync::Arc::new(CedarAuthorizer::builder("a")
+        .policies(
+            r#"
+            @id("all") permit(principal, action, resource);
+            @id("no-a-b") forbid(principal, action in [Action::"a", Action::"b", Action::"a"], resource);
+            @id("no-c") forbid(principal, action == Action::"c", resource) when { context.input.n > 1 };
+            "#,
+        )
+        .build()
+        .unwrap());
+    let run = |tool: &str, n: i64| {
+        let out = testing::run(
+            [SharedHandler::new(a.clone())],
+            ToolCall::new(tool, json!({"n": n}))
+                .state(json!({"principal": "ann"}))
+                .event(),
+        );
+        denial(&out)
+    };
+    assert_eq!(
+        run("a", 0).as_deref(),
+        Some("DENIED: cedar: 'a' denied by policy no-a-b")
+    );
+    assert_eq!(
+        run("b", 0).as_deref(),
+        Some("DENIED: cedar: 'b' denied by policy no-a-b")
+    );
+    assert_eq!(run("c", 0), None);
+    assert_eq!(
+        run("c", 2).as_deref(),
+        Some("DENIED: cedar: 'c' denied by policy no-c")
+    );
+    assert_eq!(run("d", 2), None);
+    assert_eq!(a.policy_count(), 3);
+}

@@ -33,7 +33,7 @@
 
 mod error;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -41,8 +41,8 @@ use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use cedar_policy::{
-    AuthorizationError, Authorizer, Context, Decision, Entities, EntityId, EntityTypeName,
-    EntityUid, PolicyId, PolicySet, Request, Schema, ValidationMode, Validator,
+    ActionConstraint, AuthorizationError, Authorizer, Context, Decision, Entities, EntityId,
+    EntityTypeName, EntityUid, PolicyId, PolicySet, Request, Schema, ValidationMode, Validator,
 };
 use miette::Diagnostic;
 use rein_core::{audit::OnError, event::BeforeToolCallEvent};
@@ -159,8 +159,63 @@ fn modified(path: &Path) -> Option<SystemTime> {
 /// Policies and schema as loaded, with the modification times they were read at.
 struct Loaded {
     policies: PolicySet,
+    /// Per tool, the policies whose action scope can match `Action::"<tool>"`; `general` (those
+    /// scoped to any action, or to what may be an action group) for other tools. Cedar
+    /// evaluates every policy of the set it is given, and a policy whose scope cannot match is
+    /// never satisfied and never evaluated further, so the decision (and its reasons) is the
+    /// same on the smaller set.
+    by_tool: HashMap<String, PolicySet>,
+    general: PolicySet,
     schema: Option<Schema>,
     stamps: (Option<SystemTime>, Option<SystemTime>),
+}
+
+impl Loaded {
+    fn for_tool(&self, tool: &str) -> &PolicySet {
+        self.by_tool.get(tool).unwrap_or(&self.general)
+    }
+}
+
+/// Splits `set` by the tools its policies' action scopes name (see [`Loaded::by_tool`]).
+fn partition(
+    set: &PolicySet,
+    has_schema: bool,
+) -> Result<(HashMap<String, PolicySet>, PolicySet), String> {
+    let action_tool = |uid: &EntityUid| {
+        (uid.type_name().to_string() == "Action").then(|| uid.id().unescaped().to_owned())
+    };
+    let mut general = Vec::new();
+    let mut specific: HashMap<String, Vec<&cedar_policy::Policy>> = HashMap::new();
+    for p in set.policies() {
+        let tools: Option<Vec<String>> = match p.action_constraint() {
+            ActionConstraint::Eq(uid) => action_tool(&uid).map(|t| vec![t]),
+            // With a schema, `in` may name an action group: keep such policies general.
+            ActionConstraint::In(uids) if !has_schema => uids.iter().map(action_tool).collect(),
+            _ => None,
+        };
+        match tools {
+            Some(mut tools) => {
+                tools.sort();
+                tools.dedup();
+                for t in tools {
+                    specific.entry(t).or_default().push(p);
+                }
+            }
+            None => general.push(p),
+        }
+    }
+    let make = |extra: &[&cedar_policy::Policy]| -> Result<PolicySet, String> {
+        let mut s = PolicySet::new();
+        for p in general.iter().chain(extra) {
+            s.add((*p).clone()).map_err(|e| e.to_string())?;
+        }
+        Ok(s)
+    };
+    let mut by_tool = HashMap::with_capacity(specific.len());
+    for (tool, policies) in &specific {
+        by_tool.insert(tool.clone(), make(policies)?);
+    }
+    Ok((by_tool, make(&[])?))
 }
 
 /// The byte offset of a diagnostic's first label.
@@ -214,8 +269,12 @@ fn load(policies: &Source, schema: Option<&Source>) -> Result<Loaded, CedarError
             (Some(schema), stamp)
         }
     };
+    let (by_tool, general) =
+        partition(&set, schema.is_some()).map_err(|e| CedarError::new(&file, e))?;
     Ok(Loaded {
         policies: set,
+        by_tool,
+        general,
         schema,
         stamps: (policy_stamp, schema_stamp),
     })
@@ -508,7 +567,7 @@ impl CedarAuthorizer {
             .map_err(|e| HandlerError::new(format!("cedar request: {e}")))?;
         let response = self
             .authorizer
-            .is_authorized(&request, &loaded.policies, &entities);
+            .is_authorized(&request, loaded.for_tool(tool), &entities);
         let diagnostics = response.diagnostics();
         if response.decision() == Decision::Allow {
             self.count(cx, &run_key, &call.tool_use_id, tool)?;
