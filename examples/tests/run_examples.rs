@@ -130,10 +130,17 @@ fn polite_guard() {
 
 #[test]
 fn parallel_handlers() {
+    let out = run("parallel_handlers");
+    // Key order follows serde_json's `preserve_order`, which cedar-policy turns on in an
+    // all-features build.
+    assert!(
+        out.contains(r#"tool t1 [ok] wrote {"dry_run":true,"path":"/tmp/notes.txt"}"#)
+            || out.contains(r#"tool t1 [ok] wrote {"path":"/tmp/notes.txt","dry_run":true}"#),
+        "{out}"
+    );
     check(
         "parallel_handlers",
         &[
-            r#"tool t1 [ok] wrote {"dry_run":true,"path":"/tmp/notes.txt"}"#,
             "tool t2 [error] DENIED: /etc/hosts is off limits",
             "decision: policy-service Deny Applied on t2",
             "decision: llm-judge None NotRun on t2",
@@ -333,6 +340,53 @@ fn observability() {
             "decision: approve-deletes Confirm Applied on before_tool_call asked",
             "decision: approve-deletes Confirm Applied on before_tool_call approved",
             "reply: I deleted the draft; the report service is down, sorry.",
+        ],
+    );
+}
+
+#[test]
+fn pii_guard() {
+    check(
+        "pii_guard",
+        &[
+            "stored prompt:  How do I reach Ann? My own number is [PHONE].",
+            "tool result t1: Ann Lee, [EMAIL], [PHONE]",
+            "tool result t2: DENIED: personal data in tool input: credit_card",
+            "shown:          Ann can be reached at [EMAIL] or [PHONE].",
+            "detector:       IBAN [IBAN], ssn [SSN]",
+        ],
+    );
+}
+
+#[test]
+fn cedar_authz() {
+    let out = run("cedar_authz");
+    assert!(
+        out.contains("bad policy: <policies>:2:18: unexpected token `action`"),
+        "{out}"
+    );
+    let ann = out.split("== root").next().unwrap();
+    assert!(
+        ann.contains("tool q1  [error] DENIED: cedar: 'query' denied by policy no-prod"),
+        "{out}"
+    );
+    assert!(
+        ann.contains("tool d1  [error] DENIED: cedar: no policy permits 'delete_file'"),
+        "{out}"
+    );
+    assert!(out.contains("tool d1  [ok] delete_file ran with"), "{out}");
+}
+
+#[test]
+fn human_approval() {
+    check(
+        "human_approval",
+        &[
+            "asked (approval):\nAllow delete_file?\n  path: a.txt",
+            "answered always -> Deleted a.txt.",
+            "trusted: [\"delete_file\"]",
+            "next call, not asked (0 interrupts) -> Deleted b.txt.",
+            "tool t1 -> CONFIRMATION_FAILED: Allow delete_file?\n  path: /etc/passwd",
         ],
     );
 }

@@ -427,10 +427,12 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
             "(tools10_seq - invoke_text)/10 = one extra model turn + one sync tool call",
         );
     }
-    if want("tools10_par") {
+    let mut par = None;
+    if want("tools10_par") || want("cedar") {
         let mut a = build(agent_builder(1, 10));
         let s = invocations(&rt, &mut a, 0, cfg.batches(200), 20);
         let r = rec.summary("tools10_par", "per_invocation", &s, 1.0, json!({}));
+        par = Some(r);
         marginal(
             "tools10_par",
             r,
@@ -488,6 +490,49 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
                 "x",
                 json!({}),
             );
+        }
+    }
+    if want("cedar") {
+        // Cedar authorization of each tool call: tools10_par plus a CedarAuthorizer.
+        use rein::interventions::cedar::{CedarAuthorizer, Principal};
+        for n in [10usize, 1_000] {
+            let mut text =
+                String::from("permit(principal in Role::\"bench\", action, resource);\n");
+            for i in 1..n {
+                text.push_str(&format!(
+                    "@id(\"p{i}\") permit(principal == User::\"u{i}\", action == Action::\"t{}\", resource) when {{ context.calls_in_invocation < {i} }};\n",
+                    i % 50
+                ));
+            }
+            let authz = match CedarAuthorizer::builder("authz")
+                .policies(text)
+                .principal(|_| Some(Principal::new("User", "bench").parent("Role", "bench")))
+                .build()
+            {
+                Ok(a) => a,
+                Err(e) => panic!("cedar policies: {e}"),
+            };
+            let mut a = build(agent_builder(1, 10).intervention(authz));
+            let s = invocations(&rt, &mut a, 0, cfg.batches(100), 10);
+            let scn = format!("cedar_{n}");
+            let r = rec.summary(&scn, "per_invocation", &s, 1.0, json!({}));
+            if let Some(b) = par {
+                let note = "(cedar_N - tools10_par)/10: one Cedar authorization per tool call";
+                rec.record(
+                    &scn,
+                    "per_tool_call",
+                    (r.0 - b.0) / 10.0,
+                    "us",
+                    json!({"note": note}),
+                );
+                rec.record(
+                    &scn,
+                    "per_tool_call_cpu",
+                    (r.1 - b.1) / 10.0,
+                    "us",
+                    json!({"note": note}),
+                );
+            }
         }
     }
     if want("history") {

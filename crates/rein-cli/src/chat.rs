@@ -21,7 +21,8 @@ use rein_core::{
     stream::StopReason,
     tool::{ToolError, ToolOutput},
 };
-use rein_interventions::policy::{ConfirmTools, Policy, PolicyHandler};
+use rein_interventions::SharedHandler;
+use rein_interventions::policy::{ConfirmTools, PolicyHandler};
 use rein_models::SharedModel;
 use serde_json::{Value, json};
 
@@ -60,18 +61,19 @@ pub(crate) fn main(args: ChatArgs) -> ExitCode {
         }
     };
     let (handlers, policy_label) = match &args.policy {
-        Some(path) => match Policy::from_path(path) {
-            Ok(p) => (
-                p.into_handlers(),
-                format!("{} ({})", path.display(), "loaded"),
-            ),
+        // An `llm_judge` in the file asks the chat's own model.
+        Some(path) => match crate::policies::load_file(path, Some(&model)) {
+            Ok(handlers) => (handlers, format!("{} ({})", path.display(), "loaded")),
             Err(e) => {
                 eprintln!("rein chat: invalid policy {}: {e}", path.display());
                 return ExitCode::from(2);
             }
         },
         None => match default_policy() {
-            Ok(h) => (vec![h], "built-in (approve delete_file)".to_owned()),
+            Ok(h) => (
+                vec![SharedHandler::new(h)],
+                "built-in (approve delete_file)".to_owned(),
+            ),
             Err(e) => {
                 eprintln!("rein chat: {e}");
                 return ExitCode::from(1);

@@ -14,6 +14,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod chat;
+mod policies;
 mod replay;
 mod scenario;
 

@@ -18,7 +18,7 @@ use rein_core::{
     stream::Usage,
     tool::{ToolError, ToolOutput},
 };
-use rein_interventions::policy::{LoadOptions, Policy, Template, TemplateVars};
+use rein_interventions::policy::{LoadOptions, Template, TemplateVars};
 use rein_models::{ScriptedModel, ScriptedResponse};
 use serde_json::{Value, json};
 
@@ -133,13 +133,14 @@ fn other_agent(
     model: &ScriptedModel,
     calls: &CallLog,
 ) -> Result<Agent, Error> {
-    let policy = Policy::from_values(def.policy.clone(), LoadOptions::scenario()).map_err(|e| {
-        Error::Build(BuildError::InvalidSetting {
-            component: "scenario agent",
-            setting: "policy",
-            reason: e.to_string(),
-        })
-    })?;
+    let policy = crate::policies::load(def.policy.clone(), &LoadOptions::scenario(), None)
+        .map_err(|reason| {
+            Error::Build(BuildError::InvalidSetting {
+                component: "scenario agent",
+                setting: "policy",
+                reason,
+            })
+        })?;
     let mut b = Agent::builder()
         .name(def.name.as_str())
         .model(model.clone())
@@ -149,7 +150,7 @@ fn other_agent(
                 .iter()
                 .map(|t| scripted_tool(t, Arc::clone(calls))),
         )
-        .interventions(policy.into_handlers());
+        .interventions(policy);
     if let Some(p) = &def.system_prompt {
         b = b.system_prompt(p.as_str());
     }
@@ -157,8 +158,8 @@ fn other_agent(
 }
 
 async fn run(scenario: Scenario) -> Result<Value, ReplayError> {
-    let policy = Policy::from_values(scenario.policy.clone(), LoadOptions::scenario())
-        .map_err(|e| ReplayError::Invalid(Invalid(e.to_string())))?;
+    let policy = crate::policies::load(scenario.policy.clone(), &LoadOptions::scenario(), None)
+        .map_err(|e| ReplayError::Invalid(Invalid(e)))?;
     let model = scripted_model(
         format!("scenario:{}", scenario.name),
         &scenario.model,
@@ -167,8 +168,8 @@ async fn run(scenario: Scenario) -> Result<Value, ReplayError> {
     let calls = CallLog::default();
     // The other agents' policies are checked before anything runs.
     for (i, a) in scenario.agents.iter().enumerate() {
-        Policy::from_values(a.policy.clone(), LoadOptions::scenario())
-            .map_err(|e| ReplayError::Invalid(Invalid::at(format!("agents[{i}].policy"), e)))?;
+        crate::policies::load(a.policy.clone(), &LoadOptions::scenario(), None)
+            .map_err(|e| ReplayError::Invalid(Invalid::at(format!("agents[{i}]"), e)))?;
     }
     let others: Vec<(Arc<AgentDef>, ScriptedModel)> = scenario
         .agents
@@ -203,7 +204,7 @@ async fn run(scenario: Scenario) -> Result<Value, ReplayError> {
                 .iter()
                 .map(|t| scripted_tool(t, Arc::clone(&calls))),
         )
-        .interventions(policy.into_handlers())
+        .interventions(policy)
         .hook(move |_ev: &mut AfterModelCallEvent| {
             let mut s = hook_inject.lock().unwrap_or_else(PoisonError::into_inner);
             let pending = std::mem::take(&mut s.pending);

@@ -155,6 +155,58 @@ fn chat_asks_about_inputs_and_requests_and_takes_edits() {
 }
 
 #[test]
+fn the_ready_made_kinds_load_in_chat() {
+    let dir = std::env::temp_dir().join(format!("rein-chat-vended-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("hello.txt"), "mail ann@example.com").unwrap();
+    std::fs::write(
+        dir.join("authz.cedar"),
+        "permit(principal, action, resource);\n@id(\"no-clocks\") forbid(principal, action == Action::\"current_time\", resource);\n",
+    )
+    .unwrap();
+    let policy = dir.join("policy.toml");
+    std::fs::write(
+        &policy,
+        "[[policy]]\nname = \"pii\"\nkind = \"pii\"\ntargets = [\"tool_result\"]\n\n\
+         [[policy]]\nname = \"authz\"\nkind = \"cedar\"\npolicies_file = \"authz.cedar\"\n\
+         principal_note = 1\n",
+    )
+    .unwrap();
+    // An unknown field is refused with its place.
+    let out = chat(&["--policy", policy.to_str().unwrap()], "");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        err.contains("policy[1].principal_note: unknown field"),
+        "{err}"
+    );
+    std::fs::write(
+        &policy,
+        "[[policy]]\nname = \"pii\"\nkind = \"pii\"\ntargets = [\"tool_result\"]\n\n\
+         [[policy]]\nname = \"authz\"\nkind = \"cedar\"\npolicies_file = \"authz.cedar\"\n\n\
+         [[policy]]\nname = \"approval\"\nkind = \"human_approval\"\ntools = [\"delete_file\"]\n",
+    )
+    .unwrap();
+    let out = chat(
+        &[
+            "--policy",
+            policy.to_str().unwrap(),
+            "--root",
+            dir.to_str().unwrap(),
+        ],
+        "what time is it?\nread hello.txt\n",
+    );
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    // The chat has no principal: Cedar fails closed.
+    assert!(
+        text.contains("cedar: no principal for this invocation"),
+        "{text}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn bad_policy_and_unbuilt_provider_exit_2() {
     let dir = std::env::temp_dir().join(format!("rein-chat-bad-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -65,7 +65,7 @@ fn every_scenario_matches_its_expected_transcript() {
         let got = normalize(serde_json::from_slice(&out.stdout).unwrap());
         let expected_path = file.with_extension("expected.json");
         if bless {
-            let text = serde_json::to_string_pretty(&got).unwrap() + "\n";
+            let text = serde_json::to_string_pretty(&sorted(got.clone())).unwrap() + "\n";
             std::fs::write(&expected_path, text).unwrap();
             continue;
         }
@@ -89,6 +89,20 @@ fn every_scenario_matches_its_expected_transcript() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// Keys in sorted order, whatever serde_json's `preserve_order` (which cedar-policy turns on
+/// when the `cedar` feature is in the build), so blessed files do not churn.
+fn sorted(v: Value) -> Value {
+    match v {
+        Value::Object(o) => {
+            let mut entries: Vec<(String, Value)> = o.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(entries.into_iter().map(|(k, v)| (k, sorted(v))).collect())
+        }
+        Value::Array(a) => Value::Array(a.into_iter().map(sorted).collect()),
+        other => other,
+    }
 }
 
 #[test]

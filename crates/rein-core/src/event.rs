@@ -12,7 +12,7 @@ use crate::interrupt::{Interrupt, InterruptAnswers};
 use crate::message::{Message, ToolResult, ToolUse};
 use crate::request::ModelRequest;
 use crate::result::AgentResult;
-use crate::state::{InvocationState, RunState};
+use crate::state::{AgentState, InvocationState, RunState};
 use crate::stream::ModelResponse;
 use crate::tool::ToolHandle;
 
@@ -45,8 +45,8 @@ impl Cancel {
     }
 }
 
-/// What every event carries: the invocation id, the caller's invocation state and the run's
-/// state.
+/// What every event carries: the invocation id, the caller's invocation state, the run's state
+/// and the agent's state.
 #[derive(Debug, Clone, Default)]
 pub struct InvocationContext {
     /// The invocation id.
@@ -55,6 +55,9 @@ pub struct InvocationContext {
     pub invocation_state: InvocationState,
     /// The run's state, for hooks and handlers (kept across interrupts and resumes).
     pub run_state: RunState,
+    /// The agent's state: lives with the agent across invocations and is persisted by its
+    /// session store (what a handler remembers for the rest of a session).
+    pub agent_state: AgentState,
 }
 
 impl InvocationContext {
@@ -69,7 +72,14 @@ impl InvocationContext {
             invocation_id: InvocationId::new(),
             invocation_state,
             run_state,
+            agent_state: AgentState::new(),
         }
+    }
+
+    /// The same context for the agent whose state is `agent_state`.
+    pub fn with_agent_state(mut self, agent_state: AgentState) -> Self {
+        self.agent_state = agent_state;
+        self
     }
 }
 

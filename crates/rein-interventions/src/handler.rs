@@ -10,7 +10,7 @@ use rein_core::{
         BeforeModelCallEvent, BeforeToolCallEvent, InvocationContext, ModelOutputEvent,
     },
     id::InvocationId,
-    state::{InvocationState, RunState},
+    state::{AgentState, InvocationState, RunState},
 };
 
 use crate::action::{
@@ -41,6 +41,7 @@ pub struct InterventionContext {
     invocation_id: InvocationId,
     invocation_state: InvocationState,
     run_state: RunState,
+    agent_state: AgentState,
 }
 
 impl InterventionContext {
@@ -50,6 +51,7 @@ impl InterventionContext {
             invocation_id,
             invocation_state,
             run_state: RunState::new(),
+            agent_state: AgentState::new(),
         }
     }
 
@@ -101,6 +103,20 @@ impl InterventionContext {
     pub fn run_state(&self) -> &RunState {
         &self.run_state
     }
+
+    /// The same context for the agent whose state is `agent_state`.
+    pub fn with_agent_state(mut self, agent_state: AgentState) -> Self {
+        self.agent_state = agent_state;
+        self
+    }
+
+    /// The agent's state: it lives with the agent across invocations and runs and is persisted
+    /// by the agent's session store, so it is where a handler remembers something for the rest
+    /// of a session (a tool the user trusts, a count per session). Shared with the agent's tools
+    /// and the application (`agent.state()`): prefix keys with the handler's name.
+    pub fn agent_state(&self) -> &AgentState {
+        &self.agent_state
+    }
 }
 
 impl From<&InvocationContext> for InterventionContext {
@@ -109,6 +125,7 @@ impl From<&InvocationContext> for InterventionContext {
             invocation_id: cx.invocation_id,
             invocation_state: cx.invocation_state.clone(),
             run_state: cx.run_state.clone(),
+            agent_state: cx.agent_state.clone(),
         }
     }
 }

@@ -95,12 +95,17 @@
 //! handlers, and how Rein differs from the Strands Agents SDK.
 
 mod action;
+pub mod approval;
+#[cfg(feature = "cedar")]
+pub mod cedar;
 mod closure;
 mod decision;
 mod error;
 mod event;
 mod handler;
 mod list;
+#[cfg(feature = "pii")]
+pub mod pii;
 #[cfg(feature = "policy")]
 pub mod policy;
 mod registry;
@@ -136,7 +141,7 @@ pub use rein_core::{
     interrupt::{Approval, Interrupt, InterruptAnswer, InterruptAnswers},
     message::{ToolResultContent, ToolResultStatus},
     request::{InferenceConfig, ModelRequest, ToolChoice},
-    state::{InvocationState, RunState, RunStateError},
+    state::{AgentState, InvocationState, RunState, RunStateError},
     stream::{ModelResponse, StopReason, StreamMetrics, Usage},
     tool::ToolSpec,
 };

@@ -229,6 +229,13 @@ macro_rules! context_setters {
             self
         }
 
+        /// Sets the agent's state: pass the same [`AgentState`](rein_core::state::AgentState)
+        /// to several events to put them in one session, and read it afterwards.
+        pub fn agent_state(mut self, agent_state: &rein_core::state::AgentState) -> Self {
+            self.cx.agent_state = agent_state.clone();
+            self
+        }
+
         /// Sets the whole invocation context (its id and states), e.g. to put several events
         /// in one invocation.
         pub fn context(mut self, cx: InvocationContext) -> Self {

@@ -34,6 +34,9 @@ impl StoredMessage {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[non_exhaustive]
+// A JSON map is larger when another crate in the build turns on serde_json's
+// `preserve_order` (cedar-policy does); writes are few per invocation, boxing buys nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum SessionWrite {
     /// Appends a message at the end of the history.
     AppendMessage(StoredMessage),

@@ -929,3 +929,56 @@ async fn an_approval_after_a_handoff_resumes_with_the_agent_in_control_after_a_r
         assert!(triage.requests().is_empty(), "{name}");
     }
 }
+
+/// The human-in-the-loop handler across agents sharing a store (as processes would): the
+/// interrupt is resumed by a new agent, and "always" trusts the tool for the rest of the
+/// session — a third agent on the same session runs it without asking; another session asks.
+#[tokio::test]
+async fn human_approval_resumes_in_a_new_agent_and_trust_lasts_the_session() {
+    use rein_interventions::approval::HumanApproval;
+    let dir = TempDir::new("hitl");
+    for (name, store, _) in stores(&dir).await {
+        let id = session_id("hitl");
+        let agent = |model: ScriptedModel, session: &str| {
+            builder(&store, session, model)
+                .intervention(HumanApproval::new("approval").tools(["count"]))
+                .build()
+                .unwrap()
+        };
+        let model = ScriptedModel::builder()
+            .tool_use("t1", "count", json!({}))
+            .build();
+        let r = agent(model, &id).invoke("count once").await.unwrap();
+        assert_eq!(r.stop_reason, StopReason::Interrupt, "{name}");
+        assert_eq!(r.interrupts[0].reason["prompt"], "Allow count?", "{name}");
+        let interrupt = r.interrupts[0].id.clone();
+
+        let model = ScriptedModel::builder().text("counted").build();
+        let mut second = agent(model, &id);
+        let r = second
+            .invoke(vec![InterruptResponse::new(interrupt, "always")])
+            .await
+            .unwrap();
+        assert_eq!(r.text(), "counted", "{name}");
+        assert_eq!(
+            second.state().get("approval:trusted"),
+            Some(json!(["count"])),
+            "{name}"
+        );
+
+        let model = ScriptedModel::builder()
+            .tool_use("t2", "count", json!({}))
+            .text("counted again")
+            .build();
+        let r = agent(model, &id).invoke("count again").await.unwrap();
+        assert_eq!(r.stop_reason, StopReason::EndTurn, "{name}");
+        assert_eq!(r.text(), "counted again", "{name}");
+
+        let model = ScriptedModel::builder()
+            .tool_use("t3", "count", json!({}))
+            .build();
+        let other = session_id("hitl-other");
+        let r = agent(model, &other).invoke("count").await.unwrap();
+        assert_eq!(r.stop_reason, StopReason::Interrupt, "{name}");
+    }
+}

@@ -58,7 +58,8 @@ impl Agent {
             Some(p) if input.is_resume() => self.run_state.replace(p.run_state.clone()),
             _ => self.run_state.clear(),
         }
-        let cx = InvocationContext::in_run(state, self.run_state.clone());
+        let cx = InvocationContext::in_run(state, self.run_state.clone())
+            .with_agent_state(self.state.clone());
         let span = tracing::info_span!(
             "invoke_agent",
             otel.name = %format_args!("invoke_agent {}", self.core.name),

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::pii::{PiiAction, PiiKind, PiiTarget};
+
 /// What a counter counts over.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -299,6 +301,87 @@ pub struct GuideModelCall {
     pub once: bool,
 }
 
+/// `pii`: find personal data (e-mail, phone, card, IBAN, SSN, IP, API key) and per kind redact
+/// it with a typed placeholder, deny or guide ([`PiiGuard`](crate::pii::PiiGuard)).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pii {
+    /// The kinds looked for (default: every kind).
+    #[serde(default)]
+    pub kinds: Option<Vec<PiiKind>>,
+    /// What to do with a kind not listed in `actions` (default `redact`).
+    #[serde(default)]
+    pub action: PiiAction,
+    /// Per-kind actions (`{ credit_card = "deny" }`).
+    #[serde(default)]
+    pub actions: BTreeMap<PiiKind, PiiAction>,
+    /// Where to look (default: `prompt`, `tool_input`, `tool_result`, `model_output`; add
+    /// `stream` to guard streamed text, `model_request` for what each model call sends).
+    #[serde(default)]
+    pub targets: Option<Vec<PiiTarget>>,
+    /// Only the inputs and results of these tools (default: every tool).
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
+}
+
+/// `cedar` (feature `cedar`): authorize tool calls with Cedar policies
+/// ([`CedarAuthorizer`](crate::cedar::CedarAuthorizer)). Exactly one of `policies` and
+/// `policies_file`; relative paths are relative to the policy file (or the current directory
+/// for a policy given as text).
+#[cfg(feature = "cedar")]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Cedar {
+    /// The policies, as Cedar text.
+    #[serde(default)]
+    pub policies: Option<String>,
+    /// A file of Cedar policies.
+    #[serde(default)]
+    pub policies_file: Option<String>,
+    /// A schema file (Cedar syntax, or JSON when it starts with `{`) the policies are validated
+    /// against.
+    #[serde(default)]
+    pub schema_file: Option<String>,
+    /// Reload the files when they change (default false).
+    #[serde(default)]
+    pub hot_reload: bool,
+}
+
+fn default_all_tools() -> Vec<String> {
+    vec!["*".to_owned()]
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// `human_approval`: ask a human before selected tools run, with "trust this tool for the
+/// session" ([`HumanApproval`](crate::approval::HumanApproval)).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HumanApprovalConfig {
+    /// Selectors: `*`, names, `!name` exclusions (default `["*"]`).
+    #[serde(default = "default_all_tools")]
+    pub tools: Vec<String>,
+    /// Whether `"always"` (approve and trust the tool for the session) is honoured (default
+    /// true).
+    #[serde(default = "default_true")]
+    pub trust: bool,
+    /// A pre-emptive answer; absent or `null`: ask.
+    #[serde(default)]
+    pub response: Option<Value>,
+}
+
+impl Default for HumanApprovalConfig {
+    fn default() -> Self {
+        Self {
+            tools: default_all_tools(),
+            trust: true,
+            response: None,
+        }
+    }
+}
+
 /// A built-in kind with its configuration.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -339,34 +422,41 @@ pub enum PolicyKind {
     RedactStream(RedactStream),
     /// `deny_stream_match`.
     DenyStreamMatch(DenyStreamMatch),
+    /// `pii`.
+    Pii(Pii),
+    /// `human_approval`.
+    HumanApproval(HumanApprovalConfig),
+    /// `cedar` (feature `cedar`).
+    #[cfg(feature = "cedar")]
+    Cedar(Cedar),
 }
 
 macro_rules! kinds {
-    ($($variant:ident => $name:literal),* $(,)?) => {
+    ($($(#[$m:meta])* $variant:ident($ty:ident) => $name:literal),* $(,)?) => {
         impl PolicyKind {
             /// The kind's name in a policy file.
             pub fn kind_name(&self) -> &'static str {
                 match self {
-                    $(Self::$variant(_) => $name,)*
+                    $($(#[$m])* Self::$variant(_) => $name,)*
                 }
             }
 
-            /// The names of every built-in kind.
-            pub const KIND_NAMES: &'static [&'static str] = &[$($name),*];
+            /// The names of every built-in kind (of the features enabled).
+            pub const KIND_NAMES: &'static [&'static str] = &[$($(#[$m])* $name),*];
 
             pub(crate) fn from_value(
                 kind: &str,
                 value: Value,
             ) -> Option<Result<Self, serde_path_to_error::Error<serde_json::Error>>> {
                 match kind {
-                    $($name => Some(serde_path_to_error::deserialize(value).map(Self::$variant)),)*
+                    $($(#[$m])* $name => Some(serde_path_to_error::deserialize(value).map(Self::$variant)),)*
                     _ => None,
                 }
             }
         }
 
-        $(impl From<$variant> for PolicyKind {
-            fn from(c: $variant) -> Self {
+        $($(#[$m])* impl From<$ty> for PolicyKind {
+            fn from(c: $ty) -> Self {
                 Self::$variant(c)
             }
         })*
@@ -374,22 +464,26 @@ macro_rules! kinds {
 }
 
 kinds!(
-    DenyTools => "deny_tools",
-    AllowToolsByRole => "allow_tools_by_role",
-    DenyInputMatch => "deny_input_match",
-    RequireFields => "require_fields",
-    ConfirmTools => "confirm_tools",
-    ConfirmToolOutput => "confirm_tool_output",
-    ConfirmResponse => "confirm_response",
-    ConfirmInput => "confirm_input",
-    ConfirmRequest => "confirm_request",
-    MaxToolCalls => "max_tool_calls",
-    MaxModelCalls => "max_model_calls",
-    Redact => "redact",
-    DenyPromptMatch => "deny_prompt_match",
-    GuidePromptMatch => "guide_prompt_match",
-    GuideOutputMatch => "guide_output_match",
-    GuideModelCall => "guide_model_call",
-    RedactStream => "redact_stream",
-    DenyStreamMatch => "deny_stream_match",
+    DenyTools(DenyTools) => "deny_tools",
+    AllowToolsByRole(AllowToolsByRole) => "allow_tools_by_role",
+    DenyInputMatch(DenyInputMatch) => "deny_input_match",
+    RequireFields(RequireFields) => "require_fields",
+    ConfirmTools(ConfirmTools) => "confirm_tools",
+    ConfirmToolOutput(ConfirmToolOutput) => "confirm_tool_output",
+    ConfirmResponse(ConfirmResponse) => "confirm_response",
+    ConfirmInput(ConfirmInput) => "confirm_input",
+    ConfirmRequest(ConfirmRequest) => "confirm_request",
+    MaxToolCalls(MaxToolCalls) => "max_tool_calls",
+    MaxModelCalls(MaxModelCalls) => "max_model_calls",
+    Redact(Redact) => "redact",
+    DenyPromptMatch(DenyPromptMatch) => "deny_prompt_match",
+    GuidePromptMatch(GuidePromptMatch) => "guide_prompt_match",
+    GuideOutputMatch(GuideOutputMatch) => "guide_output_match",
+    GuideModelCall(GuideModelCall) => "guide_model_call",
+    RedactStream(RedactStream) => "redact_stream",
+    DenyStreamMatch(DenyStreamMatch) => "deny_stream_match",
+    Pii(Pii) => "pii",
+    HumanApproval(HumanApprovalConfig) => "human_approval",
+    #[cfg(feature = "cedar")]
+    Cedar(Cedar) => "cedar",
 );

@@ -23,9 +23,11 @@ use crate::action::{
     AfterModelCallAction, AfterToolCallAction, BeforeInvocationAction, BeforeModelCallAction,
     BeforeToolCallAction, Confirm, ModelOutputAction,
 };
+use crate::approval::HumanApproval;
 use crate::error::HandlerError;
 use crate::handler::{InterventionContext, InterventionHandler, Mode};
 use crate::list::for_each_intervention_event;
+use crate::pii::PiiGuard;
 use crate::set::EventSet;
 
 /// A set of tool names; `*` matches every tool.
@@ -210,6 +212,10 @@ enum Rule {
         pattern: Regex,
         reason: Template,
     },
+    Pii(Box<PiiGuard>),
+    HumanApproval(Box<HumanApproval>),
+    #[cfg(feature = "cedar")]
+    Cedar(Box<crate::cedar::CedarAuthorizer>),
     Fail {
         event: EventKind,
         message: String,
@@ -244,6 +250,60 @@ fn compile(pattern: &str, name: &str) -> Result<Regex, PolicyError> {
     Regex::new(pattern).map_err(|e| {
         PolicyError::new(format!("invalid regex: {e}"))
             .field("pattern")
+            .handler(name)
+    })
+}
+
+fn pii_guard(name: &str, c: super::config::Pii) -> Result<PiiGuard, PolicyError> {
+    let mut guard = PiiGuard::new(name).default_action(c.action);
+    if let Some(kinds) = c.kinds {
+        if kinds.is_empty() {
+            return Err(PolicyError::new("at least one kind is needed")
+                .field("kinds")
+                .handler(name));
+        }
+        guard = guard.kinds(kinds);
+    }
+    for (kind, action) in c.actions {
+        guard = guard.action(kind, action);
+    }
+    if let Some(targets) = c.targets {
+        if targets.is_empty() {
+            return Err(PolicyError::new("at least one target is needed")
+                .field("targets")
+                .handler(name));
+        }
+        guard = guard.targets(targets);
+    }
+    if let Some(tools) = c.tools {
+        guard = guard.tools(tools);
+    }
+    Ok(guard)
+}
+
+#[cfg(feature = "cedar")]
+fn cedar_authorizer(
+    name: &str,
+    c: super::config::Cedar,
+) -> Result<crate::cedar::CedarAuthorizer, PolicyError> {
+    let mut b = crate::cedar::CedarAuthorizer::builder(name).hot_reload(c.hot_reload);
+    b = match (c.policies, c.policies_file) {
+        (Some(text), None) => b.policies(text),
+        (None, Some(file)) => b.policies_file(file),
+        _ => {
+            return Err(PolicyError::new(
+                "exactly one of `policies` and `policies_file` is needed",
+            )
+            .field("policies")
+            .handler(name));
+        }
+    };
+    if let Some(schema) = c.schema_file {
+        b = b.schema_file(schema);
+    }
+    b.build().map_err(|e| {
+        PolicyError::new(e.to_string())
+            .field("policies")
             .handler(name)
     })
 }
@@ -374,11 +434,29 @@ impl PolicyHandler {
                 pattern: compile(&c.pattern, &name)?,
                 reason: template(c.reason, "output matches a denied pattern"),
             },
+            PolicyKind::Pii(c) => Rule::Pii(Box::new(pii_guard(&name, c)?)),
+            PolicyKind::HumanApproval(c) => {
+                let mut h = HumanApproval::new(&name).tools(&c.tools).trust(c.trust);
+                if let Some(r) = c.response {
+                    h = h.response(r);
+                }
+                Rule::HumanApproval(Box::new(h))
+            }
+            #[cfg(feature = "cedar")]
+            PolicyKind::Cedar(c) => Rule::Cedar(Box::new(cedar_authorizer(&name, c)?)),
         };
+        // Authorization fails closed unless the spec says otherwise.
+        #[cfg(feature = "cedar")]
+        let on_error = match rule {
+            Rule::Cedar(_) => OnError::Deny,
+            _ => OnError::Throw,
+        };
+        #[cfg(not(feature = "cedar"))]
+        let on_error = OnError::Throw;
         Ok(Self {
             name,
             kind: kind_name,
-            on_error: OnError::Throw,
+            on_error,
             mode: Mode::Enforce,
             rule,
         })
@@ -458,6 +536,10 @@ impl PolicyHandler {
                 RedactTarget::ToolResult => EventSet::AFTER_TOOL_CALL,
                 RedactTarget::ModelOutput => EventSet::AFTER_MODEL_CALL,
             },
+            Rule::Pii(guard) => guard.subscriptions(),
+            Rule::HumanApproval(_) => EventSet::BEFORE_TOOL_CALL,
+            #[cfg(feature = "cedar")]
+            Rule::Cedar(_) => EventSet::BEFORE_TOOL_CALL,
             Rule::Fail { event, .. } => EventSet::of(*event),
         }
     }
@@ -623,6 +705,9 @@ impl Decide<BeforeInvocationEvent, BeforeInvocationAction> for PolicyHandler {
         cx: &InterventionContext,
     ) -> Result<BeforeInvocationAction, HandlerError> {
         self.fail(EventKind::BeforeInvocation)?;
+        if let Rule::Pii(g) = &self.rule {
+            return Ok(g.decide_before_invocation(ev));
+        }
         let vars = TemplateVars::new().state(cx.invocation_state());
         Ok(match &self.rule {
             Rule::DenyPromptMatch { pattern, reason } if input_matches(pattern, &ev.messages) => {
@@ -679,6 +764,9 @@ impl Decide<BeforeModelCallEvent, BeforeModelCallAction> for PolicyHandler {
         cx: &InterventionContext,
     ) -> Result<BeforeModelCallAction, HandlerError> {
         self.fail(EventKind::BeforeModelCall)?;
+        if let Rule::Pii(g) = &self.rule {
+            return Ok(g.decide_before_model_call(ev));
+        }
         let vars = TemplateVars::new().state(cx.invocation_state());
         Ok(match &self.rule {
             Rule::MaxModelCalls {
@@ -772,6 +860,9 @@ impl Decide<AfterModelCallEvent, AfterModelCallAction> for PolicyHandler {
         cx: &InterventionContext,
     ) -> Result<AfterModelCallAction, HandlerError> {
         self.fail(EventKind::AfterModelCall)?;
+        if let Rule::Pii(g) = &self.rule {
+            return Ok(g.decide_after_model_call(ev));
+        }
         let Some(response) = ev.response() else {
             return Ok(AfterModelCallAction::Proceed);
         };
@@ -818,6 +909,9 @@ impl Decide<ModelOutputEvent, ModelOutputAction> for PolicyHandler {
         cx: &InterventionContext,
     ) -> Result<ModelOutputAction, HandlerError> {
         self.fail(EventKind::ModelOutput)?;
+        if let Rule::Pii(g) = &self.rule {
+            return Ok(g.decide_model_output(ev));
+        }
         Ok(match &self.rule {
             Rule::RedactStream {
                 pattern,
@@ -844,6 +938,19 @@ impl Decide<BeforeToolCallEvent, BeforeToolCallAction> for PolicyHandler {
         cx: &InterventionContext,
     ) -> Result<BeforeToolCallAction, HandlerError> {
         self.fail(EventKind::BeforeToolCall)?;
+        if let Rule::Pii(g) = &self.rule {
+            return Ok(g.decide_before_tool_call(ev));
+        }
+        #[cfg(feature = "cedar")]
+        if let Rule::Cedar(c) = &self.rule {
+            return c.decide(ev, cx);
+        }
+        if let Rule::HumanApproval(h) = &self.rule {
+            // Built from a file: no classifier, no callback, so it decides at once.
+            return h.decide_now(ev, cx).ok_or_else(|| {
+                HandlerError::new("human_approval needs an async pass (a bug: report it)")
+            });
+        }
         let tool_use = ev.tool_use();
         let tool = tool_use.name.as_str();
         let input = &tool_use.input;
@@ -949,6 +1056,9 @@ impl Decide<AfterToolCallEvent, AfterToolCallAction> for PolicyHandler {
         cx: &InterventionContext,
     ) -> Result<AfterToolCallAction, HandlerError> {
         self.fail(EventKind::AfterToolCall)?;
+        if let Rule::Pii(g) = &self.rule {
+            return Ok(g.decide_after_tool_call(ev));
+        }
         Ok(match &self.rule {
             Rule::ConfirmToolOutput {
                 tools,

@@ -1,7 +1,7 @@
 //! Loading policy files: TOML `[[policy]]` tables or a JSON array of specs.
 
 use std::collections::HashSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use rein_core::{
     audit::{EventKind, OnError},
@@ -15,9 +15,10 @@ use super::handler::PolicyHandler;
 use crate::handler::Mode;
 
 /// How a policy is loaded.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LoadOptions {
     allow_fail: bool,
+    base_dir: Option<PathBuf>,
 }
 
 impl LoadOptions {
@@ -29,7 +30,18 @@ impl LoadOptions {
     /// Scenario files (`rein replay`): also accept `kind: "fail"` (`event`, `message`), a
     /// handler whose method for that event returns an error — for testing error policies.
     pub fn scenario() -> Self {
-        Self { allow_fail: true }
+        Self {
+            allow_fail: true,
+            base_dir: None,
+        }
+    }
+
+    /// Relative file names in specs (a `cedar` kind's `policies_file`, `schema_file`) are
+    /// relative to `dir` (default: the policy file's directory with `Policy::from_path`, else
+    /// the current directory).
+    pub fn base_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.base_dir = Some(dir.into());
+        self
     }
 }
 
@@ -85,9 +97,12 @@ impl Policy {
     /// Loads a policy file with options.
     pub fn from_path_with(
         path: impl AsRef<Path>,
-        options: LoadOptions,
+        mut options: LoadOptions,
     ) -> Result<Self, PolicyError> {
         let path = path.as_ref();
+        if options.base_dir.is_none() {
+            options.base_dir = path.parent().map(Path::to_path_buf);
+        }
         let text = std::fs::read_to_string(path)
             .map_err(|e| PolicyError::new(format!("cannot read {}: {e}", path.display())))?;
         if path
@@ -133,7 +148,7 @@ impl Policy {
         let mut names = HashSet::new();
         let mut handlers = Vec::with_capacity(specs.len());
         for (i, spec) in specs.into_iter().enumerate() {
-            let handler = load_one(spec, options).map_err(|e| e.at(i))?;
+            let handler = load_one(spec, &options).map_err(|e| e.at(i))?;
             if !names.insert(handler.name().to_owned()) {
                 // The one text of SPEC §3.1, as when the handlers are given in code.
                 let duplicate = BuildError::DuplicateHandler(handler.name().to_owned());
@@ -204,7 +219,7 @@ fn parse_enum<T: serde::de::DeserializeOwned>(
     }
 }
 
-fn load_one(spec: Value, options: LoadOptions) -> Result<PolicyHandler, PolicyError> {
+fn load_one(spec: Value, options: &LoadOptions) -> Result<PolicyHandler, PolicyError> {
     let Value::Object(mut obj) = spec else {
         return Err(PolicyError::new(format!(
             "invalid type: {}, expected a handler spec (an object)",
@@ -273,6 +288,22 @@ fn load_one(spec: Value, options: LoadOptions) -> Result<PolicyHandler, PolicyEr
         })?;
         PolicyHandler::failing(name.clone(), event, message)?
     } else {
+        if kind == "cedar" && cfg!(not(feature = "cedar")) {
+            return Err(PolicyError::new(
+                "kind `cedar` needs the `cedar` feature of rein-interventions",
+            )
+            .field("kind")
+            .handler(&name));
+        }
+        if let Some(dir) = &options.base_dir {
+            for key in ["policies_file", "schema_file"] {
+                if let Some(Value::String(file)) = obj.get_mut(key)
+                    && Path::new(file.as_str()).is_relative()
+                {
+                    *file = dir.join(file.as_str()).display().to_string();
+                }
+            }
+        }
         let parsed = PolicyKind::from_value(&kind, Value::Object(obj)).ok_or_else(|| {
             PolicyError::new(format!(
                 "unknown kind `{kind}`, expected one of {}",

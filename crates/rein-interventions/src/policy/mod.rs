@@ -42,8 +42,8 @@ mod template;
 pub use config::{
     AllowToolsByRole, ConfirmInput, ConfirmRequest, ConfirmResponse, ConfirmToolOutput,
     ConfirmTools, DenyInputMatch, DenyPromptMatch, DenyStreamMatch, DenyTools, GuideModelCall,
-    GuideOutputMatch, GuidePromptMatch, MaxModelCalls, MaxToolCalls, PolicyKind, Redact,
-    RedactStream, RedactTarget, RequireFields, Scope,
+    GuideOutputMatch, GuidePromptMatch, HumanApprovalConfig, MaxModelCalls, MaxToolCalls, Pii,
+    PolicyKind, Redact, RedactStream, RedactTarget, RequireFields, Scope,
 };
 pub use error::PolicyError;
 pub use handler::PolicyHandler;

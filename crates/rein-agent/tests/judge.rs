@@ -1,0 +1,246 @@
+//! The LLM judge against the scripted model: each verdict on tool calls and responses, an
+//! unparsable verdict under each `on_error`, the budget, the ledger in the prompt, judge calls
+//! never passing the agent's interventions; and, when the CI peers run, against llama.cpp.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use rein_agent::Agent;
+use rein_agent::judge::LlmJudge;
+use rein_core::{ToolHandle, stream::StopReason};
+use rein_interventions::{BeforeModelCallAction, DecisionAction, Error, Intervention, OnError};
+use rein_models::ScriptedModel;
+use serde_json::json;
+
+fn tools() -> Vec<ToolHandle> {
+    ["search", "delete_file"]
+        .into_iter()
+        .map(|name| {
+            ToolHandle::from_sync_fn(name, "t", json!({"type": "object"}), move |i, _| {
+                Ok(format!("{name} ok {i}").into())
+            })
+        })
+        .collect()
+}
+
+fn agent_model() -> ScriptedModel {
+    ScriptedModel::builder()
+        .tool_use("t1", "delete_file", json!({"path": "/tmp/x"}))
+        .text("done")
+        .build()
+}
+
+fn judge(text: &str) -> Arc<ScriptedModel> {
+    Arc::new(ScriptedModel::builder().text(text).build())
+}
+
+async fn run(judge: LlmJudge) -> rein_core::result::AgentResult {
+    let mut agent = Agent::builder()
+        .model(agent_model())
+        .tools(tools())
+        .intervention(judge)
+        .build()
+        .unwrap();
+    agent.invoke("clean up").await.unwrap()
+}
+
+#[derive(Clone)]
+struct Shared(Arc<ScriptedModel>);
+
+impl rein_models::Model for Shared {
+    fn info(&self) -> rein_models::ModelInfo {
+        self.0.info()
+    }
+    fn stream(
+        &self,
+        request: rein_core::request::ModelRequest,
+    ) -> impl Future<Output = Result<rein_models::ModelStream, rein_core::ModelError>> + Send {
+        self.0.stream(request)
+    }
+}
+
+#[tokio::test]
+async fn each_tool_call_verdict() {
+    let r = run(LlmJudge::new(
+        "judge",
+        Shared(judge(r#"{"verdict": "proceed", "reason": "fine"}"#)),
+    ))
+    .await;
+    assert_eq!(r.text(), "done");
+    assert!(r.decisions.is_empty());
+
+    let m = judge("```json\n{\"verdict\": \"guide\", \"reason\": \"list the files first\"}\n```");
+    let mut agent = Agent::builder()
+        .model(agent_model())
+        .tools(tools())
+        .intervention(LlmJudge::new("judge", Shared(m.clone())))
+        .build()
+        .unwrap();
+    let r = agent.invoke("clean up").await.unwrap();
+    assert_eq!(r.decisions[0].action, DecisionAction::Guide);
+    assert_eq!(r.decisions[0].text.as_deref(), Some("list the files first"));
+    let result = agent.messages()[2].tool_results().next().unwrap().text();
+    assert_eq!(result, "GUIDANCE: [judge] list the files first");
+    // The judge saw the call and the criteria.
+    let prompt = m.requests()[0].messages[0].text();
+    assert!(
+        prompt.contains("`delete_file`") && prompt.contains("/tmp/x"),
+        "{prompt}"
+    );
+
+    let r = run(LlmJudge::new(
+        "judge",
+        Shared(judge(r#"{"verdict": "confirm", "reason": "deletes data"}"#)),
+    ))
+    .await;
+    assert_eq!(r.stop_reason, StopReason::Interrupt);
+    assert_eq!(r.interrupts[0].reason["prompt"], "judge: deletes data");
+}
+
+#[tokio::test]
+async fn response_verdicts() {
+    let m = Arc::new(
+        ScriptedModel::builder()
+            .text(r#"{"verdict": "guide", "reason": "answer in French"}"#)
+            .text(r#"{"verdict": "proceed"}"#)
+            .build(),
+    );
+    let model = ScriptedModel::builder()
+        .text("hello")
+        .text("bonjour")
+        .build();
+    let mut agent = Agent::builder()
+        .model(model)
+        .intervention(
+            LlmJudge::new("judge", Shared(m.clone()))
+                .judge_tool_calls(false)
+                .judge_responses(true),
+        )
+        .build()
+        .unwrap();
+    let r = agent.invoke("greet me").await.unwrap();
+    assert_eq!(r.text(), "bonjour");
+    assert_eq!(r.decisions[0].action, DecisionAction::Guide);
+    assert!(m.requests()[0].messages[0].text().contains("hello"));
+    assert_eq!(m.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn an_unparsable_verdict_follows_on_error() {
+    let garbled = "I think this is probably fine?";
+    // Throw: the invocation fails with the handler's error.
+    let mut agent = Agent::builder()
+        .model(agent_model())
+        .tools(tools())
+        .intervention(LlmJudge::new("judge", Shared(judge(garbled))))
+        .build()
+        .unwrap();
+    let err = agent.invoke("clean up").await.unwrap_err();
+    match err {
+        Error::Handler {
+            handler, message, ..
+        } => {
+            assert_eq!(handler, "judge");
+            assert!(
+                message.starts_with("unparsable judge verdict: I think"),
+                "{message}"
+            );
+        }
+        other => panic!("{other}"),
+    }
+    // Proceed: the call runs, the error is in the audit.
+    let r = run(LlmJudge::new("judge", Shared(judge(garbled))).on_error(OnError::Proceed)).await;
+    assert_eq!(r.text(), "done");
+    assert_eq!(r.decisions[0].action, DecisionAction::Error);
+    // Deny: the call is denied.
+    let mut agent = Agent::builder()
+        .model(agent_model())
+        .tools(tools())
+        .intervention(LlmJudge::new("judge", Shared(judge(garbled))).on_error(OnError::Deny))
+        .build()
+        .unwrap();
+    agent.invoke("clean up").await.unwrap();
+    let result = agent.messages()[2].tool_results().next().unwrap().text();
+    assert!(
+        result.starts_with("DENIED: Handler threw: unparsable judge verdict"),
+        "{result}"
+    );
+}
+
+#[tokio::test]
+async fn the_budget_caps_judge_calls_and_the_ledger_feeds_the_prompt() {
+    let m = Arc::new(
+        ScriptedModel::builder()
+            .text(r#"{"verdict": "proceed"}"#)
+            .text(r#"{"verdict": "proceed"}"#)
+            .build(),
+    );
+    let model = ScriptedModel::builder()
+        .tool_use("t1", "search", json!({"q": "a"}))
+        .tool_use("t2", "search", json!({"q": "b"}))
+        .tool_use("t3", "delete_file", json!({"path": "/tmp/x"}))
+        .text("done")
+        .build();
+    // Judge model calls are not the agent's: an intervention on before_model_call sees only
+    // the agent's four model calls.
+    let seen = Arc::new(AtomicUsize::new(0));
+    let counter = seen.clone();
+    let mut agent = Agent::builder()
+        .model(model)
+        .tools(tools())
+        .intervention(Intervention::named("count").before_model_call(move |_, _| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            BeforeModelCallAction::Proceed
+        }))
+        .intervention(LlmJudge::new("judge", Shared(m.clone())).budget(2))
+        .build()
+        .unwrap();
+    let r = agent.invoke("search twice then delete").await.unwrap();
+    assert_eq!(r.text(), "done");
+    assert_eq!(m.requests().len(), 2, "the third call proceeds unjudged");
+    assert_eq!(seen.load(Ordering::SeqCst), 4);
+    let second = m.requests()[1].messages[0].text();
+    assert!(
+        second.contains(r#"- search {"q":"a"} -> search ok"#),
+        "{second}"
+    );
+}
+
+/// The judge over the wire: the real llama.cpp server CI runs (SmolLM2-135M). A model that
+/// small rarely writes a clean verdict, so the test asserts the wire, not the judgement: the
+/// judge's call reached the server and came back as a verdict or an unparsable-verdict error
+/// (here `on_error = proceed`), never a transport error.
+#[tokio::test]
+async fn judge_against_llama_cpp() {
+    let base = match std::env::var("REIN_E2E_LLM_OPENAI") {
+        Ok(v) if !v.is_empty() => v,
+        _ if std::env::var_os("CI").is_some() => {
+            panic!("REIN_E2E_LLM_OPENAI is not set under CI: .ci/peers-llm.sh must start it")
+        }
+        _ => {
+            eprintln!("SKIPPED: REIN_E2E_LLM_OPENAI not set (bash .ci/peers-llm.sh DIR)");
+            return;
+        }
+    };
+    let model = rein_models::OpenAiModel::builder("smollm2")
+        .base_url(&base)
+        .api_key("rein-e2e-key")
+        .build()
+        .unwrap();
+    let judge = LlmJudge::new("judge", model).on_error(OnError::Proceed);
+    let mut agent = Agent::builder()
+        .model(agent_model())
+        .tools(tools())
+        .intervention(judge)
+        .build()
+        .unwrap();
+    let r = agent.invoke("clean up").await.unwrap();
+    for d in &r.decisions {
+        println!("{:?} {:?}", d.action, d.text);
+        if d.action == DecisionAction::Error {
+            let text = d.text.as_deref().unwrap_or("");
+            assert!(text.starts_with("unparsable judge verdict"), "{text}");
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! Policy specs as `rein` loads them: the kinds of `rein-interventions`, plus `llm_judge`, which
+//! needs a model and so is built here (`rein_agent::judge::LlmJudge`).
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use rein_agent::judge::LlmJudge;
+use rein_core::audit::OnError;
+use rein_interventions::policy::{LoadOptions, Policy};
+use rein_interventions::{Mode, SharedHandler};
+use rein_models::{ScriptedModel, SharedModel};
+use serde::Deserialize;
+use serde_json::Value;
+
+/// `llm_judge`: a model judges tool calls (and, with `responses`, responses).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JudgeSpec {
+    name: String,
+    #[allow(dead_code)] // `kind`, read before
+    kind: String,
+    #[serde(default)]
+    criteria: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<bool>,
+    #[serde(default)]
+    responses: Option<bool>,
+    #[serde(default)]
+    budget: Option<u64>,
+    #[serde(default)]
+    ledger: Option<usize>,
+    #[serde(default)]
+    on_error: Option<OnError>,
+    #[serde(default)]
+    mode: Option<String>,
+    /// Scenario files only: the judge's answers, in order (a scripted judge model).
+    #[serde(default)]
+    script: Option<Vec<String>>,
+}
+
+/// Builds the handlers of `specs` in order. `judge_model` is the model an `llm_judge` asks (in
+/// a scenario file, `script` gives it scripted answers instead).
+pub(crate) fn load(
+    specs: Vec<Value>,
+    options: &LoadOptions,
+    judge_model: Option<&SharedModel>,
+) -> Result<Vec<SharedHandler>, String> {
+    let mut handlers = Vec::with_capacity(specs.len());
+    let mut names = HashSet::new();
+    for (i, spec) in specs.into_iter().enumerate() {
+        let handler = if spec.get("kind").and_then(Value::as_str) == Some("llm_judge") {
+            SharedHandler::new(judge(spec, judge_model).map_err(|e| format!("policy[{i}]: {e}"))?)
+        } else {
+            let mut one = Policy::from_values(vec![spec], options.clone())
+                .map_err(|e| {
+                    e.to_string()
+                        .replacen("policy[0]", &format!("policy[{i}]"), 1)
+                })?
+                .into_handlers();
+            SharedHandler::new(one.remove(0))
+        };
+        if !names.insert(handler.name().to_owned()) {
+            return Err(format!(
+                "policy[{i}].name: duplicate intervention handler name: '{}'",
+                handler.name()
+            ));
+        }
+        handlers.push(handler);
+    }
+    Ok(handlers)
+}
+
+/// Reads a policy file (TOML `[[policy]]` tables for `.toml`, else a JSON array or an object
+/// with `policy`) and builds its handlers; relative files in specs are relative to its directory.
+pub(crate) fn load_file(
+    path: &Path,
+    judge_model: Option<&SharedModel>,
+) -> Result<Vec<SharedHandler>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let document: Value = if path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("toml"))
+    {
+        let table: toml::Table =
+            toml::from_str(&text).map_err(|e| format!("invalid TOML: {}", e.message()))?;
+        serde_json::to_value(table).map_err(|e| format!("invalid TOML: {e}"))?
+    } else {
+        serde_json::from_str(&text).map_err(|e| format!("invalid JSON: {e}"))?
+    };
+    let specs = match document {
+        Value::Array(a) => a,
+        Value::Object(mut o) => match o.remove("policy") {
+            Some(Value::Array(a)) => a,
+            _ => return Err("expected an array of handler specs (or `policy` tables)".into()),
+        },
+        _ => return Err("expected an array of handler specs".into()),
+    };
+    let mut options = LoadOptions::new();
+    if let Some(dir) = path.parent() {
+        options = options.base_dir(dir);
+    }
+    load(specs, &options, judge_model)
+}
+
+fn judge(spec: Value, model: Option<&SharedModel>) -> Result<LlmJudge, String> {
+    let name = spec
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    let spec: JudgeSpec =
+        serde_json::from_value(spec).map_err(|e| format!("{e} (handler '{name}')"))?;
+    let model = match (spec.script, model) {
+        (Some(answers), _) => {
+            let mut b = ScriptedModel::builder();
+            for a in answers {
+                b = b.text(a);
+            }
+            SharedModel::new(b.build())
+        }
+        (None, Some(m)) => m.clone(),
+        (None, None) => {
+            return Err(format!(
+                "llm_judge needs `script` (its answers) in a scenario file (handler '{}')",
+                spec.name
+            ));
+        }
+    };
+    let mut j = LlmJudge::new(spec.name.clone(), model);
+    if let Some(c) = spec.criteria {
+        j = j.criteria(c);
+    }
+    if let Some(t) = spec.tool_calls {
+        j = j.judge_tool_calls(t);
+    }
+    if let Some(r) = spec.responses {
+        j = j.judge_responses(r);
+    }
+    if let Some(b) = spec.budget {
+        j = j.budget(b);
+    }
+    if let Some(l) = spec.ledger {
+        j = j.ledger(l);
+    }
+    if let Some(o) = spec.on_error {
+        j = j.on_error(o);
+    }
+    match spec.mode.as_deref() {
+        None | Some("enforce") => {}
+        Some("shadow") => j = j.mode(Mode::Shadow),
+        Some(m) => {
+            return Err(format!(
+                "mode: unknown variant `{m}`, expected `enforce` or `shadow` (handler '{}')",
+                spec.name
+            ));
+        }
+    }
+    Ok(j)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn errors_name_the_spec_index_and_judges_need_a_model() {
+        let specs = vec![
+            json!({"name": "a", "kind": "deny_tools", "tools": ["x"]}),
+            json!({"name": "b", "kind": "deny_prompt_match", "pattern": "("}),
+        ];
+        let err = load(specs, &LoadOptions::scenario(), None).unwrap_err();
+        assert!(err.starts_with("policy[1].pattern: invalid regex"), "{err}");
+        let specs = vec![json!({"name": "j", "kind": "llm_judge"})];
+        let err = load(specs, &LoadOptions::scenario(), None).unwrap_err();
+        assert_eq!(
+            err,
+            "policy[0]: llm_judge needs `script` (its answers) in a scenario file (handler 'j')"
+        );
+        let specs = vec![
+            json!({"name": "j", "kind": "llm_judge", "script": []}),
+            json!({"name": "j", "kind": "deny_tools", "tools": ["x"]}),
+        ];
+        let err = load(specs, &LoadOptions::scenario(), None).unwrap_err();
+        assert_eq!(
+            err,
+            "policy[1].name: duplicate intervention handler name: 'j'"
+        );
+        let specs = vec![json!({"name": "j", "kind": "llm_judge", "script": [], "budgit": 1})];
+        let err = load(specs, &LoadOptions::scenario(), None).unwrap_err();
+        assert!(err.contains("unknown field `budgit`"), "{err}");
+    }
+}
