@@ -662,115 +662,6 @@ async fn a_held_input_is_persisted_and_a_new_agent_admits_it_once_approved() {
     }
 }
 
-/// top → manager → clerk (agents as tools); the clerk's `delete` needs approval. Each level's
-/// model is shared by its factory, so a rebuilt child goes on with its script.
-fn three_levels(
-    store: &SharedSessionStore,
-    id: &str,
-    models: [&ScriptedModel; 3],
-    deletes: &std::sync::Arc<std::sync::atomic::AtomicUsize>,
-) -> Agent {
-    use rein_agent::AgentTool;
-    let [top, manager, clerk] = models.map(ScriptedModel::clone);
-    let deletes = deletes.clone();
-    let clerk_tool = AgentTool::new("clerk", "Deletes files.", move || {
-        let deletes = deletes.clone();
-        let delete = rein_core::ToolHandle::from_sync_fn(
-            "delete",
-            "Deletes a file.",
-            json!({"type": "object"}),
-            move |_, _| {
-                deletes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                Ok(rein_core::tool::ToolOutput::text("deleted"))
-            },
-        );
-        Agent::builder()
-            .name("clerk")
-            .model(clerk.clone())
-            .tool(delete)
-            .intervention(
-                rein_interventions::Intervention::named("approval").before_tool_call(|_, _| {
-                    rein_interventions::BeforeToolCallAction::confirm("Delete the draft?")
-                }),
-            )
-            .build()
-    });
-    let manager_tool = AgentTool::new("manager", "Delegates.", move || {
-        Agent::builder()
-            .name("manager")
-            .model(manager.clone())
-            .tool(clerk_tool.clone())
-            .build()
-    });
-    Agent::builder()
-        .model(top)
-        .tool(manager_tool)
-        .session(SessionManager::new(store.clone(), id))
-        .build()
-        .unwrap()
-}
-
-#[tokio::test]
-async fn a_confirm_in_a_grandchild_is_answered_at_the_top_after_a_restart() {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    let dir = TempDir::new("nested");
-    for (name, store, _) in stores(&dir).await {
-        let id = session_id("nested");
-        let deletes = std::sync::Arc::new(AtomicUsize::new(0));
-        let models = [
-            ScriptedModel::builder()
-                .tool_use("m1", "manager", json!({"input": "clean up"}))
-                .build(),
-            ScriptedModel::builder()
-                .tool_use("c1", "clerk", json!({"input": "delete the draft"}))
-                .build(),
-            ScriptedModel::builder()
-                .tool_use("d1", "delete", json!({"path": "draft"}))
-                .build(),
-        ];
-        let mut a = three_levels(&store, &id, [&models[0], &models[1], &models[2]], &deletes);
-        let r = a.invoke("tidy up").await.unwrap();
-        assert_eq!(r.stop_reason, StopReason::Interrupt, "{name}");
-        let iid = r.interrupts[0].id.clone();
-        assert_eq!(r.interrupts[0].name, "manager/clerk/approval", "{name}");
-        drop(a);
-
-        // Another process: new agents and factories; each model holds only what comes next.
-        let models = [
-            ScriptedModel::builder().text("all tidy").build(),
-            ScriptedModel::builder().text("the clerk is done").build(),
-            ScriptedModel::builder().text("deleted the draft").build(),
-        ];
-        let mut b = three_levels(&store, &id, [&models[0], &models[1], &models[2]], &deletes);
-        b.load_session().await.unwrap();
-        let r = b
-            .invoke(vec![InterruptResponse::new(&iid, "yes")])
-            .await
-            .unwrap();
-        assert_eq!(r.text(), "all tidy", "{name}");
-        assert_eq!(
-            deletes.load(Ordering::SeqCst),
-            1,
-            "{name}: the delete ran once"
-        );
-        for (level, m) in models.iter().enumerate() {
-            assert_eq!(
-                m.requests().len(),
-                1,
-                "{name}: level {level} called once after the resume"
-            );
-        }
-        let s = store.load(&id).await.unwrap().unwrap();
-        assert!(s.pending_interrupts.is_none(), "{name}");
-        let results: Vec<_> = s.messages[2]
-            .message
-            .tool_results()
-            .map(|r| r.text())
-            .collect();
-        assert_eq!(results, ["the clerk is done"], "{name}");
-    }
-}
-
 /// Asks before `count` only.
 fn count_approval(e: &mut BeforeToolCallEvent) {
     if e.tool_use().name == "count" {
@@ -785,17 +676,7 @@ async fn an_item_queued_at_a_pause_is_delivered_once_after_the_resume_in_another
     for (name, store, _) in stores(&dir).await {
         let id = session_id("queued");
         let slot: Arc<Mutex<Option<rein_agent::TurnInterceptor>>> = Arc::default();
-        let s = slot.clone();
-        let noting = rein_core::ToolHandle::from_sync_fn(
-            "note",
-            "Takes a note.",
-            json!({"type": "object"}),
-            move |_, _| {
-                let i = s.lock().unwrap().clone().unwrap();
-                i.inject(Message::user("also check the backups")).unwrap();
-                Ok(rein_core::tool::ToolOutput::text("noted"))
-            },
-        );
+        let noting = noting_tool(slot.clone());
         let model = ScriptedModel::builder()
             .response(
                 rein_models::ScriptedResponse::new()

@@ -204,3 +204,139 @@ async fn two_writer_processes_lose_no_message() {
         );
     }
 }
+
+/// SPEC §9.1: three levels deep (top → manager → clerk), the clerk's confirm answered at the
+/// top by another process; the ledger (a line per `delete` run, any process) and each level's
+/// model calls show nothing ran twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confirm_in_a_grandchild_is_answered_at_the_top_in_another_process() {
+    let dir = TempDir::new("nested-procs");
+    for (name, store, spec) in durable_stores(&dir).await {
+        let session = session_id("nested");
+        let ledger = dir.path().join(format!("{session}.ledger"));
+        let ledger = ledger.to_str().unwrap();
+        let first: serde_json::Value =
+            serde_json::from_str(&worker(&spec, &session, &["nested-interrupt", ledger])).unwrap();
+        assert_eq!(first["stop_reason"], "interrupt", "{name}: {first}");
+        assert_eq!(
+            first["interrupts"][0]["name"], "manager/clerk/approval",
+            "{name}"
+        );
+        let id = first["interrupts"][0]["id"].as_str().unwrap().to_owned();
+        assert!(id.starts_with("v1:agent:m1:v1:agent:c1:"), "{name}: {id}");
+        assert_eq!(first["model_calls"], serde_json::json!([1, 1, 1]), "{name}");
+        assert_eq!(
+            first["deletes"], 0,
+            "{name}: nothing deleted before the answer"
+        );
+        let s = store.load(&session).await.unwrap().unwrap();
+        let p = s.pending_interrupts.as_ref().unwrap();
+        assert!(
+            p.tool_states.contains_key("m1"),
+            "{name}: the manager's run is persisted"
+        );
+
+        let second: serde_json::Value = serde_json::from_str(&worker(
+            &spec,
+            &session,
+            &["nested-resume", ledger, &id, "yes"],
+        ))
+        .unwrap();
+        assert_eq!(second["stop_reason"], "end_turn", "{name}: {second}");
+        assert_eq!(second["text"], "all tidy", "{name}");
+        // Each level's model was called once in the new process (its script holds one reply),
+        // given back the result of the call it made before the restart.
+        assert_eq!(
+            second["model_calls"],
+            serde_json::json!([1, 1, 1]),
+            "{name}"
+        );
+        assert_eq!(
+            second["saw"],
+            serde_json::json!(["the clerk is done", "deleted the draft", "deleted"]),
+            "{name}"
+        );
+        assert_eq!(second["deletes"], 1, "{name}: the delete ran once, in all");
+        let s = store.load(&session).await.unwrap().unwrap();
+        assert!(s.pending_interrupts.is_none(), "{name}");
+        let results: Vec<String> = s.messages[2]
+            .message
+            .tool_results()
+            .map(|r| r.text())
+            .collect();
+        assert_eq!(results, ["the clerk is done"], "{name}");
+    }
+}
+
+/// SPEC §5: an item queued at the pause and one injected while the run waits for the human
+/// are delivered once each after the resume in another process; when the pending interrupts
+/// are discarded in another process instead, both are rejected `run ended`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn items_injected_around_a_pause_are_delivered_or_rejected_once_in_another_process() {
+    let dir = TempDir::new("queued-procs");
+    for (name, store, spec) in durable_stores(&dir).await {
+        let pause = |session: &str| {
+            let first: serde_json::Value =
+                serde_json::from_str(&worker(&spec, session, &["queued-interrupt"])).unwrap();
+            assert_eq!(first["stop_reason"], "interrupt", "{name}: {first}");
+            first["interrupts"][0].as_str().unwrap().to_owned()
+        };
+        let resumed = session_id("queued");
+        let id = pause(&resumed);
+        let s = store.load(&resumed).await.unwrap().unwrap();
+        let queued = &s.pending_interrupts.as_ref().unwrap().queued_injections;
+        assert_eq!(queued.len(), 2, "{name}: both persisted with the pause");
+
+        let out: serde_json::Value =
+            serde_json::from_str(&worker(&spec, &resumed, &["queued-resume", &id, "yes"])).unwrap();
+        assert_eq!(out["text"], "done", "{name}: {out}");
+        assert_eq!(
+            out["fates"],
+            serde_json::json!([
+                ["also check the backups", "consumed"],
+                ["and the logs", "consumed"]
+            ]),
+            "{name}: each delivered once, in order"
+        );
+        let sent: Vec<&str> = out["sent"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_str().unwrap())
+            .collect();
+        for item in ["also check the backups", "and the logs"] {
+            let times = sent.iter().map(|t| t.matches(item).count()).sum::<usize>();
+            assert_eq!(times, 1, "{name}: the model saw {item:?} once: {sent:?}");
+        }
+        let s = store.load(&resumed).await.unwrap().unwrap();
+        assert!(s.pending_interrupts.is_none(), "{name}");
+
+        let discarded = session_id("discarded");
+        pause(&discarded);
+        let out: serde_json::Value =
+            serde_json::from_str(&worker(&spec, &discarded, &["queued-discard"])).unwrap();
+        assert_eq!(
+            out["fates"],
+            serde_json::json!([
+                ["also check the backups", "run ended"],
+                ["and the logs", "run ended"]
+            ]),
+            "{name}: {out}"
+        );
+        let s = store.load(&discarded).await.unwrap().unwrap();
+        assert!(s.pending_interrupts.is_none(), "{name}");
+        let results: Vec<String> = s
+            .messages
+            .last()
+            .unwrap()
+            .message
+            .tool_results()
+            .map(|r| r.text())
+            .collect();
+        assert_eq!(
+            results,
+            ["noted", rein_agent::TOOL_INTERRUPTED],
+            "{name}: the history is closed"
+        );
+    }
+}

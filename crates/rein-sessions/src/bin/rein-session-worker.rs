@@ -8,11 +8,18 @@
 //! - `resume ID ANSWER`: a new agent restores the session and resumes with the answer;
 //! - `append WRITER N`: appends messages `WRITER-i` up to `i = N - 1` (continuing after the
 //!   ones already stored), retrying on conflicts; prints `ok i` after each commit and
-//!   `conflicts C` at the end.
+//!   `conflicts C` at the end;
+//! - `nested-interrupt LEDGER`: top → manager → clerk (agents as tools); the clerk's `delete`
+//!   stops for approval; every run of `delete` appends a line to the file LEDGER;
+//! - `nested-resume LEDGER ID ANSWER`: new agents and factories resume with the answer;
+//! - `queued-interrupt`: a run stops for approval with an item injected before the pause and
+//!   one injected during it, saved with the pending interrupts;
+//! - `queued-resume ID ANSWER` / `queued-discard`: a new agent resumes (or discards) that run,
+//!   printing what was consumed and rejected.
 
 use std::io::Write as _;
 
-use rein_agent::Agent;
+use rein_agent::{Agent, AgentBuilder};
 use rein_core::{
     Error, Message, ToolHandle, event::BeforeToolCallEvent, id::MessageId,
     message::InterruptResponse,
@@ -47,6 +54,11 @@ async fn open_store(spec: &str) -> Result<SharedSessionStore, Failure> {
 }
 
 fn agent(store: SharedSessionStore, session: &str, model: ScriptedModel) -> Result<Agent, Error> {
+    builder(store, session, model).build()
+}
+
+/// An agent with `delete`, which asks for approval first.
+fn builder(store: SharedSessionStore, session: &str, model: ScriptedModel) -> AgentBuilder {
     let delete = ToolHandle::from_fn(
         "delete",
         "Deletes a file.",
@@ -60,14 +72,14 @@ fn agent(store: SharedSessionStore, session: &str, model: ScriptedModel) -> Resu
         .model(model)
         .tool(delete)
         .hook(|e: &mut BeforeToolCallEvent| {
-            if let Some(answer) = e.interrupt("approval", "Delete the file?")
+            if e.tool_use().name == "delete"
+                && let Some(answer) = e.interrupt("approval", "Delete the file?")
                 && answer != "yes"
             {
                 e.cancel_tool = rein_core::event::Cancel::Message("rejected".into());
             }
         })
         .session(SessionManager::new(store, session))
-        .build()
 }
 
 async fn run(args: &[String]) -> Result<(), Failure> {
@@ -99,6 +111,14 @@ async fn run(args: &[String]) -> Result<(), Failure> {
                 "text": r.text(),
                 "messages": agent.messages().len(),
             });
+            let _ = writeln!(out, "{line}");
+        }
+        (
+            "nested-interrupt" | "nested-resume" | "queued-interrupt" | "queued-resume"
+            | "queued-discard",
+            _,
+        ) => {
+            let line = across_agents(store, session, command, rest).await?;
             let _ = writeln!(out, "{line}");
         }
         ("append", [writer, n]) => {
@@ -150,6 +170,236 @@ async fn run(args: &[String]) -> Result<(), Failure> {
         _ => return Err(format!("unknown command: {command}").into()),
     }
     Ok(())
+}
+
+/// The commands over nested agents and injection across a pause; the JSON line they print.
+async fn across_agents(
+    store: SharedSessionStore,
+    session: &str,
+    command: &str,
+    rest: &[String],
+) -> Result<serde_json::Value, Failure> {
+    match (command, rest) {
+        ("nested-interrupt", [ledger]) => {
+            let models = [
+                ScriptedModel::builder()
+                    .tool_use("m1", "manager", json!({"input": "clean up"}))
+                    .build(),
+                ScriptedModel::builder()
+                    .tool_use("c1", "clerk", json!({"input": "delete the draft"}))
+                    .build(),
+                ScriptedModel::builder()
+                    .tool_use("d1", "delete", json!({"path": "draft"}))
+                    .build(),
+            ];
+            let r = three_levels(store, session, &models, ledger)?
+                .invoke("tidy up")
+                .await?;
+            let interrupts: Vec<_> = r
+                .interrupts
+                .iter()
+                .map(|i| json!({"id": i.id, "name": i.name}))
+                .collect();
+            Ok(json!({
+                "stop_reason": r.stop_reason.as_str(),
+                "interrupts": interrupts,
+                "model_calls": model_calls(&models),
+                "deletes": ledger_lines(ledger),
+            }))
+        }
+        ("nested-resume", [ledger, id, answer]) => {
+            // Each level's model holds only what comes after the pause: asked again for what
+            // it answered before, it would run out and fail the run.
+            let models = [
+                ScriptedModel::builder().text("all tidy").build(),
+                ScriptedModel::builder().text("the clerk is done").build(),
+                ScriptedModel::builder().text("deleted the draft").build(),
+            ];
+            let mut agent = three_levels(store, session, &models, ledger)?;
+            let r = agent
+                .invoke(vec![InterruptResponse::new(id, answer.as_str())])
+                .await?;
+            // What each level's model was given back: the result of the call it had made.
+            let saw: Vec<String> = models
+                .iter()
+                .map(|m| {
+                    m.requests()
+                        .first()
+                        .and_then(|q| q.messages.last())
+                        .map(|m| m.tool_results().map(|r| r.text()).collect())
+                        .unwrap_or_default()
+                })
+                .collect();
+            Ok(json!({
+                "stop_reason": r.stop_reason.as_str(),
+                "text": r.text(),
+                "model_calls": model_calls(&models),
+                "saw": saw,
+                "deletes": ledger_lines(ledger),
+            }))
+        }
+        ("queued-interrupt", []) => {
+            let model = ScriptedModel::builder()
+                .response(
+                    rein_models::ScriptedResponse::new()
+                        .tool_use("n1", "note", json!({}))
+                        .tool_use("d1", "delete", json!({"path": "old.log"})),
+                )
+                .build();
+            let mut agent = queued_agent(store, session, model)?;
+            let r = agent.invoke("note, then delete old.log").await?;
+            // Injected while the run waits for the human; saved with the pending interrupts.
+            agent.interceptor().inject("and the logs")?;
+            agent.save_session().await?;
+            let ids: Vec<&str> = r.interrupts.iter().map(|i| i.id.as_str()).collect();
+            Ok(json!({"stop_reason": r.stop_reason.as_str(), "interrupts": ids}))
+        }
+        ("queued-resume", [id, answer]) => {
+            let model = ScriptedModel::builder().text("done").build();
+            let mut agent = queued_agent(store, session, model.clone())?;
+            let fates = watch_injections(&agent);
+            agent.load_session().await?;
+            let r = agent
+                .invoke(vec![InterruptResponse::new(id, answer.as_str())])
+                .await?;
+            let sent: Vec<String> = model
+                .requests()
+                .iter()
+                .flat_map(|q| q.messages.iter().map(|m| m.text()))
+                .collect();
+            Ok(json!({"text": r.text(), "fates": fates.take(), "sent": sent}))
+        }
+        ("queued-discard", []) => {
+            let model = ScriptedModel::builder().build();
+            let mut agent = queued_agent(store, session, model)?;
+            let fates = watch_injections(&agent);
+            agent.load_session().await?;
+            agent.discard_interrupts();
+            agent.save_session().await?;
+            Ok(json!({"fates": fates.take()}))
+        }
+        _ => Err(format!("bad arguments for {command}").into()),
+    }
+}
+
+/// top → manager → clerk, agents as tools built by factories as a restarted process would;
+/// the clerk asks before `delete`, which appends a line to `ledger` each time it runs.
+fn three_levels(
+    store: SharedSessionStore,
+    session: &str,
+    models: &[ScriptedModel; 3],
+    ledger: &str,
+) -> Result<Agent, Error> {
+    use rein_agent::AgentTool;
+    let [top, manager, clerk] = models.clone();
+    let ledger = std::path::PathBuf::from(ledger);
+    let clerk_tool = AgentTool::new("clerk", "Deletes files.", move || {
+        let ledger = ledger.clone();
+        let delete = ToolHandle::from_sync_fn(
+            "delete",
+            "Deletes a file.",
+            json!({"type": "object"}),
+            move |_, _| {
+                let mut f = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&ledger)
+                    .map_err(|e| rein_core::tool::ToolError::msg(e.to_string()))?;
+                writeln!(f, "delete in process {}", std::process::id())
+                    .map_err(|e| rein_core::tool::ToolError::msg(e.to_string()))?;
+                Ok(rein_core::tool::ToolOutput::text("deleted"))
+            },
+        );
+        Agent::builder()
+            .name("clerk")
+            .model(clerk.clone())
+            .tool(delete)
+            .hook(|e: &mut BeforeToolCallEvent| {
+                if let Some(answer) = e.interrupt("approval", "Delete the draft?")
+                    && answer != "yes"
+                {
+                    e.cancel_tool = rein_core::event::Cancel::Message("rejected".into());
+                }
+            })
+            .build()
+    });
+    let manager_tool = AgentTool::new("manager", "Delegates.", move || {
+        Agent::builder()
+            .name("manager")
+            .model(manager.clone())
+            .tool(clerk_tool.clone())
+            .build()
+    });
+    Agent::builder()
+        .model(top)
+        .tool(manager_tool)
+        .session(SessionManager::new(store, session))
+        .build()
+}
+
+fn model_calls(models: &[ScriptedModel]) -> Vec<usize> {
+    models.iter().map(|m| m.requests().len()).collect()
+}
+
+/// How many times `delete` ran, in any process.
+fn ledger_lines(ledger: &str) -> usize {
+    std::fs::read_to_string(ledger).map_or(0, |s| s.lines().count())
+}
+
+/// An agent with `note` (injects "also check the backups" into the run) and `delete`, which
+/// asks first.
+fn queued_agent(
+    store: SharedSessionStore,
+    session: &str,
+    model: ScriptedModel,
+) -> Result<Agent, Error> {
+    let slot: std::sync::Arc<std::sync::OnceLock<rein_agent::TurnInterceptor>> =
+        std::sync::Arc::default();
+    let s = slot.clone();
+    let note = ToolHandle::from_sync_fn(
+        "note",
+        "Takes a note.",
+        json!({"type": "object"}),
+        move |_, _| {
+            if let Some(i) = s.get() {
+                i.inject(Message::user("also check the backups"))
+                    .map_err(|e| rein_core::tool::ToolError::msg(e.to_string()))?;
+            }
+            Ok(rein_core::tool::ToolOutput::text("noted"))
+        },
+    );
+    let agent = builder(store, session, model).tool(note).build()?;
+    let _ = slot.set(agent.interceptor());
+    Ok(agent)
+}
+
+/// What became of each injected item, as `[text, "consumed" or the rejection reason]`, in
+/// the order it happened.
+#[derive(Clone, Default)]
+struct Fates(std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>);
+
+impl Fates {
+    fn push(&self, text: String, fate: &str) {
+        if let Ok(mut v) = self.0.lock() {
+            v.push((text, fate.to_owned()));
+        }
+    }
+    fn take(&self) -> Vec<(String, String)> {
+        self.0
+            .lock()
+            .map(|mut v| std::mem::take(&mut *v))
+            .unwrap_or_default()
+    }
+}
+
+fn watch_injections(agent: &Agent) -> Fates {
+    let fates = Fates::default();
+    let i = agent.interceptor();
+    let f = fates.clone();
+    i.on_consumed(move |_, m| f.push(m.text(), "consumed"));
+    let f = fates.clone();
+    i.on_rejected(move |_, m, reason| f.push(m.text(), reason));
+    fates
 }
 
 fn main() -> std::process::ExitCode {

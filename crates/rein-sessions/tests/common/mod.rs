@@ -175,3 +175,19 @@ pub fn every_block_kind() -> Vec<Message> {
         ),
     ]
 }
+
+/// A tool (`note`) that injects "also check the backups" through the interceptor in `slot`.
+pub fn noting_tool(
+    slot: std::sync::Arc<std::sync::Mutex<Option<rein_agent::TurnInterceptor>>>,
+) -> rein_core::ToolHandle {
+    rein_core::ToolHandle::from_sync_fn(
+        "note",
+        "Takes a note.",
+        json!({"type": "object"}),
+        move |_, _| {
+            let i = slot.lock().unwrap().clone().unwrap();
+            i.inject(Message::user("also check the backups")).unwrap();
+            Ok(rein_core::tool::ToolOutput::text("noted"))
+        },
+    )
+}
