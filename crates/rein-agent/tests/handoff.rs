@@ -309,3 +309,194 @@ async fn an_input_filter_rewrites_what_the_next_agent_continues_with() {
     assert_eq!(refunds_model.requests()[0].messages.len(), 3);
     let _ = user_words;
 }
+
+/// Each injected item's text and fate (`consumed` or the rejection reason), in order.
+fn fates(i: &TurnInterceptor) -> Arc<Mutex<Vec<(String, String)>>> {
+    let fates: Arc<Mutex<Vec<(String, String)>>> = Arc::default();
+    let f = fates.clone();
+    i.on_consumed(move |_, m| f.lock().unwrap().push((m.text(), "consumed".into())));
+    let f = fates.clone();
+    i.on_rejected(move |_, m, reason| f.lock().unwrap().push((m.text(), reason.into())));
+    fates
+}
+
+/// An item injected after the handoff is checked by the new agent's interventions: `b`
+/// refuses steering, `a` (which would admit it) no longer decides.
+#[tokio::test]
+async fn items_injected_after_a_handoff_are_checked_by_the_new_agents_interventions() {
+    let slot: Arc<Mutex<Option<TurnInterceptor>>> = Arc::default();
+    let b_model = ScriptedModel::builder()
+        .tool_use("r1", "research", json!({"inject": "drop the refund"}))
+        .text("b done")
+        .build();
+    let b = Agent::builder()
+        .name("b")
+        .model(b_model.clone())
+        .tool(injecting_tool(slot.clone()))
+        .intervention(
+            Intervention::named("no-steering").before_invocation(|ev, _| {
+                if ev.is_injected() {
+                    rein_interventions::BeforeInvocationAction::deny("b takes no steering")
+                } else {
+                    rein_interventions::BeforeInvocationAction::Proceed
+                }
+            }),
+        )
+        .build()
+        .unwrap();
+    let a_model = ScriptedModel::builder()
+        .tool_use("h1", "transfer_to_b", json!({}))
+        .build();
+    let mut agent = agent(a_model).name("a").handoff(b).build().unwrap();
+    let i = agent.interceptor();
+    *slot.lock().unwrap() = Some(i.clone());
+    let fates = fates(&i);
+    let r = agent.invoke("go").await.unwrap();
+    assert_eq!(r.text(), "b done");
+    assert_eq!(
+        *fates.lock().unwrap(),
+        [(
+            "drop the refund".to_owned(),
+            "DENIED: b takes no steering".to_owned()
+        )]
+    );
+    let denied = r
+        .decisions
+        .iter()
+        .find(|d| d.handler == "no-steering")
+        .unwrap();
+    assert_eq!(denied.action, DecisionAction::Deny);
+    assert!(
+        b_model.requests()[1]
+            .messages
+            .iter()
+            .all(|m| !m.text().contains("drop the refund"))
+    );
+}
+
+/// A transfer and a tool needing approval in one turn: the run pauses with the handoff
+/// pending. An item injected during the pause was queued for `a`; the resume finishes the
+/// tool phase, the handoff happens at that boundary (SPEC §9.2), and the item is `stale`.
+#[tokio::test]
+async fn an_item_injected_while_a_handoff_waits_on_an_approval_is_stale_after_the_resume() {
+    let log = Log::default();
+    let b_model = ScriptedModel::builder().text("b here").build();
+    let b = Agent::builder()
+        .name("b")
+        .model(b_model.clone())
+        .build()
+        .unwrap();
+    let a_model = ScriptedModel::builder()
+        .response(
+            rein_models::ScriptedResponse::new()
+                .tool_use("h1", "transfer_to_b", json!({}))
+                .tool_use("e1", "echo", json!({"text": "logged"})),
+        )
+        .build();
+    let mut agent = agent(a_model.clone())
+        .name("a")
+        .tool(echo_tool(&log))
+        .handoff(b)
+        .intervention(Intervention::named("approval").before_tool_call(|ev, _| {
+            if ev.tool_use().name == "echo" {
+                BeforeToolCallAction::confirm("Echo?")
+            } else {
+                BeforeToolCallAction::Proceed
+            }
+        }))
+        .build()
+        .unwrap();
+    let i = agent.interceptor();
+    let fates = fates(&i);
+    let r = agent.invoke("go").await.unwrap();
+    assert_eq!(r.stop_reason, rein_core::stream::StopReason::Interrupt);
+    assert!(r.handoffs.is_empty(), "not before the phase completes");
+    assert_eq!(agent.name(), "a");
+    let pending = agent.pending_interrupts().unwrap();
+    assert_eq!(pending.handoff.as_ref().unwrap().to, "b");
+    // Injected while the run waits for the human.
+    i.inject("and cc the manager").unwrap();
+    assert!(
+        matches!(agent.hand_off("b"), Err(Error::InterruptsPending)),
+        "the caller cannot hand off a paused run"
+    );
+
+    let id = r.interrupts[0].id.clone();
+    let r = agent
+        .invoke(vec![rein_core::message::InterruptResponse::new(id, "yes")])
+        .await
+        .unwrap();
+    assert_eq!(r.text(), "b here");
+    assert_eq!(log.take(), ["ran echo:logged"]);
+    assert_eq!(
+        r.handoffs,
+        [HandoffRecord::new("a", "b", Some("h1".into()))]
+    );
+    assert_eq!(agent.name(), "b");
+    assert_eq!(
+        *fates.lock().unwrap(),
+        [("and cc the manager".to_owned(), "stale".to_owned())],
+        "rejected once, never delivered"
+    );
+    assert!(
+        b_model.requests()[0]
+            .messages
+            .iter()
+            .all(|m| !m.text().contains("cc the manager"))
+    );
+    assert_eq!(a_model.requests().len(), 1);
+    assert_history_valid(agent.messages());
+}
+
+/// Two transfers in one response: one hands off, the other is answered with an error.
+#[tokio::test]
+async fn a_second_transfer_in_one_turn_is_an_error_result() {
+    let b_model = ScriptedModel::builder().text("b here").build();
+    let c_model = ScriptedModel::builder().text("c here").build();
+    let named = |name: &str, model: &ScriptedModel| {
+        Agent::builder()
+            .name(name)
+            .model(model.clone())
+            .build()
+            .unwrap()
+    };
+    let a_model = ScriptedModel::builder()
+        .response(
+            rein_models::ScriptedResponse::new()
+                .tool_use("h1", "transfer_to_b", json!({}))
+                .tool_use("h2", "transfer_to_c", json!({})),
+        )
+        .build();
+    let mut agent = agent(a_model)
+        .name("a")
+        .handoff(named("b", &b_model))
+        .handoff(named("c", &c_model))
+        .build()
+        .unwrap();
+    let r = agent.invoke("go").await.unwrap();
+    assert_eq!(r.handoffs.len(), 1);
+    let to = r.handoffs[0].to.clone();
+    let results = results_of(&agent.messages()[2]);
+    // Which transfer claims the handoff depends on which runs first (they run concurrently).
+    for (id, text, is_error) in &results {
+        let target = if id == "h1" { "b" } else { "c" };
+        if target == to {
+            assert_eq!(
+                (text.as_str(), *is_error),
+                (format!("Transferred to {to}.").as_str(), false)
+            );
+        } else {
+            assert_eq!(
+                (text.as_str(), *is_error),
+                ("Error: another handoff is under way", true)
+            );
+        }
+    }
+    assert_eq!(agent.name(), to);
+    let answered = if to == "b" { &b_model } else { &c_model };
+    let idle = if to == "b" { &c_model } else { &b_model };
+    assert_eq!(r.text(), format!("{to} here"));
+    assert_eq!(answered.requests().len(), 1);
+    assert!(idle.requests().is_empty());
+    assert_history_valid(agent.messages());
+}
