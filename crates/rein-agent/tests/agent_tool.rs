@@ -281,12 +281,18 @@ async fn a_rejection_at_the_top_reaches_the_grandchild() {
     );
 }
 
-/// Cancels `agent`'s invocation after 50 ms; the invocation must end well before the slow
-/// model's 30 s delay would: the child stops, not just the parent.
-async fn invoke_and_cancel(agent: &mut Agent) -> rein_core::result::AgentResult {
-    let cancel = agent.cancel_handle();
+/// Cancels `agent`'s invocation once `slow` (a model deeper down) has been called; the
+/// invocation must end long before that model's 30 s delay would: the child stops, not just
+/// the parent.
+async fn invoke_and_cancel(
+    agent: &mut Agent,
+    slow: &ScriptedModel,
+) -> rein_core::result::AgentResult {
+    let (cancel, slow) = (agent.cancel_handle(), slow.clone());
     tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        while slow.requests().is_empty() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         cancel.cancel();
     });
     let started = std::time::Instant::now();
@@ -310,7 +316,7 @@ async fn cancelling_the_parent_mid_child_leaves_history_valid() {
         .tool(researcher(&child, &built))
         .build()
         .unwrap();
-    let r = invoke_and_cancel(&mut agent).await;
+    let r = invoke_and_cancel(&mut agent, &child).await;
     assert_eq!(r.stop_reason, StopReason::Cancelled);
     assert_eq!(built.load(Ordering::SeqCst), 1, "the child was running");
     assert_eq!(child.requests().len(), 1, "its model call had started");
@@ -338,7 +344,7 @@ async fn cancelling_the_top_mid_grandchild_leaves_history_valid() {
         .build();
     let deletes = Arc::new(AtomicUsize::new(0));
     let mut agent = three_levels(&top, &manager, &clerk, &deletes);
-    let r = invoke_and_cancel(&mut agent).await;
+    let r = invoke_and_cancel(&mut agent, &clerk).await;
     assert_eq!(r.stop_reason, StopReason::Cancelled);
     let calls = (
         top.requests().len(),
