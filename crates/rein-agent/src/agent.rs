@@ -83,6 +83,8 @@ pub(crate) struct AgentCore {
     pub(crate) model: SharedModel,
     pub(crate) provider: Arc<str>,
     pub(crate) model_id: Arc<str>,
+    /// Host and port of the model's server, when it has one (`server.*` on `chat` spans).
+    pub(crate) server: Option<(Arc<str>, u16)>,
     pub(crate) system_prompt: Option<Arc<str>>,
     pub(crate) tools: ToolSet,
     pub(crate) hooks: HookRegistry,
@@ -766,6 +768,7 @@ impl AgentBuilder {
             name: self.name.into(),
             provider: info.provider.into(),
             model_id: info.model_id.into(),
+            server: info.server.map(|(host, port)| (host.into(), port)),
             model,
             system_prompt: self.system_prompt,
             tools,

@@ -363,7 +363,8 @@ impl LlmJudge {
             handler = %self.name,
             what,
             verdict = ?verdict,
-            reason = %reason,
+            // The judge's text may quote the input: content, logged only when captured.
+            reason = crate::telemetry::capture_content().then_some(reason.as_str()),
             input_tokens = usage.input_tokens,
             output_tokens = usage.output_tokens,
             "judge verdict"

@@ -14,12 +14,14 @@
 //! # rein_agent::telemetry::set_experimental_conventions(false);
 //! ```
 
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use rein_core::audit::{
     ConfirmationStatus, DecisionAction, DecisionOutcome, DecisionRecord, EventKind,
 };
+use rein_core::stream::StopReason;
 use tracing::field::Empty;
 
 /// The target of Rein's metric events (`histogram.*`, `monotonic_counter.*` fields, as
@@ -67,6 +69,46 @@ pub(crate) fn exporting() -> bool {
     EXPORTING.load(Ordering::Relaxed)
 }
 
+/// Sets a list of strings as a span attribute, which a `tracing` field cannot hold.
+type ListRecorder = fn(&tracing::Span, &'static str, &[&'static str]);
+
+static LIST_RECORDER: OnceLock<ListRecorder> = OnceLock::new();
+
+/// For exporters (rein-otel): how attributes the conventions type as string arrays
+/// (`gen_ai.response.finish_reasons`) are set while [`set_exporting`] is on — through the
+/// exporter's own span API, so no type of it appears here. Without one they are recorded as a
+/// string field (the first value). The first call wins. Not public API.
+#[doc(hidden)]
+pub fn set_list_recorder(recorder: ListRecorder) {
+    let _ = LIST_RECORDER.set(recorder);
+}
+
+/// The conventions' `gen_ai.response.finish_reasons` of a model call: `stop`, `tool_call`,
+/// `length`, `content_filter` (Rein's own name for the others).
+fn finish_reason(stop: StopReason) -> &'static str {
+    match stop {
+        StopReason::EndTurn | StopReason::StopSequence => "stop",
+        StopReason::ToolUse => "tool_call",
+        StopReason::MaxTokens | StopReason::LimitOutputTokens | StopReason::LimitTotalTokens => {
+            "length"
+        }
+        StopReason::ContentFiltered | StopReason::GuardrailIntervened => "content_filter",
+        other => other.as_str(),
+    }
+}
+
+/// Records a model call's finish reason on its `chat` span.
+pub(crate) fn finish_reasons(span: &tracing::Span, stop: StopReason) {
+    const KEY: &str = "gen_ai.response.finish_reasons";
+    let reason = finish_reason(stop);
+    match LIST_RECORDER.get() {
+        Some(record) if exporting() => record(span, KEY, &[reason]),
+        _ => {
+            span.record(KEY, reason);
+        }
+    }
+}
+
 fn action_str(a: DecisionAction) -> &'static str {
     match a {
         DecisionAction::Deny => "deny",
@@ -74,6 +116,7 @@ fn action_str(a: DecisionAction) -> &'static str {
         DecisionAction::Confirm => "confirm",
         DecisionAction::Transform => "transform",
         DecisionAction::Error => "error",
+        DecisionAction::Handoff => "handoff",
         _ => "none",
     }
 }

@@ -39,6 +39,8 @@ pub const ANTHROPIC_DEFAULT_MAX_TOKENS: u32 = 4096;
 ///     .thinking_budget(1024)
 ///     .build()?;
 /// assert_eq!(model.info().model_id, "claude-sonnet-4-5");
+/// // The port is the scheme's when the URL has none.
+/// assert_eq!(model.info().server, Some(("api.anthropic.com".to_owned(), 443)));
 /// assert!(!format!("{model:?}").contains("sk-ant-example"));
 /// # Ok::<(), rein_core::Error>(())
 /// ```
@@ -162,7 +164,7 @@ impl AnthropicModelBuilder {
 
 impl Model for AnthropicModel {
     fn info(&self) -> ModelInfo {
-        ModelInfo::new(PROVIDER, self.model_id.clone())
+        self.http.info(PROVIDER, &self.model_id)
     }
 
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {

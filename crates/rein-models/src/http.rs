@@ -273,6 +273,21 @@ impl HttpEndpoint {
         &self.settings.base_url
     }
 
+    /// Host and port of the base URL (the port the scheme's when not given).
+    pub(crate) fn server(&self) -> Option<(String, u16)> {
+        let url = reqwest::Url::parse(&self.settings.base_url).ok()?;
+        Some((url.host_str()?.to_owned(), url.port_or_known_default()?))
+    }
+
+    /// [`ModelInfo`](crate::ModelInfo) of a provider calling this endpoint.
+    pub(crate) fn info(&self, provider: &str, model_id: &str) -> crate::ModelInfo {
+        let info = crate::ModelInfo::new(provider, model_id);
+        match self.server() {
+            Some((host, port)) => info.with_server(host, port),
+            None => info,
+        }
+    }
+
     /// The stream idle timeout.
     pub(crate) fn idle_timeout(&self) -> Duration {
         self.settings.idle_timeout

@@ -19,6 +19,9 @@ pub struct ModelInfo {
     pub provider: String,
     /// Model id as the provider knows it.
     pub model_id: String,
+    /// Host and port of the server the model calls, when it calls one (telemetry's
+    /// `server.address` / `server.port`).
+    pub server: Option<(String, u16)>,
 }
 
 impl ModelInfo {
@@ -27,7 +30,19 @@ impl ModelInfo {
         Self {
             provider: provider.into(),
             model_id: model_id.into(),
+            server: None,
         }
+    }
+
+    /// With the host and port of the server the model calls.
+    ///
+    /// ```
+    /// let info = rein_models::ModelInfo::new("openai", "gpt-4o").with_server("api.openai.com", 443);
+    /// assert_eq!(info.server, Some(("api.openai.com".to_owned(), 443)));
+    /// ```
+    pub fn with_server(mut self, host: impl Into<String>, port: u16) -> Self {
+        self.server = Some((host.into(), port));
+        self
     }
 }
 

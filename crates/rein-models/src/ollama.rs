@@ -36,6 +36,7 @@ pub const OLLAMA_MAX_LINE: usize = 8 * 1024 * 1024;
 ///     .build()?;
 /// assert_eq!(model.info().model_id, "qwen3:8b");
 /// assert_eq!(model.base_url(), "http://localhost:11434");
+/// assert_eq!(model.info().server, Some(("localhost".to_owned(), 11434)));
 /// # Ok::<(), rein_core::Error>(())
 /// ```
 #[derive(Clone)]
@@ -169,7 +170,7 @@ impl OllamaModelBuilder {
 
 impl Model for OllamaModel {
     fn info(&self) -> ModelInfo {
-        ModelInfo::new(PROVIDER, self.model_id.clone())
+        self.http.info(PROVIDER, &self.model_id)
     }
 
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {

@@ -38,6 +38,7 @@ pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 ///     .idle_timeout(Duration::from_secs(60))
 ///     .build()?;
 /// assert_eq!(model.info().provider, "openai");
+/// assert_eq!(model.info().server, Some(("127.0.0.1".to_owned(), 8080)));
 /// assert!(!format!("{model:?}").contains("sk-local"));
 /// # Ok::<(), rein_core::Error>(())
 /// ```
@@ -149,7 +150,7 @@ impl OpenAiModelBuilder {
 
 impl Model for OpenAiModel {
     fn info(&self) -> ModelInfo {
-        ModelInfo::new(PROVIDER, self.model_id.clone())
+        self.http.info(PROVIDER, &self.model_id)
     }
 
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {

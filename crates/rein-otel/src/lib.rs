@@ -265,6 +265,7 @@ impl OtelBuilder {
     fn finish(self, traces: SdkTracerProvider, metrics: SdkMeterProvider) -> Otel {
         rein_agent::telemetry::set_capture_content(self.capture_content);
         rein_agent::telemetry::set_experimental_conventions(self.experimental);
+        rein_agent::telemetry::set_list_recorder(record_list);
         rein_agent::telemetry::set_exporting(true);
         Otel {
             traces,
@@ -272,6 +273,14 @@ impl OtelBuilder {
             done: false,
         }
     }
+}
+
+/// Sets a string-array attribute (`gen_ai.response.finish_reasons`) on a span of this layer;
+/// `tracing` fields hold single values.
+fn record_list(span: &tracing::Span, key: &'static str, values: &[&'static str]) {
+    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+    let values: Vec<opentelemetry::StringValue> = values.iter().map(|v| (*v).into()).collect();
+    span.set_attribute(key, opentelemetry::Value::Array(values.into()));
 }
 
 /// Whether a signal's exporter is turned off (`OTEL_TRACES_EXPORTER=none`,
@@ -363,7 +372,9 @@ impl Otel {
     /// The `tracing` layer sending spans and metric events to the exporters: add it to a
     /// subscriber (`tracing_subscriber::registry().with(otel.layer())`). The log events of
     /// `rein_interventions` (the audit's, handler failures: their text may quote input) are left
-    /// out: each decision is its `run_guardrail` span.
+    /// out: each decision is its `run_guardrail` span. So are the spans and events of the
+    /// export's own stack (h2, hyper, tonic, tower, reqwest, rustls, the `opentelemetry*`
+    /// crates): exporting them would make each export produce spans to export.
     pub fn layer<S>(&self) -> impl Layer<S> + Send + Sync + 'static
     where
         S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
@@ -378,7 +389,7 @@ impl Otel {
             .with_target(false)
             .with_level(false)
             .with_filter(tracing_subscriber::filter::filter_fn(move |m| {
-                m.target() != metrics_target && !m.target().starts_with("rein_interventions")
+                m.target() != metrics_target && exported_target(m.target())
             }));
         let metrics = tracing_opentelemetry::MetricsLayer::new(self.metrics.clone()).with_filter(
             tracing_subscriber::filter::filter_fn(move |m| m.target() == metrics_target),
@@ -411,6 +422,29 @@ impl Otel {
             .and(metrics)
             .map_err(|e| Error::Shutdown(e.to_string()))
     }
+}
+
+/// Whether spans and events of `target` go to the trace exporter: not those of the crates that
+/// carry the export (a feedback loop: each export would make spans of its own), nor Rein's
+/// intervention logs (content).
+fn exported_target(target: &str) -> bool {
+    const LEFT_OUT: [&str; 7] = [
+        "h2",
+        "hyper",
+        "hyper_util",
+        "tonic",
+        "tower",
+        "reqwest",
+        "rustls",
+    ];
+    let krate = target.split("::").next().unwrap_or(target);
+    // opentelemetry, opentelemetry_sdk, opentelemetry-otlp (their internal logs use the
+    // package name), tracing_opentelemetry...
+    !(LEFT_OUT.contains(&krate)
+        || krate.starts_with("opentelemetry")
+        || krate.starts_with("tracing_opentelemetry")
+        || krate.starts_with("tower_")
+        || krate.starts_with("rein_interventions"))
 }
 
 impl Drop for Otel {

@@ -7,15 +7,18 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use opentelemetry::trace::{SpanKind, Status};
 use opentelemetry_sdk::metrics::InMemoryMetricExporter;
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
-use rein_agent::{Agent, AgentBuilder, CancelHandle};
+use rein_agent::{Agent, AgentBuilder, CancelHandle, OnRetryLimit};
+use rein_core::ModelError;
+use rein_core::error::ModelErrorKind;
 use rein_core::message::InterruptResponse;
 use rein_core::stream::StopReason;
 use rein_core::tool::{ToolError, ToolOutput};
 use rein_core::{ToolHandle, audit::OnError};
 use rein_interventions::{
-    AfterModelCallAction, BeforeToolCallAction, Confirm, HandlerError, Intervention, Mode,
+    AfterModelCallAction, BeforeInvocationAction, BeforeToolCallAction, Confirm, HandlerError,
+    Intervention, Mode,
 };
-use rein_models::{ScriptedModel, ScriptedResponse};
+use rein_models::{ModelInfo, ScriptedModel, ScriptedResponse};
 use serde_json::{Value, json};
 use tracing_subscriber::layer::SubscriberExt as _;
 
@@ -99,6 +102,56 @@ fn event_names(s: &SpanData) -> Vec<String> {
     s.events.iter().map(|e| e.name.to_string()).collect()
 }
 
+/// A string-array attribute (the conventions' `gen_ai.response.finish_reasons`).
+fn strings(s: &SpanData, key: &str) -> Option<Vec<String>> {
+    let kv = s.attributes.iter().find(|kv| kv.key.as_str() == key)?;
+    match &kv.value {
+        opentelemetry::Value::Array(opentelemetry::Array::String(values)) => {
+            Some(values.iter().map(|v| v.as_str().to_owned()).collect())
+        }
+        other => panic!("{key} is not a string array: {other:?}"),
+    }
+}
+
+/// The data points of the counter `name` in the last export that has it: their attributes (as
+/// text) and values.
+fn counter(h: &Harness, name: &str) -> Vec<(Vec<(String, String)>, u64)> {
+    use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
+    h.otel.flush().unwrap();
+    let exported = h.metrics.get_finished_metrics().unwrap();
+    let mut points = Vec::new();
+    for rm in &exported {
+        for scope in rm.scope_metrics() {
+            for m in scope.metrics().filter(|m| m.name() == name) {
+                let AggregatedMetrics::U64(MetricData::Sum(sum)) = m.data() else {
+                    panic!("{name} is not a u64 counter");
+                };
+                points = sum
+                    .data_points()
+                    .map(|p| {
+                        let mut attrs: Vec<(String, String)> = p
+                            .attributes()
+                            .map(|kv| (kv.key.to_string(), kv.value.to_string()))
+                            .collect();
+                        attrs.sort();
+                        (attrs, p.value())
+                    })
+                    .collect();
+            }
+        }
+    }
+    points
+}
+
+fn pairs(attrs: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = attrs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    v.sort();
+    v
+}
+
 fn echo() -> ToolHandle {
     ToolHandle::from_sync_fn(
         "echo",
@@ -116,7 +169,49 @@ fn echo_then_done(text: &str) -> ScriptedModel {
 }
 
 fn agent(model: ScriptedModel) -> AgentBuilder {
-    Agent::builder().name("support").model(model).tool(echo())
+    with_tool(model, echo())
+}
+
+/// The agent `support` with one tool.
+fn with_tool(model: ScriptedModel, tool: ToolHandle) -> AgentBuilder {
+    Agent::builder().name("support").model(model).tool(tool)
+}
+
+/// The agent `support` with a tool `fail` that fails, and a model that calls it once.
+fn failing_tool_agent() -> AgentBuilder {
+    let fail = ToolHandle::from_sync_fn("fail", "Fails.", json!({"type": "object"}), |_, _| {
+        Err(ToolError::msg("disk on fire"))
+    });
+    let model = ScriptedModel::builder()
+        .tool_use("t1", "fail", json!({}))
+        .text("sorry")
+        .build();
+    with_tool(model, fail)
+}
+
+/// Runs the agent `support` whose tool injects "also check the logs" while the run is under
+/// way (delivered, or rejected, at the turn boundary), with `gate` if any.
+fn run_injecting(h: &Harness, gate: Option<Intervention>) {
+    h.run(|| async {
+        let slot: Arc<OnceLock<rein_agent::TurnInterceptor>> = Arc::default();
+        let handle = slot.clone();
+        let injecting = ToolHandle::from_sync_fn("echo", "Injects.", json!({"type": "object"}), {
+            move |_, _| {
+                if let Some(i) = handle.get() {
+                    i.inject("also check the logs").ok();
+                }
+                Ok(ToolOutput::text("ok"))
+            }
+        });
+        let mut builder = with_tool(echo_then_done("x"), injecting);
+        if let Some(gate) = gate {
+            builder = builder.intervention(gate);
+        }
+        let mut agent = builder.build().unwrap();
+        slot.set(agent.interceptor()).ok();
+        let r = agent.invoke("hi").await.unwrap();
+        assert_eq!(r.injections.len(), 1);
+    });
 }
 
 /// Runs the echo agent with one handler; the result's audit.
@@ -189,10 +284,17 @@ fn the_run_span_is_the_parent_of_its_chat_and_tool_spans() {
         assert_eq!(attr(chat, "gen_ai.input.messages"), None);
         assert_eq!(attr(chat, "gen_ai.output.messages"), None);
     }
+    // The conventions' values, as a string array.
     assert_eq!(
-        attr(chats[0], "gen_ai.response.finish_reasons").as_deref(),
-        Some("tool_use")
+        strings(chats[0], "gen_ai.response.finish_reasons"),
+        Some(vec!["tool_call".to_owned()])
     );
+    assert_eq!(
+        strings(chats[1], "gen_ai.response.finish_reasons"),
+        Some(vec!["stop".to_owned()])
+    );
+    // A scripted model calls no server.
+    assert_eq!(attr(chats[0], "server.address"), None);
     let tool = one(&spans, "execute_tool echo");
     assert_eq!(tool.span_kind, SpanKind::Internal);
     assert!(is_child(tool, run));
@@ -268,7 +370,16 @@ fn experimental_conventions_add_the_draft_guardrail_attributes() {
     // The deny voids the pass's transform.
     assert_eq!(attr(upper, "rein.intervention.order").as_deref(), Some("0"));
     assert_eq!(attr(deny, "rein.intervention.order").as_deref(), Some("1"));
-    for (s, verdict, action) in [(upper, "modify", "modify"), (deny, "deny", "block")] {
+    assert_eq!(
+        attr(upper, "rein.intervention.outcome").as_deref(),
+        Some("overridden")
+    );
+    assert_eq!(
+        attr(deny, "rein.intervention.outcome").as_deref(),
+        Some("applied")
+    );
+    // What was enforced: the deny's block; nothing of the voided transform.
+    for (s, verdict, action) in [(upper, "modify", "allow"), (deny, "deny", "block")] {
         assert_eq!(
             attr(s, "gen_ai.security.verdict.type").as_deref(),
             Some(verdict)
@@ -281,12 +392,10 @@ fn experimental_conventions_add_the_draft_guardrail_attributes() {
             attr(s, "gen_ai.security.target.subtype").as_deref(),
             Some("tool_call")
         );
-        if attr(s, "rein.intervention.outcome").as_deref() == Some("applied") {
-            assert_eq!(
-                attr(s, "gen_ai.security.action.type").as_deref(),
-                Some(action)
-            );
-        }
+        assert_eq!(
+            attr(s, "gen_ai.security.action.type").as_deref(),
+            Some(action)
+        );
     }
 }
 
@@ -311,6 +420,7 @@ fn a_guide_retry_is_a_guardrail_span_under_the_chat_span_it_retried() {
     let chats = named(&spans, "chat scripted");
     assert_eq!(chats.len(), 2);
     let guard = one(&spans, "run_guardrail editor");
+    assert_eq!(guard.span_kind, SpanKind::Internal);
     assert!(chats.iter().any(|c| is_child(guard, c)));
     assert_eq!(
         attr(guard, "rein.intervention.action").as_deref(),
@@ -341,22 +451,20 @@ fn the_retry_limit_is_a_guardrail_span_of_its_own() {
         agent.invoke("hi").await.unwrap();
     });
     let spans = h.spans();
-    let limit: Vec<_> = spans
-        .iter()
-        .filter(|s| s.name.starts_with("run_guardrail") && !s.name.ends_with("nag"))
-        .collect();
-    assert_eq!(limit.len(), 1, "{:?}", names(&spans));
+    let limit = one(&spans, "run_guardrail rein:retry-limit");
+    assert_eq!(limit.span_kind, SpanKind::Internal);
     assert_eq!(
-        attr(limit[0], "rein.intervention.action").as_deref(),
+        attr(limit, "rein.intervention.action").as_deref(),
         Some("deny")
     );
-    let run = one(&spans, "invoke_agent support");
-    assert!(
-        is_child(limit[0], run)
-            || named(&spans, "chat scripted")
-                .iter()
-                .any(|c| is_child(limit[0], c))
+    assert_eq!(
+        attr(limit, "rein.intervention.event").as_deref(),
+        Some("after_model_call")
     );
+    // The cap is the run's decision, not a handler's about one call: a child of the run's span
+    // (SPEC §10).
+    let run = one(&spans, "invoke_agent support");
+    assert!(is_child(limit, run), "{:?}", names(&spans));
 }
 
 fn confirm_echo() -> Intervention {
@@ -395,6 +503,7 @@ fn a_confirm_is_asked_in_one_run_and_approved_in_the_run_that_resumes() {
     assert_eq!(attr(run, "rein.stop_reason").as_deref(), Some("interrupt"));
     assert!(event_names(run).contains(&"rein.confirm.asked".to_owned()));
     let asked = one(&first, "run_guardrail approve-echo");
+    assert_eq!(asked.span_kind, SpanKind::Internal);
     assert!(is_child(asked, one(&first, "execute_tool echo")));
     assert_eq!(
         attr(asked, "rein.intervention.confirmation").as_deref(),
@@ -408,6 +517,7 @@ fn a_confirm_is_asked_in_one_run_and_approved_in_the_run_that_resumes() {
     let resumed = one(&second, "invoke_agent support");
     assert!(event_names(resumed).contains(&"rein.confirm.approved".to_owned()));
     let approved = one(&second, "run_guardrail approve-echo");
+    assert_eq!(approved.span_kind, SpanKind::Internal);
     assert_eq!(
         attr(approved, "rein.intervention.confirmation").as_deref(),
         Some("approved")
@@ -438,6 +548,8 @@ fn a_shadowed_deny_is_recorded_and_the_tool_runs() {
     run_one(&h, shadowed_deny());
     let spans = h.spans();
     let guard = one(&spans, "run_guardrail trial");
+    assert_eq!(guard.span_kind, SpanKind::Internal);
+    assert!(is_child(guard, one(&spans, "execute_tool echo")));
     assert_eq!(
         attr(guard, "rein.intervention.outcome").as_deref(),
         Some("shadowed")
@@ -509,19 +621,7 @@ fn a_handler_error_is_an_error_span_under_each_on_error() {
 fn a_failing_tool_is_an_error_span() {
     let h = harness(false, false);
     h.run(|| async {
-        let fail = ToolHandle::from_sync_fn("fail", "Fails.", json!({"type": "object"}), |_, _| {
-            Err(ToolError::msg("disk on fire"))
-        });
-        let model = ScriptedModel::builder()
-            .tool_use("t1", "fail", json!({}))
-            .text("sorry")
-            .build();
-        let mut agent = Agent::builder()
-            .name("support")
-            .model(model)
-            .tool(fail)
-            .build()
-            .unwrap();
+        let mut agent = failing_tool_agent().build().unwrap();
         agent.invoke("hi").await.unwrap();
     });
     let spans = h.spans();
@@ -678,28 +778,7 @@ fn metrics_count_tokens_durations_decisions_and_tool_calls() {
 #[test]
 fn an_injection_is_an_event_of_the_run_and_a_counter() {
     let h = harness(false, false);
-    h.run(|| async {
-        let slot: Arc<OnceLock<rein_agent::TurnInterceptor>> = Arc::default();
-        let handle = slot.clone();
-        // The tool injects a message while the run is under way: delivered at the turn boundary.
-        let injecting = ToolHandle::from_sync_fn("echo", "Injects.", json!({"type": "object"}), {
-            move |_, _| {
-                if let Some(i) = handle.get() {
-                    i.inject("also check the logs").ok();
-                }
-                Ok(ToolOutput::text("ok"))
-            }
-        });
-        let mut agent = Agent::builder()
-            .name("support")
-            .model(echo_then_done("x"))
-            .tool(injecting)
-            .build()
-            .unwrap();
-        slot.set(agent.interceptor()).ok();
-        let r = agent.invoke("hi").await.unwrap();
-        assert_eq!(r.injections.len(), 1);
-    });
+    run_injecting(&h, None);
     let spans = h.spans();
     let run = one(&spans, "invoke_agent support");
     assert!(event_names(run).contains(&"rein.injection.consumed".to_owned()));
@@ -739,6 +818,11 @@ fn a_handoff_is_an_event_of_the_run_and_the_next_calls_are_its_children() {
     let spans = h.spans();
     let run = one(&spans, "invoke_agent triage");
     assert!(event_names(run).contains(&"rein.handoff".to_owned()));
+    let record = one(&spans, "run_guardrail rein:handoff");
+    assert_eq!(
+        attr(record, "rein.intervention.action").as_deref(),
+        Some("handoff")
+    );
     // Both agents' model calls belong to the one run.
     let chats: Vec<_> = spans
         .iter()
@@ -750,4 +834,339 @@ fn a_handoff_is_an_event_of_the_run_and_the_next_calls_are_its_children() {
             .iter()
             .all(|c| c.parent_span_id == run.span_context.span_id())
     );
+}
+
+/// A scripted model that says which server it calls.
+struct Served(ScriptedModel);
+
+impl rein_models::Model for Served {
+    fn info(&self) -> ModelInfo {
+        self.0.info().with_server("llm.internal", 8443)
+    }
+
+    fn stream(
+        &self,
+        request: rein_core::request::ModelRequest,
+    ) -> impl Future<Output = Result<rein_models::ModelStream, ModelError>> + Send {
+        self.0.stream(request)
+    }
+}
+
+#[test]
+fn chat_spans_name_the_server_the_model_calls() {
+    let h = harness(false, false);
+    h.run(|| async {
+        let mut agent = Agent::builder()
+            .name("support")
+            .model(Served(echo_then_done("x")))
+            .tool(echo())
+            .build()
+            .unwrap();
+        agent.invoke("hi").await.unwrap();
+    });
+    let spans = h.spans();
+    let chats = named(&spans, "chat scripted");
+    assert_eq!(chats.len(), 2);
+    for chat in chats {
+        assert_eq!(
+            attr(chat, "server.address").as_deref(),
+            Some("llm.internal")
+        );
+        assert_eq!(attr(chat, "server.port").as_deref(), Some("8443"));
+    }
+}
+
+#[test]
+fn an_applied_transform_is_a_modify() {
+    let h = harness(false, true);
+    let upper = Intervention::named("upper").before_tool_call(|_, _| {
+        BeforeToolCallAction::transform(|d| d.input = json!({"text": "X"}))
+    });
+    run_one(&h, upper);
+    let spans = h.spans();
+    let guard = one(&spans, "run_guardrail upper");
+    assert_eq!(guard.span_kind, SpanKind::Internal);
+    assert!(is_child(guard, one(&spans, "execute_tool echo")));
+    for (key, value) in [
+        ("rein.intervention.action", "transform"),
+        ("rein.intervention.outcome", "applied"),
+        ("gen_ai.security.verdict.type", "modify"),
+        ("gen_ai.security.action.type", "modify"),
+        ("gen_ai.security.target.type", "input"),
+        ("gen_ai.security.target.subtype", "tool_call"),
+    ] {
+        assert_eq!(attr(guard, key).as_deref(), Some(value), "{key}");
+    }
+}
+
+#[test]
+fn experimental_verdicts_of_guidance_and_escalation_target_the_model_output() {
+    let h = harness(false, true);
+    h.run(|| async {
+        let model = ScriptedModel::builder().text("a").text("b").build();
+        let nag = Intervention::named("nag")
+            .after_model_call(|_, _| AfterModelCallAction::guide("again"));
+        let mut agent = agent(model)
+            .intervention(nag)
+            .max_hook_retries(1)
+            .on_retry_limit(OnRetryLimit::Confirm)
+            .build()
+            .unwrap();
+        let r = agent.invoke("hi").await.unwrap();
+        assert_eq!(r.stop_reason, StopReason::Interrupt);
+    });
+    let spans = h.spans();
+    let guided = named(&spans, "run_guardrail nag");
+    assert!(
+        guided
+            .iter()
+            .any(|s| attr(s, "rein.intervention.outcome").as_deref() == Some("applied")),
+        "{:?}",
+        names(&spans)
+    );
+    for s in &guided {
+        assert_eq!(
+            attr(s, "gen_ai.security.verdict.type").as_deref(),
+            Some("warn")
+        );
+    }
+    let applied = guided
+        .iter()
+        .find(|s| attr(s, "rein.intervention.outcome").as_deref() == Some("applied"))
+        .unwrap();
+    assert_eq!(
+        attr(applied, "gen_ai.security.action.type").as_deref(),
+        Some("block")
+    );
+    let limit = one(&spans, "run_guardrail rein:retry-limit");
+    assert_eq!(
+        attr(limit, "rein.intervention.confirmation").as_deref(),
+        Some("asked")
+    );
+    for s in guided.iter().copied().chain([limit]) {
+        assert_eq!(
+            attr(s, "gen_ai.security.target.type").as_deref(),
+            Some("output")
+        );
+        assert_eq!(
+            attr(s, "gen_ai.security.target.subtype").as_deref(),
+            Some("llm")
+        );
+    }
+    // OnRetryLimit::Confirm: the cap asks a human.
+    for key in [
+        "gen_ai.security.verdict.type",
+        "gen_ai.security.action.type",
+    ] {
+        assert_eq!(attr(limit, key).as_deref(), Some("escalate"), "{key}");
+    }
+}
+
+#[test]
+fn a_handler_error_that_proceeds_is_an_allow_verdict() {
+    let h = harness(false, true);
+    h.run(|| async {
+        let broken = Intervention::named("broken")
+            .on_error(OnError::Proceed)
+            .after_model_call(|_, _| {
+                Err::<AfterModelCallAction, _>(HandlerError::new("lookup failed"))
+            });
+        let model = ScriptedModel::builder().text("fine").build();
+        let mut agent = agent(model).intervention(broken).build().unwrap();
+        assert_eq!(agent.invoke("hi").await.unwrap().text(), "fine");
+    });
+    let spans = h.spans();
+    let guard = one(&spans, "run_guardrail broken");
+    for (key, value) in [
+        ("rein.intervention.outcome", "error"),
+        ("gen_ai.security.verdict.type", "allow"),
+        ("gen_ai.security.action.type", "allow"),
+        ("gen_ai.security.target.type", "output"),
+        ("gen_ai.security.target.subtype", "llm"),
+    ] {
+        assert_eq!(attr(guard, key).as_deref(), Some(value), "{key}");
+    }
+}
+
+#[test]
+fn a_model_error_is_the_chat_span_error_status() {
+    let h = harness(false, false);
+    let result = h.run(|| async {
+        let model = ScriptedModel::builder()
+            .error(ModelError::new(
+                // Not retried (a server error would be, with a span per attempt).
+                ModelErrorKind::BadRequest,
+                "upstream leaked sk-live-0123456789abcdef",
+            ))
+            .build();
+        let mut agent = agent(model).build().unwrap();
+        agent.invoke("hi").await.map(|_| ())
+    });
+    assert!(result.is_err());
+    let spans = h.spans();
+    let chat = one(&spans, "chat scripted");
+    assert_eq!(chat.span_kind, SpanKind::Client);
+    assert!(matches!(chat.status, Status::Error { .. }));
+    assert_eq!(attr(chat, "error.type").as_deref(), Some("bad_request"));
+    assert_eq!(attr(chat, "gen_ai.response.finish_reasons"), None);
+    let run = one(&spans, "invoke_agent support");
+    assert!(is_child(chat, run));
+    assert!(matches!(run.status, Status::Error { .. }));
+    // The message is the provider's text: not exported.
+    assert!(!all_values(&spans).contains("sk-live"));
+}
+
+#[test]
+fn a_rejected_injection_is_an_event_and_a_counter_without_its_message() {
+    let h = harness(false, false);
+    let gate = Intervention::named("no-steering").before_invocation(|ev, _| {
+        if ev.is_injected() {
+            BeforeInvocationAction::deny("steering is off")
+        } else {
+            BeforeInvocationAction::Proceed
+        }
+    });
+    run_injecting(&h, Some(gate));
+    let spans = h.spans();
+    let run = one(&spans, "invoke_agent support");
+    assert!(event_names(run).contains(&"rein.injection.rejected".to_owned()));
+    assert!(!event_names(run).contains(&"rein.injection.consumed".to_owned()));
+    // Neither the message nor the handler's reason (content) is exported.
+    let values = all_values(&spans);
+    assert!(!values.contains("also check the logs"));
+    assert!(!values.contains("steering is off"));
+    assert_eq!(
+        counter(&h, "rein.injections"),
+        vec![(pairs(&[("rein.injection.outcome", "rejected")]), 1)]
+    );
+}
+
+#[test]
+fn tool_errors_and_decisions_are_counted_by_their_attributes() {
+    let h = harness(false, false);
+    h.run(|| async {
+        let mut agent = failing_tool_agent()
+            .intervention(shadowed_deny())
+            .build()
+            .unwrap();
+        agent.invoke("hi").await.unwrap();
+    });
+    assert_eq!(
+        counter(&h, "rein.tool.errors"),
+        vec![(pairs(&[("gen_ai.tool.name", "fail")]), 1)]
+    );
+    assert_eq!(
+        counter(&h, "rein.tool.calls"),
+        vec![(
+            pairs(&[("gen_ai.tool.name", "fail"), ("rein.tool.status", "error")]),
+            1
+        )]
+    );
+    assert_eq!(
+        counter(&h, "rein.intervention.decisions"),
+        vec![(
+            pairs(&[
+                ("rein.intervention.handler", "trial"),
+                ("rein.intervention.event", "before_tool_call"),
+                ("rein.intervention.action", "deny"),
+                ("rein.intervention.outcome", "shadowed"),
+            ]),
+            1
+        )]
+    );
+}
+
+#[test]
+fn a_panic_message_is_content() {
+    const SECRET: &str = "sk-live-0123456789abcdef";
+    for content in [false, true] {
+        let h = harness(content, false);
+        h.run(|| async {
+            let boom = ToolHandle::from_sync_fn(
+                "boom",
+                "Panics.",
+                json!({"type": "object"}),
+                |input: Value, _| -> Result<ToolOutput, ToolError> {
+                    panic!("cannot parse {input}")
+                },
+            );
+            let model = ScriptedModel::builder()
+                .tool_use("t1", "boom", json!({"key": SECRET}))
+                .text("sorry")
+                .build();
+            let mut agent = with_tool(model, boom).build().unwrap();
+            agent.invoke("hi").await.unwrap();
+        });
+        let spans = h.spans();
+        let tool = one(&spans, "execute_tool boom");
+        // The log event is exported either way; its text only with content.
+        assert!(
+            event_names(tool)
+                .iter()
+                .any(|e| e.starts_with("tool panicked")),
+            "{:?}",
+            event_names(tool)
+        );
+        assert_eq!(all_values(&spans).contains(SECRET), content, "{content}");
+    }
+}
+
+#[test]
+fn a_judge_reason_is_content() {
+    const SECRET: &str = "sk-live-0123456789abcdef";
+    for content in [false, true] {
+        let h = harness(content, false);
+        h.run(|| async {
+            let verdict =
+                format!(r#"{{"verdict": "proceed", "reason": "the key {SECRET} is a test key"}}"#);
+            let judge = rein_agent::judge::LlmJudge::new(
+                "judge",
+                ScriptedModel::builder().text(verdict).build(),
+            );
+            let mut agent = agent(echo_then_done("x"))
+                .intervention(judge)
+                .build()
+                .unwrap();
+            agent.invoke("hi").await.unwrap();
+        });
+        let spans = h.spans();
+        let tool = one(&spans, "execute_tool echo");
+        assert!(
+            event_names(tool).contains(&"judge verdict".to_owned()),
+            "{:?}",
+            event_names(tool)
+        );
+        assert_eq!(all_values(&spans).contains(SECRET), content, "{content}");
+    }
+}
+
+#[test]
+fn spans_of_the_export_stack_are_not_exported() {
+    let h = harness(false, false);
+    h.run(|| async {
+        macro_rules! span_of {
+            ($($target:literal),*) => {$(
+                let span = tracing::info_span!(target: $target, "internal", otel.name = $target);
+                span.in_scope(|| tracing::info!(target: $target, "inside"));
+            )*};
+        }
+        span_of!(
+            "h2::proto::connection",
+            "hyper::client",
+            "hyper_util::client::legacy",
+            "tonic::transport",
+            "tower::buffer",
+            "reqwest::connect",
+            "rustls::client",
+            "opentelemetry_sdk",
+            "opentelemetry-otlp",
+            "tracing_opentelemetry::layer",
+            "rein_interventions::audit",
+            // Anything else is the program's own: exported.
+            "my_app::db"
+        );
+    });
+    let spans = h.spans();
+    assert_eq!(names(&spans), vec!["my_app::db".to_owned()]);
+    assert_eq!(event_names(&spans[0]), vec!["inside".to_owned()]);
 }

@@ -89,6 +89,8 @@ impl Agent {
             gen_ai.operation.name = "chat",
             gen_ai.provider.name = %self.core.provider,
             gen_ai.request.model = %self.core.model_id,
+            server.address = self.core.server.as_ref().map(|(host, _)| &**host),
+            server.port = self.core.server.as_ref().map(|(_, port)| i64::from(*port)),
             gen_ai.request.max_tokens = config.max_tokens.map(int),
             gen_ai.request.temperature = config.temperature,
             gen_ai.request.top_p = config.top_p,
@@ -297,10 +299,7 @@ impl Agent {
                     "gen_ai.usage.output_tokens",
                     int(response.usage.output_tokens),
                 );
-                span.record(
-                    "gen_ai.response.finish_reasons",
-                    response.stop_reason.as_str(),
-                );
+                crate::telemetry::finish_reasons(span, response.stop_reason);
                 inv.run.add_usage(&response.usage);
                 cycle.usage = response.usage;
                 Ok(Called::Done(Ok(response)))

@@ -589,7 +589,12 @@ impl ToolRun<'_> {
             Ok(Err(e)) => ToolResult::error(&tool_use.tool_use_id, format!("Error: {e}")),
             Err(panic) => {
                 let msg = rein_core::error::panic_message(&*panic);
-                tracing::error!(tool = %tool_use.name, "tool panicked: {msg}");
+                // A panic message may quote the input: content, logged only when captured.
+                if crate::telemetry::capture_content() {
+                    tracing::error!(tool = %tool_use.name, "tool panicked: {msg}");
+                } else {
+                    tracing::error!(tool = %tool_use.name, "tool panicked");
+                }
                 ToolResult::error(
                     &tool_use.tool_use_id,
                     format!("Error: tool '{}' panicked: {msg}", tool_use.name),

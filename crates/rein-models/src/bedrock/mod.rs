@@ -344,7 +344,7 @@ fn encode_path_segment(s: &str) -> String {
 
 impl Model for BedrockModel {
     fn info(&self) -> ModelInfo {
-        ModelInfo::new(PROVIDER, self.model_id.clone())
+        self.http.info(PROVIDER, &self.model_id)
     }
 
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
