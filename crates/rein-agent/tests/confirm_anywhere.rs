@@ -7,7 +7,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 
 use common::*;
-use rein_agent::{AgentEvent, Input, OnRetryLimit, TurnInterceptor};
+use rein_agent::{AgentEvent, InjectError, Input, OnRetryLimit, TurnInterceptor};
 use rein_core::{
     Error, Message, ToolHandle,
     audit::{ConfirmationStatus, DecisionAction, DecisionOutcome, EventKind},
@@ -151,11 +151,7 @@ async fn an_answer_before_model_call_is_bound_to_the_request_it_approved() {
         .intervention(egress())
         .build()
         .unwrap();
-    let state = |t: &str| {
-        let mut m = rein_core::Map::new();
-        m.insert("tenant".into(), json!(t));
-        m
-    };
+    let state = |t: &str| state_of("tenant", t);
     let r = agent
         .invoke(Input::from("go").with_state(state("a")))
         .await
@@ -307,11 +303,7 @@ async fn an_answer_before_invocation_is_bound_to_the_input_it_approved() {
         .intervention(money_gate())
         .build()
         .unwrap();
-    let state = |u: &str| {
-        let mut m = rein_core::Map::new();
-        m.insert("user".into(), json!(u));
-        m
-    };
+    let state = |u: &str| state_of("user", u);
     let r = agent
         .invoke(Input::from("pay $5").with_state(state("ann")))
         .await
@@ -403,6 +395,33 @@ async fn a_guide_after_a_confirm_before_invocation_never_asks() {
 }
 
 #[tokio::test]
+async fn a_deny_after_a_confirm_before_invocation_never_asks() {
+    let model = ScriptedModel::builder().text("never").build();
+    let mut agent = agent(model.clone())
+        .intervention(money_gate())
+        .intervention(
+            Intervention::named("payments-off")
+                .before_invocation(|_, _| BeforeInvocationAction::deny("payments are off")),
+        )
+        .build()
+        .unwrap();
+    let r = agent.invoke("pay $5").await.unwrap();
+    assert!(r.interrupts.is_empty());
+    assert_ne!(r.stop_reason, StopReason::Interrupt);
+    assert_eq!(r.text(), "DENIED: payments are off");
+    assert!(agent.pending_interrupts().is_none());
+    assert!(agent.messages().is_empty(), "nothing stored");
+    assert!(model.requests().is_empty());
+    let gate = r
+        .decisions
+        .iter()
+        .find(|d| d.handler == "money-gate")
+        .unwrap();
+    assert_eq!(gate.outcome, DecisionOutcome::Overridden);
+    assert_history(&agent);
+}
+
+#[tokio::test]
 async fn discarding_a_held_input_stores_nothing() {
     let mut agent = agent(ScriptedModel::builder().text("hi").build())
         .intervention(money_gate())
@@ -426,7 +445,7 @@ fn approving_tool(slot: Arc<Mutex<Option<TurnInterceptor>>>, log: &Log) -> ToolH
     ToolHandle::from_fn(
         "approve",
         "Answers parked injections.",
-        json!({"type": "object", "properties": {"answer": {}}}),
+        json!({"type": "object", "properties": {"answer": {}, "try": {"type": "array"}}}),
         move |input: Value, _cx| {
             let slot = slot.clone();
             let log = log.clone();
@@ -435,7 +454,23 @@ fn approving_tool(slot: Arc<Mutex<Option<TurnInterceptor>>>, log: &Log) -> ToolH
                 for p in i.pending_approvals() {
                     log.push(format!("pending {}", p.message.text()));
                     for q in &p.interrupts {
-                        i.answer(&q.id, input["answer"].clone()).unwrap();
+                        // Answers of the wrong shape first (`try`), refused; then `answer`,
+                        // if any.
+                        for bad in input["try"].as_array().into_iter().flatten() {
+                            let refused = match i.answer(&q.id, bad.clone()) {
+                                Err(InjectError::InvalidEdit) => "edit".to_owned(),
+                                Err(InjectError::InvalidAnswer {
+                                    interrupt_id,
+                                    reason,
+                                }) if interrupt_id == q.id => format!("answer: {reason}"),
+                                other => format!("unexpected {other:?}"),
+                            };
+                            let unchanged = i.pending_approvals() == vec![p.clone()];
+                            log.push(format!("refused {refused} (unchanged: {unchanged})"));
+                        }
+                        if !input["answer"].is_null() {
+                            i.answer(&q.id, input["answer"].clone()).unwrap();
+                        }
                     }
                 }
                 Ok(ToolOutput::text("answered"))
@@ -464,24 +499,30 @@ fn parked_script(answer: Value) -> ScriptedModel {
         .build()
 }
 
-async fn run_parked(
-    answer: Value,
-) -> (
+type Parked = (
     rein_agent::Agent,
     rein_core::result::AgentResult,
     ScriptedModel,
     Vec<AgentEvent>,
     Log,
-) {
+);
+
+async fn run_parked(answer: Value) -> Parked {
+    run_injecting(parked_script(answer), vec![injected_money_gate()]).await
+}
+
+/// Streams a run of `model` with the `research` and `approve` tools and these interventions,
+/// logging what the interceptor delivers and rejects.
+async fn run_injecting(model: ScriptedModel, interventions: Vec<Intervention>) -> Parked {
     let slot = Arc::new(Mutex::new(None));
     let log = Log::default();
-    let model = parked_script(answer);
-    let mut agent = agent(model.clone())
+    let mut builder = agent(model.clone())
         .tool(injecting_tool(slot.clone()))
-        .tool(approving_tool(slot.clone(), &log))
-        .intervention(injected_money_gate())
-        .build()
-        .unwrap();
+        .tool(approving_tool(slot.clone(), &log));
+    for i in interventions {
+        builder = builder.intervention(i);
+    }
+    let mut agent = builder.build().unwrap();
     let steer = agent.interceptor();
     let l = log.clone();
     steer.on_rejected(move |_, m, reason| l.push(format!("rejected {}: {reason}", m.text())));
@@ -556,6 +597,151 @@ async fn an_injected_message_refused_by_the_human_is_rejected() {
     );
     assert_eq!(r.injections[0].outcome, InjectionOutcome::Rejected);
     assert_history_valid(agent.messages());
+}
+
+fn saw(model: &ScriptedModel, text: &str) -> Vec<bool> {
+    model
+        .requests()
+        .iter()
+        .map(|q| q.messages.iter().any(|m| m.text().contains(text)))
+        .collect()
+}
+
+fn parked_events(events: &[AgentEvent]) -> Vec<Vec<String>> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::InjectionAwaitingApproval { interrupts, .. } => {
+                Some(interrupts.iter().map(|i| i.id.clone()).collect())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_deny_after_a_confirm_on_an_injected_message_rejects_it_without_parking() {
+    let no_spending = Intervention::named("no-spending").before_invocation(|ev, _| {
+        if ev.is_injected() && ev.messages.iter().any(|m| m.text().contains('$')) {
+            BeforeInvocationAction::deny("no spending mid-run")
+        } else {
+            BeforeInvocationAction::Proceed
+        }
+    });
+    let (agent, r, model, events, log) = run_injecting(
+        parked_script(json!(true)),
+        vec![injected_money_gate(), no_spending],
+    )
+    .await;
+    assert_eq!(r.text(), "done");
+    assert!(parked_events(&events).is_empty(), "never parked");
+    assert_eq!(
+        log.take(),
+        vec!["rejected spend $9: DENIED: no spending mid-run"],
+        "rejected at once; the approve tool found nothing pending"
+    );
+    assert!(agent.interceptor().pending_approvals().is_empty());
+    assert_eq!(r.injections.len(), 1);
+    assert_eq!(r.injections[0].outcome, InjectionOutcome::Rejected);
+    let gate = r
+        .decisions
+        .iter()
+        .find(|d| d.handler == "money-gate")
+        .unwrap();
+    assert_eq!(gate.outcome, DecisionOutcome::Overridden);
+    assert!(saw(&model, "spend $9").iter().all(|s| !s));
+    assert_history(&agent);
+}
+
+#[tokio::test]
+async fn an_injected_message_changed_after_its_answer_is_parked_again() {
+    // A transform before the gate stamps the message with a version that changes after the
+    // first pass: the answer was given for what no longer is, so the item is parked again (the
+    // stale answer dropped) and delivered only after a second answer.
+    let passes = Arc::new(Mutex::new(0));
+    let p = passes.clone();
+    let stamp = Intervention::named("stamp").before_invocation(move |ev, _| {
+        if !ev.is_injected() {
+            return BeforeInvocationAction::Proceed;
+        }
+        let n = {
+            let mut n = p.lock().unwrap();
+            *n += 1;
+            *n
+        };
+        let version = if n == 1 { "v1" } else { "v2" };
+        BeforeInvocationAction::transform(move |messages| {
+            let text = format!("{} ({version})", messages[0].text());
+            messages[0] = Message::user(text);
+        })
+    });
+    let model = ScriptedModel::builder()
+        .response(ScriptedResponse::new().tool_use("t1", "research", json!({"inject": "spend $9"})))
+        .response(ScriptedResponse::new().tool_use("t2", "approve", json!({"answer": true})))
+        .response(ScriptedResponse::new().tool_use("t3", "approve", json!({"answer": true})))
+        .text("done")
+        .build();
+    let (agent, r, model, events, log) =
+        run_injecting(model, vec![stamp, injected_money_gate()]).await;
+    assert_eq!(r.text(), "done");
+    let parked = parked_events(&events);
+    assert_eq!(parked.len(), 2, "parked, then parked again");
+    assert_eq!(parked[0], parked[1], "the same question");
+    assert_eq!(*passes.lock().unwrap(), 3);
+    assert_eq!(
+        log.take(),
+        vec![
+            "pending spend $9",
+            "pending spend $9",
+            "consumed spend $9 (v2)"
+        ],
+        "the first answer did not deliver it"
+    );
+    assert_eq!(saw(&model, "spend $9"), vec![false, false, false, true]);
+    assert_eq!(r.injections.len(), 1);
+    assert_eq!(r.injections[0].outcome, InjectionOutcome::Consumed);
+    assert_history(&agent);
+}
+
+#[tokio::test]
+async fn an_answer_of_the_wrong_shape_for_an_injected_message_records_nothing() {
+    // Only wrong answers at the first boundary: nothing recorded, so the item is not even
+    // looked at again (one parking) until the good answer, and then delivered unedited.
+    let model = ScriptedModel::builder()
+        .response(ScriptedResponse::new().tool_use("t1", "research", json!({"inject": "spend $9"})))
+        .response(ScriptedResponse::new().tool_use(
+            "t2",
+            "approve",
+            json!({"try": [
+                Approval::approve().with_edit(5),
+                {"approved": "maybe"},
+                {"edit": "spend $1"},
+            ]}),
+        ))
+        .response(ScriptedResponse::new().tool_use("t3", "approve", json!({"answer": true})))
+        .text("done")
+        .build();
+    let (agent, r, model, events, log) = run_injecting(model, vec![injected_money_gate()]).await;
+    assert_eq!(r.text(), "done");
+    let log = log.take();
+    assert_eq!(log.len(), 6, "{log:?}");
+    assert_eq!(log[0], "pending spend $9");
+    assert_eq!(log[1], "refused edit (unchanged: true)");
+    for refused in &log[2..4] {
+        assert!(
+            refused.starts_with("refused answer: an approval is ")
+                && refused.ends_with("(unchanged: true)"),
+            "{refused}"
+        );
+    }
+    assert_eq!(
+        log[4..],
+        ["pending spend $9", "consumed spend $9"],
+        "still parked, then delivered unedited after the good answer"
+    );
+    assert_eq!(parked_events(&events).len(), 1);
+    assert_eq!(saw(&model, "spend $9"), vec![false, false, false, true]);
+    assert_history(&agent);
 }
 
 #[tokio::test]

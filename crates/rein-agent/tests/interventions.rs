@@ -1997,6 +1997,82 @@ async fn an_edit_that_fails_the_schema_is_a_typed_error_and_changes_nothing() {
 }
 
 #[tokio::test]
+async fn an_answer_shaped_like_an_approval_but_not_one_is_a_typed_error() {
+    let log = Log::default();
+    let mut agent = agent(one("t1", "x"))
+        .tool(echo_tool(&log))
+        .intervention(ask_all())
+        .build()
+        .unwrap();
+    let r = agent.invoke("go").await.unwrap();
+    let id = r.interrupts[0].id.clone();
+    let before = agent.pending_interrupts().cloned().unwrap();
+    let history = agent.messages().to_vec();
+    for bad in [
+        json!({"approved": "maybe"}),
+        json!({"edit": {"text": "y"}}),
+        json!({"approved": true, "note": 5}),
+    ] {
+        let err = agent
+            .invoke(vec![InterruptResponse::new(&id, bad.clone())])
+            .await
+            .unwrap_err();
+        match &err {
+            Error::InvalidAnswer {
+                interrupt_id,
+                reason,
+            } => {
+                assert_eq!(interrupt_id, &id);
+                assert!(reason.starts_with("an approval is "), "{reason}");
+            }
+            other => panic!("{bad}: unexpected {other:?}"),
+        }
+        assert_eq!(agent.pending_interrupts(), Some(&before), "nothing applied");
+        assert_eq!(agent.messages(), history.as_slice());
+        assert!(log.take().is_empty());
+        assert_history(&agent);
+    }
+    // A good answer still resumes.
+    let r = agent
+        .invoke(vec![InterruptResponse::new(&id, true)])
+        .await
+        .unwrap();
+    assert_eq!(r.text(), "done");
+    assert_eq!(log.take(), vec!["ran echo:x"]);
+    assert_history(&agent);
+}
+
+#[tokio::test]
+async fn other_objects_and_numbers_still_reject() {
+    // SPEC §3.3.5: only `true`, "y"/"yes" and an approval approve; the rest is a "no".
+    let log = Log::default();
+    let mut agent = agent(two("delete", "delete"))
+        .tool(echo_tool(&log))
+        .intervention(approver("gate", "Delete?"))
+        .build()
+        .unwrap();
+    let r = agent.invoke("go").await.unwrap();
+    let ids: Vec<String> = r.interrupts.iter().map(|i| i.id.clone()).collect();
+    assert_eq!(ids.len(), 2);
+    let r = agent
+        .invoke(vec![
+            InterruptResponse::new(&ids[0], json!({"ok": true})),
+            InterruptResponse::new(&ids[1], json!(7)),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(r.text(), "done");
+    assert!(log.take().is_empty());
+    let failed = ("CONFIRMATION_FAILED: Delete?".to_owned(), true);
+    let results: Vec<_> = results_of(&agent.messages()[2])
+        .into_iter()
+        .map(|(_, text, error)| (text, error))
+        .collect();
+    assert_eq!(results, vec![failed.clone(), failed]);
+    assert_history(&agent);
+}
+
+#[tokio::test]
 async fn an_edit_cannot_slip_past_a_deny() {
     use rein_core::interrupt::Approval;
     let log = Log::default();
@@ -2134,9 +2210,292 @@ async fn an_approval_with_an_edit_of_a_held_response_stores_the_edited_text() {
         .unwrap();
     assert_eq!(r.text(), "better reply");
     assert_eq!(agent.messages()[1].text(), "better reply");
-    // Discarding a held response stores nothing.
+    // The audit keeps the whole answer, its edit included.
+    let c = decision(&r.decisions, "reply-review").confirmation.unwrap();
+    assert_eq!(c.status, rein_core::audit::ConfirmationStatus::Approved);
+    assert_eq!(
+        c.answer,
+        Some(json!({"approved": true, "edit": "better reply"}))
+    );
+    // The model was not called again for the held response: the script is spent.
     let r = agent.invoke("again").await;
     assert!(r.is_err(), "the script is spent: {r:?}");
+    assert_history(&agent);
+}
+
+#[tokio::test]
+async fn an_edit_of_a_held_response_keeps_its_tool_uses() {
+    use rein_core::interrupt::Approval;
+    let log = Log::default();
+    let model = ScriptedModel::builder()
+        .response(
+            ScriptedResponse::new()
+                .text("I will echo x, then delete everything")
+                .tool_use("t1", "echo", json!({"text": "x"})),
+        )
+        .text("done")
+        .build();
+    let mut agent = agent(model.clone())
+        .tool(echo_tool(&log))
+        .intervention(response_review())
+        .build()
+        .unwrap();
+    let r = agent.invoke("go").await.unwrap();
+    let id = r.interrupts[0].id.clone();
+    let edit = Approval::approve()
+        .with_edit("I will echo x")
+        .with_note("no promises we will not keep");
+    let r = agent
+        .invoke(vec![InterruptResponse::new(&id, edit.clone())])
+        .await
+        .unwrap();
+    let stored = agent.messages()[1].clone();
+    assert_eq!(stored.text(), "I will echo x");
+    let uses: Vec<_> = stored
+        .tool_uses()
+        .map(|u| (u.tool_use_id.clone(), u.name.clone(), u.input.clone()))
+        .collect();
+    assert_eq!(
+        uses,
+        vec![("t1".into(), "echo".into(), json!({"text": "x"}))]
+    );
+    assert_eq!(log.take(), vec!["ran echo:x"], "the kept tool use ran");
+    assert_eq!(
+        results_of(&agent.messages()[2]),
+        vec![("t1".into(), "x".into(), false)]
+    );
+    // The model saw the edited response; it was asked once per response.
+    let reqs = model.requests();
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs[1].messages[1], stored);
+    let c = decision(&r.decisions, "reply-review").confirmation.unwrap();
+    assert_eq!(c.status, rein_core::audit::ConfirmationStatus::Approved);
+    assert_eq!(c.answer, Some(serde_json::Value::from(edit)));
+    // The next response is asked about in turn.
+    assert_eq!(r.stop_reason, StopReason::Interrupt);
+    let id = r.interrupts[0].id.clone();
+    let r = agent
+        .invoke(vec![InterruptResponse::new(&id, true)])
+        .await
+        .unwrap();
+    assert_eq!(r.text(), "done");
+    assert_history(&agent);
+}
+
+#[tokio::test]
+async fn an_answer_after_model_call_is_bound_to_the_response_it_approved() {
+    // A transform before the review stamps the caller's state into the response: a resume with
+    // another state holds another response, so the human is asked again and nothing applies.
+    let model = ScriptedModel::builder().text("reply").build();
+    let mut agent = agent(model.clone())
+        .intervention(Intervention::named("stamp").after_model_call(|ev, _| {
+            let tenant = ev
+                .invocation_state()
+                .get("tenant")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("?")
+                .to_owned();
+            AfterModelCallAction::transform(move |m| {
+                m.content
+                    .push(ContentBlock::Text(format!(" (for {tenant})")));
+            })
+        }))
+        .intervention(response_review())
+        .build()
+        .unwrap();
+    let state = |t: &str| state_of("tenant", t);
+    let r = agent
+        .invoke(Input::from("go").with_state(state("a")))
+        .await
+        .unwrap();
+    let first = r.interrupts[0].clone();
+    let r = agent
+        .invoke(Input::from(vec![InterruptResponse::new(&first.id, "yes")]).with_state(state("b")))
+        .await
+        .unwrap();
+    assert_eq!(r.stop_reason, StopReason::Interrupt, "asked again");
+    assert_eq!(r.interrupts.len(), 1);
+    assert_eq!(r.interrupts[0].id, first.id);
+    assert_ne!(r.interrupts[0].fingerprint, first.fingerprint);
+    assert_eq!(agent.messages().len(), 1, "nothing stored");
+    assert_eq!(model.requests().len(), 1, "the model was not called again");
+    let held = agent.pending_interrupts().unwrap();
+    assert_eq!(
+        held.assistant_message.text(),
+        "reply",
+        "held as the model returned it"
+    );
+    assert_eq!(
+        decision(&r.decisions, "reply-review")
+            .confirmation
+            .map(|c| c.status),
+        Some(rein_core::audit::ConfirmationStatus::Asked)
+    );
+    let id = r.interrupts[0].id.clone();
+    let r = agent
+        .invoke(Input::from(vec![InterruptResponse::new(&id, "yes")]).with_state(state("b")))
+        .await
+        .unwrap();
+    assert_eq!(r.stop_reason, StopReason::EndTurn);
+    let stored = agent.messages()[1].text();
+    assert!(
+        stored.contains("(for b)") && !stored.contains("(for a)"),
+        "{stored}"
+    );
+    assert_eq!(r.text(), stored);
+    assert_eq!(model.requests().len(), 1);
+    assert_history(&agent);
+}
+
+#[tokio::test]
+async fn a_deny_after_a_confirm_on_after_model_call_never_asks() {
+    let log = Log::default();
+    let failing_check = Intervention::named("scanner")
+        .on_error(OnError::Deny)
+        .after_model_call(|_, _| -> Result<AfterModelCallAction, HandlerError> {
+            Err(HandlerError::new("scanner down"))
+        });
+    let mut agent = agent(one("t1", "x"))
+        .tool(echo_tool(&log))
+        .intervention(response_review())
+        .intervention(failing_check)
+        .build()
+        .unwrap();
+    let r = agent.invoke("go").await.unwrap();
+    assert_eq!(r.stop_reason, StopReason::EndTurn);
+    assert!(r.interrupts.is_empty());
+    assert!(agent.pending_interrupts().is_none());
+    assert_eq!(r.text(), "DENIED: Handler threw: scanner down");
+    assert_eq!(
+        agent.messages()[1],
+        Message::assistant("DENIED: Handler threw: scanner down")
+    );
+    assert!(
+        log.take().is_empty(),
+        "the withheld response's tool never ran"
+    );
+    let review = decision(&r.decisions, "reply-review");
+    assert_eq!(review.outcome, DecisionOutcome::Overridden);
+    assert_history(&agent);
+}
+
+#[tokio::test]
+async fn a_guide_after_a_confirm_on_after_model_call_retries_without_asking() {
+    let model = ScriptedModel::builder()
+        .text("a draft")
+        .text("final")
+        .build();
+    let mut agent = agent(model.clone())
+        .intervention(response_review())
+        .intervention(Intervention::named("style").after_model_call(|ev, _| {
+            if ev
+                .response()
+                .is_some_and(|r| r.message.text().contains("draft"))
+            {
+                AfterModelCallAction::guide("no drafts")
+            } else {
+                AfterModelCallAction::Proceed
+            }
+        }))
+        .build()
+        .unwrap();
+    let r = agent.invoke("go").await.unwrap();
+    // Nobody was asked about the draft: it was retried; the final response is asked about.
+    let reqs = model.requests();
+    assert_eq!(reqs.len(), 2);
+    assert!(
+        reqs[1]
+            .messages
+            .iter()
+            .any(|m| m.text().contains("[style] no drafts"))
+    );
+    assert_eq!(r.stop_reason, StopReason::Interrupt);
+    assert_eq!(r.interrupts.len(), 1);
+    assert_eq!(
+        r.interrupts[0].id,
+        EventKind::AfterModelCall.interrupt_id("m1", "reply-review")
+    );
+    let reviews: Vec<_> = r
+        .decisions
+        .iter()
+        .filter(|d| d.handler == "reply-review")
+        .map(|d| d.outcome)
+        .collect();
+    assert_eq!(
+        reviews,
+        vec![DecisionOutcome::Overridden, DecisionOutcome::Applied],
+        "the draft's question was voided by the guide"
+    );
+    assert!(
+        agent
+            .messages()
+            .iter()
+            .all(|m| !m.text().contains("a draft"))
+    );
+    let id = r.interrupts[0].id.clone();
+    let r = agent
+        .invoke(vec![InterruptResponse::new(&id, "yes")])
+        .await
+        .unwrap();
+    assert_eq!(r.text(), "final");
+    assert_eq!(model.requests().len(), 2);
+    assert_history(&agent);
+}
+
+#[tokio::test]
+async fn a_held_response_is_retracted_from_the_stream_before_the_interrupt() {
+    let mut agent = agent(ScriptedModel::builder().text("draft reply").build())
+        .intervention(response_review())
+        .build()
+        .unwrap();
+    let mut events = Vec::new();
+    {
+        let mut s = agent.stream("go");
+        while let Some(ev) = s.next().await {
+            events.push(ev.unwrap());
+        }
+    }
+    let shown: String = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::TextDelta(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(shown, "draft reply", "it streamed as it came");
+    let at = |pred: &dyn Fn(&AgentEvent) -> bool| events.iter().position(pred);
+    let last_delta = events
+        .iter()
+        .rposition(|e| matches!(e, AgentEvent::TextDelta(_)))
+        .unwrap();
+    let discarded = at(&|e| {
+        matches!(e, AgentEvent::ResponseDiscarded { reason, handler: None } if reason == "awaiting approval")
+    })
+    .expect("the stream retracts the held response");
+    let id = EventKind::AfterModelCall.interrupt_id("m0", "reply-review");
+    let interrupt = at(&|e| matches!(e, AgentEvent::Interrupt(i) if i.id == id)).unwrap();
+    assert!(
+        last_delta < discarded && discarded < interrupt,
+        "{events:#?}"
+    );
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| matches!(e, AgentEvent::ResponseDiscarded { .. }))
+            .count(),
+        1
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, AgentEvent::MessageAdded { message, .. } if message.role == Role::Assistant)),
+        "nothing stored"
+    );
+    match events.last() {
+        Some(AgentEvent::Finished(r)) => assert_eq!(r.stop_reason, StopReason::Interrupt),
+        other => panic!("{other:?}"),
+    }
+    assert_history(&agent);
 }
 
 #[tokio::test]

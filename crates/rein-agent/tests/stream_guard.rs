@@ -313,7 +313,12 @@ fn chunks_of(s: &str, n: usize) -> Vec<String> {
 fn recording(text: &str, n: usize, with_tool: bool) -> Recording {
     let chunks = chunks_of(text, n);
     let refs: Vec<&str> = chunks.iter().map(String::as_str).collect();
-    let mut events = text_events(&refs);
+    recording_of(&refs, with_tool)
+}
+
+/// The text as exactly these deltas, then (`with_tool`) a tool use.
+fn recording_of(chunks: &[&str], with_tool: bool) -> Recording {
+    let mut events = text_events(chunks);
     if with_tool {
         events.insert(
             events.len() - 1,
@@ -396,6 +401,146 @@ async fn a_deny_mid_stream_stops_the_stream_and_withholds_the_response() {
     );
     assert_history_valid(a.messages());
     assert!(log.take().is_empty(), "the tool use never ran");
+}
+
+/// A guard that errors (no panic) once the pending text holds the forbidden word.
+fn erroring(on_error: OnError) -> Intervention {
+    Intervention::named("scanner")
+        .on_error(on_error)
+        .model_output(|ev, _| -> Result<ModelOutputAction, HandlerError> {
+            if ev.pending.contains("FORBIDDEN") {
+                Err(HandlerError::new("scanner down"))
+            } else {
+                Ok(ModelOutputAction::Proceed)
+            }
+        })
+}
+
+/// Streams, then invokes, `DENIED_TEXT` split into `chunks` under `guard`: no byte of the
+/// forbidden word is ever shown, the response is withheld with `expected` (stored, and the
+/// result's text), the stream was dropped, and its tool use never ran.
+async fn check_denied_split(
+    guard: fn(OnError) -> Intervention,
+    hold_back: usize,
+    chunks: &[&str],
+    expected: &str,
+) {
+    let at = DENIED_TEXT.find("FORBIDDEN").unwrap();
+    let log = Log::default();
+    let model = recording_of(chunks, true);
+    let mut a = builder(model.clone(), &log)
+        .stream_hold_back(hold_back)
+        .intervention(guard(OnError::Deny))
+        .build()
+        .unwrap();
+    let shown = stream_all(&mut a, "go").await;
+    let result = shown.result.unwrap();
+    assert!(
+        DENIED_TEXT.starts_with(&shown.text) && shown.text.len() <= at,
+        "shown {:?} for {chunks:?}",
+        shown.text
+    );
+    let discarded = shown
+        .events
+        .iter()
+        .position(
+            |e| matches!(e, AgentEvent::ResponseDiscarded { reason, .. } if reason == expected),
+        )
+        .unwrap_or_else(|| panic!("no discard for {chunks:?}"));
+    assert!(
+        !shown.events[discarded..]
+            .iter()
+            .any(|e| matches!(e, AgentEvent::TextDelta(_))),
+        "text after the discard for {chunks:?}"
+    );
+    assert_eq!(result.text(), expected);
+    assert_eq!(stored(&a), expected, "stored == what stands in, {chunks:?}");
+    assert!(model.dropped.load(Ordering::SeqCst));
+    assert!(log.take().is_empty(), "the tool use never ran");
+    assert_history(&a);
+
+    let model = recording_of(chunks, true);
+    let mut b = builder(model.clone(), &log)
+        .stream_hold_back(hold_back)
+        .intervention(guard(OnError::Deny))
+        .build()
+        .unwrap();
+    let invoked = b.invoke("go").await.unwrap();
+    assert_eq!(invoked.text(), expected, "invoke == stream, {chunks:?}");
+    assert_eq!(b.messages(), a.messages());
+    assert!(log.take().is_empty());
+    assert_history(&b);
+}
+
+#[tokio::test]
+async fn no_split_of_a_denied_word_reaches_the_caller() {
+    let t = DENIED_TEXT;
+    let chars: Vec<String> = t.chars().map(String::from).collect();
+    let one_by_one: Vec<&str> = chars.iter().map(String::as_str).collect();
+    let cases: [(fn(OnError) -> Intervention, &str); 2] = [
+        (no_forbidden, "DENIED: forbidden word"),
+        (erroring, "DENIED: Handler threw: scanner down"),
+    ];
+    for (guard, expected) in cases {
+        // A window one shorter than the word is the least that catches it; also a wider one.
+        for hold_back in ["FORBIDDEN".len() - 1, 16] {
+            for &i in &char_bounds(t) {
+                check_denied_split(guard, hold_back, &[&t[..i], &t[i..]], expected).await;
+            }
+            check_denied_split(guard, hold_back, &one_by_one, expected).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_guard_returning_an_error_mid_stream_follows_on_error() {
+    let at = DENIED_TEXT.find("FORBIDDEN").unwrap();
+    // Deny: withheld as a deny, the error recorded.
+    let log = Log::default();
+    let mut a = builder(recording(DENIED_TEXT, 4, true), &log)
+        .intervention(erroring(OnError::Deny))
+        .build()
+        .unwrap();
+    let shown = stream_all(&mut a, "go").await;
+    let r = shown.result.unwrap();
+    assert!(DENIED_TEXT.starts_with(&shown.text) && shown.text.len() <= at);
+    assert_eq!(r.text(), "DENIED: Handler threw: scanner down");
+    assert_eq!(r.stop_reason, StopReason::EndTurn);
+    assert!(shown.events.iter().any(|e| matches!(
+        e,
+        AgentEvent::ResponseDiscarded { handler: Some(h), .. } if h == "scanner"
+    )));
+    let error = r
+        .decisions
+        .iter()
+        .find(|d| d.action == DecisionAction::Error)
+        .unwrap();
+    assert_eq!(
+        (error.event, error.on_error),
+        (EventKind::ModelOutput, Some(OnError::Deny))
+    );
+    assert!(log.take().is_empty());
+    assert_history(&a);
+
+    // Throw: the invocation fails with the handler error; nothing from the window on shown.
+    let mut a = builder(recording(DENIED_TEXT, 4, true), &log)
+        .intervention(erroring(OnError::Throw))
+        .build()
+        .unwrap();
+    let shown = stream_all(&mut a, "go").await;
+    match shown.result {
+        Err(Error::Handler { handler, event, .. }) => {
+            assert_eq!((handler.as_str(), event), ("scanner", "model_output"));
+        }
+        other => panic!(
+            "expected a handler error, got {:?}",
+            other.map(|r| r.text())
+        ),
+    }
+    assert!(DENIED_TEXT.starts_with(&shown.text) && shown.text.len() <= at);
+    assert_eq!(a.messages(), &[Message::user("go")]);
+    assert!(log.take().is_empty());
+    assert_history(&a);
 }
 
 #[tokio::test]
