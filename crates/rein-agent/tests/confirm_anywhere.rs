@@ -67,7 +67,7 @@ async fn confirm_before_model_call_holds_the_request_until_approved() {
     assert_eq!(model.requests().len(), 1);
     assert_eq!(model.requests()[0].messages[0].text(), "go");
     assert!(agent.pending_interrupts().is_none());
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -84,7 +84,7 @@ async fn confirm_before_model_call_rejected_cancels_the_call() {
     assert_eq!(r.text(), "CONFIRMATION_FAILED: Send to the provider?");
     assert!(model.requests().is_empty());
     assert_eq!(agent.messages().len(), 2);
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -102,6 +102,7 @@ async fn a_deny_after_a_confirm_before_model_call_never_asks() {
     assert!(r.interrupts.is_empty());
     assert_eq!(r.text(), "DENIED: over budget");
     assert!(agent.pending_interrupts().is_none());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -128,7 +129,7 @@ async fn guidance_with_a_pending_confirm_before_model_call_waits_for_the_answer(
     let sent = model.requests()[0].messages[0].text();
     assert_eq!(sent.matches("be brief").count(), 1, "{sent}");
     assert_eq!(agent.messages()[0].text().matches("be brief").count(), 1);
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -172,6 +173,7 @@ async fn an_answer_before_model_call_is_bound_to_the_request_it_approved() {
         .unwrap();
     assert_eq!(r.text(), "ok");
     assert!(model.requests()[0].messages[0].text().contains("tenant=b"));
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -199,6 +201,7 @@ async fn an_edit_of_a_request_is_an_invalid_answer_and_keeps_it_pending() {
         .await
         .unwrap();
     assert_eq!(r.text(), "ok");
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -217,7 +220,7 @@ async fn every_request_of_a_tool_conversation_is_asked_about_and_tools_answered(
     let mut rounds = 0;
     while r.stop_reason == StopReason::Interrupt {
         rounds += 1;
-        assert_history_valid(agent.messages());
+        assert_history(&agent);
         let id = r.interrupts[0].id.clone();
         r = agent
             .invoke(vec![InterruptResponse::new(&id, "yes")])
@@ -227,7 +230,7 @@ async fn every_request_of_a_tool_conversation_is_asked_about_and_tools_answered(
     assert_eq!(rounds, 2, "one question per request");
     assert_eq!(r.text(), "done");
     assert_eq!(log.take(), vec!["ran echo:x"]);
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -280,7 +283,7 @@ async fn confirm_before_invocation_holds_the_input_until_approved() {
     assert_eq!(r.text(), "paid");
     assert_eq!(agent.messages()[0].text(), "pay $5 to Ann");
     assert_eq!(model.requests().len(), 1);
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -326,7 +329,7 @@ async fn an_answer_before_invocation_is_bound_to_the_input_it_approved() {
         .unwrap();
     assert_eq!(r.text(), "paid");
     assert!(agent.messages()[0].text().contains("(from bob)"));
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -346,6 +349,7 @@ async fn confirm_before_invocation_rejected_stores_nothing() {
     assert!(agent.messages().is_empty());
     assert!(model.requests().is_empty());
     assert!(agent.pending_interrupts().is_none());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -376,6 +380,7 @@ async fn an_approval_with_an_edit_of_an_input_stores_the_edited_text() {
         d.confirmation.as_ref().unwrap().status,
         ConfirmationStatus::Approved
     );
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -392,6 +397,7 @@ async fn a_guide_after_a_confirm_before_invocation_never_asks() {
     assert!(r.interrupts.is_empty());
     assert_eq!(r.text(), "GUIDANCE: [polite] say please");
     assert!(agent.pending_interrupts().is_none());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -432,7 +438,7 @@ async fn discarding_a_held_input_stores_nothing() {
     assert!(agent.messages().is_empty());
     let r = agent.invoke("hello").await.unwrap();
     assert_eq!(r.text(), "hi");
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -574,7 +580,7 @@ async fn an_injected_message_awaiting_approval_is_parked_and_delivered_once_appr
     assert!(saw(2), "delivered at the first boundary after approval");
     assert_eq!(r.injections[0].outcome, InjectionOutcome::Consumed);
     assert!(agent.interceptor().pending_approvals().is_empty());
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -596,7 +602,7 @@ async fn an_injected_message_refused_by_the_human_is_rejected() {
             .any(|m| m.text().contains("spend $9"))
     );
     assert_eq!(r.injections[0].outcome, InjectionOutcome::Rejected);
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 fn saw(model: &ScriptedModel, text: &str) -> Vec<bool> {
@@ -769,6 +775,7 @@ async fn an_injected_message_still_parked_when_the_run_ends_is_rejected() {
         steer.answer("v1:before_invocation:x:y", true),
         Err(rein_agent::InjectError::UnknownInterrupt(_))
     ));
+    assert_history(&agent);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -846,7 +853,7 @@ async fn at_the_retry_cap_the_agent_asks_a_human_instead_of_denying() {
         model.requests().len() > model_calls,
         "the run went on after the tool"
     );
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -873,7 +880,7 @@ async fn a_human_refusing_at_the_retry_cap_withholds_the_response() {
     assert_eq!(model.requests().len(), 2, "no call after the refusal");
     let m = agent.messages();
     assert_eq!(m.last().unwrap().text(), r.text());
-    assert_history_valid(m);
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -903,7 +910,7 @@ async fn a_handler_may_escalate_itself_when_no_retry_is_left() {
         .unwrap();
     assert_eq!(r.text(), "meh");
     assert_eq!(model.requests().len(), 2);
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -916,4 +923,5 @@ async fn without_escalation_the_retry_cap_still_denies() {
         .unwrap();
     let r = agent.invoke("go").await.unwrap();
     assert_eq!(r.text(), "DENIED: retry limit (1) reached");
+    assert_history(&agent);
 }

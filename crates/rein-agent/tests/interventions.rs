@@ -115,7 +115,7 @@ async fn deny_before_tool_call_is_an_error_result_and_other_tools_run() {
     assert_eq!(d.outcome, DecisionOutcome::Applied);
     assert_eq!(d.text.as_deref(), Some("rm is not allowed"));
     assert_eq!(d.tool_use_id.as_deref(), Some("a"));
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -149,6 +149,7 @@ async fn deny_before_invocation_stores_nothing_and_calls_no_model() {
     assert_eq!(model.requests().len(), 1, "the model was not called");
     assert_eq!(r.decisions[0].event, EventKind::BeforeInvocation);
     assert_eq!(r.decisions[0].action, DecisionAction::Deny);
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -173,6 +174,7 @@ async fn deny_before_model_call_stands_in_a_synthetic_message() {
     assert_eq!(m.len(), 2);
     assert_eq!(m[1].role, Role::Assistant);
     assert_eq!(m[1].text(), "DENIED: over budget");
+    assert_history(&agent);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -199,6 +201,7 @@ async fn guide_before_tool_call_cancels_with_guidance() {
             true
         )]
     );
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -231,6 +234,7 @@ async fn two_guiding_handlers_join_their_feedback() {
             ("b", DecisionAction::Guide, DecisionOutcome::Applied)
         ]
     );
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -264,7 +268,7 @@ async fn guide_before_model_call_joins_the_trailing_user_message_and_reaches_tha
     let sent = &model.requests()[0].messages;
     assert_eq!(sent.len(), 1);
     assert_eq!(sent[0].content, stored.content, "the model saw it at once");
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -293,7 +297,7 @@ async fn guide_before_model_call_after_an_assistant_message_is_a_new_user_messag
     assert_eq!(sent.len(), 3);
     assert_eq!(sent[2].role, Role::User);
     assert_eq!(sent[2].text(), "[nudge] continue");
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -334,7 +338,7 @@ async fn guide_after_model_call_injects_and_retries() {
     let m = agent.messages();
     assert_eq!(m.len(), 2, "the rude response was not stored");
     assert_eq!(m[1].text(), "Happy to help!");
-    assert_history_valid(m);
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -367,7 +371,7 @@ async fn guide_retry_cap_denies_after_three_retries() {
     assert_eq!(limit.action, DecisionAction::Deny);
     assert_eq!(limit.outcome, DecisionOutcome::Applied);
     assert_eq!(limit.event, EventKind::AfterModelCall);
-    assert_history_valid(m);
+    assert_history(&agent);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -392,6 +396,7 @@ async fn transform_input_messages() {
         model.requests()[0].messages[0].text(),
         "my password is ****"
     );
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -416,6 +421,7 @@ async fn transform_model_request_is_an_overlay_that_leaves_history_alone() {
     assert_eq!(req.messages[0].text(), "hi(context: EU user)");
     assert_eq!(agent.messages()[0].text(), "hi", "history untouched");
     assert_eq!(agent.messages()[0].content.len(), 1);
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -441,6 +447,7 @@ async fn transform_response_message_is_stored_and_replaced_in_the_stream() {
     assert_eq!(replaced.unwrap().text(), "call [number]");
     assert_eq!(result.unwrap().text(), "call [number]");
     assert_eq!(agent.messages()[1].text(), "call [number]");
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -467,6 +474,7 @@ async fn transform_tool_input_rewrites_the_stored_assistant_message() {
         results_of(&agent.messages()[2]),
         vec![("t1".into(), "HELLO".into(), false)]
     );
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -495,6 +503,7 @@ async fn transform_tool_result() {
     );
     assert_eq!(r.decisions[0].action, DecisionAction::Transform);
     assert_eq!(r.decisions[0].event, EventKind::AfterToolCall);
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -535,6 +544,7 @@ async fn transform_before_a_deny_leaves_no_trace() {
         results_of(&agent.messages()[2]),
         vec![("t1".into(), "DENIED: no".into(), true)]
     );
+    assert_history(&agent);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -564,6 +574,7 @@ async fn confirm_pauses_and_approval_on_resume_runs_the_tool() {
     assert!(i.fingerprint.is_some());
     assert!(log.take().is_empty());
     assert_eq!(agent.messages().len(), 2);
+    assert_history(&agent);
 
     let r = agent
         .invoke(vec![InterruptResponse::new(&i.id, "yes")])
@@ -572,7 +583,7 @@ async fn confirm_pauses_and_approval_on_resume_runs_the_tool() {
     assert_eq!(r.stop_reason, StopReason::EndTurn);
     assert_eq!(r.text(), "done");
     assert_eq!(log.take(), vec!["ran echo:delete"]);
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -595,7 +606,7 @@ async fn confirm_rejected_on_resume_is_confirmation_failed() {
         results_of(&agent.messages()[2]),
         vec![("t1".into(), "CONFIRMATION_FAILED: Delete it?".into(), true)]
     );
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -618,6 +629,7 @@ async fn two_confirms_are_raised_in_one_round() {
     let r = agent.invoke(answers).await.unwrap();
     assert_eq!(r.stop_reason, StopReason::EndTurn);
     assert_eq!(log.take(), vec!["ran echo:delete"]);
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -644,6 +656,7 @@ async fn a_confirm_followed_by_a_deny_never_asks() {
         decision(&r.decisions, "approver").outcome,
         DecisionOutcome::Overridden
     );
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -689,7 +702,7 @@ async fn an_answer_is_bound_to_the_exact_tool_call() {
         "everything",
         "what ran is what is stored"
     );
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 fn three_tools() -> ScriptedModel {
@@ -714,6 +727,7 @@ async fn resume_in_order(executor: ToolExecutor) -> (Vec<String>, Vec<String>) {
         .unwrap();
     let r = agent.invoke("go").await.unwrap();
     assert_eq!(r.stop_reason, StopReason::Interrupt);
+    assert_history(&agent);
     let mut before = log.take();
     before.sort();
     let id = r.interrupts[0].id.clone();
@@ -726,7 +740,7 @@ async fn resume_in_order(executor: ToolExecutor) -> (Vec<String>, Vec<String>) {
         .map(|(id, _, _)| id)
         .collect();
     assert_eq!(ids, vec!["a", "b", "c"], "results in tool-use order");
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
     (before, log.take())
 }
 
@@ -781,7 +795,7 @@ async fn on_error_throw_fails_the_invocation_and_leaves_history_valid() {
         results_of(&agent.messages()[2]),
         vec![("t1".into(), TOOL_INTERRUPTED.into(), true)]
     );
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -799,6 +813,7 @@ async fn on_error_proceed_fails_open() {
     assert_eq!(d.outcome, DecisionOutcome::Error);
     assert_eq!(d.on_error, Some(OnError::Proceed));
     assert_eq!(d.text.as_deref(), Some("policy store down"));
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -829,6 +844,7 @@ async fn on_error_deny_on_after_tool_call_replaces_the_result() {
         decision(&r.decisions, "scanner").on_error,
         Some(OnError::Deny)
     );
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -855,7 +871,7 @@ async fn on_error_deny_on_after_model_call_withholds_the_response() {
     assert_eq!(m.len(), 2);
     assert!(!m[1].has_tool_use());
     assert_eq!(m[1].text(), "DENIED: Handler threw: moderation API 503");
-    assert_history_valid(m);
+    assert_history(&agent);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -898,6 +914,7 @@ async fn shadow_mode_records_and_applies_nothing() {
             )
         ]
     );
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -931,6 +948,7 @@ async fn audit_is_on_the_result_in_the_stream_and_visible_to_late_hooks() {
     assert_eq!(streamed, r.decisions);
     assert_eq!(seen.take(), vec!["no-rm Deny Some(\"a\")"]);
     assert_eq!(r.decisions[0].duration, None, "timing is opt-in");
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -945,6 +963,7 @@ async fn audit_timing_fills_duration() {
     let r = agent.invoke("go").await.unwrap();
     assert_eq!(r.decisions.len(), 1);
     assert!(r.decisions[0].duration.is_some());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -1031,7 +1050,7 @@ async fn injected_input_is_admitted_by_before_invocation_handlers() {
         "the rejected item never reached the model"
     );
     assert_eq!(reqs[2].messages.last().unwrap().text(), "check x [vetted]");
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -1065,7 +1084,7 @@ async fn guide_after_model_call_after_tool_results_joins_the_results_message() {
         "joined the tool results"
     );
     assert_eq!(model.requests()[2].messages[2], m[2]);
-    assert_history_valid(m);
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -1091,12 +1110,12 @@ async fn on_error_throw_with_a_sibling_tool_still_answers_every_tool_use() {
     let results = results_of(&agent.messages()[2]);
     assert_eq!(results.len(), 2);
     assert_eq!(results[0], ("a".into(), TOOL_INTERRUPTED.into(), true));
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
     // The agent is usable again: the next prompt joins the trailing user message.
     let r = agent.invoke("again").await.unwrap();
     assert_eq!(r.text(), "done");
     assert_eq!(agent.messages()[2].text(), "again");
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1145,7 +1164,7 @@ async fn a_transform_before_a_confirm_is_reapplied_on_resume_and_the_approval_ho
         "delete"
     );
     assert_eq!(updates.take(), vec!["updated Assistant "]);
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -1170,6 +1189,7 @@ async fn guide_then_deny_at_before_model_call_injects_nothing() {
         decision(&r.decisions, "tone").outcome,
         DecisionOutcome::Overridden
     );
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -1187,6 +1207,7 @@ async fn guide_before_invocation_cancels_with_guidance_and_stores_nothing() {
     assert_eq!(r.stop_reason, StopReason::EndTurn);
     assert!(agent.messages().is_empty());
     assert!(model.requests().is_empty());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -1206,6 +1227,7 @@ async fn on_error_deny_at_before_invocation_denies_the_prompt() {
     assert_eq!(r.text(), "DENIED: Handler threw: classifier unavailable");
     assert!(agent.messages().is_empty());
     assert!(model.requests().is_empty());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -1221,6 +1243,7 @@ async fn a_shadow_handler_never_fails_the_invocation() {
     let d = decision(&r.decisions, "new-policy");
     assert_eq!(d.outcome, DecisionOutcome::Error);
     assert_eq!(d.on_error, Some(OnError::Proceed));
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -1244,7 +1267,7 @@ async fn a_panicking_handler_is_a_handler_error() {
         other => panic!("unexpected {other:?}"),
     }
     assert!(log.take().is_empty());
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -1271,7 +1294,7 @@ async fn transform_response_that_drops_the_tool_uses_ends_the_turn() {
     assert_eq!(r.text(), "Tools are off today.");
     assert!(log.take().is_empty());
     assert_eq!(model.requests().len(), 1);
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 /// A trait handler with an `async fn` that waits, counting how many of its calls overlap.
@@ -1332,6 +1355,7 @@ async fn async_handlers_run_concurrently_for_parallel_tool_calls() {
             expected,
             "{executor:?}"
         );
+        assert_history(&agent);
     }
 }
 
@@ -1366,7 +1390,7 @@ async fn the_retry_count_restarts_after_an_accepted_response() {
     );
     assert_eq!(model.requests().len(), 8);
     assert!(r.decisions.iter().all(|d| d.handler == "picky"));
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -1395,6 +1419,8 @@ async fn confirm_interrupts_and_decisions_are_streamed() {
             "finished Interrupt"
         ]
     );
+    drop(stream);
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -1432,6 +1458,7 @@ async fn guide_on_injected_input_rejects_it_with_the_guidance_text() {
             .iter()
             .any(|m| m.text().contains("crypto"))
     );
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -1464,7 +1491,7 @@ async fn a_throwing_admission_handler_fails_the_run_and_rejects_the_item() {
     let reasons = rejected.take();
     assert_eq!(reasons.len(), 1);
     assert!(reasons[0].contains("admission service down"), "{reasons:?}");
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -1493,6 +1520,7 @@ async fn a_null_answer_is_no_answer_and_the_human_is_asked_again() {
         results_of(&agent.messages()[2]),
         vec![("t1".into(), "CONFIRMATION_FAILED: Delete it?".into(), true)]
     );
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -1523,6 +1551,7 @@ async fn a_partly_answered_round_asks_only_the_rest_and_remembers_the_answers() 
         "the owner's yes was kept"
     );
     assert_eq!(log.take(), vec!["ran echo:delete"]);
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -1542,6 +1571,7 @@ async fn a_shadow_confirm_asks_nobody() {
         (d.action, d.outcome),
         (DecisionAction::Confirm, DecisionOutcome::Shadowed)
     );
+    assert_history(&agent);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1617,7 +1647,7 @@ async fn run_state_lasts_the_run_across_a_resume_and_handlers_hear_each_end() {
             (StopReason::EndTurn, None),
         ]
     );
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -1650,6 +1680,7 @@ async fn a_panicking_end_notification_is_ignored_and_trait_handlers_hear_it_too(
         heard.load(Ordering::SeqCst),
         "the handler after the panicking one still heard"
     );
+    assert_history(&agent);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1693,6 +1724,7 @@ async fn confirm_after_tool_call_holds_the_result_and_the_tool_never_runs_again(
     assert_eq!(log.take(), vec!["ran echo:secret plans"]);
     // Nothing reached history: the result is held with the pending interrupts.
     assert_eq!(agent.messages().len(), 2);
+    assert_history(&agent);
     let pending = agent.pending_interrupts().unwrap();
     assert_eq!(pending.held_results.len(), 1);
     assert!(pending.completed_results.is_empty());
@@ -1718,7 +1750,7 @@ async fn confirm_after_tool_call_holds_the_result_and_the_tool_never_runs_again(
         approved.confirmation.as_ref().map(|c| c.status),
         Some(rein_core::audit::ConfirmationStatus::Approved)
     );
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -1745,7 +1777,7 @@ async fn confirm_after_tool_call_rejected_is_confirmation_failed() {
             true
         )]
     );
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -1777,6 +1809,7 @@ async fn a_deny_after_a_confirm_on_after_tool_call_never_asks() {
         decision(&r.decisions, "review").outcome,
         DecisionOutcome::Overridden
     );
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -1790,7 +1823,7 @@ async fn discarding_a_held_result_answers_the_tool_use_as_interrupted() {
         vec![("t1".into(), TOOL_INTERRUPTED.into(), true)],
         "an output nobody approved never reaches the model"
     );
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1911,7 +1944,7 @@ async fn a_parallel_group_in_a_run() {
             ),
         ]
     );
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1956,7 +1989,7 @@ async fn an_approval_with_an_edit_runs_the_edited_call_and_rewrites_the_stored_m
     let c = d.confirmation.unwrap();
     assert_eq!(c.status, rein_core::audit::ConfirmationStatus::Approved);
     assert_eq!(c.answer.unwrap()["edit"]["text"], "delete drafts");
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -1994,6 +2027,7 @@ async fn an_edit_that_fails_the_schema_is_a_typed_error_and_changes_nothing() {
         .unwrap();
     assert_eq!(r.text(), "done");
     assert_eq!(log.take(), vec!["ran echo:x"]);
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -2095,6 +2129,7 @@ async fn an_edit_cannot_slip_past_a_deny() {
         results_of(&agent.messages()[2]),
         vec![("t1".into(), "DENIED: rm is not allowed".into(), true)]
     );
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -2119,6 +2154,7 @@ async fn an_approval_with_an_edit_of_a_held_result_sends_the_edited_text() {
         results_of(&agent.messages()[2]),
         vec![("t1".into(), "name: Ann, card: [removed]".into(), false)]
     );
+    assert_history(&agent);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2148,6 +2184,7 @@ async fn confirm_after_model_call_holds_the_response_until_approved() {
     assert!(i.fingerprint.is_some());
     assert_eq!(agent.messages().len(), 1, "the response is not stored");
     assert!(log.take().is_empty(), "its tool use did not run");
+    assert_history(&agent);
     assert!(agent.pending_interrupts().unwrap().held_response.is_some());
 
     let r = agent
@@ -2170,7 +2207,7 @@ async fn confirm_after_model_call_holds_the_response_until_approved() {
         .await
         .unwrap();
     assert_eq!(r.text(), "done");
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -2191,7 +2228,7 @@ async fn confirm_after_model_call_rejected_withholds_the_response() {
     assert_eq!(r.text(), "CONFIRMATION_FAILED: Send this reply?");
     assert!(log.take().is_empty());
     assert_eq!(agent.messages().len(), 2);
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -2508,4 +2545,36 @@ async fn discarding_a_held_response_stores_nothing() {
     agent.discard_interrupts();
     assert_eq!(agent.messages().len(), 1);
     assert!(agent.pending_interrupts().is_none());
+    assert_history(&agent);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The history checker itself
+
+#[test]
+#[should_panic(expected = "tool use without results at the end")]
+fn the_history_check_refuses_an_unanswered_tool_use_with_nothing_pending() {
+    let open = Message::new(
+        Role::Assistant,
+        vec![ContentBlock::ToolUse(rein_core::ToolUse::new(
+            "t1",
+            "echo",
+            json!({}),
+        ))],
+    );
+    let agent = agent(ScriptedModel::builder().build())
+        .messages(vec![Message::user("go"), open])
+        .build()
+        .unwrap();
+    assert_history(&agent);
+}
+
+#[test]
+#[should_panic(expected = "two User messages in a row")]
+fn the_history_check_refuses_two_messages_of_one_role_in_a_row() {
+    let agent = agent(ScriptedModel::builder().build())
+        .messages(vec![Message::user("a"), Message::user("b")])
+        .build()
+        .unwrap();
+    assert_history(&agent);
 }

@@ -121,7 +121,7 @@ async fn check_split(chunks: &[&str], hold_back: usize) -> String {
     let result = shown.result.unwrap();
     assert_eq!(shown.text, stored(&a), "stored == shown, chunks {chunks:?}");
     assert_eq!(result.text(), shown.text);
-    assert_history_valid(a.messages());
+    assert_history(&a);
 
     let mut b = guarded(scripted(text_events(chunks)), hold_back);
     let invoked = b.invoke("key?").await.unwrap();
@@ -130,6 +130,7 @@ async fn check_split(chunks: &[&str], hold_back: usize) -> String {
         shown.text,
         "invoke == stream, chunks {chunks:?}"
     );
+    assert_history(&b);
     shown.text
 }
 
@@ -248,7 +249,7 @@ async fn text_blocks_are_guarded_one_by_one_and_tool_input_is_not() {
     assert_eq!(assistant.tool_uses().count(), 1);
     assert_eq!(shown.text, "first [KEY] endsecond [KEY]done");
     assert_eq!(log.take(), vec![format!("ran echo:{SECRET}")]);
-    assert_history_valid(a.messages());
+    assert_history(&a);
 }
 
 /// A model whose one response is `events`, recording how many were read and whether the
@@ -399,8 +400,8 @@ async fn a_deny_mid_stream_stops_the_stream_and_withholds_the_response() {
             Message::assistant("DENIED: forbidden word")
         ]
     );
-    assert_history_valid(a.messages());
     assert!(log.take().is_empty(), "the tool use never ran");
+    assert_history(&a);
 }
 
 /// A guard that errors (no panic) once the pending text holds the forbidden word.
@@ -564,7 +565,7 @@ async fn invoke_is_denied_the_same_way() {
     assert_eq!(r.text(), "DENIED: output matches a denied pattern");
     assert!(model.dropped.load(Ordering::SeqCst));
     assert!(model.read.load(Ordering::SeqCst) < model.events.len());
-    assert_history_valid(a.messages());
+    assert_history(&a);
 }
 
 /// Panics when the pending text holds `boom`.
@@ -609,6 +610,7 @@ async fn a_handler_panicking_mid_stream_follows_on_error() {
     )));
     assert_eq!(a.messages(), &[Message::user("go")]);
     assert!(log.take().is_empty());
+    assert_history(&a);
 
     // Proceed: the handler is skipped, the text goes on whole.
     let mut a = builder(recording(BOOM_TEXT, 3, false), &log)
@@ -623,7 +625,7 @@ async fn a_handler_panicking_mid_stream_follows_on_error() {
         && d.on_error == Some(OnError::Proceed)
         && d.event == EventKind::ModelOutput));
     assert!(!r.decisions.is_empty());
-    assert_history_valid(a.messages());
+    assert_history(&a);
     log.take();
 
     // Deny: the response is withheld, as a deny.
@@ -644,8 +646,8 @@ async fn a_handler_panicking_mid_stream_follows_on_error() {
         AgentEvent::ResponseDiscarded { handler: Some(h), .. } if h == "panicky"
     )));
     assert_eq!(a.messages().len(), 2);
-    assert_history_valid(a.messages());
     assert!(log.take().is_empty());
+    assert_history(&a);
 }
 
 fn slow(text: &str) -> ScriptedModel {
@@ -679,6 +681,7 @@ async fn cancel_mid_hold_back_emits_nothing_held() {
         AgentEvent::ResponseDiscarded { reason, .. } if reason == "cancelled"
     )));
     assert_eq!(a.messages(), &[Message::user("go")]);
+    assert_history(&a);
 }
 
 #[tokio::test(start_paused = true)]
@@ -708,7 +711,7 @@ async fn dropping_the_stream_mid_hold_back_emits_nothing_held() {
     // The agent goes on; the next response streams as usual.
     let r = a.invoke("again").await.unwrap();
     assert_eq!(r.text(), "next");
-    assert_history_valid(a.messages());
+    assert_history(&a);
 }
 
 #[tokio::test]
@@ -755,6 +758,7 @@ async fn passes_see_the_released_text_and_one_final_pass() {
             (s("abcdef"), s("gh"), true, 0),
         ]
     );
+    assert_history(&a);
 }
 
 /// A handler that does not narrow its subscriptions.
@@ -788,6 +792,7 @@ async fn model_output_is_opt_in() {
         .filter(|e| matches!(e, AgentEvent::TextDelta(_)))
         .count();
     assert_eq!(deltas, 3, "nothing held back without a stream guard");
+    assert_history(&a);
 }
 
 #[tokio::test]
@@ -803,6 +808,7 @@ async fn a_plain_hook_can_guard_the_stream_too() {
     shown.result.unwrap();
     assert_eq!(shown.text, "one 2 three");
     assert_eq!(stored(&a), "one 2 three");
+    assert_history(&a);
 }
 
 #[tokio::test]
@@ -824,5 +830,5 @@ async fn a_malformed_stream_never_shows_unguarded_text() {
     let shown = stream_all(&mut a, "go").await;
     assert_eq!(shown.text, "");
     assert!(shown.result.is_err());
-    assert_history_valid(a.messages());
+    assert_history(&a);
 }
