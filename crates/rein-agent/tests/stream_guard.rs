@@ -417,15 +417,13 @@ fn erroring(on_error: OnError) -> Intervention {
         })
 }
 
+/// A stream guard with the given `on_error`.
+type Guard = fn(OnError) -> Intervention;
+
 /// Streams, then invokes, `DENIED_TEXT` split into `chunks` under `guard`: no byte of the
 /// forbidden word is ever shown, the response is withheld with `expected` (stored, and the
 /// result's text), the stream was dropped, and its tool use never ran.
-async fn check_denied_split(
-    guard: fn(OnError) -> Intervention,
-    hold_back: usize,
-    chunks: &[&str],
-    expected: &str,
-) {
+async fn check_denied_split(guard: Guard, hold_back: usize, chunks: &[&str], expected: &str) {
     let at = DENIED_TEXT.find("FORBIDDEN").unwrap();
     let log = Log::default();
     let model = recording_of(chunks, true);
@@ -478,7 +476,7 @@ async fn no_split_of_a_denied_word_reaches_the_caller() {
     let t = DENIED_TEXT;
     let chars: Vec<String> = t.chars().map(String::from).collect();
     let one_by_one: Vec<&str> = chars.iter().map(String::as_str).collect();
-    let cases: [(fn(OnError) -> Intervention, &str); 2] = [
+    let cases: [(Guard, &str); 2] = [
         (no_forbidden, "DENIED: forbidden word"),
         (erroring, "DENIED: Handler threw: scanner down"),
     ];
