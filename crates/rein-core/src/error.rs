@@ -59,7 +59,8 @@ pub enum Error {
     InterruptsPending,
     /// An answer that cannot be applied — an object shaped like an
     /// [`Approval`](crate::interrupt::Approval) that is not one, an edit that fails the tool's
-    /// schema, an edit of something that cannot be edited. Nothing changed: the interrupts stay pending.
+    /// schema, an edit of something that cannot be edited. Nothing changed: the interrupts stay
+    /// pending.
     #[error("invalid answer to interrupt '{interrupt_id}': {reason}")]
     InvalidAnswer {
         /// The interrupt answered.

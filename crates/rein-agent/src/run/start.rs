@@ -344,8 +344,8 @@ impl Agent {
     /// Records the caller's answers in `pending`, bound to the fingerprints of what they answer.
     /// Answers are checked first — one shaped like an approval but not one, or a bad edit, is
     /// `InvalidAnswer` and `pending` is left as it was — then edits are applied: a held result
-    /// or response takes its edit, and the answer is bound to the edit. Returns the edited tool calls (they run as
-    /// edited).
+    /// or response takes its edit, and the answer is bound to the edit. Returns the edited tool
+    /// calls (they run as edited).
     fn record_answers(
         &self,
         pending: &mut PendingInterrupts,
