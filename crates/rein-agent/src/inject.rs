@@ -26,6 +26,15 @@ pub enum InjectError {
     /// The answer's edit is not the message's new text.
     #[error("the edit of an injected message is its new text")]
     InvalidEdit,
+    /// The answer is shaped like an [`Approval`] (an object with an `approved` or `edit` key)
+    /// but is not one.
+    #[error("invalid answer to interrupt '{interrupt_id}': {reason}")]
+    InvalidAnswer {
+        /// The interrupt answered.
+        interrupt_id: String,
+        /// Why the answer is refused.
+        reason: String,
+    },
 }
 
 type ConsumedFn = dyn Fn(InjectionId, &Message) + Send + Sync;
@@ -151,7 +160,8 @@ impl TurnInterceptor {
     /// Answers an interrupt of a parked message, like a resume's answer (`true`, `"yes"`, an
     /// [`Approval`], possibly with an edit: the message's new text). The message goes through
     /// `before_invocation` again at the next turn boundary: approved, it is delivered there;
-    /// rejected, it is refused with `CONFIRMATION_FAILED: <prompt>`.
+    /// rejected, it is refused with `CONFIRMATION_FAILED: <prompt>`. An answer of the wrong
+    /// shape (`InvalidAnswer`, `InvalidEdit`) records nothing: the message stays parked as it was.
     pub fn answer(
         &self,
         interrupt_id: &str,
@@ -169,11 +179,15 @@ impl TurnInterceptor {
             .iter()
             .find(|i| i.id == interrupt_id)
             .and_then(|i| i.fingerprint.clone());
+        let approval = Approval::parse(&response).map_err(|reason| InjectError::InvalidAnswer {
+            interrupt_id: interrupt_id.to_owned(),
+            reason,
+        })?;
         if let Some(Approval {
             approved: true,
             edit: Some(edit),
             ..
-        }) = Approval::from_answer(&response)
+        }) = approval
         {
             let Value::String(text) = edit else {
                 return Err(InjectError::InvalidEdit);

@@ -7,7 +7,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 
 use common::*;
-use rein_agent::{AgentEvent, Input, OnRetryLimit, TurnInterceptor};
+use rein_agent::{AgentEvent, InjectError, Input, OnRetryLimit, TurnInterceptor};
 use rein_core::{
     Error, Message, ToolHandle,
     audit::{ConfirmationStatus, DecisionAction, DecisionOutcome, EventKind},
@@ -67,7 +67,7 @@ async fn confirm_before_model_call_holds_the_request_until_approved() {
     assert_eq!(model.requests().len(), 1);
     assert_eq!(model.requests()[0].messages[0].text(), "go");
     assert!(agent.pending_interrupts().is_none());
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -84,7 +84,7 @@ async fn confirm_before_model_call_rejected_cancels_the_call() {
     assert_eq!(r.text(), "CONFIRMATION_FAILED: Send to the provider?");
     assert!(model.requests().is_empty());
     assert_eq!(agent.messages().len(), 2);
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -102,6 +102,7 @@ async fn a_deny_after_a_confirm_before_model_call_never_asks() {
     assert!(r.interrupts.is_empty());
     assert_eq!(r.text(), "DENIED: over budget");
     assert!(agent.pending_interrupts().is_none());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -128,7 +129,7 @@ async fn guidance_with_a_pending_confirm_before_model_call_waits_for_the_answer(
     let sent = model.requests()[0].messages[0].text();
     assert_eq!(sent.matches("be brief").count(), 1, "{sent}");
     assert_eq!(agent.messages()[0].text().matches("be brief").count(), 1);
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -151,11 +152,7 @@ async fn an_answer_before_model_call_is_bound_to_the_request_it_approved() {
         .intervention(egress())
         .build()
         .unwrap();
-    let state = |t: &str| {
-        let mut m = rein_core::Map::new();
-        m.insert("tenant".into(), json!(t));
-        m
-    };
+    let state = |t: &str| state_of("tenant", t);
     let r = agent
         .invoke(Input::from("go").with_state(state("a")))
         .await
@@ -176,6 +173,7 @@ async fn an_answer_before_model_call_is_bound_to_the_request_it_approved() {
         .unwrap();
     assert_eq!(r.text(), "ok");
     assert!(model.requests()[0].messages[0].text().contains("tenant=b"));
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -203,6 +201,7 @@ async fn an_edit_of_a_request_is_an_invalid_answer_and_keeps_it_pending() {
         .await
         .unwrap();
     assert_eq!(r.text(), "ok");
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -221,7 +220,7 @@ async fn every_request_of_a_tool_conversation_is_asked_about_and_tools_answered(
     let mut rounds = 0;
     while r.stop_reason == StopReason::Interrupt {
         rounds += 1;
-        assert_history_valid(agent.messages());
+        assert_history(&agent);
         let id = r.interrupts[0].id.clone();
         r = agent
             .invoke(vec![InterruptResponse::new(&id, "yes")])
@@ -231,7 +230,7 @@ async fn every_request_of_a_tool_conversation_is_asked_about_and_tools_answered(
     assert_eq!(rounds, 2, "one question per request");
     assert_eq!(r.text(), "done");
     assert_eq!(log.take(), vec!["ran echo:x"]);
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -284,7 +283,7 @@ async fn confirm_before_invocation_holds_the_input_until_approved() {
     assert_eq!(r.text(), "paid");
     assert_eq!(agent.messages()[0].text(), "pay $5 to Ann");
     assert_eq!(model.requests().len(), 1);
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -307,11 +306,7 @@ async fn an_answer_before_invocation_is_bound_to_the_input_it_approved() {
         .intervention(money_gate())
         .build()
         .unwrap();
-    let state = |u: &str| {
-        let mut m = rein_core::Map::new();
-        m.insert("user".into(), json!(u));
-        m
-    };
+    let state = |u: &str| state_of("user", u);
     let r = agent
         .invoke(Input::from("pay $5").with_state(state("ann")))
         .await
@@ -334,7 +329,7 @@ async fn an_answer_before_invocation_is_bound_to_the_input_it_approved() {
         .unwrap();
     assert_eq!(r.text(), "paid");
     assert!(agent.messages()[0].text().contains("(from bob)"));
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -354,6 +349,7 @@ async fn confirm_before_invocation_rejected_stores_nothing() {
     assert!(agent.messages().is_empty());
     assert!(model.requests().is_empty());
     assert!(agent.pending_interrupts().is_none());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -384,6 +380,7 @@ async fn an_approval_with_an_edit_of_an_input_stores_the_edited_text() {
         d.confirmation.as_ref().unwrap().status,
         ConfirmationStatus::Approved
     );
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -400,6 +397,34 @@ async fn a_guide_after_a_confirm_before_invocation_never_asks() {
     assert!(r.interrupts.is_empty());
     assert_eq!(r.text(), "GUIDANCE: [polite] say please");
     assert!(agent.pending_interrupts().is_none());
+    assert_history(&agent);
+}
+
+#[tokio::test]
+async fn a_deny_after_a_confirm_before_invocation_never_asks() {
+    let model = ScriptedModel::builder().text("never").build();
+    let mut agent = agent(model.clone())
+        .intervention(money_gate())
+        .intervention(
+            Intervention::named("payments-off")
+                .before_invocation(|_, _| BeforeInvocationAction::deny("payments are off")),
+        )
+        .build()
+        .unwrap();
+    let r = agent.invoke("pay $5").await.unwrap();
+    assert!(r.interrupts.is_empty());
+    assert_ne!(r.stop_reason, StopReason::Interrupt);
+    assert_eq!(r.text(), "DENIED: payments are off");
+    assert!(agent.pending_interrupts().is_none());
+    assert!(agent.messages().is_empty(), "nothing stored");
+    assert!(model.requests().is_empty());
+    let gate = r
+        .decisions
+        .iter()
+        .find(|d| d.handler == "money-gate")
+        .unwrap();
+    assert_eq!(gate.outcome, DecisionOutcome::Overridden);
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -413,7 +438,7 @@ async fn discarding_a_held_input_stores_nothing() {
     assert!(agent.messages().is_empty());
     let r = agent.invoke("hello").await.unwrap();
     assert_eq!(r.text(), "hi");
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -426,7 +451,7 @@ fn approving_tool(slot: Arc<Mutex<Option<TurnInterceptor>>>, log: &Log) -> ToolH
     ToolHandle::from_fn(
         "approve",
         "Answers parked injections.",
-        json!({"type": "object", "properties": {"answer": {}}}),
+        json!({"type": "object", "properties": {"answer": {}, "try": {"type": "array"}}}),
         move |input: Value, _cx| {
             let slot = slot.clone();
             let log = log.clone();
@@ -435,7 +460,23 @@ fn approving_tool(slot: Arc<Mutex<Option<TurnInterceptor>>>, log: &Log) -> ToolH
                 for p in i.pending_approvals() {
                     log.push(format!("pending {}", p.message.text()));
                     for q in &p.interrupts {
-                        i.answer(&q.id, input["answer"].clone()).unwrap();
+                        // Answers of the wrong shape first (`try`), refused; then `answer`,
+                        // if any.
+                        for bad in input["try"].as_array().into_iter().flatten() {
+                            let refused = match i.answer(&q.id, bad.clone()) {
+                                Err(InjectError::InvalidEdit) => "edit".to_owned(),
+                                Err(InjectError::InvalidAnswer {
+                                    interrupt_id,
+                                    reason,
+                                }) if interrupt_id == q.id => format!("answer: {reason}"),
+                                other => format!("unexpected {other:?}"),
+                            };
+                            let unchanged = i.pending_approvals() == vec![p.clone()];
+                            log.push(format!("refused {refused} (unchanged: {unchanged})"));
+                        }
+                        if !input["answer"].is_null() {
+                            i.answer(&q.id, input["answer"].clone()).unwrap();
+                        }
                     }
                 }
                 Ok(ToolOutput::text("answered"))
@@ -464,24 +505,30 @@ fn parked_script(answer: Value) -> ScriptedModel {
         .build()
 }
 
-async fn run_parked(
-    answer: Value,
-) -> (
+type Parked = (
     rein_agent::Agent,
     rein_core::result::AgentResult,
     ScriptedModel,
     Vec<AgentEvent>,
     Log,
-) {
+);
+
+async fn run_parked(answer: Value) -> Parked {
+    run_injecting(parked_script(answer), vec![injected_money_gate()]).await
+}
+
+/// Streams a run of `model` with the `research` and `approve` tools and these interventions,
+/// logging what the interceptor delivers and rejects.
+async fn run_injecting(model: ScriptedModel, interventions: Vec<Intervention>) -> Parked {
     let slot = Arc::new(Mutex::new(None));
     let log = Log::default();
-    let model = parked_script(answer);
-    let mut agent = agent(model.clone())
+    let mut builder = agent(model.clone())
         .tool(injecting_tool(slot.clone()))
-        .tool(approving_tool(slot.clone(), &log))
-        .intervention(injected_money_gate())
-        .build()
-        .unwrap();
+        .tool(approving_tool(slot.clone(), &log));
+    for i in interventions {
+        builder = builder.intervention(i);
+    }
+    let mut agent = builder.build().unwrap();
     let steer = agent.interceptor();
     let l = log.clone();
     steer.on_rejected(move |_, m, reason| l.push(format!("rejected {}: {reason}", m.text())));
@@ -533,7 +580,7 @@ async fn an_injected_message_awaiting_approval_is_parked_and_delivered_once_appr
     assert!(saw(2), "delivered at the first boundary after approval");
     assert_eq!(r.injections[0].outcome, InjectionOutcome::Consumed);
     assert!(agent.interceptor().pending_approvals().is_empty());
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -555,7 +602,152 @@ async fn an_injected_message_refused_by_the_human_is_rejected() {
             .any(|m| m.text().contains("spend $9"))
     );
     assert_eq!(r.injections[0].outcome, InjectionOutcome::Rejected);
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
+}
+
+fn saw(model: &ScriptedModel, text: &str) -> Vec<bool> {
+    model
+        .requests()
+        .iter()
+        .map(|q| q.messages.iter().any(|m| m.text().contains(text)))
+        .collect()
+}
+
+fn parked_events(events: &[AgentEvent]) -> Vec<Vec<String>> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::InjectionAwaitingApproval { interrupts, .. } => {
+                Some(interrupts.iter().map(|i| i.id.clone()).collect())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_deny_after_a_confirm_on_an_injected_message_rejects_it_without_parking() {
+    let no_spending = Intervention::named("no-spending").before_invocation(|ev, _| {
+        if ev.is_injected() && ev.messages.iter().any(|m| m.text().contains('$')) {
+            BeforeInvocationAction::deny("no spending mid-run")
+        } else {
+            BeforeInvocationAction::Proceed
+        }
+    });
+    let (agent, r, model, events, log) = run_injecting(
+        parked_script(json!(true)),
+        vec![injected_money_gate(), no_spending],
+    )
+    .await;
+    assert_eq!(r.text(), "done");
+    assert!(parked_events(&events).is_empty(), "never parked");
+    assert_eq!(
+        log.take(),
+        vec!["rejected spend $9: DENIED: no spending mid-run"],
+        "rejected at once; the approve tool found nothing pending"
+    );
+    assert!(agent.interceptor().pending_approvals().is_empty());
+    assert_eq!(r.injections.len(), 1);
+    assert_eq!(r.injections[0].outcome, InjectionOutcome::Rejected);
+    let gate = r
+        .decisions
+        .iter()
+        .find(|d| d.handler == "money-gate")
+        .unwrap();
+    assert_eq!(gate.outcome, DecisionOutcome::Overridden);
+    assert!(saw(&model, "spend $9").iter().all(|s| !s));
+    assert_history(&agent);
+}
+
+#[tokio::test]
+async fn an_injected_message_changed_after_its_answer_is_parked_again() {
+    // A transform before the gate stamps the message with a version that changes after the
+    // first pass: the answer was given for what no longer is, so the item is parked again (the
+    // stale answer dropped) and delivered only after a second answer.
+    let passes = Arc::new(Mutex::new(0));
+    let p = passes.clone();
+    let stamp = Intervention::named("stamp").before_invocation(move |ev, _| {
+        if !ev.is_injected() {
+            return BeforeInvocationAction::Proceed;
+        }
+        let n = {
+            let mut n = p.lock().unwrap();
+            *n += 1;
+            *n
+        };
+        let version = if n == 1 { "v1" } else { "v2" };
+        BeforeInvocationAction::transform(move |messages| {
+            let text = format!("{} ({version})", messages[0].text());
+            messages[0] = Message::user(text);
+        })
+    });
+    let model = ScriptedModel::builder()
+        .response(ScriptedResponse::new().tool_use("t1", "research", json!({"inject": "spend $9"})))
+        .response(ScriptedResponse::new().tool_use("t2", "approve", json!({"answer": true})))
+        .response(ScriptedResponse::new().tool_use("t3", "approve", json!({"answer": true})))
+        .text("done")
+        .build();
+    let (agent, r, model, events, log) =
+        run_injecting(model, vec![stamp, injected_money_gate()]).await;
+    assert_eq!(r.text(), "done");
+    let parked = parked_events(&events);
+    assert_eq!(parked.len(), 2, "parked, then parked again");
+    assert_eq!(parked[0], parked[1], "the same question");
+    assert_eq!(*passes.lock().unwrap(), 3);
+    assert_eq!(
+        log.take(),
+        vec![
+            "pending spend $9",
+            "pending spend $9",
+            "consumed spend $9 (v2)"
+        ],
+        "the first answer did not deliver it"
+    );
+    assert_eq!(saw(&model, "spend $9"), vec![false, false, false, true]);
+    assert_eq!(r.injections.len(), 1);
+    assert_eq!(r.injections[0].outcome, InjectionOutcome::Consumed);
+    assert_history(&agent);
+}
+
+#[tokio::test]
+async fn an_answer_of_the_wrong_shape_for_an_injected_message_records_nothing() {
+    // Only wrong answers at the first boundary: nothing recorded, so the item is not even
+    // looked at again (one parking) until the good answer, and then delivered unedited.
+    let model = ScriptedModel::builder()
+        .response(ScriptedResponse::new().tool_use("t1", "research", json!({"inject": "spend $9"})))
+        .response(ScriptedResponse::new().tool_use(
+            "t2",
+            "approve",
+            json!({"try": [
+                Approval::approve().with_edit(5),
+                {"approved": "maybe"},
+                {"edit": "spend $1"},
+            ]}),
+        ))
+        .response(ScriptedResponse::new().tool_use("t3", "approve", json!({"answer": true})))
+        .text("done")
+        .build();
+    let (agent, r, model, events, log) = run_injecting(model, vec![injected_money_gate()]).await;
+    assert_eq!(r.text(), "done");
+    let log = log.take();
+    assert_eq!(log.len(), 6, "{log:?}");
+    assert_eq!(log[0], "pending spend $9");
+    assert_eq!(log[1], "refused edit (unchanged: true)");
+    for refused in &log[2..4] {
+        assert!(
+            refused.starts_with("refused answer: an approval is ")
+                && refused.ends_with("(unchanged: true)"),
+            "{refused}"
+        );
+    }
+    assert_eq!(
+        log[4..],
+        ["pending spend $9", "consumed spend $9"],
+        "still parked, then delivered unedited after the good answer"
+    );
+    assert_eq!(parked_events(&events).len(), 1);
+    assert_eq!(saw(&model, "spend $9"), vec![false, false, false, true]);
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -583,6 +775,7 @@ async fn an_injected_message_still_parked_when_the_run_ends_is_rejected() {
         steer.answer("v1:before_invocation:x:y", true),
         Err(rein_agent::InjectError::UnknownInterrupt(_))
     ));
+    assert_history(&agent);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -660,7 +853,7 @@ async fn at_the_retry_cap_the_agent_asks_a_human_instead_of_denying() {
         model.requests().len() > model_calls,
         "the run went on after the tool"
     );
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -687,7 +880,7 @@ async fn a_human_refusing_at_the_retry_cap_withholds_the_response() {
     assert_eq!(model.requests().len(), 2, "no call after the refusal");
     let m = agent.messages();
     assert_eq!(m.last().unwrap().text(), r.text());
-    assert_history_valid(m);
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -717,7 +910,7 @@ async fn a_handler_may_escalate_itself_when_no_retry_is_left() {
         .unwrap();
     assert_eq!(r.text(), "meh");
     assert_eq!(model.requests().len(), 2);
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -730,4 +923,5 @@ async fn without_escalation_the_retry_cap_still_denies() {
         .unwrap();
     let r = agent.invoke("go").await.unwrap();
     assert_eq!(r.text(), "DENIED: retry limit (1) reached");
+    assert_history(&agent);
 }

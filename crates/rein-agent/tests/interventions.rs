@@ -115,7 +115,7 @@ async fn deny_before_tool_call_is_an_error_result_and_other_tools_run() {
     assert_eq!(d.outcome, DecisionOutcome::Applied);
     assert_eq!(d.text.as_deref(), Some("rm is not allowed"));
     assert_eq!(d.tool_use_id.as_deref(), Some("a"));
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -149,6 +149,7 @@ async fn deny_before_invocation_stores_nothing_and_calls_no_model() {
     assert_eq!(model.requests().len(), 1, "the model was not called");
     assert_eq!(r.decisions[0].event, EventKind::BeforeInvocation);
     assert_eq!(r.decisions[0].action, DecisionAction::Deny);
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -173,6 +174,7 @@ async fn deny_before_model_call_stands_in_a_synthetic_message() {
     assert_eq!(m.len(), 2);
     assert_eq!(m[1].role, Role::Assistant);
     assert_eq!(m[1].text(), "DENIED: over budget");
+    assert_history(&agent);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -199,6 +201,7 @@ async fn guide_before_tool_call_cancels_with_guidance() {
             true
         )]
     );
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -231,6 +234,7 @@ async fn two_guiding_handlers_join_their_feedback() {
             ("b", DecisionAction::Guide, DecisionOutcome::Applied)
         ]
     );
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -264,7 +268,7 @@ async fn guide_before_model_call_joins_the_trailing_user_message_and_reaches_tha
     let sent = &model.requests()[0].messages;
     assert_eq!(sent.len(), 1);
     assert_eq!(sent[0].content, stored.content, "the model saw it at once");
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -293,7 +297,7 @@ async fn guide_before_model_call_after_an_assistant_message_is_a_new_user_messag
     assert_eq!(sent.len(), 3);
     assert_eq!(sent[2].role, Role::User);
     assert_eq!(sent[2].text(), "[nudge] continue");
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -334,7 +338,7 @@ async fn guide_after_model_call_injects_and_retries() {
     let m = agent.messages();
     assert_eq!(m.len(), 2, "the rude response was not stored");
     assert_eq!(m[1].text(), "Happy to help!");
-    assert_history_valid(m);
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -367,7 +371,7 @@ async fn guide_retry_cap_denies_after_three_retries() {
     assert_eq!(limit.action, DecisionAction::Deny);
     assert_eq!(limit.outcome, DecisionOutcome::Applied);
     assert_eq!(limit.event, EventKind::AfterModelCall);
-    assert_history_valid(m);
+    assert_history(&agent);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -392,6 +396,7 @@ async fn transform_input_messages() {
         model.requests()[0].messages[0].text(),
         "my password is ****"
     );
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -416,6 +421,7 @@ async fn transform_model_request_is_an_overlay_that_leaves_history_alone() {
     assert_eq!(req.messages[0].text(), "hi(context: EU user)");
     assert_eq!(agent.messages()[0].text(), "hi", "history untouched");
     assert_eq!(agent.messages()[0].content.len(), 1);
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -441,6 +447,7 @@ async fn transform_response_message_is_stored_and_replaced_in_the_stream() {
     assert_eq!(replaced.unwrap().text(), "call [number]");
     assert_eq!(result.unwrap().text(), "call [number]");
     assert_eq!(agent.messages()[1].text(), "call [number]");
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -467,6 +474,7 @@ async fn transform_tool_input_rewrites_the_stored_assistant_message() {
         results_of(&agent.messages()[2]),
         vec![("t1".into(), "HELLO".into(), false)]
     );
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -495,6 +503,7 @@ async fn transform_tool_result() {
     );
     assert_eq!(r.decisions[0].action, DecisionAction::Transform);
     assert_eq!(r.decisions[0].event, EventKind::AfterToolCall);
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -535,6 +544,7 @@ async fn transform_before_a_deny_leaves_no_trace() {
         results_of(&agent.messages()[2]),
         vec![("t1".into(), "DENIED: no".into(), true)]
     );
+    assert_history(&agent);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -564,6 +574,7 @@ async fn confirm_pauses_and_approval_on_resume_runs_the_tool() {
     assert!(i.fingerprint.is_some());
     assert!(log.take().is_empty());
     assert_eq!(agent.messages().len(), 2);
+    assert_history(&agent);
 
     let r = agent
         .invoke(vec![InterruptResponse::new(&i.id, "yes")])
@@ -572,7 +583,7 @@ async fn confirm_pauses_and_approval_on_resume_runs_the_tool() {
     assert_eq!(r.stop_reason, StopReason::EndTurn);
     assert_eq!(r.text(), "done");
     assert_eq!(log.take(), vec!["ran echo:delete"]);
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -595,7 +606,7 @@ async fn confirm_rejected_on_resume_is_confirmation_failed() {
         results_of(&agent.messages()[2]),
         vec![("t1".into(), "CONFIRMATION_FAILED: Delete it?".into(), true)]
     );
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -618,6 +629,7 @@ async fn two_confirms_are_raised_in_one_round() {
     let r = agent.invoke(answers).await.unwrap();
     assert_eq!(r.stop_reason, StopReason::EndTurn);
     assert_eq!(log.take(), vec!["ran echo:delete"]);
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -644,6 +656,7 @@ async fn a_confirm_followed_by_a_deny_never_asks() {
         decision(&r.decisions, "approver").outcome,
         DecisionOutcome::Overridden
     );
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -689,7 +702,7 @@ async fn an_answer_is_bound_to_the_exact_tool_call() {
         "everything",
         "what ran is what is stored"
     );
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 fn three_tools() -> ScriptedModel {
@@ -714,6 +727,7 @@ async fn resume_in_order(executor: ToolExecutor) -> (Vec<String>, Vec<String>) {
         .unwrap();
     let r = agent.invoke("go").await.unwrap();
     assert_eq!(r.stop_reason, StopReason::Interrupt);
+    assert_history(&agent);
     let mut before = log.take();
     before.sort();
     let id = r.interrupts[0].id.clone();
@@ -726,7 +740,7 @@ async fn resume_in_order(executor: ToolExecutor) -> (Vec<String>, Vec<String>) {
         .map(|(id, _, _)| id)
         .collect();
     assert_eq!(ids, vec!["a", "b", "c"], "results in tool-use order");
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
     (before, log.take())
 }
 
@@ -781,7 +795,7 @@ async fn on_error_throw_fails_the_invocation_and_leaves_history_valid() {
         results_of(&agent.messages()[2]),
         vec![("t1".into(), TOOL_INTERRUPTED.into(), true)]
     );
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -799,6 +813,7 @@ async fn on_error_proceed_fails_open() {
     assert_eq!(d.outcome, DecisionOutcome::Error);
     assert_eq!(d.on_error, Some(OnError::Proceed));
     assert_eq!(d.text.as_deref(), Some("policy store down"));
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -829,6 +844,7 @@ async fn on_error_deny_on_after_tool_call_replaces_the_result() {
         decision(&r.decisions, "scanner").on_error,
         Some(OnError::Deny)
     );
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -855,7 +871,7 @@ async fn on_error_deny_on_after_model_call_withholds_the_response() {
     assert_eq!(m.len(), 2);
     assert!(!m[1].has_tool_use());
     assert_eq!(m[1].text(), "DENIED: Handler threw: moderation API 503");
-    assert_history_valid(m);
+    assert_history(&agent);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -898,6 +914,7 @@ async fn shadow_mode_records_and_applies_nothing() {
             )
         ]
     );
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -931,6 +948,7 @@ async fn audit_is_on_the_result_in_the_stream_and_visible_to_late_hooks() {
     assert_eq!(streamed, r.decisions);
     assert_eq!(seen.take(), vec!["no-rm Deny Some(\"a\")"]);
     assert_eq!(r.decisions[0].duration, None, "timing is opt-in");
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -945,6 +963,7 @@ async fn audit_timing_fills_duration() {
     let r = agent.invoke("go").await.unwrap();
     assert_eq!(r.decisions.len(), 1);
     assert!(r.decisions[0].duration.is_some());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -1031,7 +1050,7 @@ async fn injected_input_is_admitted_by_before_invocation_handlers() {
         "the rejected item never reached the model"
     );
     assert_eq!(reqs[2].messages.last().unwrap().text(), "check x [vetted]");
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -1065,7 +1084,7 @@ async fn guide_after_model_call_after_tool_results_joins_the_results_message() {
         "joined the tool results"
     );
     assert_eq!(model.requests()[2].messages[2], m[2]);
-    assert_history_valid(m);
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -1091,12 +1110,12 @@ async fn on_error_throw_with_a_sibling_tool_still_answers_every_tool_use() {
     let results = results_of(&agent.messages()[2]);
     assert_eq!(results.len(), 2);
     assert_eq!(results[0], ("a".into(), TOOL_INTERRUPTED.into(), true));
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
     // The agent is usable again: the next prompt joins the trailing user message.
     let r = agent.invoke("again").await.unwrap();
     assert_eq!(r.text(), "done");
     assert_eq!(agent.messages()[2].text(), "again");
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1145,7 +1164,7 @@ async fn a_transform_before_a_confirm_is_reapplied_on_resume_and_the_approval_ho
         "delete"
     );
     assert_eq!(updates.take(), vec!["updated Assistant "]);
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -1170,6 +1189,7 @@ async fn guide_then_deny_at_before_model_call_injects_nothing() {
         decision(&r.decisions, "tone").outcome,
         DecisionOutcome::Overridden
     );
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -1187,6 +1207,7 @@ async fn guide_before_invocation_cancels_with_guidance_and_stores_nothing() {
     assert_eq!(r.stop_reason, StopReason::EndTurn);
     assert!(agent.messages().is_empty());
     assert!(model.requests().is_empty());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -1206,6 +1227,7 @@ async fn on_error_deny_at_before_invocation_denies_the_prompt() {
     assert_eq!(r.text(), "DENIED: Handler threw: classifier unavailable");
     assert!(agent.messages().is_empty());
     assert!(model.requests().is_empty());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -1221,6 +1243,7 @@ async fn a_shadow_handler_never_fails_the_invocation() {
     let d = decision(&r.decisions, "new-policy");
     assert_eq!(d.outcome, DecisionOutcome::Error);
     assert_eq!(d.on_error, Some(OnError::Proceed));
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -1244,7 +1267,7 @@ async fn a_panicking_handler_is_a_handler_error() {
         other => panic!("unexpected {other:?}"),
     }
     assert!(log.take().is_empty());
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -1271,7 +1294,7 @@ async fn transform_response_that_drops_the_tool_uses_ends_the_turn() {
     assert_eq!(r.text(), "Tools are off today.");
     assert!(log.take().is_empty());
     assert_eq!(model.requests().len(), 1);
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 /// A trait handler with an `async fn` that waits, counting how many of its calls overlap.
@@ -1332,6 +1355,7 @@ async fn async_handlers_run_concurrently_for_parallel_tool_calls() {
             expected,
             "{executor:?}"
         );
+        assert_history(&agent);
     }
 }
 
@@ -1366,7 +1390,7 @@ async fn the_retry_count_restarts_after_an_accepted_response() {
     );
     assert_eq!(model.requests().len(), 8);
     assert!(r.decisions.iter().all(|d| d.handler == "picky"));
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -1395,6 +1419,8 @@ async fn confirm_interrupts_and_decisions_are_streamed() {
             "finished Interrupt"
         ]
     );
+    drop(stream);
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -1432,6 +1458,7 @@ async fn guide_on_injected_input_rejects_it_with_the_guidance_text() {
             .iter()
             .any(|m| m.text().contains("crypto"))
     );
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -1464,7 +1491,7 @@ async fn a_throwing_admission_handler_fails_the_run_and_rejects_the_item() {
     let reasons = rejected.take();
     assert_eq!(reasons.len(), 1);
     assert!(reasons[0].contains("admission service down"), "{reasons:?}");
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -1493,6 +1520,7 @@ async fn a_null_answer_is_no_answer_and_the_human_is_asked_again() {
         results_of(&agent.messages()[2]),
         vec![("t1".into(), "CONFIRMATION_FAILED: Delete it?".into(), true)]
     );
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -1523,6 +1551,7 @@ async fn a_partly_answered_round_asks_only_the_rest_and_remembers_the_answers() 
         "the owner's yes was kept"
     );
     assert_eq!(log.take(), vec!["ran echo:delete"]);
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -1542,6 +1571,7 @@ async fn a_shadow_confirm_asks_nobody() {
         (d.action, d.outcome),
         (DecisionAction::Confirm, DecisionOutcome::Shadowed)
     );
+    assert_history(&agent);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1617,7 +1647,7 @@ async fn run_state_lasts_the_run_across_a_resume_and_handlers_hear_each_end() {
             (StopReason::EndTurn, None),
         ]
     );
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -1650,6 +1680,7 @@ async fn a_panicking_end_notification_is_ignored_and_trait_handlers_hear_it_too(
         heard.load(Ordering::SeqCst),
         "the handler after the panicking one still heard"
     );
+    assert_history(&agent);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1693,6 +1724,7 @@ async fn confirm_after_tool_call_holds_the_result_and_the_tool_never_runs_again(
     assert_eq!(log.take(), vec!["ran echo:secret plans"]);
     // Nothing reached history: the result is held with the pending interrupts.
     assert_eq!(agent.messages().len(), 2);
+    assert_history(&agent);
     let pending = agent.pending_interrupts().unwrap();
     assert_eq!(pending.held_results.len(), 1);
     assert!(pending.completed_results.is_empty());
@@ -1718,7 +1750,7 @@ async fn confirm_after_tool_call_holds_the_result_and_the_tool_never_runs_again(
         approved.confirmation.as_ref().map(|c| c.status),
         Some(rein_core::audit::ConfirmationStatus::Approved)
     );
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -1745,7 +1777,7 @@ async fn confirm_after_tool_call_rejected_is_confirmation_failed() {
             true
         )]
     );
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -1777,6 +1809,7 @@ async fn a_deny_after_a_confirm_on_after_tool_call_never_asks() {
         decision(&r.decisions, "review").outcome,
         DecisionOutcome::Overridden
     );
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -1790,7 +1823,7 @@ async fn discarding_a_held_result_answers_the_tool_use_as_interrupted() {
         vec![("t1".into(), TOOL_INTERRUPTED.into(), true)],
         "an output nobody approved never reaches the model"
     );
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1911,7 +1944,7 @@ async fn a_parallel_group_in_a_run() {
             ),
         ]
     );
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1956,7 +1989,7 @@ async fn an_approval_with_an_edit_runs_the_edited_call_and_rewrites_the_stored_m
     let c = d.confirmation.unwrap();
     assert_eq!(c.status, rein_core::audit::ConfirmationStatus::Approved);
     assert_eq!(c.answer.unwrap()["edit"]["text"], "delete drafts");
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -1994,6 +2027,83 @@ async fn an_edit_that_fails_the_schema_is_a_typed_error_and_changes_nothing() {
         .unwrap();
     assert_eq!(r.text(), "done");
     assert_eq!(log.take(), vec!["ran echo:x"]);
+    assert_history(&agent);
+}
+
+#[tokio::test]
+async fn an_answer_shaped_like_an_approval_but_not_one_is_a_typed_error() {
+    let log = Log::default();
+    let mut agent = agent(one("t1", "x"))
+        .tool(echo_tool(&log))
+        .intervention(ask_all())
+        .build()
+        .unwrap();
+    let r = agent.invoke("go").await.unwrap();
+    let id = r.interrupts[0].id.clone();
+    let before = agent.pending_interrupts().cloned().unwrap();
+    let history = agent.messages().to_vec();
+    for bad in [
+        json!({"approved": "maybe"}),
+        json!({"edit": {"text": "y"}}),
+        json!({"approved": true, "note": 5}),
+    ] {
+        let err = agent
+            .invoke(vec![InterruptResponse::new(&id, bad.clone())])
+            .await
+            .unwrap_err();
+        match &err {
+            Error::InvalidAnswer {
+                interrupt_id,
+                reason,
+            } => {
+                assert_eq!(interrupt_id, &id);
+                assert!(reason.starts_with("an approval is "), "{reason}");
+            }
+            other => panic!("{bad}: unexpected {other:?}"),
+        }
+        assert_eq!(agent.pending_interrupts(), Some(&before), "nothing applied");
+        assert_eq!(agent.messages(), history.as_slice());
+        assert!(log.take().is_empty());
+        assert_history(&agent);
+    }
+    // A good answer still resumes.
+    let r = agent
+        .invoke(vec![InterruptResponse::new(&id, true)])
+        .await
+        .unwrap();
+    assert_eq!(r.text(), "done");
+    assert_eq!(log.take(), vec!["ran echo:x"]);
+    assert_history(&agent);
+}
+
+#[tokio::test]
+async fn other_objects_and_numbers_still_reject() {
+    // SPEC §3.3.5: only `true`, "y"/"yes" and an approval approve; the rest is a "no".
+    let log = Log::default();
+    let mut agent = agent(two("delete", "delete"))
+        .tool(echo_tool(&log))
+        .intervention(approver("gate", "Delete?"))
+        .build()
+        .unwrap();
+    let r = agent.invoke("go").await.unwrap();
+    let ids: Vec<String> = r.interrupts.iter().map(|i| i.id.clone()).collect();
+    assert_eq!(ids.len(), 2);
+    let r = agent
+        .invoke(vec![
+            InterruptResponse::new(&ids[0], json!({"ok": true})),
+            InterruptResponse::new(&ids[1], json!(7)),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(r.text(), "done");
+    assert!(log.take().is_empty());
+    let failed = ("CONFIRMATION_FAILED: Delete?".to_owned(), true);
+    let results: Vec<_> = results_of(&agent.messages()[2])
+        .into_iter()
+        .map(|(_, text, error)| (text, error))
+        .collect();
+    assert_eq!(results, vec![failed.clone(), failed]);
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -2019,6 +2129,7 @@ async fn an_edit_cannot_slip_past_a_deny() {
         results_of(&agent.messages()[2]),
         vec![("t1".into(), "DENIED: rm is not allowed".into(), true)]
     );
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -2043,6 +2154,7 @@ async fn an_approval_with_an_edit_of_a_held_result_sends_the_edited_text() {
         results_of(&agent.messages()[2]),
         vec![("t1".into(), "name: Ann, card: [removed]".into(), false)]
     );
+    assert_history(&agent);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2072,6 +2184,7 @@ async fn confirm_after_model_call_holds_the_response_until_approved() {
     assert!(i.fingerprint.is_some());
     assert_eq!(agent.messages().len(), 1, "the response is not stored");
     assert!(log.take().is_empty(), "its tool use did not run");
+    assert_history(&agent);
     assert!(agent.pending_interrupts().unwrap().held_response.is_some());
 
     let r = agent
@@ -2094,7 +2207,7 @@ async fn confirm_after_model_call_holds_the_response_until_approved() {
         .await
         .unwrap();
     assert_eq!(r.text(), "done");
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -2115,7 +2228,7 @@ async fn confirm_after_model_call_rejected_withholds_the_response() {
     assert_eq!(r.text(), "CONFIRMATION_FAILED: Send this reply?");
     assert!(log.take().is_empty());
     assert_eq!(agent.messages().len(), 2);
-    assert_history_valid(agent.messages());
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -2134,9 +2247,292 @@ async fn an_approval_with_an_edit_of_a_held_response_stores_the_edited_text() {
         .unwrap();
     assert_eq!(r.text(), "better reply");
     assert_eq!(agent.messages()[1].text(), "better reply");
-    // Discarding a held response stores nothing.
+    // The audit keeps the whole answer, its edit included.
+    let c = decision(&r.decisions, "reply-review").confirmation.unwrap();
+    assert_eq!(c.status, rein_core::audit::ConfirmationStatus::Approved);
+    assert_eq!(
+        c.answer,
+        Some(json!({"approved": true, "edit": "better reply"}))
+    );
+    // The model was not called again for the held response: the script is spent.
     let r = agent.invoke("again").await;
     assert!(r.is_err(), "the script is spent: {r:?}");
+    assert_history(&agent);
+}
+
+#[tokio::test]
+async fn an_edit_of_a_held_response_keeps_its_tool_uses() {
+    use rein_core::interrupt::Approval;
+    let log = Log::default();
+    let model = ScriptedModel::builder()
+        .response(
+            ScriptedResponse::new()
+                .text("I will echo x, then delete everything")
+                .tool_use("t1", "echo", json!({"text": "x"})),
+        )
+        .text("done")
+        .build();
+    let mut agent = agent(model.clone())
+        .tool(echo_tool(&log))
+        .intervention(response_review())
+        .build()
+        .unwrap();
+    let r = agent.invoke("go").await.unwrap();
+    let id = r.interrupts[0].id.clone();
+    let edit = Approval::approve()
+        .with_edit("I will echo x")
+        .with_note("no promises we will not keep");
+    let r = agent
+        .invoke(vec![InterruptResponse::new(&id, edit.clone())])
+        .await
+        .unwrap();
+    let stored = agent.messages()[1].clone();
+    assert_eq!(stored.text(), "I will echo x");
+    let uses: Vec<_> = stored
+        .tool_uses()
+        .map(|u| (u.tool_use_id.clone(), u.name.clone(), u.input.clone()))
+        .collect();
+    assert_eq!(
+        uses,
+        vec![("t1".into(), "echo".into(), json!({"text": "x"}))]
+    );
+    assert_eq!(log.take(), vec!["ran echo:x"], "the kept tool use ran");
+    assert_eq!(
+        results_of(&agent.messages()[2]),
+        vec![("t1".into(), "x".into(), false)]
+    );
+    // The model saw the edited response; it was asked once per response.
+    let reqs = model.requests();
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs[1].messages[1], stored);
+    let c = decision(&r.decisions, "reply-review").confirmation.unwrap();
+    assert_eq!(c.status, rein_core::audit::ConfirmationStatus::Approved);
+    assert_eq!(c.answer, Some(serde_json::Value::from(edit)));
+    // The next response is asked about in turn.
+    assert_eq!(r.stop_reason, StopReason::Interrupt);
+    let id = r.interrupts[0].id.clone();
+    let r = agent
+        .invoke(vec![InterruptResponse::new(&id, true)])
+        .await
+        .unwrap();
+    assert_eq!(r.text(), "done");
+    assert_history(&agent);
+}
+
+#[tokio::test]
+async fn an_answer_after_model_call_is_bound_to_the_response_it_approved() {
+    // A transform before the review stamps the caller's state into the response: a resume with
+    // another state holds another response, so the human is asked again and nothing applies.
+    let model = ScriptedModel::builder().text("reply").build();
+    let mut agent = agent(model.clone())
+        .intervention(Intervention::named("stamp").after_model_call(|ev, _| {
+            let tenant = ev
+                .invocation_state()
+                .get("tenant")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("?")
+                .to_owned();
+            AfterModelCallAction::transform(move |m| {
+                m.content
+                    .push(ContentBlock::Text(format!(" (for {tenant})")));
+            })
+        }))
+        .intervention(response_review())
+        .build()
+        .unwrap();
+    let state = |t: &str| state_of("tenant", t);
+    let r = agent
+        .invoke(Input::from("go").with_state(state("a")))
+        .await
+        .unwrap();
+    let first = r.interrupts[0].clone();
+    let r = agent
+        .invoke(Input::from(vec![InterruptResponse::new(&first.id, "yes")]).with_state(state("b")))
+        .await
+        .unwrap();
+    assert_eq!(r.stop_reason, StopReason::Interrupt, "asked again");
+    assert_eq!(r.interrupts.len(), 1);
+    assert_eq!(r.interrupts[0].id, first.id);
+    assert_ne!(r.interrupts[0].fingerprint, first.fingerprint);
+    assert_eq!(agent.messages().len(), 1, "nothing stored");
+    assert_eq!(model.requests().len(), 1, "the model was not called again");
+    let held = agent.pending_interrupts().unwrap();
+    assert_eq!(
+        held.assistant_message.text(),
+        "reply",
+        "held as the model returned it"
+    );
+    assert_eq!(
+        decision(&r.decisions, "reply-review")
+            .confirmation
+            .map(|c| c.status),
+        Some(rein_core::audit::ConfirmationStatus::Asked)
+    );
+    let id = r.interrupts[0].id.clone();
+    let r = agent
+        .invoke(Input::from(vec![InterruptResponse::new(&id, "yes")]).with_state(state("b")))
+        .await
+        .unwrap();
+    assert_eq!(r.stop_reason, StopReason::EndTurn);
+    let stored = agent.messages()[1].text();
+    assert!(
+        stored.contains("(for b)") && !stored.contains("(for a)"),
+        "{stored}"
+    );
+    assert_eq!(r.text(), stored);
+    assert_eq!(model.requests().len(), 1);
+    assert_history(&agent);
+}
+
+#[tokio::test]
+async fn a_deny_after_a_confirm_on_after_model_call_never_asks() {
+    let log = Log::default();
+    let failing_check = Intervention::named("scanner")
+        .on_error(OnError::Deny)
+        .after_model_call(|_, _| -> Result<AfterModelCallAction, HandlerError> {
+            Err(HandlerError::new("scanner down"))
+        });
+    let mut agent = agent(one("t1", "x"))
+        .tool(echo_tool(&log))
+        .intervention(response_review())
+        .intervention(failing_check)
+        .build()
+        .unwrap();
+    let r = agent.invoke("go").await.unwrap();
+    assert_eq!(r.stop_reason, StopReason::EndTurn);
+    assert!(r.interrupts.is_empty());
+    assert!(agent.pending_interrupts().is_none());
+    assert_eq!(r.text(), "DENIED: Handler threw: scanner down");
+    assert_eq!(
+        agent.messages()[1],
+        Message::assistant("DENIED: Handler threw: scanner down")
+    );
+    assert!(
+        log.take().is_empty(),
+        "the withheld response's tool never ran"
+    );
+    let review = decision(&r.decisions, "reply-review");
+    assert_eq!(review.outcome, DecisionOutcome::Overridden);
+    assert_history(&agent);
+}
+
+#[tokio::test]
+async fn a_guide_after_a_confirm_on_after_model_call_retries_without_asking() {
+    let model = ScriptedModel::builder()
+        .text("a draft")
+        .text("final")
+        .build();
+    let mut agent = agent(model.clone())
+        .intervention(response_review())
+        .intervention(Intervention::named("style").after_model_call(|ev, _| {
+            if ev
+                .response()
+                .is_some_and(|r| r.message.text().contains("draft"))
+            {
+                AfterModelCallAction::guide("no drafts")
+            } else {
+                AfterModelCallAction::Proceed
+            }
+        }))
+        .build()
+        .unwrap();
+    let r = agent.invoke("go").await.unwrap();
+    // Nobody was asked about the draft: it was retried; the final response is asked about.
+    let reqs = model.requests();
+    assert_eq!(reqs.len(), 2);
+    assert!(
+        reqs[1]
+            .messages
+            .iter()
+            .any(|m| m.text().contains("[style] no drafts"))
+    );
+    assert_eq!(r.stop_reason, StopReason::Interrupt);
+    assert_eq!(r.interrupts.len(), 1);
+    assert_eq!(
+        r.interrupts[0].id,
+        EventKind::AfterModelCall.interrupt_id("m1", "reply-review")
+    );
+    let reviews: Vec<_> = r
+        .decisions
+        .iter()
+        .filter(|d| d.handler == "reply-review")
+        .map(|d| d.outcome)
+        .collect();
+    assert_eq!(
+        reviews,
+        vec![DecisionOutcome::Overridden, DecisionOutcome::Applied],
+        "the draft's question was voided by the guide"
+    );
+    assert!(
+        agent
+            .messages()
+            .iter()
+            .all(|m| !m.text().contains("a draft"))
+    );
+    let id = r.interrupts[0].id.clone();
+    let r = agent
+        .invoke(vec![InterruptResponse::new(&id, "yes")])
+        .await
+        .unwrap();
+    assert_eq!(r.text(), "final");
+    assert_eq!(model.requests().len(), 2);
+    assert_history(&agent);
+}
+
+#[tokio::test]
+async fn a_held_response_is_retracted_from_the_stream_before_the_interrupt() {
+    let mut agent = agent(ScriptedModel::builder().text("draft reply").build())
+        .intervention(response_review())
+        .build()
+        .unwrap();
+    let mut events = Vec::new();
+    {
+        let mut s = agent.stream("go");
+        while let Some(ev) = s.next().await {
+            events.push(ev.unwrap());
+        }
+    }
+    let shown: String = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::TextDelta(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(shown, "draft reply", "it streamed as it came");
+    let at = |pred: &dyn Fn(&AgentEvent) -> bool| events.iter().position(pred);
+    let last_delta = events
+        .iter()
+        .rposition(|e| matches!(e, AgentEvent::TextDelta(_)))
+        .unwrap();
+    let discarded = at(&|e| {
+        matches!(e, AgentEvent::ResponseDiscarded { reason, handler: None } if reason == "awaiting approval")
+    })
+    .expect("the stream retracts the held response");
+    let id = EventKind::AfterModelCall.interrupt_id("m0", "reply-review");
+    let interrupt = at(&|e| matches!(e, AgentEvent::Interrupt(i) if i.id == id)).unwrap();
+    assert!(
+        last_delta < discarded && discarded < interrupt,
+        "{events:#?}"
+    );
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| matches!(e, AgentEvent::ResponseDiscarded { .. }))
+            .count(),
+        1
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, AgentEvent::MessageAdded { message, .. } if message.role == Role::Assistant)),
+        "nothing stored"
+    );
+    match events.last() {
+        Some(AgentEvent::Finished(r)) => assert_eq!(r.stop_reason, StopReason::Interrupt),
+        other => panic!("{other:?}"),
+    }
+    assert_history(&agent);
 }
 
 #[tokio::test]
@@ -2149,4 +2545,36 @@ async fn discarding_a_held_response_stores_nothing() {
     agent.discard_interrupts();
     assert_eq!(agent.messages().len(), 1);
     assert!(agent.pending_interrupts().is_none());
+    assert_history(&agent);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The history checker itself
+
+#[test]
+#[should_panic(expected = "tool use without results at the end")]
+fn the_history_check_refuses_an_unanswered_tool_use_with_nothing_pending() {
+    let open = Message::new(
+        Role::Assistant,
+        vec![ContentBlock::ToolUse(rein_core::ToolUse::new(
+            "t1",
+            "echo",
+            json!({}),
+        ))],
+    );
+    let agent = agent(ScriptedModel::builder().build())
+        .messages(vec![Message::user("go"), open])
+        .build()
+        .unwrap();
+    assert_history(&agent);
+}
+
+#[test]
+#[should_panic(expected = "two User messages in a row")]
+fn the_history_check_refuses_two_messages_of_one_role_in_a_row() {
+    let agent = agent(ScriptedModel::builder().build())
+        .messages(vec![Message::user("a"), Message::user("b")])
+        .build()
+        .unwrap();
+    assert_history(&agent);
 }

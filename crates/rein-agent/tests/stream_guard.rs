@@ -121,7 +121,7 @@ async fn check_split(chunks: &[&str], hold_back: usize) -> String {
     let result = shown.result.unwrap();
     assert_eq!(shown.text, stored(&a), "stored == shown, chunks {chunks:?}");
     assert_eq!(result.text(), shown.text);
-    assert_history_valid(a.messages());
+    assert_history(&a);
 
     let mut b = guarded(scripted(text_events(chunks)), hold_back);
     let invoked = b.invoke("key?").await.unwrap();
@@ -130,6 +130,7 @@ async fn check_split(chunks: &[&str], hold_back: usize) -> String {
         shown.text,
         "invoke == stream, chunks {chunks:?}"
     );
+    assert_history(&b);
     shown.text
 }
 
@@ -248,7 +249,7 @@ async fn text_blocks_are_guarded_one_by_one_and_tool_input_is_not() {
     assert_eq!(assistant.tool_uses().count(), 1);
     assert_eq!(shown.text, "first [KEY] endsecond [KEY]done");
     assert_eq!(log.take(), vec![format!("ran echo:{SECRET}")]);
-    assert_history_valid(a.messages());
+    assert_history(&a);
 }
 
 /// A model whose one response is `events`, recording how many were read and whether the
@@ -313,7 +314,12 @@ fn chunks_of(s: &str, n: usize) -> Vec<String> {
 fn recording(text: &str, n: usize, with_tool: bool) -> Recording {
     let chunks = chunks_of(text, n);
     let refs: Vec<&str> = chunks.iter().map(String::as_str).collect();
-    let mut events = text_events(&refs);
+    recording_of(&refs, with_tool)
+}
+
+/// The text as exactly these deltas, then (`with_tool`) a tool use.
+fn recording_of(chunks: &[&str], with_tool: bool) -> Recording {
+    let mut events = text_events(chunks);
     if with_tool {
         events.insert(
             events.len() - 1,
@@ -394,8 +400,146 @@ async fn a_deny_mid_stream_stops_the_stream_and_withholds_the_response() {
             Message::assistant("DENIED: forbidden word")
         ]
     );
-    assert_history_valid(a.messages());
     assert!(log.take().is_empty(), "the tool use never ran");
+    assert_history(&a);
+}
+
+/// A guard that errors (no panic) once the pending text holds the forbidden word.
+fn erroring(on_error: OnError) -> Intervention {
+    Intervention::named("scanner")
+        .on_error(on_error)
+        .model_output(|ev, _| -> Result<ModelOutputAction, HandlerError> {
+            if ev.pending.contains("FORBIDDEN") {
+                Err(HandlerError::new("scanner down"))
+            } else {
+                Ok(ModelOutputAction::Proceed)
+            }
+        })
+}
+
+/// A stream guard with the given `on_error`.
+type Guard = fn(OnError) -> Intervention;
+
+/// Streams, then invokes, `DENIED_TEXT` split into `chunks` under `guard`: no byte of the
+/// forbidden word is ever shown, the response is withheld with `expected` (stored, and the
+/// result's text), the stream was dropped, and its tool use never ran.
+async fn check_denied_split(guard: Guard, hold_back: usize, chunks: &[&str], expected: &str) {
+    let at = DENIED_TEXT.find("FORBIDDEN").unwrap();
+    let log = Log::default();
+    let model = recording_of(chunks, true);
+    let mut a = builder(model.clone(), &log)
+        .stream_hold_back(hold_back)
+        .intervention(guard(OnError::Deny))
+        .build()
+        .unwrap();
+    let shown = stream_all(&mut a, "go").await;
+    let result = shown.result.unwrap();
+    assert!(
+        DENIED_TEXT.starts_with(&shown.text) && shown.text.len() <= at,
+        "shown {:?} for {chunks:?}",
+        shown.text
+    );
+    let discarded = shown
+        .events
+        .iter()
+        .position(
+            |e| matches!(e, AgentEvent::ResponseDiscarded { reason, .. } if reason == expected),
+        )
+        .unwrap_or_else(|| panic!("no discard for {chunks:?}"));
+    assert!(
+        !shown.events[discarded..]
+            .iter()
+            .any(|e| matches!(e, AgentEvent::TextDelta(_))),
+        "text after the discard for {chunks:?}"
+    );
+    assert_eq!(result.text(), expected);
+    assert_eq!(stored(&a), expected, "stored == what stands in, {chunks:?}");
+    assert!(model.dropped.load(Ordering::SeqCst));
+    assert!(log.take().is_empty(), "the tool use never ran");
+    assert_history(&a);
+
+    let model = recording_of(chunks, true);
+    let mut b = builder(model.clone(), &log)
+        .stream_hold_back(hold_back)
+        .intervention(guard(OnError::Deny))
+        .build()
+        .unwrap();
+    let invoked = b.invoke("go").await.unwrap();
+    assert_eq!(invoked.text(), expected, "invoke == stream, {chunks:?}");
+    assert_eq!(b.messages(), a.messages());
+    assert!(log.take().is_empty());
+    assert_history(&b);
+}
+
+#[tokio::test]
+async fn no_split_of_a_denied_word_reaches_the_caller() {
+    let t = DENIED_TEXT;
+    let chars: Vec<String> = t.chars().map(String::from).collect();
+    let one_by_one: Vec<&str> = chars.iter().map(String::as_str).collect();
+    let cases: [(Guard, &str); 2] = [
+        (no_forbidden, "DENIED: forbidden word"),
+        (erroring, "DENIED: Handler threw: scanner down"),
+    ];
+    for (guard, expected) in cases {
+        // A window one shorter than the word is the least that catches it; also a wider one.
+        for hold_back in ["FORBIDDEN".len() - 1, 16] {
+            for &i in &char_bounds(t) {
+                check_denied_split(guard, hold_back, &[&t[..i], &t[i..]], expected).await;
+            }
+            check_denied_split(guard, hold_back, &one_by_one, expected).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_guard_returning_an_error_mid_stream_follows_on_error() {
+    let at = DENIED_TEXT.find("FORBIDDEN").unwrap();
+    // Deny: withheld as a deny, the error recorded.
+    let log = Log::default();
+    let mut a = builder(recording(DENIED_TEXT, 4, true), &log)
+        .intervention(erroring(OnError::Deny))
+        .build()
+        .unwrap();
+    let shown = stream_all(&mut a, "go").await;
+    let r = shown.result.unwrap();
+    assert!(DENIED_TEXT.starts_with(&shown.text) && shown.text.len() <= at);
+    assert_eq!(r.text(), "DENIED: Handler threw: scanner down");
+    assert_eq!(r.stop_reason, StopReason::EndTurn);
+    assert!(shown.events.iter().any(|e| matches!(
+        e,
+        AgentEvent::ResponseDiscarded { handler: Some(h), .. } if h == "scanner"
+    )));
+    let error = r
+        .decisions
+        .iter()
+        .find(|d| d.action == DecisionAction::Error)
+        .unwrap();
+    assert_eq!(
+        (error.event, error.on_error),
+        (EventKind::ModelOutput, Some(OnError::Deny))
+    );
+    assert!(log.take().is_empty());
+    assert_history(&a);
+
+    // Throw: the invocation fails with the handler error; nothing from the window on shown.
+    let mut a = builder(recording(DENIED_TEXT, 4, true), &log)
+        .intervention(erroring(OnError::Throw))
+        .build()
+        .unwrap();
+    let shown = stream_all(&mut a, "go").await;
+    match shown.result {
+        Err(Error::Handler { handler, event, .. }) => {
+            assert_eq!((handler.as_str(), event), ("scanner", "model_output"));
+        }
+        other => panic!(
+            "expected a handler error, got {:?}",
+            other.map(|r| r.text())
+        ),
+    }
+    assert!(DENIED_TEXT.starts_with(&shown.text) && shown.text.len() <= at);
+    assert_eq!(a.messages(), &[Message::user("go")]);
+    assert!(log.take().is_empty());
+    assert_history(&a);
 }
 
 #[tokio::test]
@@ -419,7 +563,7 @@ async fn invoke_is_denied_the_same_way() {
     assert_eq!(r.text(), "DENIED: output matches a denied pattern");
     assert!(model.dropped.load(Ordering::SeqCst));
     assert!(model.read.load(Ordering::SeqCst) < model.events.len());
-    assert_history_valid(a.messages());
+    assert_history(&a);
 }
 
 /// Panics when the pending text holds `boom`.
@@ -464,6 +608,7 @@ async fn a_handler_panicking_mid_stream_follows_on_error() {
     )));
     assert_eq!(a.messages(), &[Message::user("go")]);
     assert!(log.take().is_empty());
+    assert_history(&a);
 
     // Proceed: the handler is skipped, the text goes on whole.
     let mut a = builder(recording(BOOM_TEXT, 3, false), &log)
@@ -478,7 +623,7 @@ async fn a_handler_panicking_mid_stream_follows_on_error() {
         && d.on_error == Some(OnError::Proceed)
         && d.event == EventKind::ModelOutput));
     assert!(!r.decisions.is_empty());
-    assert_history_valid(a.messages());
+    assert_history(&a);
     log.take();
 
     // Deny: the response is withheld, as a deny.
@@ -499,8 +644,8 @@ async fn a_handler_panicking_mid_stream_follows_on_error() {
         AgentEvent::ResponseDiscarded { handler: Some(h), .. } if h == "panicky"
     )));
     assert_eq!(a.messages().len(), 2);
-    assert_history_valid(a.messages());
     assert!(log.take().is_empty());
+    assert_history(&a);
 }
 
 fn slow(text: &str) -> ScriptedModel {
@@ -534,6 +679,7 @@ async fn cancel_mid_hold_back_emits_nothing_held() {
         AgentEvent::ResponseDiscarded { reason, .. } if reason == "cancelled"
     )));
     assert_eq!(a.messages(), &[Message::user("go")]);
+    assert_history(&a);
 }
 
 #[tokio::test(start_paused = true)]
@@ -563,7 +709,7 @@ async fn dropping_the_stream_mid_hold_back_emits_nothing_held() {
     // The agent goes on; the next response streams as usual.
     let r = a.invoke("again").await.unwrap();
     assert_eq!(r.text(), "next");
-    assert_history_valid(a.messages());
+    assert_history(&a);
 }
 
 #[tokio::test]
@@ -610,6 +756,7 @@ async fn passes_see_the_released_text_and_one_final_pass() {
             (s("abcdef"), s("gh"), true, 0),
         ]
     );
+    assert_history(&a);
 }
 
 /// A handler that does not narrow its subscriptions.
@@ -643,6 +790,7 @@ async fn model_output_is_opt_in() {
         .filter(|e| matches!(e, AgentEvent::TextDelta(_)))
         .count();
     assert_eq!(deltas, 3, "nothing held back without a stream guard");
+    assert_history(&a);
 }
 
 #[tokio::test]
@@ -658,6 +806,7 @@ async fn a_plain_hook_can_guard_the_stream_too() {
     shown.result.unwrap();
     assert_eq!(shown.text, "one 2 three");
     assert_eq!(stored(&a), "one 2 three");
+    assert_history(&a);
 }
 
 #[tokio::test]
@@ -679,5 +828,5 @@ async fn a_malformed_stream_never_shows_unguarded_text() {
     let shown = stream_all(&mut a, "go").await;
     assert_eq!(shown.text, "");
     assert!(shown.result.is_err());
-    assert_history_valid(a.messages());
+    assert_history(&a);
 }

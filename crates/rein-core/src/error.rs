@@ -57,8 +57,10 @@ pub enum Error {
     /// A new prompt was given while interrupts are pending (resume or discard them first).
     #[error("interrupts are pending: resume with interrupt responses or discard them first")]
     InterruptsPending,
-    /// An answer that cannot be applied — an edit that fails the tool's schema, an edit of
-    /// something that cannot be edited. Nothing changed: the interrupts stay pending.
+    /// An answer that cannot be applied — an object shaped like an
+    /// [`Approval`](crate::interrupt::Approval) that is not one, an edit that fails the tool's
+    /// schema, an edit of something that cannot be edited. Nothing changed: the interrupts stay
+    /// pending.
     #[error("invalid answer to interrupt '{interrupt_id}': {reason}")]
     InvalidAnswer {
         /// The interrupt answered.

@@ -112,7 +112,8 @@ impl InterruptAnswers {
 /// `{"approved": true}`, `{"approved": false, "note": "why"}`, or `{"approved": true, "edit": ...}`
 /// — approve with an edit: for a `before_tool_call` confirm, the edit is the tool's new input
 /// (validated against the tool's schema, and seen by every handler again, so an edit cannot
-/// slip past a deny). The plain answers `true`, `"yes"` and `false` remain valid.
+/// slip past a deny). The plain answers `true`, `"yes"` and `false` remain valid; an object
+/// with an `approved` or `edit` key must be of this shape ([`Approval::parse`]).
 ///
 /// ```
 /// use rein_core::interrupt::Approval;
@@ -168,27 +169,105 @@ impl Approval {
     }
 
     /// The answer as an approval: an object of this shape, or the plain answers (`true`,
-    /// `"y"`/`"yes"` approve; `false`, other strings, numbers reject). `None` for `null` (no
-    /// answer) and for objects of another shape.
+    /// `"y"`/`"yes"` approve; `false`, other strings, numbers, arrays, and objects with neither
+    /// an `approved` nor an `edit` key reject). `None` for `null` (no answer) and for an object
+    /// with one of those keys that is not of this shape — [`parse`](Self::parse) says why.
     pub fn from_answer(answer: &Value) -> Option<Self> {
-        match answer {
-            Value::Null => None,
-            Value::Bool(b) => Some(if *b { Self::approve() } else { Self::reject() }),
+        Self::parse(answer).ok().flatten()
+    }
+
+    /// Like [`from_answer`](Self::from_answer), but an object with an `approved` or an `edit`
+    /// key that is not of this shape (`{"approved": "maybe"}`, an edit without `approved`) is
+    /// an error saying why: an answer of the wrong shape, not a rejection.
+    ///
+    /// ```
+    /// use rein_core::interrupt::Approval;
+    /// use serde_json::json;
+    /// assert!(Approval::parse(&json!({"approved": "maybe"})).is_err());
+    /// assert_eq!(Approval::parse(&json!({"ok": 1})), Ok(Some(Approval::reject())));
+    /// assert_eq!(Approval::parse(&json!(null)), Ok(None));
+    /// ```
+    pub fn parse(answer: &Value) -> Result<Option<Self>, String> {
+        Ok(Some(match answer {
+            Value::Null => return Ok(None),
+            Value::Bool(b) => {
+                if *b {
+                    Self::approve()
+                } else {
+                    Self::reject()
+                }
+            }
             Value::String(s) => {
                 let s = s.trim();
                 let yes = s.eq_ignore_ascii_case("y") || s.eq_ignore_ascii_case("yes");
-                Some(if yes { Self::approve() } else { Self::reject() })
+                if yes { Self::approve() } else { Self::reject() }
             }
-            Value::Object(m) if matches!(m.get("approved"), Some(Value::Bool(_))) => {
-                Self::deserialize(answer).ok()
+            Value::Object(m) if m.contains_key("approved") || m.contains_key("edit") => {
+                Self::deserialize(answer).map_err(|e| {
+                    format!(
+                        "an approval is {{\"approved\": true|false, \"edit\"?, \"note\"?}}: {e}"
+                    )
+                })?
             }
-            Value::Object(_) | Value::Number(_) | Value::Array(_) => Some(Self::reject()),
-        }
+            Value::Object(_) | Value::Number(_) | Value::Array(_) => Self::reject(),
+        }))
     }
 }
 
 impl From<Approval> for Value {
     fn from(a: Approval) -> Self {
         serde_json::to_value(a).unwrap_or(Value::Null)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_answer_shaped_like_an_approval_must_be_one() {
+        for bad in [
+            json!({"approved": "maybe"}),
+            json!({"approved": null}),
+            json!({"edit": "new text"}),
+            json!({"approved": true, "note": 5}),
+        ] {
+            let err = Approval::parse(&bad).unwrap_err();
+            assert!(err.starts_with("an approval is "), "{err}");
+            assert_eq!(Approval::from_answer(&bad), None, "{bad}");
+        }
+        let edited = json!({"approved": true, "edit": {"x": 1}, "note": "ok", "trust": true});
+        assert_eq!(
+            Approval::parse(&edited),
+            Ok(Some(
+                Approval::approve()
+                    .with_edit(json!({"x": 1}))
+                    .with_note("ok")
+            ))
+        );
+    }
+
+    #[test]
+    fn other_answers_keep_the_plain_rule() {
+        for (answer, approved) in [
+            (json!(true), true),
+            (json!(" Yes "), true),
+            (json!("y"), true),
+            (json!(false), false),
+            (json!("no"), false),
+            (json!(""), false),
+            (json!(1), false),
+            (json!([true]), false),
+            (json!({"ok": true}), false),
+            (json!({"approved": false}), false),
+        ] {
+            assert_eq!(
+                Approval::parse(&answer).unwrap().map(|a| a.approved),
+                Some(approved),
+                "{answer}"
+            );
+        }
+        assert_eq!(Approval::parse(&Value::Null), Ok(None));
     }
 }

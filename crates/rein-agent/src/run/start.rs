@@ -342,10 +342,10 @@ impl Agent {
     }
 
     /// Records the caller's answers in `pending`, bound to the fingerprints of what they answer.
-    /// Approvals with an edit are checked first — a bad one is `InvalidAnswer` and `pending`
-    /// is left as it was — then applied: a held result or response takes its
-    /// edit, and the answer is bound to the edit. Returns the edited tool calls (they run as
-    /// edited).
+    /// Answers are checked first — one shaped like an approval but not one, or a bad edit, is
+    /// `InvalidAnswer` and `pending` is left as it was — then edits are applied: a held result
+    /// or response takes its edit, and the answer is bound to the edit. Returns the edited tool
+    /// calls (they run as edited).
     fn record_answers(
         &self,
         pending: &mut PendingInterrupts,
@@ -404,23 +404,23 @@ impl Agent {
 
     /// The edit an approval carries, checked: a tool call's new input against the tool's
     /// schema, a held result's new text. `None` when the answer approves nothing or edits
-    /// nothing.
+    /// nothing. An answer shaped like an approval but not one is `InvalidAnswer` too.
     fn edit_of(
         &self,
         pending: &PendingInterrupts,
         r: &InterruptResponse,
     ) -> Result<Option<Edit>, Error> {
+        let invalid = |reason: String| Error::InvalidAnswer {
+            interrupt_id: r.interrupt_id.clone(),
+            reason,
+        };
         let Some(Approval {
             approved: true,
             edit: Some(edit),
             ..
-        }) = Approval::from_answer(&r.response)
+        }) = Approval::parse(&r.response).map_err(invalid)?
         else {
             return Ok(None);
-        };
-        let invalid = |reason: String| Error::InvalidAnswer {
-            interrupt_id: r.interrupt_id.clone(),
-            reason,
         };
         let kind_of = |kind: EventKind| {
             r.interrupt_id

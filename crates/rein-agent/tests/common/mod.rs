@@ -113,6 +113,44 @@ pub fn assert_history_valid(messages: &[Message]) {
     }
 }
 
+/// The history invariants of an agent between invocations (SPEC §3.5, §4): roles alternate and
+/// every tool use has its results right after it — unless interrupts are pending on a tool
+/// phase, when the tool uses of the last message (the paused assistant message) wait for them.
+pub fn assert_history(agent: &Agent) {
+    let messages = agent.messages();
+    let open = messages
+        .last()
+        .filter(|m| m.role == Role::Assistant && m.tool_uses().next().is_some());
+    let (Some(pending), Some(last)) = (agent.pending_interrupts(), open) else {
+        return assert_history_valid(messages);
+    };
+    let ids =
+        |m: &Message| -> Vec<String> { m.tool_uses().map(|u| u.tool_use_id.clone()).collect() };
+    assert!(
+        pending.held_response.is_none() && !pending.held_request && pending.held_input.is_empty(),
+        "tool uses wait for results, but the pause is not in a tool phase: {messages:#?}"
+    );
+    assert_eq!(
+        ids(last),
+        ids(&pending.assistant_message),
+        "only the paused assistant message may wait for results"
+    );
+    let rest = &messages[..messages.len() - 1];
+    assert_history_valid(rest);
+    assert_ne!(
+        rest.last().map(|m| m.role),
+        Some(Role::Assistant),
+        "two assistant messages in a row: {messages:#?}"
+    );
+}
+
+/// An invocation state of one string entry.
+pub fn state_of(key: &str, value: &str) -> rein_core::Map {
+    let mut m = rein_core::Map::new();
+    m.insert(key.into(), json!(value));
+    m
+}
+
 pub fn results_of(m: &Message) -> Vec<(String, String, bool)> {
     m.tool_results()
         .map(|r| (r.tool_use_id.clone(), r.text(), r.is_error()))
