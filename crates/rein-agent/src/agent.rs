@@ -327,7 +327,8 @@ impl Agent {
         Ok(())
     }
 
-    /// What is queued for the paused run goes with its pending interrupts (to be persisted).
+    /// What is queued or parked for the paused run goes with its pending interrupts (to be
+    /// persisted).
     pub(crate) fn keep_queued_injections(&mut self) {
         if let Some(p) = &mut self.pending {
             p.queued_injections = self
@@ -336,6 +337,7 @@ impl Agent {
                 .into_iter()
                 .map(|(id, message)| QueuedInjection::new(id, message))
                 .collect();
+            p.parked_injections = self.interceptor.parked();
         }
     }
 
@@ -365,6 +367,8 @@ impl Agent {
                 let queued = p.queued_injections.iter();
                 self.interceptor
                     .restore(queued.map(|q| (q.id, q.message.clone())));
+                self.interceptor
+                    .restore_parked(p.parked_injections.iter().cloned());
             }
             None => {
                 self.run_state.clear();

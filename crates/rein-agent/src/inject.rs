@@ -13,6 +13,8 @@ use rein_core::{
 };
 use serde_json::Value;
 
+use crate::pending::ParkedInjection;
+
 /// Why `inject` failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -269,6 +271,44 @@ impl TurnInterceptor {
                     id,
                     message,
                     version,
+                });
+            }
+        }
+    }
+
+    /// What is parked for the paused run, with the answers given so far (to persist with its
+    /// pending interrupts).
+    pub(crate) fn parked(&self) -> Vec<ParkedInjection> {
+        let q = lock(&self.shared.queue);
+        let version = q.version;
+        q.parked
+            .iter()
+            .filter(|p| p.item.version == version)
+            .map(|p| {
+                let answers = p.answers.iter().map(|(k, v)| (k.clone(), v.clone()));
+                ParkedInjection::new(p.item.id, p.item.message.clone(), p.interrupts.clone())
+                    .with_answers(answers.collect())
+            })
+            .collect()
+    }
+
+    /// Restores what a paused run had parked (from a session), unless already parked: the
+    /// interrupt ids and the answers' fingerprints are kept, so an answer given after the
+    /// restore is checked against what the human saw.
+    pub(crate) fn restore_parked(&self, items: impl IntoIterator<Item = ParkedInjection>) {
+        let mut q = lock(&self.shared.queue);
+        q.paused = true;
+        let version = q.version;
+        for p in items {
+            if !q.parked.iter().any(|x| x.item.id == p.id) {
+                q.parked.push(Parked {
+                    item: Item {
+                        id: p.id,
+                        message: p.message,
+                        version,
+                    },
+                    interrupts: p.interrupts,
+                    answers: p.answers.into_iter().collect(),
                 });
             }
         }

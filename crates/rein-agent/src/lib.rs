@@ -54,7 +54,9 @@ pub use conversation::{
 pub use handoff::Handoff;
 pub use history::{TOOL_CANCELLED, TOOL_INTERRUPTED};
 pub use inject::{InjectError, PendingInjection, TurnInterceptor};
-pub use pending::{PENDING_SCHEMA_VERSION, PendingHandoff, PendingInterrupts, QueuedInjection};
+pub use pending::{
+    PENDING_SCHEMA_VERSION, ParkedInjection, PendingHandoff, PendingInterrupts, QueuedInjection,
+};
 pub use rein_core::{Error, result::AgentResult};
 pub use retry::RetryStrategy;
 pub use session::{AgentSnapshot, RestoredSession, SessionBinding};

@@ -70,6 +70,11 @@ pub struct PendingInterrupts {
     /// ended, so they are delivered at the first turn boundary after the resume (SPEC §5).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub queued_injections: Vec<QueuedInjection>,
+    /// Messages injected into the run and parked on a `Confirm` (SPEC §5) when it paused, with
+    /// their interrupts and the answers given so far: restored into the interceptor, they are
+    /// delivered at the first turn boundary after their approval, also in another process.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parked_injections: Vec<ParkedInjection>,
     /// A handoff the paused tool phase asked for (its transfer tool ran): carried out when the
     /// resumed phase completes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -110,6 +115,39 @@ impl QueuedInjection {
     /// A queued message.
     pub fn new(id: InjectionId, message: Message) -> Self {
         Self { id, message }
+    }
+}
+
+/// A message injected into the run and parked until a human answers its interrupts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ParkedInjection {
+    /// Its id (the one `inject` returned).
+    pub id: InjectionId,
+    /// The message (as edited by an answer, if one carried an edit).
+    pub message: Message,
+    /// What is asked (ids `v1:before_invocation:<injection id>:<uuid5(OID, handler)>`).
+    pub interrupts: Vec<Interrupt>,
+    /// Answers given so far, by interrupt id, with the fingerprint of what they answered.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub answers: BTreeMap<String, InterruptAnswer>,
+}
+
+impl ParkedInjection {
+    /// A parked message waiting for answers to `interrupts`.
+    pub fn new(id: InjectionId, message: Message, interrupts: Vec<Interrupt>) -> Self {
+        Self {
+            id,
+            message,
+            interrupts,
+            answers: BTreeMap::new(),
+        }
+    }
+
+    /// With the answers given so far.
+    pub fn with_answers(mut self, answers: BTreeMap<String, InterruptAnswer>) -> Self {
+        self.answers = answers;
+        self
     }
 }
 

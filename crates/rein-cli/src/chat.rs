@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use console::{Term, style};
 use indicatif::{ProgressBar, ProgressStyle};
-use rein_agent::{Agent, AgentEvent, AgentResult, Input};
+use rein_agent::{Agent, AgentEvent, AgentResult, Input, OnRetryLimit};
 use rein_core::{
     Error, ToolHandle,
     audit::{AnswerSource, DecisionAction, DecisionOutcome, DecisionRecord},
@@ -48,6 +48,19 @@ pub(crate) struct ChatArgs {
     /// The system prompt.
     #[arg(long)]
     system_prompt: Option<String>,
+    /// When guidance on a response fails after the retries: `deny` withholds the response,
+    /// `confirm` asks you whether to accept it anyway (SPEC §3.8).
+    #[arg(long, value_enum, default_value_t = RetryLimit::Deny)]
+    on_retry_limit: RetryLimit,
+}
+
+/// What `--on-retry-limit` selects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum RetryLimit {
+    /// Withhold the response (`DENIED: retry limit (<n>) reached`).
+    Deny,
+    /// Ask a human whether to accept the response anyway.
+    Confirm,
 }
 
 /// Entry point of `rein chat`.
@@ -91,7 +104,11 @@ pub(crate) fn main(args: ChatArgs) -> ExitCode {
         .name("rein-chat")
         .shared_model(model.clone())
         .tools(tools(&root))
-        .interventions(handlers);
+        .interventions(handlers)
+        .on_retry_limit(match args.on_retry_limit {
+            RetryLimit::Deny => OnRetryLimit::Deny,
+            RetryLimit::Confirm => OnRetryLimit::Confirm,
+        });
     if let Some(p) = &args.system_prompt {
         builder = builder.system_prompt(p.as_str());
     }
@@ -172,6 +189,15 @@ async fn converse(agent: &mut Agent, input: &mut UserInput, out: &Term) -> ExitC
                 Ok(Turn::Finished(r)) if r.stop_reason == StopReason::Interrupt => r.interrupts,
                 Ok(Turn::Finished(_)) => break,
                 Ok(Turn::Abandoned) => return ExitCode::from(EXIT_CTRL_C),
+                // A bad answer (an edit that fails the tool's schema, say) changed nothing: the
+                // same questions are asked again.
+                Err(e @ Error::InvalidAnswer { .. }) => {
+                    let _ = out.write_line(&format!("{} {e}", style("error:").red().bold()));
+                    match agent.pending_interrupts() {
+                        Some(p) => p.interrupts.clone(),
+                        None => break,
+                    }
+                }
                 Err(e) => {
                     let _ = out.write_line(&format!("{} {e}", style("error:").red().bold()));
                     if agent.pending_interrupts().is_some() {

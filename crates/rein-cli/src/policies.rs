@@ -33,6 +33,9 @@ struct JudgeSpec {
     on_error: Option<OnError>,
     #[serde(default)]
     mode: Option<String>,
+    /// A judge always runs in parallel (`false` is refused).
+    #[serde(default)]
+    parallel: Option<bool>,
     /// Scenario files only: the judge's answers, in order (a scripted judge model).
     #[serde(default)]
     script: Option<Vec<String>>,
@@ -111,6 +114,12 @@ fn judge(spec: Value, model: Option<&SharedModel>) -> Result<LlmJudge, String> {
         .to_owned();
     let spec: JudgeSpec =
         serde_json::from_value(spec).map_err(|e| format!("{e} (handler '{name}')"))?;
+    if spec.parallel == Some(false) {
+        return Err(format!(
+            "parallel: an llm_judge always runs in parallel (handler '{}')",
+            spec.name
+        ));
+    }
     let model = match (spec.script, model) {
         (Some(answers), _) => {
             let mut b = ScriptedModel::builder();
@@ -191,5 +200,17 @@ mod tests {
         let specs = vec![json!({"name": "j", "kind": "llm_judge", "script": [], "budgit": 1})];
         let err = load(specs, &LoadOptions::scenario(), None).unwrap_err();
         assert!(err.contains("unknown field `budgit`"), "{err}");
+    }
+
+    #[test]
+    fn a_judge_is_parallel_and_says_so() {
+        use rein_interventions::InterventionHandler as _;
+        let spec = |parallel: bool| json!({"name": "j", "kind": "llm_judge", "script": [], "parallel": parallel});
+        assert!(judge(spec(true), None).unwrap().parallel());
+        let err = load(vec![spec(false)], &LoadOptions::scenario(), None).unwrap_err();
+        assert_eq!(
+            err,
+            "policy[0]: parallel: an llm_judge always runs in parallel (handler 'j')"
+        );
     }
 }

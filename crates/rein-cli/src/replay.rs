@@ -419,6 +419,7 @@ pub(crate) fn error_kind(e: &Error) -> &'static str {
         Error::NoPendingInterrupts => "no_pending_interrupts",
         Error::UnknownInterrupt(_) => "unknown_interrupt",
         Error::InterruptsPending => "interrupts_pending",
+        Error::InvalidAnswer { .. } => "invalid_answer",
         Error::PendingMessageMissing => "pending_message_missing",
         Error::Session(_) => "session",
         Error::Internal(_) => "internal",
@@ -440,6 +441,10 @@ fn decision_json(d: &DecisionRecord) -> Value {
     }
     if let (Some(agent), Some(obj)) = (&d.agent, v.as_object_mut()) {
         obj.insert("agent".into(), json!(agent));
+    }
+    // What the human decided: asked, or the answer and where it came from.
+    if let (Some(c), Some(obj)) = (&d.confirmation, v.as_object_mut()) {
+        obj.insert("confirmation".into(), json!(c));
     }
     v
 }

@@ -605,3 +605,158 @@ fn approving_with_an_edit_runs_the_edited_call() {
         "{text}"
     );
 }
+
+/// Runs `rein chat` with a JSON policy (and `extra` arguments) in a fresh root holding
+/// `hello.txt`; returns stdout.
+fn chat_json_policy(test: &str, policy: serde_json::Value, extra: &[&str], stdin: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("rein-chat-{test}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("hello.txt"), "hello from the file").unwrap();
+    let path = dir.join("policy.json");
+    std::fs::write(&path, policy.to_string()).unwrap();
+    let mut args = vec![
+        "--policy",
+        path.to_str().unwrap(),
+        "--root",
+        dir.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let out = chat(&args, stdin);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+    text
+}
+
+#[test]
+fn a_held_tool_output_is_approved_rejected_or_edited_at_the_prompt() {
+    let policy = serde_json::json!([
+        {"name": "review", "kind": "confirm_tool_output", "tools": ["read_file"],
+         "prompt": "Show: {output}"},
+    ]);
+    let text = chat_json_policy(
+        "tool-output",
+        policy,
+        &[],
+        "read hello.txt\ny\nread hello.txt\nn\nread hello.txt\ne a different text\n",
+    );
+    let asked = "Approve Show: hello from the file (tool output)? [y/N]";
+    assert_eq!(text.matches(asked).count(), 3, "{text}");
+    assert!(
+        text.contains("Done. hello from the file"),
+        "approved: {text}"
+    );
+    assert!(
+        text.contains("Done. the tool failed (CONFIRMATION_FAILED: Show: hello from the file)"),
+        "rejected: {text}"
+    );
+    assert!(text.contains("Done. a different text"), "edited: {text}");
+    assert_eq!(
+        text.matches("[confirm approved] review @ after_tool_call")
+            .count(),
+        2,
+        "{text}"
+    );
+    assert!(
+        text.contains("[confirm rejected] review @ after_tool_call"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_held_response_is_approved_rejected_or_edited_at_the_prompt() {
+    let policy = serde_json::json!([
+        {"name": "check", "kind": "confirm_response", "tools": ["delete_file"],
+         "prompt": "Go with: {output}"},
+    ]);
+    let text = chat_json_policy(
+        "response",
+        policy,
+        &[],
+        "delete a.txt\ny\ndelete b.txt\nn\ndelete c.txt\ne Deleting c.txt, as asked.\n",
+    );
+    for file in ["a.txt", "b.txt", "c.txt"] {
+        let asked = format!("Approve Go with: I'll delete {file}. (response)? [y/N]");
+        assert!(text.contains(&asked), "{asked}: {text}");
+    }
+    assert!(text.contains("← deleted a.txt"), "approved: {text}");
+    assert!(
+        text.contains("CONFIRMATION_FAILED: Go with: I'll delete b.txt."),
+        "rejected: {text}"
+    );
+    assert!(!text.contains("← deleted b.txt"), "rejected: {text}");
+    assert!(
+        text.contains("← deleted c.txt"),
+        "edited, its tool kept: {text}"
+    );
+    assert!(
+        text.contains("[confirm rejected] check @ after_model_call"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_redact_stream_policy_rewrites_the_answer_before_it_is_shown() {
+    let policy = serde_json::json!([
+        {"name": "no-greetings", "kind": "redact_stream", "pattern": "hel+o",
+         "replacement": "[X]"},
+    ]);
+    let text = chat_json_policy("redact-stream", policy, &[], "read hello.txt\n");
+    assert!(text.contains("Done. [X] from the file"), "{text}");
+    assert!(!text.contains("Done. hello"), "{text}");
+    assert!(
+        text.contains("[transform] no-greetings @ model_output"),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_answer_the_agent_refuses_is_asked_again() {
+    // The edit fails delete_file's schema (`path` is a string): an error, then the question
+    // again; nothing ran in between.
+    let out = chat(&[], "delete the file\ne {\"path\": 5}\ny\n");
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let asked = "Approve delete example.txt? [y/N]";
+    assert_eq!(text.matches(asked).count(), 2, "{text}");
+    let error = text.find("error:").expect("the error is shown");
+    assert!(
+        text[error..].contains(asked),
+        "asked after the error: {text}"
+    );
+    assert_eq!(text.matches("← deleted").count(), 1, "{text}");
+    assert!(text.contains("← deleted example.txt"), "{text}");
+}
+
+#[test]
+fn on_retry_limit_confirm_asks_when_guidance_fails() {
+    let policy = serde_json::json!([
+        {"name": "brief", "kind": "guide_output_match", "pattern": "demo model",
+         "feedback": "no talking about yourself"},
+    ]);
+    let text = chat_json_policy(
+        "escalate",
+        policy.clone(),
+        &["--on-retry-limit", "confirm"],
+        "hello\ny\nhello again\nn\n",
+    );
+    assert_eq!(
+        text.matches("Approve Guidance did not take after 3 retries.")
+            .count(),
+        2,
+        "{text}"
+    );
+    assert!(text.contains("(response)? [y/N] y"), "{text}");
+    assert!(
+        text.contains("[confirm approved] rein:retry-limit @ after_model_call"),
+        "{text}"
+    );
+    assert!(
+        text.contains("CONFIRMATION_FAILED: Guidance did not take after 3 retries."),
+        "{text}"
+    );
+    // The default withholds without asking.
+    let text = chat_json_policy("no-escalate", policy, &[], "hello\n");
+    assert!(!text.contains("Approve"), "{text}");
+    assert!(text.contains("DENIED: retry limit (3) reached"), "{text}");
+}

@@ -524,3 +524,26 @@ async fn a_throwing_member_fails_the_dispatch_and_cancels_the_rest() {
         ]
     );
 }
+
+/// `"parallel": true` on a policy spec makes its handler a group member; anything but a boolean
+/// is refused with its place.
+#[cfg(feature = "policy")]
+#[test]
+fn a_policy_spec_may_mark_its_handler_parallel() {
+    use rein_interventions::policy::Policy;
+    let p = Policy::from_json_str(
+        r#"[{"name": "a", "kind": "deny_tools", "tools": ["x"], "parallel": true},
+            {"name": "b", "kind": "require_fields", "tools": ["*"], "fields": ["y"]}]"#,
+    )
+    .unwrap();
+    assert!(p.handlers()[0].parallel());
+    assert!(!p.handlers()[1].parallel(), "sequential by default");
+    let err = Policy::from_toml_str(
+        "[[policy]]\nname = \"a\"\nkind = \"deny_tools\"\ntools = [\"x\"]\nparallel = \"yes\"\n",
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "policy[0].parallel: invalid type: string, expected a boolean (handler 'a')"
+    );
+}

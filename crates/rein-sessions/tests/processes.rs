@@ -65,6 +65,87 @@ async fn an_interrupt_is_resumed_in_another_process() {
     }
 }
 
+/// What one process did: model calls, `count` runs.
+type Did = (usize, u64);
+
+/// What each process of a pause at a point did: in the holding process, then in the resuming
+/// one, for an approval; and for a rejection, the resume's.
+const POINTS: [(&str, [Did; 2], Did); 4] = [
+    // The tool ran before the pause; the resume only sends its (approved) result.
+    ("after_tool_call", [(1, 1), (1, 0)], (1, 0)),
+    // The response asking for the tool is held: the resume runs the tool, never re-calls.
+    ("after_model_call", [(1, 0), (1, 1)], (0, 0)),
+    // The tool ran; the request carrying its result is held, sent once approved.
+    ("before_model_call", [(1, 1), (1, 0)], (0, 0)),
+    // Nothing ran before the pause.
+    ("before_invocation", [(0, 0), (2, 1)], (0, 0)),
+];
+
+fn calls_and_runs(v: &serde_json::Value) -> Did {
+    (
+        v["model_calls"].as_u64().unwrap() as usize,
+        v["tool_runs"].as_u64().unwrap(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confirm_at_each_point_is_answered_in_another_process_and_nothing_reruns() {
+    let dir = TempDir::new("points");
+    for (name, store, spec) in durable_stores(&dir).await {
+        for (point, [held, resumed], rejected) in POINTS {
+            for answer in ["yes", "no"] {
+                let session = session_id("point");
+                let first: serde_json::Value =
+                    serde_json::from_str(&worker(&spec, &session, &["hold", point])).unwrap();
+                assert_eq!(first["stop_reason"], "interrupt", "{name} {point}: {first}");
+                let id = first["interrupts"][0].as_str().unwrap().to_owned();
+                assert!(id.starts_with(&format!("v1:{point}:")), "{name}: {id}");
+                assert_eq!(calls_and_runs(&first), held, "{name} {point}: {first}");
+                let s = store.load(&session).await.unwrap().unwrap();
+                assert!(s.pending_interrupts.is_some(), "{name} {point}");
+
+                let second: serde_json::Value = serde_json::from_str(&worker(
+                    &spec,
+                    &session,
+                    &["resume-at", point, &id, answer],
+                ))
+                .unwrap();
+                let want = if answer == "yes" { resumed } else { rejected };
+                assert_eq!(
+                    calls_and_runs(&second),
+                    want,
+                    "{name} {point} {answer}: {second}"
+                );
+                assert_eq!(
+                    second["stop_reason"], "end_turn",
+                    "{name} {point}: {second}"
+                );
+                let s = store.load(&session).await.unwrap().unwrap();
+                assert!(s.pending_interrupts.is_none(), "{name} {point}");
+                let stored: Vec<String> = s
+                    .messages
+                    .iter()
+                    .flat_map(|m| m.message.tool_results().map(|r| r.text()))
+                    .collect();
+                if answer == "yes" {
+                    assert_eq!(second["text"], "counted", "{name} {point}");
+                    // One run in all, in one process or the other.
+                    assert_eq!(stored, ["count=1"], "{name} {point}");
+                } else {
+                    let text = match point {
+                        "after_tool_call" => stored[0].clone(),
+                        _ => second["text"].as_str().unwrap().to_owned(),
+                    };
+                    assert!(
+                        text.starts_with("CONFIRMATION_FAILED: "),
+                        "{name} {point}: {second}"
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// A tiny deterministic PRNG (no dependency).
 struct Rng(u64);
 impl Rng {

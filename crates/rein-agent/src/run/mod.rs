@@ -99,6 +99,7 @@ impl Invocation {
             held_input: Vec::new(),
             tool_states: Default::default(),
             queued_injections: Vec::new(),
+            parked_injections: Vec::new(),
             handoff: None,
         }
     }

@@ -243,6 +243,7 @@ pub struct PolicyHandler {
     kind: &'static str,
     on_error: OnError,
     mode: Mode,
+    parallel: bool,
     rule: Rule,
 }
 
@@ -458,6 +459,7 @@ impl PolicyHandler {
             kind: kind_name,
             on_error,
             mode: Mode::Enforce,
+            parallel: false,
             rule,
         })
     }
@@ -482,6 +484,7 @@ impl PolicyHandler {
             kind: "fail",
             on_error: OnError::Throw,
             mode: Mode::Enforce,
+            parallel: false,
             rule: Rule::Fail {
                 event,
                 message: message.into(),
@@ -498,6 +501,13 @@ impl PolicyHandler {
     /// Sets the mode (default [`Mode::Enforce`]).
     pub fn with_mode(mut self, mode: Mode) -> Self {
         self.mode = mode;
+        self
+    }
+
+    /// Marks the handler parallel (default `false`): in a pass, it is awaited concurrently with
+    /// the parallel handlers next to it, with the outcome of running them in order (SPEC §3.7).
+    pub fn with_parallel(mut self, parallel: bool) -> Self {
+        self.parallel = parallel;
         self
     }
 
@@ -1104,6 +1114,10 @@ macro_rules! policy_handler {
 
             fn mode(&self) -> Mode {
                 self.mode
+            }
+
+            fn parallel(&self) -> bool {
+                self.parallel
             }
 
             fn subscriptions(&self) -> EventSet {

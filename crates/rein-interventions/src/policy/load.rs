@@ -49,7 +49,8 @@ impl LoadOptions {
 ///
 /// A file is a JSON array of specs (or an object whose `policy` key holds one), or TOML
 /// `[[policy]]` tables. Each spec has `name` (unique), `kind`, the kind's fields, and optional
-/// `on_error` (`throw` | `proceed` | `deny`) and `mode` (`enforce` | `shadow`).
+/// `on_error` (`throw` | `proceed` | `deny`), `mode` (`enforce` | `shadow`) and `parallel`
+/// (a boolean; default `false`).
 ///
 /// ```
 /// use rein_interventions::policy::Policy;
@@ -255,6 +256,18 @@ fn load_one(spec: Value, options: &LoadOptions) -> Result<PolicyHandler, PolicyE
             .handler(&name));
         }
     };
+    let parallel = match obj.remove("parallel") {
+        None => false,
+        Some(Value::Bool(b)) => b,
+        Some(other) => {
+            return Err(PolicyError::new(format!(
+                "invalid type: {}, expected a boolean",
+                type_name(&other)
+            ))
+            .field("parallel")
+            .handler(&name));
+        }
+    };
     let handler = if kind == "fail" {
         if !options.allow_fail {
             return Err(
@@ -329,7 +342,7 @@ fn load_one(spec: Value, options: &LoadOptions) -> Result<PolicyHandler, PolicyE
         })?;
         PolicyHandler::new(name.clone(), config)?
     };
-    let mut handler = handler.with_mode(mode);
+    let mut handler = handler.with_mode(mode).with_parallel(parallel);
     if let Some(on_error) = on_error {
         handler = handler.with_on_error(on_error);
     }

@@ -6,6 +6,10 @@
 //! `sqlite:PATH` or `postgres:URL`, and COMMAND is
 //! - `interrupt`: an agent asks to run the `delete` tool and stops for approval;
 //! - `resume ID ANSWER`: a new agent restores the session and resumes with the answer;
+//! - `hold POINT`: an agent with a confirm at POINT (`after_tool_call`, `after_model_call`,
+//!   `before_model_call`, `before_invocation`) runs until it pauses there;
+//! - `resume-at POINT ID ANSWER`: a new agent with the same confirm resumes with the answer
+//!   (JSON, e.g. `{"approved":true,"edit":"..."}`, or else a plain string);
 //! - `append WRITER N`: appends messages `WRITER-i` up to `i = N - 1` (continuing after the
 //!   ones already stored), retrying on conflicts; prints `ok i` after each commit and
 //!   `conflicts C` at the end;
@@ -18,6 +22,8 @@
 //!   printing what was consumed and rejected.
 
 use std::io::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use rein_agent::{Agent, AgentBuilder};
 use rein_core::{
@@ -25,14 +31,19 @@ use rein_core::{
     message::InterruptResponse,
 };
 
-/// What the worker fails with: Rein's errors, or a usage error of its own.
-type Failure = Box<dyn std::error::Error + Send + Sync>;
+use rein_interventions::{
+    AfterModelCallAction, AfterToolCallAction, BeforeInvocationAction, BeforeModelCallAction,
+    Intervention,
+};
 use rein_models::ScriptedModel;
 use rein_sessions::{
     FileSessionStore, SessionError, SessionManager, SessionStore, SessionWrite, SharedSessionStore,
     StoredMessage,
 };
 use serde_json::json;
+
+/// What the worker fails with: Rein's errors, or a usage error of its own.
+type Failure = Box<dyn std::error::Error + Send + Sync>;
 
 async fn open_store(spec: &str) -> Result<SharedSessionStore, Failure> {
     if let Some(dir) = spec.strip_prefix("file:") {
@@ -121,6 +132,8 @@ async fn run(args: &[String]) -> Result<(), Failure> {
             let line = across_agents(store, session, command, rest).await?;
             let _ = writeln!(out, "{line}");
         }
+        ("hold", [point]) => hold(store, session, point).await?,
+        ("resume-at", [point, id, answer]) => resume_at(store, session, point, id, answer).await?,
         ("append", [writer, n]) => {
             let n: usize = n.parse().map_err(|_| format!("not a count: {n}"))?;
             let prefix = format!("{writer}-");
@@ -400,6 +413,130 @@ fn watch_injections(agent: &Agent) -> Fates {
     let f = fates.clone();
     i.on_rejected(move |_, m, reason| f.push(m.text(), reason));
     fates
+}
+
+// ---------------------------------------------------------------------------------------------
+// `hold` / `resume-at`: a confirm at one lifecycle point (SPEC §3.8), held by one process and
+// answered by another. Each prints what its process did: model calls and `count` runs.
+
+/// A handler that asks at `point` (once per run: where the scripts below pause).
+fn confirm_at(point: &str) -> Result<Intervention, Failure> {
+    let handler = Intervention::named("confirm");
+    Ok(match point {
+        "after_tool_call" => {
+            handler.after_tool_call(|_, _| AfterToolCallAction::confirm("Send the result?"))
+        }
+        "after_model_call" => handler.after_model_call(|ev, _| {
+            if ev.response().is_some_and(|r| r.message.has_tool_use()) {
+                AfterModelCallAction::confirm("Run its tools?")
+            } else {
+                AfterModelCallAction::Proceed
+            }
+        }),
+        // The request carrying the tool's result.
+        "before_model_call" => handler.before_model_call(|ev, _| {
+            let last = ev.request.messages.last();
+            if last.is_some_and(|m| m.tool_results().next().is_some()) {
+                BeforeModelCallAction::confirm("Send the result to the provider?")
+            } else {
+                BeforeModelCallAction::Proceed
+            }
+        }),
+        "before_invocation" => handler.before_invocation(|ev, _| {
+            if ev.is_injected() {
+                BeforeInvocationAction::Proceed
+            } else {
+                BeforeInvocationAction::confirm("Let this in?")
+            }
+        }),
+        _ => return Err(format!("unknown point: {point}").into()),
+    })
+}
+
+/// An agent whose `count` tool counts its runs in `runs`, with a confirm at `point`.
+fn point_agent(
+    store: SharedSessionStore,
+    session: &str,
+    point: &str,
+    model: &ScriptedModel,
+    runs: &Arc<AtomicU32>,
+) -> Result<Agent, Failure> {
+    let runs = runs.clone();
+    let count = ToolHandle::from_sync_fn(
+        "count",
+        "Counts.",
+        json!({"type": "object"}),
+        move |_, _| {
+            let n = runs.fetch_add(1, Ordering::SeqCst) + 1;
+            Ok(rein_core::tool::ToolOutput::text(format!("count={n}")))
+        },
+    );
+    Ok(Agent::builder()
+        .model(model.clone())
+        .tool(count)
+        .intervention(confirm_at(point)?)
+        .session(SessionManager::new(store, session))
+        .build()?)
+}
+
+/// The model calls `count`, then answers.
+async fn hold(store: SharedSessionStore, session: &str, point: &str) -> Result<(), Failure> {
+    let model = ScriptedModel::builder()
+        .tool_use("t1", "count", json!({}))
+        .text("counted")
+        .build();
+    let runs = Arc::new(AtomicU32::new(0));
+    let r = point_agent(store, session, point, &model, &runs)?
+        .invoke("Count once")
+        .await?;
+    let ids: Vec<&str> = r.interrupts.iter().map(|i| i.id.as_str()).collect();
+    let line = json!({
+        "stop_reason": r.stop_reason.as_str(),
+        "interrupts": ids,
+        "model_calls": model.requests().len(),
+        "tool_runs": runs.load(Ordering::SeqCst),
+    });
+    let _ = writeln!(std::io::stdout(), "{line}");
+    Ok(())
+}
+
+/// A new agent resumes; its model holds only what comes after the pause.
+async fn resume_at(
+    store: SharedSessionStore,
+    session: &str,
+    point: &str,
+    id: &str,
+    answer: &str,
+) -> Result<(), Failure> {
+    let model = match point {
+        // Nothing was sent before the pause.
+        "before_invocation" => ScriptedModel::builder()
+            .tool_use("t1", "count", json!({}))
+            .text("counted"),
+        _ => ScriptedModel::builder().text("counted"),
+    }
+    .build();
+    let answer = serde_json::from_str(answer).unwrap_or_else(|_| json!(answer));
+    let runs = Arc::new(AtomicU32::new(0));
+    let mut agent = point_agent(store, session, point, &model, &runs)?;
+    let r = agent
+        .invoke(vec![InterruptResponse::new(id, answer)])
+        .await?;
+    let results: Vec<String> = agent
+        .messages()
+        .iter()
+        .flat_map(|m| m.tool_results())
+        .map(|r| r.text())
+        .collect();
+    let line = json!({
+        "stop_reason": r.stop_reason.as_str(),
+        "text": r.text(),
+        "tool_results": results,
+        "model_calls": model.requests().len(),
+        "tool_runs": runs.load(Ordering::SeqCst),
+    });
+    let _ = writeln!(std::io::stdout(), "{line}");
+    Ok(())
 }
 
 fn main() -> std::process::ExitCode {
