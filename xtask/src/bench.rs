@@ -2,8 +2,6 @@
 //! names, with `sdk: "rein"`.
 
 use std::alloc::System;
-use std::fs::OpenOptions;
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -19,116 +17,16 @@ use rein::core::{
 };
 use rein::models::{Model, ModelInfo, ModelStream, ScriptedModel, ScriptedResponse};
 use rein::{Agent, AgentEvent, ToolExecutor};
-use serde_json::{Value, json};
+use serde_json::json;
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
+
+use crate::measure::{Family, Recorder, Samples, children, per_handler, rss_bytes};
 
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 const SDK: &str = "rein";
 const EVENTS_TOOLS10: f64 = 42.0;
-
-struct Recorder {
-    out: PathBuf,
-    meta: Value,
-}
-
-impl Recorder {
-    fn new(out: PathBuf) -> Self {
-        let meta = json!({
-            "rust": option_env!("CARGO_PKG_RUST_VERSION").unwrap_or(""),
-            "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
-            "profile": if cfg!(debug_assertions) { "debug" } else { "release" },
-        });
-        Self { out, meta }
-    }
-
-    fn record(&self, scenario: &str, metric: &str, value: f64, unit: &str, extra: Value) {
-        let mut row = json!({
-            "sdk": SDK, "scenario": scenario, "metric": metric,
-            "value": (value * 1000.0).round() / 1000.0, "unit": unit,
-        });
-        if let (Some(r), Value::Object(e)) = (row.as_object_mut(), extra) {
-            r.extend(e);
-        }
-        println!("{row}");
-        let mut meta = self.meta.clone();
-        meta["loadavg"] = json!(loadavg());
-        row["meta"] = meta;
-        if let Some(dir) = self.out.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        if let Ok(mut f) = OpenOptions::new().create(true).append(true).open(&self.out) {
-            let _ = writeln!(f, "{row}");
-        }
-    }
-
-    /// Records `<metric>` (wall) and `<metric>_cpu`; returns (wall, cpu) medians in µs.
-    fn summary(
-        &self,
-        scenario: &str,
-        metric: &str,
-        s: &Samples,
-        div: f64,
-        extra: Value,
-    ) -> (f64, f64) {
-        let w = s.summarize(&s.wall, div);
-        let c = s.summarize(&s.cpu, div);
-        let with = |p10: f64, p90: f64| {
-            let mut e = json!({"p10": p10, "p90": p90, "n": s.wall.len()});
-            if let (Some(m), Value::Object(x)) = (e.as_object_mut(), extra.clone()) {
-                m.extend(x);
-            }
-            e
-        };
-        self.record(scenario, metric, w.0, "us", with(w.1, w.2));
-        self.record(
-            scenario,
-            &format!("{metric}_cpu"),
-            c.0,
-            "us",
-            with(c.1, c.2),
-        );
-        (w.0, c.0)
-    }
-}
-
-fn loadavg() -> f64 {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
-        .unwrap_or(0.0)
-}
-
-/// Per-operation nanoseconds of each batch.
-#[derive(Default)]
-struct Samples {
-    wall: Vec<f64>,
-    cpu: Vec<f64>,
-}
-
-impl Samples {
-    fn push(&mut self, wall: Duration, cpu: Duration, per: usize) {
-        self.wall.push(wall.as_nanos() as f64 / per as f64);
-        self.cpu.push(cpu.as_nanos() as f64 / per as f64);
-    }
-
-    /// (median, p10, p90) in µs.
-    fn summarize(&self, xs: &[f64], div: f64) -> (f64, f64, f64) {
-        let mut v: Vec<f64> = xs.iter().map(|x| x / 1000.0 / div).collect();
-        v.sort_by(f64::total_cmp);
-        let pct = |q: f64| {
-            if v.is_empty() {
-                return f64::NAN;
-            }
-            let k = (v.len() - 1) as f64 * q;
-            let lo = k.floor() as usize;
-            let hi = (lo + 1).min(v.len() - 1);
-            v[lo] + (v[hi] - v[lo]) * (k - lo as f64)
-        };
-        (pct(0.5), pct(0.1), pct(0.9))
-    }
-}
 
 struct Config {
     quick: bool,
@@ -352,15 +250,6 @@ fn history(n: usize) -> Vec<Message> {
         .collect()
 }
 
-fn slope(pts: &[(f64, f64)]) -> f64 {
-    let n = pts.len() as f64;
-    let mx = pts.iter().map(|p| p.0).sum::<f64>() / n;
-    let my = pts.iter().map(|p| p.1).sum::<f64>() / n;
-    let num: f64 = pts.iter().map(|(x, y)| (x - mx) * (y - my)).sum();
-    let den: f64 = pts.iter().map(|(x, _)| (x - mx) * (x - mx)).sum();
-    num / den
-}
-
 pub(crate) fn main(args: &[String]) -> ExitCode {
     let mut out = PathBuf::from("target/bench/rein.jsonl");
     let mut quick = false;
@@ -380,7 +269,7 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
     if cfg!(debug_assertions) {
         eprintln!("warning: a debug build; run with `cargo run --release -p xtask -- bench`");
     }
-    let rec = Recorder::new(out.clone());
+    let rec = Recorder::new(SDK, out.clone(), json!({}));
     let cfg = Config { quick };
     let want =
         |name: &str| prefixes.is_empty() || prefixes.iter().any(|p| name.starts_with(p.as_str()));
@@ -570,42 +459,19 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
                 build(b)
             })
             .collect();
-        // Interleaved rounds, so load drift hits every N alike.
-        let mut samples: Vec<Samples> = ns.iter().map(|_| Samples::default()).collect();
-        for _ in 0..cfg.batches(60) {
-            for (i, a) in agents.iter_mut().enumerate() {
-                let s = invocations(&rt, a, 0, 1, 10);
-                samples[i].wall.extend(s.wall);
-                samples[i].cpu.extend(s.cpu);
-            }
-        }
-        let mut pw = Vec::new();
-        let mut pc = Vec::new();
-        for (i, &n) in ns.iter().enumerate() {
-            let r = rec.summary(
-                &format!("{family}_{n}"),
-                "per_invocation",
-                &samples[i],
-                1.0,
-                json!({"handlers": n, "events_per_invocation": EVENTS_TOOLS10}),
-            );
-            pw.push((n as f64, r.0));
-            pc.push((n as f64, r.1));
-        }
         let note = "least-squares slope of tools10_seq per_invocation over N in {0,1,5,20} / 42 events (interleaved rounds)";
-        rec.record(
-            family,
-            per,
-            slope(&pw) / EVENTS_TOOLS10,
-            "us",
-            json!({"note": note}),
-        );
-        rec.record(
-            family,
-            &format!("{per}_cpu"),
-            slope(&pc) / EVENTS_TOOLS10,
-            "us",
-            json!({"note": note}),
+        let rounds = cfg.batches(60);
+        per_handler(
+            Family {
+                rec: &rec,
+                family,
+                per,
+                events: EVENTS_TOOLS10,
+                note,
+            },
+            &ns,
+            rounds,
+            |i| invocations(&rt, &mut agents[i], 0, 1, 10),
         );
     }
     if want("otel") {
@@ -620,104 +486,7 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
     if want("retained") {
         retained(&rec, &rt);
     }
-    let exe = std::env::current_exe().ok();
-    for (mode, ns) in [
-        (
-            "idle_agents_20msg",
-            if quick {
-                vec![1000]
-            } else {
-                vec![1000, 5000, 10_000]
-            },
-        ),
-        (
-            "inflight",
-            if quick {
-                vec![1000]
-            } else {
-                vec![1000, 5000, 10_000, 100_000]
-            },
-        ),
-    ] {
-        if !want(mode) {
-            continue;
-        }
-        for n in ns {
-            let Some(exe) = &exe else { continue };
-            let out = Command::new(exe)
-                .args(["bench-child", mode, &n.to_string()])
-                .output();
-            let Ok(out) = out else { continue };
-            let Ok(v) = serde_json::from_slice::<Value>(&out.stdout) else {
-                eprintln!(
-                    "child {mode} {n} failed: {}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-                continue;
-            };
-            let mib = 1024.0 * 1024.0;
-            let f = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
-            if mode == "idle_agents_20msg" {
-                let per1k = f("rss_growth") / n as f64 * 1000.0 / mib;
-                rec.record(mode, "rss_per_1000", per1k, "MiB", json!({"agents": n}));
-                rec.record(
-                    mode,
-                    "agents_per_gib",
-                    1024.0 / per1k * 1000.0,
-                    "agents",
-                    json!({"agents": n}),
-                );
-                rec.record(
-                    mode,
-                    "heap_per_agent",
-                    f("heap") / n as f64,
-                    "B",
-                    json!({"agents": n, "note": "bytes live per agent, counting allocator"}),
-                );
-            } else {
-                let a1k = f("rss_agents") / n as f64 * 1000.0 / mib;
-                let f1k = f("rss_inflight_peak") / n as f64 * 1000.0 / mib;
-                rec.record(
-                    mode,
-                    "rss_agents_per_1000",
-                    a1k,
-                    "MiB",
-                    json!({"agents": n}),
-                );
-                rec.record(
-                    mode,
-                    "rss_inflight_per_1000",
-                    f1k,
-                    "MiB",
-                    json!({"agents": n}),
-                );
-                rec.record(
-                    mode,
-                    "concurrent_per_gib",
-                    1024.0 / (a1k + f1k) * 1000.0,
-                    "agents",
-                    json!({"agents": n}),
-                );
-                rec.record(
-                    mode,
-                    "wall_s",
-                    f("wall_s"),
-                    "s",
-                    json!({"agents": n, "ideal": 0.1}),
-                );
-                rec.record(
-                    mode,
-                    "overhead_per_invocation",
-                    (f("wall_s") - 0.1) / n as f64 * 1e6,
-                    "us",
-                    json!({"agents": n, "note": "(wall - 0.1 s) / N"}),
-                );
-                rec.record(mode, "cpu_s", f("cpu_s"), "s", json!({"agents": n}));
-                rec.record(mode, "heap_per_inflight_invocation", f("heap_inflight") / n as f64, "B",
-                    json!({"agents": n, "note": "heap live per parked invocation (counting allocator), agents excluded"}));
-            }
-        }
-    }
+    children(&rec, quick, &want, "bench-child");
     eprintln!("rows appended to {}", out.display());
     ExitCode::SUCCESS
 }
@@ -972,18 +741,6 @@ fn retained(rec: &Recorder, rt: &tokio::runtime::Runtime) {
         json!({"note": "heap kept by the agent per finished invocation after clearing the conversation (counting allocator)"}));
 }
 
-fn rss_bytes() -> f64 {
-    std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| {
-            s.split_whitespace()
-                .nth(1)
-                .and_then(|v| v.parse::<f64>().ok())
-        })
-        .map(|pages| pages * 4096.0)
-        .unwrap_or(f64::NAN)
-}
-
 /// A measurement in a fresh process, so RSS growth is its own.
 pub(crate) fn child(args: &[String]) -> ExitCode {
     let mode = args.first().map(String::as_str).unwrap_or("");
@@ -1086,7 +843,29 @@ pub(crate) fn child(args: &[String]) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Rein's scenarios and the Python peers' in one run, then the ratio table.
+/// rig on the same scenarios (`xtask/rig-peer`, outside the workspace, its own target dir),
+/// appending `sdk: "rig"` rows to the same file. A rig that does not build or run is reported
+/// and skipped: the Python peers still run.
+fn rig_peer(args: &[String]) {
+    let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .args([
+            "run",
+            "--release",
+            "--manifest-path",
+            "xtask/rig-peer/Cargo.toml",
+            "--",
+        ])
+        .args(args)
+        .env("CARGO_TARGET_DIR", "target/rig-peer")
+        .status();
+    match status {
+        Ok(s) if s.success() => {}
+        Ok(s) => eprintln!("rig peer failed ({s}); going on without rig rows"),
+        Err(e) => eprintln!("rig peer not run ({e}); going on without rig rows"),
+    }
+}
+
+/// Rein's scenarios, rig's and the Python peers' in one run, then the ratio table.
 pub(crate) fn all(args: &[String]) -> ExitCode {
     let quick = args.iter().any(|a| a == "--quick");
     let out = PathBuf::from("target/bench/rein.jsonl");
@@ -1099,6 +878,7 @@ pub(crate) fn all(args: &[String]) -> ExitCode {
     if code != ExitCode::SUCCESS {
         return code;
     }
+    rig_peer(&rein_args);
     // run_peers.sh changes directory: hand it an absolute path.
     let out = std::fs::canonicalize(&out).unwrap_or(out);
     let mut cmd = Command::new("bash");
