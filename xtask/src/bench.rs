@@ -20,33 +20,16 @@ use rein::{Agent, AgentEvent, ToolExecutor};
 use serde_json::json;
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 
-use crate::measure::{Family, Recorder, Samples, children, per_handler, rss_bytes};
+use crate::measure::{
+    Config, Family, Recorder, Samples, children, delta_latency, in_flight, live_bytes, per_handler,
+    rss_bytes, stream_burst,
+};
 
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 const SDK: &str = "rein";
 const EVENTS_TOOLS10: f64 = 42.0;
-
-struct Config {
-    quick: bool,
-}
-
-impl Config {
-    fn batches(&self, n: usize) -> usize {
-        if self.quick { (n / 5).max(5) } else { n }
-    }
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => panic!("cannot start a tokio runtime: {e}"),
-    }
-}
 
 fn noop_tool() -> ToolHandle {
     ToolHandle::from_sync_fn(
@@ -251,29 +234,15 @@ fn history(n: usize) -> Vec<Message> {
 }
 
 pub(crate) fn main(args: &[String]) -> ExitCode {
-    let mut out = PathBuf::from("target/bench/rein.jsonl");
-    let mut quick = false;
-    let mut prefixes = Vec::new();
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--quick" => quick = true,
-            "--out" => {
-                if let Some(p) = it.next() {
-                    out = PathBuf::from(p);
-                }
-            }
-            p => prefixes.push(p.to_owned()),
-        }
-    }
+    let (out, cfg, prefixes) = crate::measure::parse_args(args, "target/bench/rein.jsonl");
+    let quick = cfg.quick;
     if cfg!(debug_assertions) {
         eprintln!("warning: a debug build; run with `cargo run --release -p xtask -- bench`");
     }
     let rec = Recorder::new(SDK, out.clone(), json!({}));
-    let cfg = Config { quick };
     let want =
         |name: &str| prefixes.is_empty() || prefixes.iter().any(|p| name.starts_with(p.as_str()));
-    let rt = runtime();
+    let rt = crate::measure::runtime();
 
     if want("construct_agent") {
         let mut s = Samples::default();
@@ -293,16 +262,7 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
         base = Some(rec.summary("invoke_text", "per_invocation", &s, 1.0, json!({})));
     }
     let marginal = |scn: &str, r: (f64, f64), metric: &str, note: &str| {
-        if let Some(b) = base {
-            rec.record(scn, metric, (r.0 - b.0) / 10.0, "us", json!({"note": note}));
-            rec.record(
-                scn,
-                &format!("{metric}_cpu"),
-                (r.1 - b.1) / 10.0,
-                "us",
-                json!({"note": note}),
-            );
-        }
+        rec.marginal(base, scn, r, metric, note);
     };
     if want("tools10_seq") {
         let mut a = build(agent_builder(10, 1).tool_executor(ToolExecutor::Sequential));
@@ -560,13 +520,7 @@ fn streaming(rec: &Recorder, cfg: &Config, rt: &tokio::runtime::Runtime) {
             let mut s = agent.stream("hi");
             while let Some(ev) = s.next().await {
                 if let Ok(AgentEvent::TextDelta(t)) = ev {
-                    let now = Instant::now();
-                    if let Ok(i) = t.parse::<usize>()
-                        && let Some(at) =
-                            stamps.lock().unwrap_or_else(PoisonError::into_inner).get(i)
-                    {
-                        lat.push(now.duration_since(*at).as_nanos() as f64);
-                    }
+                    lat.extend(delta_latency(&stamps, &t));
                 }
             }
             lat
@@ -589,37 +543,10 @@ fn streaming(rec: &Recorder, cfg: &Config, rt: &tokio::runtime::Runtime) {
     rec.record("stream_latency", "yield_to_receive", m, "us",
         json!({"p10": p10, "p90": p90, "n": s.wall.len(), "deltas_per_call": K,
                "note": "the stream is driven by the caller's polling: each delta is handed over before the model is polled again"}));
-    // Burst: (stream K deltas - text-only stream) / K.
-    let (mut tw, mut tc, mut bw, mut bc) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..iters {
-        set_k(1);
-        let (t0, c0) = (Instant::now(), ProcessTime::now());
+    stream_burst(rec, iters, K, |n| {
+        set_k(n);
         one(&mut agent);
-        tw.push(t0.elapsed().as_nanos() as f64);
-        tc.push(c0.elapsed().as_nanos() as f64);
-        set_k(K);
-        let (t0, c0) = (Instant::now(), ProcessTime::now());
-        one(&mut agent);
-        bw.push(t0.elapsed().as_nanos() as f64);
-        bc.push(c0.elapsed().as_nanos() as f64);
-    }
-    let med = |v: &[f64]| Samples::default().summarize(v, 1.0).0;
-    rec.record("stream_burst", "per_delta", (med(&bw) - med(&tw)) / K as f64, "us",
-        json!({"n": iters, "deltas_per_call": K, "note": "(stream K deltas - text-only stream)/K, wall"}));
-    rec.record(
-        "stream_burst",
-        "per_delta_cpu",
-        (med(&bc) - med(&tc)) / K as f64,
-        "us",
-        json!({"n": iters, "deltas_per_call": K}),
-    );
-    rec.record(
-        "stream_text_only",
-        "per_invocation",
-        med(&tw),
-        "us",
-        json!({"n": iters}),
-    );
+    });
 }
 
 /// Stream guards (SPEC §3.9): the same stamped stream through 0, 1 and 5 proceeding
@@ -735,8 +662,7 @@ fn retained(rec: &Recorder, rt: &tokio::runtime::Runtime) {
         }
     });
     let st = region.change();
-    let live =
-        st.bytes_allocated as f64 - st.bytes_deallocated as f64 + st.bytes_reallocated as f64;
+    let live = live_bytes(&st);
     rec.record("retained", "retained_per_invocation", live / k as f64, "B",
         json!({"note": "heap kept by the agent per finished invocation after clearing the conversation (counting allocator)"}));
 }
@@ -777,10 +703,7 @@ pub(crate) fn child(args: &[String]) -> ExitCode {
             });
             assert_eq!(agents[0].messages().len(), 20);
             let st = region.change();
-            out["heap"] = json!(
-                st.bytes_allocated as f64 - st.bytes_deallocated as f64
-                    + st.bytes_reallocated as f64
-            );
+            out["heap"] = json!(live_bytes(&st));
             out["rss_growth"] = json!(rss_bytes() - r0);
             std::hint::black_box(&agents);
         }
@@ -794,48 +717,9 @@ pub(crate) fn child(args: &[String]) -> ExitCode {
             let agents: Vec<Agent> = (0..n)
                 .map(|_| build(Agent::builder().model(model.clone())))
                 .collect();
-            let r1 = rss_bytes();
-            out["rss_agents"] = json!(r1 - r0);
-            let peak = Arc::new(Mutex::new(r1));
-            let p = peak.clone();
-            let sampler = std::thread::spawn(move || {
-                for _ in 0..2000 {
-                    let r = rss_bytes();
-                    let mut m = p.lock().unwrap_or_else(PoisonError::into_inner);
-                    if r > *m {
-                        *m = r;
-                    }
-                    drop(m);
-                    std::thread::sleep(Duration::from_millis(5));
-                    if Arc::strong_count(&p) == 1 {
-                        break;
-                    }
-                }
+            in_flight(GLOBAL, &rt, &mut out, r0, agents, |mut a| async move {
+                a.invoke("hi").await.is_ok()
             });
-            let (t0, c0) = (Instant::now(), ProcessTime::now());
-            let region = Region::new(GLOBAL);
-            let heap_inflight = rt.block_on(async {
-                let handles: Vec<_> = agents
-                    .into_iter()
-                    .map(|mut a| tokio::spawn(async move { a.invoke("hi").await.is_ok() }))
-                    .collect();
-                // All invocations are parked in the 100 ms model call by now.
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                let st = region.change();
-                let live = st.bytes_allocated as f64 - st.bytes_deallocated as f64
-                    + st.bytes_reallocated as f64;
-                for h in handles {
-                    let _ = h.await;
-                }
-                live
-            });
-            out["heap_inflight"] = json!(heap_inflight);
-            out["wall_s"] = json!(t0.elapsed().as_secs_f64());
-            out["cpu_s"] = json!(c0.elapsed().as_secs_f64());
-            let pk = *peak.lock().unwrap_or_else(PoisonError::into_inner);
-            out["rss_inflight_peak"] = json!(pk - r1);
-            drop(peak);
-            let _ = sampler.join();
         }
         _ => return ExitCode::FAILURE,
     }

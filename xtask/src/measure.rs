@@ -6,9 +6,56 @@ use std::fs::OpenOptions;
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use cpu_time::ProcessTime;
 
 use serde_json::{Value, json};
+
+/// `--quick`: a fifth of the batches.
+pub(crate) struct Config {
+    pub(crate) quick: bool,
+}
+
+impl Config {
+    /// How many batches of a scenario that takes `n` in a full run.
+    pub(crate) fn batches(&self, n: usize) -> usize {
+        if self.quick { (n / 5).max(5) } else { n }
+    }
+}
+
+/// `[--quick] [--out FILE] [SCENARIO-PREFIX ...]`: the output file (`default_out` unless
+/// given), the config and the prefixes of the scenarios to run (all when none).
+pub(crate) fn parse_args(args: &[String], default_out: &str) -> (PathBuf, Config, Vec<String>) {
+    let mut out = PathBuf::from(default_out);
+    let mut quick = false;
+    let mut prefixes = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--quick" => quick = true,
+            "--out" => {
+                if let Some(p) = it.next() {
+                    out = PathBuf::from(p);
+                }
+            }
+            p => prefixes.push(p.to_owned()),
+        }
+    }
+    (out, Config { quick }, prefixes)
+}
+
+/// The single-threaded runtime the timed scenarios run on.
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => panic!("cannot start a tokio runtime: {e}"),
+    }
+}
 
 /// Appends JSON-lines rows to `out` (and prints them).
 pub(crate) struct Recorder {
@@ -55,6 +102,24 @@ impl Recorder {
         }
         if let Ok(mut f) = OpenOptions::new().create(true).append(true).open(&self.out) {
             let _ = writeln!(f, "{row}");
+        }
+    }
+
+    /// Records `<metric>` and `<metric>_cpu` of `scenario`: (`r` - `base`) / 10, the (wall, cpu)
+    /// medians of a 10-tool scenario over invoke_text's, when invoke_text ran.
+    pub(crate) fn marginal(
+        &self,
+        base: Option<(f64, f64)>,
+        scenario: &str,
+        r: (f64, f64),
+        metric: &str,
+        note: &str,
+    ) {
+        if let Some(b) = base {
+            let note = json!({"note": note});
+            self.record(scenario, metric, (r.0 - b.0) / 10.0, "us", note.clone());
+            let metric = format!("{metric}_cpu");
+            self.record(scenario, &metric, (r.1 - b.1) / 10.0, "us", note);
         }
     }
 
@@ -299,4 +364,123 @@ pub(crate) fn per_handler(
     let per_cpu = format!("{}_cpu", f.per);
     f.rec
         .record(f.family, &per_cpu, slope(&pc) / f.events, "us", note);
+}
+
+/// `stream_burst` per delta, (a stream of `k` deltas - a text-only stream of 1) / `k`, and
+/// `stream_text_only`: `iters` alternating pairs of `call(1)` and `call(k)`, each one streamed
+/// call of that many deltas.
+pub(crate) fn stream_burst(rec: &Recorder, iters: usize, k: usize, mut call: impl FnMut(usize)) {
+    let (mut tw, mut tc, mut bw, mut bc) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..iters {
+        let (t0, c0) = (Instant::now(), ProcessTime::now());
+        call(1);
+        tw.push(t0.elapsed().as_nanos() as f64);
+        tc.push(c0.elapsed().as_nanos() as f64);
+        let (t0, c0) = (Instant::now(), ProcessTime::now());
+        call(k);
+        bw.push(t0.elapsed().as_nanos() as f64);
+        bc.push(c0.elapsed().as_nanos() as f64);
+    }
+    let med = |v: &[f64]| Samples::default().summarize(v, 1.0).0;
+    let per = |b: &[f64], t: &[f64]| (med(b) - med(t)) / k as f64;
+    let note = "(stream K deltas - text-only stream)/K, wall";
+    let extra = json!({"n": iters, "deltas_per_call": k, "note": note});
+    rec.record("stream_burst", "per_delta", per(&bw, &tw), "us", extra);
+    let extra = json!({"n": iters, "deltas_per_call": k});
+    rec.record("stream_burst", "per_delta_cpu", per(&bc, &tc), "us", extra);
+    let extra = json!({"n": iters});
+    rec.record("stream_text_only", "per_invocation", med(&tw), "us", extra);
+}
+
+/// The peak RSS while it lives, sampled every 5 ms by a thread of its own.
+pub(crate) struct PeakRss {
+    peak: Arc<Mutex<f64>>,
+    sampler: std::thread::JoinHandle<()>,
+}
+
+impl PeakRss {
+    /// Starts sampling; the peak is at least `from`.
+    pub(crate) fn start(from: f64) -> Self {
+        let peak = Arc::new(Mutex::new(from));
+        let p = peak.clone();
+        // Samples until `finish` drops the other handle, however long the run takes.
+        let sampler = std::thread::spawn(move || {
+            while Arc::strong_count(&p) > 1 {
+                let r = rss_bytes();
+                let mut m = p.lock().unwrap_or_else(PoisonError::into_inner);
+                if r > *m {
+                    *m = r;
+                }
+                drop(m);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        });
+        Self { peak, sampler }
+    }
+
+    /// Stops sampling; the peak seen.
+    pub(crate) fn finish(self) -> f64 {
+        let pk = *self.peak.lock().unwrap_or_else(PoisonError::into_inner);
+        drop(self.peak);
+        let _ = self.sampler.join();
+        pk
+    }
+}
+
+/// Nanoseconds from the model yielding delta `text` (its index, stamped in `stamps`) to now.
+pub(crate) fn delta_latency(stamps: &Mutex<Vec<Instant>>, text: &str) -> Option<f64> {
+    let now = Instant::now();
+    let i = text.parse::<usize>().ok()?;
+    let stamps = stamps.lock().unwrap_or_else(PoisonError::into_inner);
+    stamps
+        .get(i)
+        .map(|at| now.duration_since(*at).as_nanos() as f64)
+}
+
+/// Bytes live after a region, as these rows have always counted them. stats_alloc adds a
+/// realloc's growth to both `bytes_allocated` and `bytes_reallocated`, so growth by realloc
+/// counts twice: kept for continuity with earlier runs (docs/performance.md, rig section).
+pub(crate) fn live_bytes(st: &stats_alloc::Stats) -> f64 {
+    st.bytes_allocated as f64 - st.bytes_deallocated as f64 + st.bytes_reallocated as f64
+}
+
+/// The `inflight` child: every agent invokes at once on the multi-thread runtime `rt` (a model
+/// that sleeps 100 ms); records in `out` the agents' RSS (over `r0`), the heap live 50 ms in
+/// (counted by `global`), wall and process CPU until all finished, how many succeeded, and the
+/// peak RSS while in flight.
+pub(crate) fn in_flight<A, F>(
+    global: &'static stats_alloc::StatsAlloc<std::alloc::System>,
+    rt: &tokio::runtime::Runtime,
+    out: &mut Value,
+    r0: f64,
+    agents: Vec<A>,
+    invoke: impl Fn(A) -> F,
+) where
+    F: Future<Output = bool> + Send + 'static,
+{
+    let r1 = rss_bytes();
+    out["rss_agents"] = json!(r1 - r0);
+    let peak = PeakRss::start(r1);
+    let (t0, c0) = (Instant::now(), ProcessTime::now());
+    let region = stats_alloc::Region::new(global);
+    let (heap_inflight, ok) = rt.block_on(async {
+        let handles: Vec<_> = agents
+            .into_iter()
+            .map(|a| tokio::spawn(invoke(a)))
+            .collect();
+        // All invocations are parked in the 100 ms model call by now (for a large N, only
+        // those the runtime reached: the rest are tasks not yet polled).
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let live = live_bytes(&region.change());
+        let mut ok = 0;
+        for h in handles {
+            ok += usize::from(matches!(h.await, Ok(true)));
+        }
+        (live, ok)
+    });
+    out["heap_inflight"] = json!(heap_inflight);
+    out["wall_s"] = json!(t0.elapsed().as_secs_f64());
+    out["cpu_s"] = json!(c0.elapsed().as_secs_f64());
+    out["ok"] = json!(ok);
+    out["rss_inflight_peak"] = json!(peak.finish() - r1);
 }

@@ -9,10 +9,9 @@ mod measure;
 mod model;
 
 use std::alloc::System;
-use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use cpu_time::ProcessTime;
@@ -29,7 +28,10 @@ use rig_core::streaming::{Item, StreamEvent};
 use serde_json::{Value, json};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 
-use measure::{Family, Recorder, Samples, children, per_handler, rss_bytes};
+use measure::{
+    Config, Family, Recorder, Samples, children, delta_latency, in_flight, live_bytes, per_handler,
+    rss_bytes, stream_burst,
+};
 
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
@@ -118,26 +120,6 @@ async fn invoke(agent: &Agent, history: &mut Vec<Message>, concurrency: usize) -
     }
 }
 
-struct Config {
-    quick: bool,
-}
-
-impl Config {
-    fn batches(&self, n: usize) -> usize {
-        if self.quick { (n / 5).max(5) } else { n }
-    }
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => panic!("cannot start a tokio runtime: {e}"),
-    }
-}
-
 /// Times invocations in batches, rewinding the conversation to `base` messages before each.
 fn invocations(
     rt: &tokio::runtime::Runtime,
@@ -188,29 +170,15 @@ fn main() -> ExitCode {
     if args.first().map(String::as_str) == Some("child") {
         return child(&args[1..]);
     }
-    let mut out = PathBuf::from("target/bench/rig.jsonl");
-    let mut quick = false;
-    let mut prefixes = Vec::new();
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--quick" => quick = true,
-            "--out" => {
-                if let Some(p) = it.next() {
-                    out = PathBuf::from(p);
-                }
-            }
-            p => prefixes.push(p.to_owned()),
-        }
-    }
+    let (out, cfg, prefixes) = measure::parse_args(&args, "target/bench/rig.jsonl");
+    let quick = cfg.quick;
     if cfg!(debug_assertions) {
         eprintln!("warning: a debug build; run with --release");
     }
     let rec = Recorder::new(SDK, out.clone(), json!({"rig": RIG_VERSION}));
-    let cfg = Config { quick };
     let want =
         |name: &str| prefixes.is_empty() || prefixes.iter().any(|p| name.starts_with(p.as_str()));
-    let rt = runtime();
+    let rt = measure::runtime();
     let none = Arc::new(AtomicU64::new(0));
 
     if want("construct_agent") {
@@ -231,16 +199,7 @@ fn main() -> ExitCode {
         base = Some(rec.summary("invoke_text", "per_invocation", &s, 1.0, json!({})));
     }
     let marginal = |scn: &str, r: (f64, f64), metric: &str, note: &str| {
-        if let Some(b) = base {
-            rec.record(scn, metric, (r.0 - b.0) / 10.0, "us", json!({"note": note}));
-            rec.record(
-                scn,
-                &format!("{metric}_cpu"),
-                (r.1 - b.1) / 10.0,
-                "us",
-                json!({"note": note}),
-            );
-        }
+        rec.marginal(base, scn, r, metric, note);
     };
     if want("tools10_seq") {
         let a = agent(10, 1, 0, &none);
@@ -336,13 +295,7 @@ fn streaming(rec: &Recorder, cfg: &Config, rt: &tokio::runtime::Runtime) {
                     StreamEvent::Text { text, .. },
                 ))) = item
                 {
-                    let now = Instant::now();
-                    if let Ok(i) = text.parse::<usize>()
-                        && let Some(at) =
-                            stamps.lock().unwrap_or_else(PoisonError::into_inner).get(i)
-                    {
-                        lat.push(now.duration_since(*at).as_nanos() as f64);
-                    }
+                    lat.extend(delta_latency(&stamps, &text));
                 }
             }
             lat
@@ -383,36 +336,10 @@ fn streaming(rec: &Recorder, cfg: &Config, rt: &tokio::runtime::Runtime) {
             json!({"p10": p10, "p90": p90, "n": lat.len(), "deltas_per_call": K}),
         );
     }
-    let (mut tw, mut tc, mut bw, mut bc) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..iters {
-        set_k(1);
-        let (t0, c0) = (Instant::now(), ProcessTime::now());
+    stream_burst(rec, iters, K, |n| {
+        set_k(n);
         one(&a);
-        tw.push(t0.elapsed().as_nanos() as f64);
-        tc.push(c0.elapsed().as_nanos() as f64);
-        set_k(K);
-        let (t0, c0) = (Instant::now(), ProcessTime::now());
-        one(&a);
-        bw.push(t0.elapsed().as_nanos() as f64);
-        bc.push(c0.elapsed().as_nanos() as f64);
-    }
-    let med = |v: &[f64]| Samples::default().summarize(v, 1.0).0;
-    rec.record("stream_burst", "per_delta", (med(&bw) - med(&tw)) / K as f64, "us",
-        json!({"n": iters, "deltas_per_call": K, "note": "(stream K deltas - text-only stream)/K, wall"}));
-    rec.record(
-        "stream_burst",
-        "per_delta_cpu",
-        (med(&bc) - med(&tc)) / K as f64,
-        "us",
-        json!({"n": iters, "deltas_per_call": K}),
-    );
-    rec.record(
-        "stream_text_only",
-        "per_invocation",
-        med(&tw),
-        "us",
-        json!({"n": iters}),
-    );
+    });
 }
 
 /// A measurement in a fresh process, so RSS growth is its own (Rein's `bench-child`).
@@ -453,10 +380,7 @@ fn child(args: &[String]) -> ExitCode {
             });
             assert_eq!(convs[0].1.len(), 20);
             let st = region.change();
-            out["heap"] = json!(
-                st.bytes_allocated as f64 - st.bytes_deallocated as f64
-                    + st.bytes_reallocated as f64
-            );
+            out["heap"] = json!(live_bytes(&st));
             out["rss_growth"] = json!(rss_bytes() - r0);
             std::hint::black_box(&convs);
         }
@@ -465,57 +389,9 @@ fn child(args: &[String]) -> ExitCode {
             let agents: Vec<Agent> = (0..n)
                 .map(|_| AgentBuilder::new(m.clone()).build())
                 .collect();
-            let r1 = rss_bytes();
-            out["rss_agents"] = json!(r1 - r0);
-            let peak = Arc::new(Mutex::new(r1));
-            let p = peak.clone();
-            let sampler = std::thread::spawn(move || {
-                for _ in 0..2000 {
-                    let r = rss_bytes();
-                    let mut m = p.lock().unwrap_or_else(PoisonError::into_inner);
-                    if r > *m {
-                        *m = r;
-                    }
-                    drop(m);
-                    std::thread::sleep(Duration::from_millis(5));
-                    if Arc::strong_count(&p) == 1 {
-                        break;
-                    }
-                }
+            in_flight(GLOBAL, &rt, &mut out, r0, agents, |a| async move {
+                invoke(&a, &mut Vec::new(), 1).await
             });
-            let ok = Arc::new(AtomicUsize::new(0));
-            let (t0, c0) = (Instant::now(), ProcessTime::now());
-            let region = Region::new(GLOBAL);
-            let heap_inflight = rt.block_on(async {
-                let handles: Vec<_> = agents
-                    .into_iter()
-                    .map(|a| {
-                        let ok = ok.clone();
-                        tokio::spawn(async move {
-                            if invoke(&a, &mut Vec::new(), 1).await {
-                                ok.fetch_add(1, Relaxed);
-                            }
-                        })
-                    })
-                    .collect();
-                // All invocations are parked in the 100 ms model call by now.
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                let st = region.change();
-                let live = st.bytes_allocated as f64 - st.bytes_deallocated as f64
-                    + st.bytes_reallocated as f64;
-                for h in handles {
-                    let _ = h.await;
-                }
-                live
-            });
-            out["heap_inflight"] = json!(heap_inflight);
-            out["wall_s"] = json!(t0.elapsed().as_secs_f64());
-            out["cpu_s"] = json!(c0.elapsed().as_secs_f64());
-            out["ok"] = json!(ok.load(Relaxed));
-            let pk = *peak.lock().unwrap_or_else(PoisonError::into_inner);
-            out["rss_inflight_peak"] = json!(pk - r1);
-            drop(peak);
-            let _ = sampler.join();
         }
         _ => return ExitCode::FAILURE,
     }
