@@ -437,11 +437,11 @@ pub(crate) fn delta_latency(stamps: &Mutex<Vec<Instant>>, text: &str) -> Option<
         .map(|at| now.duration_since(*at).as_nanos() as f64)
 }
 
-/// Bytes live after a region, as these rows have always counted them. stats_alloc adds a
-/// realloc's growth to both `bytes_allocated` and `bytes_reallocated`, so growth by realloc
-/// counts twice: kept for continuity with earlier runs (docs/performance.md, rig section).
+/// Bytes left live by a region. stats_alloc already counts a realloc's growth in
+/// `bytes_allocated` (and a shrink in `bytes_deallocated`); `bytes_reallocated` is the same
+/// growth again, so adding it (as these rows did before 2026-11-26) counted it twice.
 pub(crate) fn live_bytes(st: &stats_alloc::Stats) -> f64 {
-    st.bytes_allocated as f64 - st.bytes_deallocated as f64 + st.bytes_reallocated as f64
+    st.bytes_allocated as f64 - st.bytes_deallocated as f64
 }
 
 /// The `inflight` child: every agent invokes at once on the multi-thread runtime `rt` (a model
