@@ -2,8 +2,6 @@
 //! names, with `sdk: "rein"`.
 
 use std::alloc::System;
-use std::fs::OpenOptions;
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -19,136 +17,19 @@ use rein::core::{
 };
 use rein::models::{Model, ModelInfo, ModelStream, ScriptedModel, ScriptedResponse};
 use rein::{Agent, AgentEvent, ToolExecutor};
-use serde_json::{Value, json};
+use serde_json::json;
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
+
+use crate::measure::{
+    Config, Family, Recorder, Samples, children, delta_latency, in_flight, live_bytes, per_handler,
+    rss_bytes, stream_burst,
+};
 
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 const SDK: &str = "rein";
 const EVENTS_TOOLS10: f64 = 42.0;
-
-struct Recorder {
-    out: PathBuf,
-    meta: Value,
-}
-
-impl Recorder {
-    fn new(out: PathBuf) -> Self {
-        let meta = json!({
-            "rust": option_env!("CARGO_PKG_RUST_VERSION").unwrap_or(""),
-            "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
-            "profile": if cfg!(debug_assertions) { "debug" } else { "release" },
-        });
-        Self { out, meta }
-    }
-
-    fn record(&self, scenario: &str, metric: &str, value: f64, unit: &str, extra: Value) {
-        let mut row = json!({
-            "sdk": SDK, "scenario": scenario, "metric": metric,
-            "value": (value * 1000.0).round() / 1000.0, "unit": unit,
-        });
-        if let (Some(r), Value::Object(e)) = (row.as_object_mut(), extra) {
-            r.extend(e);
-        }
-        println!("{row}");
-        let mut meta = self.meta.clone();
-        meta["loadavg"] = json!(loadavg());
-        row["meta"] = meta;
-        if let Some(dir) = self.out.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        if let Ok(mut f) = OpenOptions::new().create(true).append(true).open(&self.out) {
-            let _ = writeln!(f, "{row}");
-        }
-    }
-
-    /// Records `<metric>` (wall) and `<metric>_cpu`; returns (wall, cpu) medians in µs.
-    fn summary(
-        &self,
-        scenario: &str,
-        metric: &str,
-        s: &Samples,
-        div: f64,
-        extra: Value,
-    ) -> (f64, f64) {
-        let w = s.summarize(&s.wall, div);
-        let c = s.summarize(&s.cpu, div);
-        let with = |p10: f64, p90: f64| {
-            let mut e = json!({"p10": p10, "p90": p90, "n": s.wall.len()});
-            if let (Some(m), Value::Object(x)) = (e.as_object_mut(), extra.clone()) {
-                m.extend(x);
-            }
-            e
-        };
-        self.record(scenario, metric, w.0, "us", with(w.1, w.2));
-        self.record(
-            scenario,
-            &format!("{metric}_cpu"),
-            c.0,
-            "us",
-            with(c.1, c.2),
-        );
-        (w.0, c.0)
-    }
-}
-
-fn loadavg() -> f64 {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
-        .unwrap_or(0.0)
-}
-
-/// Per-operation nanoseconds of each batch.
-#[derive(Default)]
-struct Samples {
-    wall: Vec<f64>,
-    cpu: Vec<f64>,
-}
-
-impl Samples {
-    fn push(&mut self, wall: Duration, cpu: Duration, per: usize) {
-        self.wall.push(wall.as_nanos() as f64 / per as f64);
-        self.cpu.push(cpu.as_nanos() as f64 / per as f64);
-    }
-
-    /// (median, p10, p90) in µs.
-    fn summarize(&self, xs: &[f64], div: f64) -> (f64, f64, f64) {
-        let mut v: Vec<f64> = xs.iter().map(|x| x / 1000.0 / div).collect();
-        v.sort_by(f64::total_cmp);
-        let pct = |q: f64| {
-            if v.is_empty() {
-                return f64::NAN;
-            }
-            let k = (v.len() - 1) as f64 * q;
-            let lo = k.floor() as usize;
-            let hi = (lo + 1).min(v.len() - 1);
-            v[lo] + (v[hi] - v[lo]) * (k - lo as f64)
-        };
-        (pct(0.5), pct(0.1), pct(0.9))
-    }
-}
-
-struct Config {
-    quick: bool,
-}
-
-impl Config {
-    fn batches(&self, n: usize) -> usize {
-        if self.quick { (n / 5).max(5) } else { n }
-    }
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => panic!("cannot start a tokio runtime: {e}"),
-    }
-}
 
 fn noop_tool() -> ToolHandle {
     ToolHandle::from_sync_fn(
@@ -352,39 +233,16 @@ fn history(n: usize) -> Vec<Message> {
         .collect()
 }
 
-fn slope(pts: &[(f64, f64)]) -> f64 {
-    let n = pts.len() as f64;
-    let mx = pts.iter().map(|p| p.0).sum::<f64>() / n;
-    let my = pts.iter().map(|p| p.1).sum::<f64>() / n;
-    let num: f64 = pts.iter().map(|(x, y)| (x - mx) * (y - my)).sum();
-    let den: f64 = pts.iter().map(|(x, _)| (x - mx) * (x - mx)).sum();
-    num / den
-}
-
 pub(crate) fn main(args: &[String]) -> ExitCode {
-    let mut out = PathBuf::from("target/bench/rein.jsonl");
-    let mut quick = false;
-    let mut prefixes = Vec::new();
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--quick" => quick = true,
-            "--out" => {
-                if let Some(p) = it.next() {
-                    out = PathBuf::from(p);
-                }
-            }
-            p => prefixes.push(p.to_owned()),
-        }
-    }
+    let (out, cfg, prefixes) = crate::measure::parse_args(args, "target/bench/rein.jsonl");
+    let quick = cfg.quick;
     if cfg!(debug_assertions) {
         eprintln!("warning: a debug build; run with `cargo run --release -p xtask -- bench`");
     }
-    let rec = Recorder::new(out.clone());
-    let cfg = Config { quick };
+    let rec = Recorder::new(SDK, out.clone(), json!({}));
     let want =
         |name: &str| prefixes.is_empty() || prefixes.iter().any(|p| name.starts_with(p.as_str()));
-    let rt = runtime();
+    let rt = crate::measure::runtime();
 
     if want("construct_agent") {
         let mut s = Samples::default();
@@ -404,16 +262,7 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
         base = Some(rec.summary("invoke_text", "per_invocation", &s, 1.0, json!({})));
     }
     let marginal = |scn: &str, r: (f64, f64), metric: &str, note: &str| {
-        if let Some(b) = base {
-            rec.record(scn, metric, (r.0 - b.0) / 10.0, "us", json!({"note": note}));
-            rec.record(
-                scn,
-                &format!("{metric}_cpu"),
-                (r.1 - b.1) / 10.0,
-                "us",
-                json!({"note": note}),
-            );
-        }
+        rec.marginal(base, scn, r, metric, note);
     };
     if want("tools10_seq") {
         let mut a = build(agent_builder(10, 1).tool_executor(ToolExecutor::Sequential));
@@ -570,42 +419,19 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
                 build(b)
             })
             .collect();
-        // Interleaved rounds, so load drift hits every N alike.
-        let mut samples: Vec<Samples> = ns.iter().map(|_| Samples::default()).collect();
-        for _ in 0..cfg.batches(60) {
-            for (i, a) in agents.iter_mut().enumerate() {
-                let s = invocations(&rt, a, 0, 1, 10);
-                samples[i].wall.extend(s.wall);
-                samples[i].cpu.extend(s.cpu);
-            }
-        }
-        let mut pw = Vec::new();
-        let mut pc = Vec::new();
-        for (i, &n) in ns.iter().enumerate() {
-            let r = rec.summary(
-                &format!("{family}_{n}"),
-                "per_invocation",
-                &samples[i],
-                1.0,
-                json!({"handlers": n, "events_per_invocation": EVENTS_TOOLS10}),
-            );
-            pw.push((n as f64, r.0));
-            pc.push((n as f64, r.1));
-        }
         let note = "least-squares slope of tools10_seq per_invocation over N in {0,1,5,20} / 42 events (interleaved rounds)";
-        rec.record(
-            family,
-            per,
-            slope(&pw) / EVENTS_TOOLS10,
-            "us",
-            json!({"note": note}),
-        );
-        rec.record(
-            family,
-            &format!("{per}_cpu"),
-            slope(&pc) / EVENTS_TOOLS10,
-            "us",
-            json!({"note": note}),
+        let rounds = cfg.batches(60);
+        per_handler(
+            Family {
+                rec: &rec,
+                family,
+                per,
+                events: EVENTS_TOOLS10,
+                note,
+            },
+            &ns,
+            rounds,
+            |i| invocations(&rt, &mut agents[i], 0, 1, 10),
         );
     }
     if want("otel") {
@@ -620,104 +446,7 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
     if want("retained") {
         retained(&rec, &rt);
     }
-    let exe = std::env::current_exe().ok();
-    for (mode, ns) in [
-        (
-            "idle_agents_20msg",
-            if quick {
-                vec![1000]
-            } else {
-                vec![1000, 5000, 10_000]
-            },
-        ),
-        (
-            "inflight",
-            if quick {
-                vec![1000]
-            } else {
-                vec![1000, 5000, 10_000, 100_000]
-            },
-        ),
-    ] {
-        if !want(mode) {
-            continue;
-        }
-        for n in ns {
-            let Some(exe) = &exe else { continue };
-            let out = Command::new(exe)
-                .args(["bench-child", mode, &n.to_string()])
-                .output();
-            let Ok(out) = out else { continue };
-            let Ok(v) = serde_json::from_slice::<Value>(&out.stdout) else {
-                eprintln!(
-                    "child {mode} {n} failed: {}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-                continue;
-            };
-            let mib = 1024.0 * 1024.0;
-            let f = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
-            if mode == "idle_agents_20msg" {
-                let per1k = f("rss_growth") / n as f64 * 1000.0 / mib;
-                rec.record(mode, "rss_per_1000", per1k, "MiB", json!({"agents": n}));
-                rec.record(
-                    mode,
-                    "agents_per_gib",
-                    1024.0 / per1k * 1000.0,
-                    "agents",
-                    json!({"agents": n}),
-                );
-                rec.record(
-                    mode,
-                    "heap_per_agent",
-                    f("heap") / n as f64,
-                    "B",
-                    json!({"agents": n, "note": "bytes live per agent, counting allocator"}),
-                );
-            } else {
-                let a1k = f("rss_agents") / n as f64 * 1000.0 / mib;
-                let f1k = f("rss_inflight_peak") / n as f64 * 1000.0 / mib;
-                rec.record(
-                    mode,
-                    "rss_agents_per_1000",
-                    a1k,
-                    "MiB",
-                    json!({"agents": n}),
-                );
-                rec.record(
-                    mode,
-                    "rss_inflight_per_1000",
-                    f1k,
-                    "MiB",
-                    json!({"agents": n}),
-                );
-                rec.record(
-                    mode,
-                    "concurrent_per_gib",
-                    1024.0 / (a1k + f1k) * 1000.0,
-                    "agents",
-                    json!({"agents": n}),
-                );
-                rec.record(
-                    mode,
-                    "wall_s",
-                    f("wall_s"),
-                    "s",
-                    json!({"agents": n, "ideal": 0.1}),
-                );
-                rec.record(
-                    mode,
-                    "overhead_per_invocation",
-                    (f("wall_s") - 0.1) / n as f64 * 1e6,
-                    "us",
-                    json!({"agents": n, "note": "(wall - 0.1 s) / N"}),
-                );
-                rec.record(mode, "cpu_s", f("cpu_s"), "s", json!({"agents": n}));
-                rec.record(mode, "heap_per_inflight_invocation", f("heap_inflight") / n as f64, "B",
-                    json!({"agents": n, "note": "heap live per parked invocation (counting allocator), agents excluded"}));
-            }
-        }
-    }
+    children(&rec, quick, &want, "bench-child");
     eprintln!("rows appended to {}", out.display());
     ExitCode::SUCCESS
 }
@@ -791,13 +520,7 @@ fn streaming(rec: &Recorder, cfg: &Config, rt: &tokio::runtime::Runtime) {
             let mut s = agent.stream("hi");
             while let Some(ev) = s.next().await {
                 if let Ok(AgentEvent::TextDelta(t)) = ev {
-                    let now = Instant::now();
-                    if let Ok(i) = t.parse::<usize>()
-                        && let Some(at) =
-                            stamps.lock().unwrap_or_else(PoisonError::into_inner).get(i)
-                    {
-                        lat.push(now.duration_since(*at).as_nanos() as f64);
-                    }
+                    lat.extend(delta_latency(&stamps, &t));
                 }
             }
             lat
@@ -820,37 +543,10 @@ fn streaming(rec: &Recorder, cfg: &Config, rt: &tokio::runtime::Runtime) {
     rec.record("stream_latency", "yield_to_receive", m, "us",
         json!({"p10": p10, "p90": p90, "n": s.wall.len(), "deltas_per_call": K,
                "note": "the stream is driven by the caller's polling: each delta is handed over before the model is polled again"}));
-    // Burst: (stream K deltas - text-only stream) / K.
-    let (mut tw, mut tc, mut bw, mut bc) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..iters {
-        set_k(1);
-        let (t0, c0) = (Instant::now(), ProcessTime::now());
+    stream_burst(rec, iters, K, |n| {
+        set_k(n);
         one(&mut agent);
-        tw.push(t0.elapsed().as_nanos() as f64);
-        tc.push(c0.elapsed().as_nanos() as f64);
-        set_k(K);
-        let (t0, c0) = (Instant::now(), ProcessTime::now());
-        one(&mut agent);
-        bw.push(t0.elapsed().as_nanos() as f64);
-        bc.push(c0.elapsed().as_nanos() as f64);
-    }
-    let med = |v: &[f64]| Samples::default().summarize(v, 1.0).0;
-    rec.record("stream_burst", "per_delta", (med(&bw) - med(&tw)) / K as f64, "us",
-        json!({"n": iters, "deltas_per_call": K, "note": "(stream K deltas - text-only stream)/K, wall"}));
-    rec.record(
-        "stream_burst",
-        "per_delta_cpu",
-        (med(&bc) - med(&tc)) / K as f64,
-        "us",
-        json!({"n": iters, "deltas_per_call": K}),
-    );
-    rec.record(
-        "stream_text_only",
-        "per_invocation",
-        med(&tw),
-        "us",
-        json!({"n": iters}),
-    );
+    });
 }
 
 /// Stream guards (SPEC §3.9): the same stamped stream through 0, 1 and 5 proceeding
@@ -966,22 +662,9 @@ fn retained(rec: &Recorder, rt: &tokio::runtime::Runtime) {
         }
     });
     let st = region.change();
-    let live =
-        st.bytes_allocated as f64 - st.bytes_deallocated as f64 + st.bytes_reallocated as f64;
+    let live = live_bytes(&st);
     rec.record("retained", "retained_per_invocation", live / k as f64, "B",
         json!({"note": "heap kept by the agent per finished invocation after clearing the conversation (counting allocator)"}));
-}
-
-fn rss_bytes() -> f64 {
-    std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| {
-            s.split_whitespace()
-                .nth(1)
-                .and_then(|v| v.parse::<f64>().ok())
-        })
-        .map(|pages| pages * 4096.0)
-        .unwrap_or(f64::NAN)
 }
 
 /// A measurement in a fresh process, so RSS growth is its own.
@@ -1020,10 +703,7 @@ pub(crate) fn child(args: &[String]) -> ExitCode {
             });
             assert_eq!(agents[0].messages().len(), 20);
             let st = region.change();
-            out["heap"] = json!(
-                st.bytes_allocated as f64 - st.bytes_deallocated as f64
-                    + st.bytes_reallocated as f64
-            );
+            out["heap"] = json!(live_bytes(&st));
             out["rss_growth"] = json!(rss_bytes() - r0);
             std::hint::black_box(&agents);
         }
@@ -1037,48 +717,9 @@ pub(crate) fn child(args: &[String]) -> ExitCode {
             let agents: Vec<Agent> = (0..n)
                 .map(|_| build(Agent::builder().model(model.clone())))
                 .collect();
-            let r1 = rss_bytes();
-            out["rss_agents"] = json!(r1 - r0);
-            let peak = Arc::new(Mutex::new(r1));
-            let p = peak.clone();
-            let sampler = std::thread::spawn(move || {
-                for _ in 0..2000 {
-                    let r = rss_bytes();
-                    let mut m = p.lock().unwrap_or_else(PoisonError::into_inner);
-                    if r > *m {
-                        *m = r;
-                    }
-                    drop(m);
-                    std::thread::sleep(Duration::from_millis(5));
-                    if Arc::strong_count(&p) == 1 {
-                        break;
-                    }
-                }
+            in_flight(GLOBAL, &rt, &mut out, r0, agents, |mut a| async move {
+                a.invoke("hi").await.is_ok()
             });
-            let (t0, c0) = (Instant::now(), ProcessTime::now());
-            let region = Region::new(GLOBAL);
-            let heap_inflight = rt.block_on(async {
-                let handles: Vec<_> = agents
-                    .into_iter()
-                    .map(|mut a| tokio::spawn(async move { a.invoke("hi").await.is_ok() }))
-                    .collect();
-                // All invocations are parked in the 100 ms model call by now.
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                let st = region.change();
-                let live = st.bytes_allocated as f64 - st.bytes_deallocated as f64
-                    + st.bytes_reallocated as f64;
-                for h in handles {
-                    let _ = h.await;
-                }
-                live
-            });
-            out["heap_inflight"] = json!(heap_inflight);
-            out["wall_s"] = json!(t0.elapsed().as_secs_f64());
-            out["cpu_s"] = json!(c0.elapsed().as_secs_f64());
-            let pk = *peak.lock().unwrap_or_else(PoisonError::into_inner);
-            out["rss_inflight_peak"] = json!(pk - r1);
-            drop(peak);
-            let _ = sampler.join();
         }
         _ => return ExitCode::FAILURE,
     }
@@ -1086,7 +727,29 @@ pub(crate) fn child(args: &[String]) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Rein's scenarios and the Python peers' in one run, then the ratio table.
+/// rig on the same scenarios (`xtask/rig-peer`, outside the workspace, its own target dir),
+/// appending `sdk: "rig"` rows to the same file. A rig that does not build or run is reported
+/// and skipped: the Python peers still run.
+fn rig_peer(args: &[String]) {
+    let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .args([
+            "run",
+            "--release",
+            "--manifest-path",
+            "xtask/rig-peer/Cargo.toml",
+            "--",
+        ])
+        .args(args)
+        .env("CARGO_TARGET_DIR", "target/rig-peer")
+        .status();
+    match status {
+        Ok(s) if s.success() => {}
+        Ok(s) => eprintln!("rig peer failed ({s}); going on without rig rows"),
+        Err(e) => eprintln!("rig peer not run ({e}); going on without rig rows"),
+    }
+}
+
+/// Rein's scenarios, rig's and the Python peers' in one run, then the ratio table.
 pub(crate) fn all(args: &[String]) -> ExitCode {
     let quick = args.iter().any(|a| a == "--quick");
     let out = PathBuf::from("target/bench/rein.jsonl");
@@ -1099,6 +762,7 @@ pub(crate) fn all(args: &[String]) -> ExitCode {
     if code != ExitCode::SUCCESS {
         return code;
     }
+    rig_peer(&rein_args);
     // run_peers.sh changes directory: hand it an absolute path.
     let out = std::fs::canonicalize(&out).unwrap_or(out);
     let mut cmd = Command::new("bash");

@@ -2,11 +2,12 @@
 //!
 //! - `bench [--quick] [--out FILE] [SCENARIO-PREFIX ...]`: Rein's scenario benchmarks, written as
 //!   JSON lines with `sdk: "rein"` (the schema of `xtask/peers/`), also printed.
-//! - `bench-all [--quick]`: Rein's scenarios and the Python peers' (Strands Agents, OpenAI Agents)
-//!   in one run, then the ratio table.
+//! - `bench-all [--quick]`: Rein's scenarios, rig's (`xtask/rig-peer`) and the Python peers'
+//!   (Strands Agents, OpenAI Agents) in one run, then the ratio table.
 //! - `ci`: runs `.ci/run`.
 
 mod bench;
+mod measure;
 
 use std::process::{Command, ExitCode};
 
@@ -25,7 +26,7 @@ fn main() -> ExitCode {
                 "usage: cargo run --release -p xtask -- <task>\n\n\
                  tasks:\n  \
                  bench [--quick] [--out FILE] [PREFIX ...]  Rein's scenario benchmarks (JSON lines)\n  \
-                 bench-all [--quick]                        Rein and the Python peers, one run, ratio table\n  \
+                 bench-all [--quick]                        Rein, rig and the Python peers, one run, ratio table\n  \
                  ci                                         run the CI script (.ci/run)"
             );
             ExitCode::from(2)
