@@ -119,6 +119,7 @@ impl Entity {
     }
 
     /// An entity from its Cedar uid, `Type::"id"` (no attributes, no parents).
+    #[cfg(feature = "policy")]
     pub(crate) fn parse_uid(text: &str) -> Result<Entity, String> {
         let uid = EntityUid::from_str(text.trim()).map_err(|e| e.to_string())?;
         Ok(Entity::new(
