@@ -168,9 +168,9 @@ pub struct DecisionRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
     /// Structured detail the handler attached to its decision (an LLM judge's verdict, reason
-    /// and token usage).
+    /// and token usage). Boxed: most records have none, and records are moved often.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub detail: Option<serde_json::Value>,
+    pub detail: Option<Box<serde_json::Value>>,
 }
 
 /// What became of a `Confirm`: the human was asked, or answered.
@@ -331,7 +331,7 @@ mod tests {
         );
         let without = serde_json::to_value(&r).unwrap();
         assert!(without.get("detail").is_none());
-        r.detail = Some(serde_json::json!({"verdict": "proceed"}));
+        r.detail = Some(Box::new(serde_json::json!({"verdict": "proceed"})));
         let json = serde_json::to_value(&r).unwrap();
         assert_eq!(json["action"], "proceed");
         assert_eq!(json["detail"]["verdict"], "proceed");

@@ -153,7 +153,7 @@ impl InterventionContext {
     /// });
     /// let out = testing::run([scored], ToolCall::new("search", json!({})).event());
     /// assert_eq!(out.decisions[0].action, DecisionAction::Proceed);
-    /// assert_eq!(out.decisions[0].detail, Some(json!({"score": 0.2})));
+    /// assert_eq!(out.decisions[0].detail.as_deref(), Some(&json!({"score": 0.2})));
     /// ```
     pub fn record_detail(&self, detail: impl Into<Value>) {
         // A poisoned slot only means a handler panicked while setting it: the value is whole.

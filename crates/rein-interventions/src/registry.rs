@@ -603,7 +603,7 @@ fn step<E: PassEvent>(
                     None,
                     elapsed(started),
                 );
-                r.detail = Some(detail);
+                r.detail = Some(Box::new(detail));
                 pass.records.push((r, tag));
                 return Ok(Flow::Continue);
             }
@@ -631,7 +631,7 @@ fn attach<D>(pass: &mut Pass<D>, before: usize, detail: Option<Value>) {
     if let (Some(detail), true) = (detail, pass.records.len() > before)
         && let Some((r, _)) = pass.records.last_mut()
     {
-        r.detail = Some(detail);
+        r.detail = Some(Box::new(detail));
     }
 }
 
@@ -873,7 +873,7 @@ fn handler_failed<E: PassEvent>(
         elapsed(started),
     );
     r.on_error = Some(policy);
-    r.detail = detail;
+    r.detail = detail.map(Box::new);
     pass.records.push((r, Tag::Fixed));
     match policy {
         OnError::Proceed => {

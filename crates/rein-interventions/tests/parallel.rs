@@ -562,7 +562,14 @@ async fn each_member_keeps_the_detail_it_attached() {
     let audit: Vec<_> = ev
         .decisions()
         .iter()
-        .map(|d| (d.handler.as_str(), d.action, d.outcome, d.detail.clone()))
+        .map(|d| {
+            (
+                d.handler.as_str(),
+                d.action,
+                d.outcome,
+                d.detail.as_deref().cloned(),
+            )
+        })
         .collect();
     assert_eq!(
         audit,
