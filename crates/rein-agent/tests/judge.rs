@@ -350,7 +350,8 @@ async fn judge_against_llama_cpp() {
         .expect("the judge's record has its detail");
     let usage = &detail["usage"];
     assert!(usage["input_tokens"].as_u64() > Some(0), "{detail}");
-    assert!(usage["output_tokens"].as_u64() > Some(0), "{detail}");
+    // (An immediate end of text is 0 output tokens: only that the count was read.)
+    assert!(usage["output_tokens"].is_u64(), "{detail}");
     if d.action == DecisionAction::Error {
         let text = d.text.as_deref().unwrap_or("");
         assert!(text.starts_with("unparsable judge verdict"), "{text}");
