@@ -390,3 +390,20 @@ fn human_approval() {
         ],
     );
 }
+
+#[test]
+fn llm_judge() {
+    check(
+        "llm_judge",
+        &[
+            "tool s1 -> search ran with",
+            "tool d1 -> GUIDANCE: [judge] list the files before deleting a folder",
+            "decision: judge Proceed verdict=\"proceed\" reason=\"a search is harmless\" tokens=12/4",
+            "decision: judge Guide verdict=\"guide\" reason=\"list the files before deleting a folder\" tokens=12/4",
+            "asked: judge: this mails every employee",
+            "tool e1 -> CONFIRMATION_FAILED: judge: this mails every employee",
+            "(resumed: the judge was not asked again)\njudge calls: 1",
+            "(unjudged: budget spent)\njudge calls: 1",
+        ],
+    );
+}

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use futures_util::StreamExt as _;
 use rein_core::{
     Message, ToolUse,
-    audit::OnError,
+    audit::{EventKind, OnError},
     event::{AfterModelCallEvent, AfterToolCallEvent, BeforeToolCallEvent},
     request::ModelRequest,
     stream::{StreamAssembler, Usage},
@@ -188,8 +188,19 @@ fn cut(text: &str, max: usize) -> String {
 /// [`budget`](Self::budget) judge calls run per invocation (a run, resumes included; default 20);
 /// past it calls proceed unjudged (a `warn!`). Each judge call is traced (target
 /// `rein_agent::judge`: verdict, reason, tokens) and added to the run state's `<name>:usage`
-/// (`calls`, `input_tokens`, `output_tokens`); the reason is the audit record's text for a guide
-/// or confirm.
+/// (`calls`, `input_tokens`, `output_tokens`).
+///
+/// Every judged decision, a proceed included, leaves an audit record whose
+/// [`detail`](rein_core::audit::DecisionRecord::detail) is
+/// `{"verdict", "reason", "usage": {"input_tokens", "output_tokens"}}` (an unparsable verdict:
+/// the error record, with `"verdict": null` and the usage; past the budget: a proceed with
+/// `{"verdict": "proceed", "unjudged": "budget spent"}`); the reason is also the record's text
+/// for a guide or confirm.
+///
+/// A confirm is kept in the run state (`<name>:confirm:<tool_use_id>`, the reason): on resume,
+/// when the human's answer to it is there, the judge rebuilds the same confirm without asking
+/// its model again (detail `"resumed": true`, no usage), so the answer — a "no" too — is what
+/// decides.
 ///
 /// ```
 /// use rein_agent::judge::LlmJudge;
@@ -345,6 +356,7 @@ impl LlmJudge {
         })?;
         if !admitted {
             tracing::warn!(target: "rein_agent::judge", handler = %self.name, budget, "judge budget spent; {what} proceeds unjudged");
+            cx.record_detail(json!({"verdict": "proceed", "unjudged": "budget spent"}));
             return Ok(None);
         }
         let (text, usage) = ask(&self.model, prompt).await?;
@@ -352,12 +364,19 @@ impl LlmJudge {
             s.input_tokens += usage.input_tokens;
             s.output_tokens += usage.output_tokens;
         })?;
+        let tokens = json!({
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+        });
         let Some((verdict, reason)) = parse_verdict(&text) else {
+            // The error record carries what the unreadable answer cost.
+            cx.record_detail(json!({"verdict": null, "usage": tokens}));
             return Err(HandlerError::new(format!(
                 "unparsable judge verdict: {}",
                 cut(&text, 200)
             )));
         };
+        cx.record_detail(json!({"verdict": verdict, "reason": reason, "usage": tokens}));
         tracing::info!(
             target: "rein_agent::judge",
             handler = %self.name,
@@ -370,6 +389,20 @@ impl LlmJudge {
             "judge verdict"
         );
         Ok(Some((verdict, reason)))
+    }
+
+    /// The confirm the judge asks for a call (the same on the pass that asks and on resume).
+    fn confirm(call: &ToolUse, reason: &str) -> BeforeToolCallAction {
+        let reason = if reason.is_empty() {
+            "please confirm"
+        } else {
+            reason
+        };
+        BeforeToolCallAction::Confirm(Confirm::new(json!({
+            "prompt": format!("judge: {reason}"),
+            "tool": call.name,
+            "input": call.input,
+        })))
     }
 
     fn reason_or(reason: String, default: &str) -> String {
@@ -416,6 +449,19 @@ impl InterventionHandler for LlmJudge {
         cx: &InterventionContext,
     ) -> Result<BeforeToolCallAction, HandlerError> {
         let call = ev.tool_use();
+        // Handlers run again on resume (SPEC §4): once a human answers the judge's confirm, the
+        // same confirm is rebuilt from the run state for the pass to apply the answer to. Asking
+        // the model again could turn it into a proceed and so drop the human's "no".
+        let asked_key = format!("{}:confirm:{}", self.name, call.tool_use_id);
+        let id = EventKind::BeforeToolCall.interrupt_id(&call.tool_use_id, &self.name);
+        if ev.answers().get_bound(&id, &call.fingerprint()).is_some()
+            && let Some(reason) = cx.run_state().load::<String>(&asked_key)?
+        {
+            cx.record_detail(
+                json!({"verdict": Verdict::Confirm, "reason": reason, "resumed": true}),
+            );
+            return Ok(Self::confirm(call, &reason));
+        }
         let prompt = self
             .tool_template
             .replace("{criteria}", &self.criteria)
@@ -428,11 +474,8 @@ impl InterventionHandler for LlmJudge {
                 BeforeToolCallAction::guide(Self::reason_or(reason, "the judge refused this call"))
             }
             Some((Verdict::Confirm, reason)) => {
-                BeforeToolCallAction::Confirm(Confirm::new(json!({
-                    "prompt": format!("judge: {}", Self::reason_or(reason, "please confirm")),
-                    "tool": call.name,
-                    "input": call.input,
-                })))
+                cx.run_state().store(&asked_key, &reason)?;
+                Self::confirm(call, &reason)
             }
         })
     }

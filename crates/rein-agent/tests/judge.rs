@@ -7,9 +7,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rein_agent::Agent;
-use rein_agent::judge::LlmJudge;
-use rein_core::{ToolHandle, stream::StopReason};
-use rein_interventions::{BeforeModelCallAction, DecisionAction, Error, Intervention, OnError};
+use rein_agent::judge::{LlmJudge, ModelRiskClassifier};
+use rein_core::{ToolHandle, message::InterruptResponse, stream::StopReason};
+use rein_interventions::approval::HumanApproval;
+use rein_interventions::{
+    BeforeModelCallAction, ConfirmationStatus, DecisionAction, DecisionOutcome, Error,
+    Intervention, OnError,
+};
 use rein_models::ScriptedModel;
 use serde_json::json;
 
@@ -35,14 +39,17 @@ fn judge(text: &str) -> Arc<ScriptedModel> {
     Arc::new(ScriptedModel::builder().text(text).build())
 }
 
-async fn run(judge: LlmJudge) -> rein_core::result::AgentResult {
-    let mut agent = Agent::builder()
+fn agent_with(judge: LlmJudge) -> Agent {
+    Agent::builder()
         .model(agent_model())
         .tools(tools())
         .intervention(judge)
         .build()
-        .unwrap();
-    agent.invoke("clean up").await.unwrap()
+        .unwrap()
+}
+
+async fn run(judge: LlmJudge) -> rein_core::result::AgentResult {
+    agent_with(judge).invoke("clean up").await.unwrap()
 }
 
 #[derive(Clone)]
@@ -68,18 +75,24 @@ async fn each_tool_call_verdict() {
     ))
     .await;
     assert_eq!(r.text(), "done");
-    assert!(r.decisions.is_empty());
+    // A proceed is recorded too: the verdict, the reason and what the judge spent.
+    assert_eq!(r.decisions.len(), 1);
+    assert_eq!(r.decisions[0].action, DecisionAction::Proceed);
+    assert_eq!(r.decisions[0].outcome, DecisionOutcome::Applied);
+    let detail = r.decisions[0].detail.as_ref().unwrap();
+    assert_eq!(detail["verdict"], "proceed");
+    assert_eq!(detail["reason"], "fine");
+    assert!(detail["usage"]["input_tokens"].is_u64(), "{detail}");
+    assert!(detail["usage"]["output_tokens"].is_u64(), "{detail}");
 
     let m = judge("```json\n{\"verdict\": \"guide\", \"reason\": \"list the files first\"}\n```");
-    let mut agent = Agent::builder()
-        .model(agent_model())
-        .tools(tools())
-        .intervention(LlmJudge::new("judge", Shared(m.clone())))
-        .build()
-        .unwrap();
+    let mut agent = agent_with(LlmJudge::new("judge", Shared(m.clone())));
     let r = agent.invoke("clean up").await.unwrap();
     assert_eq!(r.decisions[0].action, DecisionAction::Guide);
     assert_eq!(r.decisions[0].text.as_deref(), Some("list the files first"));
+    let detail = r.decisions[0].detail.as_ref().unwrap();
+    assert_eq!(detail["verdict"], "guide");
+    assert_eq!(detail["reason"], "list the files first");
     let result = agent.messages()[2].tool_results().next().unwrap().text();
     assert_eq!(result, "GUIDANCE: [judge] list the files first");
     // The judge saw the call and the criteria.
@@ -96,6 +109,94 @@ async fn each_tool_call_verdict() {
     .await;
     assert_eq!(r.stop_reason, StopReason::Interrupt);
     assert_eq!(r.interrupts[0].reason["prompt"], "judge: deletes data");
+    assert_eq!(
+        r.decisions[0].detail.as_ref().unwrap()["verdict"],
+        "confirm"
+    );
+}
+
+/// A judge whose model says confirm first and proceed on any later call: on resume only the
+/// human's answer may decide.
+async fn confirm_then_resume(
+    answer: &str,
+) -> (Agent, Arc<ScriptedModel>, rein_core::result::AgentResult) {
+    let m = Arc::new(
+        ScriptedModel::builder()
+            .text(r#"{"verdict": "confirm", "reason": "deletes data"}"#)
+            .text(r#"{"verdict": "proceed", "reason": "changed my mind"}"#)
+            .build(),
+    );
+    let mut agent = agent_with(LlmJudge::new("judge", Shared(m.clone())));
+    let r = agent.invoke("clean up").await.unwrap();
+    assert_eq!(r.stop_reason, StopReason::Interrupt);
+    let id = r.interrupts[0].id.clone();
+    let r = agent
+        .invoke(vec![InterruptResponse::new(&id, answer)])
+        .await
+        .unwrap();
+    (agent, m, r)
+}
+
+#[tokio::test]
+async fn a_human_no_after_a_judge_confirm_is_applied_on_resume() {
+    let (agent, m, r) = confirm_then_resume("no").await;
+    assert_eq!(
+        m.requests().len(),
+        1,
+        "the judge is not asked again on resume"
+    );
+    let result = agent.messages()[2].tool_results().next().unwrap().text();
+    assert_eq!(result, "CONFIRMATION_FAILED: judge: deletes data");
+    let confirm = &r.decisions[0];
+    assert_eq!(confirm.action, DecisionAction::Confirm);
+    assert_eq!(
+        confirm.confirmation.as_ref().map(|c| c.status),
+        Some(ConfirmationStatus::Rejected)
+    );
+    let detail = confirm.detail.as_ref().unwrap();
+    assert_eq!(detail["resumed"], true);
+    assert_eq!(detail["reason"], "deletes data");
+}
+
+#[tokio::test]
+async fn a_human_yes_after_a_judge_confirm_runs_the_tool() {
+    let (agent, m, r) = confirm_then_resume("yes").await;
+    assert_eq!(
+        m.requests().len(),
+        1,
+        "the judge is not asked again on resume"
+    );
+    assert_eq!(r.text(), "done");
+    let result = agent.messages()[2].tool_results().next().unwrap().text();
+    assert!(result.starts_with("delete_file ok"), "{result}");
+    assert_eq!(
+        r.decisions[0].confirmation.as_ref().map(|c| c.status),
+        Some(ConfirmationStatus::Approved)
+    );
+}
+
+#[tokio::test]
+async fn a_model_risk_classifier_lets_low_risk_calls_pass() {
+    async fn asked(classifier_says: &str) -> (bool, usize) {
+        let m = judge(classifier_says);
+        let mut agent = Agent::builder()
+            .model(agent_model())
+            .tools(tools())
+            .intervention(
+                HumanApproval::new("approval").risk(ModelRiskClassifier::new(Shared(m.clone()))),
+            )
+            .build()
+            .unwrap();
+        let r = agent.invoke("clean up").await.unwrap();
+        (r.stop_reason == StopReason::Interrupt, m.requests().len())
+    }
+    assert_eq!(asked(r#"Sure: {"risk": "LOW"}"#).await, (false, 1));
+    assert_eq!(asked(r#"{"risk": "high"}"#).await, (true, 1));
+    assert_eq!(
+        asked("no idea, sorry").await,
+        (true, 1),
+        "unparsable is high risk"
+    );
 }
 
 #[tokio::test]
@@ -130,12 +231,7 @@ async fn response_verdicts() {
 async fn an_unparsable_verdict_follows_on_error() {
     let garbled = "I think this is probably fine?";
     // Throw: the invocation fails with the handler's error.
-    let mut agent = Agent::builder()
-        .model(agent_model())
-        .tools(tools())
-        .intervention(LlmJudge::new("judge", Shared(judge(garbled))))
-        .build()
-        .unwrap();
+    let mut agent = agent_with(LlmJudge::new("judge", Shared(judge(garbled))));
     let err = agent.invoke("clean up").await.unwrap_err();
     match err {
         Error::Handler {
@@ -149,17 +245,18 @@ async fn an_unparsable_verdict_follows_on_error() {
         }
         other => panic!("{other}"),
     }
-    // Proceed: the call runs, the error is in the audit.
+    // Proceed: the call runs, the error is in the audit, with what the answer cost.
     let r = run(LlmJudge::new("judge", Shared(judge(garbled))).on_error(OnError::Proceed)).await;
     assert_eq!(r.text(), "done");
     assert_eq!(r.decisions[0].action, DecisionAction::Error);
+    let detail = r.decisions[0].detail.as_ref().unwrap();
+    assert!(
+        detail["verdict"].is_null() && detail["usage"].is_object(),
+        "{detail}"
+    );
     // Deny: the call is denied.
-    let mut agent = Agent::builder()
-        .model(agent_model())
-        .tools(tools())
-        .intervention(LlmJudge::new("judge", Shared(judge(garbled))).on_error(OnError::Deny))
-        .build()
-        .unwrap();
+    let mut agent =
+        agent_with(LlmJudge::new("judge", Shared(judge(garbled))).on_error(OnError::Deny));
     agent.invoke("clean up").await.unwrap();
     let result = agent.messages()[2].tool_results().next().unwrap().text();
     assert!(
@@ -199,6 +296,12 @@ async fn the_budget_caps_judge_calls_and_the_ledger_feeds_the_prompt() {
     let r = agent.invoke("search twice then delete").await.unwrap();
     assert_eq!(r.text(), "done");
     assert_eq!(m.requests().len(), 2, "the third call proceeds unjudged");
+    let unjudged = r.decisions.last().unwrap();
+    assert_eq!(unjudged.action, DecisionAction::Proceed);
+    assert_eq!(
+        unjudged.detail.as_ref().unwrap()["unjudged"],
+        "budget spent"
+    );
     assert_eq!(seen.load(Ordering::SeqCst), 4);
     let second = m.requests()[1].messages[0].text();
     assert!(
@@ -210,7 +313,9 @@ async fn the_budget_caps_judge_calls_and_the_ledger_feeds_the_prompt() {
 /// The judge over the wire: the real llama.cpp server CI runs (SmolLM2-135M). A model that
 /// small rarely writes a clean verdict, so the test asserts the wire, not the judgement: the
 /// judge's call reached the server and came back as a verdict or an unparsable-verdict error
-/// (here `on_error = proceed`), never a transport error.
+/// (here `on_error = proceed`), never a transport error — and the judge's record says so: its
+/// usage counts the prompt the server read, and its answer was read (a verdict, or the
+/// unparsable text quoted).
 #[tokio::test]
 async fn judge_against_llama_cpp() {
     let base = match std::env::var("REIN_E2E_LLM_OPENAI") {
@@ -229,18 +334,28 @@ async fn judge_against_llama_cpp() {
         .build()
         .unwrap();
     let judge = LlmJudge::new("judge", model).on_error(OnError::Proceed);
-    let mut agent = Agent::builder()
-        .model(agent_model())
-        .tools(tools())
-        .intervention(judge)
-        .build()
-        .unwrap();
+    let mut agent = agent_with(judge);
     let r = agent.invoke("clean up").await.unwrap();
-    for d in &r.decisions {
-        println!("{:?} {:?}", d.action, d.text);
-        if d.action == DecisionAction::Error {
-            let text = d.text.as_deref().unwrap_or("");
-            assert!(text.starts_with("unparsable judge verdict"), "{text}");
-        }
+    let judged: Vec<_> = r
+        .decisions
+        .iter()
+        .filter(|d| d.handler == "judge")
+        .collect();
+    assert_eq!(judged.len(), 1, "one judged call: {:?}", r.decisions);
+    let d = judged[0];
+    println!("{:?} {:?} {:?}", d.action, d.text, d.detail);
+    let detail = d
+        .detail
+        .as_ref()
+        .expect("the judge's record has its detail");
+    let usage = &detail["usage"];
+    assert!(usage["input_tokens"].as_u64() > Some(0), "{detail}");
+    // (An immediate end of text is 0 output tokens: only that the count was read.)
+    assert!(usage["output_tokens"].is_u64(), "{detail}");
+    if d.action == DecisionAction::Error {
+        let text = d.text.as_deref().unwrap_or("");
+        assert!(text.starts_with("unparsable judge verdict"), "{text}");
+    } else {
+        assert!(detail["verdict"].is_string(), "{detail}");
     }
 }

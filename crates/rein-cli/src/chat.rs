@@ -483,6 +483,8 @@ fn decision_line(d: &DecisionRecord) -> String {
         DecisionAction::Error => style("error".to_owned()).magenta().bold(),
         // A parallel handler cancelled by an earlier member's stop: it decided nothing.
         DecisionAction::None => style("skipped".to_owned()).dim(),
+        // Recorded for its detail (an LLM judge's verdict): the call went ahead.
+        DecisionAction::Proceed => style("proceed".to_owned()).green(),
         _ => style("decision".to_owned()).bold(),
     };
     let outcome = match d.outcome {

@@ -207,6 +207,45 @@ fn the_ready_made_kinds_load_in_chat() {
 }
 
 #[test]
+fn an_llm_judge_policy_judges_the_chat_agent() {
+    // Scripted answers: the judge guides the clock call away; the audit shows its reason.
+    let (out, dir) = chat_with_policy(
+        "judge",
+        "policy.toml",
+        "[[policy]]\nname = \"judge\"\nkind = \"llm_judge\"\n\
+         script = ['{\"verdict\": \"guide\", \"reason\": \"no clocks today\"}']\n",
+        "what time is it?\n",
+    );
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("[guide] judge @ before_tool_call: no clocks today"),
+        "{text}"
+    );
+    assert!(text.contains("GUIDANCE: [judge] no clocks today"), "{text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+    // Without a script the judge asks the chat's own model: the demo model answers with a tool
+    // call, not a verdict, so `on_error` decides — here, deny.
+    let (out, dir) = chat_with_policy(
+        "judge-demo",
+        "policy.toml",
+        "[[policy]]\nname = \"judge\"\nkind = \"llm_judge\"\non_error = \"deny\"\n",
+        "what time is it?\n",
+    );
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("[error (handler error)] judge @ before_tool_call: unparsable judge verdict"),
+        "{text}"
+    );
+    assert!(
+        text.contains("DENIED: Handler threw: unparsable judge verdict"),
+        "{text}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn bad_policy_and_unbuilt_provider_exit_2() {
     let dir = std::env::temp_dir().join(format!("rein-chat-bad-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -112,6 +112,9 @@ pub enum DecisionAction {
     None,
     /// Control passed to another agent (recorded by `rein:handoff`; the text says who to whom).
     Handoff,
+    /// A proceed, recorded only when the handler attached a
+    /// [`detail`](DecisionRecord::detail) to it (an LLM judge's verdict, say).
+    Proceed,
 }
 
 /// What became of a decision.
@@ -164,6 +167,10 @@ pub struct DecisionRecord {
     /// (`child`, `child/grandchild`); `None` for this agent's own decisions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
+    /// Structured detail the handler attached to its decision (an LLM judge's verdict, reason
+    /// and token usage). Boxed: most records have none, and records are moved often.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<Box<serde_json::Value>>,
 }
 
 /// What became of a `Confirm`: the human was asked, or answered.
@@ -259,6 +266,7 @@ impl DecisionRecord {
             duration: None,
             confirmation: None,
             agent: None,
+            detail: None,
         }
     }
 
@@ -310,6 +318,23 @@ mod tests {
         let json = serde_json::to_value(&r).unwrap();
         assert_eq!(json["action"], "none");
         assert_eq!(json["outcome"], "not_run");
+        assert_eq!(serde_json::from_value::<DecisionRecord>(json).unwrap(), r);
+    }
+
+    #[test]
+    fn a_detail_round_trips_and_is_left_out_when_absent() {
+        let mut r = DecisionRecord::new(
+            "judge",
+            EventKind::BeforeToolCall,
+            DecisionAction::Proceed,
+            DecisionOutcome::Applied,
+        );
+        let without = serde_json::to_value(&r).unwrap();
+        assert!(without.get("detail").is_none());
+        r.detail = Some(Box::new(serde_json::json!({"verdict": "proceed"})));
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["action"], "proceed");
+        assert_eq!(json["detail"]["verdict"], "proceed");
         assert_eq!(serde_json::from_value::<DecisionRecord>(json).unwrap(), r);
     }
 }

@@ -269,7 +269,8 @@ impl HumanApproval {
     }
 
     /// Whether "trust this tool for the session" answers are honoured (default true; off,
-    /// `"always"` rejects like any other unknown answer).
+    /// `"always"` rejects like any other unknown answer, and an inline
+    /// [`ApprovalAnswer::Trust`] approves this call only).
     pub fn trust(mut self, on: bool) -> Self {
         self.trust = on;
         self
@@ -413,8 +414,11 @@ impl HumanApproval {
         .await;
         let value = match answer {
             ApprovalAnswer::Approve => json!(true),
+            // With trust off, "trust" is only an approval of this call.
             ApprovalAnswer::Trust => {
-                self.remember(cx, &call.name);
+                if self.trust {
+                    self.remember(cx, &call.name);
+                }
                 json!(true)
             }
             ApprovalAnswer::Reject => json!(false),

@@ -1,7 +1,9 @@
 //! The handler trait, and what handlers are given.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
 
 use rein_core::{
     audit::OnError,
@@ -35,13 +37,29 @@ pub enum Mode {
 
 /// What a handler is given besides the event: the invocation it runs in. Built once per
 /// dispatch and shared by all handlers of that dispatch; cloning is cheap.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 #[non_exhaustive]
 pub struct InterventionContext {
     invocation_id: InvocationId,
     invocation_state: InvocationState,
     run_state: RunState,
     agent_state: AgentState,
+    /// What the running handler attached to its decision (see `record_detail`); taken by the
+    /// pass after each handler. Inline, so a pass that records nothing allocates nothing.
+    detail: Mutex<Option<Value>>,
+}
+
+impl Clone for InterventionContext {
+    /// A clone shares the states; its detail slot is its own (and empty).
+    fn clone(&self) -> Self {
+        Self {
+            invocation_id: self.invocation_id,
+            invocation_state: self.invocation_state.clone(),
+            run_state: self.run_state.clone(),
+            agent_state: self.agent_state.clone(),
+            detail: Mutex::new(None),
+        }
+    }
 }
 
 impl InterventionContext {
@@ -52,6 +70,7 @@ impl InterventionContext {
             invocation_state,
             run_state: RunState::new(),
             agent_state: AgentState::new(),
+            detail: Mutex::new(None),
         }
     }
 
@@ -117,6 +136,37 @@ impl InterventionContext {
     pub fn agent_state(&self) -> &AgentState {
         &self.agent_state
     }
+
+    /// Attaches `detail` to the decision the handler is about to return: it is the audit
+    /// record's [`detail`](rein_core::audit::DecisionRecord::detail), and with it even a
+    /// `Proceed` is recorded (action `proceed`). For what the audit should say beyond the
+    /// action's text — an LLM judge's verdict, reason and token usage. A later call replaces
+    /// the detail; only this context's handler call sees it (not a clone of the context).
+    ///
+    /// ```
+    /// use rein_interventions::testing::{self, ToolCall};
+    /// use rein_interventions::*;
+    ///
+    /// let scored = Intervention::named("scorer").before_tool_call(|_, cx| {
+    ///     cx.record_detail(json!({"score": 0.2}));
+    ///     BeforeToolCallAction::Proceed
+    /// });
+    /// let out = testing::run([scored], ToolCall::new("search", json!({})).event());
+    /// assert_eq!(out.decisions[0].action, DecisionAction::Proceed);
+    /// assert_eq!(out.decisions[0].detail.as_deref(), Some(&json!({"score": 0.2})));
+    /// ```
+    pub fn record_detail(&self, detail: impl Into<Value>) {
+        // A poisoned slot only means a handler panicked while setting it: the value is whole.
+        *self.detail.lock().unwrap_or_else(|e| e.into_inner()) = Some(detail.into());
+    }
+
+    /// Takes the detail the last handler attached (no lock: the pass owns the context).
+    pub(crate) fn take_detail(&mut self) -> Option<Value> {
+        self.detail
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
 }
 
 impl From<&InvocationContext> for InterventionContext {
@@ -126,6 +176,7 @@ impl From<&InvocationContext> for InterventionContext {
             invocation_state: cx.invocation_state.clone(),
             run_state: cx.run_state.clone(),
             agent_state: cx.agent_state.clone(),
+            detail: Mutex::new(None),
         }
     }
 }

@@ -308,6 +308,8 @@ enum Tag {
     Transform,
     ConfirmApproved,
     ConfirmAsked,
+    /// A proceed recorded for its detail.
+    Proceed,
 }
 
 /// How a pass ended.
@@ -390,7 +392,7 @@ macro_rules! pass {
         if entries.is_empty() || event.settled() {
             return Ok(());
         }
-        let cx = InterventionContext::from(event.invocation());
+        let mut cx = InterventionContext::from(event.invocation());
         let mut pass: Pass<Draft<E>> = Pass::new();
         // (`while let` over the iterator is what `for` expands to; the group skips its members.)
         let mut rest = entries.iter();
@@ -416,7 +418,8 @@ macro_rules! pass {
                 Decision::Ready(None) => Err(HandlerError::new("decision already taken")),
                 Decision::Boxed($future) => $settle,
             };
-            if let Flow::Stop = step(&mut pass, entry, event, result, started)? {
+            let detail = cx.take_detail();
+            if let Flow::Stop = step(&mut pass, entry, event, result, detail, started)? {
                 break;
             }
         }
@@ -444,8 +447,13 @@ async fn run_group<E: PassEvent>(
     cx: &InterventionContext,
     timing: bool,
 ) -> Result<Flow, Error> {
-    let results = gather(members, &*event, cx, timing).await;
+    // Each member gets a context of its own, so the details they attach stay apart.
+    let mut contexts: Vec<InterventionContext> = members.iter().map(|_| cx.clone()).collect();
+    let results = gather(members, &*event, &contexts, timing).await;
     for (i, (entry, settled)) in members.iter().zip(results).enumerate() {
+        let detail = contexts
+            .get_mut(i)
+            .and_then(InterventionContext::take_detail);
         // `gather` leaves results out only after a result that stops the pass, which `step`
         // stops at, so this is not reached; fail closed all the same.
         let (result, took) =
@@ -453,7 +461,7 @@ async fn run_group<E: PassEvent>(
         // `step` measures from `started`: the instant that gives the member its own duration.
         let started = took.and_then(|took| Instant::now().checked_sub(took));
         let skipped = members.get(i + 1..).unwrap_or_default();
-        match step(pass, entry, event, result, started) {
+        match step(pass, entry, event, result, detail, started) {
             Ok(Flow::Continue) => {}
             Ok(Flow::Stop) => {
                 for entry in skipped {
@@ -491,10 +499,10 @@ fn not_run<E: PassEvent>(event: &E, entry: &Entry) -> DecisionRecord {
 /// earliest ones decide something that stops the pass: then the members still running are
 /// dropped (cancelled) and those not yet called are not called. The results are in
 /// registration order; a member left out (`None`) comes after one that stops the pass.
-async fn gather<E: PassEvent>(
-    members: &[Entry],
-    event: &E,
-    cx: &InterventionContext,
+async fn gather<'a, E: PassEvent>(
+    members: &'a [Entry],
+    event: &'a E,
+    contexts: &'a [InterventionContext],
     timing: bool,
 ) -> Vec<Option<Settled<E::Action>>> {
     let started = timing.then(Instant::now);
@@ -503,7 +511,7 @@ async fn gather<E: PassEvent>(
     // Members before this one have all decided, and none of them stops the pass.
     let mut resolved = 0;
     let mut running = FuturesUnordered::new();
-    for (i, entry) in members.iter().enumerate() {
+    for (i, (entry, cx)) in members.iter().zip(contexts).enumerate() {
         let result = match call_handler(entry, event, cx) {
             Decision::Ready(Some(result)) => result,
             Decision::Ready(None) => Err(HandlerError::new("decision already taken")),
@@ -566,25 +574,64 @@ fn run_pass_now<E: PassEvent>(shared: &Shared, event: &mut E) -> Result<(), Erro
     )))
 }
 
-/// Acts on one handler's result; an `Err` fails the invocation (`OnError::Throw`).
+/// Acts on one handler's result, with the detail it attached; an `Err` fails the invocation
+/// (`OnError::Throw`).
 #[inline]
 fn step<E: PassEvent>(
     pass: &mut Pass<Draft<E>>,
     entry: &Entry,
     event: &mut E,
     result: Result<E::Action, HandlerError>,
+    detail: Option<Value>,
     started: Option<Instant>,
 ) -> Result<Flow, Error> {
+    let before = pass.records.len();
     let flow = match result {
-        Ok(action) => match action.into_verdict() {
-            Verdict::Proceed => return Ok(Flow::Continue),
-            verdict => decide(pass, entry, event, verdict, started),
+        Ok(action) => match (action.into_verdict(), detail) {
+            (Verdict::Proceed, None) => return Ok(Flow::Continue),
+            (Verdict::Proceed, Some(detail)) => {
+                let (outcome, tag) = if entry.mode == Mode::Shadow {
+                    (DecisionOutcome::Shadowed, Tag::Fixed)
+                } else {
+                    (DecisionOutcome::Applied, Tag::Proceed)
+                };
+                let mut r = record(
+                    event,
+                    entry,
+                    DecisionAction::Proceed,
+                    outcome,
+                    None,
+                    elapsed(started),
+                );
+                r.detail = Some(Box::new(detail));
+                pass.records.push((r, tag));
+                return Ok(Flow::Continue);
+            }
+            (verdict, detail) => {
+                let flow = decide(pass, entry, event, verdict, started);
+                attach(pass, before, detail);
+                flow
+            }
         },
-        Err(error) => Err(error),
+        Err(error) => {
+            // An error record carries the detail too (a judge's usage for an unparsable
+            // verdict); a throw hands the records over at once, so attach it first.
+            return handler_failed(pass, entry, event, error, detail, started);
+        }
     };
     match flow {
         Ok(flow) => Ok(flow),
-        Err(error) => handler_failed(pass, entry, event, error, started),
+        // A decision that failed (an edit, an evaluation): its detail went nowhere yet.
+        Err(error) => handler_failed(pass, entry, event, error, None, started),
+    }
+}
+
+/// Puts `detail` on the record the handler's decision added, if it added one.
+fn attach<D>(pass: &mut Pass<D>, before: usize, detail: Option<Value>) {
+    if let (Some(detail), true) = (detail, pass.records.len() > before)
+        && let Some((r, _)) = pass.records.last_mut()
+    {
+        r.detail = Some(Box::new(detail));
     }
 }
 
@@ -807,6 +854,7 @@ fn handler_failed<E: PassEvent>(
     entry: &Entry,
     event: &mut E,
     error: HandlerError,
+    detail: Option<Value>,
     started: Option<Instant>,
 ) -> Result<Flow, Error> {
     let message = error.message().to_owned();
@@ -825,6 +873,7 @@ fn handler_failed<E: PassEvent>(
         elapsed(started),
     );
     r.on_error = Some(policy);
+    r.detail = detail.map(Box::new);
     pass.records.push((r, Tag::Fixed));
     match policy {
         OnError::Proceed => {
@@ -931,7 +980,7 @@ fn final_outcome<E: PassEvent>(current: DecisionOutcome, tag: Tag, end: End) -> 
         (Tag::Guide, _) => Applied,
         (Tag::Transform, End::Guided) if E::GUIDE != GuideEffect::Inject => Overridden,
         (Tag::Transform, End::Interrupted) => Overridden,
-        (Tag::ConfirmApproved | Tag::ConfirmAsked, End::Guided) => Overridden,
+        (Tag::ConfirmApproved | Tag::ConfirmAsked | Tag::Proceed, End::Guided) => Overridden,
         _ => Applied,
     }
 }
@@ -956,6 +1005,7 @@ fn emit(record: &DecisionRecord) {
             confirmation = record.confirmation.as_ref().map(|c| c.status.as_str()),
             answer_source = ?record.confirmation.as_ref().and_then(|c| c.source),
             duration_ns = record.duration.map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
+            detail = record.detail.as_ref().map(tracing::field::display),
             "intervention decision"
         );
     }

@@ -145,6 +145,27 @@ async fn an_inline_callback_answers_at_once() {
 }
 
 #[tokio::test]
+async fn an_inline_trust_with_trust_off_approves_this_call_only() {
+    let h = HumanApproval::new("approval")
+        .trust(false)
+        .ask_with(|_| async { ApprovalAnswer::Trust });
+    let session = AgentState::new();
+    let reg = InterventionRegistry::new([SharedHandler::new(h)])
+        .unwrap()
+        .to_hooks();
+    for id in ["1", "2"] {
+        let mut ev = ToolCall::new("shell", json!({"id": id}))
+            .agent_state(&session)
+            .event();
+        reg.dispatch(&mut ev).await.unwrap();
+        assert_eq!(ev.cancel_tool, Cancel::No);
+        // Asked each time: nothing was trusted.
+        assert_eq!(ev.decisions()[0].action, DecisionAction::Confirm);
+    }
+    assert_eq!(session.get("approval:trusted"), None);
+}
+
+#[tokio::test]
 async fn low_risk_calls_pass_without_asking() {
     let h = HumanApproval::new("approval").risk(|call: &ToolUse| {
         if call.name.starts_with("read") {

@@ -1,9 +1,10 @@
 //! Cedar authorization: allow, deny, no decision, policy ids in reasons, fail-closed principal,
-//! validation errors with file, line and column, counts per run and per session, hot reload.
+//! validation errors with file, line and column, counts per run and per session, hot reload,
+//! a resource from the tool input, the time in the context, the policy kind's principal.
 #![cfg(feature = "cedar")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use rein_interventions::cedar::{CedarAuthorizer, Principal};
+use rein_interventions::cedar::{CedarAuthorizer, Entity, Principal};
 use rein_interventions::testing::{self, ToolCall};
 use rein_interventions::*;
 
@@ -384,4 +385,100 @@ fn policies_scoped_to_actions_apply_to_those_tools_only() {
     );
     assert_eq!(run("d", 2), None);
     assert_eq!(a.policy_count(), 3);
+}
+
+#[test]
+fn a_resource_from_the_tool_input() {
+    let authz = SharedHandler::new(CedarAuthorizer::builder("authz")
+        .policies(
+            r#"
+            @id("public-reads") permit(principal, action == Action::"read_file", resource in Folder::"/srv/public");
+            @id("no-secrets") forbid(principal, action, resource) when { resource.secret };
+            "#,
+        )
+        .resource(|call, _| {
+            let path = call.input.get("path")?.as_str()?;
+            let folder = path.rsplit_once('/').map_or("/", |(dir, _)| dir);
+            Some(
+                Entity::new("File", path)
+                    .parent("Folder", folder)
+                    .attr("secret", path.ends_with(".key")),
+            )
+        })
+        .build()
+        .unwrap());
+    let read = |input: Value| {
+        let call = ToolCall::new("read_file", input).state(json!({"principal": "ann"}));
+        denial(&testing::run([authz.clone()], call.event()))
+    };
+    assert_eq!(read(json!({"path": "/srv/public/a.txt"})), None);
+    assert_eq!(
+        read(json!({"path": "/etc/passwd"})).as_deref(),
+        Some("DENIED: cedar: no policy permits 'read_file'")
+    );
+    assert_eq!(
+        read(json!({"path": "/srv/public/tls.key"})).as_deref(),
+        Some("DENIED: cedar: 'read_file' denied by policy no-secrets")
+    );
+    // No path, no resource: fail closed.
+    assert_eq!(
+        read(json!({})).as_deref(),
+        Some("DENIED: cedar: no resource for this call")
+    );
+}
+
+#[test]
+fn a_policy_on_the_time_of_the_call() {
+    // `context.time` is the call's Unix time: after 2020, and not before 1971.
+    let authz = SharedHandler::new(CedarAuthorizer::builder("authz")
+        .policies(
+            r#"
+            @id("since-2020") permit(principal, action == Action::"search", resource) when { context.time > 1577836800 };
+            @id("in-1970") permit(principal, action == Action::"delete", resource) when { context.time < 31536000 };
+            "#,
+        )
+        .build()
+        .unwrap());
+    let call = |tool: &str| {
+        let call = ToolCall::new(tool, json!({})).state(json!({"principal": "ann"}));
+        denial(&testing::run([authz.clone()], call.event()))
+    };
+    assert_eq!(call("search"), None);
+    assert_eq!(
+        call("delete").as_deref(),
+        Some("DENIED: cedar: no policy permits 'delete'")
+    );
+}
+
+#[cfg(feature = "policy")]
+#[test]
+fn policy_kind_cedar_principal() {
+    use rein_interventions::policy::Policy;
+    let spec = |principal: &str| {
+        format!(
+            "[[policy]]\nname = \"authz\"\nkind = \"cedar\"\nprincipal = '{principal}'\n\
+             policies = 'permit(principal == User::\"alice\", action, resource);'\n"
+        )
+    };
+    let policy = Policy::from_toml_str(&spec(r#"User::"alice""#)).unwrap();
+    let h = SharedHandler::new(policy.into_handlers().remove(0));
+    let call = || ToolCall::new("search", json!({}));
+    // No principal in the invocation: the configured one.
+    assert_eq!(denial(&testing::run([h.clone()], call().event())), None);
+    // The invocation's principal wins.
+    assert_eq!(
+        denial(&testing::run(
+            [h],
+            call().state(json!({"principal": "bob"})).event()
+        ))
+        .as_deref(),
+        Some("DENIED: cedar: no policy permits 'search'")
+    );
+    let err = Policy::from_toml_str(&spec("alice"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("policy[0].principal: invalid principal `alice`:"),
+        "{err}"
+    );
 }

@@ -547,3 +547,75 @@ fn a_policy_spec_may_mark_its_handler_parallel() {
         "policy[0].parallel: invalid type: string, expected a boolean (handler 'a')"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn each_member_keeps_the_detail_it_attached() {
+    // `a` finishes last, `b` first: each record still carries its own handler's detail.
+    let member = |name: &'static str, ms: u64, guide: bool| {
+        Intervention::named(name)
+            .parallel()
+            .before_tool_call_async(move |_, cx| {
+                cx.record_detail(json!({ "who": name }));
+                Box::pin(async move {
+                    sleep(Duration::from_millis(ms)).await;
+                    if guide {
+                        BeforeToolCallAction::guide("g")
+                    } else {
+                        BeforeToolCallAction::Proceed
+                    }
+                })
+            })
+    };
+    let registry = InterventionRegistry::new([
+        SharedHandler::from(member("a", 5, false)),
+        member("b", 1, true).into(),
+        Intervention::named("quiet")
+            .before_tool_call(|_, _| BeforeToolCallAction::Proceed)
+            .into(),
+        Intervention::named("d")
+            .before_tool_call(|_, cx| {
+                cx.record_detail(json!({"who": "d"}));
+                BeforeToolCallAction::deny("no")
+            })
+            .into(),
+    ])
+    .unwrap();
+    let mut ev = event();
+    registry.to_hooks().dispatch(&mut ev).await.unwrap();
+    let audit: Vec<_> = ev
+        .decisions()
+        .iter()
+        .map(|d| {
+            (
+                d.handler.as_str(),
+                d.action,
+                d.outcome,
+                d.detail.as_deref().cloned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        audit,
+        [
+            // A proceed is recorded only for its detail, and a later deny overrides it.
+            (
+                "a",
+                DecisionAction::Proceed,
+                DecisionOutcome::Overridden,
+                Some(json!({"who": "a"}))
+            ),
+            (
+                "b",
+                DecisionAction::Guide,
+                DecisionOutcome::Overridden,
+                Some(json!({"who": "b"}))
+            ),
+            (
+                "d",
+                DecisionAction::Deny,
+                DecisionOutcome::Applied,
+                Some(json!({"who": "d"}))
+            ),
+        ]
+    );
+}

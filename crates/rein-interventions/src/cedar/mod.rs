@@ -2,8 +2,9 @@
 //!
 //! [`CedarAuthorizer`] is an intervention handler on `before_tool_call`: each tool call is a
 //! Cedar request — principal from the invocation (a [`Principal`] resolver you can replace),
-//! action `Action::"<tool>"`, resource `Tool::"<tool>"`, and a context with the tool input and
-//! facts of the session (time, call counts) — decided against your policies. Allowed calls
+//! action `Action::"<tool>"`, resource `Tool::"<tool>"` (or what a resource resolver makes of
+//! the call, such as `File::"<path>"`), and a context with the tool input and facts of the
+//! session (time, call counts) — decided against your policies. Allowed calls
 //! proceed; denied ones are denied with the ids of the policies that decided. Policies (and an
 //! optional schema they are validated against) are checked when the handler is built: a bad
 //! policy is a [`CedarError`] naming the file, line and column.
@@ -45,7 +46,7 @@ use cedar_policy::{
     EntityTypeName, EntityUid, PolicyId, PolicySet, Request, Schema, ValidationMode, Validator,
 };
 use miette::Diagnostic;
-use rein_core::{audit::OnError, event::BeforeToolCallEvent};
+use rein_core::{ToolUse, audit::OnError, event::BeforeToolCallEvent};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
@@ -56,17 +57,22 @@ use crate::error::HandlerError;
 use crate::handler::{InterventionContext, InterventionHandler, Mode};
 use crate::set::EventSet;
 
-/// Who is calling: a Cedar entity (`User::"ann"`) with attributes and parents (the groups it
-/// is `in`, such as roles). Resolved from the invocation by the authorizer's resolver.
+/// A Cedar entity (`User::"ann"`, `File::"/srv/a.txt"`) with attributes and parents (the
+/// groups it is `in`, such as roles or folders): the principal of a request, resolved from the
+/// invocation, or its resource, resolved from the tool call.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Principal {
+pub struct Entity {
     type_name: String,
     id: String,
     attrs: Map<String, Value>,
     parents: Vec<(String, String)>,
 }
 
-impl Principal {
+/// Who is calling: an [`Entity`] resolved from the invocation by the authorizer's principal
+/// resolver.
+pub type Principal = Entity;
+
+impl Entity {
     /// The entity `<type_name>::"<id>"`.
     pub fn new(type_name: impl Into<String>, id: impl Into<String>) -> Self {
         Self {
@@ -82,7 +88,8 @@ impl Principal {
         self
     }
 
-    /// A member of `<type_name>::"<id>"` (`principal in Role::"admin"`).
+    /// A member of `<type_name>::"<id>"` (`principal in Role::"admin"`,
+    /// `resource in Folder::"/srv"`).
     pub fn parent(mut self, type_name: impl Into<String>, id: impl Into<String>) -> Self {
         self.parents.push((type_name.into(), id.into()));
         self
@@ -91,12 +98,12 @@ impl Principal {
     /// The default resolver: the invocation state's `principal` — a string (the id of a
     /// `User`) or an object `{"type", "id", "attrs"?, "parents"?: [{"type", "id"}]}`. `None`
     /// when it is absent or malformed (and the call is then denied).
-    pub fn from_invocation(cx: &InterventionContext) -> Option<Principal> {
+    pub fn from_invocation(cx: &InterventionContext) -> Option<Entity> {
         match cx.invocation_state().get("principal")? {
-            Value::String(id) => Some(Principal::new("User", id.clone())),
+            Value::String(id) => Some(Entity::new("User", id.clone())),
             Value::Object(o) => {
                 let text = |v: &Value| v.as_str().map(str::to_owned);
-                let mut p = Principal::new(text(o.get("type")?)?, text(o.get("id")?)?);
+                let mut p = Entity::new(text(o.get("type")?)?, text(o.get("id")?)?);
                 if let Some(Value::Object(attrs)) = o.get("attrs") {
                     p.attrs = attrs.clone();
                 }
@@ -111,6 +118,21 @@ impl Principal {
         }
     }
 
+    /// An entity from its Cedar uid, `Type::"id"` (no attributes, no parents).
+    #[cfg(feature = "policy")]
+    pub(crate) fn parse_uid(text: &str) -> Result<Entity, String> {
+        let uid = EntityUid::from_str(text.trim()).map_err(|e| e.to_string())?;
+        Ok(Entity::new(
+            uid.type_name().to_string(),
+            uid.id().unescaped().to_owned(),
+        ))
+    }
+
+    /// The default resource: `Tool::"<tool>"`.
+    pub fn tool(call: &ToolUse) -> Option<Entity> {
+        Some(Entity::new("Tool", call.name.clone()))
+    }
+
     fn uid(&self) -> Result<EntityUid, HandlerError> {
         uid(&self.type_name, &self.id)
     }
@@ -122,7 +144,8 @@ fn uid(type_name: &str, id: &str) -> Result<EntityUid, HandlerError> {
     Ok(EntityUid::from_type_name_and_id(ty, EntityId::new(id)))
 }
 
-type Resolver = dyn Fn(&InterventionContext) -> Option<Principal> + Send + Sync;
+type Resolver = dyn Fn(&InterventionContext) -> Option<Entity> + Send + Sync;
+type ResourceResolver = dyn Fn(&ToolUse, &InterventionContext) -> Option<Entity> + Send + Sync;
 
 /// Where policies or a schema come from.
 #[derive(Debug, Clone)]
@@ -286,6 +309,7 @@ pub struct CedarAuthorizerBuilder {
     policies: Option<Source>,
     schema: Option<Source>,
     resolver: Arc<Resolver>,
+    resource: Arc<ResourceResolver>,
     hot_reload: bool,
     on_error: OnError,
     mode: Mode,
@@ -338,6 +362,39 @@ impl CedarAuthorizerBuilder {
         self
     }
 
+    /// Replaces the resource resolver (default [`Entity::tool`]: `Tool::"<tool>"`), to
+    /// authorize what a call touches — `File::"<path>"` from its input, say. A call whose
+    /// resource resolves to `None` is denied: authorization fails closed.
+    ///
+    /// ```
+    /// use rein_interventions::cedar::{CedarAuthorizer, Entity};
+    /// use rein_interventions::testing::{self, ToolCall};
+    /// use rein_interventions::*;
+    ///
+    /// let authz = CedarAuthorizer::builder("authz")
+    ///     .policies(r#"permit(principal, action, resource in Folder::"public");"#)
+    ///     .resource(|call, _cx| {
+    ///         let path = call.input.get("path")?.as_str()?;
+    ///         let folder = if path.starts_with("/srv/public/") { "public" } else { "private" };
+    ///         Some(Entity::new("File", path).parent("Folder", folder))
+    ///     })
+    ///     .build()?;
+    /// let call = |path: &str| ToolCall::new("read_file", json!({"path": path})).state(json!({"principal": "ann"}));
+    /// let out = testing::run([authz], call("/etc/passwd").event());
+    /// assert_eq!(
+    ///     out.event.cancel_tool,
+    ///     Cancel::Message("DENIED: cedar: no policy permits 'read_file'".into())
+    /// );
+    /// # Ok::<(), rein_interventions::cedar::CedarError>(())
+    /// ```
+    pub fn resource(
+        mut self,
+        resolver: impl Fn(&ToolUse, &InterventionContext) -> Option<Entity> + Send + Sync + 'static,
+    ) -> Self {
+        self.resource = Arc::new(resolver);
+        self
+    }
+
     /// Reload the policy (and schema) file when it changes: before each tool call the files'
     /// modification times are compared with those loaded (one `stat` each). A change that
     /// does not load keeps the policies in force and is logged (`warn!`), once per change.
@@ -369,6 +426,7 @@ impl CedarAuthorizerBuilder {
             on_error: self.on_error,
             mode: self.mode,
             resolver: self.resolver,
+            resource: self.resource,
             hot_reload: self.hot_reload,
             policies,
             schema: self.schema,
@@ -415,7 +473,8 @@ struct RunCalls {
 ///
 /// - principal: the resolver's [`Principal`] (default: the invocation state's `principal`);
 ///   unresolved → `DENIED: cedar: no principal for this invocation`;
-/// - action `Action::"t"`, resource `Tool::"t"`;
+/// - action `Action::"t"`; resource: the resource resolver's [`Entity`] (default `Tool::"t"`);
+///   unresolved → `DENIED: cedar: no resource for this call`;
 /// - context: `tool` (the name), `input` (the tool input; `null`s and keys starting with `__`
 ///   dropped, floats and integers beyond 64 bits as strings), `time` (Unix seconds),
 ///   `calls_in_invocation` / `calls_in_session` (tool calls this handler let through before
@@ -431,6 +490,7 @@ pub struct CedarAuthorizer {
     on_error: OnError,
     mode: Mode,
     resolver: Arc<Resolver>,
+    resource: Arc<ResourceResolver>,
     hot_reload: bool,
     policies: Source,
     schema: Option<Source>,
@@ -459,6 +519,7 @@ impl CedarAuthorizer {
             policies: None,
             schema: None,
             resolver: Arc::new(Principal::from_invocation),
+            resource: Arc::new(|call, _| Entity::tool(call)),
             hot_reload: false,
             on_error: OnError::Deny,
             mode: Mode::Enforce,
@@ -536,6 +597,11 @@ impl CedarAuthorizer {
                 "cedar: no principal for this invocation",
             ));
         };
+        let Some(resource) = (self.resource)(call, cx) else {
+            return Ok(BeforeToolCallAction::deny(
+                "cedar: no resource for this call",
+            ));
+        };
         let run_key = format!("{}:calls", self.name);
         let run: RunCalls = cx.run_state().load(&run_key)?.unwrap_or_default();
         let session: Calls = cx
@@ -558,12 +624,12 @@ impl CedarAuthorizer {
         let schema = loaded.schema.as_ref();
         let principal_uid = principal.uid()?;
         let action = uid("Action", tool)?;
-        let resource = uid("Tool", tool)?;
+        let resource_uid = resource.uid()?;
         let context = Context::from_json_value(context, schema.map(|s| (s, &action)))
             .map_err(|e| HandlerError::new(format!("cedar context: {e}")))?;
-        let entities = Entities::from_json_value(entities_json(&principal, tool), schema)
+        let entities = Entities::from_json_value(entities_json(&principal, &resource), schema)
             .map_err(|e| HandlerError::new(format!("cedar entities: {e}")))?;
-        let request = Request::new(principal_uid, action, resource, context, schema)
+        let request = Request::new(principal_uid, action, resource_uid, context, schema)
             .map_err(|e| HandlerError::new(format!("cedar request: {e}")))?;
         let response = self
             .authorizer
@@ -627,23 +693,37 @@ impl CedarAuthorizer {
     }
 }
 
-/// The principal, its parents and the tool as Cedar JSON entities.
-fn entities_json(p: &Principal, tool: &str) -> Value {
-    let attrs = cedar_value(&Value::Object(p.attrs.clone())).unwrap_or_else(|| json!({}));
-    let parents: Vec<Value> = p
-        .parents
-        .iter()
-        .map(|(t, id)| json!({"type": t, "id": id}))
-        .collect();
-    let mut list = vec![json!({
-        "uid": {"type": p.type_name, "id": p.id},
-        "attrs": attrs,
-        "parents": parents,
-    })];
-    for (t, id) in &p.parents {
-        list.push(json!({"uid": {"type": t, "id": id}, "attrs": {}, "parents": []}));
+/// The principal, the resource and their parents as Cedar JSON entities, each once (the
+/// first mention wins: Cedar rejects a uid given twice).
+fn entities_json(principal: &Entity, resource: &Entity) -> Value {
+    let mut entities: Vec<(&str, &str, Value)> = Vec::new();
+    for e in [principal, resource] {
+        let attrs = cedar_value(&Value::Object(e.attrs.clone())).unwrap_or_else(|| json!({}));
+        let parents: Vec<Value> = e
+            .parents
+            .iter()
+            .map(|(t, id)| json!({"type": t, "id": id}))
+            .collect();
+        let entity =
+            json!({"uid": {"type": e.type_name, "id": e.id}, "attrs": attrs, "parents": parents});
+        entities.push((&e.type_name, &e.id, entity));
     }
-    list.push(json!({"uid": {"type": "Tool", "id": tool}, "attrs": {}, "parents": []}));
+    for e in [principal, resource] {
+        for (t, id) in &e.parents {
+            let entity = json!({"uid": {"type": t, "id": id}, "attrs": {}, "parents": []});
+            entities.push((t, id, entity));
+        }
+    }
+    let mut list = Vec::with_capacity(entities.len());
+    for (i, (t, id, entity)) in entities.iter().enumerate() {
+        if !entities
+            .iter()
+            .take(i)
+            .any(|(t2, id2, _)| (t2, id2) == (t, id))
+        {
+            list.push(entity.clone());
+        }
+    }
     Value::Array(list)
 }
 

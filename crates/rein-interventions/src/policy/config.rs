@@ -345,6 +345,11 @@ pub struct Cedar {
     /// Reload the files when they change (default false).
     #[serde(default)]
     pub hot_reload: bool,
+    /// The principal of invocations whose state names none, as a Cedar entity uid
+    /// (`User::"alice"`): for a single-user agent such as `rein chat`. An invocation state's
+    /// `principal` still wins (a malformed one still denies).
+    #[serde(default)]
+    pub principal: Option<String>,
 }
 
 fn default_all_tools() -> Vec<String> {

@@ -302,6 +302,17 @@ fn cedar_authorizer(
     if let Some(schema) = c.schema_file {
         b = b.schema_file(schema);
     }
+    if let Some(text) = c.principal {
+        let fallback = crate::cedar::Entity::parse_uid(&text).map_err(|e| {
+            PolicyError::new(format!("invalid principal `{text}`: {e}"))
+                .field("principal")
+                .handler(name)
+        })?;
+        b = b.principal(move |cx| match cx.invocation_state().get("principal") {
+            Some(_) => crate::cedar::Principal::from_invocation(cx),
+            None => Some(fallback.clone()),
+        });
+    }
     b.build().map_err(|e| {
         PolicyError::new(e.to_string())
             .field("policies")
