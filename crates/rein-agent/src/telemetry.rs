@@ -117,6 +117,7 @@ fn action_str(a: DecisionAction) -> &'static str {
         DecisionAction::Transform => "transform",
         DecisionAction::Error => "error",
         DecisionAction::Handoff => "handoff",
+        DecisionAction::Proceed => "proceed",
         _ => "none",
     }
 }

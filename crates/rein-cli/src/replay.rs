@@ -446,6 +446,10 @@ fn decision_json(d: &DecisionRecord) -> Value {
     if let (Some(c), Some(obj)) = (&d.confirmation, v.as_object_mut()) {
         obj.insert("confirmation".into(), json!(c));
     }
+    // What the handler attached (an LLM judge's verdict, reason and usage).
+    if let (Some(detail), Some(obj)) = (&d.detail, v.as_object_mut()) {
+        obj.insert("detail".into(), json!(detail));
+    }
     v
 }
 
