@@ -46,7 +46,7 @@ pub struct InterventionContext {
     agent_state: AgentState,
     /// What the running handler attached to its decision (see `record_detail`); taken by the
     /// pass after each handler. Inline, so a pass that records nothing allocates nothing.
-    detail: Mutex<Option<Value>>,
+    detail: Mutex<Option<Box<Value>>>,
 }
 
 impl Clone for InterventionContext {
@@ -157,11 +157,11 @@ impl InterventionContext {
     /// ```
     pub fn record_detail(&self, detail: impl Into<Value>) {
         // A poisoned slot only means a handler panicked while setting it: the value is whole.
-        *self.detail.lock().unwrap_or_else(|e| e.into_inner()) = Some(detail.into());
+        *self.detail.lock().unwrap_or_else(|e| e.into_inner()) = Some(Box::new(detail.into()));
     }
 
     /// Takes the detail the last handler attached (no lock: the pass owns the context).
-    pub(crate) fn take_detail(&mut self) -> Option<Value> {
+    pub(crate) fn take_detail(&mut self) -> Option<Box<Value>> {
         self.detail
             .get_mut()
             .unwrap_or_else(|e| e.into_inner())

@@ -575,63 +575,70 @@ fn run_pass_now<E: PassEvent>(shared: &Shared, event: &mut E) -> Result<(), Erro
 }
 
 /// Acts on one handler's result, with the detail it attached; an `Err` fails the invocation
-/// (`OnError::Throw`).
+/// (`OnError::Throw`). The plain proceed is the hot path: everything else is out of line.
 #[inline]
 fn step<E: PassEvent>(
     pass: &mut Pass<Draft<E>>,
     entry: &Entry,
     event: &mut E,
     result: Result<E::Action, HandlerError>,
-    detail: Option<Value>,
+    detail: Option<Box<Value>>,
     started: Option<Instant>,
 ) -> Result<Flow, Error> {
-    let before = pass.records.len();
-    let flow = match result {
-        Ok(action) => match (action.into_verdict(), detail) {
-            (Verdict::Proceed, None) => return Ok(Flow::Continue),
-            (Verdict::Proceed, Some(detail)) => {
-                let (outcome, tag) = if entry.mode == Mode::Shadow {
-                    (DecisionOutcome::Shadowed, Tag::Fixed)
-                } else {
-                    (DecisionOutcome::Applied, Tag::Proceed)
-                };
-                let mut r = record(
-                    event,
-                    entry,
-                    DecisionAction::Proceed,
-                    outcome,
-                    None,
-                    elapsed(started),
-                );
-                r.detail = Some(Box::new(detail));
-                pass.records.push((r, tag));
-                return Ok(Flow::Continue);
-            }
-            (verdict, detail) => {
-                let flow = decide(pass, entry, event, verdict, started);
-                attach(pass, before, detail);
-                flow
-            }
+    match result {
+        Ok(action) => match action.into_verdict() {
+            Verdict::Proceed if detail.is_none() => Ok(Flow::Continue),
+            verdict => decided(pass, entry, event, verdict, detail, started),
         },
-        Err(error) => {
-            // An error record carries the detail too (a judge's usage for an unparsable
-            // verdict); a throw hands the records over at once, so attach it first.
-            return handler_failed(pass, entry, event, error, detail, started);
+        // An error record carries the detail too (a judge's usage for an unparsable verdict);
+        // a throw hands the records over at once, so it is attached there.
+        Err(error) => handler_failed(pass, entry, event, error, detail, started),
+    }
+}
+
+/// A decision other than a plain proceed: recorded, applied, the detail on its record.
+#[inline(never)]
+fn decided<E: PassEvent>(
+    pass: &mut Pass<Draft<E>>,
+    entry: &Entry,
+    event: &mut E,
+    verdict: Verdict<Draft<E>>,
+    detail: Option<Box<Value>>,
+    started: Option<Instant>,
+) -> Result<Flow, Error> {
+    let detail = match (&verdict, detail) {
+        (Verdict::Proceed, Some(detail)) => {
+            let (outcome, tag) = if entry.mode == Mode::Shadow {
+                (DecisionOutcome::Shadowed, Tag::Fixed)
+            } else {
+                (DecisionOutcome::Applied, Tag::Proceed)
+            };
+            let mut r = record(
+                event,
+                entry,
+                DecisionAction::Proceed,
+                outcome,
+                None,
+                elapsed(started),
+            );
+            r.detail = Some(detail);
+            pass.records.push((r, tag));
+            return Ok(Flow::Continue);
         }
+        (_, detail) => detail,
     };
+    let before = pass.records.len();
+    let flow = decide(pass, entry, event, verdict, started);
+    // Puts the detail on the record the decision added, if it added one.
+    if let (Some(detail), true) = (detail, pass.records.len() > before)
+        && let Some((r, _)) = pass.records.last_mut()
+    {
+        r.detail = Some(detail);
+    }
     match flow {
         Ok(flow) => Ok(flow),
         // A decision that failed (an edit, an evaluation): its detail went nowhere yet.
         Err(error) => handler_failed(pass, entry, event, error, None, started),
-    }
-}
-
-/// Puts `detail` on the record the handler's decision added, if it added one.
-fn attach<D>(pass: &mut Pass<D>, before: usize, detail: Option<Value>) {
-    if let (Some(detail), true) = (detail, pass.records.len() > before)
-        && let Some((r, _)) = pass.records.last_mut()
-    {
-        r.detail = Some(Box::new(detail));
     }
 }
 
@@ -854,7 +861,7 @@ fn handler_failed<E: PassEvent>(
     entry: &Entry,
     event: &mut E,
     error: HandlerError,
-    detail: Option<Value>,
+    detail: Option<Box<Value>>,
     started: Option<Instant>,
 ) -> Result<Flow, Error> {
     let message = error.message().to_owned();
@@ -873,7 +880,7 @@ fn handler_failed<E: PassEvent>(
         elapsed(started),
     );
     r.on_error = Some(policy);
-    r.detail = detail.map(Box::new);
+    r.detail = detail;
     pass.records.push((r, Tag::Fixed));
     match policy {
         OnError::Proceed => {
