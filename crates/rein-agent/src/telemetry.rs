@@ -69,16 +69,16 @@ pub(crate) fn exporting() -> bool {
     EXPORTING.load(Ordering::Relaxed)
 }
 
-/// Sets a list of strings as a span attribute, which a `tracing` field cannot hold.
-type ListRecorder = fn(&tracing::Span, &'static str, &[&'static str]);
+/// Sets a list of strings as a span attribute, which a `tracing` field cannot hold: the span,
+/// the attribute's key, its values.
+pub type ListRecorder = fn(&tracing::Span, &'static str, &[&'static str]);
 
 static LIST_RECORDER: OnceLock<ListRecorder> = OnceLock::new();
 
-/// For exporters (rein-otel): how attributes the conventions type as string arrays
+/// For exporters (rein-otel installs one): how attributes the conventions type as string arrays
 /// (`gen_ai.response.finish_reasons`) are set while [`set_exporting`] is on — through the
 /// exporter's own span API, so no type of it appears here. Without one they are recorded as a
-/// string field (the first value). The first call wins. Not public API.
-#[doc(hidden)]
+/// string field (the first value). The first call wins.
 pub fn set_list_recorder(recorder: ListRecorder) {
     let _ = LIST_RECORDER.set(recorder);
 }
