@@ -329,7 +329,7 @@ impl Agent {
 
     /// What is queued or parked for the paused run goes with its pending interrupts (to be
     /// persisted).
-    pub(crate) fn keep_queued_injections(&mut self) {
+    pub(crate) fn keep_injections(&mut self) {
         if let Some(p) = &mut self.pending {
             p.queued_injections = self
                 .interceptor

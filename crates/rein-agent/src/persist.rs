@@ -48,7 +48,7 @@ impl Agent {
     /// in another process delivers them). Without a session this does nothing.
     pub async fn save_session(&mut self) -> Result<(), Error> {
         self.session_begin().await?;
-        self.keep_queued_injections();
+        self.keep_injections();
         self.session_sync().await
     }
 

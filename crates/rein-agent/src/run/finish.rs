@@ -170,7 +170,7 @@ impl Agent {
         if let Some(p) = &mut self.pending {
             p.run_state = cx.run_state.snapshot();
         }
-        self.keep_queued_injections();
+        self.keep_injections();
         let result = self.session_end(result).await;
         match &result {
             Ok(r) => {

@@ -696,33 +696,29 @@ impl CedarAuthorizer {
 /// The principal, the resource and their parents as Cedar JSON entities, each once (the
 /// first mention wins: Cedar rejects a uid given twice).
 fn entities_json(principal: &Entity, resource: &Entity) -> Value {
-    let mut entities: Vec<(&str, &str, Value)> = Vec::new();
+    let mut seen: Vec<(&str, &str)> = Vec::new();
+    let mut list = Vec::new();
     for e in [principal, resource] {
+        if seen.contains(&(e.type_name.as_str(), e.id.as_str())) {
+            continue;
+        }
+        seen.push((&e.type_name, &e.id));
         let attrs = cedar_value(&Value::Object(e.attrs.clone())).unwrap_or_else(|| json!({}));
         let parents: Vec<Value> = e
             .parents
             .iter()
             .map(|(t, id)| json!({"type": t, "id": id}))
             .collect();
-        let entity =
-            json!({"uid": {"type": e.type_name, "id": e.id}, "attrs": attrs, "parents": parents});
-        entities.push((&e.type_name, &e.id, entity));
+        list.push(
+            json!({"uid": {"type": e.type_name, "id": e.id}, "attrs": attrs, "parents": parents}),
+        );
     }
-    for e in [principal, resource] {
-        for (t, id) in &e.parents {
-            let entity = json!({"uid": {"type": t, "id": id}, "attrs": {}, "parents": []});
-            entities.push((t, id, entity));
+    for (t, id) in principal.parents.iter().chain(&resource.parents) {
+        if seen.contains(&(t.as_str(), id.as_str())) {
+            continue;
         }
-    }
-    let mut list = Vec::with_capacity(entities.len());
-    for (i, (t, id, entity)) in entities.iter().enumerate() {
-        if !entities
-            .iter()
-            .take(i)
-            .any(|(t2, id2, _)| (t2, id2) == (t, id))
-        {
-            list.push(entity.clone());
-        }
+        seen.push((t, id));
+        list.push(json!({"uid": {"type": t, "id": id}, "attrs": {}, "parents": []}));
     }
     Value::Array(list)
 }
