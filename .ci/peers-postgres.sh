@@ -1,9 +1,18 @@
 #!/usr/bin/env bash
 # Starts a throwaway PostgreSQL server for the session-store tests (rein-sessions, feature
-# `postgres`) on 127.0.0.1 only, and appends `export REIN_TEST_POSTGRES=...` to DIR/env.
-# Usage: bash .ci/peers-postgres.sh DIR   (stop it with .ci/stop-postgres.sh)
-# Installs Debian's `postgresql` package when no server binaries are found. The data directory
-# lives in DIR/postgres (initdb as the `postgres` user; no systemd needed).
+# `postgres`) on 127.0.0.1 only, and appends to DIR/env:
+#   REIN_TEST_POSTGRES               postgres://postgres@127.0.0.1:PORT/rein_test (plaintext)
+#   REIN_TEST_POSTGRES_RESTART       a command restarting the server (append `fast` or
+#                                    `immediate`, pg_ctl's stop mode): the reconnect test
+#   REIN_TEST_POSTGRES_TLS_CA        a throwaway CA's PEM; it signed the server's certificate
+#                                    (for localhost and 127.0.0.1); the server has TLS on
+#   REIN_TEST_POSTGRES_TLS_OTHER_CA  another CA's PEM, which signed nothing the server has
+#   REIN_TEST_POSTGRES_TLS_ONLY      the URL of a database that refuses plaintext connections
+# Usage: bash .ci/peers-postgres.sh DIR   (stop it with .ci/stop-postgres.sh). REIN_PG_PORT is
+# the first port tried (default 55432). Running it again replaces the earlier server.
+# Installs Debian's `postgresql` package when no server binaries are found (openssl comes
+# with it). The data directory lives in DIR/postgres (initdb as the `postgres` user; no
+# systemd needed).
 set -euo pipefail
 DIR="$(mkdir -p "${1:-target/peers}" && cd "${1:-target/peers}" && pwd)"
 PORT="${REIN_PG_PORT:-55432}"
@@ -13,11 +22,11 @@ find_bin() {
   ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1
 }
 BIN="$(find_bin || true)"
-if [ -z "$BIN" ] || [ ! -x "$BIN/initdb" ]; then
+if [ -z "$BIN" ] || [ ! -x "$BIN/initdb" ] || ! command -v openssl >/dev/null; then
   echo "postgres: installing Debian's postgresql package"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq postgresql >/dev/null
+  apt-get install -y -qq postgresql openssl >/dev/null
   BIN="$(find_bin)"
 fi
 echo "postgres: binaries in $BIN (+$(( $(date +%s) - t0 ))s)"
@@ -41,10 +50,62 @@ for _ in $(seq 1 50); do
   if (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; then PORT=$((PORT + 1)); else break; fi
 done
 "${RUNAS[@]}" "$BIN/initdb" -D "$PGDATA" -U postgres -A trust -E UTF8 --no-locale >/dev/null
-"${RUNAS[@]}" "$BIN/pg_ctl" -D "$PGDATA" -l "$DIR/postgres/server.log" -w -t 60 \
-  -o "-c listen_addresses=127.0.0.1 -p $PORT -k $DIR/postgres -c fsync=off -c max_connections=100" start >/dev/null
-"$BIN/psql" -h 127.0.0.1 -p "$PORT" -U postgres -q -c "CREATE DATABASE rein_test" >/dev/null
+
+# TLS: a throwaway CA (valid 7 days) signs the server's certificate for localhost and
+# 127.0.0.1; a second CA signs nothing (the tests' wrong CA). EC P-256 keys: quick to make.
+TLS="$DIR/postgres/tls"
+mkdir -p "$TLS"
+ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+for ca in ca other-ca; do
+  openssl req -x509 "${ec[@]}" -days 7 -subj "/CN=rein test $ca" -keyout "$TLS/$ca.key" \
+    -out "$TLS/$ca.pem" -addext basicConstraints=critical,CA:TRUE \
+    -addext keyUsage=critical,keyCertSign,cRLSign 2>/dev/null
+done
+openssl req "${ec[@]}" -subj "/CN=localhost" -keyout "$TLS/server.key" -out "$TLS/server.csr" 2>/dev/null
+printf '%s\n' "subjectAltName=DNS:localhost,IP:127.0.0.1" "basicConstraints=critical,CA:FALSE" \
+  "keyUsage=critical,digitalSignature" "extendedKeyUsage=serverAuth" > "$TLS/server.ext"
+openssl x509 -req -in "$TLS/server.csr" -CA "$TLS/ca.pem" -CAkey "$TLS/ca.key" -CAcreateserial \
+  -days 7 -extfile "$TLS/server.ext" -out "$TLS/server.pem" 2>/dev/null
+chmod 600 "$TLS/server.key"
+
+# Settings go in postgresql.conf (not `pg_ctl -o`), so a restart keeps them.
+{
+  echo "listen_addresses = '127.0.0.1'"
+  echo "port = $PORT"
+  echo "unix_socket_directories = '$DIR/postgres'"
+  echo "fsync = off"
+  echo "max_connections = 100"
+  echo "ssl = on"
+  echo "ssl_cert_file = '$TLS/server.pem'"
+  echo "ssl_key_file = '$TLS/server.key'"
+} >> "$PGDATA/postgresql.conf"
+# The first matching line wins: the database rein_tls_only refuses plaintext connections.
+printf '%s\n' "local all all trust" "hostnossl rein_tls_only all 127.0.0.1/32 reject" \
+  "host all all 127.0.0.1/32 trust" > "$PGDATA/pg_hba.conf"
+if [ "$(id -u)" = 0 ]; then chown -R postgres "$TLS" "$PGDATA/postgresql.conf" "$PGDATA/pg_hba.conf"; fi
+
+"${RUNAS[@]}" "$BIN/pg_ctl" -D "$PGDATA" -l "$DIR/postgres/server.log" -w -t 60 start >/dev/null
+for db in rein_test rein_tls_only; do
+  "$BIN/psql" -h 127.0.0.1 -p "$PORT" -U postgres -q -c "CREATE DATABASE $db" >/dev/null
+done
+
+# The reconnect test's restart command: stop (fast or immediate) and start again.
+RESTART="$DIR/postgres/restart.sh"
+{
+  echo '#!/usr/bin/env bash'
+  echo '# Restarts the test server of .ci/peers-postgres.sh. Usage: restart.sh [fast|immediate]'
+  echo 'set -euo pipefail'
+  echo "${RUNAS[*]} '$BIN/pg_ctl' -D '$PGDATA' -m \"\${1:-fast}\" -w -t 60 stop >/dev/null"
+  echo "${RUNAS[*]} '$BIN/pg_ctl' -D '$PGDATA' -l '$DIR/postgres/server.log' -w -t 60 start >/dev/null"
+} > "$RESTART"
+
 echo "$PGDATA" > "$DIR/postgres/pgdata"
 echo "$BIN" > "$DIR/postgres/bin"
-echo "export REIN_TEST_POSTGRES=postgres://postgres@127.0.0.1:$PORT/rein_test" >> "$DIR/env"
-echo "postgres: listening on 127.0.0.1:$PORT (+$(( $(date +%s) - t0 ))s)"
+{
+  echo "export REIN_TEST_POSTGRES=postgres://postgres@127.0.0.1:$PORT/rein_test"
+  echo "export REIN_TEST_POSTGRES_RESTART='bash $RESTART'"
+  echo "export REIN_TEST_POSTGRES_TLS_CA=$TLS/ca.pem"
+  echo "export REIN_TEST_POSTGRES_TLS_OTHER_CA=$TLS/other-ca.pem"
+  echo "export REIN_TEST_POSTGRES_TLS_ONLY=postgres://postgres@127.0.0.1:$PORT/rein_tls_only"
+} >> "$DIR/env"
+echo "postgres: listening on 127.0.0.1:$PORT, TLS on (+$(( $(date +%s) - t0 ))s)"

@@ -2,8 +2,8 @@
 
 use rein_core::{Error, error::BoxError};
 
-/// A session store's failure: a conflict with another writer, I/O, a corrupt or too-new
-/// record, an invalid session id.
+/// A session store's failure: a conflict with another writer, I/O, a store that stayed
+/// unreachable, a corrupt or too-new record, an invalid session id or store setting.
 ///
 /// Stores return it; an agent bound to a session fails its invocation with it inside
 /// [`Error::Session`], where [`SessionError::of`] finds it again:
@@ -40,6 +40,19 @@ pub enum SessionError {
         #[source]
         source: BoxError,
     },
+    /// The store could not be reached, or lost its connection, and the bounded retries did
+    /// not get through (the PostgreSQL store: a server restarting, down, or unreachable).
+    /// Worth trying again later. A load or delete that fails with it changed nothing. A
+    /// write that fails with it was applied whole or not at all — never in part — and which
+    /// one is not known: reload the session to see (its version and messages tell).
+    #[error("{what}: {source}")]
+    Unavailable {
+        /// What was being done, and how many tries were made.
+        what: String,
+        /// The last failure.
+        #[source]
+        source: BoxError,
+    },
     /// What is stored cannot be read as a session.
     #[error("session '{session_id}' is corrupt: {reason}")]
     Corrupt {
@@ -67,6 +80,10 @@ pub enum SessionError {
         "invalid session id {0:?}: use 1 to 128 characters of A-Z a-z 0-9 . _ - not starting with '.'"
     )]
     InvalidId(String),
+    /// A store setting that cannot work: a malformed database URL, a pool of 0 connections,
+    /// CA certificates that are not PEM certificates. Nothing was connected.
+    #[error("invalid session store setting: {0}")]
+    Config(String),
 }
 
 impl SessionError {
@@ -81,6 +98,12 @@ impl SessionError {
     /// Whether another writer changed the session first.
     pub fn is_conflict(&self) -> bool {
         matches!(self, Self::Conflict { .. })
+    }
+
+    /// Whether the store could not be reached within the retries
+    /// ([`Unavailable`](Self::Unavailable)): try again later.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Self::Unavailable { .. })
     }
 
     pub(crate) fn io(what: impl Into<String>, source: impl Into<BoxError>) -> Self {

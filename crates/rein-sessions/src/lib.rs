@@ -69,7 +69,7 @@ pub use model::{
     SESSION_SCHEMA_VERSION, SessionSnapshot, SessionWrite, StoredMessage, validate_session_id,
 };
 #[cfg(feature = "postgres")]
-pub use postgres::PostgresSessionStore;
+pub use postgres::{PostgresSessionStore, PostgresSessionStoreBuilder, TlsMode, TlsRoots};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteSessionStore;
 pub use store::{MemorySessionStore, SessionStore, SharedSessionStore};
