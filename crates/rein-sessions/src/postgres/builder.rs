@@ -79,7 +79,9 @@ impl PostgresSessionStoreBuilder {
     pub(super) fn new(url: &str) -> Self {
         Self {
             // tokio-postgres' parse errors name the key, never the value: no password.
-            config: url.parse::<Config>().map_err(|e| e.to_string()),
+            config: url
+                .parse::<Config>()
+                .map_err(|e| super::PgError(e).to_string()),
             pool_size: 4,
             tls: TlsMode::Disable,
             application_name: None,

@@ -495,6 +495,7 @@ impl SqlTransaction for PgTx<'_> {
     }
 
     async fn bump(&self, id: &str, expected: i64) -> sql::Result<bool> {
+        // Keeps the newest WRITE_ID_WINDOW (16) write ids.
         let n = exec(
             self,
             "UPDATE rein_sessions SET version = version + 1, schema_version = $3, \
@@ -568,5 +569,106 @@ impl SqlTransaction for PgTx<'_> {
             w.commit_sent.store(true, Ordering::Relaxed);
         }
         self.tx.commit().await.map_err(db_err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use rein_core::{Message, id::MessageId};
+
+    use super::*;
+    use crate::model::StoredMessage;
+
+    /// `REIN_TEST_POSTGRES` (`.ci/peers-postgres.sh`); skipped without it, except in CI.
+    fn postgres_url() -> Option<String> {
+        let url = std::env::var("REIN_TEST_POSTGRES")
+            .ok()
+            .filter(|u| !u.is_empty());
+        assert!(
+            url.is_some() || std::env::var_os("CI").is_none(),
+            "REIN_TEST_POSTGRES is unset in CI"
+        );
+        if url.is_none() {
+            eprintln!("\n*** SKIPPED: REIN_TEST_POSTGRES is unset ***\n");
+        }
+        url
+    }
+
+    fn append(text: &str) -> Vec<SessionWrite> {
+        let m = StoredMessage::new(MessageId::new(), Message::user(text));
+        vec![SessionWrite::AppendMessage(m)]
+    }
+
+    /// The retry after a COMMIT whose answer was lost, as the retry loop runs it (the flag
+    /// set as a broken connection would leave it).
+    async fn retry_after_lost_answer(
+        store: &PostgresSessionStore,
+        w: &Write<'_>,
+    ) -> Result<u64, SessionError> {
+        w.commit_sent.store(true, Ordering::Relaxed);
+        store.with_retries(w).await
+    }
+
+    #[tokio::test]
+    async fn a_retry_after_an_unanswered_commit_tells_whether_it_was_applied() {
+        let Some(url) = postgres_url() else { return };
+        let store = PostgresSessionStore::connect(&url, 1).await.unwrap();
+        let id = format!("commit-{}", uuid::Uuid::new_v4().simple());
+
+        // Committed, the answer lost: the retry finds its id and does not write again.
+        let a = append("a");
+        let first = Write::new(&id, 0, &a);
+        assert_eq!(store.with_retries(&first).await.unwrap(), 1);
+        assert_eq!(retry_after_lost_answer(&store, &first).await.unwrap(), 1);
+        let s = store.load(&id).await.unwrap().unwrap();
+        assert_eq!((s.version, s.messages.len()), (1, 1));
+
+        // Not committed (the connection broke before the commit arrived): written by the retry.
+        let b = append("b");
+        let second = Write::new(&id, 1, &b);
+        assert_eq!(retry_after_lost_answer(&store, &second).await.unwrap(), 2);
+        let s = store.load(&id).await.unwrap().unwrap();
+        assert_eq!((s.version, s.messages.len()), (2, 2));
+
+        // Not committed, and another writer took the version meanwhile: a plain conflict.
+        let late = Write::new(&id, 1, &b);
+        let err = retry_after_lost_answer(&store, &late).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                SessionError::Conflict {
+                    expected: 1,
+                    found: 2,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+
+        // The row keeps the ids of its last WRITE_ID_WINDOW versions (here 2..=17): the
+        // second write is still told apart, the first no longer — typed, not guessed.
+        for v in 2..1 + WRITE_ID_WINDOW {
+            store.write(&id, v, append("x")).await.unwrap();
+        }
+        assert_eq!(retry_after_lost_answer(&store, &second).await.unwrap(), 2);
+        assert!(matches!(
+            retry_after_lost_answer(&store, &late).await,
+            Err(SessionError::Conflict { .. })
+        ));
+        let err = retry_after_lost_answer(&store, &first).await.unwrap_err();
+        assert!(err.is_unavailable(), "{err}");
+        store
+            .write(&id, 1 + WRITE_ID_WINDOW, append("x"))
+            .await
+            .unwrap();
+        for w in [&second, &late] {
+            let err = retry_after_lost_answer(&store, w).await.unwrap_err();
+            assert!(err.is_unavailable(), "{err}");
+        }
+        let s = store.load(&id).await.unwrap().unwrap();
+        assert_eq!(s.version, 2 + WRITE_ID_WINDOW);
+        assert_eq!(s.messages.len() as u64, s.version, "nothing written twice");
+        store.delete(&id).await.unwrap();
     }
 }
