@@ -15,7 +15,7 @@ use axum::routing::{get, post};
 use futures_util::stream;
 use rein_agent::{Agent, AgentBuilder, Input, TurnInterceptor};
 use rein_core::Message;
-use rein_sessions::{SessionManager, SessionStore, SharedSessionStore};
+use rein_sessions::{SessionManager, SessionSnapshot, SessionStore, SharedSessionStore};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
@@ -324,17 +324,18 @@ fn internal(e: impl std::fmt::Display) -> ProtocolError {
 }
 
 /// Builds the thread's agent and restores it from the store.
-async fn load(inner: &Inner, thread_id: &str) -> Result<(Agent, bool), ProtocolError> {
+async fn load(inner: &Inner, thread_id: &str) -> Result<Agent, ProtocolError> {
     let mut agent = (inner.make_agent)(thread_id)
         .session(SessionManager::new(inner.store.clone(), thread_id))
         .build()
         .map_err(internal)?;
-    let found = agent.load_session().await.map_err(internal)?;
-    Ok((agent, found))
+    agent.load_session().await.map_err(internal)?;
+    Ok(agent)
 }
 
-/// `GET /threads/{id}`: what the store holds for a thread: its pending interrupts and how many
-/// messages (404 `UNKNOWN_THREAD` when it has none).
+/// `GET /threads/{id}`: what the store holds for a thread: its pending interrupts, how many
+/// messages, its state (404 `UNKNOWN_THREAD` when the store has no such session). Read from the
+/// store itself, so looking never writes.
 async fn thread(
     State(inner): State<Arc<Inner>>,
     Path(thread_id): Path<String>,
@@ -343,16 +344,12 @@ async fn thread(
     let result = async {
         authenticate(&inner, &headers)?;
         check_thread_id(&thread_id)?;
-        let (agent, found) = load(&inner, &thread_id).await?;
-        if !found {
-            return Err(ProtocolError::new(
-                StatusCode::NOT_FOUND,
-                "UNKNOWN_THREAD",
-                format!("no thread `{thread_id}`"),
-            ));
-        }
-        let pending: Vec<_> = agent
-            .pending_interrupts()
+        let snapshot = stored(&inner, &thread_id)
+            .await?
+            .ok_or_else(|| unknown_thread(&thread_id))?;
+        let pending: Vec<_> = snapshot
+            .pending_interrupts
+            .as_ref()
             .map(|p| p.interrupts.iter().map(to_wire).collect())
             .unwrap_or_default();
         let running = inner
@@ -361,12 +358,14 @@ async fn thread(
             .unwrap_or_else(PoisonError::into_inner)
             .get(&thread_id)
             .map(|a| a.run_id.clone());
-        Ok(axum::Json(json!({
+        let mut state = snapshot.agent_state.clone();
+        state.remove(ANSWERED_KEY);
+        Ok::<_, ProtocolError>(axum::Json(json!({
             "threadId": thread_id,
-            "messageCount": agent.messages().len(),
+            "messageCount": snapshot.active_messages().len(),
             "pendingInterrupts": pending,
             "runningRunId": running,
-            "state": crate::run::visible_state(&agent),
+            "state": state,
         })))
     }
     .await;
@@ -374,6 +373,19 @@ async fn thread(
         Ok(j) => j.into_response(),
         Err(e) => e.into_response(),
     }
+}
+
+/// The thread's session as stored, if any.
+async fn stored(inner: &Inner, thread_id: &str) -> Result<Option<SessionSnapshot>, ProtocolError> {
+    inner.store.load(thread_id).await.map_err(internal)
+}
+
+fn unknown_thread(thread_id: &str) -> ProtocolError {
+    ProtocolError::new(
+        StatusCode::NOT_FOUND,
+        "UNKNOWN_THREAD",
+        format!("no thread `{thread_id}`"),
+    )
 }
 
 /// `POST /agent`: a run request (`RunAgentInput`), answered with the run's events as SSE, or
@@ -468,7 +480,14 @@ async fn start(
         }
     }
 
-    let (agent, _) = load(&inner, &thread_id).await?;
+    if input.resume.is_none() && new_text.is_none() {
+        return Err(no_user_message());
+    }
+    // A resume names a thread that exists; checked on the store, so nothing is created.
+    if input.resume.is_some() && stored(&inner, &thread_id).await?.is_none() {
+        return Err(unknown_thread(&thread_id));
+    }
+    let agent = load(&inner, &thread_id).await?;
     let pending = agent.pending_interrupts().map(|p| p.interrupts.clone());
     let (agent_input, answered_by) = match (&input.resume, pending) {
         (Some(resume), Some(pending)) => {
@@ -534,12 +553,7 @@ async fn start(
         }
         (None, None) => {
             let Some(text) = new_text else {
-                return Err(ProtocolError::new(
-                    StatusCode::BAD_REQUEST,
-                    "NO_USER_MESSAGE",
-                    "the last message must be a user message with text (the thread's history is \
-                     kept by the server)",
-                ));
+                return Err(no_user_message());
             };
             (Input::text(text), Vec::new())
         }
@@ -574,6 +588,15 @@ async fn start(
         drop(guard);
     });
     Ok(rx)
+}
+
+fn no_user_message() -> ProtocolError {
+    ProtocolError::new(
+        StatusCode::BAD_REQUEST,
+        "NO_USER_MESSAGE",
+        "the last message must be a user message with text (the thread's history is kept by the \
+         server)",
+    )
 }
 
 /// Removes a thread's active run when its task ends (also if it panics).

@@ -31,8 +31,15 @@ fn script(thread_id: &str) -> ScriptedModel {
     .build()
 }
 
+/// The scripted model of each thread. A real model is stateless; a scripted one remembers
+/// where its script is, so two servers standing for two processes share this map.
+pub type Models = Arc<Mutex<HashMap<String, SharedModel>>>;
+
 pub fn server(store: MemorySessionStore) -> AguiServer {
-    let models: Arc<Mutex<HashMap<String, SharedModel>>> = Arc::default();
+    server_with(store, Models::default())
+}
+
+pub fn server_with(store: MemorySessionStore, models: Models) -> AguiServer {
     AguiServer::new(store, move |thread_id| {
         let model = models
             .lock()
@@ -80,6 +87,14 @@ pub fn server(store: MemorySessionStore) -> AguiServer {
 
 pub async fn start(store: MemorySessionStore) -> ServerHandle {
     server(store).bind("127.0.0.1:0").await.unwrap().spawn()
+}
+
+pub async fn start_with(store: MemorySessionStore, models: Models) -> ServerHandle {
+    server_with(store, models)
+        .bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .spawn()
 }
 
 /// A minimal HTTP/1.1 request (Connection: close): status and body.
