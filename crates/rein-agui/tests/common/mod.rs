@@ -19,7 +19,12 @@ fn script(thread_id: &str) -> ScriptedModel {
     let kind = thread_id.split('-').next().unwrap_or_default();
     match kind {
         "tool" => b.tool_use("c1", "clock", json!({})).text("It is noon."),
-        "approve" | "reject" | "edit" | "refuse" | "browser" => b
+        "browser" => b
+            .tool_use("d1", "delete_file", json!({"path": "a.txt"}))
+            .text("Done: I asked before deleting.")
+            .tool_use("d2", "delete_file", json!({"path": "a.txt"}))
+            .text("Asked again."),
+        "approve" | "reject" | "edit" | "refuse" => b
             .tool_use("d1", "delete_file", json!({"path": "a.txt"}))
             .text("Done: I asked before deleting."),
         "inject" => b
