@@ -2,7 +2,7 @@
 //! from Node): type a request, see the approval, click approve, see the tool result and the
 //! final answer. Screenshots are kept under `target/tmp/rein-agui-console/`; with
 //! `REIN_AGUI_UPDATE_SCREENSHOT=1` the approval one is copied to docs/images
-//! (`bash crates/rein-agui/screenshot.sh`). SKIPPED without `REIN_AGUI_NODE_MODULES` and
+//! (`bash docs/images/agui-console.sh`). SKIPPED without `REIN_AGUI_NODE_MODULES` and
 //! `REIN_AGUI_CHROMIUM` (`.ci/peers-agui.sh`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

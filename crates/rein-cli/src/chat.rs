@@ -298,7 +298,7 @@ fn cancelled_line() -> String {
     style("cancelled").dim().to_string()
 }
 
-fn default_policy() -> Result<PolicyHandler, String> {
+pub(crate) fn default_policy() -> Result<PolicyHandler, String> {
     PolicyHandler::new(
         "delete-approval",
         ConfirmTools {
@@ -532,7 +532,7 @@ fn decision_line(d: &DecisionRecord) -> String {
 /// from the environment, as
 /// `rein_models` reads them). To add a provider: a feature forwarding to `rein-models`, and an
 /// arm here.
-fn build_model(spec: &str) -> Result<SharedModel, String> {
+pub(crate) fn build_model(spec: &str) -> Result<SharedModel, String> {
     if spec == "demo" {
         return Ok(SharedModel::new(DemoModel::default()));
     }
@@ -594,7 +594,7 @@ fn not_built(spec: &str, provider: &str) -> String {
 
 // ---- tools ----
 
-fn tools(root: &Path) -> Vec<ToolHandle> {
+pub(crate) fn tools(root: &Path) -> Vec<ToolHandle> {
     let root = Arc::new(root.to_path_buf());
     let path_schema = json!({
         "type": "object",

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Re-takes docs/images/agui-console.png: installs the AG-UI peers (npm packages, chromium) into
 # target/peers if needed and runs the console's browser test with REIN_AGUI_UPDATE_SCREENSHOT=1.
-# Usage (from the repository root): bash crates/rein-agui/screenshot.sh
+# Usage: bash docs/images/agui-console.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PEERS="${CARGO_TARGET_DIR:-target}/peers-agui"
