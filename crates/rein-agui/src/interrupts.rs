@@ -44,18 +44,6 @@ pub(crate) fn approval_schema() -> Value {
     })
 }
 
-/// The human-readable text of an interrupt's reason: a string itself; a payload's `prompt` or
-/// `message` field, else its JSON.
-pub(crate) fn prompt_text(reason: &Value) -> String {
-    match reason {
-        Value::String(s) => s.clone(),
-        other => ["prompt", "message"]
-            .iter()
-            .find_map(|k| other.get(k).and_then(Value::as_str))
-            .map_or_else(|| other.to_string(), str::to_owned),
-    }
-}
-
 /// A Rein interrupt as an AG-UI interrupt. A Confirm's reason is `confirm` and its response
 /// schema the approval; any other interrupt keeps its name as the reason and takes any JSON.
 pub(crate) fn to_wire(i: &Interrupt) -> WireInterrupt {
@@ -67,7 +55,7 @@ pub(crate) fn to_wire(i: &Interrupt) -> WireInterrupt {
         } else {
             i.name.clone()
         },
-        message: Some(prompt_text(&i.reason)),
+        message: Some(i.prompt_text()),
         tool_call_id: i.tool_use_id.clone(),
         response_schema: if point.is_some() {
             approval_schema()

@@ -16,21 +16,10 @@ async fn drive(scenarios: &[&str]) -> Option<Vec<Value>> {
         return None;
     };
     let server = common::start(MemorySessionStore::new()).await;
-    let driver = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/js/agui_driver.cjs");
-    let out = tokio::process::Command::new("node")
-        .arg(driver)
-        .arg(modules)
-        .arg(format!("{}agent", server.url()))
-        .args(scenarios)
-        .output()
-        .await
-        .expect("node runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "driver failed: {}\n{stdout}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let endpoint = format!("{}agent", server.url());
+    let mut args = vec![modules.as_str(), endpoint.as_str()];
+    args.extend_from_slice(scenarios);
+    let stdout = common::node("agui_driver.cjs", &args).await;
     server.shutdown().await.unwrap();
     Some(
         stdout

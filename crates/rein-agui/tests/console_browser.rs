@@ -24,19 +24,13 @@ async fn approve_in_the_console_in_a_real_browser() {
     };
     let server = common::start(MemorySessionStore::new()).await;
     let shots = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("rein-agui-console");
-    let driver = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/js/console_browser.cjs");
-    let out = tokio::process::Command::new("node")
-        .args([driver, &modules, &chromium, &server.url()])
-        .arg(&shots)
-        .output()
-        .await
-        .expect("node runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "browser driver failed: {}\n{stdout}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let url = server.url();
+    let shots_arg = shots.to_string_lossy().into_owned();
+    let stdout = common::node(
+        "console_browser.cjs",
+        &[&modules, &chromium, &url, &shots_arg],
+    )
+    .await;
     server.shutdown().await.unwrap();
     let page: Value = serde_json::from_str(stdout.trim()).unwrap();
     let text = |k: &str| page[k].as_str().unwrap_or_default().to_owned();

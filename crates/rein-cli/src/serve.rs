@@ -7,25 +7,13 @@ use std::process::ExitCode;
 
 use rein_agent::Agent;
 use rein_agui::{AguiServer, Cors};
-use rein_interventions::SharedHandler;
 use rein_sessions::{FileSessionStore, MemorySessionStore};
 
 /// Options of `rein serve`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ServeArgs {
-    /// A policy file (TOML or JSON) whose handlers guard the agent. Default: ask before
-    /// `delete_file` runs.
-    #[arg(long)]
-    policy: Option<PathBuf>,
-    /// The directory the file tools work in (they refuse paths outside it).
-    #[arg(long, default_value = ".")]
-    root: PathBuf,
-    /// The model: `demo` (a scripted demo model, no API needed) or `PROVIDER:MODEL`.
-    #[arg(long, default_value = "demo")]
-    model: String,
-    /// The system prompt.
-    #[arg(long)]
-    system_prompt: Option<String>,
+    #[command(flatten)]
+    agent: crate::chat::AgentArgs,
     /// The address to listen on. Other than 127.0.0.1, anyone who can reach it can approve:
     /// set `--token` too.
     #[arg(long, default_value = "127.0.0.1")]
@@ -48,38 +36,17 @@ pub(crate) struct ServeArgs {
 
 /// Entry point of `rein serve`.
 pub(crate) fn main(args: ServeArgs) -> ExitCode {
-    let model = match crate::chat::build_model(&args.model) {
-        Ok(m) => m,
-        Err(e) => {
-            eprintln!("rein serve: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let handlers = match &args.policy {
-        Some(path) => match crate::policies::load_file(path, Some(&model)) {
-            Ok(h) => h,
-            Err(e) => {
-                eprintln!("rein serve: invalid policy {}: {e}", path.display());
-                return ExitCode::from(2);
-            }
-        },
-        None => match crate::chat::default_policy() {
-            Ok(h) => vec![SharedHandler::new(h)],
-            Err(e) => {
-                eprintln!("rein serve: {e}");
-                return ExitCode::from(1);
-            }
-        },
-    };
-    let root = match args.root.canonicalize() {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("rein serve: cannot use root {}: {e}", args.root.display());
-            return ExitCode::from(2);
-        }
+    let crate::chat::AgentParts {
+        model,
+        handlers,
+        root,
+        ..
+    } = match args.agent.parts("rein serve") {
+        Ok(p) => p,
+        Err(code) => return code,
     };
     let tools = crate::chat::tools(&root);
-    let system_prompt = args.system_prompt.clone();
+    let system_prompt = args.agent.system_prompt.clone();
     let make_agent = move |_thread: &str| {
         let mut b = Agent::builder()
             .name("rein-serve")

@@ -126,3 +126,21 @@ pub async fn http(
         .unwrap_or_default();
     (status, body)
 }
+
+/// Runs `node tests/js/<script> <args>`; its stdout (the test fails when node does).
+pub async fn node(script: &str, args: &[&str]) -> String {
+    let path = format!("{}/tests/js/{script}", env!("CARGO_MANIFEST_DIR"));
+    let out = tokio::process::Command::new("node")
+        .arg(path)
+        .args(args)
+        .output()
+        .await
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{script} failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
