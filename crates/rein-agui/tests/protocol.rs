@@ -313,3 +313,47 @@ async fn refuse_mode_answers_409_while_a_run_goes() {
     assert!(body.contains("Finished the slow thing."));
     server.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_confirm_after_the_tool_is_an_interrupt_too_and_takes_a_text_edit() {
+    let server = common::start(MemorySessionStore::new()).await;
+    let addr = server.local_addr();
+    let (status, body) = http(
+        addr,
+        "POST",
+        "/agent",
+        &run_input("output-1", user("time?"), None),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let evs = events(&body);
+    // The result is held for approval: the model (and the browser) have not seen it.
+    assert!(
+        !evs.iter().any(|e| e["type"] == "TOOL_CALL_RESULT"),
+        "{body}"
+    );
+    let last = evs.last().unwrap();
+    assert_eq!(last["outcome"]["type"], "interrupt");
+    let i = &last["outcome"]["interrupts"][0];
+    assert_eq!(i["reason"], "confirm");
+    assert_eq!(i["message"], "Show the time to the model?");
+    assert_eq!(i["metadata"]["rein"]["point"], "after_tool_call");
+    assert_eq!(i["responseSchema"]["required"][0], "approved");
+    let resume = json!([{"interruptId": i["id"], "status": "resolved", "payload": {"approved": true, "edit": "about noon"}}]);
+    let (status, body) = http(
+        addr,
+        "POST",
+        "/agent",
+        &run_input("output-1", json!([]), Some(resume)),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let evs = events(&body);
+    let result = evs
+        .iter()
+        .find(|e| e["type"] == "TOOL_CALL_RESULT")
+        .unwrap();
+    assert_eq!(result["content"], "about noon", "{body}");
+    assert_eq!(evs.last().unwrap()["outcome"]["type"], "success");
+    server.shutdown().await.unwrap();
+}

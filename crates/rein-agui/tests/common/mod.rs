@@ -9,7 +9,7 @@ use std::time::Duration;
 use rein_agent::Agent;
 use rein_agui::{AguiServer, ServerHandle};
 use rein_core::ToolHandle;
-use rein_interventions::{BeforeToolCallAction, Intervention};
+use rein_interventions::{AfterToolCallAction, BeforeToolCallAction, Intervention};
 use rein_models::{ScriptedModel, SharedModel};
 use rein_sessions::MemorySessionStore;
 use serde_json::json;
@@ -18,7 +18,7 @@ fn script(thread_id: &str) -> ScriptedModel {
     let b = ScriptedModel::builder();
     let kind = thread_id.split('-').next().unwrap_or_default();
     match kind {
-        "tool" => b.tool_use("c1", "clock", json!({})).text("It is noon."),
+        "tool" | "output" => b.tool_use("c1", "clock", json!({})).text("It is noon."),
         "browser" => b
             .tool_use("d1", "delete_file", json!({"path": "a.txt"}))
             .text("Done: I asked before deleting.")
@@ -63,6 +63,16 @@ pub fn server_with(store: MemorySessionStore, models: Models) -> AguiServer {
                 BeforeToolCallAction::Proceed
             }
         });
+        // On `output-*` threads a person approves what the clock returned (an after_tool_call
+        // confirm) before the model sees it.
+        let check_output = thread_id.starts_with("output-");
+        let output_check = Intervention::named("output-check").after_tool_call(move |ev, _cx| {
+            if check_output && ev.tool_use().name == "clock" {
+                AfterToolCallAction::confirm("Show the time to the model?")
+            } else {
+                AfterToolCallAction::Proceed
+            }
+        });
         Agent::builder()
             .shared_model(model)
             .tool(ToolHandle::from_sync_fn(
@@ -87,6 +97,7 @@ pub fn server_with(store: MemorySessionStore, models: Models) -> AguiServer {
                 },
             ))
             .intervention(guard)
+            .intervention(output_check)
     })
 }
 
