@@ -8,6 +8,7 @@ const endpoint = new URL("agent", location.href).toString();
 const params = new URLSearchParams(location.search);
 let threadId = params.get("thread") || uuid();
 let pending = []; // the open interrupts of the thread
+let parked = []; // interrupts of injected messages parked on a confirm while a run goes
 const answers = new Map(); // interrupt id -> resume entry
 const toolArgs = new Map(); // tool call id -> {name, args}
 let running = 0;
@@ -106,8 +107,15 @@ function apply(ev) {
 function custom(name, v) {
   if (name === "rein.decision") return decision(v);
   if (name === "rein.injection_queued") return add(el("div", "note", `injected into the running run (${v.injectionId})`));
-  if (name === "rein.injection_consumed") return add(el("div", "note", `the agent took in: ${v.text}`));
-  if (name === "rein.injection_rejected") return add(el("div", "note", `injection refused: ${v.reason}`));
+  if (name === "rein.injection_awaiting_approval") {
+    parked.push(...v.interrupts.map((i) => ({ ...i, injectionId: v.injectionId })));
+    return renderApprovals();
+  }
+  if (name === "rein.injection_consumed" || name === "rein.injection_rejected") {
+    parked = parked.filter((i) => i.injectionId !== v.injectionId);
+    renderApprovals();
+    return add(el("div", "note", name === "rein.injection_consumed" ? `the agent took in: ${v.text}` : `injection refused: ${v.reason}`));
+  }
   if (name === "rein.response_discarded") return add(el("div", "note", `(response withdrawn: ${v.reason})`));
   if (name === "rein.response_replaced") return add(el("div", "note", `(response replaced: ${v.text})`));
 }
@@ -132,8 +140,8 @@ function decision(d) {
 function renderApprovals() {
   const box = $("approvals");
   box.innerHTML = "";
-  if (!pending.length) { box.appendChild(el("p", "note", "Nothing waits for you.")); return; }
-  for (const i of pending) {
+  if (!pending.length && !parked.length) { box.appendChild(el("p", "note", "Nothing waits for you.")); return; }
+  for (const i of [...pending, ...parked]) {
     const card = el("div", "approval");
     card.dataset.interruptId = i.id;
     card.appendChild(el("div", "q", i.message || i.reason));
@@ -180,9 +188,15 @@ function answer(interrupt, payload) {
     ? { interruptId: interrupt.id, status: "cancelled" }
     : { interruptId: interrupt.id, status: "resolved", payload };
   if (who) entry.metadata = { answeredBy: who };
-  answers.set(interrupt.id, entry);
   const card = document.querySelector(`[data-interrupt-id="${CSS.escape(interrupt.id)}"]`);
   if (card) card.querySelectorAll("button").forEach((b) => { b.disabled = true; });
+  // A parked injected message is answered on its own, into the run that is going.
+  if (parked.some((i) => i.id === interrupt.id)) {
+    parked = parked.filter((i) => i.id !== interrupt.id);
+    runAgent([], [entry]);
+    return;
+  }
+  answers.set(interrupt.id, entry);
   if (pending.every((i) => answers.has(i.id))) {
     const resume = pending.map((i) => answers.get(i.id));
     runAgent([], resume);
@@ -213,6 +227,10 @@ async function restore() {
   const res = await fetch(new URL(`threads/${encodeURIComponent(threadId)}`, location.href), { headers: headers() });
   if (!res.ok) return;
   const t = await res.json();
+  for (const p of t.parkedInjections || []) {
+    parked.push(...p.interrupts.map((i) => ({ ...i, message: `${i.message} — "${p.text}"`, injectionId: p.injectionId })));
+  }
+  if (parked.length) renderApprovals();
   if (t.pendingInterrupts && t.pendingInterrupts.length) {
     pending = t.pendingInterrupts;
     add(el("div", "note", `this thread waits for ${pending.length} approval(s)`));

@@ -66,8 +66,10 @@
 //!   agent's `TurnInterceptor` ([`WhileRunning::Inject`], the default; SPEC §5): the request
 //!   gets a short run of its own (`RUN_STARTED`, `CUSTOM rein.injection_queued`,
 //!   `RUN_FINISHED`) and the running run reports `rein.injection_consumed` when the model
-//!   takes it in. [`WhileRunning::Refuse`] answers `409 RUN_IN_PROGRESS` instead, as does a
-//!   resume while a run is going. Across processes the session version decides: the loser's
+//!   takes it in. [`WhileRunning::Refuse`] answers `409 RUN_IN_PROGRESS` instead. A resume
+//!   while a run is going may only answer injected messages parked on a confirm (announced by
+//!   `CUSTOM rein.injection_awaiting_approval`); they are answered through the interceptor and
+//!   the run goes on; any other resume then is `409 RUN_IN_PROGRESS`. Across processes the session version decides: the loser's
 //!   run ends with `RUN_ERROR` code `SESSION_ERROR`.
 //! - **A client that disconnects** does not stop the run: it finishes and is stored.
 //! - **Security.** Bind `127.0.0.1` (the examples and `rein serve` do). CORS is off unless

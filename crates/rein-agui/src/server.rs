@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures_util::stream;
 use rein_agent::{Agent, AgentBuilder, Input, TurnInterceptor};
-use rein_core::Message;
+use rein_core::{Message, interrupt::Interrupt};
 use rein_sessions::{SessionManager, SessionSnapshot, SessionStore, SharedSessionStore};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
@@ -352,12 +352,24 @@ async fn thread(
             .as_ref()
             .map(|p| p.interrupts.iter().map(to_wire).collect())
             .unwrap_or_default();
-        let running = inner
+        let (running, parked) = inner
             .active
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .get(&thread_id)
-            .map(|a| a.run_id.clone());
+            .map(|a| {
+                let parked: Vec<Value> = a
+                    .interceptor
+                    .pending_approvals()
+                    .iter()
+                    .map(|p| {
+                        let asks: Vec<_> = p.interrupts.iter().map(to_wire).collect();
+                        json!({"injectionId": p.id.to_string(), "text": p.message.text(), "interrupts": asks})
+                    })
+                    .collect();
+                (Some(a.run_id.clone()), parked)
+            })
+            .unwrap_or_default();
         let mut state = snapshot.agent_state.clone();
         state.remove(ANSWERED_KEY);
         Ok::<_, ProtocolError>(axum::Json(json!({
@@ -365,6 +377,7 @@ async fn thread(
             "messageCount": snapshot.active_messages().len(),
             "pendingInterrupts": pending,
             "runningRunId": running,
+            "parkedInjections": parked,
             "state": state,
         })))
     }
@@ -447,8 +460,51 @@ async fn start(
                 )
                 .with_details(json!({"runningRunId": run.run_id}))
             };
-            if input.resume.is_some() {
-                return Err(refuse("a resume must wait for it to finish"));
+            if let Some(resume) = &input.resume {
+                // The only interrupts a going run has are those of injected messages parked on
+                // a confirm (SPEC §5): answered through its interceptor, the run goes on.
+                let parked: Vec<Interrupt> = run
+                    .interceptor
+                    .pending_approvals()
+                    .into_iter()
+                    .flat_map(|p| p.interrupts)
+                    .collect();
+                let named: Vec<Interrupt> = parked
+                    .into_iter()
+                    .filter(|i| resume.iter().any(|r| r.interrupt_id == i.id))
+                    .collect();
+                if resume.is_empty() || named.len() != resume.len() {
+                    return Err(refuse("a resume must wait for it to finish"));
+                }
+                let mut answered = Vec::new();
+                for r in answers(&named, resume)? {
+                    let injection = run
+                        .interceptor
+                        .answer(&r.interrupt_id, r.response)
+                        .map_err(|e| {
+                            ProtocolError::new(
+                                StatusCode::UNPROCESSABLE_ENTITY,
+                                "INVALID_RESUME_PAYLOAD",
+                                e.to_string(),
+                            )
+                        })?;
+                    answered.push(json!({"interruptId": r.interrupt_id, "injectionId": injection.to_string()}));
+                }
+                let _ = tx.send(WireEvent::RunStarted {
+                    thread_id: thread_id.clone(),
+                    run_id: input.run_id.clone(),
+                });
+                let _ = tx.send(WireEvent::custom(
+                    "rein.injection_answered",
+                    json!({"answers": answered, "intoRunId": run.run_id}),
+                ));
+                let _ = tx.send(WireEvent::RunFinished {
+                    thread_id,
+                    run_id: input.run_id,
+                    result: Some(json!({"answered": answered})),
+                    outcome: json!({"type": "success"}),
+                });
+                return Ok(rx);
             }
             if inner.while_running == WhileRunning::Refuse {
                 return Err(refuse("this server refuses input while a run is going"));

@@ -357,3 +357,87 @@ async fn a_confirm_after_the_tool_is_an_interrupt_too_and_takes_a_text_edit() {
     assert_eq!(evs.last().unwrap()["outcome"]["type"], "success");
     server.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_injected_message_parked_on_a_confirm_is_answered_by_a_resume_while_the_run_goes() {
+    let server = common::start(MemorySessionStore::new()).await;
+    let addr = server.local_addr();
+    let main = tokio::spawn(async move {
+        http(
+            addr,
+            "POST",
+            "/agent",
+            &run_input("parked-1", user("go"), None),
+        )
+        .await
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let (status, body) = http(
+        addr,
+        "POST",
+        "/agent",
+        &run_input("parked-1", user("also X"), None),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert!(body.contains("rein.injection_queued"), "{body}");
+    // At the turn boundary after the first slow tool the message is parked on the confirm.
+    let mut parked = Value::Null;
+    for _ in 0..100 {
+        let t = thread_info(addr, "parked-1").await;
+        if !t["parkedInjections"].as_array().is_none_or(Vec::is_empty) {
+            parked = t["parkedInjections"][0].clone();
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(parked["text"], "also X", "never parked");
+    let id = parked["interrupts"][0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        parked["interrupts"][0]["metadata"]["rein"]["point"],
+        "before_invocation"
+    );
+    // A bad payload is refused; an unknown id while the run goes is 409.
+    let bad = json!([{"interruptId": id, "status": "resolved", "payload": {"approved": 1}}]);
+    let (status, _) = http(
+        addr,
+        "POST",
+        "/agent",
+        &run_input("parked-1", json!([]), Some(bad)),
+    )
+    .await;
+    assert_eq!(status, 422);
+    let unknown = json!([{"interruptId": "v1:zzz", "status": "cancelled"}]);
+    let (status, _) = http(
+        addr,
+        "POST",
+        "/agent",
+        &run_input("parked-1", json!([]), Some(unknown)),
+    )
+    .await;
+    assert_eq!(status, 409);
+    let ok = json!([{"interruptId": id, "status": "resolved", "payload": {"approved": true}}]);
+    let (status, body) = http(
+        addr,
+        "POST",
+        "/agent",
+        &run_input("parked-1", json!([]), Some(ok)),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert!(body.contains("rein.injection_answered"), "{body}");
+    let (_, body) = main.await.unwrap();
+    let evs = events(&body);
+    let names: Vec<&str> = evs.iter().filter_map(|e| e["name"].as_str()).collect();
+    assert!(
+        names.contains(&"rein.injection_awaiting_approval"),
+        "{names:?}"
+    );
+    let consumed = evs
+        .iter()
+        .find(|e| e["name"] == "rein.injection_consumed")
+        .unwrap();
+    assert_eq!(consumed["value"]["text"], "also X");
+    assert_eq!(evs.last().unwrap()["outcome"]["type"], "success");
+    server.shutdown().await.unwrap();
+}

@@ -9,7 +9,9 @@ use std::time::Duration;
 use rein_agent::Agent;
 use rein_agui::{AguiServer, ServerHandle};
 use rein_core::ToolHandle;
-use rein_interventions::{AfterToolCallAction, BeforeToolCallAction, Intervention};
+use rein_interventions::{
+    AfterToolCallAction, BeforeInvocationAction, BeforeToolCallAction, Intervention,
+};
 use rein_models::{ScriptedModel, SharedModel};
 use rein_sessions::MemorySessionStore;
 use serde_json::json;
@@ -30,6 +32,10 @@ fn script(thread_id: &str) -> ScriptedModel {
         "inject" => b
             .tool_use("s1", "slow", json!({}))
             .text("Finished the slow thing."),
+        "parked" => b
+            .tool_use("s1", "slow", json!({}))
+            .tool_use("s2", "slow", json!({}))
+            .text("Finished both slow things."),
         _ => b.text("Hello from Rein!"),
     }
     .chunk_chars(4)
@@ -73,6 +79,16 @@ pub fn server_with(store: MemorySessionStore, models: Models) -> AguiServer {
                 AfterToolCallAction::Proceed
             }
         });
+        // On `parked-*` threads an injected message waits for a person's approval.
+        let park = thread_id.starts_with("parked-");
+        let injected_check =
+            Intervention::named("injection-check").before_invocation(move |ev, _cx| {
+                if park && ev.is_injected() {
+                    BeforeInvocationAction::confirm("Let this message through?")
+                } else {
+                    BeforeInvocationAction::Proceed
+                }
+            });
         Agent::builder()
             .shared_model(model)
             .tool(ToolHandle::from_sync_fn(
@@ -92,12 +108,13 @@ pub fn server_with(store: MemorySessionStore, models: Models) -> AguiServer {
                 "Takes a while.",
                 json!({"type": "object"}),
                 |_, _| async {
-                    tokio::time::sleep(Duration::from_millis(600)).await;
+                    tokio::time::sleep(Duration::from_millis(900)).await;
                     Ok("slow done".into())
                 },
             ))
             .intervention(guard)
             .intervention(output_check)
+            .intervention(injected_check)
     })
 }
 
