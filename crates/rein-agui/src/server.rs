@@ -447,7 +447,6 @@ async fn start(
         .filter(|m| m.role == "user")
         .and_then(|m| m.text());
 
-    let (tx, rx) = mpsc::unbounded_channel();
     // A run on this thread is going in this process: inject, or refuse.
     {
         let active = inner.active.lock().unwrap_or_else(PoisonError::into_inner);
@@ -490,21 +489,15 @@ async fn start(
                         })?;
                     answered.push(json!({"interruptId": r.interrupt_id, "injectionId": injection.to_string()}));
                 }
-                let _ = tx.send(WireEvent::RunStarted {
-                    thread_id: thread_id.clone(),
-                    run_id: input.run_id.clone(),
-                });
-                let _ = tx.send(WireEvent::custom(
-                    "rein.injection_answered",
-                    json!({"answers": answered, "intoRunId": run.run_id}),
+                return Ok(short_run(
+                    &thread_id,
+                    &input.run_id,
+                    Some(WireEvent::custom(
+                        "rein.injection_answered",
+                        json!({"answers": answered, "intoRunId": run.run_id}),
+                    )),
+                    json!({"answered": answered}),
                 ));
-                let _ = tx.send(WireEvent::RunFinished {
-                    thread_id,
-                    run_id: input.run_id,
-                    result: Some(json!({"answered": answered})),
-                    outcome: json!({"type": "success"}),
-                });
-                return Ok(rx);
             }
             if inner.while_running == WhileRunning::Refuse {
                 return Err(refuse("this server refuses input while a run is going"));
@@ -518,21 +511,15 @@ async fn start(
                 .interceptor
                 .inject(Message::user(text))
                 .map_err(|e| refuse(&format!("the message could not be injected ({e})")))?;
-            let _ = tx.send(WireEvent::RunStarted {
-                thread_id: thread_id.clone(),
-                run_id: input.run_id.clone(),
-            });
-            let _ = tx.send(WireEvent::custom(
-                "rein.injection_queued",
-                json!({"injectionId": id.to_string(), "intoRunId": run.run_id}),
+            return Ok(short_run(
+                &thread_id,
+                &input.run_id,
+                Some(WireEvent::custom(
+                    "rein.injection_queued",
+                    json!({"injectionId": id.to_string(), "intoRunId": run.run_id}),
+                )),
+                json!({"injected": true, "injectionId": id.to_string()}),
             ));
-            let _ = tx.send(WireEvent::RunFinished {
-                thread_id,
-                run_id: input.run_id,
-                result: Some(json!({"injected": true, "injectionId": id.to_string()})),
-                outcome: json!({"type": "success"}),
-            });
-            return Ok(rx);
         }
     }
 
@@ -586,17 +573,12 @@ async fn start(
                 )
                 .with_details(json!({"unknownInterruptIds": ids})));
             }
-            let _ = tx.send(WireEvent::RunStarted {
-                thread_id: thread_id.clone(),
-                run_id: input.run_id.clone(),
-            });
-            let _ = tx.send(WireEvent::RunFinished {
-                thread_id,
-                run_id: input.run_id,
-                result: Some(json!({"alreadyApplied": true})),
-                outcome: json!({"type": "success"}),
-            });
-            return Ok(rx);
+            return Ok(short_run(
+                &thread_id,
+                &input.run_id,
+                None,
+                json!({"alreadyApplied": true}),
+            ));
         }
         (None, Some(pending)) => {
             let asks: Vec<_> = pending.iter().map(to_wire).collect();
@@ -634,6 +616,7 @@ async fn start(
             },
         );
     }
+    let (tx, rx) = mpsc::unbounded_channel();
     let task_inner = Arc::clone(&inner);
     tokio::spawn(async move {
         let guard = ActiveGuard {
@@ -644,6 +627,34 @@ async fn start(
         drop(guard);
     });
     Ok(rx)
+}
+
+/// The stream of a request answered without running the agent: RUN_STARTED, the custom event
+/// saying what was done, RUN_FINISHED (success) with `result`.
+fn short_run(
+    thread_id: &str,
+    run_id: &str,
+    custom: Option<WireEvent>,
+    result: Value,
+) -> mpsc::UnboundedReceiver<WireEvent> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let started = WireEvent::RunStarted {
+        thread_id: thread_id.to_owned(),
+        run_id: run_id.to_owned(),
+    };
+    let finished = WireEvent::RunFinished {
+        thread_id: thread_id.to_owned(),
+        run_id: run_id.to_owned(),
+        result: Some(result),
+        outcome: json!({"type": "success"}),
+    };
+    for e in [Some(started), custom, Some(finished)]
+        .into_iter()
+        .flatten()
+    {
+        let _ = tx.send(e);
+    }
+    rx
 }
 
 fn no_user_message() -> ProtocolError {
