@@ -1,6 +1,10 @@
 //! AG-UI wire types: the run request and the events, in the JSON shape of AG-UI protocol 1.0
 //! (`@ag-ui/core` 1.0.0's zod schemas). Only what this server reads or writes is modelled; the
 //! request side is loose (unknown keys are ignored, as the protocol's schemas allow).
+//!
+//! Own types rather than the `ag-ui-core` crate: its latest release (0.1.0) predates protocol
+//! 1.0 — no `RUN_FINISHED` outcome, no interrupts, no `resume` — so it cannot speak to the
+//! current `@ag-ui/client`. The tests check these types against that client.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
