@@ -70,13 +70,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         agent(model.clone())
     });
     if serve {
-        let bound = server.bind("127.0.0.1:8080").await?;
+        let bound = server.bind_local(8080).await?;
         println!("approval console: {}", bound.url());
         bound.serve().await?;
         return Ok(());
     }
 
-    let running = server.bind("127.0.0.1:0").await?.spawn();
+    let running = server.bind_local(0).await?.spawn();
     let addr = running.local_addr().to_string();
     println!("serving AG-UI at {}agent", running.url());
 

@@ -156,7 +156,14 @@ impl AguiServer {
         })
     }
 
-    /// Binds `addr` (e.g. `127.0.0.1:8080`; port 0 picks a free one).
+    /// Binds `127.0.0.1:<port>` (port 0 picks a free one): reachable from this machine only.
+    pub async fn bind_local(self, port: u16) -> Result<BoundServer, AguiError> {
+        self.bind(&format!("127.0.0.1:{port}")).await
+    }
+
+    /// Binds `addr` (e.g. `127.0.0.1:8080`; port 0 picks a free one). Prefer
+    /// [`bind_local`](Self::bind_local) unless other machines must reach it; then set
+    /// [`bearer_auth`](Self::bearer_auth) too.
     pub async fn bind(self, addr: &str) -> Result<BoundServer, AguiError> {
         let router = self.router()?;
         let listener = tokio::net::TcpListener::bind(addr)

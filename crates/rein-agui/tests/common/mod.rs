@@ -119,7 +119,7 @@ pub fn server_with(store: MemorySessionStore, models: Models) -> AguiServer {
 }
 
 pub async fn start(store: MemorySessionStore) -> ServerHandle {
-    server(store).bind("127.0.0.1:0").await.unwrap().spawn()
+    server(store).bind_local(0).await.unwrap().spawn()
 }
 
 pub async fn start_with(store: MemorySessionStore, models: Models) -> ServerHandle {
