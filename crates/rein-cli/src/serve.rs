@@ -28,10 +28,27 @@ pub(crate) struct ServeArgs {
     /// Require `Authorization: Bearer <token>` on the AG-UI routes (also read from
     /// `REIN_SERVE_TOKEN`). The console has a token field.
     #[arg(long, env = "REIN_SERVE_TOKEN", hide_env_values = true)]
-    token: Option<String>,
+    token: Option<Token>,
     /// Allow pages from this origin to call the server (CORS); repeat for more; `*` for any.
     #[arg(long = "cors-origin")]
     cors_origins: Vec<String>,
+}
+
+/// The bearer token: never shown by `Debug`.
+#[derive(Clone)]
+struct Token(String);
+
+impl std::str::FromStr for Token {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Self(s.to_owned()))
+    }
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(..)")
+    }
 }
 
 /// Entry point of `rein serve`.
@@ -62,7 +79,7 @@ pub(crate) fn main(args: ServeArgs) -> ExitCode {
         Some(dir) => AguiServer::new(FileSessionStore::new(dir), make_agent),
         None => AguiServer::new(MemorySessionStore::new(), make_agent),
     };
-    if let Some(token) = args.token.clone() {
+    if let Some(Token(token)) = args.token.clone() {
         server = server.bearer_auth(move |t| (t == token).then(|| "token holder".to_owned()));
     }
     if !args.cors_origins.is_empty() {

@@ -109,3 +109,30 @@ fn rein_serve_refuses_a_bad_model() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("invalid --model"));
 }
+
+#[test]
+fn rein_serve_with_a_token_refuses_requests_without_it() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rein"))
+        .args(["serve", "--port", "0"])
+        .env("REIN_SERVE_TOKEN", "t0ps3cret")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let _guard = Kill(child);
+    let first = lines.next().unwrap().unwrap();
+    assert!(!first.contains("t0ps3cret"));
+    let url = first
+        .strip_prefix("rein serve: approval console at ")
+        .unwrap();
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_owned();
+    let run = json!({"threadId": "t-1", "runId": "r1",
+        "messages": [{"id": "m1", "role": "user", "content": "hi"}]});
+    let (status, body) = http(&addr, "POST", "/agent", &run.to_string());
+    assert_eq!(status, 401, "{body}");
+    assert!(!body.contains("t0ps3cret"));
+}
