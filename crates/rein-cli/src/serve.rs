@@ -109,9 +109,14 @@ pub(crate) fn main(args: ServeArgs) -> ExitCode {
             }
         };
         let url = bound.url();
-        println!("rein serve: approval console at {url}");
-        println!("rein serve: AG-UI endpoint POST {url}agent (Ctrl-C stops)");
-        let _ = std::io::stdout().flush();
+        // A closed stdout (the caller stopped reading) is no reason to stop serving.
+        let mut out = std::io::stdout();
+        let _ = writeln!(out, "rein serve: approval console at {url}");
+        let _ = writeln!(
+            out,
+            "rein serve: AG-UI endpoint POST {url}agent (Ctrl-C stops)"
+        );
+        let _ = out.flush();
         tokio::select! {
             r = bound.serve() => match r {
                 Ok(()) => ExitCode::SUCCESS,

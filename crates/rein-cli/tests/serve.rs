@@ -37,21 +37,25 @@ impl Drop for Kill {
     }
 }
 
-#[test]
-fn rein_serve_serves_the_console_and_runs_with_approvals() {
-    let root = std::env::temp_dir().join(format!("rein-serve-test-{}", std::process::id()));
-    std::fs::create_dir_all(&root).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rein"))
-        .args(["serve", "--port", "0", "--model", "demo", "--root"])
-        .arg(&root)
-        .env_remove("REIN_SERVE_TOKEN")
+/// Starts `rein serve --port 0 <args>` with `token` as REIN_SERVE_TOKEN (or none); the
+/// process (killed on drop), the address it printed, and its first line.
+fn serve(args: &[&std::ffi::OsStr], token: Option<&str>) -> (Kill, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rein"));
+    cmd.args(["serve", "--port", "0"]).args(args);
+    match token {
+        Some(t) => cmd.env("REIN_SERVE_TOKEN", t),
+        None => cmd.env_remove("REIN_SERVE_TOKEN"),
+    };
+    let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let _guard = Kill(child);
+    let guard = Kill(child);
     let first = lines.next().unwrap().unwrap();
+    let second = lines.next().unwrap().unwrap();
+    assert!(second.contains("AG-UI endpoint POST"), "{second}");
     let url = first
         .strip_prefix("rein serve: approval console at ")
         .unwrap_or_else(|| panic!("unexpected first line: {first}"));
@@ -60,6 +64,22 @@ fn rein_serve_serves_the_console_and_runs_with_approvals() {
         .trim_start_matches("http://")
         .trim_end_matches('/')
         .to_owned();
+    (guard, addr, first)
+}
+
+#[test]
+fn rein_serve_serves_the_console_and_runs_with_approvals() {
+    let root = std::env::temp_dir().join(format!("rein-serve-test-{}", std::process::id()));
+    std::fs::create_dir_all(&root).unwrap();
+    let (_guard, addr, _) = serve(
+        &[
+            "--model".as_ref(),
+            "demo".as_ref(),
+            "--root".as_ref(),
+            root.as_os_str(),
+        ],
+        None,
+    );
 
     let (status, page) = http(&addr, "GET", "/", "");
     assert_eq!(status, 200);
@@ -112,24 +132,8 @@ fn rein_serve_refuses_a_bad_model() {
 
 #[test]
 fn rein_serve_with_a_token_refuses_requests_without_it() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rein"))
-        .args(["serve", "--port", "0"])
-        .env("REIN_SERVE_TOKEN", "t0ps3cret")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let _guard = Kill(child);
-    let first = lines.next().unwrap().unwrap();
+    let (_guard, addr, first) = serve(&[], Some("t0ps3cret"));
     assert!(!first.contains("t0ps3cret"));
-    let url = first
-        .strip_prefix("rein serve: approval console at ")
-        .unwrap();
-    let addr = url
-        .trim_start_matches("http://")
-        .trim_end_matches('/')
-        .to_owned();
     let run = json!({"threadId": "t-1", "runId": "r1",
         "messages": [{"id": "m1", "role": "user", "content": "hi"}]});
     let (status, body) = http(&addr, "POST", "/agent", &run.to_string());
