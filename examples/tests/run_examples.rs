@@ -407,3 +407,21 @@ fn llm_judge() {
         ],
     );
 }
+
+#[test]
+fn agui_server_streams_a_run_and_takes_the_approval() {
+    check(
+        "agui_server",
+        &[
+            "  RUN_STARTED",
+            "  TOOL_CALL_START \"delete_file\"",
+            "  CUSTOM \"rein.decision\" \"delete-approval\" asked",
+            "  RUN_FINISHED \"interrupt\"",
+            "waiting for approval: \"Delete report.txt?\"",
+            "  CUSTOM \"rein.decision\" \"delete-approval\" approved by alice",
+            "  TOOL_CALL_RESULT \"deleted report.txt\"",
+            "  TEXT_MESSAGE_CONTENT \"report.txt is gone.\"",
+            "  RUN_FINISHED \"success\"",
+        ],
+    );
+}

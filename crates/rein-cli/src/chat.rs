@@ -33,8 +33,9 @@ use demo::DemoModel;
 use input::{Read, UserInput};
 
 /// Options of `rein chat`.
+/// The agent options `rein chat` and `rein serve` share.
 #[derive(Debug, clap::Args)]
-pub(crate) struct ChatArgs {
+pub(crate) struct AgentArgs {
     /// A policy file (TOML or JSON) whose handlers guard the agent. Default: ask before
     /// `delete_file` runs.
     #[arg(long)]
@@ -47,7 +48,63 @@ pub(crate) struct ChatArgs {
     model: String,
     /// The system prompt.
     #[arg(long)]
-    system_prompt: Option<String>,
+    pub(crate) system_prompt: Option<String>,
+}
+
+/// What [`AgentArgs`] select: the model, the policy's handlers, the tools under the root.
+pub(crate) struct AgentParts {
+    pub(crate) model: SharedModel,
+    pub(crate) handlers: Vec<SharedHandler>,
+    pub(crate) policy_label: String,
+    pub(crate) root: PathBuf,
+}
+
+impl AgentArgs {
+    /// Builds the parts; on bad input prints `<command>: <why>` and gives the exit status (2
+    /// invalid input, 1 other failure).
+    pub(crate) fn parts(&self, command: &str) -> Result<AgentParts, ExitCode> {
+        let model = build_model(&self.model).map_err(|e| {
+            eprintln!("{command}: {e}");
+            ExitCode::from(2)
+        })?;
+        let (handlers, policy_label) = match &self.policy {
+            // An `llm_judge` in the file asks the agent's own model.
+            Some(path) => match crate::policies::load_file(path, Some(&model)) {
+                Ok(handlers) => (handlers, format!("{} ({})", path.display(), "loaded")),
+                Err(e) => {
+                    eprintln!("{command}: invalid policy {}: {e}", path.display());
+                    return Err(ExitCode::from(2));
+                }
+            },
+            None => match default_policy() {
+                Ok(h) => (
+                    vec![SharedHandler::new(h)],
+                    "built-in (approve delete_file)".to_owned(),
+                ),
+                Err(e) => {
+                    eprintln!("{command}: {e}");
+                    return Err(ExitCode::from(1));
+                }
+            },
+        };
+        let root = self.root.canonicalize().map_err(|e| {
+            eprintln!("{command}: cannot use root {}: {e}", self.root.display());
+            ExitCode::from(2)
+        })?;
+        Ok(AgentParts {
+            model,
+            handlers,
+            policy_label,
+            root,
+        })
+    }
+}
+
+/// Options of `rein chat`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ChatArgs {
+    #[command(flatten)]
+    agent: AgentArgs,
     /// When guidance on a response fails after the retries: `deny` withholds the response,
     /// `confirm` asks you whether to accept it anyway (SPEC §3.8).
     #[arg(long, value_enum, default_value_t = RetryLimit::Deny)]
@@ -66,39 +123,14 @@ enum RetryLimit {
 /// Entry point of `rein chat`.
 pub(crate) fn main(args: ChatArgs) -> ExitCode {
     let out = Term::stdout();
-    let model = match build_model(&args.model) {
-        Ok(m) => m,
-        Err(e) => {
-            eprintln!("rein chat: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let (handlers, policy_label) = match &args.policy {
-        // An `llm_judge` in the file asks the chat's own model.
-        Some(path) => match crate::policies::load_file(path, Some(&model)) {
-            Ok(handlers) => (handlers, format!("{} ({})", path.display(), "loaded")),
-            Err(e) => {
-                eprintln!("rein chat: invalid policy {}: {e}", path.display());
-                return ExitCode::from(2);
-            }
-        },
-        None => match default_policy() {
-            Ok(h) => (
-                vec![SharedHandler::new(h)],
-                "built-in (approve delete_file)".to_owned(),
-            ),
-            Err(e) => {
-                eprintln!("rein chat: {e}");
-                return ExitCode::from(1);
-            }
-        },
-    };
-    let root = match args.root.canonicalize() {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("rein chat: cannot use root {}: {e}", args.root.display());
-            return ExitCode::from(2);
-        }
+    let AgentParts {
+        model,
+        handlers,
+        policy_label,
+        root,
+    } = match args.agent.parts("rein chat") {
+        Ok(p) => p,
+        Err(code) => return code,
     };
     let mut builder = Agent::builder()
         .name("rein-chat")
@@ -109,7 +141,7 @@ pub(crate) fn main(args: ChatArgs) -> ExitCode {
             RetryLimit::Deny => OnRetryLimit::Deny,
             RetryLimit::Confirm => OnRetryLimit::Confirm,
         });
-    if let Some(p) = &args.system_prompt {
+    if let Some(p) = &args.agent.system_prompt {
         builder = builder.system_prompt(p.as_str());
     }
     let mut agent = match builder.build() {
@@ -231,7 +263,7 @@ async fn approve(
         let _ = out.write_str(&format!(
             "{} {}{}? [y/N] ",
             style("Approve").yellow().bold(),
-            prompt_text(&i.reason),
+            i.prompt_text(),
             what_is_asked(&i.id),
         ));
         let _ = std::io::stdout().flush();
@@ -250,18 +282,6 @@ async fn approve(
         responses.push(InterruptResponse::new(i.id, answer_value(answer)));
     }
     Some(responses)
-}
-
-/// The text of a confirm's prompt (SPEC §3.2): a string itself; a payload's `prompt` or
-/// `message` field, else its JSON.
-fn prompt_text(reason: &Value) -> String {
-    match reason {
-        Value::String(s) => s.clone(),
-        other => ["prompt", "message"]
-            .iter()
-            .find_map(|k| other.get(k).and_then(Value::as_str))
-            .map_or_else(|| other.to_string(), str::to_owned),
-    }
 }
 
 /// What a pause holds, from its interrupt id, for pauses other than a tool call's: ` (input)`,
@@ -594,7 +614,7 @@ fn not_built(spec: &str, provider: &str) -> String {
 
 // ---- tools ----
 
-fn tools(root: &Path) -> Vec<ToolHandle> {
+pub(crate) fn tools(root: &Path) -> Vec<ToolHandle> {
     let root = Arc::new(root.to_path_buf());
     let path_schema = json!({
         "type": "object",

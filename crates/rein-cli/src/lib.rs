@@ -7,6 +7,8 @@
 //! - `rein chat` is an interactive terminal agent: streamed answers, one line per intervention
 //!   decision, `Approve <prompt>? [y/N]` for tool calls that need a human, and Ctrl-C to cancel
 //!   a running turn.
+//! - `rein serve` serves the same agent to a browser over AG-UI (`rein-agui`), with the approval
+//!   console at the printed URL.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -17,13 +19,14 @@ mod chat;
 mod policies;
 mod replay;
 mod scenario;
+mod serve;
 
 /// Rein's command line.
 #[derive(Debug, Parser)]
 #[command(
     name = "rein",
     version,
-    about = "Rein agent SDK: replay scenarios, chat with an agent"
+    about = "Rein agent SDK: replay scenarios, chat with an agent, serve it to a browser"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -42,6 +45,8 @@ enum Command {
     },
     /// Chat with an agent in the terminal; tool calls that need approval are asked here.
     Chat(chat::ChatArgs),
+    /// Serve the agent to a browser over AG-UI, with an approval console (prints its URL).
+    Serve(serve::ServeArgs),
 }
 
 /// Runs the `rein` command with the process arguments; returns the exit status (0 ran, 2 invalid
@@ -70,5 +75,6 @@ pub fn run() -> ExitCode {
             }
         },
         Command::Chat(args) => chat::main(args),
+        Command::Serve(args) => serve::main(args),
     }
 }

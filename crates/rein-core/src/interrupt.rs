@@ -42,10 +42,36 @@ impl Interrupt {
         self
     }
 
+    /// The reason as text for a person: a string itself; a payload's `prompt` or `message`
+    /// field (a string), else the payload's JSON. The same rule as a `Confirm`'s prompt text.
+    ///
+    /// ```
+    /// use rein_core::interrupt::Interrupt;
+    /// use serde_json::json;
+    /// assert_eq!(Interrupt::new("i", "n", json!({"prompt": "Go?", "x": 1})).prompt_text(), "Go?");
+    /// assert_eq!(Interrupt::new("i", "n", json!({"x": 1})).prompt_text(), r#"{"x":1}"#);
+    /// ```
+    pub fn prompt_text(&self) -> String {
+        prompt_text(&self.reason)
+    }
+
     /// Records the tool use the interrupt is about.
     pub fn with_tool_use_id(mut self, tool_use_id: impl Into<String>) -> Self {
         self.tool_use_id = Some(tool_use_id.into());
         self
+    }
+}
+
+/// The text of a prompt (a `Confirm`'s, an interrupt's reason): a string itself; an object's
+/// `prompt` or `message` field when it is a string; else the JSON.
+pub fn prompt_text(prompt: &Value) -> String {
+    match prompt {
+        Value::String(s) => s.clone(),
+        Value::Object(o) => match (o.get("prompt"), o.get("message")) {
+            (Some(Value::String(s)), _) | (_, Some(Value::String(s))) => s.clone(),
+            _ => prompt.to_string(),
+        },
+        _ => prompt.to_string(),
     }
 }
 

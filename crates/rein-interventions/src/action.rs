@@ -236,16 +236,7 @@ impl fmt::Debug for Confirm {
 }
 
 /// The text of a confirm's prompt (see [`Confirm::prompt_text`]).
-pub(crate) fn prompt_text(prompt: &Value) -> String {
-    match prompt {
-        Value::String(s) => s.clone(),
-        Value::Object(o) => match (o.get("prompt"), o.get("message")) {
-            (Some(Value::String(s)), _) | (_, Some(Value::String(s))) => s.clone(),
-            _ => prompt.to_string(),
-        },
-        _ => prompt.to_string(),
-    }
-}
+pub(crate) use rein_core::interrupt::prompt_text;
 
 /// The action types' shared internal form.
 pub(crate) enum Verdict<D> {

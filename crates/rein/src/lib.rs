@@ -29,6 +29,11 @@ pub use rein_interventions as interventions;
 pub use rein_models as models;
 pub use rein_sessions as sessions;
 
+/// Serve an agent to browsers over AG-UI, with human approvals on a web page (feature `agui`;
+/// guide: docs/web.md).
+#[cfg(feature = "agui")]
+pub use rein_agui as agui;
+
 pub use rein_agent::{
     Agent, AgentBuilder, AgentEvent, AgentStream, AgentTool, CancelHandle, Handoff, Input, Limits,
     OnRetryLimit, RetryStrategy, SlidingWindow, ToolExecutor,
@@ -128,6 +133,9 @@ struct HumanInTheLoopGuide;
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/multi-agent.md")]
 struct MultiAgentGuide;
+#[cfg(all(doctest, feature = "agui"))]
+#[doc = include_str!("../../../docs/web.md")]
+struct WebGuide;
 // docs/providers.md runs as rein-models' doc tests (it needs rein-models alone).
 #[cfg(all(doctest, feature = "macros", feature = "mcp-http"))]
 #[doc = include_str!("../../../docs/tools.md")]

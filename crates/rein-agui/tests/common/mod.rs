@@ -1,0 +1,174 @@
+//! A test server: scripted models chosen by the thread id's prefix, a `delete_file` tool that
+//! needs approval (an intervention `Confirm`), a `clock` and a slow tool.
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rein_agent::Agent;
+use rein_agui::{AguiServer, ServerHandle};
+use rein_core::ToolHandle;
+use rein_interventions::{
+    AfterToolCallAction, BeforeInvocationAction, BeforeToolCallAction, Intervention,
+};
+use rein_models::{ScriptedModel, SharedModel};
+use rein_sessions::MemorySessionStore;
+use serde_json::json;
+
+fn script(thread_id: &str) -> ScriptedModel {
+    let b = ScriptedModel::builder();
+    let kind = thread_id.split('-').next().unwrap_or_default();
+    match kind {
+        "tool" | "output" => b.tool_use("c1", "clock", json!({})).text("It is noon."),
+        "browser" => b
+            .tool_use("d1", "delete_file", json!({"path": "a.txt"}))
+            .text("Done: I asked before deleting.")
+            .tool_use("d2", "delete_file", json!({"path": "a.txt"}))
+            .text("Asked again."),
+        "approve" | "reject" | "edit" | "refuse" => b
+            .tool_use("d1", "delete_file", json!({"path": "a.txt"}))
+            .text("Done: I asked before deleting."),
+        "inject" => b
+            .tool_use("s1", "slow", json!({}))
+            .text("Finished the slow thing."),
+        "parked" => b
+            .tool_use("s1", "slow", json!({}))
+            .tool_use("s2", "slow", json!({}))
+            .text("Finished both slow things."),
+        _ => b.text("Hello from Rein!"),
+    }
+    .chunk_chars(4)
+    .build()
+}
+
+/// The scripted model of each thread. A real model is stateless; a scripted one remembers
+/// where its script is, so two servers standing for two processes share this map.
+pub type Models = Arc<Mutex<HashMap<String, SharedModel>>>;
+
+pub fn server(store: MemorySessionStore) -> AguiServer {
+    server_with(store, Models::default())
+}
+
+pub fn server_with(store: MemorySessionStore, models: Models) -> AguiServer {
+    AguiServer::new(store, move |thread_id| {
+        let model = models
+            .lock()
+            .unwrap()
+            .entry(thread_id.to_owned())
+            .or_insert_with(|| SharedModel::new(script(thread_id)))
+            .clone();
+        let guard = Intervention::named("delete-guard").before_tool_call(|ev, _cx| {
+            if ev.tool_use().name == "delete_file" {
+                let path = ev.tool_use().input["path"]
+                    .as_str()
+                    .unwrap_or("?")
+                    .to_owned();
+                BeforeToolCallAction::confirm(format!("Delete {path}?"))
+            } else {
+                BeforeToolCallAction::Proceed
+            }
+        });
+        // On `output-*` threads a person approves what the clock returned (an after_tool_call
+        // confirm) before the model sees it.
+        let check_output = thread_id.starts_with("output-");
+        let output_check = Intervention::named("output-check").after_tool_call(move |ev, _cx| {
+            if check_output && ev.tool_use().name == "clock" {
+                AfterToolCallAction::confirm("Show the time to the model?")
+            } else {
+                AfterToolCallAction::Proceed
+            }
+        });
+        // On `parked-*` threads an injected message waits for a person's approval.
+        let park = thread_id.starts_with("parked-");
+        let injected_check =
+            Intervention::named("injection-check").before_invocation(move |ev, _cx| {
+                if park && ev.is_injected() {
+                    BeforeInvocationAction::confirm("Let this message through?")
+                } else {
+                    BeforeInvocationAction::Proceed
+                }
+            });
+        Agent::builder()
+            .shared_model(model)
+            .tool(ToolHandle::from_sync_fn(
+                "clock",
+                "The time.",
+                json!({"type": "object"}),
+                |_, _| Ok("12:00".into()),
+            ))
+            .tool(ToolHandle::from_sync_fn(
+                "delete_file",
+                "Deletes a file.",
+                json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+                |input, _| Ok(format!("deleted {}", input["path"].as_str().unwrap_or("?")).into()),
+            ))
+            .tool(ToolHandle::from_fn(
+                "slow",
+                "Takes a while.",
+                json!({"type": "object"}),
+                |_, _| async {
+                    tokio::time::sleep(Duration::from_millis(900)).await;
+                    Ok("slow done".into())
+                },
+            ))
+            .intervention(guard)
+            .intervention(output_check)
+            .intervention(injected_check)
+    })
+}
+
+pub async fn start(store: MemorySessionStore) -> ServerHandle {
+    server(store).bind_local(0).await.unwrap().spawn()
+}
+
+pub async fn start_with(store: MemorySessionStore, models: Models) -> ServerHandle {
+    server_with(store, models)
+        .bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .spawn()
+}
+
+/// A minimal HTTP/1.1 request (Connection: close): status and body.
+pub async fn http(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await.unwrap();
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text[9..12].parse().unwrap();
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// Runs `node tests/js/<script> <args>`; its stdout (the test fails when node does).
+pub async fn node(script: &str, args: &[&str]) -> String {
+    let path = format!("{}/tests/js/{script}", env!("CARGO_MANIFEST_DIR"));
+    let out = tokio::process::Command::new("node")
+        .arg(path)
+        .args(args)
+        .output()
+        .await
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{script} failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
