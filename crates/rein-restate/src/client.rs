@@ -7,7 +7,9 @@ use rein_core::id::InjectionId;
 use serde::{Serialize, de::DeserializeOwned};
 
 use crate::Error;
-use crate::wire::{InjectRequest, InjectionReport, InvokeRequest, ResumeRequest, RunReport, SessionView};
+use crate::wire::{
+    InjectRequest, InjectionReport, InvokeRequest, ResumeRequest, RunReport, SessionView,
+};
 
 /// Calls durable agents through Restate's ingress, from any process.
 ///
@@ -37,7 +39,8 @@ impl Client {
     /// Runs the session's agent on new input and waits for the run's end (an interrupt ends
     /// it too: answer with [`resume`](Self::resume)).
     pub async fn invoke(&self, session: &str, request: InvokeRequest) -> Result<RunReport, Error> {
-        self.call("ReinAgent", session, "invoke", Some(&request)).await
+        self.call("ReinAgent", session, "invoke", Some(&request))
+            .await
     }
 
     /// Starts a run without waiting; returns Restate's invocation id.
@@ -53,19 +56,39 @@ impl Client {
         Ok(sent.invocation_id)
     }
 
+    /// Waits for the end of a run [`start`](Self::start)ed earlier (by any process).
+    pub async fn attach(&self, invocation_id: &str) -> Result<RunReport, Error> {
+        let url = format!(
+            "{}/restate/invocation/{}/attach",
+            self.ingress,
+            encode(invocation_id)
+        );
+        self.send(self.http.get(url)).await
+    }
+
     /// Answers the session's pending interrupts and waits for the run's end.
     pub async fn resume(&self, session: &str, request: ResumeRequest) -> Result<RunReport, Error> {
-        self.call("ReinAgent", session, "resume", Some(&request)).await
+        self.call("ReinAgent", session, "resume", Some(&request))
+            .await
     }
 
     /// Injects a message into the session's running (or paused) run. With an idempotency key,
     /// sending it again returns the first acceptance.
-    pub async fn inject(&self, session: &str, request: InjectRequest) -> Result<InjectionReport, Error> {
-        self.call("ReinInbox", session, "inject", Some(&request)).await
+    pub async fn inject(
+        &self,
+        session: &str,
+        request: InjectRequest,
+    ) -> Result<InjectionReport, Error> {
+        self.call("ReinInbox", session, "inject", Some(&request))
+            .await
     }
 
     /// Where an injected message stands.
-    pub async fn injection(&self, session: &str, id: InjectionId) -> Result<InjectionReport, Error> {
+    pub async fn injection(
+        &self,
+        session: &str,
+        id: InjectionId,
+    ) -> Result<InjectionReport, Error> {
         self.call("ReinInbox", session, "status", Some(&id)).await
     }
 
@@ -76,7 +99,8 @@ impl Client {
 
     /// The session's messages, pending interrupts and last run.
     pub async fn session(&self, session: &str) -> Result<SessionView, Error> {
-        self.call("ReinAgent", session, "session", None::<&()>).await
+        self.call("ReinAgent", session, "session", None::<&()>)
+            .await
     }
 
     async fn call<B: Serialize + ?Sized, R: DeserializeOwned>(
@@ -91,8 +115,17 @@ impl Client {
         // A handler without input takes no body at all.
         if let Some(body) = body {
             let body = serde_json::to_vec(body).map_err(|e| Error::Decode(e.to_string()))?;
-            request = request.header("content-type", "application/json").body(body);
+            request = request
+                .header("content-type", "application/json")
+                .body(body);
         }
+        self.send(request).await
+    }
+
+    async fn send<R: DeserializeOwned>(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<R, Error> {
         let response = request
             .send()
             .await

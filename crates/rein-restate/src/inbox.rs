@@ -64,7 +64,8 @@ impl InboxState {
             }
         }
         if self.keys.len() > REMEMBERED {
-            let live: std::collections::BTreeSet<InjectionId> = self.seq_of.keys().copied().collect();
+            let live: std::collections::BTreeSet<InjectionId> =
+                self.seq_of.keys().copied().collect();
             self.keys.retain(|_, id| live.contains(id));
         }
     }
@@ -109,7 +110,11 @@ impl ReinInbox {
     ) -> Result<Json<InjectionReport>, HandlerError> {
         let request = request.into_inner();
         let mut inbox = load(&ctx).await?;
-        if let Some(id) = request.idempotency_key.as_ref().and_then(|k| inbox.keys.get(k)) {
+        if let Some(id) = request
+            .idempotency_key
+            .as_ref()
+            .and_then(|k| inbox.keys.get(k))
+        {
             let report = inbox.seq_of.get(id).and_then(|s| inbox.outcomes.get(s));
             if let Some(report) = report {
                 return Ok(Json(report.clone()));
@@ -124,7 +129,10 @@ impl ReinInbox {
         }
         // Derived from this invocation: the same id when Restate retries the handler.
         let name = format!("{}:{}", ctx.invocation_id(), inbox.next);
-        let id = InjectionId(uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, name.as_bytes()));
+        let id = InjectionId(uuid::Uuid::new_v5(
+            &uuid::Uuid::NAMESPACE_OID,
+            name.as_bytes(),
+        ));
         let seq = inbox.next;
         inbox.next += 1;
         inbox.seq_of.insert(id, seq);
@@ -177,7 +185,11 @@ impl ReinInbox {
 
     /// A run starts (called by the session's `ReinAgent`).
     #[handler]
-    async fn open(&self, ctx: ObjectContext<'_>, invocation: Json<String>) -> Result<(), HandlerError> {
+    async fn open(
+        &self,
+        ctx: ObjectContext<'_>,
+        invocation: Json<String>,
+    ) -> Result<(), HandlerError> {
         let mut inbox = load(&ctx).await?;
         inbox.status = RunStatus::Running;
         inbox.invocation = Some(invocation.into_inner());

@@ -42,3 +42,8 @@ mod worker;
 pub use client::Client;
 pub use error::Error;
 pub use worker::{BoundWorker, Worker, register, shutdown_signal};
+
+// The guide is compiled as a doc test, so it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/durable-execution.md")]
+struct DurableExecutionGuide;

@@ -91,7 +91,9 @@ impl ReinAgent {
             messages.push(Message::user(text));
         }
         if messages.is_empty() {
-            return Err(TerminalError::new_with_code(400, "invoke needs `text` or `messages`").into());
+            return Err(
+                TerminalError::new_with_code(400, "invoke needs `text` or `messages`").into(),
+            );
         }
         let input = Input::messages(messages);
         let input = match request.state {
@@ -118,7 +120,10 @@ impl ReinAgent {
     /// The session's messages, pending interrupts and last run (while a run goes on: as of
     /// its start).
     #[handler]
-    async fn session(&self, ctx: SharedObjectContext<'_>) -> Result<Json<SessionView>, HandlerError> {
+    async fn session(
+        &self,
+        ctx: SharedObjectContext<'_>,
+    ) -> Result<Json<SessionView>, HandlerError> {
         let stored: Option<Json<StoredSession>> = ctx.get(SESSION).await?;
         let last_run: Option<Json<RunReport>> = ctx.get(LAST_RUN).await?;
         let Some(stored) = stored.map(Json::into_inner) else {
@@ -194,13 +199,24 @@ impl ReinAgent {
             Err(e) => match answer_error(e) {
                 // The input or the answers were wrong: nothing ran, nothing changed.
                 Some(status) => {
-                    inbox().close(Json(agent.pending_interrupts().is_some())).call().await?;
+                    inbox()
+                        .close(Json(agent.pending_interrupts().is_some()))
+                        .call()
+                        .await?;
                     return Err(TerminalError::new_with_code(status, e.to_string()).into());
                 }
                 None => failed_report(&key, &agent, e),
             },
         };
-        ctx.set(SESSION, Json(StoredSession::of(&agent)));
+        // What is saved goes through the journal: a replay of this invocation (its worker died
+        // after saving) saves the very same bytes, though its message ids and the audit's
+        // timings are its own.
+        let stored = StoredSession::of(&agent);
+        let Json((stored, report)) = ctx
+            .run(|| async move { Ok(Json((stored, report))) })
+            .name("save session")
+            .await?;
+        ctx.set(SESSION, Json(stored));
         ctx.set(LAST_RUN, Json(report.clone()));
         inbox()
             .close(Json(agent.pending_interrupts().is_some()))

@@ -3,10 +3,10 @@
 
 use rein_core::{
     Message,
-    result::AgentResult,
     id::{InjectionId, MessageId},
     interrupt::Interrupt,
     message::InterruptResponse,
+    result::AgentResult,
     stream::{StopReason, Usage},
 };
 use serde::{Deserialize, Serialize};

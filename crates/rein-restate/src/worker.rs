@@ -82,8 +82,12 @@ impl Worker {
     /// Binds the address.
     pub async fn listen(self) -> Result<BoundWorker, Error> {
         let socket = match self.addr {
-            SocketAddr::V4(_) => socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?,
-            SocketAddr::V6(_) => socket2::Socket::new(socket2::Domain::IPV6, socket2::Type::STREAM, None)?,
+            SocketAddr::V4(_) => {
+                socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?
+            }
+            SocketAddr::V6(_) => {
+                socket2::Socket::new(socket2::Domain::IPV6, socket2::Type::STREAM, None)?
+            }
         };
         socket.set_reuse_address(true)?;
         #[cfg(unix)]

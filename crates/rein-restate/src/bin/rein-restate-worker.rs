@@ -3,6 +3,10 @@
 //!
 //! `rein-restate-worker [--bind ADDR] [--reuse-port] [--register ADMIN_URL DEPLOYMENT_URL]`
 //!
+//! `rein-restate-worker inject INGRESS_URL SESSION PREFIX N` injects `PREFIX-0` … `PREFIX-N-1`
+//! one after another and prints `<id> <message>` for each accepted one, `refused <message>
+//! <status>` for each refused one (a sender process of the injection tests).
+//!
 //! The demo agent's model answers from the conversation alone (any worker, any replay, gives
 //! the same answer to the same history), after `REIN_MODEL_DELAY_MS` and in small chunks:
 //! - `steps N`: calls the `ledger` tool N times, then says `Finished N steps.` and lists the
@@ -29,7 +33,10 @@ use rein_models::{Model, ModelInfo, ModelRequest, ModelStream, ScriptedModel};
 use serde_json::json;
 
 fn millis(var: &str) -> Duration {
-    let ms = std::env::var(var).ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+    let ms = std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
     Duration::from_millis(ms)
 }
 
@@ -81,8 +88,9 @@ impl Model for OpsModel {
                 script.tool_use("del-1", "delete", json!({"path": path}))
             }
             ["delete", _] => {
-                let result = messages.last().map(Message::text).unwrap_or_default();
-                script.text(format!("Delete: {result}"))
+                let last = messages.last().and_then(|m| serde_json::to_value(m).ok());
+                let done = last.is_some_and(|m| m.to_string().contains("deleted"));
+                script.text(if done { "Deleted." } else { "Not deleted." })
             }
             _ => script.text(format!("You said: {command}")),
         };
@@ -155,7 +163,11 @@ async fn main() {
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(std::io::stderr)
         .init();
-    let mut args = std::env::args().skip(1);
+    let mut args = std::env::args().skip(1).peekable();
+    if args.peek().map(String::as_str) == Some("inject") {
+        let rest: Vec<String> = args.skip(1).collect();
+        return inject(&rest).await;
+    }
     let mut bind: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 9080));
     let mut reuse_port = false;
     let mut register = None;
@@ -193,9 +205,32 @@ async fn main() {
     }
     println!("listening {addr}");
     match serving.await {
-        Ok(Ok(())) => println!("stopped"),
+        // Whoever started the worker may no longer read its output.
+        Ok(Ok(())) => {
+            let _ = writeln!(std::io::stdout(), "stopped");
+        }
         Ok(Err(e)) => fail(&e.to_string()),
         Err(e) => fail(&e.to_string()),
+    }
+}
+
+async fn inject(args: &[String]) {
+    let [ingress, session, prefix, n] = args else {
+        fail("inject needs INGRESS_URL SESSION PREFIX N");
+    };
+    let n: usize = n.parse().unwrap_or(0);
+    let client = match rein_restate::Client::new(ingress) {
+        Ok(client) => client,
+        Err(e) => fail(&e.to_string()),
+    };
+    for i in 0..n {
+        let text = format!("{prefix}-{i}");
+        let request = rein_restate::wire::InjectRequest::text(text.clone())
+            .idempotency_key(format!("{session}/{text}"));
+        match client.inject(session, request).await {
+            Ok(report) => println!("{} {text}", report.id),
+            Err(e) => println!("refused {text} {}", e.status().unwrap_or(0)),
+        }
     }
 }
 
