@@ -22,6 +22,7 @@ use crate::conversation::{
 use crate::handoff::{ACTIVE_AGENT_KEY, Handoff, Team, TransferTool};
 use crate::history::{History, TOOL_INTERRUPTED, closing_results};
 use crate::inject::TurnInterceptor;
+use crate::journal::{Journal, SharedJournal};
 use crate::pending::{PendingInterrupts, QueuedInjection};
 use crate::retry::RetryStrategy;
 use crate::session::{SessionBinding, SharedBinding};
@@ -89,6 +90,8 @@ pub(crate) struct AgentCore {
     pub(crate) tools: ToolSet,
     pub(crate) hooks: HookRegistry,
     pub(crate) config: AgentConfig,
+    /// Where the run's model and tool calls are recorded (a durable engine), if anywhere.
+    pub(crate) journal: Option<SharedJournal>,
 }
 
 /// The input of one invocation: new messages, or interrupt responses (a resume), with the
@@ -104,9 +107,16 @@ pub struct Input {
     pub(crate) messages: Vec<Message>,
     pub(crate) responses: Vec<InterruptResponse>,
     pub(crate) state: Option<InvocationState>,
+    /// The journal of the run this invocation is a step of (an agent running as a tool).
+    pub(crate) journal: Option<SharedJournal>,
 }
 
 impl Input {
+    pub(crate) fn journaled_by(mut self, journal: SharedJournal) -> Self {
+        self.journal = Some(journal);
+        self
+    }
+
     /// A text prompt.
     pub fn text(text: impl Into<String>) -> Self {
         Self::messages(vec![Message::user(text)])
@@ -449,6 +459,7 @@ pub struct AgentBuilder {
     interventions: Vec<SharedHandler>,
     audit_timing: bool,
     handoffs: Vec<Handoff>,
+    journal: Option<SharedJournal>,
 }
 
 impl Default for AgentBuilder {
@@ -479,6 +490,7 @@ impl Default for AgentBuilder {
             interventions: Vec::new(),
             audit_timing: false,
             handoffs: Vec::new(),
+            journal: None,
         }
     }
 }
@@ -728,6 +740,15 @@ impl AgentBuilder {
         self
     }
 
+    /// Records the run's model and tool calls in a durable execution engine's journal (see
+    /// [`journal`](crate::journal)): a replay of the run is fed the recorded results instead
+    /// of calling the model and the tools again. A journaled agent runs its tools one after
+    /// another.
+    pub fn journal(mut self, journal: impl Journal) -> Self {
+        self.journal = Some(SharedJournal::new(journal));
+        self
+    }
+
     /// Builds the agent: fails on a missing model, duplicate tool, plugin or intervention handler
     /// names, or a tool input schema that does not compile.
     pub fn build(mut self) -> Result<Agent, Error> {
@@ -778,6 +799,7 @@ impl AgentBuilder {
             tools,
             hooks: self.hooks,
             config: self.config,
+            journal: self.journal,
         });
         if !team.is_empty() && team.insert(core.name.clone(), core.clone()).is_some() {
             return Err(BuildError::DuplicateAgent(core.name.to_string()).into());

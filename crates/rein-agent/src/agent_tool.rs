@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::agent::{Agent, Input};
+use crate::journal::SharedJournal;
 use crate::pending::PendingInterrupts;
 use crate::stream::{AgentEvent, Sink};
 
@@ -155,6 +156,10 @@ impl Tool for AgentTool {
             }
         }
         .with_state(cx.invocation_state().clone());
+        let request = match link.and_then(|l| l.journal.clone()) {
+            Some(journal) => request.journaled_by(journal),
+            None => request,
+        };
         let result = match link.filter(|l| l.sink.is_enabled()) {
             Some(link) => run_streaming(&mut agent, request, &path, &link.sink).await,
             None => agent.invoke(request).await,
@@ -237,6 +242,8 @@ async fn run_streaming(
 pub(crate) struct ParentLink {
     resume_state: Option<Value>,
     sink: Sink,
+    /// The parent run's journal: the child's model and tool calls are steps of the same run.
+    journal: Option<SharedJournal>,
     reports: Mutex<Reports>,
 }
 
@@ -248,10 +255,15 @@ struct Reports {
 }
 
 impl ParentLink {
-    pub(crate) fn new(resume_state: Option<Value>, sink: Sink) -> Self {
+    pub(crate) fn new(
+        resume_state: Option<Value>,
+        sink: Sink,
+        journal: Option<SharedJournal>,
+    ) -> Self {
         Self {
             resume_state,
             sink,
+            journal,
             reports: Mutex::default(),
         }
     }

@@ -132,18 +132,29 @@ impl Parked {
 impl TurnInterceptor {
     /// Queues a message for the running invocation.
     pub fn inject(&self, message: impl Into<Message>) -> Result<InjectionId, InjectError> {
+        let id = InjectionId::new();
+        self.inject_with_id(id, message)?;
+        Ok(id)
+    }
+
+    /// Queues a message under an id it was given elsewhere — by a durable inbox that accepted
+    /// it from another process, say — so the callbacks and the run's records report that id.
+    pub fn inject_with_id(
+        &self,
+        id: InjectionId,
+        message: impl Into<Message>,
+    ) -> Result<(), InjectError> {
         let mut q = lock(&self.shared.queue);
         if !q.running && !q.paused {
             return Err(InjectError::NoActiveRun);
         }
-        let id = InjectionId::new();
         let version = q.version;
         q.items.push_back(Item {
             id,
             message: message.into(),
             version,
         });
-        Ok(id)
+        Ok(())
     }
 
     /// Injected messages parked until a human answers (a `Confirm` at `before_invocation`).

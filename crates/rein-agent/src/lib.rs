@@ -32,6 +32,7 @@ mod conversation;
 mod handoff;
 mod history;
 mod inject;
+pub mod journal;
 pub mod judge;
 mod pending;
 mod persist;

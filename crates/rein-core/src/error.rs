@@ -149,7 +149,8 @@ pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
 }
 
 /// What kind of failure a [`ModelError`] is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ModelErrorKind {
     /// The credentials were rejected (HTTP 401/403).

@@ -157,7 +157,8 @@ mod opt_millis {
 }
 
 /// The kind of a content block being opened in a stream.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum BlockStart {
     /// A text block.
@@ -174,7 +175,8 @@ pub enum BlockStart {
 }
 
 /// A piece of content for the open block.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum BlockDelta {
     /// More text.
@@ -190,7 +192,8 @@ pub enum BlockDelta {
 }
 
 /// One normalized event of a model stream. Every provider maps its wire format to these.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum StreamEvent {
     /// The response message starts.

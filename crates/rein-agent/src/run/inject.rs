@@ -33,6 +33,14 @@ impl Agent {
             // The filtered history replaces the stored one at once.
             self.session_sync().await?;
         }
+        // Messages injected from other processes reach the run through its journal.
+        if let Some(journal) = inv.journal.clone() {
+            for (id, message) in journal.injections().await? {
+                if let Err(e) = self.interceptor.inject_with_id(id, message) {
+                    tracing::warn!(%id, "an injected message was not queued: {e}");
+                }
+            }
+        }
         let (answered, queued) = self.interceptor.drain();
         let mut items = answered
             .into_iter()

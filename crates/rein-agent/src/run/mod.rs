@@ -65,6 +65,9 @@ pub(crate) struct Invocation {
     /// control when it started, as its limits).
     handoffs: Vec<HandoffRecord>,
     max_handoffs: u32,
+    /// Where the run's model and tool calls are recorded (the journal of the agent that
+    /// started it: it stays through handoffs).
+    journal: Option<crate::journal::SharedJournal>,
     /// The run's `invoke_agent` span (confirm answers and injections are its events).
     span: tracing::Span,
 }

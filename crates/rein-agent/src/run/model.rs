@@ -218,7 +218,14 @@ impl Agent {
         let mut first = None;
         let guarded = self.core.hooks.has::<ModelOutputEvent>();
         let result = async {
-            let mut stream = self.core.model.stream(request).await.map_err(Stop::Model)?;
+            let stream = match inv.journal.as_deref() {
+                None => self.core.model.stream(request).await,
+                Some(journal) => {
+                    let model_id = &self.core.model_id;
+                    crate::journal::model_call(journal, &self.core.model, model_id, request).await
+                }
+            };
+            let mut stream = stream.map_err(Stop::Model)?;
             let mut asm = StreamAssembler::new();
             let mut tool_id = String::new();
             let mut guard = guarded.then(|| {

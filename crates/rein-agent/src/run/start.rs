@@ -101,6 +101,7 @@ impl Agent {
             handoff: None,
             handoffs: Vec::new(),
             max_handoffs: config.max_handoffs,
+            journal: input.journal.clone().or_else(|| self.core.journal.clone()),
             span: span.clone(),
         };
         (inv, span)

@@ -2,6 +2,7 @@
 //! BeforeToolCall → validation → the tool → AfterToolCall, sequentially or concurrently; then
 //! their results are stored, or the phase pauses on interrupts.
 
+use std::any::Any;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -29,6 +30,7 @@ use crate::agent::Agent;
 use crate::agent_tool::{AgentTool, ParentLink};
 use crate::handoff::TransferTool;
 use crate::history::TOOL_INTERRUPTED;
+use crate::journal::ToolCallEnd;
 use crate::pending::PendingHandoff;
 use crate::stream::{AgentEvent, Sink};
 use crate::tools::{ToolExecutor, ToolSet};
@@ -111,6 +113,7 @@ impl Agent {
             sink,
             model_call_index,
             max_hook_retries: self.core.config.max_hook_retries,
+            journal: inv.journal.clone(),
             handoff: Mutex::new(HandoffClaim {
                 asked: inv.handoff.take(),
                 left: usize::try_from(max_handoffs)
@@ -120,7 +123,12 @@ impl Agent {
             }),
             invocation: &span,
         };
-        match self.core.config.executor {
+        // Journaled calls go one after another: the journal's order must not depend on timing.
+        let executor = match &run.journal {
+            Some(_) => ToolExecutor::Sequential,
+            None => self.core.config.executor,
+        };
+        match executor {
             ToolExecutor::Sequential => {
                 for (i, tool_use, carried) in todo {
                     let bad = invalid(&tool_use.tool_use_id);
@@ -275,6 +283,9 @@ struct ToolRun<'a> {
     sink: &'a Sink,
     model_call_index: u32,
     max_hook_retries: u32,
+    /// Where tool calls are recorded, if anywhere (an agent running as a tool journals its
+    /// steps in the parent's run).
+    journal: Option<crate::journal::SharedJournal>,
     /// The handoff a transfer tool of this phase asked for (one per phase).
     handoff: Mutex<HandoffClaim>,
     /// The run's `invoke_agent` span.
@@ -544,7 +555,8 @@ impl ToolRun<'_> {
         let linked = outcome.sub_run.is_some() || tool.downcast_ref::<AgentTool>().is_some();
         let link = linked.then(|| {
             let resume_state = outcome.sub_run.as_mut().and_then(|s| s.resume_state.take());
-            let link = Arc::new(ParentLink::new(resume_state, self.sink.clone()));
+            let journal = self.journal.clone();
+            let link = Arc::new(ParentLink::new(resume_state, self.sink.clone(), journal));
             tcx = tcx.clone().with_extension(link.clone());
             link
         });
@@ -558,10 +570,24 @@ impl ToolRun<'_> {
         };
         // The call itself is inside the future, so a panic while creating the tool's future
         // (a sync tool) is caught too.
-        let call_cx = tcx.clone();
-        let ran = AssertUnwindSafe(async move { tool.call(input, call_cx).await })
-            .catch_unwind()
-            .await;
+        let ran = match self.journal.as_deref() {
+            // An agent running as this tool journals its own steps (it runs in this one).
+            Some(journal) if link.is_none() => {
+                let handle = tool.clone();
+                match crate::journal::tool_call(journal, handle, input, &tcx, self.agent_state)
+                    .await
+                {
+                    ToolCallEnd::Ran(ran) => Ok(ran),
+                    ToolCallEnd::Panicked(msg) => Err(Box::new(msg) as Box<dyn Any + Send>),
+                }
+            }
+            _ => {
+                let call_cx = tcx.clone();
+                AssertUnwindSafe(async move { tool.call(input, call_cx).await })
+                    .catch_unwind()
+                    .await
+            }
+        };
         let elapsed = started.elapsed();
         let raised = tcx.raised_interrupts();
         if let Some(link) = link {

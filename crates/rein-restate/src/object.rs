@@ -1,0 +1,356 @@
+//! The two Restate virtual objects, keyed by session id:
+//! - `ReinAgent` runs the session's agent: `invoke`, `resume` (exclusive: one run per session
+//!   across the cluster) and `session` (shared: reads while a run goes on);
+//! - `ReinInbox` takes what other processes send a running session — injected messages and a
+//!   cancel — because the agent's own object is busy while it runs.
+//!
+//! An invocation of `ReinAgent` builds the agent from the user's factory, restores it from the
+//! object's state and runs it with a [`Journal`] whose steps this handler carries out on the
+//! Restate context, one at a time, in the order the agent asks (the agent's future and the
+//! context stay in this one task: the journal sends each step here over a channel).
+
+use std::sync::Arc;
+
+use rein_agent::{
+    Agent, AgentBuilder, Input, PendingInterrupts,
+    journal::{Journal, JournalStep},
+};
+use rein_core::{
+    Error, Map, Message,
+    id::{InjectionId, MessageId},
+    tool::BoxFuture,
+};
+use restate_sdk::prelude::*;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::inbox::{InboxOutcome, ReinInbox, ReinInboxClient};
+use crate::wire::{InvokeRequest, ResumeRequest, RunReport, SessionView};
+
+/// Builds the agent of a session (its model, tools, interventions): called for every
+/// invocation, on whichever worker runs it.
+pub(crate) type Factory = Arc<dyn Fn(&str) -> Result<AgentBuilder, Error> + Send + Sync>;
+
+const SESSION: &str = "session";
+const LAST_RUN: &str = "last_run";
+
+/// What the object keeps of its agent between invocations.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct StoredSession {
+    messages: Vec<(MessageId, Message)>,
+    #[serde(default)]
+    agent_state: Map,
+    #[serde(default)]
+    conversation_manager_state: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pending: Option<PendingInterrupts>,
+}
+
+impl StoredSession {
+    fn of(agent: &Agent) -> Self {
+        Self {
+            messages: agent
+                .message_ids()
+                .iter()
+                .copied()
+                .zip(agent.messages().iter().cloned())
+                .collect(),
+            agent_state: agent.state().snapshot(),
+            conversation_manager_state: agent.conversation_manager_state(),
+            pending: agent.pending_interrupts().cloned(),
+        }
+    }
+
+    fn restore(self, agent: &mut Agent) {
+        let (ids, messages) = self.messages.into_iter().unzip();
+        agent.set_messages(messages, Some(ids));
+        agent.state().replace(self.agent_state);
+        agent.restore_conversation_manager_state(&self.conversation_manager_state);
+        agent.set_pending_interrupts(self.pending);
+    }
+}
+
+/// The `ReinAgent` object.
+pub(crate) struct ReinAgent {
+    pub(crate) factory: Factory,
+}
+
+#[restate_sdk::object]
+impl ReinAgent {
+    /// Runs the session's agent on new input.
+    #[handler]
+    async fn invoke(
+        &self,
+        ctx: ObjectContext<'_>,
+        request: Json<InvokeRequest>,
+    ) -> Result<Json<RunReport>, HandlerError> {
+        let request = request.into_inner();
+        let mut messages = request.messages;
+        if let Some(text) = request.text {
+            messages.push(Message::user(text));
+        }
+        if messages.is_empty() {
+            return Err(
+                TerminalError::new_with_code(400, "invoke needs `text` or `messages`").into(),
+            );
+        }
+        let input = Input::messages(messages);
+        let input = match request.state {
+            Some(state) => input.with_state(state),
+            None => input,
+        };
+        self.run(ctx, input, false).await
+    }
+
+    /// Answers the session's pending interrupts and continues its run.
+    #[handler]
+    async fn resume(
+        &self,
+        ctx: ObjectContext<'_>,
+        request: Json<ResumeRequest>,
+    ) -> Result<Json<RunReport>, HandlerError> {
+        let answers = request.into_inner().answers;
+        if answers.is_empty() {
+            return Err(TerminalError::new_with_code(400, "resume needs `answers`").into());
+        }
+        self.run(ctx, Input::resume(answers), true).await
+    }
+
+    /// The session's messages, pending interrupts and last run (while a run goes on: as of
+    /// its start).
+    #[handler]
+    async fn session(
+        &self,
+        ctx: SharedObjectContext<'_>,
+    ) -> Result<Json<SessionView>, HandlerError> {
+        let stored: Option<Json<StoredSession>> = ctx.get(SESSION).await?;
+        let last_run: Option<Json<RunReport>> = ctx.get(LAST_RUN).await?;
+        let Some(stored) = stored.map(Json::into_inner) else {
+            return Err(TerminalError::new_with_code(404, "unknown session").into());
+        };
+        Ok(Json(SessionView {
+            messages: stored.messages,
+            pending: stored.pending.map(|p| p.interrupts).unwrap_or_default(),
+            last_run: last_run.map(Json::into_inner),
+        }))
+    }
+}
+
+impl ReinAgent {
+    async fn run(
+        &self,
+        ctx: ObjectContext<'_>,
+        input: Input,
+        resume: bool,
+    ) -> Result<Json<RunReport>, HandlerError> {
+        let key = ctx.key().to_owned();
+        let stored: Option<Json<StoredSession>> = ctx.get(SESSION).await?;
+        let stored = stored.map(Json::into_inner);
+        if resume && stored.as_ref().is_none_or(|s| s.pending.is_none()) {
+            let what = if stored.is_none() {
+                (404, "unknown session")
+            } else {
+                (409, "the session has no pending interrupts")
+            };
+            return Err(TerminalError::new_with_code(what.0, what.1).into());
+        }
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let builder = (self.factory)(&key).map_err(|e| TerminalError::new(e.to_string()))?;
+        let mut agent = builder
+            .journal(ChannelJournal { tx: tx.clone() })
+            .build()
+            .map_err(|e| TerminalError::new(e.to_string()))?;
+        if let Some(stored) = stored {
+            stored.restore(&mut agent);
+        }
+        let outcomes = tx.clone();
+        agent.interceptor().on_consumed(move |id, _| {
+            let _ = outcomes.send(Op::Outcome(id, InboxOutcome::consumed()));
+        });
+        let outcomes = tx;
+        agent.interceptor().on_rejected(move |id, _, reason| {
+            let _ = outcomes.send(Op::Outcome(id, InboxOutcome::rejected(reason)));
+        });
+        let inbox = || ctx.object_client::<ReinInboxClient>(key.clone());
+        inbox()
+            .open(Json(ctx.invocation_id().to_owned()))
+            .call()
+            .await?;
+
+        let cancel = agent.cancel_handle();
+        let result = {
+            let run = agent.invoke(input);
+            tokio::pin!(run);
+            loop {
+                tokio::select! {
+                    biased;
+                    result = &mut run => break result,
+                    Some(op) = rx.recv() => serve(&ctx, &key, op, &cancel).await,
+                }
+            }
+        };
+        // What the run's end reported (rejections of items still queued) is journaled too.
+        while let Ok(op) = rx.try_recv() {
+            serve(&ctx, &key, op, &cancel).await;
+        }
+        let report = match &result {
+            Ok(result) => RunReport::of(&key, result),
+            Err(e) => match answer_error(e) {
+                // The input or the answers were wrong: nothing ran, nothing changed.
+                Some(status) => {
+                    inbox()
+                        .close(Json(agent.pending_interrupts().is_some()))
+                        .call()
+                        .await?;
+                    return Err(TerminalError::new_with_code(status, e.to_string()).into());
+                }
+                None => failed_report(&key, &agent, e),
+            },
+        };
+        // What is saved goes through the journal: a replay of this invocation (its worker died
+        // after saving) saves the very same bytes, though its message ids and the audit's
+        // timings are its own.
+        let stored = StoredSession::of(&agent);
+        let Json((stored, report)) = ctx
+            .run(|| async move { Ok(Json((stored, report))) })
+            .name("save session")
+            .await?;
+        ctx.set(SESSION, Json(stored));
+        ctx.set(LAST_RUN, Json(report.clone()));
+        inbox()
+            .close(Json(agent.pending_interrupts().is_some()))
+            .call()
+            .await?;
+        Ok(Json(report))
+    }
+}
+
+/// The HTTP status of an error that is the caller's: the run did not start.
+fn answer_error(e: &Error) -> Option<u16> {
+    match e {
+        Error::NoPendingInterrupts | Error::InterruptsPending => Some(409),
+        Error::UnknownInterrupt(_) | Error::InvalidAnswer { .. } | Error::InvalidMessage(_) => {
+            Some(400)
+        }
+        _ => None,
+    }
+}
+
+fn failed_report(key: &str, agent: &Agent, e: &Error) -> RunReport {
+    RunReport {
+        session: key.to_owned(),
+        stop_reason: rein_core::stream::StopReason::EndTurn,
+        text: agent
+            .messages()
+            .last()
+            .map(Message::text)
+            .unwrap_or_default(),
+        interrupts: Vec::new(),
+        usage: Default::default(),
+        injections: Vec::new(),
+        decisions: Vec::new(),
+        error: Some(e.to_string()),
+    }
+}
+
+/// What the agent asks of the handler.
+enum Op {
+    Step {
+        step: JournalStep,
+        run: BoxFuture<'static, Value>,
+        reply: oneshot::Sender<Result<Value, Error>>,
+    },
+    Injections {
+        reply: oneshot::Sender<Result<Vec<(InjectionId, Message)>, Error>>,
+    },
+    Outcome(InjectionId, InboxOutcome),
+}
+
+/// Carries out one of the agent's requests on the Restate context.
+async fn serve(ctx: &ObjectContext<'_>, key: &str, op: Op, cancel: &rein_agent::CancelHandle) {
+    match op {
+        Op::Step { step, run, reply } => {
+            let done = ctx
+                .run(|| async move { Ok(Json(run.await)) })
+                .name(step.name)
+                .await;
+            let value = match done {
+                Ok(Json(value)) => Ok(value),
+                Err(e) => {
+                    // Restate cancelled the invocation (or the step failed for good): the run
+                    // stops as a cancelled run does, its history kept valid.
+                    cancel.cancel();
+                    Err(Error::Internal(if e.code() == 409 {
+                        "the durable invocation was cancelled"
+                    } else {
+                        "the journal could not record a step"
+                    }))
+                }
+            };
+            let _ = reply.send(value);
+        }
+        Op::Injections { reply } => {
+            let taken = ctx
+                .object_client::<ReinInboxClient>(key.to_owned())
+                .take()
+                .call()
+                .await;
+            let items = match taken {
+                Ok(Json(items)) => Ok(items),
+                Err(e) => {
+                    cancel.cancel();
+                    let _ = e;
+                    Err(Error::Internal("the inbox could not be read"))
+                }
+            };
+            let _ = reply.send(items);
+        }
+        Op::Outcome(id, outcome) => {
+            ctx.object_client::<ReinInboxClient>(key.to_owned())
+                .report(Json((id, outcome)))
+                .send();
+        }
+    }
+}
+
+/// The journal the agent sees: every request goes to the handler's task.
+struct ChannelJournal {
+    tx: mpsc::UnboundedSender<Op>,
+}
+
+impl Journal for ChannelJournal {
+    fn step(
+        &self,
+        step: JournalStep,
+        run: BoxFuture<'static, Value>,
+    ) -> BoxFuture<'static, Result<Value, Error>> {
+        let (reply, answer) = oneshot::channel();
+        let sent = self.tx.send(Op::Step { step, run, reply });
+        Box::pin(async move {
+            sent.map_err(|_| Error::Internal("the durable invocation has ended"))?;
+            answer
+                .await
+                .unwrap_or(Err(Error::Internal("the durable invocation has ended")))
+        })
+    }
+
+    fn injections(&self) -> BoxFuture<'static, Result<Vec<(InjectionId, Message)>, Error>> {
+        let (reply, answer) = oneshot::channel();
+        let sent = self.tx.send(Op::Injections { reply });
+        Box::pin(async move {
+            sent.map_err(|_| Error::Internal("the durable invocation has ended"))?;
+            answer
+                .await
+                .unwrap_or(Err(Error::Internal("the durable invocation has ended")))
+        })
+    }
+}
+
+/// Both objects, bound to one Restate endpoint.
+pub(crate) fn endpoint(factory: Factory) -> restate_sdk::endpoint::Endpoint {
+    restate_sdk::endpoint::Endpoint::builder()
+        .bind(ReinAgent { factory })
+        .bind(ReinInbox)
+        .build()
+}

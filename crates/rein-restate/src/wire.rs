@@ -1,0 +1,200 @@
+//! The JSON shapes of the ingress operations: what a `curl`, a web UI or [`Client`](crate::Client)
+//! sends and gets back (documented in `docs/durable-execution.md`).
+
+use rein_core::{
+    Message,
+    id::{InjectionId, MessageId},
+    interrupt::Interrupt,
+    message::InterruptResponse,
+    result::AgentResult,
+    stream::{StopReason, Usage},
+};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// `POST /ReinAgent/{session}/invoke`: new input for the session's agent.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct InvokeRequest {
+    /// The user's text (joined to `messages`, after them, when both are given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// Messages, in Rein's (Bedrock Converse) JSON.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub messages: Vec<Message>,
+    /// The invocation state handlers and tools read (`InvocationState`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<Value>,
+}
+
+impl InvokeRequest {
+    /// A request with the user's text.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            text: Some(text.into()),
+            ..Self::default()
+        }
+    }
+
+    /// The same request with an invocation state.
+    pub fn with_state(mut self, state: Value) -> Self {
+        self.state = Some(state);
+        self
+    }
+}
+
+/// `POST /ReinAgent/{session}/resume`: answers to the session's pending interrupts.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ResumeRequest {
+    /// One answer per interrupt (`{"interrupt_id": ..., "response": ...}`); an approval is
+    /// `{"approved": true}` or `{"approved": true, "edit": ...}` (SPEC §3.10).
+    pub answers: Vec<InterruptResponse>,
+}
+
+impl ResumeRequest {
+    /// Answers.
+    pub fn new(answers: Vec<InterruptResponse>) -> Self {
+        Self { answers }
+    }
+}
+
+/// How a run ended, as the ingress reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct RunReport {
+    /// The session.
+    pub session: String,
+    /// Why the run stopped; `interrupt` means it waits for [`ResumeRequest`] answers.
+    pub stop_reason: StopReason,
+    /// The final message's text.
+    pub text: String,
+    /// The interrupts waiting for answers (empty unless `stop_reason` is `interrupt`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub interrupts: Vec<Interrupt>,
+    /// Token usage of the run.
+    pub usage: Usage,
+    /// What became of each message injected into the run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub injections: Vec<InjectionReport>,
+    /// The decision audit (Rein's `DecisionRecord` JSON).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decisions: Vec<Value>,
+    /// The run failed with this error; the history was kept valid and saved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl RunReport {
+    pub(crate) fn of(session: &str, result: &AgentResult) -> Self {
+        Self {
+            session: session.to_owned(),
+            stop_reason: result.stop_reason,
+            text: result.text(),
+            interrupts: result.interrupts.clone(),
+            usage: result.usage,
+            injections: result
+                .injections
+                .iter()
+                .map(|r| InjectionReport {
+                    id: r.id,
+                    status: match r.outcome {
+                        rein_core::result::InjectionOutcome::Consumed => InjectionStatus::Consumed,
+                        _ => InjectionStatus::Rejected,
+                    },
+                    reason: r.reason.clone(),
+                })
+                .collect(),
+            decisions: result
+                .decisions
+                .iter()
+                .filter_map(|d| serde_json::to_value(d).ok())
+                .collect(),
+            error: None,
+        }
+    }
+}
+
+/// `POST /ReinInbox/{session}/inject`: a message for the session's running (or paused) run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct InjectRequest {
+    /// The message (a plain string is a user message).
+    #[serde(deserialize_with = "message_or_text")]
+    pub message: Message,
+    /// A key of the sender's: the same key again is the same injection (its first id and
+    /// status are returned; nothing is queued twice).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+}
+
+impl InjectRequest {
+    /// A user message.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            message: Message::user(text.into()),
+            idempotency_key: None,
+        }
+    }
+
+    /// The same request with an idempotency key.
+    pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+}
+
+fn message_or_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Message, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum MessageOrText {
+        Text(String),
+        Message(Message),
+    }
+    Ok(match MessageOrText::deserialize(d)? {
+        MessageOrText::Text(t) => Message::user(t),
+        MessageOrText::Message(m) => m,
+    })
+}
+
+/// An injected message's id (given at acceptance) and where it stands.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct InjectionReport {
+    /// Its id.
+    pub id: InjectionId,
+    /// Where it stands.
+    pub status: InjectionStatus,
+    /// Why it was rejected: `stale`, `run ended`, or a handler's deny / guidance text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// Where an injected message stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum InjectionStatus {
+    /// Accepted, waiting for the run's next turn boundary.
+    Queued,
+    /// Taken by the run at a turn boundary; its outcome is on the way.
+    Delivered,
+    /// Admitted into the conversation.
+    Consumed,
+    /// Not delivered (see the reason).
+    Rejected,
+}
+
+/// `GET`-like reads of a session (`/ReinAgent/{session}/session`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct SessionView {
+    /// The messages, with their ids.
+    pub messages: Vec<(MessageId, Message)>,
+    /// Interrupts waiting for answers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<Interrupt>,
+    /// The report of the last run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_run: Option<RunReport>,
+}

@@ -1,0 +1,203 @@
+//! A worker process: serves the durable agents to Restate over HTTP/2, registers itself, and
+//! shuts down gracefully.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use rein_agent::AgentBuilder;
+use restate_sdk::hyper::HyperEndpoint;
+use tokio::net::TcpListener;
+
+use crate::Error;
+use crate::object::{Factory, endpoint};
+
+/// Serves a session's agent to Restate: Restate calls the worker for every step of every
+/// durable run, on whichever worker it reaches.
+///
+/// ```no_run
+/// use rein_agent::Agent;
+/// use rein_models::ScriptedModel;
+/// use rein_restate::Worker;
+///
+/// # async fn run() -> Result<(), rein_restate::Error> {
+/// let worker = Worker::new(|_session: &str| {
+///     Ok(Agent::builder().model(ScriptedModel::repeating_text("Hello.")))
+/// })
+/// .bind("127.0.0.1:9080".parse().unwrap())
+/// .listen()
+/// .await?;
+/// // Restate asks the worker what it serves while registering it: serve first.
+/// let serving = tokio::spawn(worker.serve(rein_restate::shutdown_signal()));
+/// rein_restate::register("http://127.0.0.1:9070", "http://127.0.0.1:9080").await?;
+/// # let _ = serving.await;
+/// # Ok(())
+/// # }
+/// ```
+pub struct Worker {
+    factory: Factory,
+    addr: SocketAddr,
+    reuse_port: bool,
+    grace: Duration,
+}
+
+impl Worker {
+    /// A worker whose sessions' agents `factory` builds (given the session id). The factory
+    /// runs for every invocation; its agent must behave the same on every worker.
+    pub fn new(
+        factory: impl Fn(&str) -> Result<AgentBuilder, rein_core::Error> + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            factory: Arc::new(factory),
+            addr: SocketAddr::from(([127, 0, 0, 1], 9080)),
+            reuse_port: false,
+            grace: Duration::from_secs(10),
+        }
+    }
+
+    /// The address to listen on (default `127.0.0.1:9080`; port 0 picks one).
+    pub fn bind(mut self, addr: SocketAddr) -> Self {
+        self.addr = addr;
+        self
+    }
+
+    /// Lets several worker processes listen on one address (`SO_REUSEPORT`), so one Restate
+    /// deployment reaches all of them and another takes over when one dies.
+    pub fn reuse_port(mut self, on: bool) -> Self {
+        self.reuse_port = on;
+        self
+    }
+
+    /// How long a shutdown waits for the runs in progress (default 10 s); Restate retries what
+    /// is cut off on another worker, from its journal.
+    pub fn grace_period(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
+    }
+
+    /// Binds the address.
+    pub async fn listen(self) -> Result<BoundWorker, Error> {
+        let socket = match self.addr {
+            SocketAddr::V4(_) => {
+                socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?
+            }
+            SocketAddr::V6(_) => {
+                socket2::Socket::new(socket2::Domain::IPV6, socket2::Type::STREAM, None)?
+            }
+        };
+        socket.set_reuse_address(true)?;
+        #[cfg(unix)]
+        if self.reuse_port {
+            socket.set_reuse_port(true)?;
+        }
+        socket.set_nonblocking(true)?;
+        socket.bind(&self.addr.into())?;
+        socket.listen(1024)?;
+        let listener = TcpListener::from_std(socket.into())?;
+        Ok(BoundWorker {
+            listener,
+            endpoint: HyperEndpoint::new(endpoint(self.factory)),
+            grace: self.grace,
+        })
+    }
+}
+
+/// A worker listening, not yet serving.
+pub struct BoundWorker {
+    listener: TcpListener,
+    endpoint: HyperEndpoint,
+    grace: Duration,
+}
+
+impl BoundWorker {
+    /// The address it listens on.
+    pub fn local_addr(&self) -> Result<SocketAddr, Error> {
+        Ok(self.listener.local_addr()?)
+    }
+
+    /// Serves until `shutdown` completes, then stops accepting and lets the runs in progress
+    /// finish (up to the grace period).
+    pub async fn serve(self, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
+        let graceful = GracefulShutdown::new();
+        let builder = auto::Builder::new(TokioExecutor::new());
+        tokio::pin!(shutdown);
+        loop {
+            let (stream, _) = tokio::select! {
+                accepted = self.listener.accept() => match accepted {
+                    Ok(accepted) => accepted,
+                    // A connection that failed before it was accepted (reset, no fds): go on.
+                    Err(e) => {
+                        tracing::warn!("accept: {e}");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+                () = &mut shutdown => break,
+            };
+            // Restate's short steps are small writes: without this each waits for a delayed ACK
+            // (≈40 ms).
+            let _ = stream.set_nodelay(true);
+            let conn = builder.serve_connection(TokioIo::new(stream), self.endpoint.clone());
+            let conn = graceful.watch(conn.into_owned());
+            tokio::spawn(async move {
+                if let Err(e) = conn.await {
+                    tracing::debug!("connection: {e}");
+                }
+            });
+        }
+        drop(self.listener);
+        if tokio::time::timeout(self.grace, graceful.shutdown())
+            .await
+            .is_err()
+        {
+            tracing::warn!("runs still in progress after the grace period; Restate retries them");
+        }
+        Ok(())
+    }
+}
+
+/// Completes on SIGTERM or Ctrl-C: the usual `shutdown` for [`BoundWorker::serve`].
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(_) => return std::future::pending().await,
+            };
+        tokio::select! {
+            _ = term.recv() => {},
+            _ = tokio::signal::ctrl_c() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// Registers a deployment (the workers' address, as Restate reaches it) with Restate's admin
+/// API, replacing an earlier registration of the same address. Restate calls the address
+/// while registering: a worker must be serving there.
+pub async fn register(admin_url: &str, deployment_url: &str) -> Result<(), Error> {
+    let http = rein_models::http::client(Duration::from_secs(10))?;
+    let url = format!("{}/deployments", admin_url.trim_end_matches('/'));
+    let body = serde_json::json!({"uri": deployment_url, "force": true});
+    let response = http
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .map_err(|e| Error::Unreachable(e.without_url().to_string()))?;
+    let status = response.status().as_u16();
+    if status >= 300 {
+        let message = response.text().await.unwrap_or_default();
+        return Err(Error::Refused { status, message });
+    }
+    Ok(())
+}

@@ -1,0 +1,245 @@
+//! A Restate server and worker processes for the tests, on 127.0.0.1 only, with their data in
+//! a directory of the test's; all are killed when dropped.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, unreachable_pub)]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const WORKER: &str = env!("CARGO_BIN_EXE_rein-restate-worker");
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub struct Restate {
+    bin: String,
+    child: Option<Child>,
+    pub dir: PathBuf,
+    ports: [u16; 3],
+    pub ingress: String,
+    pub admin: String,
+}
+
+impl Restate {
+    /// Starts a server, or says SKIPPED and returns `None` when none is installed
+    /// (`REIN_RESTATE_SERVER`, set by `.ci/peers-restate.sh`).
+    pub async fn start(test: &str) -> Option<Self> {
+        let Ok(bin) = std::env::var("REIN_RESTATE_SERVER") else {
+            println!("SKIPPED {test}: REIN_RESTATE_SERVER is not set (bash .ci/peers-restate.sh)");
+            return None;
+        };
+        let dir = std::env::temp_dir().join(format!(
+            "rein-restate-{test}-{}-{}",
+            std::process::id(),
+            free_port()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let ports = [free_port(), free_port(), free_port()];
+        let mut restate = Self {
+            bin,
+            child: None,
+            dir,
+            ports,
+            ingress: format!("http://127.0.0.1:{}", ports[0]),
+            admin: format!("http://127.0.0.1:{}", ports[1]),
+        };
+        restate.launch().await;
+        Some(restate)
+    }
+
+    async fn launch(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("restate.log"))
+            .unwrap();
+        let child = Command::new(&self.bin)
+            .arg("--no-logo")
+            .env("RESTATE_BASE_DIR", self.dir.join("data"))
+            .env("RESTATE_LISTEN_MODE", "tcp")
+            .env(
+                "RESTATE_INGRESS__BIND_ADDRESS",
+                format!("127.0.0.1:{}", self.ports[0]),
+            )
+            .env(
+                "RESTATE_ADMIN__BIND_ADDRESS",
+                format!("127.0.0.1:{}", self.ports[1]),
+            )
+            .env(
+                "RESTATE_BIND_ADDRESS",
+                format!("127.0.0.1:{}", self.ports[2]),
+            )
+            .env(
+                "RESTATE_ADVERTISED_ADDRESS",
+                format!("http://127.0.0.1:{}", self.ports[2]),
+            )
+            // Fast retries: a killed worker's runs are taken over within tens of milliseconds.
+            .env("RESTATE_DEFAULT_RETRY_POLICY__INITIAL_INTERVAL", "50ms")
+            .env("RESTATE_DEFAULT_RETRY_POLICY__MAX_INTERVAL", "500ms")
+            .env("RESTATE_DEFAULT_RETRY_POLICY__MAX_ATTEMPTS", "1000")
+            .env("RESTATE_LOG_FILTER", "warn")
+            .env("RESTATE_LOG_FORMAT", "compact")
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("restate-server starts");
+        self.child = Some(child);
+        let http = reqwest_client();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let admin = http.get(format!("{}/health", self.admin)).send().await;
+            let ingress = http
+                .get(format!("{}/restate/health", self.ingress))
+                .send()
+                .await;
+            if admin.is_ok_and(|r| r.status().is_success())
+                && ingress.is_ok_and(|r| r.status().is_success())
+            {
+                return;
+            }
+            assert!(Instant::now() < deadline, "restate-server did not come up");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Stops the server (SIGKILL) and starts it again on the same data and ports.
+    pub async fn restart(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        self.launch().await;
+    }
+
+    pub fn ledger(&self) -> PathBuf {
+        self.dir.join("ledger")
+    }
+}
+
+impl Drop for Restate {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+pub fn reqwest_client() -> reqwest::Client {
+    rein_models::http::client(Duration::from_secs(5)).unwrap()
+}
+
+/// A worker process.
+pub struct Worker {
+    child: Child,
+    pub port: u16,
+}
+
+pub struct WorkerOptions<'a> {
+    pub port: u16,
+    pub reuse_port: bool,
+    pub register: bool,
+    pub model_delay_ms: u64,
+    pub tool_delay_ms: u64,
+    pub ledger: Option<&'a Path>,
+}
+
+impl Default for WorkerOptions<'_> {
+    fn default() -> Self {
+        Self {
+            port: 0,
+            reuse_port: false,
+            register: true,
+            model_delay_ms: 0,
+            tool_delay_ms: 0,
+            ledger: None,
+        }
+    }
+}
+
+impl Worker {
+    /// Starts a worker; it registers itself with the admin API at `admin` when asked.
+    pub async fn start(admin: &str, options: WorkerOptions<'_>) -> Self {
+        let port = if options.port == 0 {
+            free_port()
+        } else {
+            options.port
+        };
+        let addr = format!("127.0.0.1:{port}");
+        let mut cmd = Command::new(WORKER);
+        cmd.args(["--bind", &addr])
+            .env("REIN_MODEL_DELAY_MS", options.model_delay_ms.to_string())
+            .env("REIN_TOOL_DELAY_MS", options.tool_delay_ms.to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        if options.reuse_port {
+            cmd.arg("--reuse-port");
+        }
+        if options.register {
+            cmd.args(["--register", admin, &format!("http://{addr}")]);
+        }
+        if let Some(ledger) = options.ledger {
+            cmd.env("REIN_LEDGER", ledger);
+        }
+        let mut child = cmd.spawn().expect("the worker starts");
+        // It prints `listening ADDR` once it serves (and is registered).
+        let stdout = child.stdout.take().unwrap();
+        let line = tokio::task::spawn_blocking(move || {
+            use std::io::BufRead as _;
+            let mut line = String::new();
+            std::io::BufReader::new(stdout)
+                .read_line(&mut line)
+                .unwrap();
+            line
+        })
+        .await
+        .unwrap();
+        assert!(line.starts_with("listening"), "worker said {line:?}");
+        Self { child, port }
+    }
+
+    /// SIGKILL.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM, and the exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        self.child.wait().unwrap()
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Ledger lines: (millis, session, tool use id).
+pub fn ledger_lines(path: &Path) -> Vec<(u128, String, String)> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| {
+            let mut parts = l.split(' ');
+            Some((
+                parts.next()?.parse().ok()?,
+                parts.next()?.to_owned(),
+                parts.next()?.to_owned(),
+            ))
+        })
+        .collect()
+}
