@@ -24,6 +24,24 @@ use rein_core::audit::{
 use rein_core::stream::StopReason;
 use tracing::field::Empty;
 
+/// Awaits a future with `span` entered at each poll, like `tracing::Instrument` but without
+/// moving the future into a wrapper: the future is pinned where the caller's future keeps it.
+/// (The wrapper's move copied the run's and the model call's futures, ≈460 instructions per
+/// text invocation with telemetry off.) Unlike `Instrumented`, the span is not entered while
+/// the future is dropped.
+macro_rules! in_span {
+    ($span:expr, $fut:expr) => {{
+        let span: &::tracing::Span = $span;
+        let mut fut = ::std::pin::pin!($fut);
+        ::std::future::poll_fn(|cx| {
+            let _entered = span.enter();
+            fut.as_mut().poll(cx)
+        })
+        .await
+    }};
+}
+pub(crate) use in_span;
+
 /// The target of Rein's metric events (`histogram.*`, `monotonic_counter.*` fields, as
 /// tracing-opentelemetry's metrics layer reads them).
 pub const METRICS_TARGET: &str = "rein::metrics";
