@@ -21,8 +21,8 @@ use serde_json::json;
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 
 use crate::measure::{
-    Config, Family, Recorder, Samples, children, delta_latency, in_flight, live_bytes, per_handler,
-    rss_bytes, stream_burst,
+    Config, Family, Recorder, Samples, children, delta_latency, http_children, http_conversations,
+    in_flight, live_bytes, per_handler, rss_bytes, stream_burst,
 };
 
 #[global_allocator]
@@ -53,14 +53,14 @@ fn model(turns: usize, per_turn: usize) -> ScriptedModel {
     b.text("Hello! How can I help you today?").build()
 }
 
-fn agent_builder(turns: usize, per_turn: usize) -> rein::AgentBuilder {
+pub(crate) fn agent_builder(turns: usize, per_turn: usize) -> rein::AgentBuilder {
     Agent::builder()
         .model(model(turns, per_turn))
         .tool(noop_tool())
         .no_conversation_manager()
 }
 
-fn build(b: rein::AgentBuilder) -> Agent {
+pub(crate) fn build(b: rein::AgentBuilder) -> Agent {
     match b.build() {
         Ok(a) => a,
         Err(e) => panic!("agent build failed: {e}"),
@@ -130,7 +130,7 @@ fn counting_hooks(b: rein::AgentBuilder) -> rein::AgentBuilder {
 
 /// A shadowed deny on every tool call: one decision (an audit record, a `run_guardrail` span)
 /// per tool call, and the call still runs.
-fn shadow_decider(i: usize) -> rein::interventions::Intervention {
+pub(crate) fn shadow_decider(i: usize) -> rein::interventions::Intervention {
     use rein::interventions::{BeforeToolCallAction, Intervention, Mode};
     Intervention::named(format!("shadow-{i}"))
         .mode(Mode::Shadow)
@@ -234,6 +234,12 @@ fn history(n: usize) -> Vec<Message> {
 }
 
 pub(crate) fn main(args: &[String]) -> ExitCode {
+    main_with(args, None)
+}
+
+/// Rein's scenarios; the `http_*` ones against the mock server at `mock` (else one of their
+/// own: `REIN_BENCH_MOCK_URL`, or a `mock-openai` process started for them).
+fn main_with(args: &[String], mock: Option<&str>) -> ExitCode {
     let (out, cfg, prefixes) = crate::measure::parse_args(args, "target/bench/rein.jsonl");
     let quick = cfg.quick;
     if cfg!(debug_assertions) {
@@ -447,6 +453,20 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
         retained(&rec, &rt);
     }
     children(&rec, quick, &want, "bench-child");
+    if want("http") {
+        let env = std::env::var("REIN_BENCH_MOCK_URL").ok();
+        let own = (mock.is_none() && env.is_none())
+            .then(crate::mock::Mock::start)
+            .flatten();
+        match mock
+            .map(str::to_owned)
+            .or(env)
+            .or(own.as_ref().map(|m| m.url.clone()))
+        {
+            Some(url) => http_children(&rec, quick, "bench-child", "http", &url),
+            None => eprintln!("http: no mock server; no http_* rows"),
+        }
+    }
     eprintln!("rows appended to {}", out.display());
     ExitCode::SUCCESS
 }
@@ -679,6 +699,10 @@ pub(crate) fn child(args: &[String]) -> ExitCode {
         Err(_) => return ExitCode::FAILURE,
     };
     let mut out = json!({"mode": mode, "n": n});
+    if mode == "http" {
+        let rounds = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(5);
+        return http_child(&rt, out, n, rounds);
+    }
     // Warm-up: one agent, two invocations.
     let mut w = build(agent_builder(0, 1));
     rt.block_on(async {
@@ -727,11 +751,63 @@ pub(crate) fn child(args: &[String]) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// The `http_N` child: N agents on Rein's OpenAI provider (one shared client, as a server
+/// would hold one), each running the mock's three-turn tool conversation once per round.
+fn http_child(
+    rt: &tokio::runtime::Runtime,
+    mut out: serde_json::Value,
+    n: usize,
+    rounds: usize,
+) -> ExitCode {
+    let Ok(url) = std::env::var("REIN_BENCH_MOCK_URL") else {
+        eprintln!("http: REIN_BENCH_MOCK_URL is not set");
+        return ExitCode::FAILURE;
+    };
+    let model = match rein::models::OpenAiModel::builder("mock")
+        .base_url(url)
+        .api_key("sk-bench")
+        .build()
+    {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("http: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let agents: Vec<Agent> = (0..n)
+        .map(|_| {
+            build(
+                Agent::builder()
+                    .model(model.clone())
+                    .tool(noop_tool())
+                    .no_conversation_manager(),
+            )
+        })
+        .collect();
+    http_conversations(rt, &mut out, agents, rounds, |mut a| async move {
+        a.clear_history();
+        let ok = match a.invoke("hi").await {
+            Ok(r) => r.metrics.cycles.len() == crate::measure::HTTP_CALLS,
+            Err(e) => {
+                eprintln!("http: {e}");
+                false
+            }
+        };
+        (a, ok)
+    });
+    println!("{out}");
+    ExitCode::SUCCESS
+}
+
 /// rig on the same scenarios (`xtask/rig-peer`, outside the workspace, its own target dir),
 /// appending `sdk: "rig"` rows to the same file. A rig that does not build or run is reported
 /// and skipped: the Python peers still run.
-fn rig_peer(args: &[String]) {
-    let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+fn rig_peer(args: &[String], mock: Option<&str>) {
+    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    if let Some(url) = mock {
+        cmd.env("REIN_BENCH_MOCK_URL", url);
+    }
+    let status = cmd
         .args([
             "run",
             "--release",
@@ -758,17 +834,23 @@ pub(crate) fn all(args: &[String]) -> ExitCode {
     if quick {
         rein_args.push("--quick".into());
     }
-    let code = main(&rein_args);
+    // One mock OpenAI server for every SDK's http_* rows.
+    let mock = crate::mock::Mock::start();
+    let url = mock.as_ref().map(|m| m.url.clone());
+    let code = main_with(&rein_args, url.as_deref());
     if code != ExitCode::SUCCESS {
         return code;
     }
-    rig_peer(&rein_args);
+    rig_peer(&rein_args, url.as_deref());
     // run_peers.sh changes directory: hand it an absolute path.
     let out = std::fs::canonicalize(&out).unwrap_or(out);
     let mut cmd = Command::new("bash");
     cmd.arg("xtask/peers/run_peers.sh").arg(&out);
     if quick {
         cmd.env("BENCH_SCALE", "0.2").env("MEM_N", "1000");
+    }
+    if let Some(url) = &url {
+        cmd.env("REIN_BENCH_MOCK_URL", url);
     }
     match cmd.status() {
         Ok(s) if s.success() => ExitCode::SUCCESS,

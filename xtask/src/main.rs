@@ -4,10 +4,16 @@
 //!   JSON lines with `sdk: "rein"` (the schema of `xtask/peers/`), also printed.
 //! - `bench-all [--quick]`: Rein's scenarios, rig's (`xtask/rig-peer`) and the Python peers'
 //!   (Strands Agents, OpenAI Agents) in one run, then the ratio table.
+//! - `bench-instr [--out FILE] [PREFIX ...]`: instruction counts (callgrind) per invocation of
+//!   `invoke_text`, `tools10_seq` and the `otel` variants, deterministic on a loaded machine.
+//! - `mock-openai [--delay-ms MS]`: the local OpenAI-compatible server of the `http_*`
+//!   scenarios (prints its port, stops when stdin closes).
 //! - `ci`: runs `.ci/run`.
 
 mod bench;
+mod instr;
 mod measure;
+mod mock;
 
 use std::process::{Command, ExitCode};
 
@@ -17,6 +23,9 @@ fn main() -> ExitCode {
         Some("bench") => bench::main(&args[1..]),
         Some("bench-child") => bench::child(&args[1..]),
         Some("bench-all") => bench::all(&args[1..]),
+        Some("bench-instr") => instr::main(&args[1..]),
+        Some("mock-openai") => mock::main(&args[1..]),
+        Some("bench-instr-child") => instr::child(&args[1..]),
         Some("ci") => match Command::new("bash").arg(".ci/run").status() {
             Ok(s) if s.success() => ExitCode::SUCCESS,
             _ => ExitCode::FAILURE,
@@ -27,6 +36,7 @@ fn main() -> ExitCode {
                  tasks:\n  \
                  bench [--quick] [--out FILE] [PREFIX ...]  Rein's scenario benchmarks (JSON lines)\n  \
                  bench-all [--quick]                        Rein, rig and the Python peers, one run, ratio table\n  \
+                 bench-instr [--out FILE] [PREFIX ...]      instruction counts per invocation (callgrind)\n  \
                  ci                                         run the CI script (.ci/run)"
             );
             ExitCode::from(2)

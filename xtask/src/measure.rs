@@ -484,3 +484,142 @@ pub(crate) fn in_flight<A, F>(
     out["ok"] = json!(ok);
     out["rss_inflight_peak"] = json!(peak.finish() - r1);
 }
+
+/// Peak resident set size of this process so far (`VmHWM` of `/proc/self/status`), bytes.
+pub(crate) fn peak_rss_bytes() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        })
+        .map(|kb| kb * 1024.0)
+        .unwrap_or(f64::NAN)
+}
+
+/// Model calls per `http_N` conversation: two tool turns, then text (the mock's script).
+pub(crate) const HTTP_CALLS: usize = 3;
+/// The mock server's delay per request.
+pub(crate) const HTTP_DELAY_MS: f64 = 20.0;
+
+/// Rounds of the `http_N` child: (N, rounds); the first round more is a warm-up (connections
+/// opened, allocator grown) and not measured.
+pub(crate) fn http_rounds(quick: bool) -> [(usize, usize); 3] {
+    if quick {
+        [(1, 10), (100, 5), (1000, 3)]
+    } else {
+        [(1, 40), (100, 15), (1000, 6)]
+    }
+}
+
+/// The `http_N` child: `rounds` rounds of every conversation at once (`run` takes a
+/// conversation and gives it back with whether its three-turn invocation succeeded) on the
+/// multi-thread runtime `rt`, after a warm-up round; records in `out` wall and process CPU of
+/// the measured rounds, the model calls made, how many conversations failed, and the process's
+/// peak RSS.
+pub(crate) fn http_conversations<A, F>(
+    rt: &tokio::runtime::Runtime,
+    out: &mut Value,
+    convs: Vec<A>,
+    rounds: usize,
+    run: impl Fn(A) -> F,
+) where
+    A: Send + 'static,
+    F: Future<Output = (A, bool)> + Send + 'static,
+{
+    let n = convs.len();
+    // One round: every conversation at once; the conversations back and how many failed.
+    let round = |convs: Vec<A>| -> (Vec<A>, usize) {
+        rt.block_on(async {
+            let handles: Vec<_> = convs.into_iter().map(|c| tokio::spawn(run(c))).collect();
+            let mut back = Vec::with_capacity(handles.len());
+            let mut failed = 0;
+            for h in handles {
+                match h.await {
+                    Ok((c, ok)) => {
+                        failed += usize::from(!ok);
+                        back.push(c);
+                    }
+                    Err(_) => failed += 1,
+                }
+            }
+            (back, failed)
+        })
+    };
+    let (mut convs, mut failed) = round(convs);
+    let (t0, c0) = (Instant::now(), ProcessTime::now());
+    for _ in 0..rounds {
+        let (back, f) = round(convs);
+        convs = back;
+        failed += f;
+    }
+    out["wall_s"] = json!(t0.elapsed().as_secs_f64());
+    out["cpu_s"] = json!(c0.elapsed().as_secs_f64());
+    out["calls"] = json!(n * rounds * HTTP_CALLS);
+    out["rounds"] = json!(rounds);
+    out["failed"] = json!(failed);
+    out["peak_rss"] = json!(peak_rss_bytes());
+    drop(convs);
+}
+
+/// The `<variant>_N` scenarios (`http`: N = 1, 100, 1 000 concurrent conversations over real
+/// HTTP against the mock server at `url`), each N measured by a fresh process
+/// (`<this exe> <child> <variant> N ROUNDS` with `REIN_BENCH_MOCK_URL`), recorded as rows.
+pub(crate) fn http_children(rec: &Recorder, quick: bool, child: &str, variant: &str, url: &str) {
+    let Ok(exe) = std::env::current_exe() else {
+        return;
+    };
+    for (n, rounds) in http_rounds(quick) {
+        let out = Command::new(&exe)
+            .args([child, variant, &n.to_string(), &rounds.to_string()])
+            .env("REIN_BENCH_MOCK_URL", url)
+            .output();
+        let Ok(out) = out else { continue };
+        let Ok(v) = serde_json::from_slice::<Value>(&out.stdout) else {
+            eprintln!(
+                "child {variant} {n} failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            continue;
+        };
+        let f = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+        let scn = format!("{variant}_{n}");
+        let extra = json!({"agents": n, "rounds": rounds, "calls": f("calls"),
+                           "failed": f("failed"), "server_delay_ms": HTTP_DELAY_MS});
+        if f("failed") > 0.0 {
+            eprintln!("{scn}: {} conversations failed", f("failed"));
+        }
+        rec.record(
+            &scn,
+            "requests_per_s",
+            f("calls") / f("wall_s"),
+            "req/s",
+            extra.clone(),
+        );
+        rec.record(
+            &scn,
+            "cpu_per_model_call",
+            f("cpu_s") / f("calls") * 1e6,
+            "us",
+            extra.clone(),
+        );
+        // Wall of a round beyond the server's delays, per model call (at N = 1 the client's
+        // latency per call: request encoding, connection, decoding, the agent loop).
+        let per_round = f("wall_s") / rounds as f64;
+        rec.record(
+            &scn,
+            "overhead_per_model_call",
+            (per_round - HTTP_CALLS as f64 * HTTP_DELAY_MS / 1e3) / HTTP_CALLS as f64 * 1e6,
+            "us",
+            extra.clone(),
+        );
+        rec.record(
+            &scn,
+            "peak_rss",
+            f("peak_rss") / (1024.0 * 1024.0),
+            "MiB",
+            extra,
+        );
+    }
+}

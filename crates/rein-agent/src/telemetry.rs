@@ -24,6 +24,24 @@ use rein_core::audit::{
 use rein_core::stream::StopReason;
 use tracing::field::Empty;
 
+/// Awaits a future with `span` entered at each poll, like `tracing::Instrument` but without
+/// moving the future into a wrapper: the future is pinned where the caller's future keeps it.
+/// (The wrapper's move copied the run's and the model call's futures, ≈460 instructions per
+/// text invocation with telemetry off.) Unlike `Instrumented`, the span is not entered while
+/// the future is dropped.
+macro_rules! in_span {
+    ($span:expr, $fut:expr) => {{
+        let span: &::tracing::Span = $span;
+        let mut fut = ::std::pin::pin!($fut);
+        ::std::future::poll_fn(|cx| {
+            let _entered = span.enter();
+            fut.as_mut().poll(cx)
+        })
+        .await
+    }};
+}
+pub(crate) use in_span;
+
 /// The target of Rein's metric events (`histogram.*`, `monotonic_counter.*` fields, as
 /// tracing-opentelemetry's metrics layer reads them).
 pub const METRICS_TARGET: &str = "rein::metrics";
@@ -187,21 +205,25 @@ pub(crate) fn decisions(records: &[DecisionRecord], invocation: &tracing::Span) 
     let content = capture_content();
     let experimental = experimental_conventions();
     for (order, d) in records.iter().enumerate() {
+        // Values known now are given at creation: each later `record` is a lookup of the span
+        // and a visit by every layer (≈850 instructions each under rein-otel's), and `%` fields
+        // go through `fmt` (the name is joined without it). Field values are only evaluated
+        // when the span is enabled.
         let span = tracing::info_span!(
             target: "rein::intervention",
             "run_guardrail",
-            otel.name = %format_args!("run_guardrail {}", d.handler),
+            otel.name = join("run_guardrail ", &d.handler).as_str(),
             otel.kind = "internal",
             otel.status_code = Empty,
             otel.status_message = Empty,
             gen_ai.operation.name = "run_guardrail",
-            rein.intervention.handler = %d.handler,
+            rein.intervention.handler = d.handler.as_str(),
             rein.intervention.event = d.event.as_str(),
             rein.intervention.action = action_str(d.action),
             rein.intervention.outcome = outcome_str(d.outcome),
             rein.intervention.order = int(order),
-            rein.intervention.duration_ns = Empty,
-            rein.intervention.tool_call.id = Empty,
+            rein.intervention.duration_ns = d.duration.map(nanos),
+            rein.intervention.tool_call.id = d.tool_use_id.as_deref(),
             rein.intervention.on_error = Empty,
             rein.intervention.confirmation = Empty,
             rein.intervention.reason = Empty,
@@ -214,12 +236,6 @@ pub(crate) fn decisions(records: &[DecisionRecord], invocation: &tracing::Span) 
         // Every record goes through the same callsite: nobody listens to one, nobody to any.
         if span.is_disabled() {
             break;
-        }
-        if let Some(took) = d.duration {
-            span.record("rein.intervention.duration_ns", nanos(took));
-        }
-        if let Some(id) = &d.tool_use_id {
-            span.record("rein.intervention.tool_call.id", id.as_str());
         }
         if let Some(on_error) = d.on_error {
             span.record(
@@ -260,6 +276,14 @@ pub(crate) fn decisions(records: &[DecisionRecord], invocation: &tracing::Span) 
         drop(span);
     }
     decision_metrics(records);
+}
+
+/// `prefix` followed by `name`, without `fmt`.
+fn join(prefix: &str, name: &str) -> String {
+    let mut s = String::with_capacity(prefix.len() + name.len());
+    s.push_str(prefix);
+    s.push_str(name);
+    s
 }
 
 fn confirmation_event(d: &DecisionRecord, status: ConfirmationStatus, invocation: &tracing::Span) {

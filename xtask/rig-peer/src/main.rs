@@ -29,8 +29,8 @@ use serde_json::{Value, json};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 
 use measure::{
-    Config, Family, Recorder, Samples, children, delta_latency, in_flight, live_bytes, per_handler,
-    rss_bytes, stream_burst,
+    Config, Family, Recorder, Samples, children, delta_latency, http_children, http_conversations,
+    in_flight, live_bytes, per_handler, rss_bytes, stream_burst,
 };
 
 #[global_allocator]
@@ -245,6 +245,17 @@ fn main() -> ExitCode {
         streaming(&rec, &cfg, &rt);
     }
     children(&rec, quick, &want, "child");
+    if want("http") {
+        // The mock server is Rein's xtask's (`xtask bench-all` starts one for every SDK).
+        match std::env::var("REIN_BENCH_MOCK_URL") {
+            Ok(url) => {
+                // `Agent::chat` sends unary requests; Rein always streams: both are measured.
+                http_children(&rec, quick, "child", "http", &url);
+                http_children(&rec, quick, "child", "http_stream", &url);
+            }
+            Err(_) => eprintln!("http: REIN_BENCH_MOCK_URL is not set; no http_* rows"),
+        }
+    }
     eprintln!("rows appended to {}", out.display());
     ExitCode::SUCCESS
 }
@@ -342,6 +353,70 @@ fn streaming(rec: &Recorder, cfg: &Config, rt: &tokio::runtime::Runtime) {
     });
 }
 
+/// The `http_N` child: N conversations (an agent and its history each) on rig's OpenAI Chat
+/// Completions client (one client, shared), each running the mock's three-turn tool
+/// conversation once per round through `Agent::chat` (unary requests), or with `stream`
+/// through the runner's `stream()` (streamed requests, as Rein's), its items consumed.
+fn http_child(
+    rt: &tokio::runtime::Runtime,
+    mut out: Value,
+    n: usize,
+    rounds: usize,
+    stream: bool,
+) -> ExitCode {
+    use rig_core::providers::openai::OpenAIConfig;
+    let Ok(url) = std::env::var("REIN_BENCH_MOCK_URL") else {
+        eprintln!("http: REIN_BENCH_MOCK_URL is not set");
+        return ExitCode::FAILURE;
+    };
+    // reqwest's client is built inside the runtime (it may not be dropped outside one).
+    let client = rt.block_on(async { OpenAIConfig::new("sk-bench").with_base_url(url).client() });
+    let convs: Vec<(Agent, Vec<Message>)> = (0..n)
+        .map(|_| {
+            let agent = AgentBuilder::new(client.chat("mock"))
+                .default_max_turns(16)
+                .tool(Noop)
+                .build();
+            (agent, Vec::new())
+        })
+        .collect();
+    http_conversations(
+        rt,
+        &mut out,
+        convs,
+        rounds,
+        |(agent, mut history)| async move {
+            history.clear();
+            if stream {
+                let mut s = agent.prompt("hi").history(history.clone()).stream();
+                let mut ok = true;
+                while let Some(item) = s.next().await {
+                    if let Err(e) = item {
+                        eprintln!("http_stream: {e}");
+                        ok = false;
+                    }
+                }
+                return ((agent, history), ok);
+            }
+            let ok = match agent.chat("hi", &mut history).await {
+                Ok(_) => {
+                    if std::env::var_os("RIG_PEER_DEBUG").is_some() {
+                        eprintln!("http conversation: {history:#?}");
+                    }
+                    true
+                }
+                Err(e) => {
+                    eprintln!("http: {e}");
+                    false
+                }
+            };
+            ((agent, history), ok)
+        },
+    );
+    println!("{out}");
+    ExitCode::SUCCESS
+}
+
 /// A measurement in a fresh process, so RSS growth is its own (Rein's `bench-child`).
 fn child(args: &[String]) -> ExitCode {
     let mode = args.first().map(String::as_str).unwrap_or("");
@@ -353,6 +428,10 @@ fn child(args: &[String]) -> ExitCode {
         return ExitCode::FAILURE;
     };
     let mut out = json!({"mode": mode, "n": n});
+    if mode == "http" || mode == "http_stream" {
+        let rounds = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(5);
+        return http_child(&rt, out, n, rounds, mode == "http_stream");
+    }
     let none = Arc::new(AtomicU64::new(0));
     // Warm-up: one agent, two invocations.
     let w = agent(0, 1, 0, &none);

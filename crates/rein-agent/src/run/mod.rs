@@ -21,6 +21,7 @@ mod start;
 mod tools;
 
 use std::collections::BTreeMap;
+use std::task::Poll;
 use std::time::Instant;
 
 use rein_core::{
@@ -32,8 +33,6 @@ use rein_core::{
     result::{AgentResult, HandoffRecord, InjectionRecord, InvocationMetrics},
     stream::Usage,
 };
-
-use tracing::Instrument as _;
 
 use crate::agent::{Agent, Input};
 use crate::history::Listeners;
@@ -132,13 +131,19 @@ impl Agent {
         let token = self.cancel.begin();
         let started = Instant::now();
         let outcome = {
-            // The run's span is the parent of its chat, execute_tool and run_guardrail spans.
-            let drive = self.drive(&mut inv, input, &sink).instrument(span.clone());
-            tokio::select! {
-                biased;
-                _ = token.cancelled() => Outcome::Cancelled,
-                outcome = drive => outcome,
-            }
+            // The run's span is the parent of its chat, execute_tool and run_guardrail spans:
+            // entered at each poll of the steps (not through `Instrument`, whose move copied
+            // the whole run future). A cancel wins over a step that is ready at the same poll.
+            let mut cancelled = std::pin::pin!(token.cancelled());
+            let mut drive = std::pin::pin!(self.drive(&mut inv, input, &sink));
+            std::future::poll_fn(|cx| {
+                if cancelled.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Outcome::Cancelled);
+                }
+                let _entered = span.enter();
+                drive.as_mut().poll(cx)
+            })
+            .await
         };
         self.finish(&mut inv, outcome, started, span, &sink).await
     }

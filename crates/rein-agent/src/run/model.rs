@@ -16,7 +16,6 @@ use rein_core::{
     result::CycleMetrics,
     stream::{BlockDelta, BlockStart, ModelResponse, StopReason, StreamAssembler, StreamEvent},
 };
-use tracing::Instrument as _;
 
 use super::machine::{Fed, RETRY_LIMIT};
 use super::output::{Guarded, OutputGuard};
@@ -103,9 +102,7 @@ impl Agent {
             gen_ai.input.messages = tracing::field::Empty,
             gen_ai.output.messages = tracing::field::Empty,
         );
-        self.model_call_in(inv, index, sink, &span)
-            .instrument(span.clone())
-            .await
+        crate::telemetry::in_span!(&span, self.model_call_in(inv, index, sink, &span))
     }
 
     async fn model_call_in(

@@ -22,7 +22,6 @@ use rein_core::{
 };
 use rein_hooks::HookRegistry;
 use serde_json::Value;
-use tracing::Instrument as _;
 
 use super::machine::{Fed, PhaseEnd, ToolPhase, ToolRetries, ToolsEnd, retry_limit_record};
 use super::{Invocation, listeners};
@@ -346,10 +345,8 @@ impl ToolRun<'_> {
             let arguments = crate::telemetry::json(&tool_use.input);
             span.record("gen_ai.tool.call.arguments", arguments);
         }
-        let out = self
-            .run_inner(tool_use, invalid_json, carried)
-            .instrument(span.clone())
-            .await;
+        let out =
+            crate::telemetry::in_span!(&span, self.run_inner(tool_use, invalid_json, carried));
         if let Ok(o) = &out
             && let Some(r) = &o.result
         {
