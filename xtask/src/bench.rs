@@ -295,6 +295,9 @@ fn main_with(args: &[String], mock: Option<&str>) -> ExitCode {
             "(tools10_par - invoke_text)/10: 10 concurrent sync calls + 1 extra model turn, amortized",
         );
     }
+    if want("durable") {
+        crate::durable::run(&rec, &rt, quick);
+    }
     if want("sub_agent") {
         // One tool turn calling a plain tool vs the same turn calling an agent as a tool
         // (its agent built per call and answering with one text response).

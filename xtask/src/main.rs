@@ -1,7 +1,8 @@
 //! Project tasks: `cargo run --release -p xtask -- <task>`.
 //!
 //! - `bench [--quick] [--out FILE] [SCENARIO-PREFIX ...]`: Rein's scenario benchmarks, written as
-//!   JSON lines with `sdk: "rein"` (the schema of `xtask/peers/`), also printed.
+//!   JSON lines with `sdk: "rein"` (the schema of `xtask/peers/`), also printed; the `durable_*`
+//!   rows run when `REIN_RESTATE_SERVER` is set (`.ci/peers-restate.sh`).
 //! - `bench-all [--quick]`: Rein's scenarios, rig's (`xtask/rig-peer`) and the Python peers'
 //!   (Strands Agents, OpenAI Agents) in one run, then the ratio table.
 //! - `bench-instr [--out FILE] [PREFIX ...]`: instruction counts (callgrind) per invocation of
@@ -11,6 +12,7 @@
 //! - `ci`: runs `.ci/run`.
 
 mod bench;
+mod durable;
 mod instr;
 mod measure;
 mod mock;

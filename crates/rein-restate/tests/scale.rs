@@ -6,6 +6,7 @@
 
 mod common;
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use common::*;
@@ -32,13 +33,29 @@ async fn a_thousand_sessions_across_two_workers_all_complete() {
     let client = Client::new(&restate.ingress).unwrap();
     let sessions = 1_000;
     let started = Instant::now();
+    // All sessions start at once inside Restate; the test holds at most 100 HTTP requests open
+    // (a thousand sockets would hit the process's file limit, not Restate's).
+    let http = Arc::new(tokio::sync::Semaphore::new(100));
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..sessions {
-        let client = client.clone();
+        let (client, http) = (client.clone(), http.clone());
         tasks.spawn(async move {
+            let _slot = http.acquire().await.unwrap();
             client
-                .invoke(&format!("scale-{i}"), InvokeRequest::text("steps 1"))
+                .start(&format!("scale-{i}"), InvokeRequest::text("steps 1"))
                 .await
+        });
+    }
+    let mut started_ids = Vec::new();
+    while let Some(id) = tasks.join_next().await {
+        started_ids.push(id.unwrap().unwrap());
+    }
+    let mut tasks = tokio::task::JoinSet::new();
+    for id in started_ids {
+        let (client, http) = (client.clone(), http.clone());
+        tasks.spawn(async move {
+            let _slot = http.acquire().await.unwrap();
+            client.attach(&id).await
         });
     }
     let mut finished = 0;

@@ -1,0 +1,281 @@
+//! The `durable_*` rows: the cost of journaling on Restate against the in-process driver, and
+//! 1 000 concurrent durable sessions across two worker processes on a 100 ms model.
+//!
+//! Needs `REIN_RESTATE_SERVER` (`bash .ci/peers-restate.sh DIR`, then source `DIR/env`):
+//! without it the rows are skipped. Starts its own restate-server (127.0.0.1, data under
+//! `target/bench/restate`) and two release builds of `rein-restate-worker`, and stops them.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rein::prelude::*;
+use rein_restate::{Client, wire::InvokeRequest};
+use serde_json::json;
+
+use crate::measure::Recorder;
+
+/// Killed when dropped.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> Option<u16> {
+    Some(
+        TcpListener::bind("127.0.0.1:0")
+            .ok()?
+            .local_addr()
+            .ok()?
+            .port(),
+    )
+}
+
+fn worker_binary() -> Option<PathBuf> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(cargo)
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "rein-restate",
+            "--bin",
+            "rein-restate-worker",
+        ])
+        .status()
+        .ok()?;
+    let dir =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| PathBuf::from("target"), PathBuf::from);
+    status
+        .success()
+        .then(|| dir.join("release/rein-restate-worker"))
+}
+
+pub(crate) fn run(rec: &Recorder, rt: &tokio::runtime::Runtime, quick: bool) {
+    let Ok(server) = std::env::var("REIN_RESTATE_SERVER") else {
+        eprintln!("durable: skipped (REIN_RESTATE_SERVER not set: bash .ci/peers-restate.sh DIR)");
+        return;
+    };
+    let Some(worker) = worker_binary() else {
+        eprintln!("durable: skipped (rein-restate-worker did not build)");
+        return;
+    };
+    let (Some(ingress), Some(admin), Some(node), Some(port)) =
+        (free_port(), free_port(), free_port(), free_port())
+    else {
+        eprintln!("durable: skipped (no free ports)");
+        return;
+    };
+    let dir = PathBuf::from("target/bench/restate");
+    let _ = std::fs::remove_dir_all(&dir);
+    let started = Command::new(&server)
+        .arg("--no-logo")
+        .env("RESTATE_BASE_DIR", &dir)
+        .env("RESTATE_LISTEN_MODE", "tcp")
+        .env(
+            "RESTATE_INGRESS__BIND_ADDRESS",
+            format!("127.0.0.1:{ingress}"),
+        )
+        .env("RESTATE_ADMIN__BIND_ADDRESS", format!("127.0.0.1:{admin}"))
+        .env("RESTATE_BIND_ADDRESS", format!("127.0.0.1:{node}"))
+        .env(
+            "RESTATE_ADVERTISED_ADDRESS",
+            format!("http://127.0.0.1:{node}"),
+        )
+        .env("RESTATE_LOG_FILTER", "error")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn();
+    let Ok(server) = started.map(Proc) else {
+        eprintln!("durable: skipped (restate-server did not start)");
+        return;
+    };
+    let ingress = format!("http://127.0.0.1:{ingress}");
+    let admin = format!("http://127.0.0.1:{admin}");
+    rt.block_on(async {
+        if let Err(e) = measure(rec, &worker, &ingress, &admin, port, quick).await {
+            eprintln!("durable: {e}");
+        }
+    });
+    drop(server);
+}
+
+async fn start_worker(
+    binary: &PathBuf,
+    admin: &str,
+    port: u16,
+    register: bool,
+    delay: u64,
+) -> Result<Proc, String> {
+    let addr = format!("127.0.0.1:{port}");
+    let mut cmd = Command::new(binary);
+    cmd.args(["--bind", &addr, "--reuse-port"])
+        .env("REIN_MODEL_DELAY_MS", delay.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    if register {
+        cmd.args(["--register", admin, &format!("http://{addr}")]);
+    }
+    let mut child = cmd.spawn().map_err(|e| e.to_string())?;
+    let stdout = child.stdout.take().ok_or("no stdout")?;
+    let line = tokio::task::spawn_blocking(move || {
+        use std::io::BufRead as _;
+        let mut line = String::new();
+        let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+        line
+    })
+    .await
+    .map_err(|e| e.to_string())?;
+    if !line.starts_with("listening") {
+        return Err(format!("the worker said {line:?}"));
+    }
+    Ok(Proc(child))
+}
+
+async fn wait_for(url: &str) -> Result<(), String> {
+    let http = rein::models::http::client(Duration::from_secs(2)).map_err(|e| e.to_string())?;
+    for _ in 0..600 {
+        if http
+            .get(url)
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success())
+        {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err(format!("{url} did not answer"))
+}
+
+async fn measure(
+    rec: &Recorder,
+    binary: &PathBuf,
+    ingress: &str,
+    admin: &str,
+    port: u16,
+    quick: bool,
+) -> Result<(), String> {
+    wait_for(&format!("{admin}/health")).await?;
+    wait_for(&format!("{ingress}/restate/health")).await?;
+    let client = Client::new(ingress).map_err(|e| e.to_string())?;
+
+    // Per journaled step: a sequential run of N tool turns, durable vs in-process.
+    {
+        let _worker = start_worker(binary, admin, port, true, 0).await?;
+        let steps = 50;
+        client
+            .invoke("warm", InvokeRequest::text("say hi"))
+            .await
+            .map_err(|e| e.to_string())?;
+        let rounds = if quick { 3 } else { 10 };
+        let mut durable = Vec::new();
+        for r in 0..rounds {
+            let t0 = Instant::now();
+            let report = client
+                .invoke(
+                    &format!("steps-{r}"),
+                    InvokeRequest::text(format!("steps {steps}")),
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            if report.text != format!("Finished {steps} steps.") {
+                return Err(format!("unexpected answer {:?}", report.text));
+            }
+            durable.push(t0.elapsed().as_secs_f64());
+        }
+        let mut local = Vec::new();
+        for _ in 0..rounds {
+            let mut script = ScriptedModel::builder().record_requests(false);
+            for i in 0..steps {
+                script = script.tool_use(format!("step-{i}"), "ledger", json!({"step": i}));
+            }
+            let ledger = ToolHandle::from_sync_fn(
+                "ledger",
+                "Records.",
+                json!({"type": "object"}),
+                |_, _| Ok(ToolOutput::text("recorded")),
+            );
+            let mut agent = Agent::builder()
+                .model(script.text("done").build())
+                .tool(ledger)
+                .tool_executor(ToolExecutor::Sequential)
+                .build()
+                .map_err(|e| e.to_string())?;
+            let t0 = Instant::now();
+            agent.invoke("go").await.map_err(|e| e.to_string())?;
+            local.push(t0.elapsed().as_secs_f64());
+        }
+        let median = |xs: &mut Vec<f64>| {
+            xs.sort_by(f64::total_cmp);
+            xs[xs.len() / 2]
+        };
+        let (d, l) = (median(&mut durable), median(&mut local));
+        // Journaled per run: a model call per turn, a tool call per step, an inbox call per
+        // turn boundary, the inbox's open and close, the save.
+        let journaled = (2 * steps + 1 + steps + 3) as f64;
+        let note = json!({"note": "(durable run - in-process run) / journaled steps; one worker, 50 tool turns"});
+        rec.record(
+            "durable_step",
+            "per_journaled_step",
+            (d - l) / journaled * 1e6,
+            "us",
+            note,
+        );
+        rec.record("durable_step", "in_process_run", l * 1e6, "us", json!({}));
+        rec.record("durable_step", "durable_run", d * 1e6, "us", json!({}));
+    }
+
+    // 1 000 concurrent sessions across two workers, 2 model calls of 100 ms and a tool each.
+    {
+        let scale_port = free_port().ok_or("no free port")?;
+        let _a = start_worker(binary, admin, scale_port, true, 100).await?;
+        let _b = start_worker(binary, admin, scale_port, false, 100).await?;
+        let sessions = if quick { 200 } else { 1_000 };
+        let t0 = Instant::now();
+        // All start at once inside Restate; at most 100 HTTP requests open here.
+        let http = std::sync::Arc::new(tokio::sync::Semaphore::new(100));
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..sessions {
+            let (client, http) = (client.clone(), http.clone());
+            tasks.spawn(async move {
+                let _slot = http.acquire().await.ok();
+                client
+                    .start(&format!("scale-{i}"), InvokeRequest::text("steps 1"))
+                    .await
+            });
+        }
+        let mut ids = Vec::new();
+        while let Some(id) = tasks.join_next().await {
+            if let Ok(Ok(id)) = id {
+                ids.push(id);
+            }
+        }
+        let mut tasks = tokio::task::JoinSet::new();
+        for id in ids {
+            let (client, http) = (client.clone(), http.clone());
+            tasks.spawn(async move {
+                let _slot = http.acquire().await.ok();
+                client.attach(&id).await
+            });
+        }
+        let mut ok = 0;
+        while let Some(done) = tasks.join_next().await {
+            if done.is_ok_and(|r| r.is_ok_and(|r| r.text == "Finished 1 steps.")) {
+                ok += 1;
+            }
+        }
+        let wall = t0.elapsed().as_secs_f64();
+        if ok != sessions {
+            return Err(format!("{} of {sessions} sessions failed", sessions - ok));
+        }
+        let note = json!({"note": "N sessions at once, 2 workers, each: 2 model calls of 100 ms + 1 tool; in-process the same takes ~0.2 s", "sessions": sessions});
+        rec.record(&format!("durable_{sessions}"), "wall", wall, "s", note);
+    }
+    Ok(())
+}
