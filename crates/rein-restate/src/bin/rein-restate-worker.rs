@@ -123,7 +123,10 @@ fn ledger_tool(session: String) -> ToolHandle {
                         .create(true)
                         .append(true)
                         .open(path)?;
-                    writeln!(file, "{now} {session} {}", cx.tool_use_id())?;
+                    // One write call per line: with O_APPEND, lines from several worker
+                    // processes never interleave (`writeln!` may write in pieces).
+                    let line = format!("{now} {session} {}\n", cx.tool_use_id());
+                    file.write_all(line.as_bytes())?;
                 }
                 Ok::<_, ToolError>(ToolOutput::text(format!("step {} recorded", input["step"])))
             }

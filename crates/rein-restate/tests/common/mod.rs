@@ -229,17 +229,21 @@ impl Drop for Worker {
     }
 }
 
-/// Ledger lines: (millis, session, tool use id).
+/// Ledger lines: (millis, session, tool use id). A malformed line fails the test (two
+/// processes' writes interleaved, say) rather than hiding a run.
 pub fn ledger_lines(path: &Path) -> Vec<(u128, String, String)> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     text.lines()
-        .filter_map(|l| {
-            let mut parts = l.split(' ');
-            Some((
-                parts.next()?.parse().ok()?,
-                parts.next()?.to_owned(),
-                parts.next()?.to_owned(),
-            ))
+        .map(|l| {
+            let parts: Vec<&str> = l.split(' ').collect();
+            match parts.as_slice() {
+                [t, session, id] => (
+                    t.parse().unwrap_or_else(|_| panic!("ledger line {l:?}")),
+                    (*session).to_owned(),
+                    (*id).to_owned(),
+                ),
+                _ => panic!("malformed ledger line {l:?}"),
+            }
         })
         .collect()
 }
