@@ -266,6 +266,7 @@ impl OtelBuilder {
         rein_agent::telemetry::set_capture_content(self.capture_content);
         rein_agent::telemetry::set_experimental_conventions(self.experimental);
         rein_agent::telemetry::set_list_recorder(record_list);
+        LIVE_GUARDS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         rein_agent::telemetry::set_exporting(true);
         Otel {
             traces,
@@ -415,7 +416,11 @@ impl Otel {
         if std::mem::replace(&mut self.done, true) {
             return Ok(());
         }
-        rein_agent::telemetry::set_exporting(false);
+        // Export stays on while another guard of this process lives (the first one closed
+        // would otherwise turn it off under the others: string-array attributes became strings).
+        if LIVE_GUARDS.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 1 {
+            rein_agent::telemetry::set_exporting(false);
+        }
         let spans = self.traces.shutdown();
         let metrics = self.metrics.shutdown();
         spans
@@ -423,6 +428,9 @@ impl Otel {
             .map_err(|e| Error::Shutdown(e.to_string()))
     }
 }
+
+/// Guards of this process not yet closed.
+static LIVE_GUARDS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// Whether spans and events of `target` go to the trace exporter: not those of the crates that
 /// carry the export (a feedback loop: each export would make spans of its own), nor Rein's
