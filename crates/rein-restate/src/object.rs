@@ -298,9 +298,9 @@ async fn serve(ctx: &ObjectContext<'_>, key: &str, op: Op, cancel: &rein_agent::
                 .await;
             let items = match taken {
                 Ok(Json(items)) => Ok(items),
-                Err(e) => {
+                // Cancelled (or failed for good): the run stops as a cancelled run does.
+                Err(_) => {
                     cancel.cancel();
-                    let _ = e;
                     Err(Error::Internal("the inbox could not be read"))
                 }
             };

@@ -81,14 +81,8 @@ impl Worker {
 
     /// Binds the address.
     pub async fn listen(self) -> Result<BoundWorker, Error> {
-        let socket = match self.addr {
-            SocketAddr::V4(_) => {
-                socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?
-            }
-            SocketAddr::V6(_) => {
-                socket2::Socket::new(socket2::Domain::IPV6, socket2::Type::STREAM, None)?
-            }
-        };
+        let domain = socket2::Domain::for_address(self.addr);
+        let socket = socket2::Socket::new(domain, socket2::Type::STREAM, None)?;
         socket.set_reuse_address(true)?;
         #[cfg(unix)]
         if self.reuse_port {
