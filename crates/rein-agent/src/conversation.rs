@@ -268,18 +268,18 @@ mod tests {
             Message::user(format!("q{i}")),
             Message::new(
                 Role::Assistant,
-                vec![ContentBlock::ToolUse(ToolUse::new(
+                vec![ContentBlock::ToolUse(Box::new(ToolUse::new(
                     format!("t{i}"),
                     "x",
                     json!({}),
-                ))],
+                )))],
             ),
             Message::new(
                 Role::User,
-                vec![ContentBlock::ToolResult(ToolResult::success(
+                vec![ContentBlock::ToolResult(Box::new(ToolResult::success(
                     format!("t{i}"),
                     "r",
-                ))],
+                )))],
             ),
             Message::assistant(format!("a{i}")),
         ]

@@ -151,7 +151,7 @@ impl History {
                 if let ContentBlock::ToolUse(u) = b
                     && let Some(rw) = rewrites.iter().find(|r| r.tool_use_id == u.tool_use_id)
                 {
-                    *u = rw.clone();
+                    **u = rw.clone();
                 }
             }
         }
@@ -250,7 +250,7 @@ pub(crate) fn closing_results(
                 .find(|r| r.tool_use_id == u.tool_use_id)
                 .cloned()
                 .unwrap_or_else(|| ToolResult::error(&u.tool_use_id, text));
-            ContentBlock::ToolResult(r)
+            ContentBlock::ToolResult(Box::new(r))
         })
         .collect()
 }

@@ -93,7 +93,7 @@ impl Agent {
             .sync(
                 self.state.snapshot(),
                 self.manager.state(),
-                self.pending.as_ref(),
+                self.pending.as_deref(),
             )
             .await
     }

@@ -257,9 +257,9 @@ async fn resume_via_interrupt_response_message_and_pending_is_serializable() {
     assert_eq!(back.schema_version, rein_agent::PENDING_SCHEMA_VERSION);
     let msg = rein_core::Message::new(
         rein_core::Role::User,
-        vec![rein_core::ContentBlock::InterruptResponse(
+        vec![rein_core::ContentBlock::InterruptResponse(Box::new(
             InterruptResponse::new(r.interrupts[0].id.clone(), "yes"),
-        )],
+        ))],
     );
     let r = agent.invoke(msg).await.unwrap();
     assert_eq!(r.text(), "done");

@@ -2556,11 +2556,11 @@ async fn discarding_a_held_response_stores_nothing() {
 fn the_history_check_refuses_an_unanswered_tool_use_with_nothing_pending() {
     let open = Message::new(
         Role::Assistant,
-        vec![ContentBlock::ToolUse(rein_core::ToolUse::new(
+        vec![ContentBlock::ToolUse(Box::new(rein_core::ToolUse::new(
             "t1",
             "echo",
             json!({}),
-        ))],
+        )))],
     );
     let agent = agent(ScriptedModel::builder().build())
         .messages(vec![Message::user("go"), open])

@@ -74,9 +74,12 @@ fn scripted_model(model_id: String, script: &[ModelEntry], chunk: Option<usize>)
             r = match block {
                 ContentBlock::Text(t) => r.text(t.clone()),
                 ContentBlock::ToolUse(u) => r.tool_use(&u.tool_use_id, &u.name, u.input.clone()),
-                ContentBlock::ReasoningContent(ReasoningContent::ReasoningText(t)) => {
-                    r.reasoning(t.text.clone(), t.signature.as_deref())
-                }
+                ContentBlock::ReasoningContent(reasoning) => match &**reasoning {
+                    ReasoningContent::ReasoningText(t) => {
+                        r.reasoning(t.text.clone(), t.signature.as_deref())
+                    }
+                    _ => r,
+                },
                 // Checked when parsed: nothing else is accepted.
                 _ => r,
             };

@@ -53,18 +53,18 @@ fn history(n: usize) -> Vec<Message> {
             0 => Message::user(format!("question {i}: what about the weather?")),
             1 => Message::new(
                 Role::Assistant,
-                vec![ContentBlock::ToolUse(ToolUse::new(
+                vec![ContentBlock::ToolUse(Box::new(ToolUse::new(
                     format!("t{i}"),
                     "weather",
                     json!({"city": "Lisbon"}),
-                ))],
+                )))],
             ),
             2 => Message::new(
                 Role::User,
-                vec![ContentBlock::ToolResult(ToolResult::success(
+                vec![ContentBlock::ToolResult(Box::new(ToolResult::success(
                     format!("t{}", i - 1),
                     "21C sunny",
-                ))],
+                )))],
             ),
             _ => Message::assistant(format!("answer {i}: it is sunny.")),
         })

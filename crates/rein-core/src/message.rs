@@ -93,7 +93,7 @@ impl Message {
     /// The tool uses of this message, in order.
     pub fn tool_uses(&self) -> impl Iterator<Item = &ToolUse> {
         self.content.iter().filter_map(|b| match b {
-            ContentBlock::ToolUse(u) => Some(u),
+            ContentBlock::ToolUse(u) => Some(u.as_ref()),
             _ => None,
         })
     }
@@ -101,7 +101,7 @@ impl Message {
     /// The tool results of this message, in order.
     pub fn tool_results(&self) -> impl Iterator<Item = &ToolResult> {
         self.content.iter().filter_map(|b| match b {
-            ContentBlock::ToolResult(r) => Some(r),
+            ContentBlock::ToolResult(r) => Some(r.as_ref()),
             _ => None,
         })
     }
@@ -128,6 +128,20 @@ impl From<String> for Message {
 
 /// One block of message content. Serialized externally tagged, as Converse does
 /// (`{"text": "..."}`, `{"toolUse": {...}}`, ...).
+///
+/// Every kind but text is boxed: a block is as small as a `String`, so a conversation of short
+/// text messages keeps no room for the largest kind in each (the JSON is the same). Build one
+/// from its content with `From`:
+///
+/// ```
+/// use rein_core::{ContentBlock, ToolUse};
+/// use serde_json::json;
+/// let block = ContentBlock::from(ToolUse::new("t1", "search", json!({"q": "rust"})));
+/// if let ContentBlock::ToolUse(tu) = &block {
+///     assert_eq!(tu.name, "search");
+/// }
+/// assert_eq!(std::mem::size_of::<ContentBlock>(), std::mem::size_of::<String>());
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[non_exhaustive]
@@ -135,17 +149,17 @@ pub enum ContentBlock {
     /// Plain text.
     Text(String),
     /// A request from the model to run a tool.
-    ToolUse(ToolUse),
+    ToolUse(Box<ToolUse>),
     /// The result of a tool run.
-    ToolResult(ToolResult),
+    ToolResult(Box<ToolResult>),
     /// Model reasoning ("thinking"), kept so it can be sent back to providers that require it.
-    ReasoningContent(ReasoningContent),
+    ReasoningContent(Box<ReasoningContent>),
     /// An image.
-    Image(ImageBlock),
+    Image(Box<ImageBlock>),
     /// A document (PDF, text, ...).
-    Document(DocumentBlock),
+    Document(Box<DocumentBlock>),
     /// A human's answer to an interrupt, as stored by a resume.
-    InterruptResponse(InterruptResponse),
+    InterruptResponse(Box<InterruptResponse>),
 }
 
 impl ContentBlock {
@@ -154,6 +168,26 @@ impl ContentBlock {
         Self::Text(text.into())
     }
 }
+
+/// `From` each boxed kind's content.
+macro_rules! content_block_from {
+    ($($variant:ident($ty:ty)),* $(,)?) => {$(
+        impl From<$ty> for ContentBlock {
+            fn from(content: $ty) -> Self {
+                Self::$variant(Box::new(content))
+            }
+        }
+    )*};
+}
+
+content_block_from!(
+    ToolUse(ToolUse),
+    ToolResult(ToolResult),
+    ReasoningContent(ReasoningContent),
+    Image(ImageBlock),
+    Document(DocumentBlock),
+    InterruptResponse(InterruptResponse),
+);
 
 /// A tool use: `{"toolUseId", "name", "input"}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -360,7 +360,13 @@ impl StreamAssembler {
                 "content block delta without a block start".into(),
             )),
             (Some(OpenBlock::Text(t)), BlockDelta::Text(s)) => {
-                t.push_str(&s);
+                // The first delta is taken whole: most text arrives in one piece from a
+                // non-streaming provider, and its string is already exactly sized.
+                if t.is_empty() {
+                    *t = s;
+                } else {
+                    t.push_str(&s);
+                }
                 Ok(())
             }
             (Some(OpenBlock::ToolUse { json, .. }), BlockDelta::ToolInput(s)) => {
@@ -389,8 +395,16 @@ impl StreamAssembler {
         let Some(open) = self.open.take() else {
             return;
         };
+        // Most messages hold one block: room for exactly one, not the four a first push
+        // reserves (a stored message's spare capacity is kept for the conversation's life).
+        if self.content.capacity() == 0 {
+            self.content.reserve_exact(1);
+        }
         match open {
-            OpenBlock::Text(t) => self.content.push(ContentBlock::Text(t)),
+            OpenBlock::Text(mut t) => {
+                t.shrink_to_fit();
+                self.content.push(ContentBlock::Text(t))
+            }
             OpenBlock::ToolUse { id, name, json } => {
                 let input = if json.trim().is_empty() {
                     Value::Object(Map::new())
@@ -403,11 +417,11 @@ impl StreamAssembler {
                         }
                     }
                 };
-                self.content.push(ContentBlock::ToolUse(ToolUse {
+                self.content.push(ContentBlock::ToolUse(Box::new(ToolUse {
                     tool_use_id: id,
                     name,
                     input,
-                }));
+                })));
             }
             OpenBlock::Reasoning {
                 text,
@@ -415,14 +429,14 @@ impl StreamAssembler {
                 redacted,
             } => {
                 if let Some(bytes) = redacted {
-                    self.content.push(ContentBlock::ReasoningContent(
+                    self.content.push(ContentBlock::ReasoningContent(Box::new(
                         ReasoningContent::RedactedContent(bytes.into()),
-                    ));
+                    )));
                 }
                 if !text.is_empty() || signature.is_some() {
-                    self.content.push(ContentBlock::ReasoningContent(
+                    self.content.push(ContentBlock::ReasoningContent(Box::new(
                         ReasoningContent::ReasoningText(ReasoningText { text, signature }),
-                    ));
+                    )));
                 }
             }
         }
@@ -436,6 +450,7 @@ impl StreamAssembler {
             ));
         };
         self.close_block();
+        self.content.shrink_to_fit();
         let message = Message::new(Role::Assistant, self.content);
         if stop_reason == StopReason::EndTurn && message.has_tool_use() {
             stop_reason = StopReason::ToolUse;
@@ -456,6 +471,43 @@ mod tests {
 
     fn ev_text(s: &str) -> StreamEvent {
         StreamEvent::BlockDelta(BlockDelta::Text(s.into()))
+    }
+
+    /// A stored message keeps no spare room: history holds it for the conversation's life.
+    #[test]
+    fn assembled_message_is_exactly_sized() {
+        let mut a = StreamAssembler::new();
+        a.push(StreamEvent::BlockStart(BlockStart::Text)).unwrap();
+        for piece in ["Hel", "lo, ", "world", "!"] {
+            a.push(ev_text(piece)).unwrap();
+        }
+        a.push(StreamEvent::BlockStop).unwrap();
+        a.push(StreamEvent::MessageStop {
+            stop_reason: StopReason::EndTurn,
+        })
+        .unwrap();
+        let m = a.finish().unwrap().message;
+        assert_eq!(m.content.capacity(), 1);
+        let ContentBlock::Text(t) = &m.content[0] else {
+            panic!("not text: {m:?}");
+        };
+        assert_eq!((t.as_str(), t.capacity()), ("Hello, world!", t.len()));
+
+        let mut a = StreamAssembler::new();
+        for (id, name) in [("t1", "a"), ("t2", "b"), ("t3", "c")] {
+            a.push(StreamEvent::BlockStart(BlockStart::ToolUse {
+                tool_use_id: id.into(),
+                name: name.into(),
+            }))
+            .unwrap();
+            a.push(StreamEvent::BlockStop).unwrap();
+        }
+        a.push(StreamEvent::MessageStop {
+            stop_reason: StopReason::ToolUse,
+        })
+        .unwrap();
+        let m = a.finish().unwrap().message;
+        assert_eq!((m.content.len(), m.content.capacity()), (3, 3));
     }
 
     #[test]
@@ -540,10 +592,12 @@ mod tests {
         let r = a.finish().unwrap();
         assert_eq!(
             r.message.content[0],
-            ContentBlock::ReasoningContent(ReasoningContent::ReasoningText(ReasoningText {
-                text: "think".into(),
-                signature: Some("sig".into())
-            }))
+            ContentBlock::ReasoningContent(Box::new(ReasoningContent::ReasoningText(
+                ReasoningText {
+                    text: "think".into(),
+                    signature: Some("sig".into())
+                }
+            )))
         );
     }
 }

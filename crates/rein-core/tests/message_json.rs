@@ -17,42 +17,48 @@ fn all_blocks() -> Vec<Message> {
             Role::User,
             vec![
                 ContentBlock::Text("Describe this.".into()),
-                ContentBlock::Image(ImageBlock {
+                ContentBlock::Image(Box::new(ImageBlock {
                     format: "png".into(),
                     source: MediaSource::Bytes(vec![0x89, b'P', b'N', b'G'].into()),
-                }),
-                ContentBlock::Document(DocumentBlock {
+                })),
+                ContentBlock::Document(Box::new(DocumentBlock {
                     format: "txt".into(),
                     name: "notes".into(),
                     source: MediaSource::Bytes(b"hello".to_vec().into()),
-                }),
+                })),
             ],
         ),
         Message::new(
             Role::Assistant,
             vec![
-                ContentBlock::ReasoningContent(ReasoningContent::ReasoningText(ReasoningText {
-                    text: "Need a tool.".into(),
-                    signature: Some("sig==".into()),
-                })),
-                ContentBlock::ReasoningContent(ReasoningContent::RedactedContent(
+                ContentBlock::ReasoningContent(Box::new(ReasoningContent::ReasoningText(
+                    ReasoningText {
+                        text: "Need a tool.".into(),
+                        signature: Some("sig==".into()),
+                    },
+                ))),
+                ContentBlock::ReasoningContent(Box::new(ReasoningContent::RedactedContent(
                     vec![1, 2, 3].into(),
-                )),
-                ContentBlock::ToolUse(ToolUse::new("t1", "lookup", json!({"n": 2, "q": "x"}))),
+                ))),
+                ContentBlock::ToolUse(Box::new(ToolUse::new(
+                    "t1",
+                    "lookup",
+                    json!({"n": 2, "q": "x"}),
+                ))),
             ],
         ),
         Message::new(
             Role::User,
             vec![
-                ContentBlock::ToolResult(ToolResult {
+                ContentBlock::ToolResult(Box::new(ToolResult {
                     tool_use_id: "t1".into(),
                     status: ToolResultStatus::Success,
                     content: vec![
                         ToolResultContent::Text("found".into()),
                         ToolResultContent::Json(json!({"hits": 1})),
                     ],
-                }),
-                ContentBlock::InterruptResponse(InterruptResponse::new("v1:x", "yes")),
+                })),
+                ContentBlock::InterruptResponse(Box::new(InterruptResponse::new("v1:x", "yes"))),
             ],
         ),
     ]

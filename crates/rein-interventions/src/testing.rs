@@ -417,7 +417,7 @@ impl ModelReply {
             response
                 .message
                 .content
-                .push(ContentBlock::ToolUse(tool_use));
+                .push(ContentBlock::ToolUse(Box::new(tool_use)));
             response.stop_reason = StopReason::ToolUse;
         }
         self

@@ -333,17 +333,20 @@ fn assistant_blocks(content: &[ContentBlock]) -> Vec<Value> {
     let mut out = Vec::new();
     for b in content {
         match b {
-            ContentBlock::ReasoningContent(ReasoningContent::ReasoningText(r)) => {
+            ContentBlock::ReasoningContent(reasoning) => match &**reasoning {
                 // Thinking goes back verbatim with its signature; unsigned reasoning (from
                 // another provider) would be rejected, so it is left out.
-                if let Some(sig) = &r.signature {
-                    out.push(json!({"type": "thinking", "thinking": r.text, "signature": sig}));
+                ReasoningContent::ReasoningText(r) => {
+                    if let Some(sig) = &r.signature {
+                        out.push(json!({"type": "thinking", "thinking": r.text, "signature": sig}));
+                    }
                 }
-            }
-            ContentBlock::ReasoningContent(ReasoningContent::RedactedContent(data)) => {
-                out.push(json!({"type": "redacted_thinking",
-                    "data": String::from_utf8_lossy(&data.0)}));
-            }
+                ReasoningContent::RedactedContent(data) => {
+                    out.push(json!({"type": "redacted_thinking",
+                        "data": String::from_utf8_lossy(&data.0)}));
+                }
+                _ => {}
+            },
             ContentBlock::Text(t) if !t.is_empty() => out.push(json!({"type": "text", "text": t})),
             ContentBlock::ToolUse(u) => {
                 let input = if u.input.is_object() {
@@ -700,23 +703,23 @@ mod tests {
             Message::new(
                 Role::Assistant,
                 vec![
-                    ContentBlock::ReasoningContent(ReasoningContent::ReasoningText(
+                    ContentBlock::ReasoningContent(Box::new(ReasoningContent::ReasoningText(
                         ReasoningText {
                             text: "hmm".into(),
                             signature: Some("sig==".into()),
                         },
-                    )),
-                    ContentBlock::ReasoningContent(ReasoningContent::RedactedContent(
+                    ))),
+                    ContentBlock::ReasoningContent(Box::new(ReasoningContent::RedactedContent(
                         b"opaque".to_vec().into(),
-                    )),
-                    ContentBlock::ToolUse(ToolUse::new("tu1", "f", json!({"a": 1}))),
+                    ))),
+                    ContentBlock::ToolUse(Box::new(ToolUse::new("tu1", "f", json!({"a": 1})))),
                 ],
             ),
             Message::new(
                 Role::User,
                 vec![
                     ContentBlock::text("note"),
-                    ContentBlock::ToolResult(ToolResult::error("tu1", "boom")),
+                    ContentBlock::ToolResult(Box::new(ToolResult::error("tu1", "boom"))),
                 ],
             ),
         ])

@@ -1103,12 +1103,12 @@ where
             Err(e) => return fail(e),
         };
         let expected = vec![
-            ContentBlock::ReasoningContent(ReasoningContent::ReasoningText(
+            ContentBlock::ReasoningContent(Box::new(ReasoningContent::ReasoningText(
                 rein_core::message::ReasoningText {
                     text: "The user greets me.".into(),
                     signature: sig.clone(),
                 },
-            )),
+            ))),
             ContentBlock::Text("Hi!".into()),
         ];
         if r.message.content != expected {

@@ -777,7 +777,9 @@ mod tests {
     fn encodes_tool_round_trip() {
         let mut result_msg = Message::new(
             Role::User,
-            vec![ContentBlock::ToolResult(ToolResult::error("t1", "boom"))],
+            vec![ContentBlock::ToolResult(Box::new(ToolResult::error(
+                "t1", "boom",
+            )))],
         );
         result_msg.content.push(ContentBlock::text("and now?"));
         let req = ModelRequest::new(vec![
@@ -786,7 +788,7 @@ mod tests {
                 Role::Assistant,
                 vec![
                     ContentBlock::text("calling"),
-                    ContentBlock::ToolUse(ToolUse::new("t1", "f", json!({"a": 1}))),
+                    ContentBlock::ToolUse(Box::new(ToolUse::new("t1", "f", json!({"a": 1})))),
                 ],
             ),
             result_msg,
@@ -821,10 +823,10 @@ mod tests {
             Role::User,
             vec![
                 ContentBlock::text("what is this?"),
-                ContentBlock::Image(ImageBlock {
+                ContentBlock::Image(Box::new(ImageBlock {
                     format: "png".into(),
                     source: MediaSource::Bytes(vec![1, 2, 3].into()),
-                }),
+                })),
             ],
         )]);
         let body = encode_request("m", &req, true, false, &Map::new());

@@ -132,15 +132,17 @@ async fn request_on_the_wire() {
         Message::user("weather?"),
         Message::new(
             Role::Assistant,
-            vec![ContentBlock::ToolUse(ToolUse::new(
+            vec![ContentBlock::ToolUse(Box::new(ToolUse::new(
                 "c1",
                 "get_weather",
                 json!({"city": "Paris"}),
-            ))],
+            )))],
         ),
         Message::new(
             Role::User,
-            vec![ContentBlock::ToolResult(ToolResult::success("c1", "sunny"))],
+            vec![ContentBlock::ToolResult(Box::new(ToolResult::success(
+                "c1", "sunny",
+            )))],
         ),
     ])
     .with_system_prompt("sys")

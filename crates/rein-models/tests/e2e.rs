@@ -160,7 +160,12 @@ async fn check_real_tool_call<M: Model>(tools_model: &M, chat_model: &M) {
     // The tool result goes back in the provider's shape and the model answers.
     let results: Vec<ContentBlock> = uses
         .iter()
-        .map(|u| ContentBlock::ToolResult(ToolResult::success(&u.tool_use_id, "Sunny, 21 °C")))
+        .map(|u| {
+            ContentBlock::ToolResult(Box::new(ToolResult::success(
+                &u.tool_use_id,
+                "Sunny, 21 °C",
+            )))
+        })
         .collect();
     let follow_up = ModelRequest::new(vec![
         question,

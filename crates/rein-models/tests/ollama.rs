@@ -114,15 +114,17 @@ async fn request_on_the_wire() {
         Message::user("weather?"),
         Message::new(
             rein_core::Role::Assistant,
-            vec![ContentBlock::ToolUse(ToolUse::new(
+            vec![ContentBlock::ToolUse(Box::new(ToolUse::new(
                 "c1",
                 "get_weather",
                 json!({"city": "Paris"}),
-            ))],
+            )))],
         ),
         Message::new(
             rein_core::Role::User,
-            vec![ContentBlock::ToolResult(ToolResult::success("c1", "sunny"))],
+            vec![ContentBlock::ToolResult(Box::new(ToolResult::success(
+                "c1", "sunny",
+            )))],
         ),
     ])
     .with_system_prompt("sys");

@@ -389,8 +389,8 @@ fn broken_tail() -> Vec<SessionWrite> {
             Message::new(
                 Role::Assistant,
                 vec![
-                    ContentBlock::ToolUse(ToolUse::new("a", "count", json!({}))),
-                    ContentBlock::ToolUse(ToolUse::new("b", "count", json!({}))),
+                    ContentBlock::ToolUse(Box::new(ToolUse::new("a", "count", json!({})))),
+                    ContentBlock::ToolUse(Box::new(ToolUse::new("b", "count", json!({})))),
                 ],
             ),
         )),

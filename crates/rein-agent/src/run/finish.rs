@@ -104,7 +104,7 @@ impl Agent {
                     usage: response.usage,
                     hook_retries: inv.run.hook_retries().0,
                 });
-                self.pending = Some(pending);
+                self.pending = Some(Box::new(pending));
                 let mut r = self.completed(inv, StopReason::Interrupt, response.message);
                 r.interrupts = interrupts;
                 Ok(r)
@@ -125,7 +125,7 @@ impl Agent {
                 let mut pending =
                     inv.pause(interrupts.clone(), id, message.clone(), model_call_index);
                 pending.held_request = true;
-                self.pending = Some(pending);
+                self.pending = Some(Box::new(pending));
                 // Not `completed`: the conversation manager leaves history as the human saw it
                 // in the request, so the resumed request matches what was approved.
                 let mut r = self.result(inv, StopReason::Interrupt, message);
@@ -146,7 +146,7 @@ impl Agent {
                 let mut pending =
                     inv.pause(interrupts.clone(), MessageId::new(), message.clone(), 0);
                 pending.held_input = messages;
-                self.pending = Some(pending);
+                self.pending = Some(Box::new(pending));
                 let mut r = self.completed(inv, StopReason::Interrupt, message);
                 r.interrupts = interrupts;
                 Ok(r)

@@ -760,9 +760,9 @@ impl ToolPhase {
                 .into_iter()
                 .zip(message.tool_uses())
                 .map(|(r, u)| {
-                    ContentBlock::ToolResult(
+                    ContentBlock::ToolResult(Box::new(
                         r.unwrap_or_else(|| ToolResult::error(&u.tool_use_id, missing_text)),
-                    )
+                    ))
                 })
                 .collect(),
         )
@@ -1159,7 +1159,7 @@ mod tests {
         let message = Message::new(
             rein_core::Role::Assistant,
             uses.iter()
-                .map(|u| ContentBlock::ToolUse((*u).clone()))
+                .map(|u| ContentBlock::ToolUse(Box::new((*u).clone())))
                 .collect(),
         );
         let done_b = ToolResult::success("b", "B");
@@ -1171,10 +1171,10 @@ mod tests {
         assert!(!phase.record(0, Some(ToolResult::success("a", "A")), None, vec![], None));
         match phase.end(&message, "cut") {
             PhaseEnd::Completed(results) => {
-                assert_eq!(results[1], ContentBlock::ToolResult(done_b));
+                assert_eq!(results[1], ContentBlock::ToolResult(Box::new(done_b)));
                 assert_eq!(
                     results[2],
-                    ContentBlock::ToolResult(ToolResult::error("c", "cut"))
+                    ContentBlock::ToolResult(Box::new(ToolResult::error("c", "cut")))
                 );
             }
             PhaseEnd::Interrupted { .. } => panic!("no interrupt was raised"),

@@ -191,7 +191,7 @@ impl Agent {
                 pending.held_results = held;
                 pending.tool_states = tool_states;
                 pending.handoff = inv.handoff.take();
-                self.pending = Some(pending);
+                self.pending = Some(Box::new(pending));
                 self.session_sync().await?;
                 Ok(Fed::ToolsDone(ToolsEnd::Interrupted {
                     message: assistant,

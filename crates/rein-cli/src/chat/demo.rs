@@ -173,11 +173,14 @@ mod tests {
         let delete = ToolUse::new("d1", "delete_file", json!({"path": "a.txt"}));
         let mut messages = vec![
             Message::user("delete a.txt"),
-            Message::new(Role::Assistant, vec![ContentBlock::ToolUse(delete)]),
-            user(vec![ContentBlock::ToolResult(ToolResult::error(
+            Message::new(
+                Role::Assistant,
+                vec![ContentBlock::ToolUse(Box::new(delete))],
+            ),
+            user(vec![ContentBlock::ToolResult(Box::new(ToolResult::error(
                 "d1",
                 TOOL_INTERRUPTED,
-            ))]),
+            )))]),
         ];
         // Alone, the results are summarised.
         let (response, _) = model.respond(&ModelRequest::new(messages.clone()));

@@ -90,13 +90,18 @@ fn block(b: &ContentBlock) -> Option<Value> {
         ContentBlock::ToolResult(r) => Some(tool_result(r)),
         // Reasoning goes back with its signature; unsigned reasoning (another provider's) would
         // be rejected, so it is left out.
-        ContentBlock::ReasoningContent(ReasoningContent::ReasoningText(r)) => {
-            let sig = r.signature.as_ref()?;
-            Some(json!({"reasoningContent": {"reasoningText": {"text": r.text, "signature": sig}}}))
-        }
-        ContentBlock::ReasoningContent(ReasoningContent::RedactedContent(data)) => {
-            Some(json!({"reasoningContent": {"redactedContent": b64(&data.0)}}))
-        }
+        ContentBlock::ReasoningContent(reasoning) => match &**reasoning {
+            ReasoningContent::ReasoningText(r) => {
+                let sig = r.signature.as_ref()?;
+                Some(
+                    json!({"reasoningContent": {"reasoningText": {"text": r.text, "signature": sig}}}),
+                )
+            }
+            ReasoningContent::RedactedContent(data) => {
+                Some(json!({"reasoningContent": {"redactedContent": b64(&data.0)}}))
+            }
+            _ => None,
+        },
         ContentBlock::Image(img) => Some(image(img)),
         ContentBlock::Document(d) => Some(document(d)),
         _ => None,
@@ -241,39 +246,43 @@ mod tests {
                 Role::User,
                 vec![
                     ContentBlock::text("look"),
-                    ContentBlock::Image(img("jpg", b"\x89img")),
-                    ContentBlock::Document(doc("Q3 report.final.pdf")),
+                    ContentBlock::Image(Box::new(img("jpg", b"\x89img"))),
+                    ContentBlock::Document(Box::new(doc("Q3 report.final.pdf"))),
                     ContentBlock::text("  "),
                 ],
             ),
             Message::new(
                 Role::Assistant,
                 vec![
-                    ContentBlock::ReasoningContent(ReasoningContent::ReasoningText(
+                    ContentBlock::ReasoningContent(Box::new(ReasoningContent::ReasoningText(
                         ReasoningText {
                             text: "think".into(),
                             signature: Some("sig==".into()),
                         },
-                    )),
-                    ContentBlock::ReasoningContent(ReasoningContent::ReasoningText(
+                    ))),
+                    ContentBlock::ReasoningContent(Box::new(ReasoningContent::ReasoningText(
                         ReasoningText {
                             text: "unsigned".into(),
                             signature: None,
                         },
-                    )),
-                    ContentBlock::ReasoningContent(ReasoningContent::RedactedContent(Bytes(
-                        b"opaque".to_vec(),
+                    ))),
+                    ContentBlock::ReasoningContent(Box::new(ReasoningContent::RedactedContent(
+                        Bytes(b"opaque".to_vec()),
                     ))),
                     ContentBlock::text("calling"),
-                    ContentBlock::ToolUse(ToolUse::new("t1", "f", json!({"a": 1}))),
-                    ContentBlock::ToolUse(ToolUse::new("t2", "g", json!("not an object"))),
+                    ContentBlock::ToolUse(Box::new(ToolUse::new("t1", "f", json!({"a": 1})))),
+                    ContentBlock::ToolUse(Box::new(ToolUse::new(
+                        "t2",
+                        "g",
+                        json!("not an object"),
+                    ))),
                 ],
             ),
             Message::new(
                 Role::User,
                 vec![
                     ContentBlock::text("and?"),
-                    ContentBlock::ToolResult(ToolResult {
+                    ContentBlock::ToolResult(Box::new(ToolResult {
                         tool_use_id: "t1".into(),
                         status: ToolResultStatus::Success,
                         content: vec![
@@ -282,8 +291,8 @@ mod tests {
                             ToolResultContent::Image(img("png", b"p")),
                             ToolResultContent::Document(doc("d")),
                         ],
-                    }),
-                    ContentBlock::ToolResult(ToolResult::error("t2", "boom")),
+                    })),
+                    ContentBlock::ToolResult(Box::new(ToolResult::error("t2", "boom"))),
                 ],
             ),
         ])
@@ -355,11 +364,17 @@ mod tests {
             Message::user("hi"),
             Message::new(
                 Role::Assistant,
-                vec![ContentBlock::ToolUse(ToolUse::new("t", "f", json!({})))],
+                vec![ContentBlock::ToolUse(Box::new(ToolUse::new(
+                    "t",
+                    "f",
+                    json!({}),
+                )))],
             ),
             Message::new(
                 Role::User,
-                vec![ContentBlock::ToolResult(ToolResult::success("t", "x"))],
+                vec![ContentBlock::ToolResult(Box::new(ToolResult::success(
+                    "t", "x",
+                )))],
             ),
         ])
         .with_tools(tools)
@@ -380,12 +395,12 @@ mod tests {
             Message::user("a"),
             Message::new(
                 Role::Assistant,
-                vec![ContentBlock::ReasoningContent(
+                vec![ContentBlock::ReasoningContent(Box::new(
                     ReasoningContent::ReasoningText(ReasoningText {
                         text: "unsigned".into(),
                         signature: None,
                     }),
-                )],
+                ))],
             ),
             Message::user("b"),
         ]);

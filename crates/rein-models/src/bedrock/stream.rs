@@ -672,11 +672,11 @@ mod tests {
         let r = assemble(&events);
         assert_eq!(
             r.message.content[0],
-            rein_core::ContentBlock::ReasoningContent(
+            rein_core::ContentBlock::ReasoningContent(Box::new(
                 rein_core::message::ReasoningContent::RedactedContent(
                     b"Encrypted thinking".to_vec().into()
                 )
-            )
+            ))
         );
         assert_eq!(r.stop_reason, StopReason::GuardrailIntervened);
         for (wire, want) in [

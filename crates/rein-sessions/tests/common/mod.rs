@@ -122,55 +122,56 @@ pub fn every_block_kind() -> Vec<Message> {
             Role::User,
             vec![
                 ContentBlock::Text("look at these — ünïcödé ✓".into()),
-                ContentBlock::Image(image.clone()),
-                ContentBlock::Document(document.clone()),
+                ContentBlock::Image(Box::new(image.clone())),
+                ContentBlock::Document(Box::new(document.clone())),
             ],
         ),
         Message::new(
             Role::Assistant,
             vec![
-                ContentBlock::ReasoningContent(ReasoningContent::ReasoningText(ReasoningText {
-                    text: "thinking...".into(),
-                    signature: Some("sig-abc".into()),
-                })),
-                ContentBlock::ReasoningContent(ReasoningContent::RedactedContent(Bytes(vec![
-                    1, 2, 3, 250,
-                ]))),
+                ContentBlock::ReasoningContent(Box::new(ReasoningContent::ReasoningText(
+                    ReasoningText {
+                        text: "thinking...".into(),
+                        signature: Some("sig-abc".into()),
+                    },
+                ))),
+                ContentBlock::ReasoningContent(Box::new(ReasoningContent::RedactedContent(Bytes(
+                    vec![1, 2, 3, 250],
+                )))),
                 ContentBlock::Text("I will call tools.".into()),
-                ContentBlock::ToolUse(ToolUse::new(
+                ContentBlock::ToolUse(Box::new(ToolUse::new(
                     "t1",
                     "search",
                     json!({"q": "x", "n": 3, "nested": {"a": [1, null, true]}}),
-                )),
-                ContentBlock::ToolUse(ToolUse::new("t2", "render", json!({}))),
+                ))),
+                ContentBlock::ToolUse(Box::new(ToolUse::new("t2", "render", json!({})))),
             ],
         ),
         Message::new(
             Role::User,
             vec![
-                ContentBlock::ToolResult(ToolResult {
+                ContentBlock::ToolResult(Box::new(ToolResult {
                     tool_use_id: "t1".into(),
                     status: ToolResultStatus::Success,
                     content: vec![
                         ToolResultContent::Text("found".into()),
                         ToolResultContent::Json(json!({"hits": [1, 2]})),
                     ],
-                }),
-                ContentBlock::ToolResult(ToolResult {
+                })),
+                ContentBlock::ToolResult(Box::new(ToolResult {
                     tool_use_id: "t2".into(),
                     status: ToolResultStatus::Error,
                     content: vec![
                         ToolResultContent::Image(image),
                         ToolResultContent::Document(document),
                     ],
-                }),
+                })),
             ],
         ),
         Message::new(
             Role::User,
-            vec![ContentBlock::InterruptResponse(InterruptResponse::new(
-                "v1:before_tool_call:t1:abc",
-                json!({"approved": true}),
+            vec![ContentBlock::InterruptResponse(Box::new(
+                InterruptResponse::new("v1:before_tool_call:t1:abc", json!({"approved": true})),
             ))],
         ),
     ]

@@ -532,7 +532,7 @@ fn redact_model_output_covers_text_blocks_not_tool_use_inputs() {
         Role::Assistant,
         vec![
             ContentBlock::Text("calling 555-1234".into()),
-            ContentBlock::ToolUse(tool_use.clone()),
+            ContentBlock::ToolUse(Box::new(tool_use.clone())),
         ],
     );
     let mut ev = after_model(&cx(json!({})), message);
@@ -541,7 +541,7 @@ fn redact_model_output_covers_text_blocks_not_tool_use_inputs() {
     assert_eq!(content[0], ContentBlock::Text("calling 555-XXXX".into()));
     assert_eq!(
         content[1],
-        ContentBlock::ToolUse(tool_use.clone()),
+        ContentBlock::ToolUse(Box::new(tool_use.clone())),
         "tool_input covers tool uses"
     );
 
@@ -550,7 +550,7 @@ fn redact_model_output_covers_text_blocks_not_tool_use_inputs() {
         Role::Assistant,
         vec![
             ContentBlock::Text("calling".into()),
-            ContentBlock::ToolUse(tool_use),
+            ContentBlock::ToolUse(Box::new(tool_use)),
         ],
     );
     let mut ev = after_model(&cx(json!({})), message.clone());
