@@ -9,6 +9,7 @@ use rein_core::{
         AnswerSource, Confirmation, DecisionAction, DecisionOutcome, DecisionRecord, EventKind,
     },
     event::{BeforeInvocationEvent, InputVerdict, InvocationContext, ModelCallVerdict},
+    id::InvocationId,
     interrupt::{Approval, InterruptAnswer, InterruptAnswers},
     message::InterruptResponse,
     result::InvocationMetrics,
@@ -58,8 +59,13 @@ impl Agent {
             Some(p) if input.is_resume() => self.run_state.replace(p.run_state.clone()),
             _ => self.run_state.clear(),
         }
-        let cx = InvocationContext::in_run(state, self.run_state.clone())
-            .with_agent_state(self.state.clone());
+        // Built whole: `in_run` would make an agent state only to replace it.
+        let cx = InvocationContext {
+            invocation_id: InvocationId::new(),
+            invocation_state: state,
+            run_state: self.run_state.clone(),
+            agent_state: self.state.clone(),
+        };
         let span = tracing::info_span!(
             "invoke_agent",
             otel.name = %format_args!("invoke_agent {}", self.core.name),
