@@ -455,7 +455,7 @@ fn main_with(args: &[String], mock: Option<&str>) -> ExitCode {
     if want("retained") {
         retained(&rec, &rt);
     }
-    children(&rec, quick, &want, "bench-child");
+    children(&rec, quick, &want, "bench-child", true);
     if want("http") {
         let env = std::env::var("REIN_BENCH_MOCK_URL").ok();
         let own = (mock.is_none() && env.is_none())
@@ -690,6 +690,10 @@ fn retained(rec: &Recorder, rt: &tokio::runtime::Runtime) {
         json!({"note": "heap kept by the agent per finished invocation after clearing the conversation (counting allocator)"}));
 }
 
+/// The size of the `inflight_floor` task's state: about an invocation's (the child reports
+/// the exact `task_bytes`).
+const FLOOR_TASK_BYTES: usize = 4096;
+
 /// A measurement in a fresh process, so RSS growth is its own.
 pub(crate) fn child(args: &[String]) -> ExitCode {
     let mode = args.first().map(String::as_str).unwrap_or("");
@@ -746,6 +750,19 @@ pub(crate) fn child(args: &[String]) -> ExitCode {
                 .collect();
             in_flight(GLOBAL, &rt, &mut out, r0, agents, |mut a| async move {
                 a.invoke("hi").await.is_ok()
+            });
+        }
+        "inflight_floor" => {
+            // The runtime's own cost on this machine: a task as large as an invocation's
+            // (the agent moved in plus its invoke future) that only sleeps like the model.
+            let mut probe = build(Agent::builder().model(ScriptedModel::repeating_text("ok")));
+            let size = std::mem::size_of::<Agent>() + std::mem::size_of_val(&probe.invoke("hi"));
+            out["task_bytes"] = json!(size);
+            in_flight(GLOBAL, &rt, &mut out, r0, vec![(); n], |()| async move {
+                let state = [0u8; FLOOR_TASK_BYTES];
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                std::hint::black_box(&state);
+                true
             });
         }
         _ => return ExitCode::FAILURE,

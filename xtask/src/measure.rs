@@ -213,29 +213,32 @@ pub(crate) fn rss_bytes() -> f64 {
         .unwrap_or(f64::NAN)
 }
 
-/// The memory and concurrency scenarios (`idle_agents_20msg`, `inflight`), each N measured by a
-/// fresh process (`<this exe> <child> <mode> <N>`, so RSS growth is its own) printing one JSON
-/// object, recorded as rows.
-pub(crate) fn children(rec: &Recorder, quick: bool, want: &dyn Fn(&str) -> bool, child: &str) {
+/// The memory and concurrency scenarios (`idle_agents_20msg`, `inflight`, and with `floor`
+/// `inflight_floor`), each N measured by a fresh process (`<this exe> <child> <mode> <N>`, so
+/// RSS growth is its own) printing one JSON object, recorded as rows.
+pub(crate) fn children(
+    rec: &Recorder,
+    quick: bool,
+    want: &dyn Fn(&str) -> bool,
+    child: &str,
+    floor: bool,
+) {
     let exe = std::env::current_exe().ok();
+    let by_quick = |q: Vec<usize>, full: Vec<usize>| if quick { q } else { full };
     for (mode, ns) in [
         (
             "idle_agents_20msg",
-            if quick {
-                vec![1000]
-            } else {
-                vec![1000, 5000, 10_000]
-            },
+            by_quick(vec![1000], vec![1000, 5000, 10_000]),
         ),
         (
             "inflight",
-            if quick {
-                vec![1000]
-            } else {
-                vec![1000, 5000, 10_000, 100_000]
-            },
+            by_quick(vec![1000], vec![1000, 5000, 10_000, 100_000]),
         ),
+        ("inflight_floor", by_quick(vec![], vec![100_000])),
     ] {
+        if mode == "inflight_floor" && !floor {
+            continue;
+        }
         if !want(mode) {
             continue;
         }
@@ -271,6 +274,11 @@ pub(crate) fn children(rec: &Recorder, quick: bool, want: &dyn Fn(&str) -> bool,
                     "B",
                     json!({"agents": n, "note": "bytes live per agent, counting allocator"}),
                 );
+            } else if mode == "inflight_floor" {
+                let note = "a bare tokio task of about an invocation's size sleeping 100 ms, same harness: the runtime's own cost";
+                let extra = json!({"agents": n, "task_bytes": v["task_bytes"], "note": note});
+                rec.record(mode, "wall_s", f("wall_s"), "s", extra.clone());
+                rec.record(mode, "cpu_s", f("cpu_s"), "s", extra);
             } else {
                 let a1k = f("rss_agents") / n as f64 * 1000.0 / mib;
                 let f1k = f("rss_inflight_peak") / n as f64 * 1000.0 / mib;

@@ -244,7 +244,7 @@ fn main() -> ExitCode {
     if want("stream") {
         streaming(&rec, &cfg, &rt);
     }
-    children(&rec, quick, &want, "child");
+    children(&rec, quick, &want, "child", false);
     if want("http") {
         // The mock server is Rein's xtask's (`xtask bench-all` starts one for every SDK).
         match std::env::var("REIN_BENCH_MOCK_URL") {
