@@ -167,21 +167,23 @@ impl Agent {
                     let messages = messages.take().unwrap_or_default();
                     self.admit_input(inv, messages, sink).await
                 }
+                // A resume's steps are boxed: they are the largest states, and only a resume
+                // should pay for them (every invocation's future is as large as its largest).
                 Step::ResumeInput => {
                     let responses = responses.take().unwrap_or_default();
-                    self.resume_input(inv, responses, sink).await
+                    Box::pin(self.resume_input(inv, responses, sink)).await
                 }
                 Step::ResumeTools => {
                     let responses = responses.take().unwrap_or_default();
-                    self.resume_tools(inv, responses, sink).await
+                    Box::pin(self.resume_tools(inv, responses, sink)).await
                 }
                 Step::ResumeResponse => {
                     let responses = responses.take().unwrap_or_default();
-                    self.resume_response(inv, responses, sink).await
+                    Box::pin(self.resume_response(inv, responses, sink)).await
                 }
                 Step::ResumeRequest { index } => {
                     let responses = responses.take().unwrap_or_default();
-                    self.resume_request(inv, responses, index, sink).await
+                    Box::pin(self.resume_request(inv, responses, index, sink)).await
                 }
                 Step::CallModel { index } => self.model_call(inv, index, sink).await,
                 Step::Discard { reason, handler } => {

@@ -225,9 +225,15 @@ impl Agent {
             let mut stream = stream.map_err(Stop::Model)?;
             let mut asm = StreamAssembler::new();
             let mut tool_id = String::new();
+            // Boxed: only guarded runs should carry a guard's state in their future.
             let mut guard = guarded.then(|| {
                 let hold_back = self.core.config.hold_back;
-                OutputGuard::new(&self.core.hooks, inv.cx.clone(), index, hold_back)
+                Box::new(OutputGuard::new(
+                    &self.core.hooks,
+                    inv.cx.clone(),
+                    index,
+                    hold_back,
+                ))
             });
             while let Some(ev) = stream.next().await {
                 let ev = ev.map_err(Stop::Model)?;
@@ -241,7 +247,7 @@ impl Agent {
                         Guarded::Go(None) => continue,
                         // Returning drops the model's stream: nothing more is read from it.
                         Guarded::Withheld { text, handler } => {
-                            let released = guard.map(OutputGuard::into_released);
+                            let released = guard.map(|g| g.into_released());
                             return Ok(Streamed::Withheld {
                                 released: released.unwrap_or_default(),
                                 text,
@@ -267,7 +273,7 @@ impl Agent {
                 && let Guarded::Withheld { text, handler } =
                     g.close(inv, &mut asm, sink).await.map_err(Stop::Guard)?
             {
-                let released = guard.map(OutputGuard::into_released);
+                let released = guard.map(|g| g.into_released());
                 return Ok(Streamed::Withheld {
                     released: released.unwrap_or_default(),
                     text,
