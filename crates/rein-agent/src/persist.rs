@@ -17,7 +17,8 @@ impl Agent {
     ///
     /// Restoring repairs a broken tail: when the last message is an assistant message whose
     /// tool uses have no results and no interrupt is pending for it, every such tool use gets
-    /// the error result `Tool was interrupted.` (persisted at once).
+    /// the error result `Tool was interrupted.` (persisted at once). Loading a session that
+    /// does not exist writes nothing, unless the agent was built with messages or state.
     pub async fn load_session(&mut self) -> Result<bool, Error> {
         let Some(binding) = self.history.session().cloned() else {
             return Ok(false);
@@ -37,7 +38,14 @@ impl Agent {
         };
         self.repair_restored_tail();
         self.history.set_loaded();
-        self.session_sync().await?;
+        // Reading a session that does not exist does not create it: the first write with
+        // something to keep does (an agent built with messages or state keeps them now).
+        let blank = self.history.conv().len() == 0
+            && self.pending.is_none()
+            && self.state.with(|m| m.is_empty());
+        if found || !blank {
+            self.session_sync().await?;
+        }
         Ok(found)
     }
 

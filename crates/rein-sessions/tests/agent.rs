@@ -51,6 +51,36 @@ fn approval(e: &mut BeforeToolCallEvent) {
 }
 
 #[tokio::test]
+async fn loading_a_session_that_does_not_exist_writes_nothing() {
+    let dir = TempDir::new("agent");
+    for (name, store, _) in stores(&dir).await {
+        let id = session_id("absent");
+        let mut a = builder(&store, &id, ScriptedModel::repeating_text("hi"))
+            .build()
+            .unwrap();
+        assert!(!a.load_session().await.unwrap(), "{name}");
+        assert!(
+            store.load(&id).await.unwrap().is_none(),
+            "{name}: a read created it"
+        );
+        // The first invocation creates it.
+        a.invoke("hello").await.unwrap();
+        let s = store.load(&id).await.unwrap().unwrap();
+        assert_eq!(s.messages.len(), 2, "{name}");
+
+        // An agent built with messages keeps them at once.
+        let seeded = session_id("seeded");
+        let mut b = builder(&store, &seeded, ScriptedModel::repeating_text("hi"))
+            .messages(vec![Message::user("from the builder")])
+            .build()
+            .unwrap();
+        assert!(!b.load_session().await.unwrap(), "{name}");
+        let s = store.load(&seeded).await.unwrap().unwrap();
+        assert_eq!(s.messages.len(), 1, "{name}");
+    }
+}
+
+#[tokio::test]
 async fn history_state_and_ids_survive_a_new_agent() {
     let dir = TempDir::new("agent");
     for (name, store, _) in stores(&dir).await {
