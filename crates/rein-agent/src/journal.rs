@@ -44,7 +44,6 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures_util::{FutureExt as _, StreamExt as _};
 use rein_core::{
@@ -135,52 +134,7 @@ impl std::fmt::Debug for SharedJournal {
 struct ModelCallRecord {
     events: Vec<StreamEvent>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    error: Option<ModelErrorRecord>,
-}
-
-#[derive(Serialize, Deserialize)]
-struct ModelErrorRecord {
-    kind: ModelErrorKind,
-    message: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    status: Option<u16>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    retry_after_ms: Option<u64>,
-    retryable: bool,
-}
-
-impl ModelErrorRecord {
-    fn of(e: &ModelError) -> Self {
-        Self {
-            kind: e.kind(),
-            message: e.message().to_owned(),
-            status: e.status(),
-            retry_after_ms: e
-                .retry_after()
-                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-            retryable: e.is_retryable(),
-        }
-    }
-
-    fn into_error(self) -> ModelError {
-        let mut e = ModelError::new(self.kind, self.message);
-        if let Some(status) = self.status {
-            e = e.with_status(status);
-        }
-        if let Some(ms) = self.retry_after_ms {
-            e = e.with_retry_after(Duration::from_millis(ms));
-        }
-        // Transport and timeout errors are retryable only before the first byte.
-        if self.retryable
-            && matches!(
-                self.kind,
-                ModelErrorKind::Transport | ModelErrorKind::Timeout
-            )
-        {
-            e = e.before_first_byte();
-        }
-        e
-    }
+    error: Option<ModelError>,
 }
 
 /// Starts a model call through the journal: the live call is read to its end inside the step,
@@ -199,15 +153,12 @@ pub(crate) async fn model_call(
         };
         // A panicking model is recorded as a failed call: a panic inside the engine's step
         // would fail the step again on every retry.
-        let panicked = |panic: Box<dyn std::any::Any + Send>| ModelErrorRecord {
-            kind: ModelErrorKind::Other,
-            message: format!(
-                "the model panicked: {}",
-                rein_core::error::panic_message(&*panic)
-            ),
-            status: None,
-            retry_after_ms: None,
-            retryable: false,
+        let panicked = |panic: Box<dyn std::any::Any + Send>| {
+            let message = rein_core::error::panic_message(&*panic);
+            ModelError::new(
+                ModelErrorKind::Other,
+                format!("the model panicked: {message}"),
+            )
         };
         match AssertUnwindSafe(async { model.stream(request).await })
             .catch_unwind()
@@ -217,7 +168,7 @@ pub(crate) async fn model_call(
                 match AssertUnwindSafe(stream.next()).catch_unwind().await {
                     Ok(Some(Ok(ev))) => record.events.push(ev),
                     Ok(Some(Err(e))) => {
-                        record.error = Some(ModelErrorRecord::of(&e));
+                        record.error = Some(e);
                         break;
                     }
                     Ok(None) => break,
@@ -227,7 +178,7 @@ pub(crate) async fn model_call(
                     }
                 }
             },
-            Ok(Err(e)) => record.error = Some(ModelErrorRecord::of(&e)),
+            Ok(Err(e)) => record.error = Some(e),
             Err(panic) => record.error = Some(panicked(panic)),
         }
         serde_json::to_value(&record).unwrap_or(Value::Null)
@@ -246,7 +197,7 @@ pub(crate) async fn model_call(
             format!("journal: a recorded model call does not decode: {e}"),
         )
     })?;
-    let tail = record.error.map(|e| Err(e.into_error()));
+    let tail = record.error.map(Err);
     let events = record.events.into_iter().map(Ok).chain(tail);
     Ok(Box::pin(futures_util::stream::iter(events)))
 }

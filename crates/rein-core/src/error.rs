@@ -185,13 +185,30 @@ pub enum ModelErrorKind {
 /// assert_eq!(e.retry_after(), Some(Duration::from_secs(2)));
 /// assert!(!ModelError::context_window_overflow("too long").is_retryable());
 /// ```
+///
+/// It serializes without its source (what a journal records of a failed call), and
+/// deserializes to the same error, retryability included:
+///
+/// ```
+/// # use rein_core::ModelError;
+/// let e = ModelError::transport("reset").before_first_byte().with_status(503);
+/// let back: ModelError = serde_json::from_str(&serde_json::to_string(&e).unwrap()).unwrap();
+/// assert!(back.is_retryable());
+/// assert_eq!((back.kind(), back.status()), (e.kind(), Some(503)));
+/// ```
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct ModelError {
     kind: ModelErrorKind,
     message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     status: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     body: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     retry_after: Option<Duration>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     before_first_byte: bool,
+    #[serde(skip)]
     source: Option<BoxError>,
 }
 
