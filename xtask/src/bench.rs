@@ -690,9 +690,28 @@ fn retained(rec: &Recorder, rt: &tokio::runtime::Runtime) {
         json!({"note": "heap kept by the agent per finished invocation after clearing the conversation (counting allocator)"}));
 }
 
-/// The size of the `inflight_floor` task's state: about an invocation's (the child reports
-/// the exact `task_bytes`).
-const FLOOR_TASK_BYTES: usize = 4096;
+/// The `inflight_floor` task: `N` bytes of state that only sleep like the model.
+async fn floor_task<const N: usize>() -> bool {
+    let state = [0u8; N];
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    std::hint::black_box(&state);
+    true
+}
+
+/// Runs `$n_tasks` `inflight_floor` tasks of the first state size `$n…` (a const) whose task
+/// is at least `$size` bytes, recording that size as `floor_task_bytes`.
+macro_rules! floor_in_flight {
+    ($size:expr, $rt:expr, $out:expr, $r0:expr, $n_tasks:expr, [$($n:literal),+]) => {{
+        let size: usize = $size;
+        $(if size <= std::mem::size_of_val(&floor_task::<$n>()) {
+            $out["floor_task_bytes"] = json!(std::mem::size_of_val(&floor_task::<$n>()));
+            in_flight(GLOBAL, $rt, &mut $out, $r0, vec![(); $n_tasks], |()| floor_task::<$n>());
+        } else)+ {
+            $out["floor_task_bytes"] = json!(std::mem::size_of_val(&floor_task::<8192>()));
+            in_flight(GLOBAL, $rt, &mut $out, $r0, vec![(); $n_tasks], |()| floor_task::<8192>());
+        }
+    }};
+}
 
 /// A measurement in a fresh process, so RSS growth is its own.
 pub(crate) fn child(args: &[String]) -> ExitCode {
@@ -754,16 +773,23 @@ pub(crate) fn child(args: &[String]) -> ExitCode {
         }
         "inflight_floor" => {
             // The runtime's own cost on this machine: a task as large as an invocation's
-            // (the agent moved in plus its invoke future) that only sleeps like the model.
+            // (the agent moved in plus its invoke future; the next size up of a few) that only
+            // sleeps like the model. The runtime's cost grows with the task's size.
             let mut probe = build(Agent::builder().model(ScriptedModel::repeating_text("ok")));
             let size = std::mem::size_of::<Agent>() + std::mem::size_of_val(&probe.invoke("hi"));
+            drop(probe);
             out["task_bytes"] = json!(size);
-            in_flight(GLOBAL, &rt, &mut out, r0, vec![(); n], |()| async move {
-                let state = [0u8; FLOOR_TASK_BYTES];
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                std::hint::black_box(&state);
-                true
-            });
+            floor_in_flight!(
+                size,
+                &rt,
+                out,
+                r0,
+                n,
+                [
+                    1024, 1280, 1536, 1792, 2048, 2304, 2560, 2816, 3072, 3328, 3584, 3840, 4096,
+                    4352, 4608, 4864, 5120, 5632, 6144, 7168
+                ]
+            );
         }
         _ => return ExitCode::FAILURE,
     }

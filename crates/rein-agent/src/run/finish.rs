@@ -50,14 +50,16 @@ impl Agent {
         inv.metrics.duration = started.elapsed();
         let result = match outcome {
             Outcome::Failed(e) => {
-                let _ = self.close_tool_phase(inv, TOOL_INTERRUPTED, sink).await;
+                // Boxed, as below: a rare path; every invocation's future is as large as its
+                // largest state.
+                let _ = Box::pin(self.close_tool_phase(inv, TOOL_INTERRUPTED, sink)).await;
                 Err(e)
             }
             Outcome::Cancelled => {
                 if inv.streaming_response {
                     sink.discard("cancelled".into(), None);
                 }
-                let repaired = self.close_tool_phase(inv, TOOL_CANCELLED, sink).await;
+                let repaired = Box::pin(self.close_tool_phase(inv, TOOL_CANCELLED, sink)).await;
                 repaired.map(|()| self.result(inv, StopReason::Cancelled, self.cancelled_message()))
             }
             Outcome::Reply {
@@ -171,7 +173,12 @@ impl Agent {
             p.run_state = cx.run_state.snapshot();
         }
         self.keep_injections();
-        let result = self.session_end(result).await;
+        // Boxed: only an agent with a session pays for its store's future.
+        let result = if self.has_session() {
+            Box::pin(self.session_end(result)).await
+        } else {
+            result
+        };
         match &result {
             Ok(r) => {
                 let usage = &r.usage;
@@ -185,9 +192,13 @@ impl Agent {
             }
         }
         let result = if self.core.hooks.has::<AfterInvocationEvent>() {
-            let mut ev = AfterInvocationEvent::new(cx.clone(), result);
-            let dispatched = self.core.hooks.dispatch(&mut ev).instrument(span).await;
-            dispatched.and_then(|()| ev.into_result())
+            // Boxed: only an agent with AfterInvocation hooks carries their state.
+            Box::pin(async {
+                let mut ev = AfterInvocationEvent::new(cx.clone(), result);
+                let dispatched = self.core.hooks.dispatch(&mut ev).instrument(span).await;
+                dispatched.and_then(|()| ev.into_result())
+            })
+            .await
         } else {
             result
         };

@@ -126,8 +126,13 @@ impl Agent {
         // A session is restored before the first invocation; input errors are returned before
         // anything fires.
         self.session_begin().await?;
-        self.check_input(&input)?;
-        let (mut inv, span) = self.begin(&input);
+        // Checked and begun in a block: a borrowed local would be carried through the run.
+        let (mut inv, span, input) = {
+            let input = input;
+            self.check_input(&input)?;
+            let (inv, span) = self.begin(&input);
+            (inv, span, input)
+        };
         let token = self.cancel.begin();
         let started = Instant::now();
         let outcome = {
@@ -152,11 +157,14 @@ impl Agent {
     /// step: a step's fields move straight into the future that does it, which keeps the
     /// invocation's future small.)
     async fn drive(&mut self, inv: &mut Invocation, input: Input, sink: &Sink) -> Outcome {
+        // Taken apart at once: what is left of the input is not carried across the steps.
         let Input {
             messages,
             responses,
-            ..
+            state,
+            journal,
         } = input;
+        drop((state, journal));
         let mut messages = Some(messages);
         let mut responses = Some(responses);
         let mut fed = Fed::Start;

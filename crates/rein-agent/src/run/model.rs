@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use futures_util::StreamExt as _;
+use futures_util::{StreamExt as _, future::Either};
 use rein_core::{
     ContentBlock, Error, Message, ModelError,
     audit::{Confirmation, DecisionAction, DecisionOutcome, DecisionRecord, EventKind},
@@ -112,7 +112,9 @@ impl Agent {
         sink: &Sink,
         span: &tracing::Span,
     ) -> Result<Fed, Error> {
-        let called = match self.before_model_call(inv, index, sink).await? {
+        // Bound first: a scrutinee's temporaries would live across the call.
+        let request = self.before_model_call(inv, index, sink).await?;
+        let called = match request {
             Request::Send(request) => self.call_model(inv, request, index, sink, span).await,
             // No model call happens: no usage, metrics or span for it; AfterModelCall sees the
             // denial as the response.
@@ -200,13 +202,6 @@ impl Agent {
         span: &tracing::Span,
     ) -> Result<Called, Error> {
         let content = crate::telemetry::capture_content() && !span.is_disabled();
-        if content {
-            if let Some(system) = &request.system_prompt {
-                span.record("gen_ai.system_instructions", &**system);
-            }
-            let messages = crate::telemetry::json(&*request.messages);
-            span.record("gen_ai.input.messages", messages);
-        }
         sink.emit(|| AgentEvent::ModelCallStarted {
             model_call_index: index,
         });
@@ -214,14 +209,33 @@ impl Agent {
         inv.streaming_response = true;
         let mut first = None;
         let guarded = self.core.hooks.has::<ModelOutputEvent>();
-        let result = async {
-            let stream = match inv.journal.as_deref() {
-                None => self.core.model.stream(request).await,
+        // The request is recorded and handed over in a block of its own: a borrowed local stays
+        // in the future until its scope ends, and the request must not be carried while the
+        // stream is read.
+        let open = {
+            let request = request;
+            if content {
+                if let Some(system) = &request.system_prompt {
+                    span.record("gen_ai.system_instructions", &**system);
+                }
+                let messages = crate::telemetry::json(&*request.messages);
+                span.record("gen_ai.input.messages", messages);
+            }
+            match inv.journal.as_deref() {
+                None => Either::Left(self.core.model.stream(request)),
                 Some(journal) => {
                     let model_id = &self.core.model_id;
-                    crate::journal::model_call(journal, &self.core.model, model_id, request).await
+                    Either::Right(crate::journal::model_call(
+                        journal,
+                        &self.core.model,
+                        model_id,
+                        request,
+                    ))
                 }
-            };
+            }
+        };
+        let stream = open.await;
+        let result = async {
             let mut stream = stream.map_err(Stop::Model)?;
             let mut asm = StreamAssembler::new();
             let mut tool_id = String::new();
@@ -235,7 +249,10 @@ impl Agent {
                     hold_back,
                 ))
             });
-            while let Some(ev) = stream.next().await {
+            // (`let … else`, not `while let`: the latter's scrutinee would live across the
+            // awaits of the loop body.)
+            loop {
+                let Some(ev) = stream.next().await else { break };
                 let ev = ev.map_err(Stop::Model)?;
                 if first.is_none() {
                     first = Some(started.elapsed());
@@ -256,16 +273,7 @@ impl Agent {
                         }
                     },
                 };
-                let out = if sink.is_enabled() {
-                    delta_event(&ev, &mut tool_id)
-                } else {
-                    None
-                };
-                // Assembled first: a delta the assembler rejects (malformed stream) never
-                // reaches the caller, guarded or not.
-                asm.push(ev).map_err(|e| Stop::Model(e.into()))?;
-                if let Some(out) = out {
-                    sink.delta(out);
+                if assemble(ev, &mut asm, &mut tool_id, sink).map_err(Stop::Model)? {
                     sink.flush().await;
                 }
             }
@@ -505,6 +513,33 @@ fn escalate(ev: &mut AfterModelCallEvent, max: u32) -> DecisionRecord {
     .with_text(prompt);
     record.confirmation = Some(Confirmation::asked());
     record
+}
+
+/// Adds `ev` to the response and hands its delta to the caller, if one is streaming; returns
+/// whether a delta went out. (A function of its own, not inline in the stream loop: its
+/// locals then are not carried across the loop's awaits.)
+#[inline]
+fn assemble(
+    ev: StreamEvent,
+    asm: &mut StreamAssembler,
+    tool_id: &mut String,
+    sink: &Sink,
+) -> Result<bool, ModelError> {
+    let out = if sink.is_enabled() {
+        delta_event(&ev, tool_id)
+    } else {
+        None
+    };
+    // Assembled first: a delta the assembler rejects (malformed stream) never reaches the
+    // caller, guarded or not.
+    asm.push(ev).map_err(ModelError::from)?;
+    match out {
+        Some(out) => {
+            sink.delta(out);
+            Ok(true)
+        }
+        None => Ok(false),
+    }
 }
 
 /// The stream event for a model delta, if the caller sees one (`tool_id` tracks the tool use

@@ -60,6 +60,19 @@ impl Agent {
         invalid_inputs: &[(String, String)],
         sink: &Sink,
     ) -> Result<Fed, Error> {
+        // Two futures one after the other: what running the tools needs is not carried while
+        // their results are stored, nor the other way round.
+        let index = self.run_tools(inv, invalid_inputs, sink).await?;
+        self.settle_tool_phase(inv, index, sink).await
+    }
+
+    /// Runs the phase's open tool uses; returns the index of their assistant message.
+    async fn run_tools(
+        &mut self,
+        inv: &mut Invocation,
+        invalid_inputs: &[(String, String)],
+        sink: &Sink,
+    ) -> Result<usize, Error> {
         let (Some(phase), Some(assistant)) = (
             inv.tool_phase.as_ref(),
             inv.tool_phase
@@ -129,10 +142,22 @@ impl Agent {
         };
         match executor {
             ToolExecutor::Sequential => {
-                for (i, tool_use, carried) in todo {
-                    let bad = invalid(&tool_use.tool_use_id);
-                    let outcome = run.run(tool_use, bad, carried).await?;
-                    if inv.settle_tool(i, outcome) {
+                let mut todo = todo.into_iter();
+                loop {
+                    // The call is made in a block and awaited here, not through `run`: what
+                    // starting it borrows, and its arguments, are then not carried while the
+                    // tool runs (nor is a `for` loop's item).
+                    let (i, span, call) = {
+                        let Some((i, tool_use, carried)) = todo.next() else {
+                            break;
+                        };
+                        let bad = invalid(&tool_use.tool_use_id);
+                        let ToolCall { span, outcome } = run.start(tool_use, bad, carried);
+                        (i, span, outcome)
+                    };
+                    let out = crate::telemetry::in_span!(&span.span, call);
+                    span.close(out.as_ref());
+                    if inv.settle_tool(i, out?) {
                         break;
                     }
                 }
@@ -156,6 +181,16 @@ impl Agent {
             .into_inner()
             .unwrap_or_else(PoisonError::into_inner)
             .asked;
+        Ok(index)
+    }
+
+    /// Stores the results of the phase's tool uses, or pauses it on their interrupts.
+    async fn settle_tool_phase(
+        &mut self,
+        inv: &mut Invocation,
+        index: usize,
+        sink: &Sink,
+    ) -> Result<Fed, Error> {
         let mut phase = inv.tool_phase.take().unwrap_or_default();
         // Tool-use rewrites (hooks, transforms) are committed to the stored message.
         let rewrites = phase.take_rewrites();
@@ -232,7 +267,13 @@ impl Invocation {
             }
         }
         match &mut self.tool_phase {
-            Some(phase) => phase.record(position, o.result, o.held, o.interrupts, o.rewritten),
+            Some(phase) => phase.record(
+                position,
+                o.result,
+                o.held.map(|r| *r),
+                o.interrupts,
+                o.rewritten.map(|u| *u),
+            ),
             None => true,
         }
     }
@@ -242,11 +283,12 @@ impl Invocation {
 struct ToolOutcome {
     /// `None` when the tool is waiting for an interrupt answer.
     result: Option<ToolResult>,
-    /// The result of a tool that ran, held for an answer (AfterToolCall interrupts).
-    held: Option<ToolResult>,
+    /// The result of a tool that ran, held for an answer (AfterToolCall interrupts). Boxed, as
+    /// the rewrite: rare, and an outcome is carried while its tool runs.
+    held: Option<Box<ToolResult>>,
     interrupts: Vec<Interrupt>,
     /// A committed rewrite of the tool use (hooks or transforms).
-    rewritten: Option<ToolUse>,
+    rewritten: Option<Box<ToolUse>>,
     decisions: Vec<DecisionRecord>,
     ran: Option<(String, Duration, bool)>,
     /// What an agent running as the tool left (boxed: rare).
@@ -318,6 +360,49 @@ fn invalid_json_text(detail: &str) -> String {
     format!("Error: invalid tool input JSON: {detail}")
 }
 
+/// A tool use under way: its `execute_tool` span and what it will come to.
+struct ToolCall<F> {
+    span: ToolSpan,
+    outcome: F,
+}
+
+/// A tool use's `execute_tool` span, and whether it records content.
+struct ToolSpan {
+    span: tracing::Span,
+    content: bool,
+}
+
+impl ToolSpan {
+    /// Records how the tool use ended.
+    #[inline]
+    fn close(&self, out: Result<&ToolOutcome, &Error>) {
+        let span = &self.span;
+        if let Ok(o) = out
+            && let Some(r) = &o.result
+        {
+            span.record(
+                "gen_ai.tool.status",
+                if r.is_error() { "error" } else { "success" },
+            );
+            // A failed tool is an error; a denied or rejected call is not (the tool did not run).
+            if matches!(o.ran, Some((_, _, true))) {
+                span.record("otel.status_code", "error");
+                span.record("error.type", "tool_error");
+            }
+            if self.content {
+                span.record(
+                    "gen_ai.tool.call.result",
+                    crate::telemetry::json(&r.content),
+                );
+            }
+        }
+        if let Err(e) = out {
+            span.record("otel.status_code", "error");
+            span.record("error.type", crate::telemetry::error_type(e));
+        }
+    }
+}
+
 impl ToolRun<'_> {
     /// Runs one tool use through its hooks. `invalid_json` is the parse error of its input.
     async fn run(
@@ -326,6 +411,20 @@ impl ToolRun<'_> {
         invalid_json: Option<&str>,
         carried: Option<Box<Carried>>,
     ) -> Result<ToolOutcome, Error> {
+        let ToolCall { span, outcome } = self.start(tool_use, invalid_json, carried);
+        let out = crate::telemetry::in_span!(&span.span, outcome);
+        span.close(out.as_ref());
+        out
+    }
+
+    /// Opens a tool use's span and makes the future that runs it (polled inside the span).
+    #[inline]
+    fn start<'s>(
+        &'s self,
+        tool_use: ToolUse,
+        invalid_json: Option<&'s str>,
+        carried: Option<Box<Carried>>,
+    ) -> ToolCall<impl Future<Output = Result<ToolOutcome, Error>> + 's> {
         let span = tracing::info_span!(
             "execute_tool",
             otel.name = %format_args!("execute_tool {}", tool_use.name),
@@ -345,32 +444,10 @@ impl ToolRun<'_> {
             let arguments = crate::telemetry::json(&tool_use.input);
             span.record("gen_ai.tool.call.arguments", arguments);
         }
-        let out =
-            crate::telemetry::in_span!(&span, self.run_inner(tool_use, invalid_json, carried));
-        if let Ok(o) = &out
-            && let Some(r) = &o.result
-        {
-            span.record(
-                "gen_ai.tool.status",
-                if r.is_error() { "error" } else { "success" },
-            );
-            // A failed tool is an error; a denied or rejected call is not (the tool did not run).
-            if matches!(o.ran, Some((_, _, true))) {
-                span.record("otel.status_code", "error");
-                span.record("error.type", "tool_error");
-            }
-            if content {
-                span.record(
-                    "gen_ai.tool.call.result",
-                    crate::telemetry::json(&r.content),
-                );
-            }
+        ToolCall {
+            span: ToolSpan { span, content },
+            outcome: self.run_inner(tool_use, invalid_json, carried),
         }
-        if let Err(e) = &out {
-            span.record("otel.status_code", "error");
-            span.record("error.type", crate::telemetry::error_type(e));
-        }
-        out
     }
 
     async fn run_inner(
@@ -402,71 +479,65 @@ impl ToolRun<'_> {
         // common path.
         let mut current = original;
         loop {
-            let (tool_use, selected, result) = match (held.take(), invalid_json) {
+            // (`if let`, not a `match` on both: a scrutinee would live across the awaits.)
+            let (tool_use, selected, result) = if let Some(result) = held.take() {
                 // The tool ran before the pause; its result waits for AfterToolCall's answer.
-                (Some(result), _) => {
-                    let selected = self.tools.get(&current.name).cloned();
-                    (current, selected, result)
-                }
+                let selected = self.tools.get(&current.name).cloned();
+                (current, selected, result)
+            } else if let Some(detail) = invalid_json {
                 // Nothing to authorize: the call cannot run. The model sees why.
-                (None, Some(detail)) => {
-                    let result = ToolResult::error(&current.tool_use_id, invalid_json_text(detail));
+                let result = ToolResult::error(&current.tool_use_id, invalid_json_text(detail));
+                let selected = self.tools.get(&current.name).cloned();
+                (current, selected, result)
+            } else {
+                // The event and its verdict are taken apart in a block: their bytes are then
+                // reused by the tool's future instead of adding to them.
+                let (mut tool_use, tool, cancelled) = {
                     let selected = self.tools.get(&current.name).cloned();
-                    (current, selected, result)
-                }
-                (None, None) => {
-                    // The event's scope ends before the tool runs, so its bytes are reused by
-                    // the tool's future instead of adding to them.
-                    let verdict = {
-                        let selected = self.tools.get(&current.name).cloned();
-                        let mut ev = BeforeToolCallEvent::new(self.cx.clone(), current)
-                            .with_selected_tool(selected)
-                            .with_model_call_index(self.model_call_index)
-                            .with_answers(self.answers.clone());
-                        if self.hooks.has::<BeforeToolCallEvent>() {
-                            let dispatched = self.hooks.dispatch(&mut ev).await;
-                            self.record(ev.take_decisions(), &mut outcome);
-                            dispatched?;
-                        }
-                        ev.into_verdict()
-                    };
-                    let mut verdict = verdict;
-                    if let ToolCallAction::Interrupt(interrupts) = &mut verdict.action {
-                        for i in interrupts.iter() {
-                            self.sink.emit(|| AgentEvent::Interrupt(i.clone()));
-                        }
-                        outcome.interrupts = std::mem::take(interrupts);
-                        return Ok(outcome);
+                    let mut ev = BeforeToolCallEvent::new(self.cx.clone(), current)
+                        .with_selected_tool(selected)
+                        .with_model_call_index(self.model_call_index)
+                        .with_answers(self.answers.clone());
+                    if self.hooks.has::<BeforeToolCallEvent>() {
+                        let dispatched = self.hooks.dispatch(&mut ev).await;
+                        self.record(ev.take_decisions(), &mut outcome);
+                        dispatched?;
                     }
-                    let mut tool_use = verdict.tool_use;
+                    let verdict = ev.into_verdict();
+                    let cancelled = match verdict.action {
+                        ToolCallAction::Interrupt(interrupts) => {
+                            for i in &interrupts {
+                                self.sink.emit(|| AgentEvent::Interrupt(i.clone()));
+                            }
+                            outcome.interrupts = interrupts;
+                            return Ok(outcome);
+                        }
+                        ToolCallAction::Cancel(text) => Some(text),
+                        ToolCallAction::Run => None,
+                    };
                     if verdict.edited {
-                        outcome.rewritten = Some(tool_use.clone());
+                        outcome.rewritten = Some(Box::new(verdict.tool_use.clone()));
                     }
-                    let result = match verdict.action {
-                        ToolCallAction::Cancel(text) => {
-                            ToolResult::error(&tool_use.tool_use_id, text)
-                        }
-                        ToolCallAction::Run | ToolCallAction::Interrupt(_) => match &verdict.tool {
-                            None => ToolResult::error(
-                                &tool_use.tool_use_id,
-                                format!("Unknown tool: {}", tool_use.name),
-                            ),
-                            Some(tool) => match self.tools.validate(tool, &tool_use.input) {
-                                Err(what) => ToolResult::error(
-                                    &tool_use.tool_use_id,
-                                    format!("Error: invalid input: {what}"),
-                                ),
-                                Ok(()) => {
-                                    match self.call_tool(tool, &mut tool_use, &mut outcome).await {
-                                        Some(r) => r,
-                                        None => return Ok(outcome),
-                                    }
-                                }
-                            },
+                    (verdict.tool_use, verdict.tool, cancelled)
+                };
+                let result = match (cancelled, &tool) {
+                    (Some(text), _) => ToolResult::error(&tool_use.tool_use_id, text),
+                    (None, None) => ToolResult::error(
+                        &tool_use.tool_use_id,
+                        format!("Unknown tool: {}", tool_use.name),
+                    ),
+                    (None, Some(tool)) => match self.tools.validate(tool, &tool_use.input) {
+                        Err(what) => ToolResult::error(
+                            &tool_use.tool_use_id,
+                            format!("Error: invalid input: {what}"),
+                        ),
+                        Ok(()) => match self.call_tool(tool, &mut tool_use, &mut outcome).await {
+                            Some(r) => r,
+                            None => return Ok(outcome),
                         },
-                    };
-                    (tool_use, verdict.tool, result)
-                }
+                    },
+                };
+                (tool_use, tool, result)
             };
             // AfterToolCall, inline: a future of its own would move the tool use and the
             // result into it once more per call.
@@ -493,7 +564,7 @@ impl ToolRun<'_> {
                         self.sink.emit(|| AgentEvent::Interrupt(i.clone()));
                     }
                     outcome.interrupts = interrupts;
-                    outcome.held = Some(result);
+                    outcome.held = Some(Box::new(result));
                     return Ok(outcome);
                 }
                 ToolResultVerdict::Retry { tool_use } => match retries.retry() {
