@@ -209,27 +209,27 @@ impl Agent {
         inv.streaming_response = true;
         let mut first = None;
         let guarded = self.core.hooks.has::<ModelOutputEvent>();
-        // The request is recorded and handed over in a block of its own: a borrowed local stays
-        // in the future until its scope ends, and the request must not be carried while the
-        // stream is read.
+        // The request is recorded and handed over in a block of its own, moved into a binding
+        // of the block: a borrowed local stays in the future until its scope ends, and the
+        // request must not be carried while the stream is read.
         let open = {
-            let request = request;
+            let sent = request;
             if content {
-                if let Some(system) = &request.system_prompt {
+                if let Some(system) = &sent.system_prompt {
                     span.record("gen_ai.system_instructions", &**system);
                 }
-                let messages = crate::telemetry::json(&*request.messages);
+                let messages = crate::telemetry::json(&*sent.messages);
                 span.record("gen_ai.input.messages", messages);
             }
             match inv.journal.as_deref() {
-                None => Either::Left(self.core.model.stream(request)),
+                None => Either::Left(self.core.model.stream(sent)),
                 Some(journal) => {
                     let model_id = &self.core.model_id;
                     Either::Right(crate::journal::model_call(
                         journal,
                         &self.core.model,
                         model_id,
-                        request,
+                        sent,
                     ))
                 }
             }
