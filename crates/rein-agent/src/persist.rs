@@ -5,6 +5,7 @@ use rein_core::{Error, Message, id::MessageId};
 
 use crate::agent::Agent;
 use crate::history::{TOOL_INTERRUPTED, closing_results};
+use crate::session::RestoredSession;
 
 impl Agent {
     /// Restores the agent from its session (messages with their ids, agent state,
@@ -23,20 +24,12 @@ impl Agent {
         let Some(binding) = self.history.session().cloned() else {
             return Ok(false);
         };
-        let found = match binding.restore().await? {
-            Some(restored) => {
-                let (ids, messages): (Vec<MessageId>, Vec<Message>) =
-                    restored.messages.into_iter().unzip();
-                self.set_messages(messages, Some(ids));
-                self.state.replace(restored.agent_state);
-                self.restore_active_agent();
-                self.manager.restore(&restored.conversation_manager_state);
-                self.set_pending_interrupts(restored.pending_interrupts);
-                true
-            }
-            None => false,
-        };
-        self.repair_restored_tail();
+        let restored = binding.restore().await?;
+        let found = restored.is_some();
+        match restored {
+            Some(restored) => self.restore_session(restored),
+            None => self.repair_restored_tail(),
+        }
         self.history.set_loaded();
         // Reading a session that does not exist does not create it: the first write with
         // something to keep does (an agent built with messages or state keeps them now).
@@ -47,6 +40,21 @@ impl Agent {
             self.session_sync().await?;
         }
         Ok(found)
+    }
+
+    /// Replaces what the agent holds with a session read elsewhere — a store of your own, a
+    /// durable engine's state: the messages with their ids, the agent state (and with it the
+    /// agent in control after a handoff), the conversation manager's state and pending
+    /// interrupts. A broken tail is repaired as [`load_session`](Agent::load_session) does.
+    /// Nothing is persisted (the agent's own session, if any, is written at its next sync).
+    pub fn restore_session(&mut self, restored: RestoredSession) {
+        let (ids, messages): (Vec<MessageId>, Vec<Message>) = restored.messages.into_iter().unzip();
+        self.set_messages(messages, Some(ids));
+        self.state.replace(restored.agent_state);
+        self.restore_active_agent();
+        self.manager.restore(&restored.conversation_manager_state);
+        self.set_pending_interrupts(restored.pending_interrupts);
+        self.repair_restored_tail();
     }
 
     /// Persists the agent's whole view now (the agent also does this at the end of every

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use common::*;
-use rein_agent::{Agent, AgentEvent, TurnInterceptor};
+use rein_agent::{Agent, AgentEvent, RestoredSession, TurnInterceptor};
 use rein_core::{
     Error, ToolHandle, audit::DecisionAction, id::InjectionId, result::HandoffRecord,
     tool::ToolOutput,
@@ -498,5 +498,86 @@ async fn a_second_transfer_in_one_turn_is_an_error_result() {
     assert_eq!(r.text(), format!("{to} here"));
     assert_eq!(answered.requests().len(), 1);
     assert!(idle.requests().is_empty());
+    assert_history_valid(agent.messages());
+}
+
+/// What a durable engine does between invocations: the session read from the first agent
+/// is restored into a freshly built one, which goes on with the agent in control.
+#[tokio::test]
+async fn a_restored_session_goes_on_with_the_agent_in_control() {
+    let build = |triage: ScriptedModel, refunds_model: &ScriptedModel| {
+        agent(triage)
+            .name("triage")
+            .handoff(refunds(refunds_model))
+            .build()
+            .unwrap()
+    };
+    let first_refunds = ScriptedModel::builder().text("Refund issued.").build();
+    let mut first = build(
+        ScriptedModel::builder()
+            .tool_use("h1", "transfer_to_refunds", json!({}))
+            .build(),
+        &first_refunds,
+    );
+    first.invoke("I want my money back").await.unwrap();
+    assert_eq!(first.name(), "refunds");
+    let session = RestoredSession::new(
+        first
+            .message_ids()
+            .iter()
+            .copied()
+            .zip(first.messages().iter().cloned())
+            .collect(),
+        first.state().snapshot(),
+        first.conversation_manager_state(),
+        None,
+    );
+
+    let triage = ScriptedModel::builder().text("triage again").build();
+    let refunds_model = ScriptedModel::builder().text("Refund sent.").build();
+    let mut second = build(triage.clone(), &refunds_model);
+    assert_eq!(second.name(), "triage");
+    second.restore_session(session);
+    assert_eq!(second.name(), "refunds", "the agent in control is restored");
+    assert_eq!(second.messages(), first.messages());
+    assert_eq!(second.message_ids(), first.message_ids());
+    let r = second.invoke("and the shipping?").await.unwrap();
+    assert_eq!(r.text(), "Refund sent.");
+    assert!(triage.requests().is_empty());
+    assert_history_valid(second.messages());
+}
+
+/// A restored conversation whose last assistant message asked for tools that never answered
+/// (the process died in the tool phase) is repaired, as a session store's restore is.
+#[tokio::test]
+async fn a_restored_session_with_unanswered_tool_uses_is_repaired() {
+    let mut cut = agent(
+        ScriptedModel::builder()
+            .tool_use("t1", "transfer_to_refunds", json!({}))
+            .build(),
+    )
+    .name("triage")
+    .handoff(refunds(&ScriptedModel::builder().text("unused").build()))
+    .build()
+    .unwrap();
+    cut.invoke("hi").await.unwrap();
+    // The conversation as it stood before the tool's result was stored.
+    let messages: Vec<_> = cut.messages()[..2].to_vec();
+    let ids = cut.message_ids()[..2].iter().copied();
+    let session = RestoredSession::new(
+        ids.zip(messages).collect(),
+        Default::default(),
+        json!(null),
+        None,
+    );
+    let mut agent = agent(ScriptedModel::builder().text("ok").build())
+        .build()
+        .unwrap();
+    agent.restore_session(session);
+    assert_eq!(agent.messages().len(), 3);
+    assert_eq!(
+        results_of(&agent.messages()[2]),
+        vec![("t1".into(), "Tool was interrupted.".into(), true)]
+    );
     assert_history_valid(agent.messages());
 }

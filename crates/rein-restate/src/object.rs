@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use rein_agent::{
-    Agent, AgentBuilder, Input, PendingInterrupts,
+    Agent, AgentBuilder, Input, PendingInterrupts, RestoredSession,
     journal::{Journal, JournalStep},
 };
 use rein_core::{
@@ -62,12 +62,15 @@ impl StoredSession {
         }
     }
 
+    /// Restores `agent` as a session store would (the agent in control after a handoff, a
+    /// repaired tail included).
     fn restore(self, agent: &mut Agent) {
-        let (ids, messages) = self.messages.into_iter().unzip();
-        agent.set_messages(messages, Some(ids));
-        agent.state().replace(self.agent_state);
-        agent.restore_conversation_manager_state(&self.conversation_manager_state);
-        agent.set_pending_interrupts(self.pending);
+        agent.restore_session(RestoredSession::new(
+            self.messages,
+            self.agent_state,
+            self.conversation_manager_state,
+            self.pending,
+        ));
     }
 }
 

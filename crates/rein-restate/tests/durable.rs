@@ -1,7 +1,8 @@
 //! Durable agents against a real Restate server (started by the test, 127.0.0.1 only) and
 //! worker processes: runs, typed errors through the ingress, approval from anywhere (raised on
 //! worker A, answered by `curl`, resumed on worker B), cancel, injection from four processes,
-//! a server restart mid-run. SKIPPED without `REIN_RESTATE_SERVER` (`.ci/peers-restate.sh`).
+//! a server restart mid-run, a handoff kept across invocations. SKIPPED without
+//! `REIN_RESTATE_SERVER` (`.ci/peers-restate.sh`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -194,6 +195,28 @@ async fn approval_raised_on_one_worker_answered_by_curl_resumed_on_another() {
     let view = client.session("ticket-7").await.unwrap();
     assert!(view.pending.is_empty());
     assert_answered(&view.messages);
+}
+
+/// The agent in control after a handoff is part of the session: the next invocation, on
+/// whichever worker, goes on with it (not with the agent the factory builds).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handoff_holds_across_invocations_of_a_durable_session() {
+    let Some(restate) = Restate::start("handoff").await else {
+        return;
+    };
+    let _worker = Worker::start(&restate.admin, WorkerOptions::default()).await;
+    let client = Client::new(&restate.ingress).unwrap();
+    let first = client
+        .invoke("h", InvokeRequest::text("transfer"))
+        .await
+        .unwrap();
+    assert_eq!(first.text, "Support: transfer");
+    let next = client
+        .invoke("h", InvokeRequest::text("say where is my parcel?"))
+        .await
+        .unwrap();
+    assert_eq!(next.text, "Support: say where is my parcel?");
+    assert_answered(&client.session("h").await.unwrap().messages);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,6 +13,8 @@
 //!   messages injected so far (`seen: a, b`);
 //! - `delete PATH`: calls the `delete` tool (an intervention asks a human first), then reports
 //!   its result;
+//! - `transfer`: hands the conversation to the `support` agent, which answers every message
+//!   from then on with `Support: <text>`;
 //! - anything else: `You said: <text>`.
 //!
 //! The `ledger` tool takes `REIN_TOOL_DELAY_MS`, then appends `<millis> <session> <tool use id>`
@@ -92,15 +94,42 @@ impl Model for OpsModel {
                 let done = last.is_some_and(|m| m.to_string().contains("deleted"));
                 script.text(if done { "Deleted." } else { "Not deleted." })
             }
+            ["transfer"] if turns == 0 => {
+                script.tool_use("transfer-1", "transfer_to_support", json!({}))
+            }
             _ => script.text(format!("You said: {command}")),
         };
         script.build().stream(request).await
     }
 }
 
+/// The `support` agent's model: `Support: <the last user text>`.
+struct SupportModel;
+
+impl Model for SupportModel {
+    fn info(&self) -> ModelInfo {
+        ModelInfo::new("demo", "support")
+    }
+
+    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
+        let last = request
+            .messages
+            .iter()
+            .rev()
+            .map(Message::text)
+            .find(|t| !t.is_empty() && !t.starts_with("Transferred"))
+            .unwrap_or_default();
+        let script = ScriptedModel::builder().text(format!("Support: {last}"));
+        script.build().stream(request).await
+    }
+}
+
 /// Injected messages are user text too: a command starts with one of the model's verbs.
 fn is_command(text: &str) -> bool {
-    text.starts_with("steps ") || text.starts_with("delete ") || text.starts_with("say ")
+    text.starts_with("steps ")
+        || text.starts_with("delete ")
+        || text.starts_with("say ")
+        || text == "transfer"
 }
 
 fn ledger_tool(session: String) -> ToolHandle {
@@ -144,7 +173,12 @@ fn delete_tool() -> ToolHandle {
 }
 
 fn agent(session: &str) -> Result<rein_agent::AgentBuilder, rein_core::Error> {
+    let support = Agent::builder()
+        .name("support")
+        .model(SupportModel)
+        .build()?;
     Ok(Agent::builder()
+        .handoff(support)
         .name("ops")
         .model(OpsModel {
             delay: millis("REIN_MODEL_DELAY_MS"),
