@@ -17,7 +17,7 @@ use rein_models::{Model, SharedModel};
 
 use crate::cancel::CancelHandle;
 use crate::conversation::{
-    Conversation, ConversationManager, HistoryEdit, NoConversationManager, SlidingWindow,
+    Conversation, ConversationManager, HistoryEdit, Manager, NoConversationManager,
 };
 use crate::handoff::{ACTIVE_AGENT_KEY, Handoff, Team, TransferTool};
 use crate::history::{History, TOOL_INTERRUPTED, closing_results};
@@ -228,11 +228,12 @@ pub struct Agent {
     pub(crate) run_state: RunState,
     /// Boxed: rare, and 384 bytes inline would triple every idle agent's size.
     pub(crate) pending: Option<Box<PendingInterrupts>>,
-    pub(crate) manager: Box<dyn ConversationManager>,
+    pub(crate) manager: Manager,
     pub(crate) cancel: CancelHandle,
     pub(crate) interceptor: TurnInterceptor,
-    /// The agents control can pass to, by name (itself included); empty without handoffs.
-    pub(crate) team: Arc<Team>,
+    /// The agents control can pass to, by name (itself included); `None` without handoffs
+    /// (an agent makes no allocation for it then).
+    pub(crate) team: Option<Arc<Team>>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -329,8 +330,7 @@ impl Agent {
             return Err(Error::InterruptsPending);
         }
         let core = self
-            .team
-            .get(name)
+            .team_member(name)
             .cloned()
             .ok_or_else(|| Error::UnknownAgent(name.to_owned()))?;
         self.core = core;
@@ -358,10 +358,15 @@ impl Agent {
         if let Some(core) = active
             .as_ref()
             .and_then(|v| v.as_str())
-            .and_then(|name| self.team.get(name))
+            .and_then(|name| self.team_member(name))
         {
             self.core = core.clone();
         }
+    }
+
+    /// The agent of the team named `name`.
+    pub(crate) fn team_member(&self, name: &str) -> Option<&Arc<AgentCore>> {
+        self.team.as_deref()?.get(name)
     }
 
     /// The interrupts waiting for answers, with what a resume needs.
@@ -452,7 +457,7 @@ pub struct AgentBuilder {
     tools: Vec<ToolHandle>,
     hooks: HookRegistry,
     plugin_error: Option<Error>,
-    manager: Box<dyn ConversationManager>,
+    manager: Manager,
     config: AgentConfig,
     messages: Vec<Message>,
     state: Map,
@@ -472,7 +477,7 @@ impl Default for AgentBuilder {
             tools: Vec::new(),
             hooks: HookRegistry::new(),
             plugin_error: None,
-            manager: Box::new(SlidingWindow::default()),
+            manager: Manager::default(),
             config: AgentConfig {
                 max_hook_retries: 3,
                 on_retry_limit: OnRetryLimit::Deny,
@@ -613,7 +618,7 @@ impl AgentBuilder {
 
     /// The conversation manager (default: a sliding window of 40 messages).
     pub fn conversation_manager(mut self, manager: impl ConversationManager + 'static) -> Self {
-        self.manager = Box::new(manager);
+        self.manager = Manager::Boxed(Box::new(manager));
         self
     }
 
@@ -775,7 +780,8 @@ impl AgentBuilder {
                 handoff.description.as_deref(),
                 handoff.input_filter.clone(),
             )));
-            let reachable = target.team.iter().map(|(n, c)| (n.clone(), c.clone()));
+            let reachable = target.team.iter().flat_map(|t| t.iter());
+            let reachable = reachable.map(|(n, c)| (n.clone(), c.clone()));
             for (n, core) in reachable.chain([(name, target.core.clone())]) {
                 // The same agent reached twice is one agent; two agents with one name are not.
                 if let Some(other) = team.insert(n.clone(), core.clone())
@@ -814,7 +820,7 @@ impl AgentBuilder {
             manager: self.manager,
             cancel: CancelHandle::default(),
             interceptor: TurnInterceptor::default(),
-            team: Arc::new(team),
+            team: (!team.is_empty()).then(|| Arc::new(team)),
         })
     }
 }

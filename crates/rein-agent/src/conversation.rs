@@ -143,6 +143,53 @@ pub trait ConversationManager: Send + Sync {
     fn restore(&mut self, _state: &Value) {}
 }
 
+/// An agent's conversation manager: the default sliding window held inline (no allocation per
+/// agent), any other boxed.
+pub(crate) enum Manager {
+    Window(SlidingWindow),
+    Boxed(Box<dyn ConversationManager>),
+}
+
+impl Default for Manager {
+    fn default() -> Self {
+        Self::Window(SlidingWindow::default())
+    }
+}
+
+impl Manager {
+    fn inner(&self) -> &dyn ConversationManager {
+        match self {
+            Self::Window(w) => w,
+            Self::Boxed(b) => &**b,
+        }
+    }
+
+    fn inner_mut(&mut self) -> &mut dyn ConversationManager {
+        match self {
+            Self::Window(w) => w,
+            Self::Boxed(b) => &mut **b,
+        }
+    }
+}
+
+impl ConversationManager for Manager {
+    fn apply(&mut self, history: &mut HistoryEdit<'_>) {
+        self.inner_mut().apply(history);
+    }
+
+    fn reduce_on_overflow(&mut self, history: &mut HistoryEdit<'_>) -> bool {
+        self.inner_mut().reduce_on_overflow(history)
+    }
+
+    fn state(&self) -> Value {
+        self.inner().state()
+    }
+
+    fn restore(&mut self, state: &Value) {
+        self.inner_mut().restore(state);
+    }
+}
+
 /// Leaves the history alone.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NoConversationManager;

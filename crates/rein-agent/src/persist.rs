@@ -4,6 +4,7 @@
 use rein_core::{Error, Message, id::MessageId};
 
 use crate::agent::Agent;
+use crate::conversation::ConversationManager as _;
 use crate::history::{TOOL_INTERRUPTED, closing_results};
 use crate::session::RestoredSession;
 

@@ -124,7 +124,7 @@ impl Agent {
         handoff: PendingHandoff,
         sink: &Sink,
     ) -> bool {
-        let Some(core) = self.team.get(handoff.to.as_str()).cloned() else {
+        let Some(core) = self.team_member(handoff.to.as_str()).cloned() else {
             // Unreachable: transfer tools exist only for the team's agents.
             tracing::error!(to = %handoff.to, "handoff to an agent not in the team");
             return false;

@@ -21,7 +21,7 @@ use super::machine::{Fed, RETRY_LIMIT};
 use super::output::{Guarded, OutputGuard};
 use super::{Invocation, listeners};
 use crate::agent::Agent;
-use crate::conversation::HistoryEdit;
+use crate::conversation::{ConversationManager as _, HistoryEdit};
 use crate::stream::{AgentEvent, Sink};
 use crate::telemetry::int;
 
