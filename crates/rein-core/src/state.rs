@@ -17,8 +17,14 @@ use crate::Map;
 /// let s = InvocationState::from_value(serde_json::json!({"role": "analyst"}));
 /// assert_eq!(s.get("role").and_then(|v| v.as_str()), Some("analyst"));
 /// ```
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct InvocationState(Arc<Map>);
+#[derive(Clone, Default)]
+pub struct InvocationState(
+    /// `None` when empty: most invocations pass no state, and should not allocate one.
+    Option<Arc<Map>>,
+);
+
+/// The map of every empty [`InvocationState`].
+static EMPTY_MAP: std::sync::LazyLock<Map> = std::sync::LazyLock::new(Map::new);
 
 impl InvocationState {
     /// An empty state.
@@ -28,7 +34,7 @@ impl InvocationState {
 
     /// A state from a map.
     pub fn from_map(map: Map) -> Self {
-        Self(Arc::new(map))
+        Self((!map.is_empty()).then(|| Arc::new(map)))
     }
 
     /// A state from a JSON value: an object becomes the map, anything else an empty map.
@@ -41,17 +47,31 @@ impl InvocationState {
 
     /// A value by key.
     pub fn get(&self, key: &str) -> Option<&Value> {
-        self.0.get(key)
+        self.as_map().get(key)
     }
 
     /// The whole map.
     pub fn as_map(&self) -> &Map {
-        &self.0
+        self.0.as_deref().unwrap_or(&EMPTY_MAP)
     }
 
     /// Whether the map is empty.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.as_map().is_empty()
+    }
+}
+
+impl PartialEq for InvocationState {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_map() == other.as_map()
+    }
+}
+
+impl std::fmt::Debug for InvocationState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("InvocationState")
+            .field(self.as_map())
+            .finish()
     }
 }
 
@@ -69,7 +89,7 @@ impl From<Value> for InvocationState {
 
 impl serde::Serialize for InvocationState {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.0.serialize(s)
+        self.as_map().serialize(s)
     }
 }
 
