@@ -716,6 +716,7 @@ impl ToolPhase {
 
     /// Records what the tool use at `position` came to. Returns whether a sequential phase
     /// stops here (the tool waits for an answer).
+    #[inline]
     pub(crate) fn record(
         &mut self,
         position: usize,
