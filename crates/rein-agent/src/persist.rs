@@ -118,9 +118,6 @@ impl Agent {
     /// At the end of an invocation: persists the agent; a store failure fails a successful
     /// invocation (a failed one keeps its own error; the store error is logged).
     pub(crate) async fn session_end<T>(&self, result: Result<T, Error>) -> Result<T, Error> {
-        if !self.has_session() {
-            return result;
-        }
         match (self.session_sync().await, result) {
             (Ok(()), r) => r,
             (Err(e), Ok(_)) => Err(e),

@@ -116,8 +116,9 @@ impl Model for SupportModel {
             .messages
             .iter()
             .rev()
+            .filter(|m| m.role == Role::User)
             .map(Message::text)
-            .find(|t| !t.is_empty() && !t.starts_with("Transferred"))
+            .find(|t| !t.is_empty())
             .unwrap_or_default();
         let script = ScriptedModel::builder().text(format!("Support: {last}"));
         script.build().stream(request).await
