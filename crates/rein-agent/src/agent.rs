@@ -15,13 +15,13 @@ use rein_hooks::{HookEvent, HookOptions, HookRegistry, IntoHookResult, Plugin};
 use rein_interventions::{InterventionRegistry, SharedHandler};
 use rein_models::{Model, SharedModel};
 
-use crate::cancel::CancelHandle;
+use crate::cancel::{Cancel, CancelHandle};
 use crate::conversation::{
     Conversation, ConversationManager, HistoryEdit, Manager, NoConversationManager,
 };
 use crate::handoff::{ACTIVE_AGENT_KEY, Handoff, Team, TransferTool};
 use crate::history::{History, TOOL_INTERRUPTED, closing_results};
-use crate::inject::TurnInterceptor;
+use crate::inject::{Injections, TurnInterceptor};
 use crate::journal::{Journal, SharedJournal};
 use crate::pending::{PendingInterrupts, QueuedInjection};
 use crate::retry::RetryStrategy;
@@ -229,8 +229,8 @@ pub struct Agent {
     /// Boxed: rare, and 384 bytes inline would triple every idle agent's size.
     pub(crate) pending: Option<Box<PendingInterrupts>>,
     pub(crate) manager: Manager,
-    pub(crate) cancel: CancelHandle,
-    pub(crate) interceptor: TurnInterceptor,
+    pub(crate) cancel: Cancel,
+    pub(crate) interceptor: Injections,
     /// The agents control can pass to, by name (itself included); `None` without handoffs
     /// (an agent makes no allocation for it then).
     pub(crate) team: Option<Arc<Team>>,
@@ -342,13 +342,17 @@ impl Agent {
     /// persisted).
     pub(crate) fn keep_injections(&mut self) {
         if let Some(p) = &mut self.pending {
-            p.queued_injections = self
-                .interceptor
+            let Some(i) = self.interceptor.get() else {
+                p.queued_injections.clear();
+                p.parked_injections.clear();
+                return;
+            };
+            p.queued_injections = i
                 .queued()
                 .into_iter()
                 .map(|(id, message)| QueuedInjection::new(id, message))
                 .collect();
-            p.parked_injections = self.interceptor.parked();
+            p.parked_injections = i.parked();
         }
     }
 
@@ -380,11 +384,17 @@ impl Agent {
         match &pending {
             Some(p) => {
                 self.run_state.replace(p.run_state.clone());
-                let queued = p.queued_injections.iter();
-                self.interceptor
-                    .restore(queued.map(|q| (q.id, q.message.clone())));
-                self.interceptor
-                    .restore_parked(p.parked_injections.iter().cloned());
+                // The run is paused: an interceptor, if any, accepts messages for it again.
+                let injected = !p.queued_injections.is_empty() || !p.parked_injections.is_empty();
+                let interceptor = match self.interceptor.get() {
+                    Some(i) => Some(i.clone()),
+                    None => injected.then(|| self.interceptor.handle(true)),
+                };
+                if let Some(i) = interceptor {
+                    let queued = p.queued_injections.iter();
+                    i.restore(queued.map(|q| (q.id, q.message.clone())));
+                    i.restore_parked(p.parked_injections.iter().cloned());
+                }
             }
             None => {
                 self.run_state.clear();
@@ -396,9 +406,10 @@ impl Agent {
 
     /// The paused run ends: what was injected into it and not delivered is rejected.
     fn end_injections(&self) {
-        for item in self.interceptor.end() {
-            self.interceptor
-                .rejected(item.id, &item.message, "run ended");
+        if let Some(i) = self.interceptor.get() {
+            for item in i.end() {
+                i.rejected(item.id, &item.message, "run ended");
+            }
         }
     }
 
@@ -425,12 +436,12 @@ impl Agent {
 
     /// A handle that injects messages into the running invocation (SPEC §5).
     pub fn interceptor(&self) -> TurnInterceptor {
-        self.interceptor.clone()
+        self.interceptor.handle(self.pending.is_some())
     }
 
     /// A handle that cancels the running invocation.
     pub fn cancel_handle(&self) -> CancelHandle {
-        self.cancel.clone()
+        self.cancel.handle()
     }
 
     /// The conversation manager's state (for sessions).
@@ -451,7 +462,8 @@ impl Agent {
 
 /// Builds an [`Agent`].
 pub struct AgentBuilder {
-    name: String,
+    /// Shared with every agent of the default name (no allocation for it).
+    name: Arc<str>,
     model: Option<SharedModel>,
     system_prompt: Option<Arc<str>>,
     tools: Vec<ToolHandle>,
@@ -468,10 +480,13 @@ pub struct AgentBuilder {
     journal: Option<SharedJournal>,
 }
 
+/// The name of an agent not given one.
+static DEFAULT_NAME: std::sync::LazyLock<Arc<str>> = std::sync::LazyLock::new(|| "agent".into());
+
 impl Default for AgentBuilder {
     fn default() -> Self {
         Self {
-            name: "agent".into(),
+            name: DEFAULT_NAME.clone(),
             model: None,
             system_prompt: None,
             tools: Vec::new(),
@@ -504,7 +519,7 @@ impl Default for AgentBuilder {
 impl AgentBuilder {
     /// The agent's name (default `agent`), reported in telemetry.
     pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.name = name.into();
+        self.name = name.into().into();
         self
     }
 
@@ -797,7 +812,7 @@ impl AgentBuilder {
         let state = AgentState::new();
         state.replace(self.state);
         let core = Arc::new(AgentCore {
-            name: self.name.into(),
+            name: self.name,
             provider: info.provider.into(),
             model_id: info.model_id.into(),
             server: info.server.map(|(host, port)| (host.into(), port)),
@@ -818,8 +833,8 @@ impl AgentBuilder {
             run_state: RunState::new(),
             pending: None,
             manager: self.manager,
-            cancel: CancelHandle::default(),
-            interceptor: TurnInterceptor::default(),
+            cancel: Cancel::default(),
+            interceptor: Injections::default(),
             team: (!team.is_empty()).then(|| Arc::new(team)),
         })
     }

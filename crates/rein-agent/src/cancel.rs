@@ -1,15 +1,25 @@
 //! Cancelling a running invocation from anywhere.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::task::Context;
 
-use tokio_util::sync::CancellationToken;
+use futures_util::task::AtomicWaker;
 
 #[derive(Debug, Default)]
 struct CancelState {
     running: bool,
-    token: CancellationToken,
     after_tools: bool,
     message: Option<String>,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    state: Mutex<CancelState>,
+    /// Set by a cancel while a run runs; read at every poll of the run, so without a lock.
+    cancelled: AtomicBool,
+    /// The running invocation's task, woken by a cancel.
+    waker: AtomicWaker,
 }
 
 /// A handle that cancels the agent's running invocation: at once (racing the model stream,
@@ -26,12 +36,15 @@ struct CancelState {
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct CancelHandle {
-    inner: Arc<Mutex<CancelState>>,
+    inner: Arc<Shared>,
 }
 
 impl CancelHandle {
     fn lock(&self) -> std::sync::MutexGuard<'_, CancelState> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+        self.inner
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Cancels the running invocation now. The result's message is `Cancelled by user`.
@@ -58,7 +71,8 @@ impl CancelHandle {
         if after_tools {
             s.after_tools = true;
         } else {
-            s.token.cancel();
+            self.inner.cancelled.store(true, Ordering::Release);
+            self.inner.waker.wake();
         }
     }
 
@@ -67,28 +81,54 @@ impl CancelHandle {
         self.lock().running
     }
 
-    pub(crate) fn begin(&self) -> CancellationToken {
+    fn begin(&self) {
         let mut s = self.lock();
         s.running = true;
         s.after_tools = false;
         s.message = None;
-        // A token is spent only by a cancel; an uncancelled one serves the next invocation
-        // (a token's allocation per invocation was ≈5 % of `invoke_text`).
-        if s.token.is_cancelled() {
-            s.token = CancellationToken::new();
+        self.inner.cancelled.store(false, Ordering::Release);
+    }
+
+    /// Whether the running invocation is cancelled; if not, `cx`'s task is woken by a cancel.
+    pub(crate) fn poll_cancelled(&self, cx: &Context<'_>) -> bool {
+        if self.inner.cancelled.load(Ordering::Acquire) {
+            return true;
         }
-        s.token.clone()
+        // Registered, then checked again: a cancel between the two is not missed.
+        self.inner.waker.register(cx.waker());
+        self.inner.cancelled.load(Ordering::Acquire)
+    }
+}
+
+/// An agent's cancel handle, made when first asked for: an agent nobody can cancel makes no
+/// allocation for it, and its runs take no lock for it.
+#[derive(Debug, Default)]
+pub(crate) struct Cancel(OnceLock<CancelHandle>);
+
+impl Cancel {
+    /// The handle (made now if none was).
+    pub(crate) fn handle(&self) -> CancelHandle {
+        self.0.get_or_init(CancelHandle::default).clone()
+    }
+
+    /// A run starts: the handle it races, if anyone can cancel it.
+    pub(crate) fn begin(&self) -> Option<CancelHandle> {
+        let handle = self.0.get()?;
+        handle.begin();
+        Some(handle.clone())
     }
 
     pub(crate) fn end(&self) {
-        self.lock().running = false;
+        if let Some(h) = self.0.get() {
+            h.lock().running = false;
+        }
     }
 
     pub(crate) fn after_tools_requested(&self) -> bool {
-        self.lock().after_tools
+        self.0.get().is_some_and(|h| h.lock().after_tools)
     }
 
     pub(crate) fn message(&self) -> Option<String> {
-        self.lock().message.clone()
+        self.0.get().and_then(|h| h.lock().message.clone())
     }
 }

@@ -4,7 +4,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use rein_core::{
     ContentBlock, Message,
@@ -376,5 +376,58 @@ impl TurnInterceptor {
         {
             tracing::error!(%id, "on_rejected callback panicked");
         }
+    }
+}
+
+/// An agent's interceptor, made when first asked for: an agent nobody injects into makes no
+/// allocation for it, and its runs take no lock for it. Without one, nothing can be queued:
+/// the run's version is 0 and there is nothing to drain, persist or reject.
+#[derive(Debug, Default)]
+pub(crate) struct Injections(OnceLock<TurnInterceptor>);
+
+impl Injections {
+    /// The interceptor, made now if none was; `paused` when the agent's run waits on
+    /// interrupts (it may be injected into until it resumes).
+    pub(crate) fn handle(&self, paused: bool) -> TurnInterceptor {
+        self.0
+            .get_or_init(|| {
+                let i = TurnInterceptor::default();
+                lock(&i.shared.queue).paused = paused;
+                i
+            })
+            .clone()
+    }
+
+    /// The interceptor for the running run of `version`, made now if none was (a durable
+    /// inbox delivers into a run that started without one).
+    pub(crate) fn for_run(&self, version: u64) -> &TurnInterceptor {
+        self.0.get_or_init(|| {
+            let i = TurnInterceptor::default();
+            let mut q = lock(&i.shared.queue);
+            q.running = true;
+            q.version = version;
+            drop(q);
+            i
+        })
+    }
+
+    /// The interceptor, if anyone asked for one.
+    pub(crate) fn get(&self) -> Option<&TurnInterceptor> {
+        self.0.get()
+    }
+
+    /// Starts an invocation (see [`TurnInterceptor::begin`]); 0 without an interceptor.
+    pub(crate) fn begin(&self, resume: bool) -> u64 {
+        self.get().map_or(0, |i| i.begin(resume))
+    }
+
+    /// Ends the run: what is left, to be rejected (see [`TurnInterceptor::end`]).
+    pub(crate) fn end(&self) -> Vec<Item> {
+        self.get().map(TurnInterceptor::end).unwrap_or_default()
+    }
+
+    /// Takes what is queued and answered (see [`TurnInterceptor::drain`]).
+    pub(crate) fn drain(&self) -> (Vec<Parked>, Vec<Item>) {
+        self.get().map(TurnInterceptor::drain).unwrap_or_default()
     }
 }

@@ -113,6 +113,41 @@ async fn cancel_after_tools_lets_tools_finish() {
     assert_history_valid(agent.messages());
 }
 
+/// A cancel ends the run it was made in, not the next one; the handle, taken once, cancels
+/// each run it is used in.
+#[tokio::test(start_paused = true)]
+async fn a_cancel_ends_only_its_run() {
+    let model = ScriptedModel::builder()
+        .text("answer")
+        .cycle()
+        .call_delay(Duration::from_millis(100))
+        .build();
+    let mut agent = agent(model).build().unwrap();
+    let handle = agent.cancel_handle();
+    let h = handle.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        h.cancel();
+    });
+    let r = agent.invoke("one").await.unwrap();
+    assert_eq!(r.stop_reason, StopReason::Cancelled);
+    let r = agent.invoke("two").await.unwrap();
+    assert_eq!(
+        (r.stop_reason, r.text()),
+        (StopReason::EndTurn, "answer".to_owned())
+    );
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        handle.cancel_with("stop");
+    });
+    let r = agent.invoke("three").await.unwrap();
+    assert_eq!(
+        (r.stop_reason, r.text()),
+        (StopReason::Cancelled, "stop".to_owned())
+    );
+    assert_history_valid(agent.messages());
+}
+
 #[tokio::test]
 async fn cancel_when_idle_does_nothing() {
     let model = ScriptedModel::builder().text("fine").build();

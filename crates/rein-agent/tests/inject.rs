@@ -213,6 +213,51 @@ async fn a_paused_run_keeps_its_queue_and_delivers_it_after_the_resume() {
     assert_history_valid(a.messages());
 }
 
+/// An agent makes its interceptor when first asked for one: asked for only while its run
+/// waits for a human, it still takes messages for that run.
+#[tokio::test]
+async fn an_interceptor_first_asked_for_while_the_run_is_paused_takes_messages() {
+    let model = ScriptedModel::builder()
+        .tool_use("t2", "research", json!({}))
+        .text("done")
+        .text("again")
+        .build();
+    let mut a = agent(model.clone())
+        .tool(injecting_tool(Arc::new(Mutex::new(None))))
+        .hook(|e: &mut rein_core::event::BeforeToolCallEvent| {
+            let _ = e.interrupt("ask", "ok?");
+        })
+        .build()
+        .unwrap();
+    let r = a.invoke("go").await.unwrap();
+    assert_eq!(r.stop_reason, StopReason::Interrupt);
+    let i = a.interceptor();
+    let (consumed, rejected) = watch(&i);
+    let y = i.inject("y").expect("a paused run takes injections");
+    let id = r.interrupts[0].id.clone();
+    let r = a
+        .invoke(vec![rein_core::message::InterruptResponse::new(id, "yes")])
+        .await
+        .unwrap();
+    assert_eq!(r.text(), "done");
+    assert_eq!(consumed.lock().unwrap().as_slice(), [(y, "y".to_owned())]);
+    assert!(rejected.lock().unwrap().is_empty());
+    assert!(
+        model.requests()[1]
+            .messages
+            .last()
+            .unwrap()
+            .text()
+            .contains('y')
+    );
+    assert_eq!(
+        i.inject("z"),
+        Err(InjectError::NoActiveRun),
+        "the run is over"
+    );
+    assert_history_valid(a.messages());
+}
+
 #[tokio::test]
 async fn discarding_a_paused_run_rejects_its_queue() {
     let slot = Arc::new(Mutex::new(None));

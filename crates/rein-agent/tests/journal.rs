@@ -15,6 +15,7 @@ use rein_core::{
     id::InjectionId,
     interrupt::Interrupt,
     message::InterruptResponse,
+    result::InjectionOutcome,
     stream::StopReason,
     tool::{BoxFuture, ToolError, ToolOutput},
 };
@@ -301,6 +302,50 @@ async fn injections_arrive_through_the_journal_with_their_ids() {
     let second = &model.requests()[1];
     let last = serde_json::to_string(second.messages.last().unwrap()).unwrap();
     assert!(last.contains("also say hi"), "{last}");
+}
+
+/// An agent makes its interceptor on first use: one never asked for still takes what its
+/// journal delivers into the run.
+#[tokio::test]
+async fn journal_injections_reach_an_agent_nobody_asked_an_interceptor_of() {
+    let tape = Tape::default();
+    let id = InjectionId::new();
+    let inbox = tape.inbox.clone();
+    let clock =
+        ToolHandle::from_sync_fn("clock", "Time.", json!({"type": "object"}), move |_, _| {
+            inbox
+                .lock()
+                .unwrap()
+                .push((id, Message::user("also say hi")));
+            Ok(ToolOutput::text("noon"))
+        });
+    let model = ScriptedModel::builder()
+        .tool_use("t1", "clock", json!({}))
+        .text("Noon. Hi!")
+        .build();
+    let mut agent = Agent::builder()
+        .model(model.clone())
+        .tool(clock)
+        .journal(tape)
+        .build()
+        .unwrap();
+    let result = agent.invoke("time?").await.unwrap();
+    assert_eq!(result.injections.len(), 1);
+    assert_eq!(result.injections[0].id, id);
+    assert_eq!(result.injections[0].outcome, InjectionOutcome::Consumed);
+    assert!(
+        model.requests()[1]
+            .messages
+            .last()
+            .unwrap()
+            .text()
+            .contains("also say hi")
+    );
+    // Its run is over: the interceptor made for it takes nothing more.
+    assert_eq!(
+        agent.interceptor().inject("late"),
+        Err(rein_agent::InjectError::NoActiveRun)
+    );
 }
 
 #[tokio::test]

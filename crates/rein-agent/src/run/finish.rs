@@ -34,7 +34,9 @@ impl Agent {
         // A run paused on interrupts has not ended: what is queued waits for the resume.
         // Whatever is still queued when the run ends is rejected, exactly once.
         let ended = if outcome.is_pause() {
-            self.interceptor.pause();
+            if let Some(i) = self.interceptor.get() {
+                i.pause();
+            }
             Vec::new()
         } else {
             self.interceptor.end()

@@ -36,7 +36,8 @@ impl Agent {
         // Messages injected from other processes reach the run through its journal.
         if let Some(journal) = inv.journal.clone() {
             for (id, message) in journal.injections().await? {
-                if let Err(e) = self.interceptor.inject_with_id(id, message) {
+                let interceptor = self.interceptor.for_run(inv.run_version);
+                if let Err(e) = interceptor.inject_with_id(id, message) {
                     tracing::warn!(%id, "an injected message was not queued: {e}");
                 }
             }
@@ -93,7 +94,8 @@ impl Agent {
                             id: item.id,
                             interrupts: interrupts.clone(),
                         });
-                        self.interceptor.park(item, interrupts, given);
+                        let interceptor = self.interceptor.for_run(inv.run_version);
+                        interceptor.park(item, interrupts, given);
                         continue;
                     }
                 };
@@ -101,7 +103,9 @@ impl Agent {
             let delivered = messages.first().cloned().unwrap_or(item.message);
             let to = listeners(&self.core.hooks, inv, sink);
             self.history.add_all(messages, &to).await?;
-            self.interceptor.consumed(item.id, &delivered);
+            if let Some(i) = self.interceptor.get() {
+                i.consumed(item.id, &delivered);
+            }
             crate::telemetry::injection(true, None);
             inv.injections.push(InjectionRecord::new(
                 item.id,
@@ -148,7 +152,9 @@ impl Agent {
         }
         self.core = core;
         self.state.set(ACTIVE_AGENT_KEY, handoff.to.as_str());
-        inv.run_version = self.interceptor.bump();
+        if let Some(i) = self.interceptor.get() {
+            inv.run_version = i.bump();
+        }
         let text = format!("{from} -> {}", handoff.to);
         let record = DecisionRecord::new(
             HANDOFF,
@@ -181,7 +187,9 @@ impl Agent {
         reason: &str,
         sink: &Sink,
     ) {
-        self.interceptor.rejected(id, message, reason);
+        if let Some(i) = self.interceptor.get() {
+            i.rejected(id, message, reason);
+        }
         crate::telemetry::injection(false, Some(reason));
         inv.injections.push(InjectionRecord::new(
             id,

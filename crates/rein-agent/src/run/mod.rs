@@ -133,16 +133,15 @@ impl Agent {
             let (inv, span) = self.begin(&input);
             (inv, span, input)
         };
-        let token = self.cancel.begin();
+        let cancel = self.cancel.begin();
         let started = Instant::now();
         let outcome = {
             // The run's span is the parent of its chat, execute_tool and run_guardrail spans:
             // entered at each poll of the steps (not through `Instrument`, whose move copied
             // the whole run future). A cancel wins over a step that is ready at the same poll.
-            let mut cancelled = std::pin::pin!(token.cancelled());
             let mut drive = std::pin::pin!(self.drive(&mut inv, input, &sink));
             std::future::poll_fn(|cx| {
-                if cancelled.as_mut().poll(cx).is_ready() {
+                if cancel.as_ref().is_some_and(|c| c.poll_cancelled(cx)) {
                     return Poll::Ready(Outcome::Cancelled);
                 }
                 let _entered = span.enter();
