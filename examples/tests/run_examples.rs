@@ -314,6 +314,20 @@ fn approve_later_rejected_from_the_command_line() {
 }
 
 #[test]
+fn many_conversations() {
+    check(
+        "many_conversations",
+        &[
+            "embedded scripted demo model",
+            "alice: \"Where is my order A-7?\" -> \"Order A-7 ships tomorrow.\" (restored: false, messages now: 4)",
+            "bob: \"Hi!\" -> \"Hello Bob, how can I help?\" (restored: false, messages now: 2)",
+            "alice: \"Thanks!\" -> \"You're welcome, Alice.\" (restored: true, messages now: 6)",
+            "the built agent holds no conversation: 0 messages",
+        ],
+    );
+}
+
+#[test]
 fn quickstart_denies_and_asks_for_an_approval() {
     check(
         "quickstart",

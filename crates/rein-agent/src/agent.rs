@@ -1,5 +1,6 @@
 //! The [`Agent`], its builder, and invocation input.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use rein_core::{
@@ -92,6 +93,9 @@ pub(crate) struct AgentCore {
     pub(crate) config: AgentConfig,
     /// Where the run's model and tool calls are recorded (a durable engine), if anywhere.
     pub(crate) journal: Option<SharedJournal>,
+    /// The conversation manager a new conversation of this agent gets a copy of, as built
+    /// (`None`: the default).
+    pub(crate) manager: Option<Box<Manager>>,
 }
 
 /// The input of one invocation: new messages, or interrupt responses (a resume), with the
@@ -253,6 +257,41 @@ impl Agent {
         AgentBuilder::default()
     }
 
+    /// A new conversation with this agent: its definition — name, model, system prompt,
+    /// tools, hooks, interventions, configuration, handoffs, journal — shared, not built again;
+    /// a conversation of its own — no messages, an empty state, no session, a fresh conversation
+    /// manager like the one this agent was built with, its own cancel handle and interceptor.
+    /// After a handoff, the new conversation starts with the agent as built, not the one in
+    /// control. A server builds its agent once and serves each conversation with one of these.
+    ///
+    /// ```
+    /// use rein_agent::Agent;
+    /// use rein_models::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), rein_agent::Error> {
+    /// let support = Agent::builder()
+    ///     .name("support")
+    ///     .model(ScriptedModel::repeating_text("Hello!"))
+    ///     .build()?;
+    /// let mut alice = support.new_conversation().build();
+    /// let mut bob = support.new_conversation().build();
+    /// alice.invoke("Hi, I'm Alice").await?;
+    /// bob.invoke("Hi, I'm Bob").await?;
+    /// assert_eq!((alice.messages().len(), bob.messages().len()), (2, 2));
+    /// assert!(support.messages().is_empty());
+    /// # Ok(()) }
+    /// ```
+    pub fn new_conversation(&self) -> ConversationBuilder {
+        let core = self.team.as_ref().map_or(&self.core, |t| &t.root).clone();
+        ConversationBuilder {
+            manager: core.manager.as_deref().cloned().unwrap_or_default(),
+            core,
+            team: self.team.clone(),
+            messages: Vec::new(),
+            state: Map::new(),
+            session: None,
+        }
+    }
+
     /// Runs one invocation to its end.
     pub async fn invoke(&mut self, input: impl Into<Input>) -> Result<AgentResult, Error> {
         // Not boxed: a 3 KiB allocation per call costs glibc's large-chunk path
@@ -370,7 +409,7 @@ impl Agent {
 
     /// The agent of the team named `name`.
     pub(crate) fn team_member(&self, name: &str) -> Option<&Arc<AgentCore>> {
-        self.team.as_deref()?.get(name)
+        self.team.as_deref()?.members.get(name)
     }
 
     /// The interrupts waiting for answers, with what a resume needs.
@@ -632,7 +671,10 @@ impl AgentBuilder {
     }
 
     /// The conversation manager (default: a sliding window of 40 messages).
-    pub fn conversation_manager(mut self, manager: impl ConversationManager + 'static) -> Self {
+    pub fn conversation_manager(
+        mut self,
+        manager: impl ConversationManager + Clone + 'static,
+    ) -> Self {
         self.manager = Manager::Boxed(Box::new(manager));
         self
     }
@@ -786,7 +828,7 @@ impl AgentBuilder {
         let model = self.model.ok_or(BuildError::MissingModel)?;
         let mut tools = self.tools;
         tools.extend(self.hooks.plugin_tools().iter().cloned());
-        let mut team = Team::new();
+        let mut team = BTreeMap::new();
         for handoff in &self.handoffs {
             let target = &handoff.agent;
             let name = target.core.name.clone();
@@ -795,7 +837,7 @@ impl AgentBuilder {
                 handoff.description.as_deref(),
                 handoff.input_filter.clone(),
             )));
-            let reachable = target.team.iter().flat_map(|t| t.iter());
+            let reachable = target.team.iter().flat_map(|t| t.members.iter());
             let reachable = reachable.map(|(n, c)| (n.clone(), c.clone()));
             for (n, core) in reachable.chain([(name, target.core.clone())]) {
                 // The same agent reached twice is one agent; two agents with one name are not.
@@ -809,6 +851,7 @@ impl AgentBuilder {
         let tools = ToolSet::new(tools)?;
         let info = model.info();
         let ids = self.messages.iter().map(|_| MessageId::new()).collect();
+        let manager = (!self.manager.is_default()).then(|| Box::new(self.manager.clone()));
         let state = AgentState::new();
         state.replace(self.state);
         let core = Arc::new(AgentCore {
@@ -822,10 +865,17 @@ impl AgentBuilder {
             hooks: self.hooks,
             config: self.config,
             journal: self.journal,
+            manager,
         });
         if !team.is_empty() && team.insert(core.name.clone(), core.clone()).is_some() {
             return Err(BuildError::DuplicateAgent(core.name.to_string()).into());
         }
+        let team = (!team.is_empty()).then(|| {
+            Arc::new(Team {
+                members: team,
+                root: core.clone(),
+            })
+        });
         Ok(Agent {
             core,
             history: History::new(Conversation::from_parts(self.messages, ids), self.session),
@@ -835,7 +885,79 @@ impl AgentBuilder {
             manager: self.manager,
             cancel: Cancel::default(),
             interceptor: Injections::default(),
-            team: (!team.is_empty()).then(|| Arc::new(team)),
+            team,
         })
+    }
+}
+
+/// A new conversation with a built agent, made by [`Agent::new_conversation`]: what the
+/// conversation starts with.
+#[must_use]
+pub struct ConversationBuilder {
+    core: Arc<AgentCore>,
+    team: Option<Arc<Team>>,
+    messages: Vec<Message>,
+    state: Map,
+    manager: Manager,
+    session: Option<SharedBinding>,
+}
+
+impl std::fmt::Debug for ConversationBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConversationBuilder")
+            .field("agent", &self.core.name)
+            .field("messages", &self.messages.len())
+            .field("session", &self.session.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ConversationBuilder {
+    /// Starting conversation.
+    pub fn messages(mut self, messages: Vec<Message>) -> Self {
+        self.messages = messages;
+        self
+    }
+
+    /// Starting agent state.
+    pub fn state(mut self, state: Map) -> Self {
+        self.state = state;
+        self
+    }
+
+    /// The conversation manager (default: a copy of the agent's, as it was built).
+    pub fn conversation_manager(
+        mut self,
+        manager: impl ConversationManager + Clone + 'static,
+    ) -> Self {
+        self.manager = Manager::Boxed(Box::new(manager));
+        self
+    }
+
+    /// Persists the conversation to a session (SPEC §8), as
+    /// [`AgentBuilder::session`] does.
+    pub fn session(mut self, session: impl SessionBinding) -> Self {
+        self.session = Some(Arc::new(session));
+        self
+    }
+
+    /// The agent, holding the new conversation.
+    pub fn build(self) -> Agent {
+        let ids = self.messages.iter().map(|_| MessageId::new()).collect();
+        let state = AgentState::new();
+        if !self.state.is_empty() {
+            state.replace(self.state);
+        }
+        Agent {
+            core: self.core,
+            history: History::new(Conversation::from_parts(self.messages, ids), self.session),
+            state,
+            run_state: RunState::new(),
+            pending: None,
+            manager: self.manager,
+            cancel: Cancel::default(),
+            interceptor: Injections::default(),
+            team: self.team,
+        }
     }
 }

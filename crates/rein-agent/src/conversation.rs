@@ -144,10 +144,23 @@ pub trait ConversationManager: Send + Sync {
 }
 
 /// An agent's conversation manager: the default sliding window held inline (no allocation per
-/// agent), any other boxed.
+/// agent), any other boxed. Cloneable, so a new conversation of the same agent gets a fresh
+/// one like it (`Agent::new_conversation`).
 pub(crate) enum Manager {
     Window(SlidingWindow),
-    Boxed(Box<dyn ConversationManager>),
+    Boxed(Box<dyn CloneManager>),
+}
+
+/// A [`ConversationManager`] that can be copied: the private twin behind `Manager::Boxed`,
+/// implemented for every cloneable manager.
+pub(crate) trait CloneManager: ConversationManager {
+    fn clone_box(&self) -> Box<dyn CloneManager>;
+}
+
+impl<M: ConversationManager + Clone + 'static> CloneManager for M {
+    fn clone_box(&self) -> Box<dyn CloneManager> {
+        Box::new(self.clone())
+    }
 }
 
 impl Default for Manager {
@@ -156,7 +169,21 @@ impl Default for Manager {
     }
 }
 
+impl Clone for Manager {
+    fn clone(&self) -> Self {
+        match self {
+            Self::Window(w) => Self::Window(w.clone()),
+            Self::Boxed(b) => Self::Boxed(b.clone_box()),
+        }
+    }
+}
+
 impl Manager {
+    /// Whether this is the default (a sliding window of 40 messages that removed nothing).
+    pub(crate) fn is_default(&self) -> bool {
+        matches!(self, Self::Window(w) if w.window == SlidingWindow::default().window && w.removed == 0)
+    }
+
     fn inner(&self) -> &dyn ConversationManager {
         match self {
             Self::Window(w) => w,

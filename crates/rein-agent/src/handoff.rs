@@ -117,7 +117,11 @@ pub(crate) const ACTIVE_AGENT_KEY: &str = "rein:agent";
 
 /// The agents of a team by name: the agent itself and every agent it can hand off to, at any
 /// remove.
-pub(crate) type Team = BTreeMap<Arc<str>, Arc<AgentCore>>;
+pub(crate) struct Team {
+    pub(crate) members: BTreeMap<Arc<str>, Arc<AgentCore>>,
+    /// The agent built with these handoffs (a new conversation starts with it).
+    pub(crate) root: Arc<AgentCore>,
+}
 
 /// The name of the tool that hands off to `agent`.
 pub(crate) fn transfer_tool_name(agent: &str) -> String {

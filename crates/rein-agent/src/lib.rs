@@ -45,7 +45,8 @@ pub mod telemetry;
 mod tools;
 
 pub use agent::{
-    Agent, AgentBuilder, CANCELLED_BY_USER, DEFAULT_STREAM_HOLD_BACK, Input, Limits, OnRetryLimit,
+    Agent, AgentBuilder, CANCELLED_BY_USER, ConversationBuilder, DEFAULT_STREAM_HOLD_BACK, Input,
+    Limits, OnRetryLimit,
 };
 pub use agent_tool::AgentTool;
 pub use cancel::CancelHandle;

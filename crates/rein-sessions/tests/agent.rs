@@ -80,6 +80,51 @@ async fn loading_a_session_that_does_not_exist_writes_nothing() {
     }
 }
 
+/// A server builds its agent once and binds each conversation to its own session.
+#[tokio::test]
+async fn conversations_of_one_agent_persist_to_their_own_sessions() {
+    let dir = TempDir::new("agent");
+    for (name, store, _) in stores(&dir).await {
+        let model = ScriptedModel::builder()
+            .tool_use("t1", "count", json!({}))
+            .text("counted")
+            .text("hello")
+            .text("restored")
+            .build();
+        let support = Agent::builder()
+            .model(model)
+            .tool(counter_tool())
+            .build()
+            .unwrap();
+        let (ann, ben) = (session_id("ann"), session_id("ben"));
+        let bind = |id: &str| {
+            support
+                .new_conversation()
+                .session(SessionManager::new(store.clone(), id))
+                .build()
+        };
+        let mut a = bind(&ann);
+        let mut b = bind(&ben);
+        a.invoke("count").await.unwrap();
+        b.invoke("hi").await.unwrap();
+        let (sa, sb) = (
+            store.load(&ann).await.unwrap().unwrap(),
+            store.load(&ben).await.unwrap().unwrap(),
+        );
+        assert_eq!((sa.messages.len(), sb.messages.len()), (4, 2), "{name}");
+        assert_eq!(sa.agent_state["count"], json!(1), "{name}");
+        assert!(sb.agent_state.get("count").is_none(), "{name}");
+        // A later request restores its conversation from its session.
+        let mut again = bind(&ann);
+        assert!(again.load_session().await.unwrap(), "{name}");
+        assert_eq!(again.messages(), a.messages(), "{name}");
+        assert_eq!(again.state().get("count"), Some(json!(1)), "{name}");
+        assert_eq!(again.invoke("more").await.unwrap().text(), "restored");
+        assert_eq!(store.load(&ann).await.unwrap().unwrap().messages.len(), 6);
+        assert!(support.messages().is_empty(), "{name}");
+    }
+}
+
 #[tokio::test]
 async fn history_state_and_ids_survive_a_new_agent() {
     let dir = TempDir::new("agent");

@@ -35,8 +35,8 @@ pub use rein_sessions as sessions;
 pub use rein_agui as agui;
 
 pub use rein_agent::{
-    Agent, AgentBuilder, AgentEvent, AgentStream, AgentTool, CancelHandle, Handoff, Input, Limits,
-    OnRetryLimit, RetryStrategy, SlidingWindow, ToolExecutor,
+    Agent, AgentBuilder, AgentEvent, AgentStream, AgentTool, CancelHandle, ConversationBuilder,
+    Handoff, Input, Limits, OnRetryLimit, RetryStrategy, SlidingWindow, ToolExecutor,
 };
 pub use rein_core::{Error, Message, ToolHandle, result::AgentResult, stream::StopReason};
 
