@@ -260,6 +260,17 @@ fn main_with(args: &[String], mock: Option<&str>) -> ExitCode {
             s.push(t0.elapsed(), c0.elapsed(), 20);
         }
         rec.summary("construct_agent", "per_agent", &s, 1.0, json!({}));
+        // A server's way: one built agent, a new conversation of it per request.
+        let agent = build(agent_builder(0, 1));
+        let mut s = Samples::default();
+        for _ in 0..cfg.batches(200) {
+            let (t0, c0) = (Instant::now(), ProcessTime::now());
+            for _ in 0..20 {
+                std::hint::black_box(agent.new_conversation().build());
+            }
+            s.push(t0.elapsed(), c0.elapsed(), 20);
+        }
+        rec.summary("construct_agent", "per_conversation", &s, 1.0, json!({}));
     }
     let mut base = None;
     if want("invoke_text") || want("tools10") {
@@ -757,16 +768,22 @@ pub(crate) fn child(args: &[String]) -> ExitCode {
             out["rss_growth"] = json!(rss_bytes() - r0);
             std::hint::black_box(&agents);
         }
-        "inflight" => {
+        "inflight" | "inflight_conversations" => {
             let model = ScriptedModel::builder()
                 .text("ok")
                 .cycle()
                 .record_requests(false)
                 .call_delay(Duration::from_millis(100))
                 .build();
-            let agents: Vec<Agent> = (0..n)
-                .map(|_| build(Agent::builder().model(model.clone())))
-                .collect();
+            let agents: Vec<Agent> = if mode == "inflight" {
+                (0..n)
+                    .map(|_| build(Agent::builder().model(model.clone())))
+                    .collect()
+            } else {
+                // A server's way: the agent built once, a new conversation of it per invocation.
+                let agent = build(Agent::builder().model(model));
+                (0..n).map(|_| agent.new_conversation().build()).collect()
+            };
             in_flight(GLOBAL, &rt, &mut out, r0, agents, |mut a| async move {
                 a.invoke("hi").await.is_ok()
             });

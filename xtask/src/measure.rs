@@ -213,8 +213,9 @@ pub(crate) fn rss_bytes() -> f64 {
         .unwrap_or(f64::NAN)
 }
 
-/// The memory and concurrency scenarios (`idle_agents_20msg`, `inflight`, and with `floor`
-/// `inflight_floor`), each N measured by a fresh process (`<this exe> <child> <mode> <N>`, so
+/// The memory and concurrency scenarios (`idle_agents_20msg`, `inflight` — N agents, each
+/// built — `inflight_conversations` — N conversations of one agent, each SDK's way for a
+/// server — and with `floor` `inflight_floor`), each N measured by a fresh process (`<this exe> <child> <mode> <N>`, so
 /// RSS growth is its own) printing one JSON object, recorded as rows.
 pub(crate) fn children(
     rec: &Recorder,
@@ -233,6 +234,10 @@ pub(crate) fn children(
         (
             "inflight",
             by_quick(vec![1000], vec![1000, 5000, 10_000, 100_000]),
+        ),
+        (
+            "inflight_conversations",
+            by_quick(vec![1000], vec![10_000, 100_000]),
         ),
         ("inflight_floor", by_quick(vec![], vec![10_000, 100_000])),
     ] {

@@ -472,6 +472,15 @@ fn child(args: &[String]) -> ExitCode {
                 invoke(&a, &mut Vec::new(), 1).await
             });
         }
+        "inflight_conversations" => {
+            // rig's way for a server: one agent (it holds no conversation) shared by every
+            // conversation, each with a vector of its own.
+            let m = model::text("ok", Some(Duration::from_millis(100)));
+            let agent = std::sync::Arc::new(AgentBuilder::new(m).build());
+            in_flight(GLOBAL, &rt, &mut out, r0, vec![agent; n], |a| async move {
+                invoke(&a, &mut Vec::new(), 1).await
+            });
+        }
         _ => return ExitCode::FAILURE,
     }
     println!("{out}");
