@@ -17,8 +17,9 @@ use rein::sessions::MemorySessionStore;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// The agent of every thread: a tool that deletes files, and a guard that asks first.
-fn agent(model: rein::models::SharedModel) -> rein::AgentBuilder {
+/// The agent, built once; every thread is a conversation of it: a tool that deletes files,
+/// and a guard that asks first.
+fn agent(model: rein::models::SharedModel) -> Result<Agent, rein::Error> {
     let delete_file = ToolHandle::from_sync_fn(
         "delete_file",
         "Deletes a file.",
@@ -43,6 +44,7 @@ fn agent(model: rein::models::SharedModel) -> rein::AgentBuilder {
         .shared_model(model)
         .tool(delete_file)
         .intervention(guard)
+        .build()
 }
 
 #[tokio::main]
@@ -66,9 +68,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     } else {
         script()
     });
-    let server = AguiServer::new(MemorySessionStore::new(), move |_thread_id| {
-        agent(model.clone())
-    });
+    let server = AguiServer::for_agent(MemorySessionStore::new(), agent(model)?);
     if serve {
         let bound = server.bind_local(8080).await?;
         println!("approval console: {}", bound.url());

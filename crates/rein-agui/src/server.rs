@@ -24,7 +24,13 @@ use crate::interrupts::{answers, to_wire};
 use crate::run::{ANSWERED_KEY, AnsweredBy, drive};
 use crate::wire::{RunAgentInput, WireEvent};
 
-type MakeAgent = dyn Fn(&str) -> AgentBuilder + Send + Sync;
+/// Where each request's agent comes from.
+enum MakeAgent {
+    /// A builder per request, from the caller's function of the thread id.
+    Builder(Box<dyn Fn(&str) -> AgentBuilder + Send + Sync>),
+    /// A new conversation of one built agent per request.
+    Conversations(Agent),
+}
 type BearerCheck = dyn Fn(&str) -> Option<String> + Send + Sync;
 
 /// What a run request does while a run on its thread is going (in this process).
@@ -94,6 +100,33 @@ impl AguiServer {
         S: SessionStore + Clone + 'static,
         F: Fn(&str) -> AgentBuilder + Send + Sync + 'static,
     {
+        Self::with(store, MakeAgent::Builder(Box::new(make_agent)))
+    }
+
+    /// A server whose threads are sessions of `store`, each a conversation of `agent`, built
+    /// once: for each request the server takes a new conversation of it
+    /// ([`Agent::new_conversation`]: the model, tools and handlers shared, not built again),
+    /// binds it to the thread's session and restores it from the store.
+    ///
+    /// ```no_run
+    /// use rein_agent::Agent;
+    /// use rein_agui::AguiServer;
+    /// use rein_models::ScriptedModel;
+    /// use rein_sessions::FileSessionStore;
+    /// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let agent = Agent::builder().model(ScriptedModel::repeating_text("Hello!")).build()?;
+    /// let server = AguiServer::for_agent(FileSessionStore::new("/var/lib/my-agent"), agent);
+    /// server.bind_local(8080).await?.serve().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn for_agent<S>(store: S, agent: Agent) -> Self
+    where
+        S: SessionStore + Clone + 'static,
+    {
+        Self::with(store, MakeAgent::Conversations(agent))
+    }
+
+    fn with<S: SessionStore + Clone + 'static>(store: S, make_agent: MakeAgent) -> Self {
         Self {
             store: SharedSessionStore::new(store),
             make_agent: Arc::new(make_agent),
@@ -332,10 +365,11 @@ fn internal(e: impl std::fmt::Display) -> ProtocolError {
 
 /// Builds the thread's agent and restores it from the store.
 async fn load(inner: &Inner, thread_id: &str) -> Result<Agent, ProtocolError> {
-    let mut agent = (inner.make_agent)(thread_id)
-        .session(SessionManager::new(inner.store.clone(), thread_id))
-        .build()
-        .map_err(internal)?;
+    let session = SessionManager::new(inner.store.clone(), thread_id);
+    let mut agent = match &*inner.make_agent {
+        MakeAgent::Builder(make) => make(thread_id).session(session).build().map_err(internal)?,
+        MakeAgent::Conversations(agent) => agent.new_conversation().session(session).build(),
+    };
     agent.load_session().await.map_err(internal)?;
     Ok(agent)
 }

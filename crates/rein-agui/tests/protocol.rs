@@ -210,6 +210,87 @@ async fn pending_interrupts_block_and_bad_answers_change_nothing_and_another_ser
     b.shutdown().await.unwrap();
 }
 
+/// `AguiServer::for_agent`: one built agent, each thread a conversation of it with its own
+/// session; a confirm on one thread neither blocks nor leaks into another, and a second server
+/// over the same store resumes it.
+#[tokio::test]
+async fn a_server_for_one_agent_keeps_each_thread_its_own_conversation() {
+    use rein_agent::Agent;
+    use rein_interventions::{BeforeToolCallAction, Intervention};
+    use rein_models::{ScriptedModel, SharedModel};
+    let model = SharedModel::new(
+        ScriptedModel::builder()
+            .tool_use("d1", "delete_file", json!({"path": "a.txt"}))
+            .text("Hello, B.")
+            .text("Deleted after your approval.")
+            .build(),
+    );
+    let agent = |model: &SharedModel| {
+        Agent::builder()
+            .shared_model(model.clone())
+            .tool(rein_core::ToolHandle::from_sync_fn(
+                "delete_file",
+                "Deletes a file.",
+                json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+                |_, _| Ok("deleted".into()),
+            ))
+            .intervention(
+                Intervention::named("delete-guard").before_tool_call(|ev, _| {
+                    if ev.tool_use().name == "delete_file" {
+                        BeforeToolCallAction::confirm("Delete it?")
+                    } else {
+                        BeforeToolCallAction::Proceed
+                    }
+                }),
+            )
+            .build()
+            .unwrap()
+    };
+    let store = MemorySessionStore::new();
+    let a = rein_agui::AguiServer::for_agent(store.clone(), agent(&model))
+        .bind_local(0)
+        .await
+        .unwrap()
+        .spawn();
+    let post = |body: String| {
+        let addr = a.local_addr();
+        async move { http(addr, "POST", "/agent", &body).await }
+    };
+    let (status, body) = post(run_input("a", user("delete a.txt"), None)).await;
+    assert_eq!(status, 200, "{body}");
+    let last = events(&body).last().cloned().unwrap();
+    assert_eq!(last["outcome"]["type"], "interrupt", "{body}");
+    let id = last["outcome"]["interrupts"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Another thread runs meanwhile, on its own conversation.
+    let (status, body) = post(run_input("b", user("hi"), None)).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("Hello, B."), "{body}");
+    let b = thread_info(a.local_addr(), "b").await;
+    assert_eq!(b["messageCount"], 2, "{b}");
+    assert!(b["pendingInterrupts"].as_array().unwrap().is_empty(), "{b}");
+    // A second server over the same store (another process) takes the approval.
+    let second = rein_agui::AguiServer::for_agent(store.clone(), agent(&model))
+        .bind_local(0)
+        .await
+        .unwrap()
+        .spawn();
+    let resume = json!([{"interruptId": id, "status": "resolved", "payload": {"approved": true}}]);
+    let (status, body) = http(
+        second.local_addr(),
+        "POST",
+        "/agent",
+        &run_input("a", json!([]), Some(resume)),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("Deleted after your approval."), "{body}");
+    let a_info = thread_info(second.local_addr(), "a").await;
+    assert_eq!(a_info["messageCount"], 4, "{a_info}");
+}
+
 #[tokio::test]
 async fn bearer_auth_and_cors() {
     let server = common::server(MemorySessionStore::new())
