@@ -423,13 +423,11 @@ impl Agent {
         match &pending {
             Some(p) => {
                 self.run_state.replace(p.run_state.clone());
-                // The run is paused: an interceptor, if any, accepts messages for it again.
+                // The run is paused: an interceptor, if any, accepts messages for it again;
+                // one is made only when there is something to restore into it.
                 let injected = !p.queued_injections.is_empty() || !p.parked_injections.is_empty();
-                let interceptor = match self.interceptor.get() {
-                    Some(i) => Some(i.clone()),
-                    None => injected.then(|| self.interceptor.handle(true)),
-                };
-                if let Some(i) = interceptor {
+                if injected || self.interceptor.get().is_some() {
+                    let i = self.interceptor.handle(true);
                     let queued = p.queued_injections.iter();
                     i.restore(queued.map(|q| (q.id, q.message.clone())));
                     i.restore_parked(p.parked_injections.iter().cloned());
@@ -850,10 +848,7 @@ impl AgentBuilder {
         }
         let tools = ToolSet::new(tools)?;
         let info = model.info();
-        let ids = self.messages.iter().map(|_| MessageId::new()).collect();
         let manager = (!self.manager.is_default()).then(|| Box::new(self.manager.clone()));
-        let state = AgentState::new();
-        state.replace(self.state);
         let core = Arc::new(AgentCore {
             name: self.name,
             provider: info.provider.into(),
@@ -876,17 +871,15 @@ impl AgentBuilder {
                 root: core.clone(),
             })
         });
-        Ok(Agent {
+        Ok(ConversationBuilder {
             core,
-            history: History::new(Conversation::from_parts(self.messages, ids), self.session),
-            state,
-            run_state: RunState::new(),
-            pending: None,
-            manager: self.manager,
-            cancel: Cancel::default(),
-            interceptor: Injections::default(),
             team,
-        })
+            messages: self.messages,
+            state: self.state,
+            manager: self.manager,
+            session: self.session,
+        }
+        .build())
     }
 }
 

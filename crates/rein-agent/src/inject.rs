@@ -389,24 +389,23 @@ impl Injections {
     /// The interceptor, made now if none was; `paused` when the agent's run waits on
     /// interrupts (it may be injected into until it resumes).
     pub(crate) fn handle(&self, paused: bool) -> TurnInterceptor {
-        self.0
-            .get_or_init(|| {
-                let i = TurnInterceptor::default();
-                lock(&i.shared.queue).paused = paused;
-                i
-            })
-            .clone()
+        self.made(|q| q.paused = paused).clone()
     }
 
     /// The interceptor for the running run of `version`, made now if none was (a durable
     /// inbox delivers into a run that started without one).
     pub(crate) fn for_run(&self, version: u64) -> &TurnInterceptor {
-        self.0.get_or_init(|| {
-            let i = TurnInterceptor::default();
-            let mut q = lock(&i.shared.queue);
+        self.made(|q| {
             q.running = true;
             q.version = version;
-            drop(q);
+        })
+    }
+
+    /// The interceptor, made now with its queue set by `init` if none was.
+    fn made(&self, init: impl FnOnce(&mut Queue)) -> &TurnInterceptor {
+        self.0.get_or_init(|| {
+            let i = TurnInterceptor::default();
+            init(&mut lock(&i.shared.queue));
             i
         })
     }
@@ -429,5 +428,30 @@ impl Injections {
     /// Takes what is queued and answered (see [`TurnInterceptor::drain`]).
     pub(crate) fn drain(&self) -> (Vec<Parked>, Vec<Item>) {
         self.get().map(TurnInterceptor::drain).unwrap_or_default()
+    }
+
+    /// The run paused on interrupts (see [`TurnInterceptor::pause`]).
+    pub(crate) fn pause(&self) {
+        if let Some(i) = self.get() {
+            i.pause();
+        }
+    }
+
+    /// Control passed to another agent: the run's new version (see
+    /// [`TurnInterceptor::bump`]); `version` unchanged without an interceptor.
+    pub(crate) fn bump(&self, version: u64) -> u64 {
+        self.get().map_or(version, TurnInterceptor::bump)
+    }
+
+    pub(crate) fn consumed(&self, id: InjectionId, message: &Message) {
+        if let Some(i) = self.get() {
+            i.consumed(id, message);
+        }
+    }
+
+    pub(crate) fn rejected(&self, id: InjectionId, message: &Message, reason: &str) {
+        if let Some(i) = self.get() {
+            i.rejected(id, message, reason);
+        }
     }
 }

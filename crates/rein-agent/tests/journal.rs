@@ -265,14 +265,15 @@ async fn a_tools_interrupt_and_panic_come_back_on_a_replay() {
     assert_eq!(runs.load(Ordering::SeqCst), 2);
 }
 
-#[tokio::test]
-async fn injections_arrive_through_the_journal_with_their_ids() {
+/// A journaled agent whose `clock` tool has its journal's inbox take `also say hi` (as if
+/// accepted elsewhere while the tool runs; taken at the next boundary), with its model and
+/// the injection's id.
+fn journaled_with_an_injection() -> (Agent, ScriptedModel, InjectionId) {
     let tape = Tape::default();
     let id = InjectionId::new();
     let inbox = tape.inbox.clone();
     let clock =
         ToolHandle::from_sync_fn("clock", "Time.", json!({"type": "object"}), move |_, _| {
-            // Accepted elsewhere while the tool runs; taken at the next boundary.
             inbox
                 .lock()
                 .unwrap()
@@ -284,12 +285,18 @@ async fn injections_arrive_through_the_journal_with_their_ids() {
         .text("Noon. Hi!")
         .record_requests(true)
         .build();
-    let mut agent = Agent::builder()
+    let agent = Agent::builder()
         .model(model.clone())
         .tool(clock)
         .journal(tape)
         .build()
         .unwrap();
+    (agent, model, id)
+}
+
+#[tokio::test]
+async fn injections_arrive_through_the_journal_with_their_ids() {
+    let (mut agent, model, id) = journaled_with_an_injection();
     let consumed = Arc::new(Mutex::new(Vec::new()));
     let seen = consumed.clone();
     agent
@@ -308,27 +315,7 @@ async fn injections_arrive_through_the_journal_with_their_ids() {
 /// journal delivers into the run.
 #[tokio::test]
 async fn journal_injections_reach_an_agent_nobody_asked_an_interceptor_of() {
-    let tape = Tape::default();
-    let id = InjectionId::new();
-    let inbox = tape.inbox.clone();
-    let clock =
-        ToolHandle::from_sync_fn("clock", "Time.", json!({"type": "object"}), move |_, _| {
-            inbox
-                .lock()
-                .unwrap()
-                .push((id, Message::user("also say hi")));
-            Ok(ToolOutput::text("noon"))
-        });
-    let model = ScriptedModel::builder()
-        .tool_use("t1", "clock", json!({}))
-        .text("Noon. Hi!")
-        .build();
-    let mut agent = Agent::builder()
-        .model(model.clone())
-        .tool(clock)
-        .journal(tape)
-        .build()
-        .unwrap();
+    let (mut agent, model, id) = journaled_with_an_injection();
     let result = agent.invoke("time?").await.unwrap();
     assert_eq!(result.injections.len(), 1);
     assert_eq!(result.injections[0].id, id);

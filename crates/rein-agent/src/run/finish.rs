@@ -34,9 +34,7 @@ impl Agent {
         // A run paused on interrupts has not ended: what is queued waits for the resume.
         // Whatever is still queued when the run ends is rejected, exactly once.
         let ended = if outcome.is_pause() {
-            if let Some(i) = self.interceptor.get() {
-                i.pause();
-            }
+            self.interceptor.pause();
             Vec::new()
         } else {
             self.interceptor.end()

@@ -94,8 +94,9 @@ impl Agent {
                             id: item.id,
                             interrupts: interrupts.clone(),
                         });
-                        let interceptor = self.interceptor.for_run(inv.run_version);
-                        interceptor.park(item, interrupts, given);
+                        self.interceptor
+                            .for_run(inv.run_version)
+                            .park(item, interrupts, given);
                         continue;
                     }
                 };
@@ -103,9 +104,7 @@ impl Agent {
             let delivered = messages.first().cloned().unwrap_or(item.message);
             let to = listeners(&self.core.hooks, inv, sink);
             self.history.add_all(messages, &to).await?;
-            if let Some(i) = self.interceptor.get() {
-                i.consumed(item.id, &delivered);
-            }
+            self.interceptor.consumed(item.id, &delivered);
             crate::telemetry::injection(true, None);
             inv.injections.push(InjectionRecord::new(
                 item.id,
@@ -152,9 +151,7 @@ impl Agent {
         }
         self.core = core;
         self.state.set(ACTIVE_AGENT_KEY, handoff.to.as_str());
-        if let Some(i) = self.interceptor.get() {
-            inv.run_version = i.bump();
-        }
+        inv.run_version = self.interceptor.bump(inv.run_version);
         let text = format!("{from} -> {}", handoff.to);
         let record = DecisionRecord::new(
             HANDOFF,
@@ -187,9 +184,7 @@ impl Agent {
         reason: &str,
         sink: &Sink,
     ) {
-        if let Some(i) = self.interceptor.get() {
-            i.rejected(id, message, reason);
-        }
+        self.interceptor.rejected(id, message, reason);
         crate::telemetry::injection(false, Some(reason));
         inv.injections.push(InjectionRecord::new(
             id,
