@@ -20,9 +20,10 @@ use crate::measure::Recorder;
 const DECIDERS: usize = 5;
 
 /// The variants and their two invocation counts.
-const VARIANTS: [(&str, usize, usize); 6] = [
+const VARIANTS: [(&str, usize, usize); 7] = [
     ("invoke_text", 1_000, 6_000),
     ("tools10_seq", 200, 1_200),
+    ("tools10_par", 200, 1_200),
     ("otel_off_0", 100, 600),
     ("otel_off_50", 100, 600),
     ("otel_on_0", 100, 600),
@@ -124,6 +125,8 @@ pub(crate) fn child(args: &[String]) -> ExitCode {
             agent_builder(10, 1).tool_executor(rein::ToolExecutor::Sequential),
             false,
         ),
+        // The default executor: the ten calls run concurrently.
+        "tools10_par" => (agent_builder(10, 1), false),
         "otel_off_0" | "otel_on_0" | "otel_off_50" | "otel_on_50" => {
             let mut b = agent_builder(10, 1).tool_executor(rein::ToolExecutor::Sequential);
             if variant.ends_with("_50") {

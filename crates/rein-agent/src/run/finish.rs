@@ -21,13 +21,12 @@ use crate::stream::{AgentEvent, Sink};
 use crate::telemetry::int;
 
 impl Agent {
-    /// Turns the run's outcome into its result.
+    /// Turns the run's outcome into its result (which [`end`](Self::end) then delivers).
     pub(super) async fn finish(
         &mut self,
         inv: &mut Invocation,
         outcome: Outcome,
         started: Instant,
-        span: tracing::Span,
         sink: &Sink,
     ) -> Result<AgentResult, Error> {
         self.cancel.end();
@@ -48,7 +47,7 @@ impl Agent {
             self.reject_injection(inv, &item.message, item.id, reason, sink);
         }
         inv.metrics.duration = started.elapsed();
-        let result = match outcome {
+        match outcome {
             Outcome::Failed(e) => {
                 // Boxed, as below: a rare path; every invocation's future is as large as its
                 // largest state.
@@ -157,12 +156,11 @@ impl Agent {
                 let message = self.cancelled_message();
                 Ok(self.completed(inv, StopReason::Cancelled, message))
             }
-        };
-        self.end(&inv.cx, result, span).await
+        }
     }
 
     /// The session persists the end state; AfterInvocation sees the real result.
-    async fn end(
+    pub(super) async fn end(
         &mut self,
         cx: &InvocationContext,
         result: Result<AgentResult, Error>,

@@ -54,7 +54,14 @@ impl Agent {
                     .into_iter()
                     .map(|item| (item, Default::default(), Default::default())),
             );
-        while let Some((item, answers, given)) = items.next() {
+        #[expect(
+            clippy::while_let_loop,
+            reason = "a `while let` scrutinee would live across the awaits of the loop body"
+        )]
+        loop {
+            let Some((item, answers, given)) = items.next() else {
+                break;
+            };
             if item.version != inv.run_version {
                 self.reject_injection(inv, &item.message, item.id, "stale", sink);
                 continue;
@@ -101,6 +108,8 @@ impl Agent {
                     }
                 };
             }
+            // (Dropped here: a local left unmoved on one path is carried across the awaits.)
+            drop(given);
             let delivered = messages.first().cloned().unwrap_or(item.message);
             let to = listeners(&self.core.hooks, inv, sink);
             self.history.add_all(messages, &to).await?;

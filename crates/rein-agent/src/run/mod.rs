@@ -30,6 +30,7 @@ use rein_core::{
     event::InvocationContext,
     id::MessageId,
     interrupt::{Interrupt, InterruptAnswers},
+    message::InterruptResponse,
     result::{AgentResult, HandoffRecord, InjectionRecord, InvocationMetrics},
     stream::Usage,
 };
@@ -136,10 +137,12 @@ impl Agent {
         let cancel = self.cancel.begin();
         let started = Instant::now();
         let outcome = {
+            // Taken apart by a call: a local moved out of field by field is carried whole.
+            let (messages, responses) = input.into_run_parts();
             // The run's span is the parent of its chat, execute_tool and run_guardrail spans:
             // entered at each poll of the steps (not through `Instrument`, whose move copied
             // the whole run future). A cancel wins over a step that is ready at the same poll.
-            let mut drive = std::pin::pin!(self.drive(&mut inv, input, &sink));
+            let mut drive = std::pin::pin!(self.drive(&mut inv, messages, responses, &sink));
             std::future::poll_fn(|cx| {
                 if cancel.as_ref().is_some_and(|c| c.poll_cancelled(cx)) {
                     return Poll::Ready(Outcome::Cancelled);
@@ -149,21 +152,22 @@ impl Agent {
             })
             .await
         };
-        self.finish(&mut inv, outcome, started, span, &sink).await
+        // Two futures one after the other: the outcome is not carried while the result is
+        // delivered, nor the result while the outcome is settled.
+        let result = self.finish(&mut inv, outcome, started, &sink).await;
+        self.end(&inv.cx, result, span).await
     }
 
     /// Feeds the machine until it finishes, doing each step's IO. (One function, not one per
     /// step: a step's fields move straight into the future that does it, which keeps the
     /// invocation's future small.)
-    async fn drive(&mut self, inv: &mut Invocation, input: Input, sink: &Sink) -> Outcome {
-        // Taken apart at once: what is left of the input is not carried across the steps.
-        let Input {
-            messages,
-            responses,
-            state,
-            journal,
-        } = input;
-        drop((state, journal));
+    async fn drive(
+        &mut self,
+        inv: &mut Invocation,
+        messages: Vec<Message>,
+        responses: Vec<InterruptResponse>,
+        sink: &Sink,
+    ) -> Outcome {
         let mut messages = Some(messages);
         let mut responses = Some(responses);
         let mut fed = Fed::Start;

@@ -1,7 +1,7 @@
 //! A model call — BeforeModelCall, the model's stream, AfterModelCall — and what the
 //! machine's verdict on it stores.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures_util::{StreamExt as _, future::Either};
 use rein_core::{
@@ -15,6 +15,7 @@ use rein_core::{
     request::ModelRequest,
     result::CycleMetrics,
     stream::{BlockDelta, BlockStart, ModelResponse, StopReason, StreamAssembler, StreamEvent},
+    tool::BoxFuture,
 };
 
 use super::machine::{Fed, RETRY_LIMIT};
@@ -24,6 +25,7 @@ use crate::agent::Agent;
 use crate::conversation::{ConversationManager as _, HistoryEdit};
 use crate::stream::{AgentEvent, Sink};
 use crate::telemetry::int;
+use rein_models::ModelStream;
 
 /// What a model call came to.
 pub(super) enum Called {
@@ -112,33 +114,38 @@ impl Agent {
         sink: &Sink,
         span: &tracing::Span,
     ) -> Result<Fed, Error> {
-        // Bound first: a scrutinee's temporaries would live across the call.
-        let request = self.before_model_call(inv, index, sink).await?;
-        let called = match request {
-            Request::Send(request) => self.call_model(inv, request, index, sink, span).await,
-            // No model call happens: no usage, metrics or span for it; AfterModelCall sees the
-            // denial as the response.
-            Request::Denied(denied) => Ok(Called::Done(Ok(denied))),
-            Request::Held(interrupts) => {
-                return Ok(Fed::RequestHeld {
-                    interrupts,
-                    model_call_index: index,
-                });
+        // The call's future is made in a block: the request, a local moved out of in part,
+        // would otherwise be carried whole across the call.
+        let call = {
+            let request = self.before_model_call(inv, index, sink).await?;
+            match request {
+                Request::Send(request) => {
+                    Either::Left(self.call_model(inv, request, index, sink, span))
+                }
+                // No model call happens: no usage, metrics or span for it; AfterModelCall sees
+                // the denial as the response.
+                Request::Denied(denied) => {
+                    Either::Right(std::future::ready(Ok(Called::Done(Ok(denied)))))
+                }
+                Request::Held(interrupts) => {
+                    return Ok(Fed::RequestHeld {
+                        interrupts,
+                        model_call_index: index,
+                    });
+                }
             }
         };
+        let called = call.await;
         inv.streaming_response = false;
-        match called {
-            Ok(called) => self.after_model_call(inv, called, index, sink).await,
-            Err(error) => {
-                // A stream guard failed: what the caller was shown is withdrawn.
-                let handler = match &error {
-                    Error::Handler { handler, .. } => Some(handler.clone()),
-                    _ => None,
-                };
-                sink.discard(error.to_string(), handler);
-                Err(error)
-            }
-        }
+        let called = called.inspect_err(|error| {
+            // A stream guard failed: what the caller was shown is withdrawn.
+            let handler = match error {
+                Error::Handler { handler, .. } => Some(handler.clone()),
+                _ => None,
+            };
+            sink.discard(error.to_string(), handler);
+        })?;
+        self.after_model_call(inv, called, index, sink).await
     }
 
     /// The request for this call, as BeforeModelCall leaves it; its guidance is stored and
@@ -149,38 +156,50 @@ impl Agent {
         index: u32,
         sink: &Sink,
     ) -> Result<Request, Error> {
-        let mut request = ModelRequest::shared(
-            self.history.conv().snapshot(),
-            self.core.tools.specs(),
-            inv.cx.invocation_state.clone(),
-        );
-        request.system_prompt = self.core.system_prompt.clone();
-        request.tool_choice = self.core.config.tool_choice.clone();
-        request.config = self.core.config.inference.clone();
+        // Made in a block: a field assigned in place borrows the local it belongs to, and a
+        // borrowed local is carried across every await that follows.
+        let request = {
+            let mut request = ModelRequest::shared(
+                self.history.conv().snapshot(),
+                self.core.tools.specs(),
+                inv.cx.invocation_state.clone(),
+            );
+            request.system_prompt = self.core.system_prompt.clone();
+            request.tool_choice = self.core.config.tool_choice.clone();
+            request.config = self.core.config.inference.clone();
+            request
+        };
         if !self.core.hooks.has::<BeforeModelCallEvent>() {
             return Ok(Request::Send(request));
         }
-        let mut ev = BeforeModelCallEvent::new(inv.cx.clone(), request)
-            .with_model_call_index(index)
-            .with_answers(inv.answers.clone());
-        let dispatched = self.core.hooks.dispatch(&mut ev).await;
-        inv.record(ev.take_decisions(), sink);
-        dispatched?;
-        let guidance = ev.take_guidance();
-        // A held call stores nothing: its guidance comes again with the resumed pass.
-        let held = !ev.interrupts().is_empty() && !ev.cancel.is_cancelled();
-        if !guidance.is_empty() && !held {
+        // The event's pass in a block, for the same reason: the event is not carried while
+        // its guidance is stored.
+        let (mut verdict, guidance) = {
+            let mut ev = BeforeModelCallEvent::new(inv.cx.clone(), request)
+                .with_model_call_index(index)
+                .with_answers(inv.answers.clone());
+            let dispatched = self.core.hooks.dispatch(&mut ev).await;
+            inv.record(ev.take_decisions(), sink);
+            dispatched?;
+            let guidance = ev.take_guidance();
+            // A held call stores nothing: its guidance comes again with the resumed pass.
+            let held = !ev.interrupts().is_empty() && !ev.cancel.is_cancelled();
+            (ev.into_verdict(), if held { Vec::new() } else { guidance })
+        };
+        if !guidance.is_empty() {
             let to = listeners(&self.core.hooks, inv, sink);
             for g in &guidance {
                 self.history
                     .append_user(vec![ContentBlock::Text(g.clone())], &to)
                     .await?;
             }
-            for g in guidance {
-                ev.request.append_user_text(g);
+            if let RequestVerdict::Send(request) = &mut verdict {
+                for g in guidance {
+                    request.append_user_text(g);
+                }
             }
         }
-        Ok(match ev.into_verdict() {
+        Ok(match verdict {
             RequestVerdict::Send(request) => Request::Send(request),
             RequestVerdict::Deny(text) => Request::Denied(ModelResponse::new(
                 Message::assistant(text),
@@ -193,105 +212,129 @@ impl Agent {
     /// Calls the model and assembles its stream, streaming deltas to the caller as they come —
     /// through the stream guard when something subscribes to `ModelOutput`. `Err` is a failed
     /// guard (the model's own errors are in [`Called::Done`]).
-    async fn call_model(
-        &self,
-        inv: &mut Invocation,
+    ///
+    /// The call starts here and the returned future reads it: the request moves into the
+    /// model's (boxed) call at once, so the future that waits on the model carries a pointer
+    /// instead of the request.
+    #[inline]
+    fn call_model<'a>(
+        &'a self,
+        inv: &'a mut Invocation,
         request: ModelRequest,
         index: u32,
-        sink: &Sink,
-        span: &tracing::Span,
-    ) -> Result<Called, Error> {
+        sink: &'a Sink,
+        span: &'a tracing::Span,
+    ) -> impl Future<Output = Result<Called, Error>> + Send + 'a {
         let content = crate::telemetry::capture_content() && !span.is_disabled();
         sink.emit(|| AgentEvent::ModelCallStarted {
             model_call_index: index,
         });
         let started = Instant::now();
         inv.streaming_response = true;
-        let mut first = None;
         let guarded = self.core.hooks.has::<ModelOutputEvent>();
-        // The request is recorded and handed over in a block of its own, moved into a binding
-        // of the block: a borrowed local stays in the future until its scope ends, and the
-        // request must not be carried while the stream is read.
-        let open = {
-            let sent = request;
-            if content {
-                if let Some(system) = &sent.system_prompt {
-                    span.record("gen_ai.system_instructions", &**system);
-                }
-                let messages = crate::telemetry::json(&*sent.messages);
-                span.record("gen_ai.input.messages", messages);
+        if content {
+            if let Some(system) = &request.system_prompt {
+                span.record("gen_ai.system_instructions", &**system);
             }
-            match inv.journal.as_deref() {
-                None => Either::Left(self.core.model.stream(sent)),
-                Some(journal) => {
-                    let model_id = &self.core.model_id;
-                    Either::Right(crate::journal::model_call(
-                        journal,
-                        &self.core.model,
-                        model_id,
-                        sent,
-                    ))
-                }
-            }
-        };
-        let stream = open.await;
-        let result = async {
-            let mut stream = stream.map_err(Stop::Model)?;
-            let mut asm = StreamAssembler::new();
-            let mut tool_id = String::new();
-            // Boxed: only guarded runs should carry a guard's state in their future.
-            let mut guard = guarded.then(|| {
-                let hold_back = self.core.config.hold_back;
-                Box::new(OutputGuard::new(
-                    &self.core.hooks,
-                    inv.cx.clone(),
-                    index,
-                    hold_back,
-                ))
-            });
-            // (`let … else`, not `while let`: the latter's scrutinee would live across the
-            // awaits of the loop body.)
-            loop {
-                let Some(ev) = stream.next().await else { break };
-                let ev = ev.map_err(Stop::Model)?;
-                if first.is_none() {
-                    first = Some(started.elapsed());
-                }
-                let ev = match guard.as_mut() {
-                    None => ev,
-                    Some(g) => match g.feed(ev, inv, &mut asm, sink).await.map_err(Stop::Guard)? {
-                        Guarded::Go(Some(ev)) => ev,
-                        Guarded::Go(None) => continue,
-                        // Returning drops the model's stream: nothing more is read from it.
-                        Guarded::Withheld { text, handler } => {
-                            let released = guard.map(|g| g.into_released());
-                            return Ok(Streamed::Withheld {
-                                released: released.unwrap_or_default(),
-                                text,
-                                handler,
-                            });
-                        }
-                    },
-                };
-                if assemble(ev, &mut asm, &mut tool_id, sink).map_err(Stop::Model)? {
-                    sink.flush().await;
-                }
-            }
-            if let Some(g) = guard.as_mut()
-                && let Guarded::Withheld { text, handler } =
-                    g.close(inv, &mut asm, sink).await.map_err(Stop::Guard)?
-            {
-                let released = guard.map(|g| g.into_released());
-                return Ok(Streamed::Withheld {
-                    released: released.unwrap_or_default(),
-                    text,
-                    handler,
-                });
-            }
-            let response = asm.finish().map_err(|e| Stop::Model(e.into()))?;
-            Ok::<_, Stop>(Streamed::Response(response))
+            let messages = crate::telemetry::json(&*request.messages);
+            span.record("gen_ai.input.messages", messages);
         }
-        .await;
+        let open: BoxFuture<'a, Result<ModelStream, ModelError>> = match inv.journal.clone() {
+            None => self.core.model.stream(request),
+            // Boxed: only a journaled run carries the journal's future.
+            Some(journal) => Box::pin(async move {
+                let model_id = &self.core.model_id;
+                crate::journal::model_call(&*journal, &self.core.model, model_id, request).await
+            }),
+        };
+        async move {
+            // The error boxed: the stream is read with a pointer beside it, not the error.
+            let stream = open.await.map_err(Box::new);
+            let mut first = None;
+            let result = match stream {
+                Err(error) => Err(Stop::Model(*error)),
+                // Boxed: only guarded runs carry a guard's state in their future.
+                Ok(stream) if guarded => {
+                    Box::pin(self.read_guarded(stream, inv, index, started, &mut first, sink)).await
+                }
+                Ok(stream) => read(stream, started, &mut first, sink).await,
+            };
+            self.called(inv, result, index, started, first, span)
+        }
+    }
+
+    /// Reads a model stream through the stream guard.
+    async fn read_guarded(
+        &self,
+        mut stream: ModelStream,
+        inv: &mut Invocation,
+        index: u32,
+        started: Instant,
+        first: &mut Option<Duration>,
+        sink: &Sink,
+    ) -> Result<Streamed, Stop> {
+        let hold_back = self.core.config.hold_back;
+        // Boxed apart from this (boxed) future: each stays in the allocator's per-thread cache
+        // (under 1 KiB), where one box of both would not.
+        let mut guard = Box::new(OutputGuard::new(
+            &self.core.hooks,
+            inv.cx.clone(),
+            index,
+            hold_back,
+        ));
+        let mut asm = StreamAssembler::new();
+        let mut tool_id = String::new();
+        // (As in `read`: `let … else`.)
+        loop {
+            let Some(ev) = stream.next().await else { break };
+            let ev = ev.map_err(Stop::Model)?;
+            first.get_or_insert_with(|| started.elapsed());
+            let ev = match guard
+                .feed(ev, inv, &mut asm, sink)
+                .await
+                .map_err(Stop::Guard)?
+            {
+                Guarded::Go(Some(ev)) => ev,
+                Guarded::Go(None) => continue,
+                // Returning drops the model's stream: nothing more is read from it.
+                Guarded::Withheld { text, handler } => {
+                    return Ok(Streamed::Withheld {
+                        released: guard.into_released(),
+                        text,
+                        handler,
+                    });
+                }
+            };
+            if assemble(ev, &mut asm, &mut tool_id, sink).map_err(Stop::Model)? {
+                sink.flush().await;
+            }
+        }
+        if let Guarded::Withheld { text, handler } = guard
+            .close(inv, &mut asm, sink)
+            .await
+            .map_err(Stop::Guard)?
+        {
+            return Ok(Streamed::Withheld {
+                released: guard.into_released(),
+                text,
+                handler,
+            });
+        }
+        assembled(asm)
+    }
+
+    /// What a model call came to, with its metrics and span recorded.
+    #[inline]
+    fn called(
+        &self,
+        inv: &mut Invocation,
+        result: Result<Streamed, Stop>,
+        index: u32,
+        started: Instant,
+        first: Option<Duration>,
+        span: &tracing::Span,
+    ) -> Result<Called, Error> {
+        let content = crate::telemetry::capture_content() && !span.is_disabled();
         let mut cycle = CycleMetrics::default();
         cycle.model_call_index = index;
         cycle.duration = started.elapsed();
@@ -352,13 +395,17 @@ impl Agent {
     }
 
     /// AfterModelCall: the hooks' verdict on the call, with its decisions recorded.
-    pub(super) async fn after_model_call(
-        &mut self,
-        inv: &mut Invocation,
+    ///
+    /// The call is taken apart and the event made before the future: an `async fn` keeps its
+    /// parameters for the whole of its future, and the future only holds the event.
+    #[inline]
+    pub(super) fn after_model_call<'a>(
+        &'a self,
+        inv: &'a mut Invocation,
         called: Called,
         index: u32,
-        sink: &Sink,
-    ) -> Result<Fed, Error> {
+        sink: &'a Sink,
+    ) -> impl Future<Output = Result<Fed, Error>> + Send + 'a {
         inv.discarded_by = None;
         let (outcome, withheld) = match called {
             Called::Done(outcome) => (outcome, None),
@@ -372,14 +419,16 @@ impl Agent {
             }
         };
         if !self.core.hooks.has::<AfterModelCallEvent>() {
-            return Ok(Fed::ModelCalled(match (outcome, withheld) {
-                (_, Some(text)) => ModelCallVerdict::Withhold { text },
-                (Ok(response), None) => ModelCallVerdict::Accept {
-                    response,
-                    edited: false,
+            return Either::Left(std::future::ready(Ok(Fed::ModelCalled(
+                match (outcome, withheld) {
+                    (_, Some(text)) => ModelCallVerdict::Withhold { text },
+                    (Ok(response), None) => ModelCallVerdict::Accept {
+                        response,
+                        edited: false,
+                    },
+                    (Err(error), None) => ModelCallVerdict::Failed(error),
                 },
-                (Err(error), None) => ModelCallVerdict::Failed(error),
-            }));
+            ))));
         }
         let (retried, max) = inv.run.hook_retries();
         let mut ev = AfterModelCallEvent::new(inv.cx.clone(), outcome)
@@ -391,35 +440,40 @@ impl Agent {
         if let Some(text) = withheld {
             ev.withhold(text);
         }
-        if let Err(e) = self.core.hooks.dispatch(&mut ev).await {
-            inv.record(ev.take_decisions(), sink);
-            return Err(e);
-        }
-        let mut decisions = ev.take_decisions();
-        if ev.retry && ev.withheld().is_none() && ev.error().is_none() && inv.run.escalates_retry()
-        {
-            decisions.push(escalate(&mut ev, max));
-            // The guidance that did not take is not injected: a human decides instead.
-            for d in &mut decisions {
-                if d.action == DecisionAction::Guide && d.outcome == DecisionOutcome::Applied {
-                    d.outcome = DecisionOutcome::Overridden;
+        Either::Right(async move {
+            if let Err(e) = self.core.hooks.dispatch(&mut ev).await {
+                inv.record(ev.take_decisions(), sink);
+                return Err(e);
+            }
+            let mut decisions = ev.take_decisions();
+            if ev.retry
+                && ev.withheld().is_none()
+                && ev.error().is_none()
+                && inv.run.escalates_retry()
+            {
+                decisions.push(escalate(&mut ev, max));
+                // The guidance that did not take is not injected: a human decides instead.
+                for d in &mut decisions {
+                    if d.action == DecisionAction::Guide && d.outcome == DecisionOutcome::Applied {
+                        d.outcome = DecisionOutcome::Overridden;
+                    }
                 }
             }
-        }
-        let verdict = ev.into_verdict();
-        inv.run.settle_decisions(&verdict, &mut decisions);
-        let decided = decisions
-            .iter()
-            .find(|d| {
-                d.outcome == DecisionOutcome::Applied
-                    && matches!(d.action, DecisionAction::Deny | DecisionAction::Guide)
-            })
-            .map(|d| d.handler.clone());
-        if decided.is_some() {
-            inv.discarded_by = decided;
-        }
-        inv.record(decisions, sink);
-        Ok(Fed::ModelCalled(verdict))
+            let verdict = ev.into_verdict();
+            inv.run.settle_decisions(&verdict, &mut decisions);
+            let decided = decisions
+                .iter()
+                .find(|d| {
+                    d.outcome == DecisionOutcome::Applied
+                        && matches!(d.action, DecisionAction::Deny | DecisionAction::Guide)
+                })
+                .map(|d| d.handler.clone());
+            if decided.is_some() {
+                inv.discarded_by = decided;
+            }
+            inv.record(decisions, sink);
+            Ok(Fed::ModelCalled(verdict))
+        })
     }
 
     /// Stores guidance before the model is called again.
@@ -513,6 +567,35 @@ fn escalate(ev: &mut AfterModelCallEvent, max: u32) -> DecisionRecord {
     .with_text(prompt);
     record.confirmation = Some(Confirmation::asked());
     record
+}
+
+/// Reads a model stream (no stream guard) into its response.
+async fn read(
+    mut stream: ModelStream,
+    started: Instant,
+    first: &mut Option<Duration>,
+    sink: &Sink,
+) -> Result<Streamed, Stop> {
+    let mut asm = StreamAssembler::new();
+    let mut tool_id = String::new();
+    // (`let … else`, not `while let`: the latter's scrutinee would live across the awaits of
+    // the loop body.)
+    loop {
+        let Some(ev) = stream.next().await else { break };
+        let ev = ev.map_err(Stop::Model)?;
+        first.get_or_insert_with(|| started.elapsed());
+        if assemble(ev, &mut asm, &mut tool_id, sink).map_err(Stop::Model)? {
+            sink.flush().await;
+        }
+    }
+    assembled(asm)
+}
+
+/// The response assembled from the whole stream.
+#[inline]
+fn assembled(asm: StreamAssembler) -> Result<Streamed, Stop> {
+    let response = asm.finish().map_err(|e| Stop::Model(e.into()))?;
+    Ok(Streamed::Response(response))
 }
 
 /// Adds `ev` to the response and hands its delta to the caller, if one is streaming; returns

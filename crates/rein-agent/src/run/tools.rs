@@ -103,7 +103,11 @@ impl Agent {
                     (i, phase.take_edit(u), carried)
                 })
                 .collect(),
-            None => Vec::new(),
+            // (Dropped here, not at the end: a local left unmoved on one path is carried.)
+            None => {
+                drop(open);
+                Vec::new()
+            }
         };
         let invalid = |id: &str| {
             invalid_inputs
@@ -155,7 +159,10 @@ impl Agent {
                         let ToolCall { span, outcome } = run.start(tool_use, bad, carried);
                         (i, span, outcome)
                     };
-                    let out = crate::telemetry::in_span!(&span.span, call);
+                    // Boxed (under 1 KiB: from the allocator's per-thread cache): the default,
+                    // concurrent executor keeps its calls on the heap too, and a run waiting on
+                    // its model should not carry a tool call's state.
+                    let out = crate::telemetry::in_span!(&span.span, Box::pin(call));
                     span.close(out.as_ref());
                     if inv.settle_tool(i, out?) {
                         break;
@@ -165,9 +172,17 @@ impl Agent {
             ToolExecutor::Concurrent { max } => {
                 let mut results = futures_util::stream::iter(todo)
                     .map(|(i, tool_use, carried)| {
-                        let run = &run;
                         let bad = invalid(&tool_use.tool_use_id);
-                        async move { (i, run.run(tool_use, bad, carried).await) }
+                        // Started here and the call boxed apart from its task: two allocations
+                        // from the allocator's per-thread cache instead of one (over 1 KiB)
+                        // past it, and the tool use is not carried twice.
+                        let ToolCall { span, outcome } = run.start(tool_use, bad, carried);
+                        let outcome = Box::pin(outcome);
+                        async move {
+                            let out = crate::telemetry::in_span!(&span.span, outcome);
+                            span.close(out.as_ref());
+                            (i, out)
+                        }
                     })
                     .buffer_unordered(max.max(1));
                 while let Some((i, outcome)) = results.next().await {
@@ -191,17 +206,23 @@ impl Agent {
         index: usize,
         sink: &Sink,
     ) -> Result<Fed, Error> {
-        let mut phase = inv.tool_phase.take().unwrap_or_default();
-        // Tool-use rewrites (hooks, transforms) are committed to the stored message.
-        let rewrites = phase.take_rewrites();
-        let to = listeners(&self.core.hooks, inv, sink);
-        self.history
-            .rewrite_tool_uses(index, &rewrites, &to)
-            .await?;
-        let model_call_index = phase.model_call_index;
-        let end = match self.history.conv().get(index) {
-            Some(assistant) => phase.end(assistant, TOOL_INTERRUPTED),
-            None => return Err(Error::Internal("a tool phase on a message not in history")),
+        // The phase is used up in a block: a borrowed local is carried across every await
+        // that follows, and only its end is needed after the rewrites are stored.
+        let (model_call_index, end) = {
+            let mut phase = inv.tool_phase.take().unwrap_or_default();
+            // Tool-use rewrites (hooks, transforms) are committed to the stored message.
+            let rewrites = phase.take_rewrites();
+            let to = listeners(&self.core.hooks, inv, sink);
+            self.history
+                .rewrite_tool_uses(index, &rewrites, &to)
+                .await?;
+            match self.history.conv().get(index) {
+                Some(assistant) => (
+                    phase.model_call_index,
+                    phase.end(assistant, TOOL_INTERRUPTED),
+                ),
+                None => return Err(Error::Internal("a tool phase on a message not in history")),
+            }
         };
         match end {
             PhaseEnd::Interrupted {
@@ -216,16 +237,20 @@ impl Agent {
                     .get(index)
                     .cloned()
                     .unwrap_or_else(|| Message::new(Role::Assistant, Vec::new()));
-                let mut pending = inv.pause(
-                    interrupts.clone(),
-                    self.history.conv().id(index),
-                    assistant.clone(),
-                    model_call_index,
-                );
-                pending.completed_results = completed;
-                pending.held_results = held;
-                pending.tool_states = tool_states;
-                pending.handoff = inv.handoff.take();
+                // Made in a block, so its fields set in place do not keep it across the save.
+                let pending = {
+                    let mut pending = inv.pause(
+                        interrupts.clone(),
+                        self.history.conv().id(index),
+                        assistant.clone(),
+                        model_call_index,
+                    );
+                    pending.completed_results = completed;
+                    pending.held_results = held;
+                    pending.tool_states = tool_states;
+                    pending.handoff = inv.handoff.take();
+                    pending
+                };
                 self.pending = Some(Box::new(pending));
                 self.session_sync().await?;
                 Ok(Fed::ToolsDone(ToolsEnd::Interrupted {
@@ -404,19 +429,6 @@ impl ToolSpan {
 }
 
 impl ToolRun<'_> {
-    /// Runs one tool use through its hooks. `invalid_json` is the parse error of its input.
-    async fn run(
-        &self,
-        tool_use: ToolUse,
-        invalid_json: Option<&str>,
-        carried: Option<Box<Carried>>,
-    ) -> Result<ToolOutcome, Error> {
-        let ToolCall { span, outcome } = self.start(tool_use, invalid_json, carried);
-        let out = crate::telemetry::in_span!(&span.span, outcome);
-        span.close(out.as_ref());
-        out
-    }
-
     /// Opens a tool use's span and makes the future that runs it (polled inside the span).
     #[inline]
     fn start<'s>(
@@ -456,8 +468,9 @@ impl ToolRun<'_> {
         invalid_json: Option<&str>,
         carried: Option<Box<Carried>>,
     ) -> Result<ToolOutcome, Error> {
+        // A held result boxed: nearly every call has none, and it is carried across the call.
         let (mut held, state) = match carried {
-            Some(c) => (c.held, c.state),
+            Some(c) => (c.held.map(Box::new), c.state),
             None => (None, None),
         };
         let mut outcome = ToolOutcome {
@@ -476,24 +489,25 @@ impl ToolRun<'_> {
         };
         let mut retries = ToolRetries::new(self.max_hook_retries);
         // The tool use moves through the events and comes back out of them: no copies on the
-        // common path.
+        // common path. It is only ever moved, never borrowed: a borrowed local is carried
+        // across every await that follows.
         let mut current = original;
         loop {
             // (`if let`, not a `match` on both: a scrutinee would live across the awaits.)
             let (tool_use, selected, result) = if let Some(result) = held.take() {
                 // The tool ran before the pause; its result waits for AfterToolCall's answer.
-                let selected = self.tools.get(&current.name).cloned();
-                (current, selected, result)
+                let (current, selected) = self.with_tool(current);
+                (current, selected, *result)
             } else if let Some(detail) = invalid_json {
                 // Nothing to authorize: the call cannot run. The model sees why.
+                let (current, selected) = self.with_tool(current);
                 let result = ToolResult::error(&current.tool_use_id, invalid_json_text(detail));
-                let selected = self.tools.get(&current.name).cloned();
                 (current, selected, result)
             } else {
                 // The event and its verdict are taken apart in a block: their bytes are then
                 // reused by the tool's future instead of adding to them.
                 let (mut tool_use, tool, cancelled) = {
-                    let selected = self.tools.get(&current.name).cloned();
+                    let (current, selected) = self.with_tool(current);
                     let mut ev = BeforeToolCallEvent::new(self.cx.clone(), current)
                         .with_selected_tool(selected)
                         .with_model_call_index(self.model_call_index)
@@ -520,22 +534,27 @@ impl ToolRun<'_> {
                     }
                     (verdict.tool_use, verdict.tool, cancelled)
                 };
-                let result = match (cancelled, &tool) {
-                    (Some(text), _) => ToolResult::error(&tool_use.tool_use_id, text),
-                    (None, None) => ToolResult::error(
-                        &tool_use.tool_use_id,
-                        format!("Unknown tool: {}", tool_use.name),
-                    ),
-                    (None, Some(tool)) => match self.tools.validate(tool, &tool_use.input) {
-                        Err(what) => ToolResult::error(
+                // (`if let`s, not a `match` on a tuple or on the check: a scrutinee would live
+                // across the tool's call.)
+                let result = if let Some(text) = cancelled {
+                    ToolResult::error(&tool_use.tool_use_id, text)
+                } else if let Some(handle) = &tool {
+                    if let Err(what) = self.tools.validate(handle, &tool_use.input) {
+                        ToolResult::error(
                             &tool_use.tool_use_id,
                             format!("Error: invalid input: {what}"),
-                        ),
-                        Ok(()) => match self.call_tool(tool, &mut tool_use, &mut outcome).await {
+                        )
+                    } else {
+                        match self.call_tool(handle, &mut tool_use, &mut outcome).await {
                             Some(r) => r,
                             None => return Ok(outcome),
-                        },
-                    },
+                        }
+                    }
+                } else {
+                    ToolResult::error(
+                        &tool_use.tool_use_id,
+                        format!("Unknown tool: {}", tool_use.name),
+                    )
                 };
                 (tool_use, tool, result)
             };
@@ -591,6 +610,12 @@ impl ToolRun<'_> {
         }
     }
 
+    /// The tool use with the tool it names, the tool use taken by value (see `run_inner`).
+    fn with_tool(&self, tool_use: ToolUse) -> (ToolUse, Option<ToolHandle>) {
+        let tool = self.tools.get(&tool_use.name).cloned();
+        (tool_use, tool)
+    }
+
     /// Runs the tool itself. `None` when it raised an interrupt.
     async fn call_tool(
         &self,
@@ -636,25 +661,26 @@ impl ToolRun<'_> {
         } else {
             std::mem::take(&mut tool_use.input)
         };
-        // The call itself is inside the future, so a panic while creating the tool's future
-        // (a sync tool) is caught too.
         let ran = match self.journal.as_deref() {
             // An agent running as this tool journals its own steps (it runs in this one).
+            // Boxed: only a journaled run carries the journal's future.
             Some(journal) if link.is_none() => {
                 let handle = tool.clone();
-                match crate::journal::tool_call(journal, handle, input, &tcx, self.agent_state)
-                    .await
-                {
+                let call =
+                    crate::journal::tool_call(journal, handle, input, &tcx, self.agent_state);
+                match Box::pin(call).await {
                     ToolCallEnd::Ran(ran) => Ok(ran),
                     ToolCallEnd::Panicked(msg) => Err(Box::new(msg) as Box<dyn Any + Send>),
                 }
             }
-            _ => {
-                let call_cx = tcx.clone();
-                AssertUnwindSafe(async move { tool.call(input, call_cx).await })
-                    .catch_unwind()
-                    .await
-            }
+            // The tool's future is made under `catch_unwind` too, so a panic while making it
+            // (a sync tool) is caught like one while it runs; then only the (boxed) future is
+            // carried while the tool runs.
+            _ => match std::panic::catch_unwind(AssertUnwindSafe(|| tool.call(input, tcx.clone())))
+            {
+                Ok(call) => AssertUnwindSafe(call).catch_unwind().await,
+                Err(panic) => Err(panic),
+            },
         };
         let elapsed = started.elapsed();
         let raised = tcx.raised_interrupts();
