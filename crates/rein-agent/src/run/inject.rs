@@ -54,10 +54,9 @@ impl Agent {
                     .into_iter()
                     .map(|item| (item, Default::default(), Default::default())),
             );
-        #[expect(
-            clippy::while_let_loop,
-            reason = "a `while let` scrutinee would live across the awaits of the loop body"
-        )]
+        // (`let … else`, not `while let`: the latter's scrutinee would live across the awaits
+        // of the loop body.)
+        #[allow(clippy::while_let_loop)]
         loop {
             let Some((item, answers, given)) = items.next() else {
                 break;
