@@ -463,9 +463,10 @@ impl ScriptedModel {
             .script
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if s.queue.is_empty() && self.inner.cycle && !s.all.is_empty() {
-            let all = s.all.clone();
-            s.queue.extend(all);
+        let s = &mut *s;
+        if s.queue.is_empty() && self.inner.cycle {
+            // Refilled in place: the queue keeps its room, so a cycling script allocates nothing.
+            s.queue.extend(s.all.iter().cloned());
         }
         s.queue.pop_front()
     }
