@@ -259,7 +259,11 @@ impl Agent {
                 }
                 Ok(stream) => read(stream, started, &mut first, sink).await,
             };
-            self.called(inv, result, index, started, first, span)
+            let mut cycle = CycleMetrics::default();
+            cycle.model_call_index = index;
+            cycle.duration = started.elapsed();
+            cycle.time_to_first_event = first;
+            self.called(inv, result, cycle, content, span)
         }
     }
 
@@ -323,22 +327,17 @@ impl Agent {
         assembled(asm)
     }
 
-    /// What a model call came to, with its metrics and span recorded.
+    /// What a model call came to, with its metrics (`cycle`, timed by the caller) and span
+    /// recorded.
     #[inline]
     fn called(
         &self,
         inv: &mut Invocation,
         result: Result<Streamed, Stop>,
-        index: u32,
-        started: Instant,
-        first: Option<Duration>,
+        mut cycle: CycleMetrics,
+        content: bool,
         span: &tracing::Span,
     ) -> Result<Called, Error> {
-        let content = crate::telemetry::capture_content() && !span.is_disabled();
-        let mut cycle = CycleMetrics::default();
-        cycle.model_call_index = index;
-        cycle.duration = started.elapsed();
-        cycle.time_to_first_event = first;
         let called = match result {
             Ok(Streamed::Response(response)) => {
                 if content {
