@@ -116,12 +116,6 @@ pub struct Input {
 }
 
 impl Input {
-    /// What the run's steps take of the input (the state and journal are in its context).
-    #[inline]
-    pub(crate) fn into_run_parts(self) -> (Vec<Message>, Vec<InterruptResponse>) {
-        (self.messages, self.responses)
-    }
-
     pub(crate) fn journaled_by(mut self, journal: SharedJournal) -> Self {
         self.journal = Some(journal);
         self

@@ -2,6 +2,8 @@
 //! session binding, and for every message stored or rewritten during a run it persists it,
 //! fires `MessageAdded` / `MessageUpdated` and streams it — in that order.
 
+use std::pin::Pin;
+
 use rein_core::{
     ContentBlock, Error, Map, Message, Role, ToolResult, ToolUse,
     event::{InvocationContext, MessageAddedEvent, MessageUpdatedEvent},
@@ -33,17 +35,25 @@ impl Listeners<'_> {
         self.sink.is_enabled() || self.hooks.has::<MessageAddedEvent>()
     }
 
-    /// Streams a stored message, then fires `MessageAdded`.
-    async fn added(&self, id: MessageId, message: Message) -> Result<(), Error> {
+    /// Streams a stored message; what fires `MessageAdded`, if a hook listens. (Boxed, and
+    /// made here rather than in an async fn: the event lives across the hooks' awaits, and
+    /// inline it would size every step that stores a message, in runs without such a hook too.)
+    fn added(
+        &self,
+        id: MessageId,
+        message: Message,
+    ) -> Option<Pin<Box<impl Future<Output = Result<(), Error>> + use<'_>>>> {
         self.sink.emit(|| AgentEvent::MessageAdded {
             id,
             message: message.clone(),
         });
-        if self.hooks.has::<MessageAddedEvent>() {
-            let mut ev = MessageAddedEvent::new(self.cx.clone(), id, message);
-            self.hooks.dispatch(&mut ev).await?;
-        }
-        Ok(())
+        let (hooks, cx) = (self.hooks, self.cx);
+        hooks.has::<MessageAddedEvent>().then(|| {
+            Box::pin(async move {
+                let mut ev = MessageAddedEvent::new(cx.clone(), id, message);
+                hooks.dispatch(&mut ev).await
+            })
+        })
     }
 }
 
@@ -94,8 +104,10 @@ impl History {
         let copy = to.want_added().then(|| message.clone());
         let (idx, id) = self.conv.push(message);
         self.persist_added(idx).await?;
-        if let Some(message) = copy {
-            to.added(id, message).await?;
+        if let Some(message) = copy
+            && let Some(fire) = to.added(id, message)
+        {
+            fire.await?;
         }
         Ok(idx)
     }
@@ -130,8 +142,9 @@ impl History {
         self.persist_added(idx).await?;
         if to.want_added()
             && let Some(message) = self.conv.get(idx).cloned()
+            && let Some(fire) = to.added(id, message)
         {
-            to.added(id, message).await?;
+            fire.await?;
         }
         Ok(())
     }
@@ -171,8 +184,13 @@ impl History {
                 message: message.clone(),
             });
             if wants_event {
-                let mut ev = MessageUpdatedEvent::new(to.cx.clone(), id, message);
-                to.hooks.dispatch(&mut ev).await?;
+                let (hooks, cx) = (to.hooks, to.cx.clone());
+                // Boxed, as `MessageAdded`'s.
+                Box::pin(async move {
+                    let mut ev = MessageUpdatedEvent::new(cx, id, message);
+                    hooks.dispatch(&mut ev).await
+                })
+                .await?;
             }
         }
         Ok(())

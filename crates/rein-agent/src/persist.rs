@@ -96,7 +96,8 @@ impl Agent {
     /// Restores the session before the first invocation.
     pub(crate) async fn session_begin(&mut self) -> Result<(), Error> {
         if self.history.session().is_some() && !self.history.is_loaded() {
-            self.load_session().await?;
+            // Boxed: once per agent, and inline it would size every invocation's future.
+            Box::pin(self.load_session()).await?;
         }
         Ok(())
     }

@@ -731,10 +731,11 @@ async fn reasoning_is_stored_and_sent_back() {
 /// Every task that runs an invocation carries its whole future, which is as large as its
 /// largest state (docs/performance.md, "Idle memory and in-flight invocations"): a guard
 /// against the states growing back (4.4 KiB before the rework of 2026-11-26, 3.1 KiB after it,
-/// 1.5 KiB after 2026-11-27's, with serde_json's `preserve_order` as the workspace builds it).
+/// 1.5 KiB after 2026-11-27's, 1.1 KiB after session 12's, with serde_json's `preserve_order`
+/// as the workspace builds it).
 #[test]
 fn an_invocation_future_stays_small() {
     let mut agent = agent(ScriptedModel::repeating_text("ok")).build().unwrap();
     let size = std::mem::size_of_val(&agent.invoke("hi"));
-    assert!(size <= 1792, "an invocation's future is {size} bytes");
+    assert!(size <= 1280, "an invocation's future is {size} bytes");
 }

@@ -60,8 +60,9 @@ pub(crate) enum Outcome {
         interrupts: Vec<Interrupt>,
     },
     /// A response waits for answers to these interrupts (AfterModelCall); nothing is stored.
+    /// (Boxed, as the record below: a rare state that would size every step the driver holds.)
     Held {
-        response: ModelResponse,
+        response: Box<ModelResponse>,
         interrupts: Vec<Interrupt>,
         model_call_index: u32,
     },
@@ -126,7 +127,7 @@ pub(crate) enum Step {
     /// Store this text as the assistant's reply, recording `record` first; the turn ends.
     EndTurn {
         text: String,
-        record: Option<DecisionRecord>,
+        record: Option<Box<DecisionRecord>>,
     },
     /// Store the accepted response (telling the stream it was rewritten when `edited`).
     Accept {
@@ -217,7 +218,7 @@ enum AfterDiscard {
     /// Decide what to do about a failed call.
     Recover(ModelError),
     /// Store this reply and end the turn.
-    EndTurn(String, Option<DecisionRecord>),
+    EndTurn(String, Option<Box<DecisionRecord>>),
 }
 
 /// What an invocation resumes, if anything (what the pause held).
@@ -512,7 +513,7 @@ impl Run {
                     )
                 } else {
                     let text = retry_limit_text(self.max_hook_retries);
-                    let record = retry_limit_record(EventKind::AfterModelCall, &text);
+                    let record = Box::new(retry_limit_record(EventKind::AfterModelCall, &text));
                     handler = Some(RETRY_LIMIT);
                     (text.clone(), AfterDiscard::EndTurn(text, Some(record)))
                 }
@@ -524,7 +525,7 @@ impl Run {
             } => {
                 self.error_attempts = 0;
                 return Step::Finish(Outcome::Held {
-                    response,
+                    response: Box::new(response),
                     interrupts,
                     model_call_index,
                 });

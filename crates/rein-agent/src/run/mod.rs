@@ -70,6 +70,10 @@ pub(crate) struct Invocation {
     journal: Option<crate::journal::SharedJournal>,
     /// The run's `invoke_agent` span (confirm answers and injections are its events).
     span: tracing::Span,
+    /// The input's messages and a resume's answers, until the step that takes them. (Here, not
+    /// arguments of the driver: an async fn's arguments are carried through all its awaits.)
+    input: Vec<Message>,
+    responses: Vec<InterruptResponse>,
 }
 
 impl Invocation {
@@ -128,21 +132,18 @@ impl Agent {
         // anything fires.
         self.session_begin().await?;
         // Checked and begun in a block: a borrowed local would be carried through the run.
-        let (mut inv, span, input) = {
+        let (mut inv, span) = {
             let input = input;
             self.check_input(&input)?;
-            let (inv, span) = self.begin(&input);
-            (inv, span, input)
+            self.begin(input)
         };
         let cancel = self.cancel.begin();
         let started = Instant::now();
         let outcome = {
-            // Taken apart by a call: a local moved out of field by field is carried whole.
-            let (messages, responses) = input.into_run_parts();
             // The run's span is the parent of its chat, execute_tool and run_guardrail spans:
             // entered at each poll of the steps (not through `Instrument`, whose move copied
             // the whole run future). A cancel wins over a step that is ready at the same poll.
-            let mut drive = std::pin::pin!(self.drive(&mut inv, messages, responses, &sink));
+            let mut drive = std::pin::pin!(self.drive(&mut inv, &sink));
             std::future::poll_fn(|cx| {
                 if cancel.as_ref().is_some_and(|c| c.poll_cancelled(cx)) {
                     return Poll::Ready(Outcome::Cancelled);
@@ -161,39 +162,31 @@ impl Agent {
     /// Feeds the machine until it finishes, doing each step's IO. (One function, not one per
     /// step: a step's fields move straight into the future that does it, which keeps the
     /// invocation's future small.)
-    async fn drive(
-        &mut self,
-        inv: &mut Invocation,
-        messages: Vec<Message>,
-        responses: Vec<InterruptResponse>,
-        sink: &Sink,
-    ) -> Outcome {
-        let mut messages = Some(messages);
-        let mut responses = Some(responses);
+    async fn drive(&mut self, inv: &mut Invocation, sink: &Sink) -> Outcome {
         let mut fed = Fed::Start;
         loop {
             let done = match inv.run.next(fed) {
                 Step::Finish(outcome) => return outcome,
                 Step::AdmitInput => {
-                    let messages = messages.take().unwrap_or_default();
+                    let messages = std::mem::take(&mut inv.input);
                     self.admit_input(inv, messages, sink).await
                 }
                 // A resume's steps are boxed: they are the largest states, and only a resume
                 // should pay for them (every invocation's future is as large as its largest).
                 Step::ResumeInput => {
-                    let responses = responses.take().unwrap_or_default();
+                    let responses = std::mem::take(&mut inv.responses);
                     Box::pin(self.resume_input(inv, responses, sink)).await
                 }
                 Step::ResumeTools => {
-                    let responses = responses.take().unwrap_or_default();
+                    let responses = std::mem::take(&mut inv.responses);
                     Box::pin(self.resume_tools(inv, responses, sink)).await
                 }
                 Step::ResumeResponse => {
-                    let responses = responses.take().unwrap_or_default();
+                    let responses = std::mem::take(&mut inv.responses);
                     Box::pin(self.resume_response(inv, responses, sink)).await
                 }
                 Step::ResumeRequest { index } => {
-                    let responses = responses.take().unwrap_or_default();
+                    let responses = std::mem::take(&mut inv.responses);
                     Box::pin(self.resume_request(inv, responses, index, sink)).await
                 }
                 Step::CallModel { index } => self.model_call(inv, index, sink).await,

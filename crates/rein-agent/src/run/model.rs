@@ -503,10 +503,10 @@ impl Agent {
         &mut self,
         inv: &mut Invocation,
         text: String,
-        record: Option<DecisionRecord>,
+        record: Option<Box<DecisionRecord>>,
         sink: &Sink,
     ) -> Result<Fed, Error> {
-        inv.record(record.into_iter().collect(), sink);
+        inv.record(record.into_iter().map(|r| *r).collect(), sink);
         let message = Message::assistant(text);
         let to = listeners(&self.core.hooks, inv, sink);
         self.history.add(message.clone(), &to).await?;

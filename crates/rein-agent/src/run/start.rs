@@ -48,15 +48,16 @@ impl Agent {
 
     /// The invocation: its context (a resume without state keeps the paused one's), its
     /// machine and its span.
-    pub(super) fn begin(&self, input: &Input) -> (Box<Invocation>, tracing::Span) {
-        let state = match (&input.state, &self.pending) {
-            (Some(s), _) => s.clone(),
-            (None, Some(p)) if input.is_resume() => p.invocation_state.clone(),
+    pub(super) fn begin(&self, input: Input) -> (Box<Invocation>, tracing::Span) {
+        let is_resume = input.is_resume();
+        let state = match (input.state, &self.pending) {
+            (Some(s), _) => s,
+            (None, Some(p)) if is_resume => p.invocation_state.clone(),
             _ => Default::default(),
         };
         // A resume continues the paused run with its state; a prompt starts a run afresh.
         match &self.pending {
-            Some(p) if input.is_resume() => self.run_state.replace(p.run_state.clone()),
+            Some(p) if is_resume => self.run_state.replace(p.run_state.clone()),
             _ => self.run_state.clear(),
         }
         // Built whole: `in_run` would make an agent state only to replace it.
@@ -83,10 +84,10 @@ impl Agent {
         );
         let config = &self.core.config;
         let resume = match &self.pending {
-            Some(p) if input.is_resume() => resumes(p),
+            Some(p) if is_resume => resumes(p),
             _ => Resume::No,
         };
-        // Boxed: carried inline, its 672 bytes were a fifth of every invocation's future, and
+        // Boxed: carried inline, its 720 bytes would be half of every invocation's future, and
         // the spawned task's size is what 100 000 invocations in flight pay for (a box this
         // size comes from the allocator's per-thread cache).
         let inv = Box::new(Invocation {
@@ -104,14 +105,16 @@ impl Agent {
             tool_phase: None,
             streaming_response: false,
             discarded_by: None,
-            run_version: self.interceptor.begin(input.is_resume()),
+            run_version: self.interceptor.begin(is_resume),
             injections: Vec::new(),
             sub_agent_usage: BTreeMap::new(),
             handoff: None,
             handoffs: Vec::new(),
             max_handoffs: config.max_handoffs,
-            journal: input.journal.clone().or_else(|| self.core.journal.clone()),
+            journal: input.journal.or_else(|| self.core.journal.clone()),
             span: span.clone(),
+            input: input.messages,
+            responses: input.responses,
         });
         (inv, span)
     }
