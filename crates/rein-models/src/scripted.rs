@@ -208,13 +208,21 @@ impl ScriptedResponse {
     }
 }
 
-/// Splits `s` into pieces of at most `n` characters (`n == 0`: one piece).
-fn chunks(s: &str, n: usize) -> Vec<String> {
-    if n == 0 || s.chars().count() <= n {
-        return vec![s.to_owned()];
-    }
-    let chars: Vec<char> = s.chars().collect();
-    chars.chunks(n).map(|c| c.iter().collect()).collect()
+/// Splits `s` into pieces of at most `n` characters (`n == 0`: one piece). A text that fits
+/// is one piece, copied once (no list of pieces is made for it).
+fn chunks(s: &str, n: usize) -> impl Iterator<Item = String> + '_ {
+    let whole = n == 0 || s.chars().nth(n).is_none();
+    let pieces = (!whole).then(|| {
+        let chars: Vec<char> = s.chars().collect();
+        chars
+            .chunks(n)
+            .map(|c| c.iter().collect::<String>())
+            .collect::<Vec<_>>()
+    });
+    whole
+        .then(|| s.to_owned())
+        .into_iter()
+        .chain(pieces.into_iter().flatten())
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -477,17 +485,35 @@ impl Model for ScriptedModel {
         ModelInfo::new("scripted", self.inner.model_id.clone())
     }
 
-    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
+    // A plain fn returning the call's future: the request is recorded (or dropped) at once, so
+    // the future that waits out the delay holds the model and the delay only (it is boxed per
+    // call, and it is what every call in flight keeps). The entry is still taken after the
+    // delay: a call dropped while it waits (a timeout) consumes nothing.
+    fn stream(
+        &self,
+        request: ModelRequest,
+    ) -> impl Future<Output = Result<ModelStream, ModelError>> + Send {
         if self.inner.record {
             self.inner
                 .requests
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .push(request);
+        } else {
+            drop(request);
         }
-        if let Some(d) = self.inner.call_delay {
-            tokio::time::sleep(d).await;
+        async move {
+            if let Some(d) = self.inner.call_delay {
+                tokio::time::sleep(d).await;
+            }
+            self.respond()
         }
+    }
+}
+
+impl ScriptedModel {
+    /// The next entry of the script, as the call's stream or its error.
+    fn respond(&self) -> Result<ModelStream, ModelError> {
         let entry = self.next_entry().ok_or_else(|| {
             ModelError::new(
                 ModelErrorKind::ScriptExhausted,
@@ -566,5 +592,33 @@ mod tests {
             assert_eq!(run(&m).await.unwrap().message.text(), "x");
         }
         assert!(m.requests().is_empty());
+    }
+
+    #[test]
+    fn chunks_split_by_characters() {
+        let all = |s, n| chunks(s, n).collect::<Vec<_>>();
+        assert_eq!(all("héllo", 0), ["héllo"]);
+        assert_eq!(all("héllo", 5), ["héllo"]);
+        assert_eq!(all("héllo", 2), ["hé", "ll", "o"]);
+        assert_eq!(all("", 3), [""]);
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_call_dropped_during_its_delay_consumes_no_response() {
+        let m = ScriptedModel::builder()
+            .text("first")
+            .text("second")
+            .call_delay(Duration::from_millis(100))
+            .build();
+        let call = m.stream(ModelRequest::default());
+        assert!(
+            tokio::time::timeout(Duration::from_millis(10), call)
+                .await
+                .is_err()
+        );
+        // Recorded when made, answered by the entry it would have had.
+        assert_eq!(m.requests().len(), 1);
+        assert_eq!(run(&m).await.unwrap().message.text(), "first");
+        assert_eq!(run(&m).await.unwrap().message.text(), "second");
     }
 }
