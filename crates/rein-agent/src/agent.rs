@@ -1,7 +1,7 @@
 //! The [`Agent`], its builder, and invocation input.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use rein_core::{
     ContentBlock, Error, Map, Message, Role, ToolHandle,
@@ -14,7 +14,7 @@ use rein_core::{
 };
 use rein_hooks::{HookEvent, HookOptions, HookRegistry, IntoHookResult, Plugin};
 use rein_interventions::{InterventionRegistry, SharedHandler};
-use rein_models::{Model, SharedModel};
+use rein_models::{Model, ModelInfo, SharedModel};
 
 use crate::cancel::{Cancel, CancelHandle};
 use crate::conversation::{
@@ -83,10 +83,9 @@ pub(crate) struct AgentConfig {
 pub(crate) struct AgentCore {
     pub(crate) name: Arc<str>,
     pub(crate) model: SharedModel,
-    pub(crate) provider: Arc<str>,
-    pub(crate) model_id: Arc<str>,
-    /// Host and port of the model's server, when it has one (`server.*` on `chat` spans).
-    pub(crate) server: Option<(Arc<str>, u16)>,
+    /// The model's provider, id and server (for telemetry and a journal), asked of the model
+    /// when first needed: asking allocates, and most agents never need it.
+    model_info: OnceLock<ModelInfo>,
     pub(crate) system_prompt: Option<Arc<str>>,
     pub(crate) tools: ToolSet,
     pub(crate) hooks: HookRegistry,
@@ -96,6 +95,13 @@ pub(crate) struct AgentCore {
     /// The conversation manager a new conversation of this agent gets a copy of, as built
     /// (`None`: the default).
     pub(crate) manager: Option<Box<Manager>>,
+}
+
+impl AgentCore {
+    /// What the model says about itself (asked once, when first needed).
+    pub(crate) fn model_info(&self) -> &ModelInfo {
+        self.model_info.get_or_init(|| self.model.info())
+    }
 }
 
 /// The input of one invocation: new messages, or interrupt responses (a resume), with the
@@ -847,13 +853,10 @@ impl AgentBuilder {
             }
         }
         let tools = ToolSet::new(tools)?;
-        let info = model.info();
         let manager = (!self.manager.is_default()).then(|| Box::new(self.manager.clone()));
         let core = Arc::new(AgentCore {
             name: self.name,
-            provider: info.provider.into(),
-            model_id: info.model_id.into(),
-            server: info.server.map(|(host, port)| (host.into(), port)),
+            model_info: OnceLock::new(),
             model,
             system_prompt: self.system_prompt,
             tools,

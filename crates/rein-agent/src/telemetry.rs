@@ -357,10 +357,10 @@ pub(crate) fn handoff(from: &str, to: &str) {
     );
 }
 
-/// The conventions' client metrics of one model call.
-pub(crate) fn model_call_metrics(
-    provider: &str,
-    model: &str,
+/// The conventions' client metrics of one model call (the model's names asked only when the
+/// metrics are recorded).
+pub(crate) fn model_call_metrics<'a>(
+    info: impl FnOnce() -> &'a rein_models::ModelInfo,
     took: Duration,
     usage: Option<(u64, u64)>,
     error: Option<&str>,
@@ -368,6 +368,8 @@ pub(crate) fn model_call_metrics(
     if !tracing::enabled!(target: METRICS_TARGET, tracing::Level::TRACE) {
         return;
     }
+    let info = info();
+    let (provider, model) = (info.provider.as_str(), info.model_id.as_str());
     tracing::event!(
         target: METRICS_TARGET,
         tracing::Level::TRACE,

@@ -83,15 +83,15 @@ impl Agent {
         let config = &self.core.config.inference;
         let span = tracing::info_span!(
             "chat",
-            otel.name = %format_args!("chat {}", self.core.model_id),
+            otel.name = %format_args!("chat {}", self.core.model_info().model_id),
             otel.kind = "client",
             otel.status_code = tracing::field::Empty,
             "error.type" = tracing::field::Empty,
             gen_ai.operation.name = "chat",
-            gen_ai.provider.name = %self.core.provider,
-            gen_ai.request.model = %self.core.model_id,
-            server.address = self.core.server.as_ref().map(|(host, _)| &**host),
-            server.port = self.core.server.as_ref().map(|(_, port)| i64::from(*port)),
+            gen_ai.provider.name = %self.core.model_info().provider,
+            gen_ai.request.model = %self.core.model_info().model_id,
+            server.address = self.core.model_info().server.as_ref().map(|(host, _)| host.as_str()),
+            server.port = self.core.model_info().server.as_ref().map(|(_, port)| i64::from(*port)),
             gen_ai.request.max_tokens = config.max_tokens.map(int),
             gen_ai.request.temperature = config.temperature,
             gen_ai.request.top_p = config.top_p,
@@ -243,7 +243,7 @@ impl Agent {
             None => self.core.model.stream(request),
             // Boxed: only a journaled run carries the journal's future.
             Some(journal) => Box::pin(async move {
-                let model_id = &self.core.model_id;
+                let model_id = &self.core.model_info().model_id;
                 crate::journal::model_call(&*journal, &self.core.model, model_id, request).await
             }),
         };
@@ -345,8 +345,7 @@ impl Agent {
                     span.record("gen_ai.output.messages", out);
                 }
                 crate::telemetry::model_call_metrics(
-                    &self.core.provider,
-                    &self.core.model_id,
+                    || self.core.model_info(),
                     cycle.duration,
                     Some((response.usage.input_tokens, response.usage.output_tokens)),
                     None,
@@ -378,8 +377,7 @@ impl Agent {
                 span.record("otel.status_code", "error");
                 span.record("error.type", kind);
                 crate::telemetry::model_call_metrics(
-                    &self.core.provider,
-                    &self.core.model_id,
+                    || self.core.model_info(),
                     cycle.duration,
                     None,
                     Some(kind),
