@@ -6,6 +6,7 @@
 //! SKIPPED (and fails under CI, where the peer must be up).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
@@ -20,6 +21,11 @@ use serde_json::{Value, json};
 
 mod common;
 use common::{Span, phoenix, read_back};
+
+/// The guard's switches (experimental conventions, content capture) are process-wide, and the
+/// tests run on threads of one process: they take turns, or one test's guard turns the other's
+/// switches off mid-run.
+static SWITCHES: Mutex<()> = Mutex::new(());
 
 /// The agent of the scenario; its name is unique to this run, to find its traces.
 fn agent(name: &str) -> Agent {
@@ -92,6 +98,7 @@ fn find<'a>(spans: &'a [&'a Span], name: &str, pred: impl Fn(&Span) -> bool) -> 
 #[test]
 fn a_run_with_every_kind_of_decision_reads_back_from_phoenix() {
     let Some(base) = phoenix() else { return };
+    let _turn = SWITCHES.lock().unwrap_or_else(|e| e.into_inner());
     let name = format!(
         "e2e-{}-{}",
         std::process::id(),
@@ -254,6 +261,7 @@ fn a_run_with_every_kind_of_decision_reads_back_from_phoenix() {
 #[test]
 fn a_run_exported_over_grpc_reads_back_from_phoenix() {
     let Some(base) = phoenix() else { return };
+    let _turn = SWITCHES.lock().unwrap_or_else(|e| e.into_inner());
     let Ok(grpc) = std::env::var("REIN_TEST_PHOENIX_OTLP_GRPC") else {
         eprintln!("SKIPPED: REIN_TEST_PHOENIX_OTLP_GRPC not set (.ci/peers-phoenix.sh sets it)");
         return;
