@@ -369,7 +369,8 @@ impl ScriptedModelBuilder {
         self
     }
 
-    /// Waits this long before the first event of each call.
+    /// Waits this long before the first event of each call. The call's response is taken from
+    /// the script after the wait: a call dropped while it waits (a timeout) consumes none.
     pub fn call_delay(mut self, d: Duration) -> Self {
         self.call_delay = Some(d);
         self
@@ -436,7 +437,7 @@ impl ScriptedModel {
             .build()
     }
 
-    /// Every request received so far.
+    /// Every request received so far (recorded when the call is made).
     pub fn requests(&self) -> Vec<ModelRequest> {
         self.inner
             .requests
