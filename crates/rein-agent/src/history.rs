@@ -9,7 +9,7 @@ use rein_core::{
     event::{InvocationContext, MessageAddedEvent, MessageUpdatedEvent},
     id::MessageId,
 };
-use rein_hooks::HookRegistry;
+use rein_hooks::{HookEvent, HookRegistry};
 use serde_json::Value;
 
 use crate::conversation::Conversation;
@@ -35,9 +35,8 @@ impl Listeners<'_> {
         self.sink.is_enabled() || self.hooks.has::<MessageAddedEvent>()
     }
 
-    /// Streams a stored message; what fires `MessageAdded`, if a hook listens. (Boxed, and
-    /// made here rather than in an async fn: the event lives across the hooks' awaits, and
-    /// inline it would size every step that stores a message, in runs without such a hook too.)
+    /// Streams a stored message; what fires `MessageAdded`, if a hook listens (made here, not
+    /// in an async fn, so that the caller carries only the box).
     fn added(
         &self,
         id: MessageId,
@@ -47,14 +46,22 @@ impl Listeners<'_> {
             id,
             message: message.clone(),
         });
-        let (hooks, cx) = (self.hooks, self.cx);
-        hooks.has::<MessageAddedEvent>().then(|| {
-            Box::pin(async move {
-                let mut ev = MessageAddedEvent::new(cx.clone(), id, message);
-                hooks.dispatch(&mut ev).await
-            })
+        self.hooks.has::<MessageAddedEvent>().then(|| {
+            fire(
+                self.hooks,
+                MessageAddedEvent::new(self.cx.clone(), id, message),
+            )
         })
     }
+}
+
+/// The hooks' pass over an owned event, boxed: the event lives across the hooks' awaits, and
+/// inline it would size every step that stores a message, in runs without such a hook too.
+fn fire<E: HookEvent>(
+    hooks: &HookRegistry,
+    mut ev: E,
+) -> Pin<Box<impl Future<Output = Result<(), Error>> + use<'_, E>>> {
+    Box::pin(async move { hooks.dispatch(&mut ev).await })
 }
 
 /// The conversation and where it is persisted.
@@ -184,12 +191,10 @@ impl History {
                 message: message.clone(),
             });
             if wants_event {
-                let (hooks, cx) = (to.hooks, to.cx.clone());
-                // Boxed, as `MessageAdded`'s.
-                Box::pin(async move {
-                    let mut ev = MessageUpdatedEvent::new(cx, id, message);
-                    hooks.dispatch(&mut ev).await
-                })
+                fire(
+                    to.hooks,
+                    MessageUpdatedEvent::new(to.cx.clone(), id, message),
+                )
                 .await?;
             }
         }

@@ -208,21 +208,19 @@ impl ScriptedResponse {
     }
 }
 
-/// Splits `s` into pieces of at most `n` characters (`n == 0`: one piece). A text that fits
-/// is one piece, copied once (no list of pieces is made for it).
+/// Splits `s` into pieces of at most `n` characters (`n == 0`: one piece), each copied once.
 fn chunks(s: &str, n: usize) -> impl Iterator<Item = String> + '_ {
-    let whole = n == 0 || s.chars().nth(n).is_none();
-    let pieces = (!whole).then(|| {
-        let chars: Vec<char> = s.chars().collect();
-        chars
-            .chunks(n)
-            .map(|c| c.iter().collect::<String>())
-            .collect::<Vec<_>>()
-    });
-    whole
-        .then(|| s.to_owned())
-        .into_iter()
-        .chain(pieces.into_iter().flatten())
+    let mut rest = Some(s);
+    std::iter::from_fn(move || {
+        let r = rest?;
+        let end = match n {
+            0 => r.len(),
+            n => r.char_indices().nth(n).map_or(r.len(), |(i, _)| i),
+        };
+        let (piece, tail) = r.split_at(end);
+        rest = (!tail.is_empty()).then_some(tail);
+        Some(piece.to_owned())
+    })
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -466,6 +464,37 @@ impl ScriptedModel {
             .push_back(Entry::Response(Arc::new(response)));
     }
 
+    /// The next entry of the script, as the call's stream or its error.
+    fn respond(&self) -> Result<ModelStream, ModelError> {
+        let entry = self.next_entry().ok_or_else(|| {
+            ModelError::new(
+                ModelErrorKind::ScriptExhausted,
+                "the scripted model has no more responses",
+            )
+        })?;
+        let response = match entry {
+            Entry::Error(e) => return Err(e.build()),
+            Entry::Response(r) => r,
+        };
+        let events = response.to_events(self.inner.chunk_chars);
+        match self.inner.chunk_delay {
+            None => Ok(Box::pin(stream::iter(events))),
+            Some(delay) => {
+                let state = (events.into_iter(), true);
+                Ok(Box::pin(stream::unfold(
+                    state,
+                    move |(mut it, first)| async move {
+                        let next = it.next()?;
+                        if !first {
+                            tokio::time::sleep(delay).await;
+                        }
+                        Some((next, (it, false)))
+                    },
+                )))
+            }
+        }
+    }
+
     fn next_entry(&self) -> Option<Entry> {
         let mut s = self
             .inner
@@ -508,39 +537,6 @@ impl Model for ScriptedModel {
                 tokio::time::sleep(d).await;
             }
             self.respond()
-        }
-    }
-}
-
-impl ScriptedModel {
-    /// The next entry of the script, as the call's stream or its error.
-    fn respond(&self) -> Result<ModelStream, ModelError> {
-        let entry = self.next_entry().ok_or_else(|| {
-            ModelError::new(
-                ModelErrorKind::ScriptExhausted,
-                "the scripted model has no more responses",
-            )
-        })?;
-        let response = match entry {
-            Entry::Error(e) => return Err(e.build()),
-            Entry::Response(r) => r,
-        };
-        let events = response.to_events(self.inner.chunk_chars);
-        match self.inner.chunk_delay {
-            None => Ok(Box::pin(stream::iter(events))),
-            Some(delay) => {
-                let state = (events.into_iter(), true);
-                Ok(Box::pin(stream::unfold(
-                    state,
-                    move |(mut it, first)| async move {
-                        let next = it.next()?;
-                        if !first {
-                            tokio::time::sleep(delay).await;
-                        }
-                        Some((next, (it, false)))
-                    },
-                )))
-            }
         }
     }
 }
