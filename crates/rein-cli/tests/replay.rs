@@ -136,7 +136,8 @@ fn scenarios_cover_every_built_in_kind_and_redact_target() {
 }
 
 fn write_temp(name: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rein-cli-test-{}", std::process::id()));
+    // Cargo's scratch directory for integration tests: removed with `target`, not left in /tmp.
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("replay");
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();
