@@ -73,9 +73,13 @@ pub(crate) fn run(rec: &Recorder, rt: &tokio::runtime::Runtime, quick: bool) {
     };
     let dir = PathBuf::from("target/bench/restate");
     let _ = std::fs::remove_dir_all(&dir);
+    // The server makes a scratch directory per partition in TMPDIR and leaves them: keep them
+    // in its own directory.
+    let _ = std::fs::create_dir_all(dir.join("tmp"));
     let started = Command::new(&server)
         .arg("--no-logo")
         .env("RESTATE_BASE_DIR", &dir)
+        .env("TMPDIR", dir.join("tmp"))
         .env("RESTATE_LISTEN_MODE", "tcp")
         .env(
             "RESTATE_INGRESS__BIND_ADDRESS",

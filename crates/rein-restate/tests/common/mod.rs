@@ -40,7 +40,9 @@ impl Restate {
             free_port()
         ));
         let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        // The server makes a scratch directory per partition in TMPDIR and leaves them: keep
+        // them in the test's directory, removed with it.
+        std::fs::create_dir_all(dir.join("tmp")).unwrap();
         let ports = [free_port(), free_port(), free_port()];
         let mut restate = Self {
             bin,
@@ -63,6 +65,7 @@ impl Restate {
         let child = Command::new(&self.bin)
             .arg("--no-logo")
             .env("RESTATE_BASE_DIR", self.dir.join("data"))
+            .env("TMPDIR", self.dir.join("tmp"))
             .env("RESTATE_LISTEN_MODE", "tcp")
             .env(
                 "RESTATE_INGRESS__BIND_ADDRESS",
