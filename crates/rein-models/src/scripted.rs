@@ -529,8 +529,6 @@ impl Model for ScriptedModel {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .push(request);
-        } else {
-            drop(request);
         }
         async move {
             if let Some(d) = self.inner.call_delay {
