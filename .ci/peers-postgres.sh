@@ -9,13 +9,16 @@
 #   REIN_TEST_POSTGRES_TLS_OTHER_CA  another CA's PEM, which signed nothing the server has
 #   REIN_TEST_POSTGRES_TLS_ONLY      the URL of a database that refuses plaintext connections
 # Usage: bash .ci/peers-postgres.sh DIR   (stop it with .ci/stop-postgres.sh). REIN_PG_PORT is
-# the first port tried (default 55432). Running it again replaces the earlier server.
+# the first port tried (default 15432). Running it again replaces the earlier server.
 # Installs Debian's `postgresql` package when no server binaries are found (openssl comes
 # with it). The data directory lives in DIR/postgres (initdb as the `postgres` user; no
 # systemd needed).
 set -euo pipefail
 DIR="$(mkdir -p "${1:-target/peers}" && cd "${1:-target/peers}" && pwd)"
-PORT="${REIN_PG_PORT:-55432}"
+# Below Linux's ephemeral range (32768-60999), like the other peers' ports: a port in it can be
+# held by any outgoing connection's local end, which a listener probe does not see (it once
+# failed the start with "Address already in use").
+PORT="${REIN_PG_PORT:-15432}"
 t0=$(date +%s)
 
 find_bin() {
@@ -84,7 +87,19 @@ printf '%s\n' "local all all trust" "hostnossl rein_tls_only all 127.0.0.1/32 re
   "host all all 127.0.0.1/32 trust" > "$PGDATA/pg_hba.conf"
 if [ "$(id -u)" = 0 ]; then chown -R postgres "$TLS" "$PGDATA/postgresql.conf" "$PGDATA/pg_hba.conf"; fi
 
-"${RUNAS[@]}" "$BIN/pg_ctl" -D "$PGDATA" -l "$DIR/postgres/server.log" -w -t 60 start >/dev/null
+# Should the port still be taken when the server binds it, the next one is tried (a later
+# `port` line in postgresql.conf wins).
+for attempt in 1 2 3 4 5; do
+  if "${RUNAS[@]}" "$BIN/pg_ctl" -D "$PGDATA" -l "$DIR/postgres/server.log" -w -t 60 start >/dev/null; then
+    break
+  fi
+  grep -q "could not create any TCP/IP sockets" "$DIR/postgres/server.log" && [ "$attempt" -lt 5 ] \
+    || { tail -n 5 "$DIR/postgres/server.log" >&2; exit 1; }
+  echo "postgres: port $PORT was taken when the server bound it; trying $((PORT + 1))"
+  PORT=$((PORT + 1))
+  echo "port = $PORT" >> "$PGDATA/postgresql.conf"
+  : > "$DIR/postgres/server.log"
+done
 for db in rein_test rein_tls_only; do
   "$BIN/psql" -h 127.0.0.1 -p "$PORT" -U postgres -q -c "CREATE DATABASE $db" >/dev/null
 done
