@@ -74,9 +74,7 @@ async fn answer(
 ) -> Result<AgentResult, rein::Error> {
     let i = &paused.interrupts[0];
     println!("asked  {}  {}", i.name, i.reason);
-    let done = agent
-        .invoke(vec![InterruptResponse::new(i.id.clone(), answer)])
-        .await?;
+    let done = agent.invoke(vec![i.answer(answer)]).await?;
     println!("reply  {}", done.text());
     Ok(done)
 }
@@ -136,7 +134,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     println!("parked  {}", p.message.text());
                 }
                 // A UI would ask here; this one says yes.
-                steer.answer(&interrupts[0].id, true)?;
+                steer.answer(interrupts[0].answer(true))?;
             }
             AgentEvent::Finished(r) => println!("reply  {}", r.text()),
             _ => {}

@@ -88,7 +88,7 @@ async fn approve(store: &FileSessionStore, answer: &str) -> Result<(), rein::Err
         .iter()
         .map(|i| {
             println!("[approve] {} -> {answer}", shown(&i.reason));
-            InterruptResponse::new(i.id.clone(), answer)
+            i.answer(answer)
         })
         .collect();
     let result = agent.invoke(responses).await?;

@@ -85,7 +85,7 @@ async fn main() -> Result<(), rein::Error> {
                 println!("\nstdin is empty: using the pre-emptive answer \"y\"");
                 "y".to_owned()
             });
-            answers.push(InterruptResponse::new(&interrupt.id, answer));
+            answers.push(interrupt.answer(answer));
         }
         result = agent.invoke(answers).await?;
     }

@@ -51,11 +51,7 @@ async fn main() -> Result<(), rein::Error> {
             i.reason["prompt"].as_str().unwrap_or("")
         );
     }
-    let answers: Vec<InterruptResponse> = r
-        .interrupts
-        .iter()
-        .map(|i| InterruptResponse::new(i.id.clone(), "always"))
-        .collect();
+    let answers: Vec<InterruptResponse> = r.interrupts.iter().map(|i| i.answer("always")).collect();
     let r = agent.invoke(answers).await?;
     println!("answered always -> {}", r.text());
     println!(

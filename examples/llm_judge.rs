@@ -100,11 +100,7 @@ async fn main() -> Result<(), rein::Error> {
     for i in &r.interrupts {
         println!("asked: {}", i.reason["prompt"].as_str().unwrap_or(""));
     }
-    let answers: Vec<InterruptResponse> = r
-        .interrupts
-        .iter()
-        .map(|i| InterruptResponse::new(i.id.clone(), "no"))
-        .collect();
+    let answers: Vec<InterruptResponse> = r.interrupts.iter().map(|i| i.answer("no")).collect();
     let r = agent.invoke(answers).await?;
     results(&agent);
     audit(&r);

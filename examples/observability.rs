@@ -105,7 +105,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .iter()
             .map(|i| {
                 println!("asked: {} -> approved", i.reason);
-                InterruptResponse::new(i.id.clone(), true)
+                i.answer(true)
             })
             .collect::<Vec<_>>();
         for d in &result.decisions {

@@ -117,7 +117,7 @@ async fn show(
                 let question = i.reason.as_str().unwrap_or("Approve?");
                 // A real application asks a person here, now or hours later (see approve_later).
                 println!("[approval] {question} -> yes (answered by the demo)");
-                approvals.push(InterruptResponse::new(i.id, "yes"));
+                approvals.push(i.answer("yes"));
             }
             AgentEvent::Finished(result) => {
                 println!(

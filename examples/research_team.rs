@@ -101,9 +101,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("\nasked: {} ({}) — {}", ask.name, ask.id, ask.reason);
 
     // The human approves at the top; the answer goes down to the analyst.
-    let done = lead
-        .invoke(vec![InterruptResponse::new(ask.id.clone(), "yes")])
-        .await?;
+    let done = lead.invoke(vec![ask.answer("yes")]).await?;
     println!("reply: {}", done.text());
     for d in &done.decisions {
         println!(

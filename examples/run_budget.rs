@@ -92,7 +92,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .unwrap_or_default();
         ids.len()
     });
-    let approval = paused.interrupts[0].id.clone();
+    let approval = paused.interrupts[0].clone();
     drop(first);
 
     // Later, elsewhere: a new agent restores the session (and the run state with it).
@@ -103,9 +103,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build();
     let mut second = agent(&store, model)?;
     second.load_session().await?;
-    let done = second
-        .invoke(vec![InterruptResponse::new(approval, "yes")])
-        .await?;
+    let done = second.invoke(vec![approval.answer("yes")]).await?;
     for m in second.messages() {
         for r in m.tool_results() {
             println!("tool {}  {}", r.tool_use_id, r.text());

@@ -73,7 +73,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         first.name(),
         paused.interrupts[0].reason
     );
-    let approval = paused.interrupts[0].id.clone();
+    let approval = paused.interrupts[0].clone();
     drop(first);
 
     // Later, elsewhere: the session says who is in control.
@@ -86,9 +86,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut second = team(&store, triage, refunds)?;
     second.load_session().await?;
     println!("restored, in control: {}", second.name());
-    let done = second
-        .invoke(vec![InterruptResponse::new(approval, "yes")])
-        .await?;
+    let done = second.invoke(vec![approval.answer("yes")]).await?;
     println!("reply: {}", done.text());
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())

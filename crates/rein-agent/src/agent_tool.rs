@@ -128,14 +128,20 @@ impl Tool for AgentTool {
             Some(state) => {
                 let saved: SavedRun = serde_json::from_value(state)
                     .map_err(|e| ToolError::msg(format!("the sub-agent's saved run: {e}")))?;
-                // The answers given at the top for this child's interrupts go down to it.
+                // The answers given at the top for this child's interrupts go down to it — an
+                // answer bound to a fingerprint only to the interrupt asked about that very
+                // fingerprint (an answer kept from an earlier pause approves nothing new).
                 let responses: Vec<InterruptResponse> = saved
                     .pending
                     .interrupts
                     .iter()
                     .filter_map(|i| {
-                        let answer = cx.answer(&parent_interrupt_id(cx.tool_use_id(), &i.id))?;
-                        Some(InterruptResponse::new(i.id.clone(), answer.clone()))
+                        let id = parent_interrupt_id(cx.tool_use_id(), &i.id);
+                        let answer = match &i.fingerprint {
+                            Some(f) => cx.answer_bound(&id, f),
+                            None => cx.answer(&id),
+                        }?;
+                        Some(i.answer(answer.clone()))
                     })
                     .collect();
                 agent.set_messages(saved.messages, None);

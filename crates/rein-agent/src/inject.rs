@@ -10,6 +10,7 @@ use rein_core::{
     ContentBlock, Message,
     id::InjectionId,
     interrupt::{Approval, Interrupt, InterruptAnswer, InterruptAnswers},
+    message::InterruptResponse,
 };
 use serde_json::Value;
 
@@ -28,6 +29,17 @@ pub enum InjectError {
     /// The answer's edit is not the message's new text.
     #[error("the edit of an injected message is its new text")]
     InvalidEdit,
+    /// The answer does not name the fingerprint of what its interrupt asks about (none, or
+    /// another one: it was given for another message).
+    #[error(
+        "the answer to interrupt '{interrupt_id}' does not name the fingerprint of the message it approves"
+    )]
+    FingerprintMismatch {
+        /// The interrupt answered.
+        interrupt_id: String,
+        /// The fingerprint the answer named.
+        given: Option<String>,
+    },
     /// The answer is shaped like an [`Approval`] (an object with an `approved` or `edit` key)
     /// but is not one.
     #[error("invalid answer to interrupt '{interrupt_id}': {reason}")]
@@ -171,29 +183,42 @@ impl TurnInterceptor {
     }
 
     /// Answers an interrupt of a parked message, like a resume's answer (`true`, `"yes"`, an
-    /// [`Approval`], possibly with an edit: the message's new text). The message goes through
-    /// `before_invocation` again at the next turn boundary: approved, it is delivered there;
-    /// rejected, it is refused with `CONFIRMATION_FAILED: <prompt>`. An answer of the wrong
-    /// shape (`InvalidAnswer`, `InvalidEdit`) records nothing: the message stays parked as it was.
-    pub fn answer(
-        &self,
-        interrupt_id: &str,
-        response: impl Into<Value>,
-    ) -> Result<InjectionId, InjectError> {
-        let response = response.into();
+    /// [`Approval`], possibly with an edit: the message's new text) — made with
+    /// [`Interrupt::answer`](rein_core::interrupt::Interrupt::answer) on an interrupt of
+    /// [`pending_approvals`](Self::pending_approvals), or over a wire naming the fingerprint it
+    /// was shown. The message goes through `before_invocation` again at the next turn boundary:
+    /// approved, it is delivered there; rejected, it is refused with
+    /// `CONFIRMATION_FAILED: <prompt>`. An answer of the wrong shape (`InvalidAnswer`,
+    /// `InvalidEdit`) or not naming the interrupt's fingerprint (`FingerprintMismatch`)
+    /// records nothing: the message stays parked as it was.
+    pub fn answer(&self, answer: InterruptResponse) -> Result<InjectionId, InjectError> {
+        let InterruptResponse {
+            interrupt_id,
+            response,
+            fingerprint: named,
+        } = answer;
         let mut q = lock(&self.shared.queue);
-        let parked = q
+        let (parked, interrupt) = q
             .parked
             .iter_mut()
-            .find(|p| p.interrupts.iter().any(|i| i.id == interrupt_id))
-            .ok_or_else(|| InjectError::UnknownInterrupt(interrupt_id.to_owned()))?;
-        let mut fingerprint = parked
-            .interrupts
-            .iter()
-            .find(|i| i.id == interrupt_id)
-            .and_then(|i| i.fingerprint.clone());
+            .find_map(|p| {
+                let i = p
+                    .interrupts
+                    .iter()
+                    .find(|i| i.resume_id() == interrupt_id)?;
+                let (id, bound) = (i.id.clone(), i.fingerprint.clone());
+                Some((p, (id, bound)))
+            })
+            .ok_or_else(|| InjectError::UnknownInterrupt(interrupt_id.clone()))?;
+        let (id, mut fingerprint) = interrupt;
+        if named != fingerprint {
+            return Err(InjectError::FingerprintMismatch {
+                interrupt_id,
+                given: named,
+            });
+        }
         let approval = Approval::parse(&response).map_err(|reason| InjectError::InvalidAnswer {
-            interrupt_id: interrupt_id.to_owned(),
+            interrupt_id: id.clone(),
             reason,
         })?;
         if let Some(Approval {
@@ -213,7 +238,7 @@ impl TurnInterceptor {
             fingerprint = Some(Message::fingerprint_all(std::slice::from_ref(message)));
         }
         parked.answers.insert(
-            interrupt_id.to_owned(),
+            id,
             InterruptAnswer {
                 response,
                 fingerprint,

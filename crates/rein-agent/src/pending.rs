@@ -4,9 +4,10 @@
 use std::collections::BTreeMap;
 
 use rein_core::{
-    Map, Message, ToolResult,
+    Error, Map, Message, ToolResult,
     id::{InjectionId, MessageId},
     interrupt::{Interrupt, InterruptAnswer},
+    message::InterruptResponse,
     state::InvocationState,
     stream::{StopReason, Usage},
 };
@@ -171,9 +172,21 @@ fn is_zero(n: &u32) -> bool {
 }
 
 impl PendingInterrupts {
-    /// The pending interrupt with this id.
-    pub fn interrupt(&self, id: &str) -> Option<&Interrupt> {
-        self.interrupts.iter().find(|i| i.id == id)
+    /// The pending interrupt a resume names with `resume_id` (its
+    /// [`Interrupt::resume_id`]: the id with this pause's nonce).
+    pub fn interrupt(&self, resume_id: &str) -> Option<&Interrupt> {
+        self.interrupts.iter().find(|i| i.resume_id() == resume_id)
+    }
+
+    /// The pending interrupt `response` answers, if the answer is bound to what it asks about:
+    /// `UnknownInterrupt` when no pending interrupt has its resume id (an answer to another
+    /// pause), `FingerprintMismatch` when it names another fingerprint or none.
+    pub(crate) fn answered_by(&self, response: &InterruptResponse) -> Result<&Interrupt, Error> {
+        let interrupt = self
+            .interrupt(&response.interrupt_id)
+            .ok_or_else(|| Error::UnknownInterrupt(response.interrupt_id.clone()))?;
+        interrupt.check_bound(response)?;
+        Ok(interrupt)
     }
 
     /// Whether the pause is in a tool phase: `assistant_message` is stored and its tool uses

@@ -13,7 +13,6 @@ use rein_agent::{Agent, AgentEvent, AgentTool, TOOL_CANCELLED};
 use rein_core::{
     ToolHandle,
     audit::{DecisionAction, EventKind},
-    message::InterruptResponse,
     stream::StopReason,
     tool::ToolOutput,
 };
@@ -220,10 +219,7 @@ async fn a_confirm_two_levels_down_stops_the_top_and_resumes_where_it_stopped() 
         "the manager's run is kept"
     );
 
-    let r = agent
-        .invoke(vec![InterruptResponse::new(&i.id, "yes")])
-        .await
-        .unwrap();
+    let r = agent.invoke(vec![i.answer("yes")]).await.unwrap();
     assert_eq!(r.text(), "all done");
     assert_eq!(deletes.load(Ordering::SeqCst), 1, "the delete ran once");
     // Nobody's model was asked again for what it had already answered.
@@ -264,11 +260,8 @@ async fn a_rejection_at_the_top_reaches_the_grandchild() {
     let deletes = Arc::new(AtomicUsize::new(0));
     let mut agent = three_levels(&top, &manager, &clerk, &deletes);
     let r = agent.invoke("tidy").await.unwrap();
-    let id = r.interrupts[0].id.clone();
-    agent
-        .invoke(vec![InterruptResponse::new(&id, "no")])
-        .await
-        .unwrap();
+    let id = r.interrupts[0].clone();
+    agent.invoke(vec![id.answer("no")]).await.unwrap();
     assert_eq!(deletes.load(Ordering::SeqCst), 0);
     let clerk_saw = clerk.requests()[1].messages.last().unwrap().clone();
     assert_eq!(
@@ -402,10 +395,7 @@ async fn the_parent_may_confirm_a_sub_agent_call_and_the_child_runs_once_approve
     );
     assert!(child.requests().is_empty());
 
-    let r = agent
-        .invoke(vec![InterruptResponse::new(&i.id, "yes")])
-        .await
-        .unwrap();
+    let r = agent.invoke(vec![i.answer("yes")]).await.unwrap();
     assert_eq!(r.text(), "ok");
     assert_eq!(built.load(Ordering::SeqCst), 1, "built once");
     assert_eq!(child.requests().len(), 1);
@@ -625,8 +615,9 @@ async fn two_paused_sub_agent_calls_are_answered_one_at_a_time() {
         .unwrap();
     let r = agent.invoke("go").await.unwrap();
     assert_eq!(r.stop_reason, StopReason::Interrupt);
-    let mut ids: Vec<String> = r.interrupts.iter().map(|i| i.id.clone()).collect();
-    ids.sort();
+    let mut asked = r.interrupts.clone();
+    asked.sort_by(|a, b| a.id.cmp(&b.id));
+    let ids: Vec<String> = asked.iter().map(|i| i.id.clone()).collect();
     assert_eq!(ids.len(), 2);
     assert!(
         ids[0].starts_with("v1:agent:w1:v1:before_invocation:"),
@@ -638,13 +629,12 @@ async fn two_paused_sub_agent_calls_are_answered_one_at_a_time() {
     );
     assert!(child.requests().is_empty(), "both inputs held");
 
-    let r = agent
-        .invoke(vec![InterruptResponse::new(&ids[0], "yes")])
-        .await
-        .unwrap();
+    let r = agent.invoke(vec![asked[0].answer("yes")]).await.unwrap();
     assert_eq!(r.stop_reason, StopReason::Interrupt, "w2 still waits");
     let again: Vec<&str> = r.interrupts.iter().map(|i| i.id.as_str()).collect();
     assert_eq!(again, [ids[1].as_str()], "asked again, under the same id");
+    let asked_again = r.interrupts[0].clone();
+    assert_ne!(asked_again.nonce, asked[1].nonce, "in another pause");
     assert_eq!(child.requests().len(), 1, "w1's child ran");
     assert_eq!(child.requests()[0].messages[0].text(), "one");
     let p = agent.pending_interrupts().unwrap();
@@ -652,10 +642,7 @@ async fn two_paused_sub_agent_calls_are_answered_one_at_a_time() {
     assert_eq!(parent.requests().len(), 1, "the parent's model waits");
 
     let built_before = built.load(Ordering::SeqCst);
-    let r = agent
-        .invoke(vec![InterruptResponse::new(&ids[1], "yes")])
-        .await
-        .unwrap();
+    let r = agent.invoke(vec![asked_again.answer("yes")]).await.unwrap();
     assert_eq!(r.text(), "both done");
     assert_eq!(
         built.load(Ordering::SeqCst) - built_before,
@@ -714,10 +701,7 @@ async fn a_result_held_in_a_child_is_released_from_the_top_without_running_the_t
         "the tool ran; its result is held"
     );
 
-    let r = agent
-        .invoke(vec![InterruptResponse::new(&i.id, "yes")])
-        .await
-        .unwrap();
+    let r = agent.invoke(vec![i.answer("yes")]).await.unwrap();
     assert_eq!(r.text(), "all done");
     assert_eq!(deletes.load(Ordering::SeqCst), 1, "not run again");
     let clerk_saw = clerk.requests()[1].messages.last().unwrap().clone();

@@ -59,10 +59,7 @@ async fn confirm_before_model_call_holds_the_request_until_approved() {
         ConfirmationStatus::Asked
     );
 
-    let r = agent
-        .invoke(vec![InterruptResponse::new(&i.id, "yes")])
-        .await
-        .unwrap();
+    let r = agent.invoke(vec![i.answer("yes")]).await.unwrap();
     assert_eq!(r.text(), "hi");
     assert_eq!(model.requests().len(), 1);
     assert_eq!(model.requests()[0].messages[0].text(), "go");
@@ -75,11 +72,8 @@ async fn confirm_before_model_call_rejected_cancels_the_call() {
     let model = ScriptedModel::builder().text("never").build();
     let mut agent = agent(model.clone()).intervention(egress()).build().unwrap();
     let r = agent.invoke("go").await.unwrap();
-    let id = r.interrupts[0].id.clone();
-    let r = agent
-        .invoke(vec![InterruptResponse::new(&id, false)])
-        .await
-        .unwrap();
+    let id = r.interrupts[0].clone();
+    let r = agent.invoke(vec![id.answer(false)]).await.unwrap();
     assert_eq!(r.stop_reason, StopReason::EndTurn);
     assert_eq!(r.text(), "CONFIRMATION_FAILED: Send to the provider?");
     assert!(model.requests().is_empty());
@@ -121,11 +115,8 @@ async fn guidance_with_a_pending_confirm_before_model_call_waits_for_the_answer(
     assert_eq!(agent.messages()[0].text(), "go", "no guidance stored yet");
     let style = r.decisions.iter().find(|d| d.handler == "style").unwrap();
     assert_eq!(style.outcome, DecisionOutcome::Overridden);
-    let id = r.interrupts[0].id.clone();
-    agent
-        .invoke(vec![InterruptResponse::new(&id, true)])
-        .await
-        .unwrap();
+    let id = r.interrupts[0].clone();
+    agent.invoke(vec![id.answer(true)]).await.unwrap();
     let sent = model.requests()[0].messages[0].text();
     assert_eq!(sent.matches("be brief").count(), 1, "{sent}");
     assert_eq!(agent.messages()[0].text().matches("be brief").count(), 1);
@@ -159,16 +150,16 @@ async fn an_answer_before_model_call_is_bound_to_the_request_it_approved() {
         .unwrap();
     let first = r.interrupts[0].clone();
     let r = agent
-        .invoke(Input::from(vec![InterruptResponse::new(&first.id, "yes")]).with_state(state("b")))
+        .invoke(Input::from(vec![first.answer("yes")]).with_state(state("b")))
         .await
         .unwrap();
     assert_eq!(r.stop_reason, StopReason::Interrupt, "asked again");
     assert_eq!(r.interrupts[0].id, first.id);
     assert_ne!(r.interrupts[0].fingerprint, first.fingerprint);
     assert!(model.requests().is_empty());
-    let id = r.interrupts[0].id.clone();
+    let id = r.interrupts[0].clone();
     let r = agent
-        .invoke(Input::from(vec![InterruptResponse::new(&id, "yes")]).with_state(state("b")))
+        .invoke(Input::from(vec![id.answer("yes")]).with_state(state("b")))
         .await
         .unwrap();
     assert_eq!(r.text(), "ok");
@@ -183,12 +174,9 @@ async fn an_edit_of_a_request_is_an_invalid_answer_and_keeps_it_pending() {
         .build()
         .unwrap();
     let r = agent.invoke("go").await.unwrap();
-    let id = r.interrupts[0].id.clone();
+    let id = r.interrupts[0].clone();
     let err = agent
-        .invoke(vec![InterruptResponse::new(
-            &id,
-            Approval::approve().with_edit("other"),
-        )])
+        .invoke(vec![id.answer(Approval::approve().with_edit("other"))])
         .await
         .unwrap_err();
     assert!(
@@ -196,10 +184,7 @@ async fn an_edit_of_a_request_is_an_invalid_answer_and_keeps_it_pending() {
         "{err:?}"
     );
     assert!(agent.pending_interrupts().unwrap().held_request);
-    let r = agent
-        .invoke(vec![InterruptResponse::new(&id, "yes")])
-        .await
-        .unwrap();
+    let r = agent.invoke(vec![id.answer("yes")]).await.unwrap();
     assert_eq!(r.text(), "ok");
     assert_history(&agent);
 }
@@ -221,11 +206,8 @@ async fn every_request_of_a_tool_conversation_is_asked_about_and_tools_answered(
     while r.stop_reason == StopReason::Interrupt {
         rounds += 1;
         assert_history(&agent);
-        let id = r.interrupts[0].id.clone();
-        r = agent
-            .invoke(vec![InterruptResponse::new(&id, "yes")])
-            .await
-            .unwrap();
+        let id = r.interrupts[0].clone();
+        r = agent.invoke(vec![id.answer("yes")]).await.unwrap();
     }
     assert_eq!(rounds, 2, "one question per request");
     assert_eq!(r.text(), "done");
@@ -276,10 +258,7 @@ async fn confirm_before_invocation_holds_the_input_until_approved() {
         Err(Error::InterruptsPending)
     ));
 
-    let r = agent
-        .invoke(vec![InterruptResponse::new(&i.id, "yes")])
-        .await
-        .unwrap();
+    let r = agent.invoke(vec![i.answer("yes")]).await.unwrap();
     assert_eq!(r.text(), "paid");
     assert_eq!(agent.messages()[0].text(), "pay $5 to Ann");
     assert_eq!(model.requests().len(), 1);
@@ -313,18 +292,16 @@ async fn an_answer_before_invocation_is_bound_to_the_input_it_approved() {
         .unwrap();
     let first = r.interrupts[0].clone();
     let r = agent
-        .invoke(
-            Input::from(vec![InterruptResponse::new(&first.id, "yes")]).with_state(state("bob")),
-        )
+        .invoke(Input::from(vec![first.answer("yes")]).with_state(state("bob")))
         .await
         .unwrap();
     assert_eq!(r.stop_reason, StopReason::Interrupt, "asked again");
     assert_ne!(r.interrupts[0].fingerprint, first.fingerprint);
     assert!(agent.messages().is_empty());
     assert!(model.requests().is_empty());
-    let id = r.interrupts[0].id.clone();
+    let id = r.interrupts[0].clone();
     let r = agent
-        .invoke(Input::from(vec![InterruptResponse::new(&id, "yes")]).with_state(state("bob")))
+        .invoke(Input::from(vec![id.answer("yes")]).with_state(state("bob")))
         .await
         .unwrap();
     assert_eq!(r.text(), "paid");
@@ -340,11 +317,8 @@ async fn confirm_before_invocation_rejected_stores_nothing() {
         .build()
         .unwrap();
     let r = agent.invoke("pay $5").await.unwrap();
-    let id = r.interrupts[0].id.clone();
-    let r = agent
-        .invoke(vec![InterruptResponse::new(&id, "no")])
-        .await
-        .unwrap();
+    let id = r.interrupts[0].clone();
+    let r = agent.invoke(vec![id.answer("no")]).await.unwrap();
     assert_eq!(r.text(), "CONFIRMATION_FAILED: Allow a payment request?");
     assert!(agent.messages().is_empty());
     assert!(model.requests().is_empty());
@@ -360,12 +334,11 @@ async fn an_approval_with_an_edit_of_an_input_stores_the_edited_text() {
         .build()
         .unwrap();
     let r = agent.invoke("pay $500 to Ann").await.unwrap();
-    let id = r.interrupts[0].id.clone();
+    let id = r.interrupts[0].clone();
     let r = agent
-        .invoke(vec![InterruptResponse::new(
-            &id,
-            Approval::approve().with_edit("pay $50 to Ann"),
-        )])
+        .invoke(vec![
+            id.answer(Approval::approve().with_edit("pay $50 to Ann")),
+        ])
         .await
         .unwrap();
     assert_eq!(r.text(), "paid");
@@ -463,7 +436,7 @@ fn approving_tool(slot: Arc<Mutex<Option<TurnInterceptor>>>, log: &Log) -> ToolH
                         // Answers of the wrong shape first (`try`), refused; then `answer`,
                         // if any.
                         for bad in input["try"].as_array().into_iter().flatten() {
-                            let refused = match i.answer(&q.id, bad.clone()) {
+                            let refused = match i.answer(q.answer(bad.clone())) {
                                 Err(InjectError::InvalidEdit) => "edit".to_owned(),
                                 Err(InjectError::InvalidAnswer {
                                     interrupt_id,
@@ -475,7 +448,7 @@ fn approving_tool(slot: Arc<Mutex<Option<TurnInterceptor>>>, log: &Log) -> ToolH
                             log.push(format!("refused {refused} (unchanged: {unchanged})"));
                         }
                         if !input["answer"].is_null() {
-                            i.answer(&q.id, input["answer"].clone()).unwrap();
+                            i.answer(q.answer(input["answer"].clone())).unwrap();
                         }
                     }
                 }
@@ -772,7 +745,7 @@ async fn an_injected_message_still_parked_when_the_run_ends_is_rejected() {
     assert_eq!(log.take(), vec!["rejected spend $9: run ended"]);
     assert!(steer.pending_approvals().is_empty());
     assert!(matches!(
-        steer.answer("v1:before_invocation:x:y", true),
+        steer.answer(InterruptResponse::new("v1:before_invocation:x:y", true)),
         Err(rein_agent::InjectError::UnknownInterrupt(_))
     ));
     assert_history(&agent);
@@ -835,10 +808,7 @@ async fn at_the_retry_cap_the_agent_asks_a_human_instead_of_denying() {
 
     // Approved: the response is accepted as it is (its tool runs), without another retry.
     let model_calls = model.requests().len();
-    let r = agent
-        .invoke(vec![InterruptResponse::new(&i.id, "yes")])
-        .await
-        .unwrap();
+    let r = agent.invoke(vec![i.answer("yes")]).await.unwrap();
     assert_eq!(log.take(), vec!["ran echo:x"]);
     let answered = r
         .decisions
@@ -866,11 +836,8 @@ async fn a_human_refusing_at_the_retry_cap_withholds_the_response() {
         .build()
         .unwrap();
     let r = agent.invoke("go").await.unwrap();
-    let id = r.interrupts[0].id.clone();
-    let r = agent
-        .invoke(vec![InterruptResponse::new(&id, false)])
-        .await
-        .unwrap();
+    let id = r.interrupts[0].clone();
+    let r = agent.invoke(vec![id.answer(false)]).await.unwrap();
     assert!(
         r.text()
             .starts_with("CONFIRMATION_FAILED: Guidance did not take after 1 retry."),
@@ -900,14 +867,14 @@ async fn a_handler_may_escalate_itself_when_no_retry_is_left() {
     let r = agent.invoke("go").await.unwrap();
     assert_eq!(r.stop_reason, StopReason::Interrupt);
     assert_eq!(model.requests().len(), 2);
-    let id = r.interrupts[0].id.clone();
-    assert_eq!(id, EventKind::AfterModelCall.interrupt_id("m1", "reviewer"));
+    let id = r.interrupts[0].clone();
+    assert_eq!(
+        id.id,
+        EventKind::AfterModelCall.interrupt_id("m1", "reviewer")
+    );
     // The resume goes on counting the turn's retries, so the handler sees none left and its
     // answer applies.
-    let r = agent
-        .invoke(vec![InterruptResponse::new(&id, "yes")])
-        .await
-        .unwrap();
+    let r = agent.invoke(vec![id.answer("yes")]).await.unwrap();
     assert_eq!(r.text(), "meh");
     assert_eq!(model.requests().len(), 2);
     assert_history(&agent);

@@ -8,9 +8,7 @@ use std::time::Duration;
 
 use common::*;
 use rein_agent::{Agent, NoConversationManager, SlidingWindow};
-use rein_core::{
-    Message, event::BeforeToolCallEvent, message::InterruptResponse, stream::StopReason,
-};
+use rein_core::{Message, event::BeforeToolCallEvent, stream::StopReason};
 use rein_models::ScriptedModel;
 use serde_json::json;
 
@@ -158,12 +156,9 @@ async fn interrupts_and_cancels_stay_in_their_conversation() {
     assert!(other.pending_interrupts().is_none());
     // Both run at once; cancelling one conversation's handle leaves the other's run alone.
     let cancel = waiting.cancel_handle();
-    let id = r.interrupts[0].id.clone();
+    let id = r.interrupts[0].clone();
     let resumed = tokio::spawn(async move {
-        let r = waiting
-            .invoke(vec![InterruptResponse::new(id, "yes")])
-            .await
-            .unwrap();
+        let r = waiting.invoke(vec![id.answer("yes")]).await.unwrap();
         (waiting, r)
     });
     let other_run = tokio::spawn(async move {

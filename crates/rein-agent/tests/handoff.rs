@@ -421,11 +421,8 @@ async fn an_item_injected_while_a_handoff_waits_on_an_approval_is_stale_after_th
         "the caller cannot hand off a paused run"
     );
 
-    let id = r.interrupts[0].id.clone();
-    let r = agent
-        .invoke(vec![rein_core::message::InterruptResponse::new(id, "yes")])
-        .await
-        .unwrap();
+    let id = r.interrupts[0].clone();
+    let r = agent.invoke(vec![id.answer("yes")]).await.unwrap();
     assert_eq!(r.text(), "b here");
     assert_eq!(log.take(), ["ran echo:logged"]);
     assert_eq!(

@@ -189,11 +189,8 @@ async fn a_paused_run_keeps_its_queue_and_delivers_it_after_the_resume() {
     assert_eq!(queued[0].message.text(), "x");
     // Injected while the run waits for a human.
     let y = i.inject("y").expect("a paused run takes injections");
-    let id = r.interrupts[0].id.clone();
-    let r = a
-        .invoke(vec![rein_core::message::InterruptResponse::new(id, "yes")])
-        .await
-        .unwrap();
+    let id = r.interrupts[0].clone();
+    let r = a.invoke(vec![id.answer("yes")]).await.unwrap();
     assert_eq!(r.text(), "done");
     let seen: Vec<String> = consumed
         .lock()
@@ -234,11 +231,8 @@ async fn an_interceptor_first_asked_for_while_the_run_is_paused_takes_messages()
     let i = a.interceptor();
     let (consumed, rejected) = watch(&i);
     let y = i.inject("y").expect("a paused run takes injections");
-    let id = r.interrupts[0].id.clone();
-    let r = a
-        .invoke(vec![rein_core::message::InterruptResponse::new(id, "yes")])
-        .await
-        .unwrap();
+    let id = r.interrupts[0].clone();
+    let r = a.invoke(vec![id.answer("yes")]).await.unwrap();
     assert_eq!(r.text(), "done");
     assert_eq!(consumed.lock().unwrap().as_slice(), [(y, "y".to_owned())]);
     assert!(rejected.lock().unwrap().is_empty());

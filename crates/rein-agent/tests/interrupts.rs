@@ -64,8 +64,8 @@ async fn concurrent_interrupt_keeps_other_results_and_resume_finishes_in_order()
         .unwrap();
     assert_eq!(r.stop_reason, StopReason::Interrupt);
     assert_eq!(r.interrupts.len(), 1);
-    let id = r.interrupts[0].id.clone();
-    assert!(id.starts_with("v1:before_tool_call:a:"), "{id}");
+    let id = r.interrupts[0].clone();
+    assert!(id.id.starts_with("v1:before_tool_call:a:"), "{id:?}");
     assert_eq!(r.interrupts[0].name, "approval");
     assert!(
         r.message.has_tool_use(),
@@ -88,10 +88,7 @@ async fn concurrent_interrupt_keeps_other_results_and_resume_finishes_in_order()
         Err(Error::UnknownInterrupt(_))
     ));
 
-    let r = agent
-        .invoke(vec![InterruptResponse::new(&id, "yes")])
-        .await
-        .unwrap();
+    let r = agent.invoke(vec![id.answer("yes")]).await.unwrap();
     assert_eq!(r.stop_reason, StopReason::EndTurn);
     assert_eq!(r.text(), "done");
     assert_eq!(
@@ -119,7 +116,7 @@ async fn concurrent_interrupt_keeps_other_results_and_resume_finishes_in_order()
     );
     assert!(agent.pending_interrupts().is_none());
     assert!(matches!(
-        agent.invoke(vec![InterruptResponse::new(&id, "yes")]).await,
+        agent.invoke(vec![id.answer("yes")]).await,
         Err(Error::NoPendingInterrupts)
     ));
 }
@@ -133,16 +130,16 @@ async fn rejected_answer_and_null_answer() {
         .build()
         .unwrap();
     let r = agent.invoke("go").await.unwrap();
-    let id = r.interrupts[0].id.clone();
+    let id = r.interrupts[0].clone();
     // null is no answer at all: asked again.
     let r = agent
-        .invoke(vec![InterruptResponse::new(&id, serde_json::Value::Null)])
+        .invoke(vec![id.answer(serde_json::Value::Null)])
         .await
         .unwrap();
     assert_eq!(r.stop_reason, StopReason::Interrupt);
-    assert_eq!(r.interrupts[0].id, id);
+    assert_eq!(r.interrupts[0].id, id.id);
     let r = agent
-        .invoke(vec![InterruptResponse::new(&id, "no")])
+        .invoke(vec![r.interrupts[0].answer("no")])
         .await
         .unwrap();
     assert_eq!(r.text(), "done");
@@ -167,11 +164,8 @@ async fn sequential_executor_stops_at_first_interrupt() {
     let r = agent.invoke("go").await.unwrap();
     assert_eq!(r.stop_reason, StopReason::Interrupt);
     assert!(log.take().is_empty(), "b waits behind a");
-    let id = r.interrupts[0].id.clone();
-    agent
-        .invoke(vec![InterruptResponse::new(&id, "yes")])
-        .await
-        .unwrap();
+    let id = r.interrupts[0].clone();
+    agent.invoke(vec![id.answer("yes")]).await.unwrap();
     assert_eq!(log.take(), vec!["ran echo:delete", "ran echo:list"]);
     assert_history_valid(agent.messages());
 }
@@ -197,10 +191,7 @@ async fn tool_raises_interrupt_through_its_context() {
     let i = &r.interrupts[0];
     assert!(i.id.starts_with("v1:tool_call:t1:"));
     assert_eq!(i.reason, json!("Send 100?"));
-    let r = agent
-        .invoke(vec![InterruptResponse::new(i.id.clone(), "ok")])
-        .await
-        .unwrap();
+    let r = agent.invoke(vec![i.answer("ok")]).await.unwrap();
     assert_eq!(r.text(), "sent");
     assert_eq!(
         agent.messages()[2].tool_results().next().unwrap().text(),
@@ -258,7 +249,7 @@ async fn resume_via_interrupt_response_message_and_pending_is_serializable() {
     let msg = rein_core::Message::new(
         rein_core::Role::User,
         vec![rein_core::ContentBlock::InterruptResponse(Box::new(
-            InterruptResponse::new(r.interrupts[0].id.clone(), "yes"),
+            r.interrupts[0].answer("yes"),
         ))],
     );
     let r = agent.invoke(msg).await.unwrap();
@@ -277,23 +268,17 @@ async fn resume_without_its_assistant_message_fails_and_keeps_the_interrupts() {
         .unwrap();
     let r = agent.invoke("go").await.unwrap();
     assert_eq!(r.stop_reason, StopReason::Interrupt);
-    let id = r.interrupts[0].id.clone();
+    let id = r.interrupts[0].clone();
     let history = agent.messages().to_vec();
     let ids = agent.message_ids().to_vec();
     agent.set_messages(history[..1].to_vec(), None);
 
-    let err = agent
-        .invoke(vec![InterruptResponse::new(&id, "yes")])
-        .await
-        .unwrap_err();
+    let err = agent.invoke(vec![id.answer("yes")]).await.unwrap_err();
     assert!(matches!(err, Error::PendingMessageMissing), "{err:?}");
     assert!(agent.pending_interrupts().is_some(), "kept");
 
     agent.set_messages(history, Some(ids));
-    let r = agent
-        .invoke(vec![InterruptResponse::new(&id, "yes")])
-        .await
-        .unwrap();
+    let r = agent.invoke(vec![id.answer("yes")]).await.unwrap();
     assert_eq!(r.stop_reason, StopReason::EndTurn);
     assert_eq!(r.message.text(), "done");
     log.take();

@@ -12,7 +12,6 @@ use rein_core::{
     ContentBlock, Error, Message, Role,
     audit::{DecisionAction, DecisionOutcome, DecisionRecord, EventKind, OnError},
     event::{BeforeToolCallEvent, MessageAddedEvent, MessageUpdatedEvent},
-    message::InterruptResponse,
     result::InjectionOutcome,
     stream::StopReason,
 };
@@ -576,10 +575,7 @@ async fn confirm_pauses_and_approval_on_resume_runs_the_tool() {
     assert_eq!(agent.messages().len(), 2);
     assert_history(&agent);
 
-    let r = agent
-        .invoke(vec![InterruptResponse::new(&i.id, "yes")])
-        .await
-        .unwrap();
+    let r = agent.invoke(vec![i.answer("yes")]).await.unwrap();
     assert_eq!(r.stop_reason, StopReason::EndTurn);
     assert_eq!(r.text(), "done");
     assert_eq!(log.take(), vec!["ran echo:delete"]);
@@ -595,11 +591,8 @@ async fn confirm_rejected_on_resume_is_confirmation_failed() {
         .build()
         .unwrap();
     let r = agent.invoke("go").await.unwrap();
-    let id = r.interrupts[0].id.clone();
-    let r = agent
-        .invoke(vec![InterruptResponse::new(&id, "no")])
-        .await
-        .unwrap();
+    let id = r.interrupts[0].clone();
+    let r = agent.invoke(vec![id.answer("no")]).await.unwrap();
     assert_eq!(r.text(), "done");
     assert!(log.take().is_empty());
     assert_eq!(
@@ -621,11 +614,7 @@ async fn two_confirms_are_raised_in_one_round() {
     let r = agent.invoke("go").await.unwrap();
     let names: Vec<_> = r.interrupts.iter().map(|i| i.name.as_str()).collect();
     assert_eq!(names, vec!["owner", "security"]);
-    let answers: Vec<_> = r
-        .interrupts
-        .iter()
-        .map(|i| InterruptResponse::new(&i.id, "y"))
-        .collect();
+    let answers: Vec<_> = r.interrupts.iter().map(|i| i.answer("y")).collect();
     let r = agent.invoke(answers).await.unwrap();
     assert_eq!(r.stop_reason, StopReason::EndTurn);
     assert_eq!(log.take(), vec!["ran echo:delete"]);
@@ -678,10 +667,7 @@ async fn an_answer_is_bound_to_the_exact_tool_call() {
     let r = agent.invoke("go").await.unwrap();
     let first = r.interrupts[0].clone();
     flip.store(true, Ordering::SeqCst);
-    let r = agent
-        .invoke(vec![InterruptResponse::new(&first.id, "yes")])
-        .await
-        .unwrap();
+    let r = agent.invoke(vec![first.answer("yes")]).await.unwrap();
     assert_eq!(
         r.stop_reason,
         StopReason::Interrupt,
@@ -691,10 +677,7 @@ async fn an_answer_is_bound_to_the_exact_tool_call() {
     let again = &r.interrupts[0];
     assert_eq!(again.id, first.id);
     assert_ne!(again.fingerprint, first.fingerprint);
-    let r = agent
-        .invoke(vec![InterruptResponse::new(&again.id, "yes")])
-        .await
-        .unwrap();
+    let r = agent.invoke(vec![again.answer("yes")]).await.unwrap();
     assert_eq!(r.stop_reason, StopReason::EndTurn);
     assert_eq!(log.take(), vec!["ran echo:delete"]);
     assert_eq!(
@@ -730,11 +713,8 @@ async fn resume_in_order(executor: ToolExecutor) -> (Vec<String>, Vec<String>) {
     assert_history(&agent);
     let mut before = log.take();
     before.sort();
-    let id = r.interrupts[0].id.clone();
-    agent
-        .invoke(vec![InterruptResponse::new(&id, "yes")])
-        .await
-        .unwrap();
+    let id = r.interrupts[0].clone();
+    agent.invoke(vec![id.answer("yes")]).await.unwrap();
     let ids: Vec<_> = results_of(&agent.messages()[2])
         .into_iter()
         .map(|(id, _, _)| id)
@@ -1152,11 +1132,8 @@ async fn a_transform_before_a_confirm_is_reapplied_on_resume_and_the_approval_ho
         DecisionOutcome::Overridden
     );
     assert!(updates.take().is_empty());
-    let id = r.interrupts[0].id.clone();
-    let r = agent
-        .invoke(vec![InterruptResponse::new(&id, true)])
-        .await
-        .unwrap();
+    let id = r.interrupts[0].clone();
+    let r = agent.invoke(vec![id.answer(true)]).await.unwrap();
     assert_eq!(r.stop_reason, StopReason::EndTurn, "the approval applied");
     assert_eq!(log.take(), vec!["ran echo:delete"]);
     assert_eq!(
@@ -1503,16 +1480,16 @@ async fn a_null_answer_is_no_answer_and_the_human_is_asked_again() {
         .build()
         .unwrap();
     let r = agent.invoke("go").await.unwrap();
-    let id = r.interrupts[0].id.clone();
+    let id = r.interrupts[0].clone();
     let r = agent
-        .invoke(vec![InterruptResponse::new(&id, serde_json::Value::Null)])
+        .invoke(vec![id.answer(serde_json::Value::Null)])
         .await
         .unwrap();
     assert_eq!(r.stop_reason, StopReason::Interrupt);
-    assert_eq!(r.interrupts[0].id, id);
+    assert_eq!(r.interrupts[0].id, id.id);
     assert!(log.take().is_empty());
     let r = agent
-        .invoke(vec![InterruptResponse::new(&id, false)])
+        .invoke(vec![r.interrupts[0].answer(false)])
         .await
         .unwrap();
     assert_eq!(r.stop_reason, StopReason::EndTurn);
@@ -1533,16 +1510,13 @@ async fn a_partly_answered_round_asks_only_the_rest_and_remembers_the_answers() 
         .build()
         .unwrap();
     let r = agent.invoke("go").await.unwrap();
-    let (owner, security) = (r.interrupts[0].id.clone(), r.interrupts[1].id.clone());
-    let r = agent
-        .invoke(vec![InterruptResponse::new(&owner, "yes")])
-        .await
-        .unwrap();
+    let owner = r.interrupts[0].clone();
+    let r = agent.invoke(vec![owner.answer("yes")]).await.unwrap();
     assert_eq!(r.stop_reason, StopReason::Interrupt);
     let names: Vec<_> = r.interrupts.iter().map(|i| i.name.as_str()).collect();
     assert_eq!(names, vec!["security"], "only the unanswered one is asked");
     let r = agent
-        .invoke(vec![InterruptResponse::new(&security, "yes")])
+        .invoke(vec![r.interrupts[0].answer("yes")])
         .await
         .unwrap();
     assert_eq!(
@@ -1626,7 +1600,7 @@ async fn run_state_lasts_the_run_across_a_resume_and_handlers_hear_each_end() {
     assert_eq!(pending.run_state["counter:calls"], json!(2));
 
     let r = agent
-        .invoke(vec![InterruptResponse::new(&r.interrupts[0].id, "yes")])
+        .invoke(vec![r.interrupts[0].answer("yes")])
         .await
         .unwrap();
     assert_eq!(r.text(), "done");
@@ -1735,10 +1709,7 @@ async fn confirm_after_tool_call_holds_the_result_and_the_tool_never_runs_again(
         Some(rein_core::audit::ConfirmationStatus::Asked)
     );
 
-    let r = agent
-        .invoke(vec![InterruptResponse::new(&i.id, "yes")])
-        .await
-        .unwrap();
+    let r = agent.invoke(vec![i.answer("yes")]).await.unwrap();
     assert_eq!(r.text(), "done");
     assert!(log.take().is_empty(), "the tool did not run again");
     assert_eq!(
@@ -1758,11 +1729,8 @@ async fn confirm_after_tool_call_rejected_is_confirmation_failed() {
     let log = Log::default();
     let mut agent = reviewed_echo(&log, "secret plans");
     let r = agent.invoke("go").await.unwrap();
-    let id = r.interrupts[0].id.clone();
-    let r = agent
-        .invoke(vec![InterruptResponse::new(&id, "no")])
-        .await
-        .unwrap();
+    let id = r.interrupts[0].clone();
+    let r = agent.invoke(vec![id.answer("no")]).await.unwrap();
     assert_eq!(r.text(), "done");
     assert_eq!(
         log.take(),
@@ -1966,12 +1934,9 @@ async fn an_approval_with_an_edit_runs_the_edited_call_and_rewrites_the_stored_m
         .build()
         .unwrap();
     let r = agent.invoke("go").await.unwrap();
-    let id = r.interrupts[0].id.clone();
+    let id = r.interrupts[0].clone();
     let edit = Approval::approve().with_edit(json!({"text": "delete drafts"}));
-    let r = agent
-        .invoke(vec![InterruptResponse::new(&id, edit)])
-        .await
-        .unwrap();
+    let r = agent.invoke(vec![id.answer(edit)]).await.unwrap();
     assert_eq!(r.text(), "done");
     let log = log.take();
     assert!(
@@ -2002,18 +1967,15 @@ async fn an_edit_that_fails_the_schema_is_a_typed_error_and_changes_nothing() {
         .build()
         .unwrap();
     let r = agent.invoke("go").await.unwrap();
-    let id = r.interrupts[0].id.clone();
+    let id = r.interrupts[0].clone();
     let bad = Approval::approve().with_edit(json!({"text": 5}));
-    let err = agent
-        .invoke(vec![InterruptResponse::new(&id, bad)])
-        .await
-        .unwrap_err();
+    let err = agent.invoke(vec![id.answer(bad)]).await.unwrap_err();
     match &err {
         Error::InvalidAnswer {
             interrupt_id,
             reason,
         } => {
-            assert_eq!(interrupt_id, &id);
+            assert_eq!(interrupt_id, &id.id);
             assert!(reason.contains("schema"), "{reason}");
         }
         other => panic!("unexpected {other:?}"),
@@ -2021,10 +1983,7 @@ async fn an_edit_that_fails_the_schema_is_a_typed_error_and_changes_nothing() {
     assert!(agent.pending_interrupts().is_some(), "still pending");
     assert!(log.take().is_empty());
     // A good answer still resumes.
-    let r = agent
-        .invoke(vec![InterruptResponse::new(&id, "yes")])
-        .await
-        .unwrap();
+    let r = agent.invoke(vec![id.answer("yes")]).await.unwrap();
     assert_eq!(r.text(), "done");
     assert_eq!(log.take(), vec!["ran echo:x"]);
     assert_history(&agent);
@@ -2039,7 +1998,7 @@ async fn an_answer_shaped_like_an_approval_but_not_one_is_a_typed_error() {
         .build()
         .unwrap();
     let r = agent.invoke("go").await.unwrap();
-    let id = r.interrupts[0].id.clone();
+    let id = r.interrupts[0].clone();
     let before = agent.pending_interrupts().cloned().unwrap();
     let history = agent.messages().to_vec();
     for bad in [
@@ -2048,7 +2007,7 @@ async fn an_answer_shaped_like_an_approval_but_not_one_is_a_typed_error() {
         json!({"approved": true, "note": 5}),
     ] {
         let err = agent
-            .invoke(vec![InterruptResponse::new(&id, bad.clone())])
+            .invoke(vec![id.answer(bad.clone())])
             .await
             .unwrap_err();
         match &err {
@@ -2056,7 +2015,7 @@ async fn an_answer_shaped_like_an_approval_but_not_one_is_a_typed_error() {
                 interrupt_id,
                 reason,
             } => {
-                assert_eq!(interrupt_id, &id);
+                assert_eq!(interrupt_id, &id.id);
                 assert!(reason.starts_with("an approval is "), "{reason}");
             }
             other => panic!("{bad}: unexpected {other:?}"),
@@ -2067,10 +2026,7 @@ async fn an_answer_shaped_like_an_approval_but_not_one_is_a_typed_error() {
         assert_history(&agent);
     }
     // A good answer still resumes.
-    let r = agent
-        .invoke(vec![InterruptResponse::new(&id, true)])
-        .await
-        .unwrap();
+    let r = agent.invoke(vec![id.answer(true)]).await.unwrap();
     assert_eq!(r.text(), "done");
     assert_eq!(log.take(), vec!["ran echo:x"]);
     assert_history(&agent);
@@ -2086,12 +2042,12 @@ async fn other_objects_and_numbers_still_reject() {
         .build()
         .unwrap();
     let r = agent.invoke("go").await.unwrap();
-    let ids: Vec<String> = r.interrupts.iter().map(|i| i.id.clone()).collect();
-    assert_eq!(ids.len(), 2);
+    let asked = &r.interrupts;
+    assert_eq!(asked.len(), 2);
     let r = agent
         .invoke(vec![
-            InterruptResponse::new(&ids[0], json!({"ok": true})),
-            InterruptResponse::new(&ids[1], json!(7)),
+            asked[0].answer(json!({"ok": true})),
+            asked[1].answer(json!(7)),
         ])
         .await
         .unwrap();
@@ -2117,12 +2073,9 @@ async fn an_edit_cannot_slip_past_a_deny() {
         .build()
         .unwrap();
     let r = agent.invoke("go").await.unwrap();
-    let id = r.interrupts[0].id.clone();
+    let id = r.interrupts[0].clone();
     let sneaky = Approval::approve().with_edit(json!({"text": "rm"}));
-    let r = agent
-        .invoke(vec![InterruptResponse::new(&id, sneaky)])
-        .await
-        .unwrap();
+    let r = agent.invoke(vec![id.answer(sneaky)]).await.unwrap();
     assert_eq!(r.text(), "done");
     assert!(log.take().is_empty(), "the edited call never ran");
     assert_eq!(
@@ -2138,12 +2091,9 @@ async fn an_approval_with_an_edit_of_a_held_result_sends_the_edited_text() {
     let log = Log::default();
     let mut agent = reviewed_echo(&log, "name: Ann, card: 4111");
     let r = agent.invoke("go").await.unwrap();
-    let id = r.interrupts[0].id.clone();
+    let id = r.interrupts[0].clone();
     let edit = Approval::approve().with_edit("name: Ann, card: [removed]");
-    let r = agent
-        .invoke(vec![InterruptResponse::new(&id, edit)])
-        .await
-        .unwrap();
+    let r = agent.invoke(vec![id.answer(edit)]).await.unwrap();
     assert_eq!(r.text(), "done");
     assert_eq!(
         log.take(),
@@ -2187,10 +2137,7 @@ async fn confirm_after_model_call_holds_the_response_until_approved() {
     assert_history(&agent);
     assert!(agent.pending_interrupts().unwrap().held_response.is_some());
 
-    let r = agent
-        .invoke(vec![InterruptResponse::new(&i.id, "yes")])
-        .await
-        .unwrap();
+    let r = agent.invoke(vec![i.answer("yes")]).await.unwrap();
     // The held response goes on (its tool runs); the next response is asked about in turn.
     assert_eq!(r.stop_reason, StopReason::Interrupt);
     assert_eq!(log.take(), vec!["ran echo:x"]);
@@ -2202,10 +2149,7 @@ async fn confirm_after_model_call_holds_the_response_until_approved() {
         i2.id,
         EventKind::AfterModelCall.interrupt_id("m0", "reply-review")
     );
-    let r = agent
-        .invoke(vec![InterruptResponse::new(&i2.id, "yes")])
-        .await
-        .unwrap();
+    let r = agent.invoke(vec![i2.answer("yes")]).await.unwrap();
     assert_eq!(r.text(), "done");
     assert_history(&agent);
 }
@@ -2219,11 +2163,8 @@ async fn confirm_after_model_call_rejected_withholds_the_response() {
         .build()
         .unwrap();
     let r = agent.invoke("go").await.unwrap();
-    let id = r.interrupts[0].id.clone();
-    let r = agent
-        .invoke(vec![InterruptResponse::new(&id, "no")])
-        .await
-        .unwrap();
+    let id = r.interrupts[0].clone();
+    let r = agent.invoke(vec![id.answer("no")]).await.unwrap();
     assert_eq!(r.stop_reason, StopReason::EndTurn);
     assert_eq!(r.text(), "CONFIRMATION_FAILED: Send this reply?");
     assert!(log.take().is_empty());
@@ -2239,12 +2180,9 @@ async fn an_approval_with_an_edit_of_a_held_response_stores_the_edited_text() {
         .build()
         .unwrap();
     let r = agent.invoke("go").await.unwrap();
-    let id = r.interrupts[0].id.clone();
+    let id = r.interrupts[0].clone();
     let edit = Approval::approve().with_edit("better reply");
-    let r = agent
-        .invoke(vec![InterruptResponse::new(&id, edit)])
-        .await
-        .unwrap();
+    let r = agent.invoke(vec![id.answer(edit)]).await.unwrap();
     assert_eq!(r.text(), "better reply");
     assert_eq!(agent.messages()[1].text(), "better reply");
     // The audit keeps the whole answer, its edit included.
@@ -2278,14 +2216,11 @@ async fn an_edit_of_a_held_response_keeps_its_tool_uses() {
         .build()
         .unwrap();
     let r = agent.invoke("go").await.unwrap();
-    let id = r.interrupts[0].id.clone();
+    let id = r.interrupts[0].clone();
     let edit = Approval::approve()
         .with_edit("I will echo x")
         .with_note("no promises we will not keep");
-    let r = agent
-        .invoke(vec![InterruptResponse::new(&id, edit.clone())])
-        .await
-        .unwrap();
+    let r = agent.invoke(vec![id.answer(edit.clone())]).await.unwrap();
     let stored = agent.messages()[1].clone();
     assert_eq!(stored.text(), "I will echo x");
     let uses: Vec<_> = stored
@@ -2310,11 +2245,8 @@ async fn an_edit_of_a_held_response_keeps_its_tool_uses() {
     assert_eq!(c.answer, Some(serde_json::Value::from(edit)));
     // The next response is asked about in turn.
     assert_eq!(r.stop_reason, StopReason::Interrupt);
-    let id = r.interrupts[0].id.clone();
-    let r = agent
-        .invoke(vec![InterruptResponse::new(&id, true)])
-        .await
-        .unwrap();
+    let id = r.interrupts[0].clone();
+    let r = agent.invoke(vec![id.answer(true)]).await.unwrap();
     assert_eq!(r.text(), "done");
     assert_history(&agent);
 }
@@ -2347,7 +2279,7 @@ async fn an_answer_after_model_call_is_bound_to_the_response_it_approved() {
         .unwrap();
     let first = r.interrupts[0].clone();
     let r = agent
-        .invoke(Input::from(vec![InterruptResponse::new(&first.id, "yes")]).with_state(state("b")))
+        .invoke(Input::from(vec![first.answer("yes")]).with_state(state("b")))
         .await
         .unwrap();
     assert_eq!(r.stop_reason, StopReason::Interrupt, "asked again");
@@ -2368,9 +2300,9 @@ async fn an_answer_after_model_call_is_bound_to_the_response_it_approved() {
             .map(|c| c.status),
         Some(rein_core::audit::ConfirmationStatus::Asked)
     );
-    let id = r.interrupts[0].id.clone();
+    let id = r.interrupts[0].clone();
     let r = agent
-        .invoke(Input::from(vec![InterruptResponse::new(&id, "yes")]).with_state(state("b")))
+        .invoke(Input::from(vec![id.answer("yes")]).with_state(state("b")))
         .await
         .unwrap();
     assert_eq!(r.stop_reason, StopReason::EndTurn);
@@ -2469,11 +2401,8 @@ async fn a_guide_after_a_confirm_on_after_model_call_retries_without_asking() {
             .iter()
             .all(|m| !m.text().contains("a draft"))
     );
-    let id = r.interrupts[0].id.clone();
-    let r = agent
-        .invoke(vec![InterruptResponse::new(&id, "yes")])
-        .await
-        .unwrap();
+    let id = r.interrupts[0].clone();
+    let r = agent.invoke(vec![id.answer("yes")]).await.unwrap();
     assert_eq!(r.text(), "final");
     assert_eq!(model.requests().len(), 2);
     assert_history(&agent);

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rein_agent::Agent;
 use rein_agent::judge::{LlmJudge, ModelRiskClassifier};
-use rein_core::{ToolHandle, message::InterruptResponse, stream::StopReason};
+use rein_core::{ToolHandle, stream::StopReason};
 use rein_interventions::approval::HumanApproval;
 use rein_interventions::{
     BeforeModelCallAction, ConfirmationStatus, DecisionAction, DecisionOutcome, Error,
@@ -129,11 +129,8 @@ async fn confirm_then_resume(
     let mut agent = agent_with(LlmJudge::new("judge", Shared(m.clone())));
     let r = agent.invoke("clean up").await.unwrap();
     assert_eq!(r.stop_reason, StopReason::Interrupt);
-    let id = r.interrupts[0].id.clone();
-    let r = agent
-        .invoke(vec![InterruptResponse::new(&id, answer)])
-        .await
-        .unwrap();
+    let id = r.interrupts[0].clone();
+    let r = agent.invoke(vec![id.answer(answer)]).await.unwrap();
     (agent, m, r)
 }
 

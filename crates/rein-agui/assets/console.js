@@ -184,6 +184,12 @@ function renderApprovals() {
 // them all in one resume).
 function answer(interrupt, payload) {
   const who = $("who").value.trim();
+  // An approval names the action it approves: the fingerprint the interrupt carries, echoed
+  // (the server refuses it for any other action).
+  const governance = interrupt.metadata && interrupt.metadata.governance;
+  if (governance && governance.actionFingerprint && payload !== null && typeof payload === "object") {
+    payload = { ...payload, approvedActionFingerprint: governance.actionFingerprint };
+  }
   const entry = payload === null
     ? { interruptId: interrupt.id, status: "cancelled" }
     : { interruptId: interrupt.id, status: "resolved", payload };

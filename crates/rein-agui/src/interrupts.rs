@@ -1,6 +1,11 @@
 //! Rein interrupts as AG-UI interrupts, and AG-UI resume entries as Rein answers, with the
 //! protocol's rules: unknown ids rejected, every open interrupt answered, answers validated
-//! against the interrupt's response schema.
+//! against the interrupt's response schema — and approvals bound to the action they approve,
+//! in the shape proposed in ag-ui-protocol/ag-ui#2278: the interrupt's
+//! `metadata.governance.actionFingerprint` carries the action's fingerprint, the resume's
+//! `payload.approvedActionFingerprint` echoes it, and Rein compares it with the pending
+//! interrupt's before anything runs (the agent then binds the answer to it, so a call that
+//! changed is asked about again).
 
 use std::collections::HashSet;
 
@@ -21,6 +26,10 @@ const CONFIRM_POINTS: [&str; 6] = [
     "model_output",
 ];
 
+/// The payload field of a resume entry that names the fingerprint of the action it approves
+/// (ag-ui-protocol/ag-ui#2278).
+const APPROVED_FINGERPRINT: &str = "approvedActionFingerprint";
+
 /// The point of a Confirm interrupt, from its id; `None` for other interrupts (a hook's own).
 fn confirm_point(id: &str) -> Option<&str> {
     let mut parts = id.split(':');
@@ -30,9 +39,16 @@ fn confirm_point(id: &str) -> Option<&str> {
         .filter(|p| CONFIRM_POINTS.contains(p))
 }
 
-/// The response schema of a Confirm: an approval `{approved, edit?, note?}` (SPEC §3.10).
-pub(crate) fn approval_schema() -> Value {
-    json!({
+/// Whether the interrupt is answered with an approval: a Confirm, or any interrupt bound to an
+/// action (a fingerprint: a sub-agent's Confirm raised at its parent, a hook's own binding).
+fn takes_an_approval(i: &Interrupt) -> bool {
+    i.fingerprint.is_some() || confirm_point(&i.id).is_some()
+}
+
+/// The response schema of an approval `{approved, edit?, note?}` (SPEC §3.10); for an
+/// interrupt bound to an action, with the fingerprint it approves, required.
+pub(crate) fn approval_schema(bound: bool) -> Value {
+    let mut schema = json!({
         "type": "object",
         "properties": {
             "approved": {"type": "boolean"},
@@ -41,15 +57,30 @@ pub(crate) fn approval_schema() -> Value {
         },
         "required": ["approved"],
         "additionalProperties": false
-    })
+    });
+    if bound {
+        schema["properties"][APPROVED_FINGERPRINT] = json!({
+            "type": "string",
+            "description": "the interrupt's metadata.governance.actionFingerprint: what this answer approves"
+        });
+        schema["required"] = json!(["approved", APPROVED_FINGERPRINT]);
+    }
+    schema
 }
 
-/// A Rein interrupt as an AG-UI interrupt. A Confirm's reason is `confirm` and its response
-/// schema the approval; any other interrupt keeps its name as the reason and takes any JSON.
+/// A Rein interrupt as an AG-UI interrupt: its id is the one a resume names (with the pause's
+/// nonce). A Confirm's reason is `confirm`; an interrupt answered with an approval has the
+/// approval's response schema, and one bound to an action carries its fingerprint in
+/// `metadata.governance.actionFingerprint`; any other interrupt keeps its name as the reason
+/// and takes any JSON.
 pub(crate) fn to_wire(i: &Interrupt) -> WireInterrupt {
     let point = confirm_point(&i.id);
+    let mut metadata = json!({"rein": {"name": i.name, "point": point, "reason": i.reason}});
+    if let Some(f) = &i.fingerprint {
+        metadata["governance"] = json!({"actionFingerprint": f});
+    }
     WireInterrupt {
-        id: i.id.clone(),
+        id: i.resume_id(),
         reason: if point.is_some() {
             "confirm".to_owned()
         } else {
@@ -57,28 +88,30 @@ pub(crate) fn to_wire(i: &Interrupt) -> WireInterrupt {
         },
         message: Some(i.prompt_text()),
         tool_call_id: i.tool_use_id.clone(),
-        response_schema: if point.is_some() {
-            approval_schema()
+        response_schema: if takes_an_approval(i) {
+            approval_schema(i.fingerprint.is_some())
         } else {
             json!({})
         },
-        metadata: json!({"rein": {"name": i.name, "point": point, "reason": i.reason}}),
+        metadata,
     }
 }
 
 /// Checks a resume against the pending interrupts and turns it into Rein answers: every id
-/// known and pending, each answered once, every pending one answered, each payload valid
-/// against its response schema. A `cancelled` entry is a rejection (`{"approved": false}` for a
-/// Confirm, `false` otherwise).
+/// known and pending (ids of another pause are unknown), each answered once, every pending
+/// one answered, each payload valid against its response schema, and an approval of an action
+/// naming that action's fingerprint (409 `FINGERPRINT_MISMATCH` otherwise: it was given for
+/// another call). A `cancelled` entry is a rejection (`{"approved": false}` for an approval,
+/// `false` otherwise), bound to the interrupt's action: a rejection approves nothing.
 pub(crate) fn answers(
     pending: &[Interrupt],
     resume: &[ResumeEntry],
 ) -> Result<Vec<InterruptResponse>, ProtocolError> {
-    let open: HashSet<&str> = pending.iter().map(|i| i.id.as_str()).collect();
+    let open: Vec<String> = pending.iter().map(Interrupt::resume_id).collect();
     let unknown: Vec<&str> = resume
         .iter()
         .map(|r| r.interrupt_id.as_str())
-        .filter(|id| !open.contains(id))
+        .filter(|id| !open.iter().any(|o| o == id))
         .collect();
     if !unknown.is_empty() {
         return Err(ProtocolError::new(
@@ -98,9 +131,9 @@ pub(crate) fn answers(
             ));
         }
     }
-    let missing: Vec<&str> = pending
+    let missing: Vec<&str> = open
         .iter()
-        .map(|i| i.id.as_str())
+        .map(String::as_str)
         .filter(|id| !seen.contains(id))
         .collect();
     if !missing.is_empty() {
@@ -115,39 +148,77 @@ pub(crate) fn answers(
         .with_details(json!({"missingInterruptIds": missing})));
     }
     let mut out = Vec::with_capacity(resume.len());
-    for i in pending {
-        let Some(r) = resume.iter().find(|r| r.interrupt_id == i.id) else {
+    for (i, id) in pending.iter().zip(&open) {
+        let Some(r) = resume.iter().find(|r| r.interrupt_id == *id) else {
             continue;
         };
-        let confirm = confirm_point(&i.id).is_some();
+        let approval = takes_an_approval(i);
         let answer = match r.status {
             ResumeStatus::Cancelled => {
-                if confirm {
+                if approval {
                     json!({"approved": false})
                 } else {
                     Value::Bool(false)
                 }
             }
             ResumeStatus::Resolved => {
-                let payload = r.payload.clone().unwrap_or(Value::Null);
+                let mut payload = r.payload.clone().unwrap_or(Value::Null);
                 let schema = to_wire(i).response_schema;
                 check(&schema, &payload).map_err(|why| {
                     ProtocolError::new(
                         StatusCode::UNPROCESSABLE_ENTITY,
                         "INVALID_RESUME_PAYLOAD",
                         format!(
-                            "the answer to interrupt {} does not match its response schema: {why}",
-                            i.id
+                            "the answer to interrupt {id} does not match its response schema: {why}"
                         ),
                     )
-                    .with_details(json!({"interruptId": i.id, "responseSchema": schema}))
+                    .with_details(json!({"interruptId": id, "responseSchema": schema}))
                 })?;
+                if approval {
+                    // The fingerprint is what the answer approves, not part of the answer.
+                    let named = payload
+                        .as_object_mut()
+                        .and_then(|o| o.remove(APPROVED_FINGERPRINT));
+                    if named.as_ref().and_then(Value::as_str) != i.fingerprint.as_deref() {
+                        return Err(fingerprint_mismatch(id));
+                    }
+                }
                 payload
             }
         };
-        out.push(InterruptResponse::new(i.id.clone(), answer));
+        // Bound to what was asked about: checked above (a cancel approves nothing).
+        out.push(i.answer(answer));
     }
     Ok(out)
+}
+
+/// Whether `resume` is the resume last applied (`applied`: its ids) sent again: every id among
+/// them and none naming a pending interrupt. Safe to answer without running anything: ids carry
+/// their pause's nonce, so an earlier pause's cannot name a later one.
+pub(crate) fn already_applied(
+    applied: &[String],
+    pending: &[Interrupt],
+    resume: &[ResumeEntry],
+) -> bool {
+    !resume.is_empty()
+        && resume.iter().all(|r| {
+            applied.contains(&r.interrupt_id)
+                && !pending.iter().any(|i| i.resume_id() == r.interrupt_id)
+        })
+}
+
+/// 409: the approval names another action than the one pending (an earlier pause's, or this
+/// call before it changed). Nothing runs; the interrupt stays pending.
+fn fingerprint_mismatch(id: &str) -> ProtocolError {
+    ProtocolError::new(
+        StatusCode::CONFLICT,
+        "FINGERPRINT_MISMATCH",
+        format!(
+            "the answer to interrupt {id} approves another action than the one it asks about: \
+             its {APPROVED_FINGERPRINT} must be the interrupt's metadata.governance.actionFingerprint"
+        ),
+    )
+    .with_details(json!({"interruptId": id}))
 }
 
 /// Validates `value` against a JSON schema; the first error's text when it fails.
@@ -253,5 +324,65 @@ mod tests {
         assert_eq!(r[0].interrupt_id, a);
         assert_eq!(r[0].response["edit"]["path"], "x");
         assert_eq!(r[1].response, json!({"approved": false}));
+    }
+
+    /// A Confirm as the agent pauses on it: bound to the call's fingerprint, with the pause's
+    /// nonce.
+    fn asked(tool_use_id: &str, fingerprint: &str, nonce: &str) -> Interrupt {
+        let mut i = confirm(tool_use_id).with_fingerprint(fingerprint);
+        i.nonce = Some(nonce.into());
+        i
+    }
+
+    #[test]
+    fn an_approval_carries_the_actions_fingerprint_and_must_echo_it() {
+        let i = asked("t1", "fp-1", "n1");
+        let w = to_wire(&i);
+        assert_eq!(w.id, i.resume_id());
+        assert_eq!(w.metadata["governance"]["actionFingerprint"], "fp-1");
+        assert_eq!(
+            w.response_schema["required"],
+            json!(["approved", "approvedActionFingerprint"])
+        );
+        let p = vec![i.clone()];
+        let id = i.resume_id();
+        let with = |fingerprint: Option<&str>| {
+            let mut payload = json!({"approved": true});
+            if let Some(f) = fingerprint {
+                payload["approvedActionFingerprint"] = json!(f);
+            }
+            answers(&p, &[entry(&id, ResumeStatus::Resolved, Some(payload))])
+        };
+        // None named: the schema wants it.
+        assert_eq!(with(None).unwrap_err().code, "INVALID_RESUME_PAYLOAD");
+        // Another action's.
+        let e = with(Some("fp-0")).unwrap_err();
+        assert_eq!(
+            (e.status, e.code),
+            (StatusCode::CONFLICT, "FINGERPRINT_MISMATCH")
+        );
+        // The one shown: the answer is the approval alone, bound to that fingerprint.
+        let r = with(Some("fp-1")).unwrap();
+        assert_eq!(r[0].interrupt_id, id);
+        assert_eq!(r[0].response, json!({"approved": true}));
+        assert_eq!(r[0].fingerprint.as_deref(), Some("fp-1"));
+        // A cancel approves nothing: bound to the pending action without being named.
+        let r = answers(&p, &[entry(&id, ResumeStatus::Cancelled, None)]).unwrap();
+        assert_eq!(r[0].response, json!({"approved": false}));
+        assert_eq!(r[0].fingerprint.as_deref(), Some("fp-1"));
+    }
+
+    #[test]
+    fn an_answer_to_an_earlier_pause_is_unknown_even_when_the_id_repeats() {
+        let earlier = asked("t1", "fp-1", "n1");
+        let now = asked("t1", "fp-2", "n2");
+        assert_eq!(earlier.id, now.id);
+        let replay = entry(
+            &earlier.resume_id(),
+            ResumeStatus::Resolved,
+            Some(json!({"approved": true, "approvedActionFingerprint": "fp-1"})),
+        );
+        let e = answers(&[now], &[replay]).unwrap_err();
+        assert_eq!(e.code, "UNKNOWN_INTERRUPT");
     }
 }

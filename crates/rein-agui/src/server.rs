@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::{AguiError, ProtocolError};
-use crate::interrupts::{answers, to_wire};
+use crate::interrupts::{already_applied, answers, to_wire};
 use crate::run::{ANSWERED_KEY, AnsweredBy, drive};
 use crate::wire::{RunAgentInput, WireEvent};
 
@@ -511,24 +511,24 @@ async fn start(
                     .collect();
                 let named: Vec<Interrupt> = parked
                     .into_iter()
-                    .filter(|i| resume.iter().any(|r| r.interrupt_id == i.id))
+                    .filter(|i| resume.iter().any(|r| r.interrupt_id == i.resume_id()))
                     .collect();
                 if resume.is_empty() || named.len() != resume.len() {
                     return Err(refuse("a resume must wait for it to finish"));
                 }
                 let mut answered = Vec::new();
                 for r in answers(&named, resume)? {
-                    let injection = run
-                        .interceptor
-                        .answer(&r.interrupt_id, r.response)
-                        .map_err(|e| {
-                            ProtocolError::new(
-                                StatusCode::UNPROCESSABLE_ENTITY,
-                                "INVALID_RESUME_PAYLOAD",
-                                e.to_string(),
-                            )
-                        })?;
-                    answered.push(json!({"interruptId": r.interrupt_id, "injectionId": injection.to_string()}));
+                    let interrupt_id = r.interrupt_id.clone();
+                    let injection = run.interceptor.answer(r).map_err(|e| {
+                        ProtocolError::new(
+                            StatusCode::UNPROCESSABLE_ENTITY,
+                            "INVALID_RESUME_PAYLOAD",
+                            e.to_string(),
+                        )
+                    })?;
+                    answered.push(
+                        json!({"interruptId": interrupt_id, "injectionId": injection.to_string()}),
+                    );
                 }
                 return Ok(short_run(
                     &thread_id,
@@ -573,6 +573,24 @@ async fn start(
     }
     let agent = load(&inner, &thread_id).await?;
     let pending = agent.pending_interrupts().map(|p| p.interrupts.clone());
+    // Idempotent resume: the answers last applied, again — while nothing is pending, or after
+    // the run paused again (their ids, of an earlier pause, name nothing pending now) — change
+    // nothing and succeed.
+    if let Some(resume) = &input.resume {
+        let applied: Vec<String> = agent
+            .state()
+            .get(ANSWERED_KEY)
+            .and_then(|v| serde_json::from_value(v).ok())
+            .unwrap_or_default();
+        if already_applied(&applied, pending.as_deref().unwrap_or_default(), resume) {
+            return Ok(short_run(
+                &thread_id,
+                &input.run_id,
+                None,
+                json!({"alreadyApplied": true}),
+            ));
+        }
+    }
     let (agent_input, answered_by) = match (&input.resume, pending) {
         (Some(resume), Some(pending)) => {
             let responses = answers(&pending, resume)?;
@@ -596,30 +614,14 @@ async fn start(
             (Input::resume(responses), by)
         }
         (Some(resume), None) => {
-            // Idempotent resume: the same answers again, after they were applied, change
-            // nothing and succeed; anything else names interrupts that are not pending.
-            let answered: Vec<String> = agent
-                .state()
-                .get(ANSWERED_KEY)
-                .and_then(|v| serde_json::from_value(v).ok())
-                .unwrap_or_default();
-            let all_answered =
-                !resume.is_empty() && resume.iter().all(|r| answered.contains(&r.interrupt_id));
-            if !all_answered {
-                let ids: Vec<&str> = resume.iter().map(|r| r.interrupt_id.as_str()).collect();
-                return Err(ProtocolError::new(
-                    StatusCode::NOT_FOUND,
-                    "UNKNOWN_INTERRUPT",
-                    format!("no pending interrupt with id {}", ids.join(", ")),
-                )
-                .with_details(json!({"unknownInterruptIds": ids})));
-            }
-            return Ok(short_run(
-                &thread_id,
-                &input.run_id,
-                None,
-                json!({"alreadyApplied": true}),
-            ));
+            // Not the answers last applied: they name interrupts that are not pending.
+            let ids: Vec<&str> = resume.iter().map(|r| r.interrupt_id.as_str()).collect();
+            return Err(ProtocolError::new(
+                StatusCode::NOT_FOUND,
+                "UNKNOWN_INTERRUPT",
+                format!("no pending interrupt with id {}", ids.join(", ")),
+            )
+            .with_details(json!({"unknownInterruptIds": ids})));
         }
         (None, Some(pending)) => {
             let asks: Vec<_> = pending.iter().map(to_wire).collect();

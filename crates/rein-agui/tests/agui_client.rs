@@ -219,3 +219,31 @@ async fn official_client_sees_the_protocol_refusals() {
     assert_eq!(runs[5]["outcome"], "success");
     assert_eq!(runs[5]["results"].as_array().unwrap().len(), 0);
 }
+
+/// Through the official client: interrupts carry `metadata.governance.actionFingerprint`, an
+/// approval echoes it (`payload.approvedActionFingerprint`); after a new pause on the same
+/// tool-use id the first resume sent again approves nothing, and an approval naming the first
+/// call's fingerprint is refused with 409 `FINGERPRINT_MISMATCH`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_client_replays_and_forged_approvals_approve_nothing() {
+    let Some(out) = drive(&["replay"]).await else {
+        return;
+    };
+    assert_eq!(out[0]["sameToolCall"], true, "{}", out[0]);
+    let runs = out[0]["runs"].as_array().unwrap();
+    assert_eq!(runs[0]["outcome"], "interrupt");
+    assert_eq!(runs[1]["results"][0], "deleted a.txt", "{}", runs[1]);
+    assert_eq!(runs[1]["outcome"], "interrupt");
+    // The first resume again: succeeds and changes nothing.
+    assert_eq!(runs[2]["outcome"], "success", "{}", runs[2]);
+    assert_eq!(
+        runs[2]["results"].as_array().unwrap().len(),
+        0,
+        "{}",
+        runs[2]
+    );
+    assert_eq!(runs[3]["thrown"]["status"], 409, "{}", runs[3]);
+    assert_eq!(runs[3]["thrown"]["payload"]["code"], "FINGERPRINT_MISMATCH");
+    assert_eq!(runs[4]["results"][0], "deleted b.txt", "{}", runs[4]);
+    assert_eq!(runs[4]["outcome"], "success");
+}

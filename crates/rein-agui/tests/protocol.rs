@@ -17,6 +17,19 @@ fn run_input(thread: &str, messages: Value, resume: Option<Value>) -> String {
     v.to_string()
 }
 
+/// An approval of the interrupt `i` (with `fields` added): it names the fingerprint of the
+/// action, as the interrupt carries it (ag-ui-protocol/ag-ui#2278).
+fn approval(i: &Value, fields: Value) -> Value {
+    let mut payload = json!({"approved": true});
+    if let Some(f) = i["metadata"]["governance"].get("actionFingerprint") {
+        payload["approvedActionFingerprint"] = f.clone();
+    }
+    for (k, v) in fields.as_object().into_iter().flatten() {
+        payload[k] = v.clone();
+    }
+    payload
+}
+
 fn user(text: &str) -> Value {
     json!([{"id": "m1", "role": "user", "content": text}])
 }
@@ -102,10 +115,8 @@ async fn pending_interrupts_block_and_bad_answers_change_nothing_and_another_ser
     let last = evs.last().unwrap();
     assert_eq!(last["type"], "RUN_FINISHED");
     assert_eq!(last["outcome"]["type"], "interrupt");
-    let id = last["outcome"]["interrupts"][0]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let asked = last["outcome"]["interrupts"][0].clone();
+    let id = asked["id"].as_str().unwrap().to_owned();
     let before = thread_info(a.local_addr(), "approve-1").await;
     assert_eq!(before["pendingInterrupts"][0]["id"], id.as_str());
 
@@ -135,9 +146,20 @@ async fn pending_interrupts_block_and_bad_answers_change_nothing_and_another_ser
             "INVALID_RESUME_PAYLOAD",
         ),
         (
-            json!([{"interruptId": id, "status": "resolved", "payload": {"approved": true, "extra": 1}}]),
+            json!([{"interruptId": id, "status": "resolved", "payload": approval(&asked, json!({"extra": 1}))}]),
             422,
             "INVALID_RESUME_PAYLOAD",
+        ),
+        // An approval that names no action, or another one than the pending call.
+        (
+            json!([{"interruptId": id, "status": "resolved", "payload": {"approved": true}}]),
+            422,
+            "INVALID_RESUME_PAYLOAD",
+        ),
+        (
+            json!([{"interruptId": id, "status": "resolved", "payload": {"approved": true, "approvedActionFingerprint": "9f0c0ae1-0000-5000-8000-000000000000"}}]),
+            409,
+            "FINGERPRINT_MISMATCH",
         ),
         (
             json!([{"interruptId": id, "status": "cancelled"}, {"interruptId": id, "status": "cancelled"}]),
@@ -169,7 +191,7 @@ async fn pending_interrupts_block_and_bad_answers_change_nothing_and_another_ser
         a.local_addr(),
         "POST",
         "/agent",
-        &run_input("approve-1", json!([]), Some(json!([{"interruptId": id, "status": "resolved", "payload": {"approved": true, "edit": {"path": 7}}}]))),
+        &run_input("approve-1", json!([]), Some(json!([{"interruptId": id, "status": "resolved", "payload": approval(&asked, json!({"edit": {"path": 7}}))}]))),
     )
     .await;
     assert_eq!(status, 200);
@@ -187,7 +209,7 @@ async fn pending_interrupts_block_and_bad_answers_change_nothing_and_another_ser
         b.local_addr(),
         "POST",
         "/agent",
-        &run_input("approve-1", json!([]), Some(json!([{"interruptId": id, "status": "resolved", "payload": {"approved": true}, "metadata": {"answeredBy": "ops@example.com"}}]))),
+        &run_input("approve-1", json!([]), Some(json!([{"interruptId": id, "status": "resolved", "payload": approval(&asked, json!({})), "metadata": {"answeredBy": "ops@example.com"}}]))),
     )
     .await;
     assert_eq!(status, 200);
@@ -260,10 +282,7 @@ async fn a_server_for_one_agent_keeps_each_thread_its_own_conversation() {
     assert_eq!(status, 200, "{body}");
     let last = events(&body).last().cloned().unwrap();
     assert_eq!(last["outcome"]["type"], "interrupt", "{body}");
-    let id = last["outcome"]["interrupts"][0]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let asked = last["outcome"]["interrupts"][0].clone();
     // Another thread runs meanwhile, on its own conversation.
     let (status, body) = post(run_input("b", user("hi"), None)).await;
     assert_eq!(status, 200, "{body}");
@@ -277,7 +296,7 @@ async fn a_server_for_one_agent_keeps_each_thread_its_own_conversation() {
         .await
         .unwrap()
         .spawn();
-    let resume = json!([{"interruptId": id, "status": "resolved", "payload": {"approved": true}}]);
+    let resume = json!([{"interruptId": asked["id"], "status": "resolved", "payload": approval(&asked, json!({}))}]);
     let (status, body) = http(
         second.local_addr(),
         "POST",
@@ -420,7 +439,7 @@ async fn a_confirm_after_the_tool_is_an_interrupt_too_and_takes_a_text_edit() {
     assert_eq!(i["message"], "Show the time to the model?");
     assert_eq!(i["metadata"]["rein"]["point"], "after_tool_call");
     assert_eq!(i["responseSchema"]["required"][0], "approved");
-    let resume = json!([{"interruptId": i["id"], "status": "resolved", "payload": {"approved": true, "edit": "about noon"}}]);
+    let resume = json!([{"interruptId": i["id"], "status": "resolved", "payload": approval(i, json!({"edit": "about noon"}))}]);
     let (status, body) = http(
         addr,
         "POST",
@@ -473,7 +492,8 @@ async fn an_injected_message_parked_on_a_confirm_is_answered_by_a_resume_while_t
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     assert_eq!(parked["text"], "also X", "never parked");
-    let id = parked["interrupts"][0]["id"].as_str().unwrap().to_owned();
+    let asked = parked["interrupts"][0].clone();
+    let id = asked["id"].as_str().unwrap().to_owned();
     assert_eq!(
         parked["interrupts"][0]["metadata"]["rein"]["point"],
         "before_invocation"
@@ -497,7 +517,8 @@ async fn an_injected_message_parked_on_a_confirm_is_answered_by_a_resume_while_t
     )
     .await;
     assert_eq!(status, 409);
-    let ok = json!([{"interruptId": id, "status": "resolved", "payload": {"approved": true}}]);
+    let ok =
+        json!([{"interruptId": id, "status": "resolved", "payload": approval(&asked, json!({}))}]);
     let (status, body) = http(
         addr,
         "POST",
@@ -520,5 +541,70 @@ async fn an_injected_message_parked_on_a_confirm_is_answered_by_a_resume_while_t
         .unwrap();
     assert_eq!(consumed["value"]["text"], "also X");
     assert_eq!(evs.last().unwrap()["outcome"]["type"], "success");
+    server.shutdown().await.unwrap();
+}
+
+/// A resume sent again after the run paused anew on the same tool-use id (a retried or
+/// replayed request) approves nothing new: it is the answer to another pause. An approval
+/// naming the new pause's id with the earlier call's fingerprint is refused, and the call
+/// stays pending; answered as shown, it runs.
+#[tokio::test]
+async fn a_replayed_resume_approves_nothing_after_a_new_pause_on_the_same_tool_use_id() {
+    let server = common::start(MemorySessionStore::new()).await;
+    let addr = server.local_addr();
+    let post = |resume: Value| {
+        let body = run_input("replay-1", json!([]), Some(resume));
+        async move { http(addr, "POST", "/agent", &body).await }
+    };
+    let (status, body) = http(
+        addr,
+        "POST",
+        "/agent",
+        &run_input("replay-1", user("clean up"), None),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let first = events(&body).pop().unwrap()["outcome"]["interrupts"][0].clone();
+    assert_eq!(first["toolCallId"], "d1");
+    let approve_first = json!([{"interruptId": first["id"], "status": "resolved", "payload": approval(&first, json!({}))}]);
+    let (status, body) = post(approve_first.clone()).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("deleted a.txt"), "{body}");
+    let second = events(&body).pop().unwrap()["outcome"]["interrupts"][0].clone();
+    assert_eq!(
+        second["toolCallId"], "d1",
+        "the model repeats its tool-use id"
+    );
+    assert_eq!(second["message"], "Delete b.txt?");
+
+    // The first resume again: nothing runs, b.txt stays asked about.
+    let (status, body) = post(approve_first).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        !body.contains("deleted b.txt"),
+        "the replay approved b.txt: {body}"
+    );
+    assert!(body.contains("alreadyApplied"), "{body}");
+    let t = thread_info(addr, "replay-1").await;
+    assert_eq!(t["pendingInterrupts"][0]["message"], "Delete b.txt?", "{t}");
+
+    // The new pause's id with the fingerprint of a.txt's call: refused, still pending.
+    let mut forged = approval(&second, json!({}));
+    forged["approvedActionFingerprint"] =
+        first["metadata"]["governance"]["actionFingerprint"].clone();
+    let (status, resp) =
+        post(json!([{"interruptId": second["id"], "status": "resolved", "payload": forged}])).await;
+    assert_eq!(status, 409, "{resp}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&resp).unwrap()["code"],
+        "FINGERPRINT_MISMATCH"
+    );
+    let t = thread_info(addr, "replay-1").await;
+    assert_eq!(t["pendingInterrupts"][0]["message"], "Delete b.txt?", "{t}");
+
+    // Answered as shown, it runs.
+    let (status, body) = post(json!([{"interruptId": second["id"], "status": "resolved", "payload": approval(&second, json!({}))}])).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("deleted b.txt"), "{body}");
     server.shutdown().await.unwrap();
 }

@@ -279,7 +279,7 @@ async fn approve(
             // Echo the answer so a piped transcript reads like the session.
             let _ = out.write_line(&answer);
         }
-        responses.push(InterruptResponse::new(i.id, answer_value(answer)));
+        responses.push(i.answer(answer_value(answer)));
     }
     Some(responses)
 }

@@ -12,6 +12,7 @@ use rein_core::{
     audit::DecisionRecord,
     error::BuildError,
     event::AfterModelCallEvent,
+    interrupt::Interrupt,
     message::{InterruptResponse, ReasoningContent},
     result::{AgentResult, InjectionRecord},
     state::InvocationState,
@@ -299,28 +300,30 @@ fn step_input(agent: &Agent, step: &Step) -> Input {
     let mut input = match (&step.prompt, &step.resume) {
         (Some(p), _) => Input::text(p.clone()),
         (None, answers) => {
-            let pending = agent.pending_interrupts();
+            // The scenario is the human: it answers the pending interrupts it names (by id or
+            // name), each as asked (`Interrupt::answer`: this pause, this fingerprint).
+            let pending = agent
+                .pending_interrupts()
+                .map(|p| p.interrupts.as_slice())
+                .unwrap_or_default();
             let mut responses = Vec::new();
             for a in answers.iter().flatten() {
-                if let Some(id) = &a.id {
-                    responses.push(InterruptResponse::new(id.clone(), a.response.clone()));
-                } else if let Some(name) = &a.interrupt {
-                    let ids: Vec<&str> = pending
-                        .map(|p| {
-                            p.interrupts
-                                .iter()
-                                .filter(|i| &i.name == name)
-                                .map(|i| i.id.as_str())
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                    if ids.is_empty() {
-                        // No pending interrupt has that name: the agent reports the typed error.
-                        responses.push(InterruptResponse::new(name.clone(), a.response.clone()));
+                let named: Vec<&Interrupt> = pending
+                    .iter()
+                    .filter(|i| match (&a.id, &a.interrupt) {
+                        (Some(id), _) => &i.id == id,
+                        (None, Some(name)) => &i.name == name,
+                        (None, None) => false,
+                    })
+                    .collect();
+                if named.is_empty() {
+                    // Nothing pending by that id or name: the agent reports the typed error.
+                    if let Some(id) = a.id.as_ref().or(a.interrupt.as_ref()) {
+                        responses.push(InterruptResponse::new(id.clone(), a.response.clone()));
                     }
-                    for id in ids {
-                        responses.push(InterruptResponse::new(id, a.response.clone()));
-                    }
+                }
+                for i in named {
+                    responses.push(i.answer(a.response.clone()));
                 }
             }
             Input::resume(responses)
@@ -355,7 +358,7 @@ async fn run_step(agent: &mut Agent, input: Input, answers: &[Answer]) -> Value 
                     });
                     if let Some(a) = answer {
                         // Cannot fail: the interrupt was just parked in this run.
-                        let _ = interceptor.answer(&i.id, a.response.clone());
+                        let _ = interceptor.answer(i.answer(a.response.clone()));
                     }
                 }
             }

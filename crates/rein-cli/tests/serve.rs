@@ -100,8 +100,12 @@ fn rein_serve_serves_the_console_and_runs_with_approvals() {
     assert_eq!(interrupt["reason"], "confirm");
     assert_eq!(interrupt["message"], "delete notes.txt");
 
+    // The approval names the action it approves (the fingerprint the interrupt carries).
+    let fingerprint = &interrupt["metadata"]["governance"]["actionFingerprint"];
+    assert!(fingerprint.is_string(), "{interrupt}");
     let resume = json!({"threadId": "t-1", "runId": "r2", "messages": [],
-        "resume": [{"interruptId": interrupt["id"], "status": "resolved", "payload": {"approved": true}}]});
+        "resume": [{"interruptId": interrupt["id"], "status": "resolved",
+            "payload": {"approved": true, "approvedActionFingerprint": fingerprint}}]});
     let (status, body) = http(&addr, "POST", "/agent", &resume.to_string());
     assert_eq!(status, 200);
     let evs = events(&body);

@@ -68,6 +68,21 @@ pub enum Error {
         /// What is wrong with the answer.
         reason: String,
     },
+    /// An answer that does not name the fingerprint of what its interrupt asks about: none for
+    /// an interrupt bound to one, or another one — the answer was given for another call (an
+    /// earlier pause, a replay), or for this one before it changed. Nothing changed: the
+    /// interrupts stay pending.
+    #[error("the answer to interrupt '{interrupt_id}' {}", match given {
+        None => "names no fingerprint: answer the interrupt itself (`Interrupt::answer`) or \
+                 echo the fingerprint it carries".to_owned(),
+        Some(f) => format!("approves another action (fingerprint '{f}') than the one asked about"),
+    })]
+    FingerprintMismatch {
+        /// The interrupt answered (as the answer named it).
+        interrupt_id: String,
+        /// The fingerprint the answer named.
+        given: Option<String>,
+    },
     /// The assistant message the pending interrupts belong to is no longer in history (the
     /// history was replaced under them). The interrupts stay pending.
     #[error("the assistant message of the pending interrupts is not in history")]

@@ -72,6 +72,20 @@ uuid_id!(
     InjectionId
 );
 
+/// 128 bits from the operating system's random generator, as 32 hex digits: for what an
+/// attacker must not predict nor see repeat — the ids Rein makes up for tool calls a provider
+/// sent without one, the nonce of each pause in interrupt ids (SPEC §4). (Not [`fast_uuid`]:
+/// its outputs follow from one seed.)
+///
+/// ```
+/// let a = rein_core::id::unguessable();
+/// assert_eq!(a.len(), 32);
+/// assert_ne!(a, rein_core::id::unguessable());
+/// ```
+pub fn unguessable() -> String {
+    Uuid::new_v4().simple().to_string()
+}
+
 /// `uuid5(NAMESPACE_OID, name)` as used in interrupt ids.
 pub(crate) fn name_uuid(name: &str) -> Uuid {
     Uuid::new_v5(&Uuid::NAMESPACE_OID, name.as_bytes())

@@ -6,11 +6,18 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::error::Error;
+use crate::message::InterruptResponse;
+
 /// A request for human input raised at BeforeToolCall (by a hook or a `Confirm`) or by a tool.
+///
+/// Answer one with [`answer`](Self::answer): the answer names the pause it was asked in (its
+/// nonce) and the action it approves (its fingerprint), so it can approve nothing else.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Interrupt {
-    /// Deterministic id, so a re-run hook finds its answer.
+    /// Deterministic id, so a re-run hook finds its answer. A resume names
+    /// [`resume_id`](Self::resume_id), which adds the pause's nonce.
     pub id: String,
     /// Name (for `Confirm`: the handler name).
     pub name: String,
@@ -22,6 +29,12 @@ pub struct Interrupt {
     /// The tool use the interrupt was raised for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_use_id: Option<String>,
+    /// A random value the agent draws each time a run pauses and gives the pause's interrupts:
+    /// part of the id a resume names, so an answer to one pause never matches another, even
+    /// when the tool-use id and the handler repeat. `None` until the agent pauses on it, and
+    /// in pending interrupts stored by releases before it (answered by their `id` alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nonce: Option<String>,
 }
 
 impl Interrupt {
@@ -33,6 +46,59 @@ impl Interrupt {
             reason: reason.into(),
             fingerprint: None,
             tool_use_id: None,
+            nonce: None,
+        }
+    }
+
+    /// The id a resume names: `<id>#<nonce>`, or the `id` alone for an interrupt without a
+    /// nonce. Made here and compared whole — never taken apart — to find what an answer is
+    /// for.
+    ///
+    /// ```
+    /// use rein_core::interrupt::Interrupt;
+    /// let mut i = Interrupt::new("v1:tool_call:t1:x", "ask", "Go?");
+    /// assert_eq!(i.resume_id(), "v1:tool_call:t1:x");
+    /// i.nonce = Some("5f1c".into());
+    /// assert_eq!(i.resume_id(), "v1:tool_call:t1:x#5f1c");
+    /// ```
+    pub fn resume_id(&self) -> String {
+        match &self.nonce {
+            Some(nonce) => format!("{}#{nonce}", self.id),
+            None => self.id.clone(),
+        }
+    }
+
+    /// The answer to this interrupt: it names this pause ([`resume_id`](Self::resume_id)) and
+    /// the fingerprint of what was asked about, so it approves exactly that — a later pause,
+    /// or the same call changed, refuses it. The safe way to answer an interrupt you hold.
+    ///
+    /// ```
+    /// use rein_core::interrupt::Interrupt;
+    /// let i = Interrupt::new("v1:before_tool_call:t1:x", "guard", "Delete?").with_fingerprint("f");
+    /// let answer = i.answer(true);
+    /// assert_eq!(answer.interrupt_id, i.resume_id());
+    /// assert_eq!(answer.fingerprint.as_deref(), Some("f"));
+    /// ```
+    pub fn answer(&self, response: impl Into<Value>) -> InterruptResponse {
+        let answer = InterruptResponse::new(self.resume_id(), response);
+        match &self.fingerprint {
+            Some(f) => answer.with_fingerprint(f.clone()),
+            None => answer,
+        }
+    }
+
+    /// Checks that `response` approves what this interrupt asks about: it names the same
+    /// fingerprint (none for an interrupt bound to none). An answer naming no fingerprint, or
+    /// another one — given for another call, or for this one before it changed — is
+    /// [`Error::FingerprintMismatch`]: nothing is applied.
+    pub fn check_bound(&self, response: &InterruptResponse) -> Result<(), Error> {
+        if response.fingerprint == self.fingerprint {
+            Ok(())
+        } else {
+            Err(Error::FingerprintMismatch {
+                interrupt_id: response.interrupt_id.clone(),
+                given: response.fingerprint.clone(),
+            })
         }
     }
 
@@ -120,17 +186,14 @@ impl InterruptAnswers {
             .filter(|v| !v.is_null())
     }
 
-    /// The answer to `id`, only if the interrupt it answers was raised for the same
-    /// fingerprint (approvals are bound to the exact tool call).
+    /// The answer to `id`, only if it was given for the same fingerprint (approvals are bound
+    /// to the exact tool call). An answer bound to no fingerprint approves nothing here.
     pub fn get_bound(&self, id: &str, fingerprint: &str) -> Option<&Value> {
         let a = self.answer(id)?;
-        if a.response.is_null() {
+        if a.response.is_null() || a.fingerprint.as_deref() != Some(fingerprint) {
             return None;
         }
-        match &a.fingerprint {
-            Some(f) if f != fingerprint => None,
-            _ => Some(&a.response),
-        }
+        Some(&a.response)
     }
 }
 

@@ -364,23 +364,46 @@ pub enum MediaSource {
     Bytes(Bytes),
 }
 
-/// A human's answer to an interrupt: `{"interruptId", "response"}`.
+/// A human's answer to an interrupt: `{"interruptId", "response", "fingerprint"?}`.
+///
+/// Made from the interrupt answered ([`Interrupt::answer`](crate::interrupt::Interrupt::answer))
+/// it names that pause and the fingerprint of what was asked. An answer that reaches Rein over a
+/// wire names them itself (the client echoes what it was shown): an interrupt bound to a
+/// fingerprint refuses an answer naming no fingerprint or another one
+/// ([`Error::FingerprintMismatch`](crate::Error::FingerprintMismatch)), so an answer cannot
+/// approve a call it was not given for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct InterruptResponse {
-    /// The interrupt answered.
+    /// The interrupt answered: its [`resume_id`](crate::interrupt::Interrupt::resume_id).
     pub interrupt_id: String,
     /// The answer (any JSON).
     pub response: Value,
+    /// The fingerprint of what the answer approves: the interrupt's, as shown to whoever
+    /// answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<String>,
 }
 
 impl InterruptResponse {
-    /// An answer to the interrupt `interrupt_id`.
+    /// An answer to the interrupt whose resume id is `interrupt_id`, naming no fingerprint —
+    /// enough for an interrupt bound to none (a hook's or a tool's own question). For one
+    /// bound to a fingerprint (every `Confirm`) add it with
+    /// [`with_fingerprint`](Self::with_fingerprint), or answer the interrupt itself with
+    /// [`Interrupt::answer`](crate::interrupt::Interrupt::answer).
     pub fn new(interrupt_id: impl Into<String>, response: impl Into<Value>) -> Self {
         Self {
             interrupt_id: interrupt_id.into(),
             response: response.into(),
+            fingerprint: None,
         }
+    }
+
+    /// The same answer, naming the fingerprint of what it approves (as the interrupt shown
+    /// carried it).
+    pub fn with_fingerprint(mut self, fingerprint: impl Into<String>) -> Self {
+        self.fingerprint = Some(fingerprint.into());
+        self
     }
 }
 

@@ -216,6 +216,12 @@ impl ToolContext {
         self.answers.get(id)
     }
 
+    /// The answer a resume carries for the interrupt `id`, only if it was given for
+    /// `fingerprint` (an answer bound to no fingerprint or another one is none).
+    pub fn answer_bound(&self, id: &str, fingerprint: &str) -> Option<&Value> {
+        self.answers.get_bound(id, fingerprint)
+    }
+
     /// Raises a prepared interrupt (an id of your own, unique and stable across resumes); the
     /// tool then returns, and runs again on resume.
     pub fn raise_interrupt(&self, interrupt: Interrupt) {

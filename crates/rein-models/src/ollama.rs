@@ -485,11 +485,13 @@ impl NdjsonDecoder {
             for call in m.tool_calls.iter().flatten() {
                 self.close_block(out);
                 self.tool_calls += 1;
+                // Ollama sends no ids before 0.12: one that never repeats and cannot be
+                // guessed, since approvals are asked and answered by tool-use id.
                 let id = call
                     .id
                     .clone()
                     .filter(|i| !i.is_empty())
-                    .unwrap_or_else(|| format!("ollama_call_{}", self.tool_calls));
+                    .unwrap_or_else(|| format!("ollama_call_{}", rein_core::id::unguessable()));
                 out.push_back(StreamEvent::BlockStart(BlockStart::ToolUse {
                     tool_use_id: id,
                     name: call.function.name.clone(),
@@ -611,6 +613,29 @@ mod tests {
             err.map(|e| e.kind()),
             Some(rein_core::error::ModelErrorKind::MalformedStream)
         );
+    }
+
+    /// Ids made up for calls that came without one are unguessable and never repeat across
+    /// responses (an interrupt id built on them cannot match a call of another response).
+    #[test]
+    fn made_up_tool_ids_never_repeat_across_responses() {
+        let body = b"{\"message\":{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[{\"function\":{\"name\":\"f\",\"arguments\":{}}},{\"function\":{\"name\":\"g\",\"arguments\":{}}}]},\"done\":false}\n{\"message\":{\"content\":\"\"},\"done\":true,\"done_reason\":\"stop\"}\n";
+        let ids: Vec<String> = (0..2)
+            .flat_map(|_| decode_chunks([&body[..]]).0)
+            .filter_map(|e| match e {
+                StreamEvent::BlockStart(BlockStart::ToolUse { tool_use_id, .. }) => {
+                    Some(tool_use_id)
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ids.len(), 4);
+        for (n, id) in ids.iter().enumerate() {
+            assert!(!ids[..n].contains(id), "{id} repeats: {ids:?}");
+        }
+        for id in &ids {
+            assert!(id.len() >= 32, "{id} is guessable");
+        }
     }
 
     #[test]

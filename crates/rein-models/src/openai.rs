@@ -466,7 +466,6 @@ pub(crate) struct ChatDecoder {
     open: Option<Open>,
     /// Tool-call indices already closed (a late fragment for one is a protocol error).
     closed_tools: Vec<u32>,
-    tool_count: u32,
     finish: Option<StopReason>,
     usage: Usage,
 }
@@ -505,8 +504,11 @@ impl ChatDecoder {
         }
     }
 
-    fn synth_id(&mut self) -> String {
-        format!("call_{}", self.tool_count)
+    /// An id for a call the server sent without one: unguessable and never repeated, since
+    /// approvals are asked and answered by tool-use id (a counter would restart at `call_1`
+    /// in every response).
+    fn synth_id(&self) -> String {
+        format!("call_{}", rein_core::id::unguessable())
     }
 
     fn text(&mut self, s: String, out: &mut VecDeque<StreamEvent>) {
@@ -562,7 +564,6 @@ impl ChatDecoder {
                 )));
             }
             self.close(out);
-            self.tool_count += 1;
             self.open = Some(Open::PendingTool {
                 index,
                 id: None,
@@ -577,7 +578,7 @@ impl ChatDecoder {
             if let Some(name) = name {
                 let id = match id.take() {
                     Some(id) => id,
-                    None => format!("call_{}", self.tool_count),
+                    None => format!("call_{}", rein_core::id::unguessable()),
                 };
                 let held = std::mem::take(held);
                 out.push_back(StreamEvent::BlockStart(BlockStart::ToolUse {
@@ -759,9 +760,38 @@ mod tests {
             ContentBlock::ReasoningContent(_)
         ));
         let u = r.message.tool_uses().next().unwrap();
-        assert_eq!((u.tool_use_id.as_str(), u.name.as_str()), ("call_1", "f"));
+        assert!(u.tool_use_id.starts_with("call_"), "{}", u.tool_use_id);
+        assert_eq!(u.name, "f");
         assert_eq!(u.input, json!({"a": 1}));
         assert_eq!(r.stop_reason, StopReason::ToolUse);
+    }
+
+    /// Ids made up for calls that came without one are unguessable and never repeat: an
+    /// interrupt id built on them cannot match a call of another response (SPEC §7).
+    #[test]
+    fn made_up_tool_ids_never_repeat_across_responses() {
+        let idless = [
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"name":"f","arguments":"{}"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"function":{"name":"g","arguments":"{}"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
+            "[DONE]",
+        ];
+        let ids: Vec<String> = (0..2)
+            .flat_map(|_| decode(&idless).unwrap())
+            .filter_map(|e| match e {
+                StreamEvent::BlockStart(BlockStart::ToolUse { tool_use_id, .. }) => {
+                    Some(tool_use_id)
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ids.len(), 4);
+        for (n, id) in ids.iter().enumerate() {
+            assert!(!ids[..n].contains(id), "{id} repeats: {ids:?}");
+        }
+        for id in &ids {
+            assert!(id.len() >= "call_".len() + 32, "{id} is guessable");
+        }
     }
 
     #[test]

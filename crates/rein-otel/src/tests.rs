@@ -10,7 +10,6 @@ use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData
 use rein_agent::{Agent, AgentBuilder, CancelHandle, OnRetryLimit};
 use rein_core::ModelError;
 use rein_core::error::ModelErrorKind;
-use rein_core::message::InterruptResponse;
 use rein_core::stream::StopReason;
 use rein_core::tool::{ToolError, ToolOutput};
 use rein_core::{ToolHandle, audit::OnError};
@@ -481,17 +480,14 @@ fn confirm_then_answer(answer: Value) -> (Vec<SpanData>, Vec<SpanData>) {
             .unwrap();
         let r = agent.invoke("hi").await.unwrap();
         assert_eq!(r.stop_reason, StopReason::Interrupt);
-        let id = r.interrupts[0].id.clone();
+        let id = r.interrupts[0].clone();
         (agent, id)
     });
     let first = h.spans();
     h.spans.reset();
     let (mut agent, id) = paused;
     h.run(|| async move {
-        agent
-            .invoke(vec![InterruptResponse::new(id, answer)])
-            .await
-            .unwrap();
+        agent.invoke(vec![id.answer(answer)]).await.unwrap();
     });
     (first, h.spans())
 }

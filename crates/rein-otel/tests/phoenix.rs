@@ -12,7 +12,6 @@ use std::time::Instant;
 
 use rein_agent::Agent;
 use rein_core::ToolHandle;
-use rein_core::message::InterruptResponse;
 use rein_core::stream::StopReason;
 use rein_core::tool::{ToolError, ToolOutput};
 use rein_interventions::{AfterModelCallAction, BeforeToolCallAction, Confirm, Intervention};
@@ -120,10 +119,7 @@ fn a_run_with_every_kind_of_decision_reads_back_from_phoenix() {
             let mut agent = agent(&name);
             let paused = agent.invoke("Clean up, then the report.").await.unwrap();
             assert_eq!(paused.stop_reason, StopReason::Interrupt);
-            let answers = vec![InterruptResponse::new(
-                paused.interrupts[0].id.clone(),
-                true,
-            )];
+            let answers = vec![paused.interrupts[0].answer(true)];
             let done = agent.invoke(answers).await.unwrap();
             assert_eq!(done.stop_reason, StopReason::EndTurn);
         })

@@ -232,7 +232,10 @@ impl ReinAgent {
 /// The HTTP status of an error that is the caller's: the run did not start.
 fn answer_error(e: &Error) -> Option<u16> {
     match e {
-        Error::NoPendingInterrupts | Error::InterruptsPending => Some(409),
+        // An answer not bound to the pending action conflicts with what is pending now.
+        Error::NoPendingInterrupts
+        | Error::InterruptsPending
+        | Error::FingerprintMismatch { .. } => Some(409),
         Error::UnknownInterrupt(_) | Error::InvalidAnswer { .. } | Error::InvalidMessage(_) => {
             Some(400)
         }

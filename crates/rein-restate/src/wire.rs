@@ -47,8 +47,12 @@ impl InvokeRequest {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct ResumeRequest {
-    /// One answer per interrupt (`{"interrupt_id": ..., "response": ...}`); an approval is
-    /// `{"approved": true}` or `{"approved": true, "edit": ...}` (SPEC §3.10).
+    /// One answer per interrupt: `{"interruptId", "fingerprint"?, "response"}` — the id a
+    /// resume names (`Interrupt::resume_id`: the interrupt's `id`, then `#` and its `nonce`
+    /// when it has one) and, for an interrupt bound to an action, the `fingerprint` it carries
+    /// (answered without it, or with another, it is refused with 409; `Interrupt::answer`
+    /// makes such an answer). An approval is `{"approved": true}` or
+    /// `{"approved": true, "edit": ...}` (SPEC §3.10).
     pub answers: Vec<InterruptResponse>,
 }
 

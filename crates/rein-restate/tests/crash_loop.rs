@@ -79,11 +79,10 @@ async fn runs_survive_workers_killed_at_random_points() {
     let reference = contents(&client.session("reference").await.unwrap().messages);
     // And a run that pauses for an approval and is resumed.
     let approve = |report: &rein_restate::wire::RunReport| {
-        let id = report.interrupts[0].id.clone();
-        rein_restate::wire::ResumeRequest::new(vec![rein_core::message::InterruptResponse::new(
-            id,
-            serde_json::json!({"approved": true}),
-        )])
+        let id = report.interrupts[0].clone();
+        rein_restate::wire::ResumeRequest::new(vec![
+            id.answer(serde_json::json!({"approved": true})),
+        ])
     };
     let paused = client
         .invoke("reference-approve", InvokeRequest::text("delete /tmp/x"))
@@ -179,12 +178,9 @@ async fn runs_survive_workers_killed_at_random_points() {
                 .await
                 .unwrap();
             assert_eq!(paused.interrupts.len(), 1, "{session}");
-            let id = paused.interrupts[0].id.clone();
+            let id = paused.interrupts[0].clone();
             let answer = rein_restate::wire::ResumeRequest::new(vec![
-                rein_core::message::InterruptResponse::new(
-                    id,
-                    serde_json::json!({"approved": true}),
-                ),
+                id.answer(serde_json::json!({"approved": true})),
             ]);
             let done = client.resume(&session, answer).await.unwrap();
             (session, done)

@@ -94,10 +94,9 @@ async fn runs_and_typed_errors_through_the_ingress() {
         .unwrap_err();
     assert_eq!(e.status(), Some(409), "{e}");
     // A wrong-shaped approval is refused and the interrupt still waits.
-    let bad = ResumeRequest::new(vec![InterruptResponse::new(
-        &paused.interrupts[0].id,
-        json!({"approved": "maybe"}),
-    )]);
+    let bad = ResumeRequest::new(vec![
+        paused.interrupts[0].answer(json!({"approved": "maybe"})),
+    ]);
     assert_eq!(
         client.resume("s2", bad).await.unwrap_err().status(),
         Some(400)
@@ -143,10 +142,7 @@ async fn runs_and_typed_errors_through_the_ingress() {
     assert_eq!(first.id, again.id);
     assert_eq!(first.status, InjectionStatus::Queued);
     // The paused run gets it when it resumes, once.
-    let approve = ResumeRequest::new(vec![InterruptResponse::new(
-        &paused.interrupts[0].id,
-        json!({"approved": true}),
-    )]);
+    let approve = ResumeRequest::new(vec![paused.interrupts[0].answer(json!({"approved": true}))]);
     let done = client.resume("s2", approve).await.unwrap();
     assert_eq!(done.text, "Deleted.");
     assert_eq!(done.injections.len(), 1);
@@ -171,11 +167,17 @@ async fn approval_raised_on_one_worker_answered_by_curl_resumed_on_another() {
         .await
         .unwrap();
     assert_eq!(paused.stop_reason, StopReason::Interrupt);
-    let id = paused.interrupts[0].id.clone();
+    let id = paused.interrupts[0].clone();
     a.kill();
     // Worker B (another process, another address) is the deployment now.
     let _b = Worker::start(&restate.admin, WorkerOptions::default()).await;
-    let body = json!({"answers": [{"interruptId": id, "response": {"approved": true}}]});
+    // A caller answers with the id it was shown (with the pause's nonce) and echoes the
+    // fingerprint of the action it approves.
+    let body = json!({"answers": [{
+        "interruptId": id.resume_id(),
+        "fingerprint": id.fingerprint,
+        "response": {"approved": true},
+    }]});
     let out = Command::new("curl")
         .args([
             "-s",
@@ -195,6 +197,84 @@ async fn approval_raised_on_one_worker_answered_by_curl_resumed_on_another() {
     let view = client.session("ticket-7").await.unwrap();
     assert!(view.pending.is_empty());
     assert_answered(&view.messages);
+}
+
+/// Approvals through the ingress are bound to their pause and to the action (SPEC §4, §12):
+/// an answer naming no fingerprint is refused (409) and the call stays pending; the session
+/// pauses again on the same tool-use id (`del-1`) and the first resume, sent again, is an
+/// answer to another pause (400), and an answer naming the new id with the first call's
+/// fingerprint is refused (409) — `/b` is never deleted until approved as shown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replayed_or_unbound_resume_approves_nothing_through_the_ingress() {
+    let Some(restate) = Restate::start("replay").await else {
+        return;
+    };
+    let _worker = Worker::start(&restate.admin, WorkerOptions::default()).await;
+    let client = Client::new(&restate.ingress).unwrap();
+    let http = reqwest_client();
+    let resume = |body: Value| {
+        let request = http
+            .post(format!("{}/ReinAgent/r/resume", restate.ingress))
+            .header("content-type", "application/json")
+            .body(body.to_string());
+        async move {
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            (status, response.text().await.unwrap())
+        }
+    };
+    let deleted_b = |view: &rein_restate::wire::SessionView| {
+        serde_json::to_string(&view.messages)
+            .unwrap()
+            .contains(r#"deleted \"/b\""#)
+    };
+    let first = client
+        .invoke("r", InvokeRequest::text("delete /a"))
+        .await
+        .unwrap();
+    let a = first.interrupts[0].clone();
+    let unbound =
+        json!({"answers": [{"interruptId": a.resume_id(), "response": {"approved": true}}]});
+    let (status, body) = resume(unbound).await;
+    assert_eq!(status, 409, "an approval naming no fingerprint: {body}");
+    assert_eq!(client.session("r").await.unwrap().pending, vec![a.clone()]);
+    let approve_a = json!({"answers": [{
+        "interruptId": a.resume_id(),
+        "fingerprint": a.fingerprint,
+        "response": {"approved": true},
+    }]});
+    let (status, body) = resume(approve_a.clone()).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("Deleted."), "{body}");
+
+    let second = client
+        .invoke("r", InvokeRequest::text("delete /b"))
+        .await
+        .unwrap();
+    let b = second.interrupts[0].clone();
+    assert_eq!(b.id, a.id, "the same handler on the same tool-use id");
+    let (status, body) = resume(approve_a).await;
+    assert_eq!(status, 400, "the first resume again: {body}");
+    let forged = json!({"answers": [{
+        "interruptId": b.resume_id(),
+        "fingerprint": a.fingerprint,
+        "response": {"approved": true},
+    }]});
+    let (status, body) = resume(forged).await;
+    assert_eq!(status, 409, "another call's fingerprint: {body}");
+    let view = client.session("r").await.unwrap();
+    assert_eq!(view.pending, vec![b.clone()]);
+    assert!(!deleted_b(&view), "/b was deleted without its approval");
+
+    let done = client
+        .resume(
+            "r",
+            ResumeRequest::new(vec![b.answer(json!({"approved": true}))]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.text, "Deleted.");
+    assert!(deleted_b(&client.session("r").await.unwrap()));
 }
 
 /// The agent in control after a handoff is part of the session: the next invocation, on

@@ -36,7 +36,9 @@
 //! let model = ScriptedModel::builder().tool_use("t1", "delete", json!({})).build();
 //! let result = agent(&store, model)?.invoke("Delete tmp.txt").await?;
 //! assert_eq!(result.stop_reason, StopReason::Interrupt);
-//! let id = result.interrupts[0].id.clone();
+//! // What the client is shown and sends back: the id of this pause (and, for an interrupt
+//! // bound to an action, its fingerprint — this hook's binds none).
+//! let id = result.interrupts[0].resume_id();
 //!
 //! // Request 2, later, anywhere: a new agent restores the session and resumes.
 //! let model = ScriptedModel::builder().text("Done.").build();

@@ -8,7 +8,7 @@ use common::*;
 use rein_agent::{Agent, AgentBuilder, SlidingWindow, TOOL_INTERRUPTED};
 use rein_core::{
     ContentBlock, Message, Role, ToolHandle, ToolUse, event::BeforeToolCallEvent, id::MessageId,
-    message::InterruptResponse, stream::StopReason,
+    stream::StopReason,
 };
 use rein_models::ScriptedModel;
 use rein_sessions::{
@@ -172,10 +172,10 @@ async fn interrupt_is_persisted_and_a_new_agent_resumes() {
         let mut a = builder(&store, &id, model).hook(approval).build().unwrap();
         let r = a.invoke("count").await.unwrap();
         assert_eq!(r.stop_reason, StopReason::Interrupt, "{name}");
-        let iid = r.interrupts[0].id.clone();
+        let iid = r.interrupts[0].clone();
         let s = store.load(&id).await.unwrap().unwrap();
         let p = s.pending_interrupts.as_ref().expect("pending persisted");
-        assert_eq!(p.interrupts[0].id, iid, "{name}");
+        assert_eq!(p.interrupts[0], iid, "{name}");
         assert_eq!(s.messages.len(), 2, "{name}: no result stored yet");
         drop(a);
 
@@ -185,10 +185,7 @@ async fn interrupt_is_persisted_and_a_new_agent_resumes() {
         b.load_session().await.unwrap();
         assert_eq!(b.messages().len(), 2, "{name}");
         assert!(b.pending_interrupts().is_some(), "{name}");
-        let r = b
-            .invoke(vec![InterruptResponse::new(&iid, "yes")])
-            .await
-            .unwrap();
+        let r = b.invoke(vec![iid.answer("yes")]).await.unwrap();
         assert_eq!(r.text(), "done", "{name}");
         let s = store.load(&id).await.unwrap().unwrap();
         assert!(
@@ -239,7 +236,7 @@ async fn a_run_budget_survives_a_resume_by_a_new_agent() {
             .unwrap();
         let r = a.invoke("count three times").await.unwrap();
         assert_eq!(r.stop_reason, StopReason::Interrupt, "{name}");
-        let iid = r.interrupts[0].id.clone();
+        let iid = r.interrupts[0].clone();
         let s = store.load(&id).await.unwrap().unwrap();
         let p = s.pending_interrupts.as_ref().expect("pending persisted");
         assert_eq!(
@@ -263,17 +260,11 @@ async fn a_run_budget_survives_a_resume_by_a_new_agent() {
             b.run_state().get("budget:count").unwrap()["count"],
             json!(1)
         );
-        let r = b
-            .invoke(vec![InterruptResponse::new(&iid, "yes")])
-            .await
-            .unwrap();
+        let r = b.invoke(vec![iid.answer("yes")]).await.unwrap();
         // t2 asks again (a new call); answer it pre-emptively is not possible, so it pauses.
         assert_eq!(r.stop_reason, StopReason::Interrupt, "{name}");
-        let iid2 = r.interrupts[0].id.clone();
-        let r = b
-            .invoke(vec![InterruptResponse::new(&iid2, "yes")])
-            .await
-            .unwrap();
+        let iid2 = r.interrupts[0].clone();
+        let r = b.invoke(vec![iid2.answer("yes")]).await.unwrap();
         assert_eq!(r.text(), "done", "{name}");
         let results: Vec<String> = b
             .messages()
@@ -333,7 +324,7 @@ async fn a_held_tool_result_is_persisted_and_a_new_agent_resumes_without_running
         let r = a.invoke("count").await.unwrap();
         assert_eq!(r.stop_reason, StopReason::Interrupt, "{name}");
         assert_eq!(r.interrupts[0].reason, json!("Send 'count=1'?"), "{name}");
-        let iid = r.interrupts[0].id.clone();
+        let iid = r.interrupts[0].clone();
         let s = store.load(&id).await.unwrap().unwrap();
         let p = s.pending_interrupts.as_ref().expect("pending persisted");
         assert_eq!(p.held_results[0].text(), "count=1", "{name}");
@@ -346,10 +337,7 @@ async fn a_held_tool_result_is_persisted_and_a_new_agent_resumes_without_running
             .build()
             .unwrap();
         b.load_session().await.unwrap();
-        let r = b
-            .invoke(vec![InterruptResponse::new(&iid, "yes")])
-            .await
-            .unwrap();
+        let r = b.invoke(vec![iid.answer("yes")]).await.unwrap();
         assert_eq!(r.text(), "done", "{name}");
         let s = store.load(&id).await.unwrap().unwrap();
         assert!(s.pending_interrupts.is_none(), "{name}");
@@ -380,7 +368,7 @@ async fn an_approval_with_an_edit_is_applied_by_a_new_agent() {
             .build()
             .unwrap();
         let r = a.invoke("count").await.unwrap();
-        let iid = r.interrupts[0].id.clone();
+        let iid = r.interrupts[0].clone();
         drop(a);
 
         let model = ScriptedModel::builder().text("done").build();
@@ -390,10 +378,7 @@ async fn an_approval_with_an_edit_is_applied_by_a_new_agent() {
             .unwrap();
         b.load_session().await.unwrap();
         let edit = rein_core::interrupt::Approval::approve().with_edit(json!({"by": 2}));
-        let r = b
-            .invoke(vec![InterruptResponse::new(&iid, edit)])
-            .await
-            .unwrap();
+        let r = b.invoke(vec![iid.answer(edit)]).await.unwrap();
         assert_eq!(r.text(), "done", "{name}");
         let s = store.load(&id).await.unwrap().unwrap();
         let stored = s.messages[1].message.tool_uses().next().unwrap().clone();
@@ -429,7 +414,7 @@ async fn a_held_response_is_persisted_and_a_new_agent_resumes_without_calling_th
             .unwrap();
         let r = a.invoke("count").await.unwrap();
         assert_eq!(r.stop_reason, StopReason::Interrupt, "{name}");
-        let iid = r.interrupts[0].id.clone();
+        let iid = r.interrupts[0].clone();
         let s = store.load(&id).await.unwrap().unwrap();
         assert_eq!(s.messages.len(), 1, "{name}: the response is not stored");
         let p = s.pending_interrupts.as_ref().expect("pending persisted");
@@ -444,10 +429,7 @@ async fn a_held_response_is_persisted_and_a_new_agent_resumes_without_calling_th
             .build()
             .unwrap();
         b.load_session().await.unwrap();
-        let r = b
-            .invoke(vec![InterruptResponse::new(&iid, "yes")])
-            .await
-            .unwrap();
+        let r = b.invoke(vec![iid.answer("yes")]).await.unwrap();
         assert_eq!(r.text(), "done", "{name}");
         let s = store.load(&id).await.unwrap().unwrap();
         assert_eq!(s.messages.len(), 4, "{name}");
@@ -671,7 +653,7 @@ async fn a_held_request_is_persisted_and_a_new_agent_makes_the_call_once_approve
         let r = a.invoke("hello").await.unwrap();
         assert_eq!(r.stop_reason, StopReason::Interrupt, "{name}");
         assert!(model.requests().is_empty(), "{name}");
-        let iid = r.interrupts[0].id.clone();
+        let iid = r.interrupts[0].clone();
         let s = store.load(&id).await.unwrap().unwrap();
         assert_eq!(s.messages.len(), 1, "{name}: the prompt is stored");
         let p = s.pending_interrupts.as_ref().expect("pending persisted");
@@ -684,10 +666,7 @@ async fn a_held_request_is_persisted_and_a_new_agent_makes_the_call_once_approve
             .build()
             .unwrap();
         b.load_session().await.unwrap();
-        let r = b
-            .invoke(vec![InterruptResponse::new(&iid, "yes")])
-            .await
-            .unwrap();
+        let r = b.invoke(vec![iid.answer("yes")]).await.unwrap();
         assert_eq!(r.text(), "hi", "{name}");
         assert_eq!(model.requests().len(), 1, "{name}");
         let s = store.load(&id).await.unwrap().unwrap();
@@ -712,7 +691,7 @@ async fn a_held_input_is_persisted_and_a_new_agent_admits_it_once_approved() {
             .unwrap();
         let r = a.invoke("wire $5").await.unwrap();
         assert_eq!(r.stop_reason, StopReason::Interrupt, "{name}");
-        let iid = r.interrupts[0].id.clone();
+        let iid = r.interrupts[0].clone();
         let s = store.load(&id).await.unwrap().unwrap();
         assert!(s.messages.is_empty(), "{name}: nothing stored");
         let p = s.pending_interrupts.as_ref().expect("pending persisted");
@@ -725,10 +704,7 @@ async fn a_held_input_is_persisted_and_a_new_agent_admits_it_once_approved() {
             .build()
             .unwrap();
         b.load_session().await.unwrap();
-        let r = b
-            .invoke(vec![InterruptResponse::new(&iid, "yes")])
-            .await
-            .unwrap();
+        let r = b.invoke(vec![iid.answer("yes")]).await.unwrap();
         assert_eq!(r.text(), "wired", "{name}");
         assert_eq!(model.requests()[0].messages[0].text(), "wire $5", "{name}");
         let s = store.load(&id).await.unwrap().unwrap();
@@ -771,7 +747,7 @@ async fn an_item_queued_at_a_pause_is_delivered_once_after_the_resume_in_another
             .on_rejected(move |_, _, reason| r2.lock().unwrap().push(reason.to_owned()));
         let r = a.invoke("note and count").await.unwrap();
         assert_eq!(r.stop_reason, StopReason::Interrupt, "{name}");
-        let iid = r.interrupts[0].id.clone();
+        let iid = r.interrupts[0].clone();
         let s = store.load(&id).await.unwrap().unwrap();
         let p = s.pending_interrupts.as_ref().expect("pending persisted");
         assert_eq!(
@@ -798,10 +774,7 @@ async fn an_item_queued_at_a_pause_is_delivered_once_after_the_resume_in_another
         b.interceptor()
             .on_consumed(move |_, m| c.lock().unwrap().push(m.text()));
         b.load_session().await.unwrap();
-        let r = b
-            .invoke(vec![InterruptResponse::new(&iid, "yes")])
-            .await
-            .unwrap();
+        let r = b.invoke(vec![iid.answer("yes")]).await.unwrap();
         assert_eq!(r.text(), "done", "{name}");
         assert_eq!(
             *consumed.lock().unwrap(),
@@ -863,7 +836,7 @@ async fn an_approval_after_a_handoff_resumes_with_the_agent_in_control_after_a_r
         let r = a.invoke("refund order 7").await.unwrap();
         assert_eq!(r.stop_reason, StopReason::Interrupt, "{name}");
         assert_eq!(r.handoffs.len(), 1, "{name}");
-        let iid = r.interrupts[0].id.clone();
+        let iid = r.interrupts[0].clone();
         drop(a);
 
         let triage = ScriptedModel::builder().text("never").build();
@@ -877,10 +850,7 @@ async fn an_approval_after_a_handoff_resumes_with_the_agent_in_control_after_a_r
             "refunds",
             "{name}: the agent in control is restored"
         );
-        let r = b
-            .invoke(vec![InterruptResponse::new(&iid, "yes")])
-            .await
-            .unwrap();
+        let r = b.invoke(vec![iid.answer("yes")]).await.unwrap();
         assert_eq!(r.text(), "Order 7 is refunded.", "{name}");
         assert!(triage.requests().is_empty(), "{name}");
     }
@@ -907,12 +877,12 @@ async fn human_approval_resumes_in_a_new_agent_and_trust_lasts_the_session() {
         let r = agent(model, &id).invoke("count once").await.unwrap();
         assert_eq!(r.stop_reason, StopReason::Interrupt, "{name}");
         assert_eq!(r.interrupts[0].reason["prompt"], "Allow count?", "{name}");
-        let interrupt = r.interrupts[0].id.clone();
+        let interrupt = r.interrupts[0].clone();
 
         let model = ScriptedModel::builder().text("counted").build();
         let mut second = agent(model, &id);
         let r = second
-            .invoke(vec![InterruptResponse::new(interrupt, "always")])
+            .invoke(vec![interrupt.answer("always")])
             .await
             .unwrap();
         assert_eq!(r.text(), "counted", "{name}");

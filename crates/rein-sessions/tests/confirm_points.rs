@@ -10,7 +10,9 @@ use std::sync::{Arc, Mutex};
 use common::*;
 use rein_agent::{Agent, AgentBuilder, OnRetryLimit, TurnInterceptor};
 use rein_core::{
-    Message, Role, ToolHandle, interrupt::Approval, message::InterruptResponse, stream::StopReason,
+    Message, Role, ToolHandle,
+    interrupt::{Approval, Interrupt},
+    stream::StopReason,
     tool::ToolOutput,
 };
 use rein_interventions::{
@@ -72,11 +74,11 @@ fn assert_history_valid(messages: &[Message], name: &str) {
 
 /// Runs `input` on a new agent, expects one interrupt and returns its id; the session now holds
 /// the pause.
-async fn pause(mut a: Agent, input: &str, name: &str) -> String {
+async fn pause(mut a: Agent, input: &str, name: &str) -> Interrupt {
     let r = a.invoke(input).await.unwrap();
     assert_eq!(r.stop_reason, StopReason::Interrupt, "{name}");
     assert_eq!(r.interrupts.len(), 1, "{name}");
-    r.interrupts[0].id.clone()
+    r.interrupts[0].clone()
 }
 
 /// What one pause-and-resume did.
@@ -104,7 +106,7 @@ async fn across_processes(
 ) -> Resumed {
     let id = session_id("point");
     let runs = Runs::default();
-    let interrupt_id = pause(
+    let asked = pause(
         setup(builder(store, &id, first, &runs)).build().unwrap(),
         input,
         name,
@@ -113,10 +115,7 @@ async fn across_processes(
     let mut b = setup(builder(store, &id, later, &runs)).build().unwrap();
     assert!(b.load_session().await.unwrap(), "{name}");
     assert!(b.pending_interrupts().is_some(), "{name}");
-    let result = b
-        .invoke(vec![InterruptResponse::new(&interrupt_id, answer.into())])
-        .await
-        .unwrap();
+    let result = b.invoke(vec![asked.answer(answer)]).await.unwrap();
     let messages = stored(store, &id).await;
     assert_eq!(messages, b.messages(), "{name}: memory and store agree");
     assert_history_valid(&messages, name);
@@ -125,7 +124,7 @@ async fn across_processes(
         result,
         messages,
         runs,
-        interrupt_id,
+        interrupt_id: asked.id,
     }
 }
 
@@ -433,7 +432,7 @@ async fn pause_with_a_parked_item(
     runs: &Runs,
     rejected: &Log,
     name: &str,
-) -> (String, String) {
+) -> (Interrupt, Interrupt) {
     let slot = Arc::new(Mutex::new(None));
     let model = ScriptedModel::builder()
         .tool_use("n1", "note", json!({}))
@@ -459,10 +458,10 @@ async fn pause_with_a_parked_item(
         "{name}: the parked item is persisted"
     );
     assert_eq!(p.parked_injections[0].message.text(), "spend $9", "{name}");
-    let item_iid = p.parked_injections[0].interrupts[0].id.clone();
+    let item_iid = p.parked_injections[0].interrupts[0].clone();
     assert!(
-        item_iid.starts_with("v1:before_invocation:"),
-        "{name}: {item_iid}"
+        item_iid.id.starts_with("v1:before_invocation:"),
+        "{name}: {item_iid:?}"
     );
     assert_eq!(
         parked.pending_approvals().len(),
@@ -514,7 +513,7 @@ async fn a_parked_injection_approved_after_a_restart_is_delivered_exactly_once()
         let pending = b.interceptor().pending_approvals();
         assert_eq!(pending.len(), 1, "{name}: restored onto the interceptor");
         assert_eq!(
-            pending[0].interrupts[0].id, item_iid,
+            pending[0].interrupts[0], item_iid,
             "{name}: same interrupt id"
         );
         assert_eq!(
@@ -522,17 +521,14 @@ async fn a_parked_injection_approved_after_a_restart_is_delivered_exactly_once()
             Some(Message::fingerprint_all(&[Message::user("spend $9")])),
             "{name}: the fingerprint of what the human sees"
         );
-        b.interceptor().answer(&item_iid, true).unwrap();
+        b.interceptor().answer(item_iid.answer(true)).unwrap();
         // Saved with its answer: a third process would deliver it too.
         b.save_session().await.unwrap();
         let s = store.load(&id).await.unwrap().unwrap();
         let p = s.pending_interrupts.unwrap();
         assert_eq!(p.parked_injections[0].answers.len(), 1, "{name}");
 
-        let r = b
-            .invoke(vec![InterruptResponse::new(&tool_iid, "yes")])
-            .await
-            .unwrap();
+        let r = b.invoke(vec![tool_iid.answer("yes")]).await.unwrap();
         assert_eq!(r.text(), "done", "{name}");
         assert_eq!(*runs.lock().unwrap(), 1, "{name}");
         assert_eq!(

@@ -86,9 +86,10 @@ impl Agent {
             }
             Outcome::Held {
                 response,
-                interrupts,
+                mut interrupts,
                 model_call_index,
             } => {
+                inv.stamp(&mut interrupts);
                 // What the stream showed of it is not accepted (yet).
                 sink.discard("awaiting approval".into(), None);
                 for i in &interrupts {
@@ -111,9 +112,10 @@ impl Agent {
                 Ok(r)
             }
             Outcome::HeldRequest {
-                interrupts,
+                mut interrupts,
                 model_call_index,
             } => {
+                inv.stamp(&mut interrupts);
                 for i in &interrupts {
                     sink.emit(|| AgentEvent::Interrupt(i.clone()));
                 }
@@ -135,8 +137,9 @@ impl Agent {
             }
             Outcome::HeldInput {
                 messages,
-                interrupts,
+                mut interrupts,
             } => {
+                inv.stamp(&mut interrupts);
                 for i in &interrupts {
                     sink.emit(|| AgentEvent::Interrupt(i.clone()));
                 }

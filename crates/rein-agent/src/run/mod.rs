@@ -74,6 +74,9 @@ pub(crate) struct Invocation {
     /// arguments of the driver: an async fn's arguments are carried through all its awaits.)
     input: Vec<Message>,
     responses: Vec<InterruptResponse>,
+    /// The nonce of this invocation's pause (it pauses at most once), drawn when the first
+    /// interrupt is raised: an invocation that does not pause draws none.
+    pause_nonce: Option<String>,
 }
 
 impl Invocation {
@@ -108,6 +111,20 @@ impl Invocation {
             queued_injections: Vec::new(),
             parked_injections: Vec::new(),
             handoff: None,
+        }
+    }
+
+    /// Gives `interrupts` this pause's nonce (SPEC §4), so a resume names this pause and an
+    /// answer to it can never match another, even when the interrupt's id repeats.
+    fn stamp(&mut self, interrupts: &mut [Interrupt]) {
+        if interrupts.is_empty() {
+            return;
+        }
+        let nonce = self
+            .pause_nonce
+            .get_or_insert_with(rein_core::id::unguessable);
+        for i in interrupts {
+            i.nonce = Some(nonce.clone());
         }
     }
 

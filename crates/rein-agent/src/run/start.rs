@@ -10,7 +10,7 @@ use rein_core::{
     },
     event::{BeforeInvocationEvent, InputVerdict, InvocationContext, ModelCallVerdict},
     id::InvocationId,
-    interrupt::{Approval, InterruptAnswer, InterruptAnswers},
+    interrupt::{Approval, Interrupt, InterruptAnswer, InterruptAnswers},
     message::InterruptResponse,
     result::InvocationMetrics,
     stream::{ModelResponse, StopReason},
@@ -26,19 +26,16 @@ use crate::pending::{HeldResponse, PendingInterrupts};
 use crate::stream::Sink;
 
 impl Agent {
-    /// Input errors, before anything fires: answers without pending interrupts or for unknown
-    /// ones, a new prompt while interrupts are pending.
+    /// Input errors, before anything fires: answers without pending interrupts, for unknown
+    /// ones (another pause's among them) or not bound to what they answer; a new prompt while
+    /// interrupts are pending.
     pub(super) fn check_input(&self, input: &Input) -> Result<(), Error> {
         if input.is_resume() {
             let Some(p) = &self.pending else {
                 return Err(Error::NoPendingInterrupts);
             };
-            if let Some(r) = input
-                .responses
-                .iter()
-                .find(|r| p.interrupt(&r.interrupt_id).is_none())
-            {
-                return Err(Error::UnknownInterrupt(r.interrupt_id.clone()));
+            for r in &input.responses {
+                p.answered_by(r)?;
             }
         } else if self.pending.is_some() {
             return Err(Error::InterruptsPending);
@@ -115,6 +112,7 @@ impl Agent {
             span: span.clone(),
             input: input.messages,
             responses: input.responses,
+            pause_nonce: None,
         });
         (inv, span)
     }
@@ -364,11 +362,16 @@ impl Agent {
         pending: &mut PendingInterrupts,
         responses: Vec<InterruptResponse>,
     ) -> Result<Vec<ToolUse>, Error> {
+        // Each answer under the id of the interrupt it answers (hooks look answers up by it),
+        // bound to the fingerprint it names — checked to be the interrupt's.
+        let mut answered = Vec::with_capacity(responses.len());
         let mut edits = Vec::new();
-        for r in &responses {
-            if let Some(edit) = self.edit_of(pending, r)? {
-                edits.push((r.interrupt_id.clone(), edit));
+        for r in responses {
+            let interrupt = pending.answered_by(&r)?;
+            if let Some(edit) = self.edit_of(pending, interrupt, &r)? {
+                edits.push((interrupt.id.clone(), edit));
             }
+            answered.push((interrupt.id.clone(), r));
         }
         let mut call_edits = Vec::new();
         let mut bound_to = HashMap::new();
@@ -398,14 +401,10 @@ impl Agent {
                 }
             }
         }
-        for r in responses {
-            let fingerprint = bound_to.remove(&r.interrupt_id).or_else(|| {
-                pending
-                    .interrupt(&r.interrupt_id)
-                    .and_then(|i| i.fingerprint.clone())
-            });
+        for (id, r) in answered {
+            let fingerprint = bound_to.remove(&id).or(r.fingerprint);
             pending.answers.insert(
-                r.interrupt_id,
+                id,
                 InterruptAnswer {
                     response: r.response,
                     fingerprint,
@@ -421,10 +420,11 @@ impl Agent {
     fn edit_of(
         &self,
         pending: &PendingInterrupts,
+        interrupt: &Interrupt,
         r: &InterruptResponse,
     ) -> Result<Option<Edit>, Error> {
         let invalid = |reason: String| Error::InvalidAnswer {
-            interrupt_id: r.interrupt_id.clone(),
+            interrupt_id: interrupt.id.clone(),
             reason,
         };
         let Some(Approval {
@@ -435,10 +435,7 @@ impl Agent {
         else {
             return Ok(None);
         };
-        let kind_of = |kind: EventKind| {
-            r.interrupt_id
-                .starts_with(&format!("v1:{}:", kind.as_str()))
-        };
+        let kind_of = |kind: EventKind| interrupt.id.starts_with(&format!("v1:{}:", kind.as_str()));
         if kind_of(EventKind::BeforeInvocation) && !pending.held_input.is_empty() {
             let Value::String(text) = edit else {
                 return Err(invalid("the edit of an input is its new text".into()));
@@ -466,9 +463,9 @@ impl Agent {
         if !kind_of(EventKind::BeforeToolCall) && !kind_of(EventKind::AfterToolCall) {
             return Err(invalid("this interrupt's answer takes no edit".into()));
         }
-        let call = pending
-            .interrupt(&r.interrupt_id)
-            .and_then(|i| i.tool_use_id.as_deref())
+        let call = interrupt
+            .tool_use_id
+            .as_deref()
             .and_then(|id| {
                 pending
                     .assistant_message

@@ -164,7 +164,7 @@ impl Agent {
                     // its model should not carry a tool call's state.
                     let out = crate::telemetry::in_span!(&span.span, Box::pin(call));
                     span.close(out.as_ref());
-                    if inv.settle_tool(i, out?) {
+                    if inv.settle_tool(i, out?, sink) {
                         break;
                     }
                 }
@@ -186,7 +186,7 @@ impl Agent {
                     })
                     .buffer_unordered(max.max(1));
                 while let Some((i, outcome)) = results.next().await {
-                    inv.settle_tool(i, outcome?);
+                    inv.settle_tool(i, outcome?, sink);
                 }
             }
         }
@@ -272,8 +272,15 @@ impl Agent {
 }
 
 impl Invocation {
-    /// Records what one tool use came to; returns whether a sequential phase stops here.
-    fn settle_tool(&mut self, position: usize, o: ToolOutcome) -> bool {
+    /// Records what one tool use came to; returns whether a sequential phase stops here. Its
+    /// interrupts get the pause's nonce and are streamed here (one place, whatever raised them).
+    fn settle_tool(&mut self, position: usize, mut o: ToolOutcome, sink: &Sink) -> bool {
+        if !o.interrupts.is_empty() {
+            self.stamp(&mut o.interrupts);
+            for i in &o.interrupts {
+                sink.emit(|| AgentEvent::Interrupt(i.clone()));
+            }
+        }
         self.decisions.extend(o.decisions);
         if let Some(sub) = o.sub_run {
             for (path, usage) in sub.usage {
@@ -520,9 +527,6 @@ impl ToolRun<'_> {
                     let verdict = ev.into_verdict();
                     let cancelled = match verdict.action {
                         ToolCallAction::Interrupt(interrupts) => {
-                            for i in &interrupts {
-                                self.sink.emit(|| AgentEvent::Interrupt(i.clone()));
-                            }
                             outcome.interrupts = interrupts;
                             return Ok(outcome);
                         }
@@ -579,9 +583,6 @@ impl ToolRun<'_> {
                     result,
                     interrupts,
                 } => {
-                    for i in &interrupts {
-                        self.sink.emit(|| AgentEvent::Interrupt(i.clone()));
-                    }
                     outcome.interrupts = interrupts;
                     outcome.held = Some(Box::new(result));
                     return Ok(outcome);
@@ -694,9 +695,6 @@ impl ToolRun<'_> {
             }
         }
         if !raised.is_empty() {
-            for i in &raised {
-                self.sink.emit(|| AgentEvent::Interrupt(i.clone()));
-            }
             outcome.interrupts = raised;
             return None;
         }

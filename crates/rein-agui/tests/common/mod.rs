@@ -26,6 +26,11 @@ fn script(thread_id: &str) -> ScriptedModel {
             .text("Done: I asked before deleting.")
             .tool_use("d2", "delete_file", json!({"path": "a.txt"}))
             .text("Asked again."),
+        // A model that repeats its tool-use ids (each response starts again at `d1`).
+        "replay" => b
+            .tool_use("d1", "delete_file", json!({"path": "a.txt"}))
+            .tool_use("d1", "delete_file", json!({"path": "b.txt"}))
+            .text("Both asked about."),
         "approve" | "reject" | "edit" | "refuse" => b
             .tool_use("d1", "delete_file", json!({"path": "a.txt"}))
             .text("Done: I asked before deleting."),

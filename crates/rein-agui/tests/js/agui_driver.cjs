@@ -44,12 +44,20 @@ function say(agent, text) {
   agent.addMessage({ id: uid("m"), role: "user", content: text });
 }
 
-async function confirmThenAnswer(prefix, response) {
+// An approval of interrupt `i` (with `fields`): it names the action it approves, echoing the
+// fingerprint the interrupt carries (ag-ui-protocol/ag-ui#2278).
+function approval(i, fields) {
+  const governance = i.metadata && i.metadata.governance;
+  const named = governance ? { approvedActionFingerprint: governance.actionFingerprint } : {};
+  return { approved: true, ...named, ...fields };
+}
+
+async function confirmThenAnswer(prefix, respond) {
   const agent = agentFor(uid(prefix));
   say(agent, "Please delete a.txt");
   const first = await run(agent);
   const pendingOnClient = agent.pendingInterrupts.map((i) => i.id);
-  const resume = buildResumeArray(agent.pendingInterrupts, Object.fromEntries(first.interrupts.map((i) => [i.id, response])));
+  const resume = buildResumeArray(agent.pendingInterrupts, Object.fromEntries(first.interrupts.map((i) => [i.id, respond(i)])));
   const second = await run(agent, { resume });
   return { runs: [first, second], pendingOnClient, pendingAfter: agent.pendingInterrupts.length, messages: agent.messages.length };
 }
@@ -68,9 +76,9 @@ const scenariosImpl = {
     const assistant = agent.messages.find((m) => m.role === "assistant" && m.toolCalls);
     return { runs: [r], toolCalls: assistant ? assistant.toolCalls : [], roles: agent.messages.map((m) => m.role) };
   },
-  approve: () => confirmThenAnswer("approve", { status: "resolved", payload: { approved: true } }),
-  reject: () => confirmThenAnswer("reject", { status: "cancelled" }),
-  edit: () => confirmThenAnswer("edit", { status: "resolved", payload: { approved: true, edit: { path: "b.txt" } } }),
+  approve: () => confirmThenAnswer("approve", (i) => ({ status: "resolved", payload: approval(i, {}) })),
+  reject: () => confirmThenAnswer("reject", () => ({ status: "cancelled" })),
+  edit: () => confirmThenAnswer("edit", (i) => ({ status: "resolved", payload: approval(i, { edit: { path: "b.txt" } }) })),
   async inject() {
     const threadId = uid("inject");
     const agent = agentFor(threadId);
@@ -97,12 +105,31 @@ const scenariosImpl = {
     const fresh = agentFor(threadId);
     say(fresh, "something else");
     const blocked = await run(fresh);
-    const id = first.interrupts[0].id;
-    const badSchema = await run(agentFor(threadId), { resume: [{ interruptId: id, status: "resolved", payload: { approved: "yes" } }] });
+    const asked = first.interrupts[0];
+    const id = asked.id;
+    const badSchema = await run(agentFor(threadId), { resume: [{ interruptId: id, status: "resolved", payload: approval(asked, { approved: "yes" }) }] });
     const unknown = await run(agentFor(threadId), { resume: [{ interruptId: "v1:nope", status: "cancelled" }] });
-    const ok = await run(agent, { resume: [{ interruptId: id, status: "resolved", payload: { approved: true } }] });
-    const again = await run(agentFor(threadId), { resume: [{ interruptId: id, status: "resolved", payload: { approved: true } }] });
+    const ok = await run(agent, { resume: [{ interruptId: id, status: "resolved", payload: approval(asked, {}) }] });
+    const again = await run(agentFor(threadId), { resume: [{ interruptId: id, status: "resolved", payload: approval(asked, {}) }] });
     return { runs: [first, blocked, badSchema, unknown, ok, again] };
+  },
+  async replay() {
+    // The model repeats its tool-use id: the first approval, sent again after the new pause,
+    // approves nothing; the new pause's id with the first call's fingerprint is refused.
+    const threadId = uid("replay");
+    const agent = agentFor(threadId);
+    say(agent, "Clean up");
+    const first = await run(agent);
+    const a = first.interrupts[0];
+    const approveA = [{ interruptId: a.id, status: "resolved", payload: approval(a, {}) }];
+    const second = await run(agent, { resume: approveA });
+    const b = second.interrupts[0];
+    const replayed = await run(agentFor(threadId), { resume: approveA });
+    const forged = await run(agentFor(threadId), {
+      resume: [{ interruptId: b.id, status: "resolved", payload: approval(b, { approvedActionFingerprint: a.metadata.governance.actionFingerprint }) }],
+    });
+    const ok = await run(agent, { resume: [{ interruptId: b.id, status: "resolved", payload: approval(b, {}) }] });
+    return { runs: [first, second, replayed, forged, ok], sameToolCall: a.toolCallId === b.toolCallId };
   },
 };
 

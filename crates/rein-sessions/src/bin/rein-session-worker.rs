@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use rein_agent::{Agent, AgentBuilder};
 use rein_core::{
-    Error, Message, ToolHandle, event::BeforeToolCallEvent, id::MessageId,
+    Error, Message, ToolHandle, event::BeforeToolCallEvent, id::MessageId, interrupt::Interrupt,
     message::InterruptResponse,
 };
 
@@ -40,7 +40,7 @@ use rein_sessions::{
     FileSessionStore, SessionError, SessionManager, SessionStore, SessionWrite, SharedSessionStore,
     StoredMessage,
 };
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// What the worker fails with: Rein's errors, or a usage error of its own.
 type Failure = Box<dyn std::error::Error + Send + Sync>;
@@ -93,6 +93,24 @@ fn builder(store: SharedSessionStore, session: &str, model: ScriptedModel) -> Ag
         .session(SessionManager::new(store, session))
 }
 
+/// The answer to the interrupt this process was told about by its resume id: the session's
+/// pending interrupt with that id, answered as asked (`Interrupt::answer`; the id's nonce pins
+/// the pause it was shown in). An id that names nothing pending is answered as is, for the
+/// agent to refuse with its typed error.
+async fn answer_to(
+    agent: &mut Agent,
+    id: &str,
+    answer: impl Into<Value>,
+) -> Result<InterruptResponse, Failure> {
+    agent.load_session().await?;
+    Ok(
+        match agent.pending_interrupts().and_then(|p| p.interrupt(id)) {
+            Some(i) => i.answer(answer),
+            None => InterruptResponse::new(id, answer),
+        },
+    )
+}
+
 async fn run(args: &[String]) -> Result<(), Failure> {
     let [store, session, command, rest @ ..] = args else {
         return Err("usage: rein-session-worker STORE SESSION COMMAND [ARGS]".into());
@@ -107,16 +125,15 @@ async fn run(args: &[String]) -> Result<(), Failure> {
             let r = agent(store, session, model)?
                 .invoke("Delete report.txt")
                 .await?;
-            let ids: Vec<&str> = r.interrupts.iter().map(|i| i.id.as_str()).collect();
+            let ids: Vec<String> = r.interrupts.iter().map(Interrupt::resume_id).collect();
             let line = json!({"stop_reason": r.stop_reason.as_str(), "interrupts": ids});
             let _ = writeln!(out, "{line}");
         }
         ("resume", [id, answer]) => {
             let model = ScriptedModel::builder().text("The file is gone.").build();
             let mut agent = agent(store, session, model)?;
-            let r = agent
-                .invoke(vec![InterruptResponse::new(id, answer.as_str())])
-                .await?;
+            let answer = answer_to(&mut agent, id, answer.as_str()).await?;
+            let r = agent.invoke(vec![answer]).await?;
             let line = json!({
                 "stop_reason": r.stop_reason.as_str(),
                 "text": r.text(),
@@ -211,7 +228,7 @@ async fn across_agents(
             let interrupts: Vec<_> = r
                 .interrupts
                 .iter()
-                .map(|i| json!({"id": i.id, "name": i.name}))
+                .map(|i| json!({"id": i.resume_id(), "name": i.name}))
                 .collect();
             Ok(json!({
                 "stop_reason": r.stop_reason.as_str(),
@@ -229,9 +246,8 @@ async fn across_agents(
                 ScriptedModel::builder().text("deleted the draft").build(),
             ];
             let mut agent = three_levels(store, session, &models, ledger)?;
-            let r = agent
-                .invoke(vec![InterruptResponse::new(id, answer.as_str())])
-                .await?;
+            let answer = answer_to(&mut agent, id, answer.as_str()).await?;
+            let r = agent.invoke(vec![answer]).await?;
             // What each level's model was given back: the result of the call it had made.
             let saw: Vec<String> = models
                 .iter()
@@ -264,17 +280,15 @@ async fn across_agents(
             // Injected while the run waits for the human; saved with the pending interrupts.
             agent.interceptor().inject("and the logs")?;
             agent.save_session().await?;
-            let ids: Vec<&str> = r.interrupts.iter().map(|i| i.id.as_str()).collect();
+            let ids: Vec<String> = r.interrupts.iter().map(Interrupt::resume_id).collect();
             Ok(json!({"stop_reason": r.stop_reason.as_str(), "interrupts": ids}))
         }
         ("queued-resume", [id, answer]) => {
             let model = ScriptedModel::builder().text("done").build();
             let mut agent = queued_agent(store, session, model.clone())?;
             let fates = watch_injections(&agent);
-            agent.load_session().await?;
-            let r = agent
-                .invoke(vec![InterruptResponse::new(id, answer.as_str())])
-                .await?;
+            let answer = answer_to(&mut agent, id, answer.as_str()).await?;
+            let r = agent.invoke(vec![answer]).await?;
             let sent: Vec<String> = model
                 .requests()
                 .iter()
@@ -489,7 +503,7 @@ async fn hold(store: SharedSessionStore, session: &str, point: &str) -> Result<(
     let r = point_agent(store, session, point, &model, &runs)?
         .invoke("Count once")
         .await?;
-    let ids: Vec<&str> = r.interrupts.iter().map(|i| i.id.as_str()).collect();
+    let ids: Vec<String> = r.interrupts.iter().map(Interrupt::resume_id).collect();
     let line = json!({
         "stop_reason": r.stop_reason.as_str(),
         "interrupts": ids,
@@ -519,9 +533,8 @@ async fn resume_at(
     let answer = serde_json::from_str(answer).unwrap_or_else(|_| json!(answer));
     let runs = Arc::new(AtomicU32::new(0));
     let mut agent = point_agent(store, session, point, &model, &runs)?;
-    let r = agent
-        .invoke(vec![InterruptResponse::new(id, answer)])
-        .await?;
+    let answer = answer_to(&mut agent, id, answer).await?;
+    let r = agent.invoke(vec![answer]).await?;
     let results: Vec<String> = agent
         .messages()
         .iter()
