@@ -126,7 +126,7 @@ const scenariosImpl = {
     const b = second.interrupts[0];
     const replayed = await run(agentFor(threadId), { resume: approveA });
     const forged = await run(agentFor(threadId), {
-      resume: [{ interruptId: b.id, status: "resolved", payload: approval(b, { approvedActionFingerprint: a.metadata.governance.actionFingerprint }) }],
+      resume: [{ interruptId: b.id, status: "resolved", payload: approval(b, { approvedActionFingerprint: (a.metadata.governance || {}).actionFingerprint }) }],
     });
     const ok = await run(agent, { resume: [{ interruptId: b.id, status: "resolved", payload: approval(b, {}) }] });
     return { runs: [first, second, replayed, forged, ok], sameToolCall: a.toolCallId === b.toolCallId };
