@@ -285,3 +285,69 @@ pub async fn register(admin_url: &str, deployment_url: &str) -> Result<(), Error
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rein_agent::Agent;
+    use rein_models::ScriptedModel;
+
+    fn worker() -> Worker {
+        Worker::new(|_| Ok(Agent::builder().model(ScriptedModel::repeating_text("hi"))))
+    }
+
+    fn anyone(_: &Caller<'_>) -> Result<InvocationState, Refusal> {
+        Ok(InvocationState::new())
+    }
+
+    // Restate's documented example key (a valid `publickeyv1_`).
+    const KEY: &str = "publickeyv1_w7YHemBctH5Ck2nQRQ47iBBqhNHy4FV7t2Usbye2A6f";
+
+    fn refused(result: Result<BoundWorker, Error>) -> String {
+        match result {
+            Err(Error::Config(message)) => message,
+            Err(e) => panic!("another error: {e}"),
+            Ok(_) => panic!("the worker listens"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_worker_is_refused_without_an_authenticator_or_off_loopback_without_a_key() {
+        let loopback: SocketAddr = "127.0.0.1:0".parse().unwrap_or_else(|_| unreachable!());
+        let message = refused(worker().bind(loopback).listen().await);
+        assert!(message.contains("authenticate"), "{message}");
+
+        // Refused before binding: these addresses are never listened on.
+        for addr in ["0.0.0.0:0", "[::]:0", "192.0.2.1:9080"] {
+            let addr: SocketAddr = addr.parse().unwrap_or_else(|_| unreachable!());
+            let message = refused(worker().authenticate(anyone).bind(addr).listen().await);
+            assert!(message.contains("identity key"), "{addr}: {message}");
+        }
+        let message = refused(
+            worker()
+                .authenticate(anyone)
+                .identity_key("publickeyv1_not-base58!")
+                .bind(loopback)
+                .listen()
+                .await,
+        );
+        assert!(message.contains("identity key"), "{message}");
+
+        // On loopback, with or without a key.
+        assert!(
+            worker()
+                .authenticate(anyone)
+                .bind(loopback)
+                .listen()
+                .await
+                .is_ok()
+        );
+        let signed = worker()
+            .authenticate(anyone)
+            .identity_key(KEY)
+            .bind(loopback)
+            .listen()
+            .await;
+        assert!(signed.is_ok());
+    }
+}

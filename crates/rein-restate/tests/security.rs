@@ -508,7 +508,7 @@ async fn only_user_content_is_injectable_and_the_inbox_is_bounded() {
         state.keys().filter(|k| k.starts_with("item/")).count(),
         1_000
     );
-    let largest = state.iter().map(|(_, v)| v.len()).max().unwrap();
+    let largest = state.values().map(String::len).max().unwrap();
     assert!(largest < 1_024, "largest record: {largest} bytes");
 
     // The resumed run takes all of them, in one turn boundary; the inbox is open again.
