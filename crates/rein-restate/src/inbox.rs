@@ -474,15 +474,17 @@ mod legacy {
                 })
                 .collect();
             let mut head = self.next;
+            let mut next = self.next;
             let mut queued_bytes = 0u64;
             for (id, message) in self.queue {
-                // The queue was the newest items, in order; one whose outcome was forgotten
-                // (more than 10 000 queued) gets a record again.
+                // The queue was the newest items, in order (`head..next`). One whose record
+                // was forgotten (more than 10 000 were queued) is queued again after them,
+                // under a new sequence number: nothing queued is lost.
                 let seq = match self.seq_of.get(&id) {
                     Some(seq) => *seq,
                     None => {
-                        tracing::warn!("inbox conversion: queued item {} had no record", id.0);
-                        continue;
+                        next += 1;
+                        next - 1
                     }
                 };
                 head = head.min(seq);
@@ -501,7 +503,7 @@ mod legacy {
                 meta: Meta {
                     status: self.status,
                     invocation: self.invocation,
-                    next: self.next,
+                    next,
                     head,
                     oldest: oldest.min(head),
                     queued_bytes,
@@ -555,5 +557,20 @@ mod tests {
             items[1].1.message.as_ref().map(Message::text).as_deref(),
             Some("second")
         );
+    }
+
+    #[test]
+    fn a_queued_item_whose_record_the_earlier_release_forgot_stays_queued() {
+        let old: legacy::Inbox = serde_json::from_value(serde_json::json!({
+            "status": "running",
+            "queue": [["e1d5828c-8651-55ed-923e-f7b73cc3594c", {"role": "user", "content": [{"text": "old"}]}]],
+            "outcomes": {}, "next": 12000, "seq_of": {}, "keys": {}
+        }))
+        .unwrap();
+        let converted = old.convert();
+        assert_eq!((converted.meta.head, converted.meta.next), (12000, 12001));
+        assert_eq!(converted.items.len(), 1);
+        assert_eq!(converted.items[0].0, 12000);
+        assert_eq!(converted.items[0].1.status, InjectionStatus::Queued);
     }
 }
