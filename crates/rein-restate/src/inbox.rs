@@ -520,7 +520,7 @@ mod tests {
 
     /// The earlier release's state of a session paused on an approval, its inbox holding one
     /// consumed message (key `k1`) and one queued (key `k2`), as its worker wrote it.
-    const EARLIER_RELEASE: &str = include_str!("../tests/fixtures/earlier-release-state.json");
+    const EARLIER_RELEASE: &str = include_str!("../tests/fixtures/release-0.1-inbox.json");
 
     fn id(text: &str) -> InjectionId {
         InjectionId(text.parse().unwrap())

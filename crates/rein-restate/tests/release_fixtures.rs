@@ -22,7 +22,8 @@ use std::time::{Duration, Instant};
 
 use common::{Restate, reqwest_client};
 use rein_core::{
-    Message, id::MessageId, interrupt::Interrupt, message::InterruptResponse, stream::StopReason,
+    Message, id::MessageId, interrupt::Interrupt, message::InterruptResponse,
+    state::InvocationState, stream::StopReason,
 };
 use rein_restate::{
     Client,
@@ -95,6 +96,9 @@ impl Durable {
                 .clone();
             Ok(scenarios::builder(name, phase, &p))
         })
+        // Anyone on loopback may call; the scenarios' callers send `user` in their state.
+        .authenticate(|_| Ok(InvocationState::new()))
+        .caller_state_keys(["user"])
         .bind("127.0.0.1:0".parse().unwrap())
         .listen()
         .await

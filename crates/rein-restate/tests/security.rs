@@ -565,10 +565,12 @@ async fn a_session_and_inbox_stored_by_the_earlier_release_still_load() {
         return;
     };
     let _worker = Worker::start(&restate, WorkerOptions::default()).await;
-    // Captured from the earlier release's worker: a session paused on a `delete` approval,
-    // its inbox holding one consumed message (key k1) and one queued (key k2).
+    // Written by release 0.1's worker (commit 3408974, restate-server 1.7.12; read back from
+    // Restate's `state` table): a session paused on a `delete` approval, its inbox holding one
+    // consumed message (key k1) and one queued (key k2). `release_fixtures.rs` covers the
+    // other sessions of that release; this one has an inbox with both kinds of item.
     let fixture: BTreeMap<String, String> =
-        serde_json::from_str(include_str!("fixtures/earlier-release-state.json")).unwrap();
+        serde_json::from_str(include_str!("fixtures/release-0.1-inbox.json")).unwrap();
     write_state(
         &restate,
         "ReinAgent",
