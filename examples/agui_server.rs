@@ -96,12 +96,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         interrupt["message"], interrupt["id"]
     );
 
-    // Run 2: the human approves (what the console's Approve button sends).
+    // Run 2: the human approves (what the console's Approve button sends): the approval names
+    // the action it approves, echoing the fingerprint the interrupt carries.
+    let fingerprint = &interrupt["metadata"]["governance"]["actionFingerprint"];
     post(
         &addr,
         json!({"threadId": "demo-thread", "runId": "run-2", "messages": [],
                "resume": [{"interruptId": interrupt["id"], "status": "resolved",
-                           "payload": {"approved": true},
+                           "payload": {"approved": true, "approvedActionFingerprint": fingerprint},
                            "metadata": {"answeredBy": "alice"}}]}),
     )
     .await?;
