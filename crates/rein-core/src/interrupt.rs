@@ -337,6 +337,60 @@ mod tests {
         );
     }
 
+    /// An answer applies to a confirm only if it was given for the confirm's fingerprint: one
+    /// bound to none (an id-only answer, a hook's own interrupt that shares the id) approves
+    /// nothing.
+    #[test]
+    fn a_bound_answer_needs_the_same_fingerprint() {
+        let answer = |fingerprint: Option<&str>| InterruptAnswer {
+            response: json!(true),
+            fingerprint: fingerprint.map(str::to_owned),
+        };
+        let answers = |a| InterruptAnswers::new(HashMap::from([("i".to_owned(), a)]));
+        assert_eq!(
+            answers(answer(Some("f"))).get_bound("i", "f"),
+            Some(&json!(true))
+        );
+        assert_eq!(answers(answer(Some("g"))).get_bound("i", "f"), None);
+        assert_eq!(answers(answer(None)).get_bound("i", "f"), None);
+        // Unbound lookups (a hook's own interrupt) still see it.
+        assert_eq!(answers(answer(None)).get("i"), Some(&json!(true)));
+    }
+
+    #[test]
+    fn an_answer_names_its_pause_and_its_fingerprint() {
+        let mut i =
+            Interrupt::new("v1:before_tool_call:t1:x", "guard", "Delete?").with_fingerprint("f");
+        assert_eq!(
+            i.resume_id(),
+            i.id,
+            "no nonce: a pending interrupt of an earlier release"
+        );
+        i.nonce = Some("n1".into());
+        let a = i.answer("yes");
+        assert_eq!(a.interrupt_id, "v1:before_tool_call:t1:x#n1");
+        assert_eq!(a.fingerprint.as_deref(), Some("f"));
+        assert!(i.check_bound(&a).is_ok());
+        let raw = InterruptResponse::new(i.resume_id(), "yes");
+        assert!(matches!(
+            i.check_bound(&raw),
+            Err(Error::FingerprintMismatch { given: None, .. })
+        ));
+        let other = raw.with_fingerprint("g");
+        assert!(matches!(
+            i.check_bound(&other),
+            Err(Error::FingerprintMismatch { given: Some(_), .. })
+        ));
+        // The wire form: `fingerprint` only when named; an answer of an earlier release loads.
+        assert_eq!(
+            serde_json::to_value(&a).unwrap(),
+            json!({"interruptId": "v1:before_tool_call:t1:x#n1", "response": "yes", "fingerprint": "f"})
+        );
+        let old: InterruptResponse =
+            serde_json::from_value(json!({"interruptId": "i", "response": true})).unwrap();
+        assert_eq!(old.fingerprint, None);
+    }
+
     #[test]
     fn other_answers_keep_the_plain_rule() {
         for (answer, approved) in [
