@@ -26,6 +26,27 @@ fn guard() -> Intervention {
     })
 }
 
+/// An agent with the `echo` tool (its runs logged) behind the guard, on `model`.
+fn guarded(model: impl rein_models::Model + 'static) -> (rein_agent::Agent, Log) {
+    let log = Log::default();
+    let agent = rein_agent::Agent::builder()
+        .model(model)
+        .tool(echo_tool(&log))
+        .intervention(guard())
+        .build()
+        .unwrap();
+    (agent, log)
+}
+
+/// Scripted calls of `echo`, one response each, all with the tool-use id `t1`, then `done`.
+fn repeating_t1(texts: &[&str]) -> ScriptedModel {
+    let mut b = ScriptedModel::builder();
+    for text in texts {
+        b = b.tool_use("t1", "echo", json!({ "text": text }));
+    }
+    b.text("done").build()
+}
+
 /// An OpenAI-compatible stream with one tool call that carries no id (llama.cpp, some vLLM and
 /// LiteLLM setups send none).
 fn openai_idless_call(text: &str) -> FixtureResponse {
@@ -66,7 +87,7 @@ fn ollama_text(text: &str) -> FixtureResponse {
 
 /// Pauses on `delete a`, approves it, pauses again on `delete b` (a new call of a new
 /// response), then replays the first resume: it must not approve `delete b`.
-async fn replay_after_a_new_pause(mut agent: rein_agent::Agent, log: &Log) {
+async fn replay_after_a_new_pause((mut agent, log): (rein_agent::Agent, Log)) {
     let r = agent.invoke("go").await.unwrap();
     assert_eq!(r.stop_reason, StopReason::Interrupt);
     let first = r.interrupts[0].answer("yes");
@@ -99,14 +120,7 @@ async fn a_replayed_resume_does_not_approve_the_next_idless_openai_call() {
         .idle_timeout(Duration::from_secs(10))
         .build()
         .unwrap();
-    let log = Log::default();
-    let agent = rein_agent::Agent::builder()
-        .model(model)
-        .tool(echo_tool(&log))
-        .intervention(guard())
-        .build()
-        .unwrap();
-    replay_after_a_new_pause(agent, &log).await;
+    replay_after_a_new_pause(guarded(model)).await;
 }
 
 #[tokio::test]
@@ -120,48 +134,23 @@ async fn a_replayed_resume_does_not_approve_the_next_idless_ollama_call() {
         .idle_timeout(Duration::from_secs(10))
         .build()
         .unwrap();
-    let log = Log::default();
-    let agent = rein_agent::Agent::builder()
-        .model(model)
-        .tool(echo_tool(&log))
-        .intervention(guard())
-        .build()
-        .unwrap();
-    replay_after_a_new_pause(agent, &log).await;
+    replay_after_a_new_pause(guarded(model)).await;
 }
 
 /// A provider that repeats its own tool-use ids (each response starts again at `t1`): the
 /// interrupt id repeats, the pause's nonce does not.
 #[tokio::test]
 async fn a_replayed_resume_does_not_approve_a_call_with_a_repeated_tool_use_id() {
-    let model = ScriptedModel::builder()
-        .tool_use("t1", "echo", json!({"text": "delete a"}))
-        .tool_use("t1", "echo", json!({"text": "delete b"}))
-        .text("done")
-        .build();
-    let log = Log::default();
-    let agent = common::agent(model)
-        .tool(echo_tool(&log))
-        .intervention(guard())
-        .build()
-        .unwrap();
-    replay_after_a_new_pause(agent, &log).await;
+    let model = repeating_t1(&["delete a", "delete b"]);
+    replay_after_a_new_pause(guarded(model)).await;
 }
 
 /// An answer that names no fingerprint is refused for an interrupt bound to one: the call
 /// stays pending.
 #[tokio::test]
 async fn an_answer_without_the_fingerprint_is_refused_and_the_call_stays_pending() {
-    let model = ScriptedModel::builder()
-        .tool_use("t1", "echo", json!({"text": "delete a"}))
-        .text("done")
-        .build();
-    let log = Log::default();
-    let mut agent = common::agent(model)
-        .tool(echo_tool(&log))
-        .intervention(guard())
-        .build()
-        .unwrap();
+    let model = repeating_t1(&["delete a"]);
+    let (mut agent, log) = guarded(model);
     let r = agent.invoke("go").await.unwrap();
     let asked = r.interrupts[0].clone();
     let raw = InterruptResponse::new(asked.resume_id(), "yes");
@@ -192,17 +181,8 @@ async fn an_answer_without_the_fingerprint_is_refused_and_the_call_stays_pending
 /// attacker who read the new id) is refused: the call stays pending.
 #[tokio::test]
 async fn an_answer_with_another_calls_fingerprint_is_refused_and_the_call_stays_pending() {
-    let model = ScriptedModel::builder()
-        .tool_use("t1", "echo", json!({"text": "delete a"}))
-        .tool_use("t1", "echo", json!({"text": "delete b"}))
-        .text("done")
-        .build();
-    let log = Log::default();
-    let mut agent = common::agent(model)
-        .tool(echo_tool(&log))
-        .intervention(guard())
-        .build()
-        .unwrap();
+    let model = repeating_t1(&["delete a", "delete b"]);
+    let (mut agent, log) = guarded(model);
     let r = agent.invoke("go").await.unwrap();
     let first = r.interrupts[0].clone();
     let r = agent.invoke(vec![first.answer("yes")]).await.unwrap();
@@ -246,12 +226,7 @@ async fn each_pause_has_a_fresh_nonce() {
         )
         .text("done")
         .build();
-    let log = Log::default();
-    let mut agent = common::agent(model)
-        .tool(echo_tool(&log))
-        .intervention(guard())
-        .build()
-        .unwrap();
+    let (mut agent, _log) = guarded(model);
     let r = agent.invoke("go").await.unwrap();
     let (a, b) = (r.interrupts[0].clone(), r.interrupts[1].clone());
     assert!(a.nonce.as_ref().is_some_and(|n| n.len() == 32), "{a:?}");
@@ -275,16 +250,8 @@ async fn each_pause_has_a_fresh_nonce() {
 /// with their fingerprint.
 #[tokio::test]
 async fn pending_interrupts_stored_without_a_nonce_are_answered_through_the_interrupt() {
-    let model = ScriptedModel::builder()
-        .tool_use("t1", "echo", json!({"text": "delete a"}))
-        .text("done")
-        .build();
-    let log = Log::default();
-    let mut agent = common::agent(model)
-        .tool(echo_tool(&log))
-        .intervention(guard())
-        .build()
-        .unwrap();
+    let model = repeating_t1(&["delete a"]);
+    let (mut agent, log) = guarded(model);
     agent.invoke("go").await.unwrap();
     // The record as an earlier release wrote it: no `nonce` key.
     let mut record = serde_json::to_value(agent.pending_interrupts().unwrap()).unwrap();

@@ -1043,6 +1043,31 @@ pub(crate) fn decode_body_chunks<'a, D: BodyDecoder>(
     (out.into(), err)
 }
 
+/// Checks the ids of the tool uses started in `events`, `count` of them, as made up for calls a
+/// server sent without one: none repeats, and each carries 128 random bits (32 hex digits) —
+/// approvals are asked and answered by tool-use id (SPEC §4, §7).
+#[cfg(test)]
+pub(crate) fn assert_made_up_tool_ids(events: impl IntoIterator<Item = StreamEvent>, count: usize) {
+    let ids: Vec<String> = events
+        .into_iter()
+        .filter_map(|e| match e {
+            StreamEvent::BlockStart(BlockStart::ToolUse { tool_use_id, .. }) => Some(tool_use_id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ids.len(), count, "{ids:?}");
+    for (n, id) in ids.iter().enumerate() {
+        assert!(!ids[..n].contains(id), "{id} repeats: {ids:?}");
+    }
+    for id in &ids {
+        let hex = id.rsplit('_').next().unwrap_or_default();
+        assert!(
+            hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{id} is guessable"
+        );
+    }
+}
+
 fn drive<T: Send + 'static, D: Decode<T>>(
     provider: &'static str,
     source: Source<T>,

@@ -620,22 +620,7 @@ mod tests {
     #[test]
     fn made_up_tool_ids_never_repeat_across_responses() {
         let body = b"{\"message\":{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[{\"function\":{\"name\":\"f\",\"arguments\":{}}},{\"function\":{\"name\":\"g\",\"arguments\":{}}}]},\"done\":false}\n{\"message\":{\"content\":\"\"},\"done\":true,\"done_reason\":\"stop\"}\n";
-        let ids: Vec<String> = (0..2)
-            .flat_map(|_| decode_chunks([&body[..]]).0)
-            .filter_map(|e| match e {
-                StreamEvent::BlockStart(BlockStart::ToolUse { tool_use_id, .. }) => {
-                    Some(tool_use_id)
-                }
-                _ => None,
-            })
-            .collect();
-        assert_eq!(ids.len(), 4);
-        for (n, id) in ids.iter().enumerate() {
-            assert!(!ids[..n].contains(id), "{id} repeats: {ids:?}");
-        }
-        for id in &ids {
-            assert!(id.len() >= 32, "{id} is guessable");
-        }
+        http::assert_made_up_tool_ids((0..2).flat_map(|_| decode_chunks([&body[..]]).0), 4);
     }
 
     #[test]

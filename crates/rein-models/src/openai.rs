@@ -776,22 +776,7 @@ mod tests {
             r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
             "[DONE]",
         ];
-        let ids: Vec<String> = (0..2)
-            .flat_map(|_| decode(&idless).unwrap())
-            .filter_map(|e| match e {
-                StreamEvent::BlockStart(BlockStart::ToolUse { tool_use_id, .. }) => {
-                    Some(tool_use_id)
-                }
-                _ => None,
-            })
-            .collect();
-        assert_eq!(ids.len(), 4);
-        for (n, id) in ids.iter().enumerate() {
-            assert!(!ids[..n].contains(id), "{id} repeats: {ids:?}");
-        }
-        for id in &ids {
-            assert!(id.len() >= "call_".len() + 32, "{id} is guessable");
-        }
+        http::assert_made_up_tool_ids((0..2).flat_map(|_| decode(&idless).unwrap()), 4);
     }
 
     #[test]
