@@ -74,8 +74,8 @@ uuid_id!(
 
 /// 128 bits from the operating system's random generator, as 32 hex digits: for what an
 /// attacker must not predict nor see repeat — the ids Rein makes up for tool calls a provider
-/// sent without one, the nonce of each pause in interrupt ids (SPEC §4). (Not [`fast_uuid`]:
-/// its outputs follow from one seed.)
+/// sent without one, the nonce of each pause in interrupt ids (SPEC §4). (Not the generator of
+/// message ids: its outputs follow from one seed.)
 ///
 /// ```
 /// let a = rein_core::id::unguessable();

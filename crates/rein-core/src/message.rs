@@ -370,7 +370,7 @@ pub enum MediaSource {
 /// it names that pause and the fingerprint of what was asked. An answer that reaches Rein over a
 /// wire names them itself (the client echoes what it was shown): an interrupt bound to a
 /// fingerprint refuses an answer naming no fingerprint or another one
-/// ([`Error::FingerprintMismatch`](crate::Error::FingerprintMismatch)), so an answer cannot
+/// ([`Error::FingerprintMismatch`]), so an answer cannot
 /// approve a call it was not given for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
