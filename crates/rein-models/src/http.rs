@@ -926,6 +926,9 @@ pub(crate) use http_builder_methods;
 
 /// Classifies a reqwest error raised before any response byte arrived.
 fn send_error(provider: &str, e: reqwest::Error) -> ModelError {
+    if e.is_redirect() {
+        return ModelError::bad_request(format!("{provider}: {}", error_chain(&e))).with_source(e);
+    }
     let what = if e.is_connect() {
         "connection failed"
     } else {
@@ -983,7 +986,8 @@ pub fn default_error(
 /// `on_error` makes of it (with at most [`MAX_ERROR_BODY`] of the response body, see
 /// [`read_error_body`]). A success with a JSON body (a server that ignored the stream flag, or
 /// an error sent with status 200) is a `MalformedStream` error carrying the body and its
-/// message. Connection failures are retryable `Transport` errors.
+/// message. A redirect the client did not follow (see [`redirect_policy`]) is a `BadRequest`
+/// naming the origin it pointed to. Connection failures are retryable `Transport` errors.
 pub async fn send(
     provider: &str,
     request: reqwest::RequestBuilder,
@@ -1020,6 +1024,26 @@ pub async fn send(
         ))
         .with_status(status.as_u16())
         .with_body(body));
+    }
+    if status.is_redirection() {
+        // Not followed by [`redirect_policy`]: say where it pointed (the origin only: a
+        // query may carry secrets).
+        let to = response
+            .headers()
+            .get(reqwest::header::LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|l| response.url().join(l).ok())
+            .map_or_else(
+                || "nowhere".to_owned(),
+                |u| u.origin().ascii_serialization(),
+            );
+        return Err(ModelError::bad_request(format!(
+            "{provider}: HTTP {}: a redirect to {to} was not followed (only 307 and 308 \
+             within the origin are, so credentials and the conversation never reach another \
+             host): configure the final URL",
+            status.as_u16()
+        ))
+        .with_status(status.as_u16()));
     }
     let headers = response.headers().clone();
     let body = read_error_body(response, idle_timeout).await;

@@ -100,7 +100,7 @@ async fn the_kit_example_provider_passes_the_conformance_suite() {
         report.results.len(),
         "nothing skipped: {report}"
     );
-    assert_eq!(report.results.len(), 20);
+    assert_eq!(report.results.len(), 22);
 }
 
 #[tokio::test]
