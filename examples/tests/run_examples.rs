@@ -417,7 +417,7 @@ fn llm_judge() {
             "asked: judge: this mails every employee",
             "tool e1 -> CONFIRMATION_FAILED: judge: this mails every employee",
             "(resumed: the judge was not asked again)\njudge calls: 1",
-            "(unjudged: budget spent)\njudge calls: 1",
+            "decision: judge Guide verdict=\"guide\" reason=null tokens=null/null (unjudged: budget spent)\njudge calls: 1",
         ],
     );
 }

@@ -1117,11 +1117,12 @@ fn a_judge_reason_is_content() {
     for content in [false, true] {
         let h = harness(content, false);
         h.run(|| async {
-            let verdict =
-                format!(r#"{{"verdict": "proceed", "reason": "the key {SECRET} is a test key"}}"#);
+            let verdict = format!(
+                r#"{{"verdict": "proceed", "reason": "the key {SECRET} is a test key", "nonce": "{{nonce}}"}}"#
+            );
             let judge = rein_agent::judge::LlmJudge::new(
                 "judge",
-                ScriptedModel::builder().text(verdict).build(),
+                rein_agent::judge::ScriptedJudge::new([verdict]),
             );
             let mut agent = agent(echo_then_done("x"))
                 .intervention(judge)
