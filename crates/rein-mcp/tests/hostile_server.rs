@@ -82,7 +82,8 @@ fn tools_page(mode: &str, page: &mut u64) -> Value {
     }
 }
 
-async fn connect(mode: &str) -> McpClient {
+/// This test binary, started as the hostile server in `mode`.
+fn server_command(mode: &str) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(std::env::current_exe().unwrap());
     cmd.args([
         "--exact",
@@ -91,6 +92,11 @@ async fn connect(mode: &str) -> McpClient {
         "--quiet",
     ])
     .env(MODE, mode);
+    cmd
+}
+
+async fn connect(mode: &str) -> McpClient {
+    let cmd = server_command(mode);
     McpClient::builder()
         .connect_timeout(Duration::from_secs(20))
         .quiet(true)
@@ -152,18 +158,10 @@ async fn a_too_large_tool_result_is_a_tool_error() {
     client.close().await;
     let mut limits = McpLimits::default();
     limits.max_result_bytes = 8 * 1024 * 1024;
-    let mut cmd = tokio::process::Command::new(std::env::current_exe().unwrap());
-    cmd.args([
-        "--exact",
-        "hostile_server_process",
-        "--nocapture",
-        "--quiet",
-    ])
-    .env(MODE, "plain");
     let client = McpClient::builder()
         .limits(limits)
         .quiet(true)
-        .command(cmd)
+        .command(server_command("plain"))
         .await
         .unwrap();
     let out = client.call_tool("echo", json!({})).await.unwrap();

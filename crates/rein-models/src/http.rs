@@ -1617,9 +1617,11 @@ mod tests {
 
     #[test]
     fn sse_lines_and_events_are_bounded() {
-        let mut limits = StreamLimits::default();
-        limits.max_line = 100;
-        limits.max_event = 250;
+        let limits = StreamLimits {
+            max_line: 100,
+            max_event: 250,
+            ..StreamLimits::default()
+        };
         // A line that never ends: the error comes once the bound is passed, whatever the
         // chunking, and nothing past it is kept.
         let endless = vec![b'a'; 10_000];

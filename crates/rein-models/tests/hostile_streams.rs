@@ -17,6 +17,8 @@
 ))]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use rein_core::{ModelError, stream::StreamEvent};
 use rein_models::fuzzing;
 
@@ -382,9 +384,8 @@ mod wire {
         Message, ModelError, error::ModelErrorKind, request::ModelRequest, stream::StreamEvent,
     };
     use rein_models::conformance::{FixtureResponse, FixtureServer};
-    use rein_models::futures::StreamExt as _;
     use rein_models::http::StreamLimits;
-    use rein_models::{AnthropicModel, Model, OllamaModel, OpenAiModel, SharedModel};
+    use rein_models::{AnthropicModel, OllamaModel, OpenAiModel, SharedModel};
 
     const KEY: &str = "hostile-test-secret-key";
     const GATEWAY: &str = "hostile-test-gateway-secret";
@@ -408,46 +409,35 @@ mod wire {
 
     /// The provider at `base`, with an API key, a gateway header and `limits`.
     fn model(p: Provider, base: &str, limits: StreamLimits) -> SharedModel {
-        let idle = Duration::from_secs(5);
+        // Every provider builder has these methods (rein-models' shared builder methods).
+        macro_rules! configured {
+            ($builder:expr) => {
+                $builder
+                    .header("x-gateway-token", GATEWAY)
+                    .idle_timeout(Duration::from_secs(5))
+                    .stream_limits(limits)
+                    .build()
+                    .unwrap()
+                    .into()
+            };
+        }
         match p {
-            Provider::OpenAi => OpenAiModel::builder("m")
-                .base_url(format!("{base}/v1"))
-                .api_key(KEY)
-                .header("x-gateway-token", GATEWAY)
-                .idle_timeout(idle)
-                .stream_limits(limits)
-                .build()
-                .unwrap()
-                .into(),
-            Provider::Anthropic => AnthropicModel::builder("m")
-                .base_url(base)
-                .api_key(KEY)
-                .header("x-gateway-token", GATEWAY)
-                .idle_timeout(idle)
-                .stream_limits(limits)
-                .build()
-                .unwrap()
-                .into(),
-            Provider::Ollama => OllamaModel::builder("m")
-                .base_url(base)
-                .api_key(KEY)
-                .header("x-gateway-token", GATEWAY)
-                .idle_timeout(idle)
-                .stream_limits(limits)
-                .build()
-                .unwrap()
-                .into(),
+            Provider::OpenAi => configured!(
+                OpenAiModel::builder("m")
+                    .base_url(format!("{base}/v1"))
+                    .api_key(KEY)
+            ),
+            Provider::Anthropic => {
+                configured!(AnthropicModel::builder("m").base_url(base).api_key(KEY))
+            }
+            Provider::Ollama => configured!(OllamaModel::builder("m").base_url(base).api_key(KEY)),
             #[cfg(feature = "bedrock")]
-            Provider::Bedrock => rein_models::BedrockModel::builder("m")
-                .region("us-east-1")
-                .endpoint_url(base)
-                .bearer_token(KEY)
-                .header("x-gateway-token", GATEWAY)
-                .idle_timeout(idle)
-                .stream_limits(limits)
-                .build()
-                .unwrap()
-                .into(),
+            Provider::Bedrock => configured!(
+                rein_models::BedrockModel::builder("m")
+                    .region("us-east-1")
+                    .endpoint_url(base)
+                    .bearer_token(KEY)
+            ),
         }
     }
 
@@ -502,18 +492,7 @@ mod wire {
 
     async fn call(model: &SharedModel) -> (Vec<StreamEvent>, Option<ModelError>) {
         let request = ModelRequest::new(vec![Message::user("hi")]);
-        let mut stream = match model.stream(request).await {
-            Ok(s) => s,
-            Err(e) => return (Vec::new(), Some(e)),
-        };
-        let mut events = Vec::new();
-        while let Some(item) = stream.next().await {
-            match item {
-                Ok(ev) => events.push(ev),
-                Err(e) => return (events, Some(e)),
-            }
-        }
-        (events, None)
+        super::common::drain(model.stream(request).await).await
     }
 
     /// Calls `model`, which must fail with `ResponseTooLarge` saying `says`, and the server
