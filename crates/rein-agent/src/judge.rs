@@ -1,4 +1,4 @@
-//! An LLM judge: any [`Model`](rein_models::Model) judges tool calls (proceed / guide / confirm)
+//! An LLM judge: any [`Model`] judges tool calls (proceed / guide / confirm)
 //! and, optionally, responses (proceed / guide) — [`LlmJudge`]; and a model as a
 //! [`RiskClassifier`] for [`HumanApproval`](rein_interventions::approval::HumanApproval) —
 //! [`ModelRiskClassifier`].
