@@ -450,7 +450,13 @@ impl BoundServer {
         console_url(self.local, self.token.as_deref())
     }
 
-    /// The token the server made up (`None` when one was configured).
+    /// `http://<addr>/agent`: the AG-UI endpoint.
+    pub fn endpoint(&self) -> String {
+        format!("http://{}/agent", self.local)
+    }
+
+    /// The token the server made up (`None` when one was configured): what a client sends as
+    /// `Authorization: Bearer <token>`.
     pub fn generated_token(&self) -> Option<&str> {
         self.token.as_deref().map(Secret::expose)
     }
