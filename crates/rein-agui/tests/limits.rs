@@ -139,7 +139,7 @@ async fn runs_beyond_the_cap_are_429() {
         )
         .await
     });
-    wait_running(addr, "inject-1").await;
+    common::wait_running(addr, "inject-1").await;
     let (got, resp) = http(
         addr,
         "POST",
@@ -180,7 +180,7 @@ async fn injections_beyond_the_cap_are_429() {
         )
         .await
     });
-    wait_running(addr, "inject-1").await;
+    common::wait_running(addr, "inject-1").await;
     let mut answers = Vec::new();
     for i in 0..6 {
         let (got, resp) = http(
@@ -325,19 +325,4 @@ async fn a_client_that_disconnects_cancels_its_run() {
     .await;
     assert_eq!(got, 200, "{resp}");
     server.shutdown().await.unwrap();
-}
-
-/// Waits until the thread's run shows in `GET /threads`.
-async fn wait_running(addr: std::net::SocketAddr, thread: &str) {
-    tokio::time::timeout(EVENTUALLY, async {
-        loop {
-            let (_, t) = http(addr, "GET", &format!("/threads/{thread}"), "").await;
-            if serde_json::from_str::<Value>(&t).is_ok_and(|t| t["runningRunId"].is_string()) {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    })
-    .await
-    .expect("the run never started");
 }

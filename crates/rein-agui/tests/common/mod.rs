@@ -247,3 +247,21 @@ pub async fn node(script: &str, args: &[&str]) -> String {
     );
     stdout
 }
+
+/// Waits until the thread's run shows in `GET /threads` (a hung server fails the test after a
+/// minute instead of hanging it).
+pub async fn wait_running(addr: std::net::SocketAddr, thread: &str) {
+    tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let (_, t) = http(addr, "GET", &format!("/threads/{thread}"), "").await;
+            if serde_json::from_str::<serde_json::Value>(&t)
+                .is_ok_and(|t| t["runningRunId"].is_string())
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the run never started");
+}
