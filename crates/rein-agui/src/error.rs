@@ -31,9 +31,11 @@ pub(crate) struct ProtocolError {
     pub(crate) status: StatusCode,
     pub(crate) code: &'static str,
     pub(crate) message: String,
-    pub(crate) details: Option<Value>,
+    /// Boxed, like the error id: most refusals have neither, and a small error keeps every
+    /// `Result` of the request path small.
+    pub(crate) details: Option<Box<Value>>,
     /// The id of a failure whose details went to the log only.
-    pub(crate) error_id: Option<String>,
+    pub(crate) error_id: Option<Box<str>>,
     /// `Retry-After` (seconds) of a 429.
     pub(crate) retry_after: Option<u64>,
 }
@@ -51,7 +53,7 @@ impl ProtocolError {
     }
 
     pub(crate) fn with_details(mut self, details: Value) -> Self {
-        self.details = Some(details);
+        self.details = Some(Box::new(details));
         self
     }
 
@@ -77,7 +79,7 @@ impl ProtocolError {
             "INTERNAL",
             format!("{what} (error id {id}; the details are in the server's log)"),
         );
-        e.error_id = Some(id);
+        e.error_id = Some(id.into());
         e
     }
 }
@@ -92,10 +94,10 @@ impl IntoResponse for ProtocolError {
         let mut body = json!({"code": self.code, "message": self.message});
         if let Some(obj) = body.as_object_mut() {
             if let Some(d) = self.details {
-                obj.insert("details".into(), d);
+                obj.insert("details".into(), *d);
             }
             if let Some(id) = self.error_id {
-                obj.insert("errorId".into(), Value::String(id));
+                obj.insert("errorId".into(), Value::String(id.into()));
             }
         }
         let mut response = (self.status, axum::Json(body)).into_response();

@@ -192,10 +192,7 @@ async fn hostile_clients_leave_the_server_answering_and_lose_nothing() {
         flood.iter().all(|s| [200, 429, 409].contains(s)),
         "{flood:?}"
     );
-    assert!(
-        flood.iter().any(|s| *s == 429),
-        "the flood was never refused"
-    );
+    assert!(flood.contains(&429), "the flood was never refused");
 
     // The well-behaved runs: the slow one took its injected message and finished; the
     // attacker's run too, with at most the cap of injections.
