@@ -326,3 +326,46 @@ async fn a_client_that_disconnects_cancels_its_run() {
     assert_eq!(got, 200, "{resp}");
     server.shutdown().await.unwrap();
 }
+
+/// The header timeout is for headers only: a run's event stream that lasts longer is not cut.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_stream_outlives_the_header_timeout() {
+    let (server, _) =
+        start(ServerLimits::default().header_timeout(Duration::from_millis(100))).await;
+    // A slow tool (900 ms) between the run's first events and its end.
+    let (got, body) = http(
+        server.local_addr(),
+        "POST",
+        "/agent",
+        &run_input("inject-long", Some("go"), None),
+    )
+    .await;
+    assert_eq!(got, 200);
+    assert!(body.contains("Finished the slow thing."), "{body}");
+    server.shutdown().await.unwrap();
+}
+
+/// A body sent slower than the request timeout allows gets 408 and the connection back.
+#[tokio::test]
+async fn a_body_that_never_arrives_is_408() {
+    let (server, store) =
+        start(ServerLimits::default().request_timeout(Duration::from_millis(300))).await;
+    let addr = server.local_addr();
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(
+        format!(
+            "POST /agent HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"threadId\":",
+            common::TOKEN
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut buf = Vec::new();
+    let read = tokio::time::timeout(EVENTUALLY, s.read_to_end(&mut buf)).await;
+    assert!(read.is_ok(), "the server waited for the body forever");
+    let answer = String::from_utf8_lossy(&buf);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(store.load("x").await.unwrap().is_none());
+    server.shutdown().await.unwrap();
+}
