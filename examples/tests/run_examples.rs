@@ -432,7 +432,7 @@ fn agui_server_streams_a_run_and_takes_the_approval() {
             "  CUSTOM \"rein.decision\" \"delete-approval\" asked",
             "  RUN_FINISHED \"interrupt\"",
             "waiting for approval: \"Delete report.txt?\"",
-            "  CUSTOM \"rein.decision\" \"delete-approval\" approved by alice",
+            "  CUSTOM \"rein.decision\" \"delete-approval\" approved by token holder (as \"alice\")",
             "  TOOL_CALL_RESULT \"deleted report.txt\"",
             "  TEXT_MESSAGE_CONTENT \"report.txt is gone.\"",
             "  RUN_FINISHED \"success\"",

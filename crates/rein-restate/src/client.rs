@@ -25,6 +25,8 @@ use crate::wire::{
 pub struct Client {
     http: reqwest::Client,
     ingress: String,
+    /// Marked sensitive: `Debug` shows `Sensitive`, not the token.
+    authorization: Option<reqwest::header::HeaderValue>,
 }
 
 impl Client {
@@ -33,7 +35,18 @@ impl Client {
         Ok(Self {
             http: rein_models::http::client(Duration::from_secs(10))?,
             ingress: ingress_url.trim_end_matches('/').to_owned(),
+            authorization: None,
         })
+    }
+
+    /// The same client, sending `Authorization: Bearer <token>` with every request: what the
+    /// worker's authenticator reads (`Caller::bearer_token`). Never shown by `Debug`.
+    pub fn bearer_token(mut self, token: &str) -> Result<Self, Error> {
+        let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
+            .map_err(|_| Error::Config("a bearer token is visible ASCII".into()))?;
+        value.set_sensitive(true);
+        self.authorization = Some(value);
+        Ok(self)
     }
 
     /// Runs the session's agent on new input and waits for the run's end (an interrupt ends
@@ -124,8 +137,11 @@ impl Client {
 
     async fn send<R: DeserializeOwned>(
         &self,
-        request: reqwest::RequestBuilder,
+        mut request: reqwest::RequestBuilder,
     ) -> Result<R, Error> {
+        if let Some(authorization) = &self.authorization {
+            request = request.header(reqwest::header::AUTHORIZATION, authorization.clone());
+        }
         let response = request
             .send()
             .await
@@ -160,4 +176,23 @@ fn encode(key: &str) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bearer_token_never_shows_in_debug() {
+        let client = Client::new("http://127.0.0.1:8080")
+            .and_then(|c| c.bearer_token("s3cr3t-token"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let shown = format!("{client:?}");
+        assert!(!shown.contains("s3cr3t"), "{shown}");
+        assert!(
+            Client::new("http://127.0.0.1:8080")
+                .and_then(|c| c.bearer_token("line\nbreak"))
+                .is_err()
+        );
+    }
 }

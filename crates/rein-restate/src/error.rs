@@ -7,6 +7,11 @@ pub enum Error {
     /// The worker could not bind or accept.
     #[error("worker I/O: {0}")]
     Io(#[from] std::io::Error),
+    /// A configuration is refused: a worker without an authenticator, with an identity key
+    /// that does not parse, or on an address other than loopback without an identity key; a
+    /// client's bearer token that is not a header value.
+    #[error("configuration refused: {0}")]
+    Config(String),
     /// Restate (ingress or admin API) could not be reached.
     #[error("cannot reach Restate: {0}")]
     Unreachable(String),

@@ -6,18 +6,50 @@
 //! reports each item's outcome back here, where the sender reads it. Items still queued when
 //! the run ends are rejected (`run ended`); a run paused on interrupts keeps them for its
 //! resume. Injecting when no run is going or paused is a 409 (`NoActiveRun`).
-
-use std::collections::{BTreeMap, VecDeque};
+//!
+//! Only `inject`, `status` and `cancel` are reachable through Restate's ingress (each asks the
+//! worker's authenticator first); `open`, `take`, `report` and `close` are the run's own and
+//! ingress-private. The state is kept per item (`item/{seq}`, with the indexes `id/{id}` and
+//! `key/{idempotency key}`) beside a small `meta` record, and read lazily: a call reads and
+//! writes the few keys it needs, never the whole inbox. The queue and what is remembered are
+//! bounded (see the constants). The earlier release's one-record state (`inbox`) is converted
+//! on first use.
 
 use rein_core::{Message, id::InjectionId};
 use restate_sdk::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use std::sync::Arc;
+
+use crate::caller::{AUTHENTICATE, Callers, Operation};
 use crate::wire::{InjectRequest, InjectionReport, InjectionStatus};
 
-const INBOX: &str = "inbox";
-/// How many outcomes (and idempotency keys) an inbox remembers.
-const REMEMBERED: usize = 10_000;
+const META: &str = "meta";
+/// The earlier release's whole-inbox record.
+const LEGACY: &str = "inbox";
+/// How many items (and their idempotency keys) an inbox remembers; the oldest are forgotten
+/// (their `status` is then unknown, 404).
+const REMEMBERED: u64 = 10_000;
+/// How many messages may wait for the run's next turn boundary (then 429).
+pub(crate) const MAX_QUEUED: u64 = 1_000;
+/// How many bytes of message JSON may wait (then 429).
+pub(crate) const MAX_QUEUED_BYTES: u64 = 8 << 20;
+/// The largest injected message, as JSON (then 413).
+pub(crate) const MAX_MESSAGE_BYTES: usize = 1 << 20;
+/// The longest idempotency key (then 400).
+pub(crate) const MAX_IDEMPOTENCY_KEY_BYTES: usize = 256;
+
+fn item_key(seq: u64) -> String {
+    format!("item/{seq}")
+}
+
+fn id_key(id: InjectionId) -> String {
+    format!("id/{}", id.0)
+}
+
+fn idempotency_key(key: &str) -> String {
+    format!("key/{key}")
+}
 
 /// The run an inbox feeds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -29,44 +61,41 @@ enum RunStatus {
     Paused,
 }
 
-#[derive(Debug, Default, Serialize, Deserialize)]
-struct InboxState {
+/// The inbox's small record: the run it feeds and where its sequence stands. Items are
+/// numbered in order of acceptance; `head..next` are queued, `oldest..next` remembered.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+struct Meta {
     status: RunStatus,
     /// The Restate invocation of the running run (for cancel).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     invocation: Option<String>,
-    queue: VecDeque<(InjectionId, Message)>,
-    /// Outcomes by id, oldest first (bounded).
-    outcomes: BTreeMap<u64, InjectionReport>,
-    /// Sequence of acceptance, and the sequence number of each remembered id.
     next: u64,
-    seq_of: BTreeMap<InjectionId, u64>,
-    /// The sender's idempotency keys → ids.
-    keys: BTreeMap<String, InjectionId>,
+    head: u64,
+    oldest: u64,
+    /// Bytes of message JSON queued.
+    queued_bytes: u64,
 }
 
-impl InboxState {
-    fn set(&mut self, id: InjectionId, status: InjectionStatus, reason: Option<String>) {
-        let seq = match self.seq_of.get(&id) {
-            Some(seq) => *seq,
-            None => return,
-        };
-        if let Some(report) = self.outcomes.get_mut(&seq) {
-            report.status = status;
-            report.reason = reason;
-        }
-    }
+/// One accepted message: its id, where it stands, and its message while it is queued.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Item {
+    id: InjectionId,
+    status: InjectionStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+    /// The sender's idempotency key (to forget it with the item).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    message: Option<Message>,
+}
 
-    fn forget_old(&mut self) {
-        while self.outcomes.len() > REMEMBERED {
-            if let Some((_, old)) = self.outcomes.pop_first() {
-                self.seq_of.remove(&old.id);
-            }
-        }
-        if self.keys.len() > REMEMBERED {
-            let live: std::collections::BTreeSet<InjectionId> =
-                self.seq_of.keys().copied().collect();
-            self.keys.retain(|_, id| live.contains(id));
+impl Item {
+    fn report(&self) -> InjectionReport {
+        InjectionReport {
+            id: self.id,
+            status: self.status,
+            reason: self.reason.clone(),
         }
     }
 }
@@ -96,9 +125,11 @@ impl InboxOutcome {
 }
 
 /// The `ReinInbox` object.
-pub(crate) struct ReinInbox;
+pub(crate) struct ReinInbox {
+    pub(crate) callers: Arc<Callers>,
+}
 
-#[restate_sdk::object]
+#[restate_sdk::object(lazy_state)]
 impl ReinInbox {
     /// Accepts a message for the session's run (or returns the first acceptance of the same
     /// idempotency key).
@@ -108,46 +139,82 @@ impl ReinInbox {
         ctx: ObjectContext<'_>,
         request: Json<InjectRequest>,
     ) -> Result<Json<InjectionReport>, HandlerError> {
+        let decision = self
+            .callers
+            .decide(ctx.headers(), Operation::Inject, ctx.key());
+        ctx.run(|| async move { Ok(decision) })
+            .name(AUTHENTICATE)
+            .await?
+            .into_inner()
+            .admitted()?;
         let request = request.into_inner();
-        let mut inbox = load(&ctx).await?;
-        if let Some(id) = request
-            .idempotency_key
-            .as_ref()
-            .and_then(|k| inbox.keys.get(k))
+        if let Some(key) = &request.idempotency_key
+            && (key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY_BYTES)
         {
-            let report = inbox.seq_of.get(id).and_then(|s| inbox.outcomes.get(s));
-            if let Some(report) = report {
-                return Ok(Json(report.clone()));
+            return Err(refused(
+                400,
+                format!("an idempotency key has 1 to {MAX_IDEMPOTENCY_KEY_BYTES} bytes"),
+            ));
+        }
+        let mut meta = load(&ctx).await?;
+        if let Some(key) = &request.idempotency_key {
+            let seq: Option<Json<u64>> = ctx.get(&idempotency_key(key)).await?;
+            if let Some(Json(seq)) = seq
+                && let Some(item) = item(&ctx, seq).await?
+            {
+                return Ok(Json(item.report()));
             }
         }
-        if inbox.status == RunStatus::Idle {
-            return Err(TerminalError::new_with_code(
+        if meta.status == RunStatus::Idle {
+            return Err(refused(
                 409,
                 "no run is going or paused on this session (NoActiveRun)",
-            )
-            .into());
+            ));
+        }
+        let bytes = serde_json::to_vec(&request.message).map_or(usize::MAX, |b| b.len());
+        if bytes > MAX_MESSAGE_BYTES {
+            return Err(refused(
+                413,
+                format!("an injected message has at most {MAX_MESSAGE_BYTES} bytes of JSON"),
+            ));
+        }
+        let bytes = bytes as u64;
+        if meta.next - meta.head >= MAX_QUEUED
+            || meta.queued_bytes.saturating_add(bytes) > MAX_QUEUED_BYTES
+        {
+            return Err(refused(
+                429,
+                format!(
+                    "the session's inbox is full ({} messages wait for the run's next turn; at \
+                     most {MAX_QUEUED} messages, {MAX_QUEUED_BYTES} bytes): send it again later",
+                    meta.next - meta.head
+                ),
+            ));
         }
         // Derived from this invocation: the same id when Restate retries the handler.
-        let name = format!("{}:{}", ctx.invocation_id(), inbox.next);
+        let name = format!("{}:{}", ctx.invocation_id(), meta.next);
         let id = InjectionId(uuid::Uuid::new_v5(
             &uuid::Uuid::NAMESPACE_OID,
             name.as_bytes(),
         ));
-        let seq = inbox.next;
-        inbox.next += 1;
-        inbox.seq_of.insert(id, seq);
-        let report = InjectionReport {
+        let seq = meta.next;
+        meta.next += 1;
+        meta.queued_bytes += bytes;
+        let item = Item {
             id,
             status: InjectionStatus::Queued,
             reason: None,
+            key: request.idempotency_key,
+            message: Some(request.message),
         };
-        inbox.outcomes.insert(seq, report.clone());
-        if let Some(key) = request.idempotency_key {
-            inbox.keys.insert(key, id);
+        let report = item.report();
+        if let Some(key) = &item.key {
+            ctx.set(&idempotency_key(key), Json(seq));
         }
-        inbox.queue.push_back((id, request.message));
-        inbox.forget_old();
-        ctx.set(INBOX, Json(inbox));
+        ctx.set(&id_key(id), Json(seq));
+        ctx.set(&item_key(seq), Json(item));
+        forget_old(&ctx, &mut meta).await?;
+        ctx.set(META, Json(meta));
         Ok(Json(report))
     }
 
@@ -158,23 +225,45 @@ impl ReinInbox {
         ctx: SharedObjectContext<'_>,
         id: Json<InjectionId>,
     ) -> Result<Json<InjectionReport>, HandlerError> {
+        let decision = self
+            .callers
+            .decide(ctx.headers(), Operation::InjectionStatus, ctx.key());
+        ctx.run(|| async move { Ok(decision) })
+            .name(AUTHENTICATE)
+            .await?
+            .into_inner()
+            .admitted()?;
         let id = id.into_inner();
-        let inbox: Option<Json<InboxState>> = ctx.get(INBOX).await?;
-        let inbox = inbox.map(Json::into_inner).unwrap_or_default();
-        inbox
-            .seq_of
-            .get(&id)
-            .and_then(|s| inbox.outcomes.get(s))
-            .cloned()
+        let seq: Option<Json<u64>> = ctx.get(&id_key(id)).await?;
+        let report = match seq {
+            Some(Json(seq)) => {
+                let item: Option<Json<Item>> = ctx.get(&item_key(seq)).await?;
+                item.map(|Json(item)| item.report())
+            }
+            // Not converted yet (no exclusive call since the upgrade): the earlier record.
+            None => {
+                let legacy: Option<Json<legacy::Inbox>> = ctx.get(LEGACY).await?;
+                legacy.and_then(|Json(legacy)| legacy.report(id))
+            }
+        };
+        report
             .map(Json)
-            .ok_or_else(|| TerminalError::new_with_code(404, "unknown injection id").into())
+            .ok_or_else(|| refused(404, "unknown injection id"))
     }
 
     /// Cancels the session's running run (its history stays valid; see SPEC §6).
     #[handler]
     async fn cancel(&self, ctx: ObjectContext<'_>) -> Result<Json<bool>, HandlerError> {
-        let inbox = load(&ctx).await?;
-        match (inbox.status, inbox.invocation) {
+        let decision = self
+            .callers
+            .decide(ctx.headers(), Operation::Cancel, ctx.key());
+        ctx.run(|| async move { Ok(decision) })
+            .name(AUTHENTICATE)
+            .await?
+            .into_inner()
+            .admitted()?;
+        let meta = load(&ctx).await?;
+        match (meta.status, meta.invocation) {
             (RunStatus::Running, Some(invocation)) => {
                 ctx.invocation_handle(invocation).cancel();
                 Ok(Json(true))
@@ -183,77 +272,305 @@ impl ReinInbox {
         }
     }
 
-    /// A run starts (called by the session's `ReinAgent`).
-    #[handler]
+    /// A run starts (called by the session's `ReinAgent`; not through the ingress: whoever
+    /// could name the invocation here could cancel any invocation of the cluster).
+    #[handler(ingress_private)]
     async fn open(
         &self,
         ctx: ObjectContext<'_>,
         invocation: Json<String>,
     ) -> Result<(), HandlerError> {
-        let mut inbox = load(&ctx).await?;
-        inbox.status = RunStatus::Running;
-        inbox.invocation = Some(invocation.into_inner());
-        ctx.set(INBOX, Json(inbox));
+        let mut meta = load(&ctx).await?;
+        meta.status = RunStatus::Running;
+        meta.invocation = Some(invocation.into_inner());
+        ctx.set(META, Json(meta));
         Ok(())
     }
 
     /// The run's turn boundary: everything queued, in order.
-    #[handler]
+    #[handler(ingress_private)]
     async fn take(
         &self,
         ctx: ObjectContext<'_>,
     ) -> Result<Json<Vec<(InjectionId, Message)>>, HandlerError> {
-        let mut inbox = load(&ctx).await?;
-        let items: Vec<(InjectionId, Message)> = inbox.queue.drain(..).collect();
-        if items.is_empty() {
-            return Ok(Json(items));
+        let mut meta = load(&ctx).await?;
+        let mut items = Vec::new();
+        for seq in meta.head..meta.next {
+            if let Some(mut item) = item(&ctx, seq).await?
+                && let Some(message) = item.message.take()
+            {
+                item.status = InjectionStatus::Delivered;
+                items.push((item.id, message));
+                ctx.set(&item_key(seq), Json(item));
+            }
         }
-        for (id, _) in &items {
-            inbox.set(*id, InjectionStatus::Delivered, None);
+        if meta.head != meta.next {
+            meta.head = meta.next;
+            meta.queued_bytes = 0;
+            ctx.set(META, Json(meta));
         }
-        ctx.set(INBOX, Json(inbox));
         Ok(Json(items))
     }
 
     /// What became of one item the run took.
-    #[handler]
+    #[handler(ingress_private)]
     async fn report(
         &self,
         ctx: ObjectContext<'_>,
         outcome: Json<(InjectionId, InboxOutcome)>,
     ) -> Result<(), HandlerError> {
         let (id, outcome) = outcome.into_inner();
-        let mut inbox = load(&ctx).await?;
-        let status = if outcome.consumed {
-            InjectionStatus::Consumed
-        } else {
-            InjectionStatus::Rejected
-        };
-        inbox.set(id, status, outcome.reason);
-        ctx.set(INBOX, Json(inbox));
+        load(&ctx).await?;
+        let seq: Option<Json<u64>> = ctx.get(&id_key(id)).await?;
+        if let Some(Json(seq)) = seq
+            && let Some(mut item) = item(&ctx, seq).await?
+        {
+            item.status = if outcome.consumed {
+                InjectionStatus::Consumed
+            } else {
+                InjectionStatus::Rejected
+            };
+            item.reason = outcome.reason;
+            ctx.set(&item_key(seq), Json(item));
+        }
         Ok(())
     }
 
     /// The run ended (`paused`: on interrupts, keeping its queue for the resume).
-    #[handler]
+    #[handler(ingress_private)]
     async fn close(&self, ctx: ObjectContext<'_>, paused: Json<bool>) -> Result<(), HandlerError> {
-        let mut inbox = load(&ctx).await?;
-        inbox.invocation = None;
+        let mut meta = load(&ctx).await?;
+        meta.invocation = None;
         if paused.into_inner() {
-            inbox.status = RunStatus::Paused;
+            meta.status = RunStatus::Paused;
         } else {
-            inbox.status = RunStatus::Idle;
-            let left: Vec<InjectionId> = inbox.queue.drain(..).map(|(id, _)| id).collect();
-            for id in left {
-                inbox.set(id, InjectionStatus::Rejected, Some("run ended".into()));
+            meta.status = RunStatus::Idle;
+            for seq in meta.head..meta.next {
+                if let Some(mut item) = item(&ctx, seq).await? {
+                    item.message = None;
+                    item.status = InjectionStatus::Rejected;
+                    item.reason = Some("run ended".into());
+                    ctx.set(&item_key(seq), Json(item));
+                }
             }
+            meta.head = meta.next;
+            meta.queued_bytes = 0;
         }
-        ctx.set(INBOX, Json(inbox));
+        ctx.set(META, Json(meta));
         Ok(())
     }
 }
 
-async fn load(ctx: &ObjectContext<'_>) -> Result<InboxState, TerminalError> {
-    let inbox: Option<Json<InboxState>> = ctx.get(INBOX).await?;
-    Ok(inbox.map(Json::into_inner).unwrap_or_default())
+fn refused(status: u16, message: impl Into<String>) -> HandlerError {
+    TerminalError::new_with_code(status, message).into()
+}
+
+async fn item(ctx: &ObjectContext<'_>, seq: u64) -> Result<Option<Item>, TerminalError> {
+    let item: Option<Json<Item>> = ctx.get(&item_key(seq)).await?;
+    Ok(item.map(Json::into_inner))
+}
+
+/// The inbox's record; an earlier release's whole-inbox record is converted to per-item state
+/// first (written with this call's other changes).
+async fn load(ctx: &ObjectContext<'_>) -> Result<Meta, TerminalError> {
+    let meta: Option<Json<Meta>> = ctx.get(META).await?;
+    if let Some(Json(meta)) = meta {
+        return Ok(meta);
+    }
+    let old: Option<Json<legacy::Inbox>> = ctx.get(LEGACY).await?;
+    let Some(Json(old)) = old else {
+        return Ok(Meta::default());
+    };
+    let converted = old.convert();
+    for (seq, item) in converted.items {
+        if let Some(key) = &item.key {
+            ctx.set(&idempotency_key(key), Json(seq));
+        }
+        ctx.set(&id_key(item.id), Json(seq));
+        ctx.set(&item_key(seq), Json(item));
+    }
+    ctx.clear(LEGACY);
+    ctx.set(META, Json(converted.meta.clone()));
+    Ok(converted.meta)
+}
+
+/// Forgets the oldest items beyond what is remembered (never a queued one: fewer may be
+/// queued than are remembered).
+async fn forget_old(ctx: &ObjectContext<'_>, meta: &mut Meta) -> Result<(), TerminalError> {
+    while meta.next - meta.oldest > REMEMBERED && meta.oldest < meta.head {
+        let seq = meta.oldest;
+        if let Some(item) = item(ctx, seq).await? {
+            ctx.clear(&id_key(item.id));
+            if let Some(key) = &item.key {
+                ctx.clear(&idempotency_key(key));
+            }
+            ctx.clear(&item_key(seq));
+        }
+        meta.oldest += 1;
+    }
+    Ok(())
+}
+
+/// The earlier release's inbox: one record, rewritten whole by every call.
+mod legacy {
+    use std::collections::{BTreeMap, HashMap, VecDeque};
+
+    use rein_core::{Message, id::InjectionId};
+    use serde::Deserialize;
+
+    use super::{Item, Meta, RunStatus};
+    use crate::wire::{InjectionReport, InjectionStatus};
+
+    #[derive(Debug, Default, Deserialize)]
+    pub(super) struct Inbox {
+        #[serde(default)]
+        status: RunStatus,
+        #[serde(default)]
+        invocation: Option<String>,
+        #[serde(default)]
+        queue: VecDeque<(InjectionId, Message)>,
+        /// Reports by sequence number.
+        #[serde(default)]
+        outcomes: BTreeMap<u64, InjectionReport>,
+        #[serde(default)]
+        next: u64,
+        #[serde(default)]
+        seq_of: BTreeMap<InjectionId, u64>,
+        /// Idempotency keys → ids.
+        #[serde(default)]
+        keys: BTreeMap<String, InjectionId>,
+    }
+
+    pub(super) struct Converted {
+        pub(super) meta: Meta,
+        pub(super) items: Vec<(u64, Item)>,
+    }
+
+    impl Inbox {
+        pub(super) fn report(&self, id: InjectionId) -> Option<InjectionReport> {
+            self.seq_of
+                .get(&id)
+                .and_then(|seq| self.outcomes.get(seq))
+                .cloned()
+        }
+
+        /// The same inbox, per item: every remembered outcome with its idempotency key, the
+        /// queued messages on their items.
+        pub(super) fn convert(self) -> Converted {
+            let key_of: HashMap<InjectionId, String> =
+                self.keys.into_iter().map(|(key, id)| (id, key)).collect();
+            let mut items: BTreeMap<u64, Item> = self
+                .outcomes
+                .into_iter()
+                .map(|(seq, report)| {
+                    let item = Item {
+                        id: report.id,
+                        status: report.status,
+                        reason: report.reason,
+                        key: key_of.get(&report.id).cloned(),
+                        message: None,
+                    };
+                    (seq, item)
+                })
+                .collect();
+            let mut head = self.next;
+            let mut next = self.next;
+            let mut queued_bytes = 0u64;
+            for (id, message) in self.queue {
+                // The queue was the newest items, in order (`head..next`). One whose record
+                // was forgotten (more than 10 000 were queued) is queued again after them,
+                // under a new sequence number: nothing queued is lost.
+                let seq = match self.seq_of.get(&id) {
+                    Some(seq) => *seq,
+                    None => {
+                        next += 1;
+                        next - 1
+                    }
+                };
+                head = head.min(seq);
+                queued_bytes += serde_json::to_vec(&message).map_or(0, |b| b.len() as u64);
+                let item = items.entry(seq).or_insert_with(|| Item {
+                    id,
+                    status: InjectionStatus::Queued,
+                    reason: None,
+                    key: key_of.get(&id).cloned(),
+                    message: None,
+                });
+                item.message = Some(message);
+            }
+            let oldest = items.keys().next().copied().unwrap_or(self.next);
+            Converted {
+                meta: Meta {
+                    status: self.status,
+                    invocation: self.invocation,
+                    next,
+                    head,
+                    oldest: oldest.min(head),
+                    queued_bytes,
+                },
+                items: items.into_iter().collect(),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The earlier release's state of a session paused on an approval, its inbox holding one
+    /// consumed message (key `k1`) and one queued (key `k2`), as its worker wrote it.
+    const EARLIER_RELEASE: &str = include_str!("../tests/fixtures/release-0.1-inbox.json");
+
+    fn id(text: &str) -> InjectionId {
+        InjectionId(text.parse().unwrap())
+    }
+
+    #[test]
+    fn an_inbox_written_by_the_earlier_release_converts_to_per_item_state() {
+        let fixture: std::collections::BTreeMap<String, String> =
+            serde_json::from_str(EARLIER_RELEASE).unwrap();
+        let old: legacy::Inbox = serde_json::from_str(&fixture["ReinInbox/inbox"]).unwrap();
+        let queued = id("e1d5828c-8651-55ed-923e-f7b73cc3594c");
+        assert_eq!(old.report(queued).unwrap().status, InjectionStatus::Queued);
+        let converted = old.convert();
+        assert_eq!(
+            converted.meta,
+            Meta {
+                status: RunStatus::Paused,
+                invocation: None,
+                next: 2,
+                head: 1,
+                oldest: 0,
+                queued_bytes: 45,
+            }
+        );
+        let items: Vec<(u64, Item)> = converted.items;
+        assert_eq!(items.len(), 2);
+        assert_eq!(items[0].1.status, InjectionStatus::Consumed);
+        assert_eq!(items[0].1.message, None);
+        assert_eq!(items[1].0, 1);
+        assert_eq!(items[1].1.id, queued);
+        assert_eq!(items[0].1.key.as_deref(), Some("k1"));
+        assert_eq!(items[1].1.key.as_deref(), Some("k2"));
+        assert_eq!(
+            items[1].1.message.as_ref().map(Message::text).as_deref(),
+            Some("second")
+        );
+    }
+
+    #[test]
+    fn a_queued_item_whose_record_the_earlier_release_forgot_stays_queued() {
+        let old: legacy::Inbox = serde_json::from_value(serde_json::json!({
+            "status": "running",
+            "queue": [["e1d5828c-8651-55ed-923e-f7b73cc3594c", {"role": "user", "content": [{"text": "old"}]}]],
+            "outcomes": {}, "next": 12000, "seq_of": {}, "keys": {}
+        }))
+        .unwrap();
+        let converted = old.convert();
+        assert_eq!((converted.meta.head, converted.meta.next), (12000, 12001));
+        assert_eq!(converted.items.len(), 1);
+        assert_eq!(converted.items[0].0, 12000);
+        assert_eq!(converted.items[0].1.status, InjectionStatus::Queued);
+    }
 }

@@ -12,11 +12,14 @@
 //! ```no_run
 //! use rein_agent::Agent;
 //! use rein_models::ScriptedModel;
+//! use rein_core::state::InvocationState;
 //! use rein_restate::{Client, Worker, wire::InvokeRequest};
 //!
 //! # async fn run() -> Result<(), rein_restate::Error> {
-//! // A worker process (run several; each registers the same address or its own).
+//! // A worker process (run several; each registers the same address or its own). On
+//! // loopback, for anyone who reaches the ingress (see `Worker` for a signed, authenticated one).
 //! let worker = Worker::new(|_session| Ok(Agent::builder().model(ScriptedModel::repeating_text("Hi."))))
+//!     .authenticate(|_caller| Ok(InvocationState::new()))
 //!     .bind("127.0.0.1:9080".parse().unwrap())
 //!     .listen()
 //!     .await?;
@@ -32,6 +35,7 @@
 //!
 //! See `docs/durable-execution.md` for the operations' JSON, what is journaled and what is not.
 
+mod caller;
 mod client;
 mod error;
 mod inbox;
@@ -39,6 +43,7 @@ mod object;
 pub mod wire;
 mod worker;
 
+pub use caller::{Caller, Operation, Refusal};
 pub use client::Client;
 pub use error::Error;
 pub use worker::{BoundWorker, Worker, register, shutdown_signal};

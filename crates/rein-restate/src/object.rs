@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::caller::{AUTHENTICATE, Callers, Operation};
 use crate::inbox::{InboxOutcome, ReinInbox, ReinInboxClient};
 use crate::wire::{InvokeRequest, ResumeRequest, RunReport, SessionView};
 
@@ -77,6 +78,7 @@ impl StoredSession {
 /// The `ReinAgent` object.
 pub(crate) struct ReinAgent {
     pub(crate) factory: Factory,
+    pub(crate) callers: Arc<Callers>,
 }
 
 #[restate_sdk::object]
@@ -88,7 +90,17 @@ impl ReinAgent {
         ctx: ObjectContext<'_>,
         request: Json<InvokeRequest>,
     ) -> Result<Json<RunReport>, HandlerError> {
+        let decision = self
+            .callers
+            .decide(ctx.headers(), Operation::Invoke, ctx.key());
+        let trusted = ctx
+            .run(|| async move { Ok(decision) })
+            .name(AUTHENTICATE)
+            .await?
+            .into_inner()
+            .admitted()?;
         let request = request.into_inner();
+        let state = self.callers.invocation_state(request.state, trusted)?;
         let mut messages = request.messages;
         if let Some(text) = request.text {
             messages.push(Message::user(text));
@@ -98,11 +110,7 @@ impl ReinAgent {
                 TerminalError::new_with_code(400, "invoke needs `text` or `messages`").into(),
             );
         }
-        let input = Input::messages(messages);
-        let input = match request.state {
-            Some(state) => input.with_state(state),
-            None => input,
-        };
+        let input = Input::messages(messages).with_state(state);
         self.run(ctx, input, false).await
     }
 
@@ -113,6 +121,16 @@ impl ReinAgent {
         ctx: ObjectContext<'_>,
         request: Json<ResumeRequest>,
     ) -> Result<Json<RunReport>, HandlerError> {
+        // The run goes on as the invocation that paused it (its principal, its state): the
+        // authenticator decides whether this caller may answer.
+        let decision = self
+            .callers
+            .decide(ctx.headers(), Operation::Resume, ctx.key());
+        ctx.run(|| async move { Ok(decision) })
+            .name(AUTHENTICATE)
+            .await?
+            .into_inner()
+            .admitted()?;
         let answers = request.into_inner().answers;
         if answers.is_empty() {
             return Err(TerminalError::new_with_code(400, "resume needs `answers`").into());
@@ -127,6 +145,14 @@ impl ReinAgent {
         &self,
         ctx: SharedObjectContext<'_>,
     ) -> Result<Json<SessionView>, HandlerError> {
+        let decision = self
+            .callers
+            .decide(ctx.headers(), Operation::Session, ctx.key());
+        ctx.run(|| async move { Ok(decision) })
+            .name(AUTHENTICATE)
+            .await?
+            .into_inner()
+            .admitted()?;
         let stored: Option<Json<StoredSession>> = ctx.get(SESSION).await?;
         let last_run: Option<Json<RunReport>> = ctx.get(LAST_RUN).await?;
         let Some(stored) = stored.map(Json::into_inner) else {
@@ -350,10 +376,17 @@ impl Journal for ChannelJournal {
     }
 }
 
-/// Both objects, bound to one Restate endpoint.
-pub(crate) fn endpoint(factory: Factory) -> restate_sdk::endpoint::Endpoint {
-    restate_sdk::endpoint::Endpoint::builder()
-        .bind(ReinAgent { factory })
-        .bind(ReinInbox)
+/// Both objects, bound to one Restate endpoint (its builder carries the identity keys).
+pub(crate) fn endpoint(
+    builder: restate_sdk::endpoint::Builder,
+    factory: Factory,
+    callers: Arc<Callers>,
+) -> restate_sdk::endpoint::Endpoint {
+    builder
+        .bind(ReinAgent {
+            factory,
+            callers: callers.clone(),
+        })
+        .bind(ReinInbox { callers })
         .build()
 }

@@ -2,7 +2,7 @@
 //! sends and gets back (documented in `docs/durable-execution.md`).
 
 use rein_core::{
-    Message,
+    ContentBlock, Message, Role,
     id::{InjectionId, MessageId},
     interrupt::Interrupt,
     message::InterruptResponse,
@@ -19,10 +19,18 @@ pub struct InvokeRequest {
     /// The user's text (joined to `messages`, after them, when both are given).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
-    /// Messages, in Rein's (Bedrock Converse) JSON.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// Messages, in Rein's (Bedrock Converse) JSON: user messages of text, images and
+    /// documents only (the history is the session's: a caller cannot add assistant turns, tool
+    /// uses or tool results to it).
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "user_messages"
+    )]
     pub messages: Vec<Message>,
-    /// The invocation state handlers and tools read (`InvocationState`).
+    /// Invocation state from the caller: only the keys the worker allows
+    /// (`Worker::caller_state_keys`); the principal comes from the worker's authenticator,
+    /// never from here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<Value>,
 }
@@ -119,7 +127,8 @@ impl RunReport {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct InjectRequest {
-    /// The message (a plain string is a user message).
+    /// The message (a plain string is a user message): a user message of text, images and
+    /// documents only.
     #[serde(deserialize_with = "message_or_text")]
     pub message: Message,
     /// A key of the sender's: the same key again is the same injection (its first id and
@@ -151,10 +160,48 @@ fn message_or_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Message, D:
         Text(String),
         Message(Message),
     }
-    Ok(match MessageOrText::deserialize(d)? {
+    let message = match MessageOrText::deserialize(d)? {
         MessageOrText::Text(t) => Message::user(t),
         MessageOrText::Message(m) => m,
-    })
+    };
+    user_content(&message).map_err(serde::de::Error::custom)?;
+    Ok(message)
+}
+
+fn user_messages<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Message>, D::Error> {
+    let messages = Vec::<Message>::deserialize(d)?;
+    for message in &messages {
+        user_content(message).map_err(serde::de::Error::custom)?;
+    }
+    Ok(messages)
+}
+
+/// What a caller may put into a session's history: a user message of text, images and
+/// documents. An assistant message, a tool use or result, reasoning or an interrupt answer
+/// would let the caller write the agent's side of the conversation (a tool "result" it never
+/// produced, an approval that went around `resume`).
+pub(crate) fn user_content(message: &Message) -> Result<(), String> {
+    if message.role != Role::User {
+        return Err("only user messages are accepted from callers".into());
+    }
+    if message.content.is_empty() {
+        return Err("a message needs content".into());
+    }
+    for block in &message.content {
+        match block {
+            ContentBlock::Text(_) | ContentBlock::Image(_) | ContentBlock::Document(_) => {}
+            ContentBlock::ToolUse(_) => return Err("a caller cannot send a tool use".into()),
+            ContentBlock::ToolResult(_) => return Err("a caller cannot send a tool result".into()),
+            ContentBlock::ReasoningContent(_) => {
+                return Err("a caller cannot send model reasoning".into());
+            }
+            ContentBlock::InterruptResponse(_) => {
+                return Err("answers to interrupts go through `resume`".into());
+            }
+            _ => return Err("only text, images and documents are accepted from callers".into()),
+        }
+    }
+    Ok(())
 }
 
 /// An injected message's id (given at acceptance) and where it stands.

@@ -1,6 +1,7 @@
 //! A worker process: serves the durable agents to Restate over HTTP/2, registers itself, and
 //! shuts down gracefully.
 
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -10,25 +11,39 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use rein_agent::AgentBuilder;
+use rein_core::state::InvocationState;
 use restate_sdk::hyper::HyperEndpoint;
 use tokio::net::TcpListener;
 
 use crate::Error;
+use crate::caller::{Authenticate, Caller, Callers, Refusal};
 use crate::object::{Factory, endpoint};
 
 /// Serves a session's agent to Restate: Restate calls the worker for every step of every
 /// durable run, on whichever worker it reaches.
 ///
+/// Two things are required before it listens: who may call the sessions' operations through
+/// Restate's ingress ([`authenticate`](Self::authenticate)), and, on any address but
+/// loopback, the public key Restate signs its requests with
+/// ([`identity_key`](Self::identity_key)), so that only that Restate can drive the worker.
+///
 /// ```no_run
 /// use rein_agent::Agent;
 /// use rein_models::ScriptedModel;
-/// use rein_restate::Worker;
+/// use rein_restate::{Refusal, Worker};
 ///
 /// # async fn run() -> Result<(), rein_restate::Error> {
 /// let worker = Worker::new(|_session: &str| {
 ///     Ok(Agent::builder().model(ScriptedModel::repeating_text("Hello.")))
 /// })
-/// .bind("127.0.0.1:9080".parse().unwrap())
+/// // Restate's public request-identity key (it logs it at start).
+/// .identity_key("publickeyv1_w7YHemBctH5Ck2nQRQ47iBBqhNHy4FV7t2Usbye2A6f")
+/// // The principal comes from a token your gateway issued, never from the request body.
+/// .authenticate(|caller| match caller.bearer_token() {
+///     Some("token-of-ann") => Ok(serde_json::json!({"principal": "ann"}).into()),
+///     _ => Err(Refusal::Unauthenticated("a valid bearer token is required".into())),
+/// })
+/// .bind("0.0.0.0:9080".parse().unwrap())
 /// .listen()
 /// .await?;
 /// // Restate asks the worker what it serves while registering it: serve first.
@@ -43,6 +58,9 @@ pub struct Worker {
     addr: SocketAddr,
     reuse_port: bool,
     grace: Duration,
+    identity_keys: Vec<String>,
+    authenticate: Option<Arc<Authenticate>>,
+    state_keys: BTreeSet<String>,
 }
 
 impl Worker {
@@ -56,7 +74,43 @@ impl Worker {
             addr: SocketAddr::from(([127, 0, 0, 1], 9080)),
             reuse_port: false,
             grace: Duration::from_secs(10),
+            identity_keys: Vec::new(),
+            authenticate: None,
+            state_keys: BTreeSet::new(),
         }
+    }
+
+    /// Accepts only requests signed by the Restate server holding this key's private half
+    /// (Restate's request identity: an Ed25519 key, `publickeyv1_...`, which restate-server
+    /// logs at start when given `request-identity-private-key-pem-file`). Call it again to
+    /// accept several (a key rotation). Required unless the worker listens on loopback only;
+    /// a request without a valid signature is refused (401) before any handler runs.
+    pub fn identity_key(mut self, public_key: impl Into<String>) -> Self {
+        self.identity_keys.push(public_key.into());
+        self
+    }
+
+    /// Who may call the sessions' operations (required): `authenticate` is asked about every
+    /// call of `invoke`, `resume`, `session`, `inject`, `status` and `cancel`, with the
+    /// request's headers as Restate's ingress received them and the session, and returns the
+    /// invocation state it vouches for (the `principal` Cedar authorizes, say) or a
+    /// [`Refusal`]. The request body never names the principal. To let anyone who reaches the
+    /// ingress call everything, say so:
+    /// `.authenticate(|_| Ok(InvocationState::new()))`.
+    pub fn authenticate(
+        mut self,
+        authenticate: impl Fn(&Caller<'_>) -> Result<InvocationState, Refusal> + Send + Sync + 'static,
+    ) -> Self {
+        self.authenticate = Some(Arc::new(authenticate));
+        self
+    }
+
+    /// The keys of an `invoke`'s `state` taken from callers (default: none). A caller's
+    /// `state` with another key is refused (400); the authenticator's keys win over the
+    /// caller's.
+    pub fn caller_state_keys(mut self, keys: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.state_keys = keys.into_iter().map(Into::into).collect();
+        self
     }
 
     /// The address to listen on (default `127.0.0.1:9080`; port 0 picks one).
@@ -79,8 +133,44 @@ impl Worker {
         self
     }
 
-    /// Binds the address.
+    /// Binds the address. Refused ([`Error::Config`]) without an authenticator, with an
+    /// identity key that does not parse, or on an address other than loopback without an
+    /// identity key.
     pub async fn listen(self) -> Result<BoundWorker, Error> {
+        let Some(authenticate) = self.authenticate else {
+            return Err(Error::Config(
+                "say who may call the sessions' operations: Worker::authenticate".into(),
+            ));
+        };
+        if self.identity_keys.is_empty() && !self.addr.ip().to_canonical().is_loopback() {
+            return Err(Error::Config(format!(
+                "{} is reachable from other machines: give the worker Restate's request-identity \
+                 key (Worker::identity_key), or bind a loopback address",
+                self.addr
+            )));
+        }
+        let mut builder = restate_sdk::endpoint::Endpoint::builder();
+        for key in &self.identity_keys {
+            builder = builder
+                .identity_key(key)
+                .map_err(|e| Error::Config(format!("identity key `{key}`: {e}")))?;
+        }
+        if self.identity_keys.is_empty() {
+            tracing::warn!(
+                "the worker accepts unsigned requests from anyone who reaches {} (loopback); \
+                 give it Restate's request-identity key to accept only Restate's",
+                self.addr
+            );
+        } else {
+            // The verifier's crypto backend, chosen rather than inferred: inference fails (a
+            // panic per request) when another crate enables jsonwebtoken's other backend. An
+            // application's own choice, made earlier, stays.
+            let _ = jsonwebtoken::crypto::rust_crypto::DEFAULT_PROVIDER.install_default();
+        }
+        let callers = Arc::new(Callers {
+            authenticate,
+            state_keys: self.state_keys,
+        });
         let domain = socket2::Domain::for_address(self.addr);
         let socket = socket2::Socket::new(domain, socket2::Type::STREAM, None)?;
         socket.set_reuse_address(true)?;
@@ -94,7 +184,7 @@ impl Worker {
         let listener = TcpListener::from_std(socket.into())?;
         Ok(BoundWorker {
             listener,
-            endpoint: HyperEndpoint::new(endpoint(self.factory)),
+            endpoint: HyperEndpoint::new(endpoint(builder, self.factory, callers)),
             grace: self.grace,
         })
     }
@@ -194,4 +284,70 @@ pub async fn register(admin_url: &str, deployment_url: &str) -> Result<(), Error
         return Err(Error::Refused { status, message });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rein_agent::Agent;
+    use rein_models::ScriptedModel;
+
+    fn worker() -> Worker {
+        Worker::new(|_| Ok(Agent::builder().model(ScriptedModel::repeating_text("hi"))))
+    }
+
+    fn anyone(_: &Caller<'_>) -> Result<InvocationState, Refusal> {
+        Ok(InvocationState::new())
+    }
+
+    // Restate's documented example key (a valid `publickeyv1_`).
+    const KEY: &str = "publickeyv1_w7YHemBctH5Ck2nQRQ47iBBqhNHy4FV7t2Usbye2A6f";
+
+    fn refused(result: Result<BoundWorker, Error>) -> String {
+        match result {
+            Err(Error::Config(message)) => message,
+            Err(e) => panic!("another error: {e}"),
+            Ok(_) => panic!("the worker listens"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_worker_is_refused_without_an_authenticator_or_off_loopback_without_a_key() {
+        let loopback: SocketAddr = "127.0.0.1:0".parse().unwrap_or_else(|_| unreachable!());
+        let message = refused(worker().bind(loopback).listen().await);
+        assert!(message.contains("authenticate"), "{message}");
+
+        // Refused before binding: these addresses are never listened on.
+        for addr in ["0.0.0.0:0", "[::]:0", "192.0.2.1:9080"] {
+            let addr: SocketAddr = addr.parse().unwrap_or_else(|_| unreachable!());
+            let message = refused(worker().authenticate(anyone).bind(addr).listen().await);
+            assert!(message.contains("identity key"), "{addr}: {message}");
+        }
+        let message = refused(
+            worker()
+                .authenticate(anyone)
+                .identity_key("publickeyv1_not-base58!")
+                .bind(loopback)
+                .listen()
+                .await,
+        );
+        assert!(message.contains("identity key"), "{message}");
+
+        // On loopback, with or without a key.
+        assert!(
+            worker()
+                .authenticate(anyone)
+                .bind(loopback)
+                .listen()
+                .await
+                .is_ok()
+        );
+        let signed = worker()
+            .authenticate(anyone)
+            .identity_key(KEY)
+            .bind(loopback)
+            .listen()
+            .await;
+        assert!(signed.is_ok());
+    }
 }

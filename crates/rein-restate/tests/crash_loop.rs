@@ -50,6 +50,7 @@ async fn runs_survive_workers_killed_at_random_points() {
     let Some(restate) = Restate::start("crash").await else {
         return;
     };
+    let restate = Arc::new(restate);
     let runs: usize = std::env::var("REIN_CRASH_RUNS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -66,8 +67,8 @@ async fn runs_survive_workers_killed_at_random_points() {
     };
     // Two worker processes behind one deployment address.
     let workers = vec![
-        Worker::start(&restate.admin, options(true)).await,
-        Worker::start(&restate.admin, options(false)).await,
+        Worker::start(&restate, options(true)).await,
+        Worker::start(&restate, options(false)).await,
     ];
     let client = Client::new(&restate.ingress).unwrap();
 
@@ -100,7 +101,7 @@ async fn runs_survive_workers_killed_at_random_points() {
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let killer = {
         let (kills, done) = (kills.clone(), done.clone());
-        let restate_admin = restate.admin.clone();
+        let restate = restate.clone();
         let mut workers = workers;
         let ledger = ledger.clone();
         tokio::spawn(async move {
@@ -121,7 +122,7 @@ async fn runs_survive_workers_killed_at_random_points() {
                     tool_delay_ms: 15,
                     ledger: Some(&ledger),
                 };
-                workers[i] = Worker::start(&restate_admin, options).await;
+                workers[i] = Worker::start(&restate, options).await;
             }
             // The workers serve the checks below.
             (n, workers)

@@ -51,7 +51,7 @@ async fn runs_and_typed_errors_through_the_ingress() {
     };
     let ledger = restate.ledger();
     let _worker = Worker::start(
-        &restate.admin,
+        &restate,
         WorkerOptions {
             ledger: Some(&ledger),
             ..Default::default()
@@ -165,7 +165,7 @@ async fn approval_raised_on_one_worker_answered_by_curl_resumed_on_another() {
         return;
     };
     let client = Client::new(&restate.ingress).unwrap();
-    let mut a = Worker::start(&restate.admin, WorkerOptions::default()).await;
+    let mut a = Worker::start(&restate, WorkerOptions::default()).await;
     let paused = client
         .invoke("ticket-7", InvokeRequest::text("delete /srv/old"))
         .await
@@ -174,7 +174,7 @@ async fn approval_raised_on_one_worker_answered_by_curl_resumed_on_another() {
     let id = paused.interrupts[0].id.clone();
     a.kill();
     // Worker B (another process, another address) is the deployment now.
-    let _b = Worker::start(&restate.admin, WorkerOptions::default()).await;
+    let _b = Worker::start(&restate, WorkerOptions::default()).await;
     let body = json!({"answers": [{"interruptId": id, "response": {"approved": true}}]});
     let out = Command::new("curl")
         .args([
@@ -204,7 +204,7 @@ async fn a_handoff_holds_across_invocations_of_a_durable_session() {
     let Some(restate) = Restate::start("handoff").await else {
         return;
     };
-    let _worker = Worker::start(&restate.admin, WorkerOptions::default()).await;
+    let _worker = Worker::start(&restate, WorkerOptions::default()).await;
     let client = Client::new(&restate.ingress).unwrap();
     let first = client
         .invoke("h", InvokeRequest::text("transfer"))
@@ -225,7 +225,7 @@ async fn a_cancel_from_another_process_stops_the_run_with_a_valid_history() {
         return;
     };
     let _worker = Worker::start(
-        &restate.admin,
+        &restate,
         WorkerOptions {
             tool_delay_ms: 20,
             ..Default::default()
@@ -262,7 +262,7 @@ async fn injections_from_four_processes_each_consumed_or_rejected_once_in_order(
         return;
     };
     let _worker = Worker::start(
-        &restate.admin,
+        &restate,
         WorkerOptions {
             tool_delay_ms: 5,
             ..Default::default()
@@ -350,7 +350,7 @@ async fn a_run_survives_a_restate_restart() {
     };
     let ledger = restate.ledger();
     let _worker = Worker::start(
-        &restate.admin,
+        &restate,
         WorkerOptions {
             model_delay_ms: 30,
             tool_delay_ms: 30,
@@ -396,8 +396,8 @@ async fn a_worker_stops_gracefully_on_sigterm_while_another_serves() {
         ..Default::default()
     };
     // Two processes behind one deployment address.
-    let mut first = Worker::start(&restate.admin, options(true)).await;
-    let _second = Worker::start(&restate.admin, options(false)).await;
+    let mut first = Worker::start(&restate, options(true)).await;
+    let _second = Worker::start(&restate, options(false)).await;
     let client = Client::new(&restate.ingress).unwrap();
     let runs: Vec<_> = (0..4)
         .map(|i| {

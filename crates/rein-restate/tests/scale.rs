@@ -28,8 +28,8 @@ async fn a_thousand_sessions_across_two_workers_all_complete() {
         model_delay_ms: delay,
         ..Default::default()
     };
-    let _a = Worker::start(&restate.admin, options(true, 100)).await;
-    let _b = Worker::start(&restate.admin, options(false, 100)).await;
+    let _a = Worker::start(&restate, options(true, 100)).await;
+    let _b = Worker::start(&restate, options(false, 100)).await;
     let client = Client::new(&restate.ingress).unwrap();
     let sessions = 1_000;
     let started = Instant::now();
@@ -78,7 +78,7 @@ async fn journaling_cost_per_step() {
     let Some(restate) = Restate::start("per-step").await else {
         return;
     };
-    let _worker = Worker::start(&restate.admin, WorkerOptions::default()).await;
+    let _worker = Worker::start(&restate, WorkerOptions::default()).await;
     let client = Client::new(&restate.ingress).unwrap();
     let steps = 50;
     // Warm up the connections.

@@ -1,7 +1,13 @@
 //! A Restate worker serving a demo agent, for rein-restate's tests and the durable-execution
 //! guide (not a stable interface).
 //!
-//! `rein-restate-worker [--bind ADDR] [--reuse-port] [--register ADMIN_URL DEPLOYMENT_URL]`
+//! `rein-restate-worker [--bind ADDR] [--reuse-port] [--identity-key KEY]...
+//! [--register ADMIN_URL DEPLOYMENT_URL]`
+//!
+//! It accepts only requests signed by the Restate holding one of the `--identity-key`s
+//! (`publickeyv1_...`), and must have one to bind an address other than loopback. Anyone who
+//! reaches the ingress may call its sessions' operations (a demo; a real worker authenticates
+//! its callers: see `Worker::authenticate`).
 //!
 //! `rein-restate-worker inject INGRESS_URL SESSION PREFIX N` injects `PREFIX-0` … `PREFIX-N-1`
 //! one after another and prints `<id> <message>` for each accepted one, `refused <message>
@@ -28,6 +34,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use rein_agent::Agent;
 use rein_core::{
     Message, ModelError, Role, ToolHandle,
+    state::InvocationState,
     tool::{ToolError, ToolOutput},
 };
 use rein_interventions::{BeforeToolCallAction, Intervention};
@@ -209,6 +216,7 @@ async fn main() {
     let mut bind: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 9080));
     let mut reuse_port = false;
     let mut register = None;
+    let mut identity_keys = Vec::new();
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--bind" => match args.next().and_then(|a| a.parse().ok()) {
@@ -216,6 +224,10 @@ async fn main() {
                 None => fail("--bind needs an address"),
             },
             "--reuse-port" => reuse_port = true,
+            "--identity-key" => match args.next() {
+                Some(key) => identity_keys.push(key),
+                None => fail("--identity-key needs a key (publickeyv1_...)"),
+            },
             "--register" => match (args.next(), args.next()) {
                 (Some(admin), Some(deployment)) => register = Some((admin, deployment)),
                 _ => fail("--register needs ADMIN_URL DEPLOYMENT_URL"),
@@ -223,7 +235,13 @@ async fn main() {
             other => fail(&format!("unknown argument {other}")),
         }
     }
-    let worker = match rein_restate::Worker::new(agent)
+    let mut worker = rein_restate::Worker::new(agent)
+        // A demo: anyone who reaches the ingress may call; no principal.
+        .authenticate(|_caller| Ok(InvocationState::new()));
+    for key in identity_keys {
+        worker = worker.identity_key(key);
+    }
+    let worker = match worker
         .bind(bind)
         .reuse_port(reuse_port)
         .grace_period(Duration::from_secs(5))

@@ -17,6 +17,35 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// An Ed25519 request-identity key pair, as Restate uses them: the private key as PKCS#8 in a
+/// PEM file (what `openssl genpkey -algorithm ed25519` writes), the public one as
+/// `publickeyv1_<base58>`.
+pub struct IdentityKey {
+    pub pkcs8: Vec<u8>,
+    pub public: String,
+}
+
+impl IdentityKey {
+    pub fn generate() -> Self {
+        use ring::signature::KeyPair as _;
+        let rng = ring::rand::SystemRandom::new();
+        let pkcs8 = ring::signature::Ed25519KeyPair::generate_pkcs8(&rng)
+            .unwrap()
+            .as_ref()
+            .to_vec();
+        let pair = ring::signature::Ed25519KeyPair::from_pkcs8(&pkcs8).unwrap();
+        let public = format!(
+            "publickeyv1_{}",
+            bs58::encode(pair.public_key().as_ref()).into_string()
+        );
+        Self { pkcs8, public }
+    }
+
+    pub fn pem(&self) -> String {
+        pem_rfc7468::encode_string("PRIVATE KEY", pem_rfc7468::LineEnding::LF, &self.pkcs8).unwrap()
+    }
+}
+
 pub struct Restate {
     bin: String,
     child: Option<Child>,
@@ -24,6 +53,8 @@ pub struct Restate {
     ports: [u16; 3],
     pub ingress: String,
     pub admin: String,
+    /// The key Restate signs its requests to workers with; the workers get its public half.
+    pub identity: IdentityKey,
 }
 
 impl Restate {
@@ -44,6 +75,8 @@ impl Restate {
         // them in the test's directory, removed with it.
         std::fs::create_dir_all(dir.join("tmp")).unwrap();
         let ports = [free_port(), free_port(), free_port()];
+        let identity = IdentityKey::generate();
+        std::fs::write(dir.join("identity.pem"), identity.pem()).unwrap();
         let mut restate = Self {
             bin,
             child: None,
@@ -51,6 +84,7 @@ impl Restate {
             ports,
             ingress: format!("http://127.0.0.1:{}", ports[0]),
             admin: format!("http://127.0.0.1:{}", ports[1]),
+            identity,
         };
         restate.launch().await;
         Some(restate)
@@ -66,6 +100,10 @@ impl Restate {
             .arg("--no-logo")
             .env("RESTATE_BASE_DIR", self.dir.join("data"))
             .env("TMPDIR", self.dir.join("tmp"))
+            .env(
+                "RESTATE_REQUEST_IDENTITY_PRIVATE_KEY_PEM_FILE",
+                self.dir.join("identity.pem"),
+            )
             .env("RESTATE_LISTEN_MODE", "tcp")
             .env(
                 "RESTATE_INGRESS__BIND_ADDRESS",
@@ -171,8 +209,10 @@ impl Default for WorkerOptions<'_> {
 }
 
 impl Worker {
-    /// Starts a worker; it registers itself with the admin API at `admin` when asked.
-    pub async fn start(admin: &str, options: WorkerOptions<'_>) -> Self {
+    /// Starts a worker that accepts only `restate`'s signed requests; it registers itself with
+    /// its admin API when asked.
+    pub async fn start(restate: &Restate, options: WorkerOptions<'_>) -> Self {
+        let admin = restate.admin.as_str();
         let port = if options.port == 0 {
             free_port()
         } else {
@@ -181,6 +221,7 @@ impl Worker {
         let addr = format!("127.0.0.1:{port}");
         let mut cmd = Command::new(WORKER);
         cmd.args(["--bind", &addr])
+            .args(["--identity-key", &restate.identity.public])
             .env("REIN_MODEL_DELAY_MS", options.model_delay_ms.to_string())
             .env("REIN_TOOL_DELAY_MS", options.tool_delay_ms.to_string())
             .stdout(Stdio::piped())
