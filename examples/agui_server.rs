@@ -8,8 +8,8 @@
 //! ```
 //!
 //! Without `--serve` the example is its own client: it POSTs a run request (AG-UI
-//! `RunAgentInput`), prints the streamed events, answers the approval with a `resume` entry, and
-//! prints the rest of the run.
+//! `RunAgentInput`) with the token the server made up, prints the streamed events, answers the
+//! approval with a `resume` entry, and prints the rest of the run.
 
 use rein::agui::AguiServer;
 use rein::prelude::*;
@@ -71,18 +71,22 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let server = AguiServer::for_agent(MemorySessionStore::new(), agent(model)?);
     if serve {
         let bound = server.bind_local(8080).await?;
+        // The URL carries the token the server made up; the console keeps it.
         println!("approval console: {}", bound.url());
         bound.serve().await?;
         return Ok(());
     }
 
-    let running = server.bind_local(0).await?.spawn();
+    let bound = server.bind_local(0).await?;
+    let token = bound.generated_token().unwrap_or_default().to_owned();
+    let running = bound.spawn();
     let addr = running.local_addr().to_string();
-    println!("serving AG-UI at {}agent", running.url());
+    println!("serving AG-UI at {}", running.endpoint());
 
     // Run 1: the request. It stops on the approval.
     let first = post(
         &addr,
+        &token,
         json!({"threadId": "demo-thread", "runId": "run-1",
                "messages": [{"id": "m1", "role": "user", "content": "Please delete report.txt"}]}),
     )
@@ -97,10 +101,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     // Run 2: the human approves (what the console's Approve button sends): the approval names
-    // the action it approves, echoing the fingerprint the interrupt carries.
+    // the action it approves, echoing the fingerprint the interrupt carries. The audit names
+    // who the token says answered; the name given here is kept beside it as a claim.
     let fingerprint = &interrupt["metadata"]["governance"]["actionFingerprint"];
     post(
         &addr,
+        &token,
         json!({"threadId": "demo-thread", "runId": "run-2", "messages": [],
                "resume": [{"interruptId": interrupt["id"], "status": "resolved",
                            "payload": {"approved": true, "approvedActionFingerprint": fingerprint},
@@ -112,14 +118,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// POSTs a run request and prints its events, one line each; returns them.
-async fn post(addr: &str, input: Value) -> Result<Vec<Value>, Box<dyn std::error::Error>> {
+async fn post(
+    addr: &str,
+    token: &str,
+    input: Value,
+) -> Result<Vec<Value>, Box<dyn std::error::Error>> {
     let body = input.to_string();
     let mut stream = tokio::net::TcpStream::connect(addr).await?;
     stream
         .write_all(
             format!(
                 "POST /agent HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
-                 Accept: text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                 Authorization: Bearer {token}\r\nAccept: text/event-stream\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
                 body.len()
             )
             .as_bytes(),
@@ -141,9 +152,13 @@ async fn post(addr: &str, input: Value) -> Result<Vec<Value>, Box<dyn std::error
             "CUSTOM" => {
                 let v = &e["value"];
                 let status = v["confirmation"]["status"].as_str().unwrap_or_default();
+                let claimed = v["claimedAnsweredBy"]
+                    .as_str()
+                    .map(|c| format!(" (as \"{c}\")"))
+                    .unwrap_or_default();
                 let by = v["answeredBy"]
                     .as_str()
-                    .map(|w| format!(" by {w}"))
+                    .map(|w| format!(" by {w}{claimed}"))
                     .unwrap_or_default();
                 format!("{} {} {status}{by}", e["name"], v["handler"])
             }

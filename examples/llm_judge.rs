@@ -1,15 +1,16 @@
 //! An LLM judge (`LlmJudge`): a second model reviews each tool call before it runs. It lets a
 //! search proceed and guides a folder delete away (the agent gets the reason); it sends a mass
 //! e-mail to a human, whose "no" is final even though the judge is not asked again on resume;
-//! and past its budget of judge calls, calls proceed unjudged. Every judged decision is in the
-//! audit with the verdict, the reason and the judge's token usage. Both models are scripted (no
-//! API key); any `Model` can judge.
+//! and past its budget of judge calls, calls get the over-budget verdict unjudged (a human by
+//! default; here a refusal). Every judged decision is in the audit with the verdict, the reason
+//! and the judge's token usage. Both models are scripted (no API key; the scripted judge echoes
+//! each call's nonce, as a verdict must); any `Model` can judge.
 //!
 //! ```sh
 //! cargo run -p rein-examples --example llm_judge
 //! ```
 
-use rein::agent::judge::LlmJudge;
+use rein::agent::judge::{LlmJudge, ScriptedJudge, Verdict};
 use rein::prelude::*;
 use serde_json::json;
 
@@ -68,10 +69,10 @@ async fn main() -> Result<(), rein::Error> {
     println!("models: scripted (no API key needed)\n");
 
     println!("== proceed and guide");
-    let judge_model = ScriptedModel::builder()
-        .text(r#"{"verdict": "proceed", "reason": "a search is harmless"}"#)
-        .text("```json\n{\"verdict\": \"guide\", \"reason\": \"list the files before deleting a folder\"}\n```")
-        .build();
+    let judge_model = ScriptedJudge::new([
+        r#"{"verdict": "proceed", "reason": "a search is harmless", "nonce": "{nonce}"}"#,
+        "```json\n{\"verdict\": \"guide\", \"reason\": \"list the files before deleting a folder\", \"nonce\": \"{nonce}\"}\n```",
+    ]);
     let model = ScriptedModel::builder()
         .tool_use("s1", "search", json!({"q": "old reports"}))
         .tool_use("d1", "delete_file", json!({"path": "reports/"}))
@@ -86,11 +87,11 @@ async fn main() -> Result<(), rein::Error> {
     println!("reply: {}", r.text());
 
     println!("\n== confirm: a human decides");
-    let judge_model = ScriptedModel::builder()
-        .text(r#"{"verdict": "confirm", "reason": "this mails every employee"}"#)
+    let judge_model = ScriptedJudge::new([
+        r#"{"verdict": "confirm", "reason": "this mails every employee", "nonce": "{nonce}"}"#,
         // Were the judge asked again on resume, this would let the e-mail go.
-        .text(r#"{"verdict": "proceed"}"#)
-        .build();
+        r#"{"verdict": "proceed", "nonce": "{nonce}"}"#,
+    ]);
     let model = ScriptedModel::builder()
         .tool_use("e1", "send_email", json!({"to": "all@example.com"}))
         .text("The e-mail was not sent.")
@@ -106,16 +107,18 @@ async fn main() -> Result<(), rein::Error> {
     audit(&r);
     println!("judge calls: {}", judge_model.requests().len());
 
-    println!("\n== budget: one judge call per invocation");
-    let judge_model = ScriptedModel::builder()
-        .text(r#"{"verdict": "proceed", "reason": "fine"}"#)
-        .build();
+    println!("\n== budget: one judge call per invocation, then refused unjudged");
+    let judge_model =
+        ScriptedJudge::new([r#"{"verdict": "proceed", "reason": "fine", "nonce": "{nonce}"}"#]);
     let model = ScriptedModel::builder()
         .tool_use("s1", "search", json!({"q": "a"}))
         .tool_use("s2", "search", json!({"q": "b"}))
         .text("Searched twice.")
         .build();
-    let mut agent = judged_agent(model, LlmJudge::new("judge", judge_model.clone()).budget(1))?;
+    let judge = LlmJudge::new("judge", judge_model.clone())
+        .budget(1)
+        .over_budget(Verdict::Guide);
+    let mut agent = judged_agent(model, judge)?;
     let r = agent.invoke("Search twice").await?;
     audit(&r);
     println!("judge calls: {}", judge_model.requests().len());

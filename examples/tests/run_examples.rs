@@ -417,7 +417,7 @@ fn llm_judge() {
             "asked: judge: this mails every employee",
             "tool e1 -> CONFIRMATION_FAILED: judge: this mails every employee",
             "(resumed: the judge was not asked again)\njudge calls: 1",
-            "(unjudged: budget spent)\njudge calls: 1",
+            "decision: judge Guide verdict=\"guide\" reason=null tokens=null/null (unjudged: budget spent)\njudge calls: 1",
         ],
     );
 }
@@ -432,7 +432,7 @@ fn agui_server_streams_a_run_and_takes_the_approval() {
             "  CUSTOM \"rein.decision\" \"delete-approval\" asked",
             "  RUN_FINISHED \"interrupt\"",
             "waiting for approval: \"Delete report.txt?\"",
-            "  CUSTOM \"rein.decision\" \"delete-approval\" approved by alice",
+            "  CUSTOM \"rein.decision\" \"delete-approval\" approved by token holder (as \"alice\")",
             "  TOOL_CALL_RESULT \"deleted report.txt\"",
             "  TEXT_MESSAGE_CONTENT \"report.txt is gone.\"",
             "  RUN_FINISHED \"success\"",

@@ -449,6 +449,7 @@ pub(crate) fn model_error_type(e: &rein_core::ModelError) -> &'static str {
         K::Transport => "transport",
         K::Timeout => "timeout",
         K::MalformedStream => "malformed_stream",
+        K::ResponseTooLarge => "response_too_large",
         K::ScriptExhausted => "script_exhausted",
         _ => "other",
     }

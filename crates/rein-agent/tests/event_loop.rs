@@ -739,3 +739,34 @@ fn an_invocation_future_stays_small() {
     let size = std::mem::size_of_val(&agent.invoke("hi"));
     assert!(size <= 1280, "an invocation's future is {size} bytes");
 }
+
+/// Finding 13 of issue 35: a model reporting a huge token count can neither panic the run nor
+/// wrap the count under the token budget (500 + (u64::MAX - 100) wrapped is 399).
+#[tokio::test]
+async fn huge_reported_usage_saturates_and_still_stops_at_the_token_budget() {
+    use rein_core::stream::Usage;
+    let echo =
+        rein_core::ToolHandle::from_sync_fn("echo", "e", json!({"type": "object"}), |i, _| {
+            Ok(i.to_string().into())
+        });
+    let call = |id: &str, total: u64| {
+        ScriptedResponse::new()
+            .tool_use(id, "echo", json!({}))
+            .usage(Usage::new(0, 0).with_total_tokens(total))
+    };
+    let model = ScriptedModel::builder()
+        .response(call("t1", 500))
+        .response(call("t2", u64::MAX - 100))
+        .response(call("t3", 1))
+        .text("done")
+        .build();
+    let mut agent = rein_agent::Agent::builder()
+        .model(model)
+        .tools(vec![echo])
+        .max_total_tokens(1000)
+        .build()
+        .unwrap();
+    let r = agent.invoke("go").await.unwrap();
+    assert_eq!(r.stop_reason, StopReason::LimitTotalTokens);
+    assert_eq!(r.usage.total_tokens, u64::MAX);
+}

@@ -4,9 +4,18 @@ const $ = (id) => document.getElementById(id);
 // crypto.randomUUID needs a secure context (https or localhost); elsewhere, random hex will do.
 const uuid = () => (crypto.randomUUID ? crypto.randomUUID()
   : Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, "0")).join(""));
-const endpoint = new URL("agent", location.href).toString();
+const endpoint = new URL("agent", location.origin + location.pathname).toString();
 const params = new URLSearchParams(location.search);
 let threadId = params.get("thread") || uuid();
+// The token: from the URL the server printed (`?token=`, as Jupyter's), kept in this origin's
+// localStorage and taken out of the address bar; sent as `Authorization: Bearer` — a header, not
+// a cookie, so no other site's page can make the browser send it.
+const TOKEN_KEY = "rein-agui-token";
+if (params.get("token")) {
+  localStorage.setItem(TOKEN_KEY, params.get("token"));
+}
+$("token").value = localStorage.getItem(TOKEN_KEY) || "";
+$("token").addEventListener("change", () => localStorage.setItem(TOKEN_KEY, $("token").value.trim()));
 let pending = []; // the open interrupts of the thread
 let parked = []; // interrupts of injected messages parked on a confirm while a run goes
 const answers = new Map(); // interrupt id -> resume entry
@@ -130,7 +139,8 @@ function decision(d) {
   row.appendChild(document.createTextNode(` ${d.handler} @ ${d.event}${d.text ? ": " + d.text : ""}`));
   if (d.outcome && d.outcome !== "applied") row.appendChild(el("span", "note", ` (${d.outcome})`));
   if (d.confirmation && d.confirmation.answer !== undefined) {
-    const by = d.answeredBy ? ` by ${d.answeredBy}` : "";
+    const claimed = d.claimedAnsweredBy && d.claimedAnsweredBy !== d.answeredBy ? ` (as "${d.claimedAnsweredBy}")` : "";
+    const by = d.answeredBy ? ` by ${d.answeredBy}${claimed}` : "";
     row.appendChild(el("div", "note", `answered${by}: ${JSON.stringify(d.confirmation.answer)}`));
   }
   row.dataset.action = action;
@@ -230,7 +240,8 @@ $("new-thread").addEventListener("click", (e) => {
 // A reloaded page picks up what the thread waits for.
 async function restore() {
   showThread();
-  const res = await fetch(new URL(`threads/${encodeURIComponent(threadId)}`, location.href), { headers: headers() });
+  const res = await fetch(new URL(`threads/${encodeURIComponent(threadId)}`, location.origin + location.pathname), { headers: headers() });
+  if (res.status === 401) { showError("the server wants its token: open the URL `rein serve` printed, or fill in the token field"); return; }
   if (!res.ok) return;
   const t = await res.json();
   for (const p of t.parkedInjections || []) {

@@ -11,9 +11,28 @@ use axum::response::IntoResponse;
 
 const PAGE: &str = include_str!("../assets/console.html");
 const SCRIPT: &str = include_str!("../assets/console.js");
+const STYLE: &str = include_str!("../assets/console.css");
+
+/// The page loads its own script and style and talks to its own origin; nothing inline, no
+/// frames around it (an Approve button under another site's overlay is clickjacking).
+const PAGE_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+     connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; \
+     frame-ancestors 'none'";
 
 pub(crate) async fn page() -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], PAGE)
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CONTENT_SECURITY_POLICY, PAGE_POLICY),
+            // The page's URL may carry the token: it is never cached.
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        PAGE,
+    )
+}
+
+pub(crate) async fn style() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], STYLE)
 }
 
 pub(crate) async fn script() -> impl IntoResponse {

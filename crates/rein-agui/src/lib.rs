@@ -16,7 +16,9 @@
 //!     Agent::builder().shared_model(model.clone())
 //! });
 //! let bound = server.bind("127.0.0.1:8080").await?;
-//! println!("console: {}", bound.url()); // AG-UI endpoint: POST {url}agent
+//! // http://127.0.0.1:8080/?token=<a token the server made up>; the AG-UI endpoint is
+//! // POST http://127.0.0.1:8080/agent with `Authorization: Bearer <token>`.
+//! println!("console: {}", bound.url());
 //! bound.serve().await?;
 //! # Ok(()) }
 //! ```
@@ -27,7 +29,7 @@
 //!   `{"code", "message", "details"?}` — then nothing ran and the session is unchanged.
 //! - `GET /threads/{threadId}`: what the store holds for a thread (pending interrupts, message
 //!   count, state); the console uses it after a reload.
-//! - `GET /` and `GET /console.js`: the approval console (turn off with
+//! - `GET /`, `GET /console.js` and `GET /console.css`: the approval console (turn off with
 //!   [`AguiServer::console`]).
 //!
 //! # Choices where the protocol leaves room
@@ -58,8 +60,9 @@
 //!   request are ignored. An edit Rein refuses (it fails the tool's schema) ends the run with
 //!   `RUN_ERROR` code `INVALID_ANSWER` and the interrupts stay pending. Repeating the last
 //!   resume after it was applied is a no-op run (`RUN_FINISHED`, `result.alreadyApplied`), so
-//!   a retried request never runs a tool twice. `resume[].metadata.answeredBy` (else the
-//!   authenticated principal) is reported as who answered.
+//!   a retried request never runs a tool twice. The authenticated principal is reported as who
+//!   answered (`answeredBy`); a resume entry's `metadata.answeredBy` is only a claim, reported
+//!   beside it as `claimedAnsweredBy`.
 //! - **Pending interrupts block new input**: a run request without `resume` on a thread that
 //!   waits is `409 INTERRUPTS_PENDING` (the interrupts are in `details`).
 //! - **A message while a run is going** (same thread, same process) is injected through the
@@ -71,17 +74,41 @@
 //!   `CUSTOM rein.injection_awaiting_approval`); they are answered through the interceptor and
 //!   the run goes on; any other resume then is `409 RUN_IN_PROGRESS`. Across processes the session version decides: the loser's
 //!   run ends with `RUN_ERROR` code `SESSION_ERROR`.
-//! - **A client that disconnects** does not stop the run: it finishes and is stored.
-//! - **Security.** Bind `127.0.0.1` (the examples and `rein serve` do). CORS is off unless
-//!   [`AguiServer::cors`] is set; [`AguiServer::bearer_auth`] plugs in a token check.
+//! - **A client that disconnects** cancels its run (noticed at the next event or keep-alive
+//!   write): what was stored stays a valid history, and pending approvals stay pending.
+//!
+//! # Security (every caller is assumed hostile; docs/security.md)
+//! - **A token, always.** The AG-UI routes require `Authorization: Bearer <token>`:
+//!   [`AguiServer::token`], your own check ([`AguiServer::bearer_auth`]), or — with neither — a
+//!   256-bit token the server makes up at bind and puts in [`BoundServer::url`], as Jupyter
+//!   does. Compared in constant time.
+//! - **Browsers.** A run request must be `application/json` (`415` otherwise: no cross-site
+//!   "simple" request), a request with an `Origin` must come from the server's own origin or
+//!   one given to [`AguiServer::cors`] (`403 ORIGIN_NOT_ALLOWED`), and a server bound to a
+//!   loopback address answers only to its loopback names (`403 HOST_NOT_ALLOWED`: DNS
+//!   rebinding; more with [`AguiServer::allow_hosts`]).
+//! - **Per thread.** [`AguiServer::authorize`] decides what each [`Principal`] may do to each
+//!   thread ([`ThreadAction`]); `403 FORBIDDEN` otherwise.
+//! - **Bounds.** Header and request timeouts, connections, runs, new threads, injections, body
+//!   size and model calls per run are capped ([`ServerLimits`]); past a cap, `413` / `429`.
+//! - **Headers and errors.** The console is served with a strict Content-Security-Policy
+//!   (`frame-ancestors 'none'`), every answer with `nosniff`; a store's or provider's error
+//!   text stays in the log (`tracing`), the client gets a code and an error id.
 
+mod auth;
 mod console;
 mod error;
+#[cfg(feature = "test-util")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod interrupts;
+mod limits;
 mod run;
 mod server;
 mod wire;
 
+pub use auth::{Principal, ThreadAction};
 pub use error::AguiError;
+pub use limits::ServerLimits;
 pub use server::{AguiServer, BoundServer, Cors, ServerHandle, WhileRunning};
 pub use wire::PROTOCOL_VERSION;

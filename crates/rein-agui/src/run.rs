@@ -12,9 +12,21 @@ use crate::wire::WireEvent;
 /// repeated resume is recognised as already applied). Hidden from STATE_SNAPSHOT.
 pub(crate) const ANSWERED_KEY: &str = "rein_agui.answered";
 
-/// Who answered, by interrupt id (a resume entry's `metadata.answeredBy`, else the
-/// authenticated principal).
-pub(crate) type AnsweredBy = Vec<(String, String)>;
+/// Who answered an interrupt: the authenticated principal, and the name the client's resume
+/// entry claims (`metadata.answeredBy`), kept beside it — never instead of it.
+#[derive(Debug, Clone)]
+pub(crate) struct Answerer {
+    pub(crate) interrupt_id: String,
+    pub(crate) principal: String,
+    pub(crate) claimed: Option<String>,
+}
+
+/// What the server allows one run.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RunBounds {
+    /// Model calls: at this many, the run stops before the next one.
+    pub(crate) max_turns: u32,
+}
 
 /// Translates agent events into AG-UI events and sends them; a closed receiver (the client
 /// went away) is ignored: the run finishes, so the session stays consistent.
@@ -23,7 +35,7 @@ struct Translator {
     open_text: Option<String>,
     /// The text message of the current model response, the parent of its tool calls.
     response_text_id: Option<String>,
-    answered_by: AnsweredBy,
+    answered_by: Vec<Answerer>,
 }
 
 impl Translator {
@@ -65,6 +77,14 @@ impl Translator {
             AgentEvent::ResponseDiscarded { reason, handler } => {
                 self.close_text();
                 self.response_text_id = None;
+                // A handler's reason is the policy's own text; without a handler the reason is
+                // a failed call's error (a provider's answer): that stays in the log.
+                let reason = if handler.is_some() {
+                    reason
+                } else {
+                    tracing::info!(reason, "AG-UI run: a model response was withdrawn");
+                    "the model call failed or was cancelled".to_owned()
+                };
                 self.send(WireEvent::custom(
                     "rein.response_discarded",
                     json!({"reason": reason, "handler": handler}),
@@ -124,11 +144,13 @@ impl Translator {
                     let who = d.tool_use_id.as_ref().and_then(|t| {
                         self.answered_by
                             .iter()
-                            .find(|(id, _)| id.split(':').nth(2) == Some(t.as_str()))
+                            .find(|a| a.interrupt_id.split(':').nth(2) == Some(t.as_str()))
                     });
-                    let who = who.or_else(|| self.answered_by.first());
-                    if let Some((_, who)) = who {
-                        obj.insert("answeredBy".into(), Value::String(who.clone()));
+                    if let Some(who) = who.or_else(|| self.answered_by.first()) {
+                        obj.insert("answeredBy".into(), Value::String(who.principal.clone()));
+                        if let Some(claimed) = &who.claimed {
+                            obj.insert("claimedAnsweredBy".into(), Value::String(claimed.clone()));
+                        }
                     }
                 }
                 self.send(WireEvent::custom("rein.decision", value));
@@ -166,16 +188,41 @@ pub(crate) fn new_id() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
-/// The RUN_ERROR code of an agent error.
-fn error_code(e: &Error) -> &'static str {
+/// The RUN_ERROR code of an agent error, and whether its text is Rein's own about the
+/// client's request (shown) rather than a provider's, a store's or a tool's (kept in the log).
+fn error_code(e: &Error) -> (&'static str, bool) {
     match e {
-        Error::InvalidAnswer { .. } => "INVALID_ANSWER",
-        Error::InterruptsPending => "INTERRUPTS_PENDING",
-        Error::UnknownInterrupt(_) => "UNKNOWN_INTERRUPT",
-        Error::NoPendingInterrupts => "NO_PENDING_INTERRUPTS",
-        Error::Model(_) => "MODEL_ERROR",
-        Error::Session(_) => "SESSION_ERROR",
-        _ => "AGENT_ERROR",
+        Error::InvalidAnswer { .. } => ("INVALID_ANSWER", true),
+        Error::InterruptsPending => ("INTERRUPTS_PENDING", true),
+        Error::UnknownInterrupt(_) => ("UNKNOWN_INTERRUPT", true),
+        Error::NoPendingInterrupts => ("NO_PENDING_INTERRUPTS", true),
+        Error::Model(_) => ("MODEL_ERROR", false),
+        Error::Session(_) => ("SESSION_ERROR", false),
+        _ => ("AGENT_ERROR", false),
+    }
+}
+
+/// The RUN_ERROR of a failed run: Rein's own message about the request, or a code and an error
+/// id whose details are in the log.
+fn run_error(e: &Error, thread_id: &str, run_id: &str) -> WireEvent {
+    let (code, shown) = error_code(e);
+    if shown {
+        tracing::info!(thread_id, run_id, error = %e, "AG-UI run refused an answer");
+        return WireEvent::RunError {
+            message: e.to_string(),
+            code: code.to_owned(),
+        };
+    }
+    let id = crate::error::error_id();
+    tracing::warn!(thread_id, run_id, error_id = %id, error = %e, "AG-UI run failed");
+    let what = match code {
+        "MODEL_ERROR" => "the model call failed",
+        "SESSION_ERROR" => "the thread could not be stored (another process may have changed it)",
+        _ => "the run failed",
+    };
+    WireEvent::RunError {
+        message: format!("{what} (error id {id}; the details are in the server's log)"),
+        code: code.to_owned(),
     }
 }
 
@@ -187,15 +234,25 @@ pub(crate) fn visible_state(agent: &Agent) -> Value {
 }
 
 /// Runs `input` on `agent`, sending the run's AG-UI events (RUN_STARTED first, RUN_FINISHED
-/// or RUN_ERROR last).
+/// or RUN_ERROR last). A client that goes away (its stream dropped) cancels the run; at the
+/// turn budget the run stops before its next model call.
 pub(crate) async fn drive(
     mut agent: Agent,
     input: Input,
     thread_id: String,
     run_id: String,
-    answered_by: AnsweredBy,
+    answered_by: Vec<Answerer>,
+    bounds: RunBounds,
     tx: mpsc::UnboundedSender<WireEvent>,
 ) {
+    let cancel = agent.cancel_handle();
+    let watcher = {
+        let (tx, cancel) = (tx.clone(), cancel.clone());
+        tokio::spawn(async move {
+            tx.closed().await;
+            cancel.cancel_with(CLIENT_GONE);
+        })
+    };
     let mut t = Translator {
         tx,
         open_text: None,
@@ -208,11 +265,24 @@ pub(crate) async fn drive(
     });
     let mut result = None;
     let mut failure = None;
+    let mut turns = 0u32;
+    let mut budget_spent = false;
     {
         let mut stream = agent.stream(input);
         while let Some(event) = stream.next().await {
             match event {
                 Ok(e) => {
+                    if matches!(e, AgentEvent::ModelCallStarted { .. }) {
+                        turns += 1;
+                        if turns >= bounds.max_turns && !budget_spent {
+                            budget_spent = true;
+                            cancel.cancel_after_tools();
+                        }
+                    }
+                    if t.tx.is_closed() {
+                        // Gone before the watcher's cancel could reach a running run.
+                        cancel.cancel_with(CLIENT_GONE);
+                    }
                     if let Some(r) = t.event(e) {
                         result = Some(r);
                     }
@@ -224,14 +294,11 @@ pub(crate) async fn drive(
             }
         }
     }
+    watcher.abort();
     t.close_text();
     let result = match (result, failure) {
         (_, Some(e)) => {
-            tracing::warn!(thread_id, run_id, error = %e, "AG-UI run failed");
-            t.send(WireEvent::RunError {
-                message: e.to_string(),
-                code: error_code(&e).to_owned(),
-            });
+            t.send(run_error(&e, &thread_id, &run_id));
             return;
         }
         (Some(r), None) => r,
@@ -243,10 +310,20 @@ pub(crate) async fn drive(
             return;
         }
     };
+    if t.tx.is_closed() {
+        tracing::info!(thread_id, run_id, stop_reason = ?result.stop_reason, "AG-UI client went away; run ended");
+        return;
+    }
     t.send(WireEvent::StateSnapshot {
         snapshot: visible_state(&agent),
     });
-    let outcome = match result.stop_reason {
+    // The server's turn budget stopped it: reported as the agent's own turn limit would be.
+    let stop_reason = if budget_spent && result.stop_reason == StopReason::Cancelled {
+        StopReason::LimitTurns
+    } else {
+        result.stop_reason
+    };
+    let outcome = match stop_reason {
         StopReason::Interrupt => {
             let interrupts: Vec<_> = result.interrupts.iter().map(to_wire).collect();
             json!({"type": "interrupt", "interrupts": interrupts})
@@ -254,10 +331,13 @@ pub(crate) async fn drive(
         StopReason::Cancelled => json!({"type": "cancelled"}),
         _ => json!({"type": "success"}),
     };
-    let finished = if result.stop_reason == StopReason::Interrupt {
-        None
-    } else {
-        Some(json!({"text": result.text(), "stopReason": result.stop_reason}))
+    let finished = match stop_reason {
+        StopReason::Interrupt => None,
+        StopReason::LimitTurns if budget_spent => Some(json!({
+            "text": format!("(stopped: this server allows {} model calls per run)", bounds.max_turns),
+            "stopReason": stop_reason,
+        })),
+        _ => Some(json!({"text": result.text(), "stopReason": stop_reason})),
     };
     t.send(WireEvent::RunFinished {
         thread_id,
@@ -266,3 +346,6 @@ pub(crate) async fn drive(
         outcome,
     });
 }
+
+/// The cancel message of a run whose client went away.
+const CLIENT_GONE: &str = "the client disconnected";

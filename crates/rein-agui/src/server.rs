@@ -4,12 +4,15 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::sse::{Event, Sse};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures_util::stream;
@@ -17,11 +20,15 @@ use rein_agent::{Agent, AgentBuilder, Input, TurnInterceptor};
 use rein_core::{Message, interrupt::Interrupt};
 use rein_sessions::{SessionManager, SessionSnapshot, SessionStore, SharedSessionStore};
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Semaphore, mpsc, oneshot};
+use tower_http::set_header::SetResponseHeaderLayer;
+use tower_http::timeout::TimeoutLayer;
 
+use crate::auth::{Auth, Authorize, Principal, Secret, Sites, ThreadAction, loopback_hosts};
 use crate::error::{AguiError, ProtocolError};
 use crate::interrupts::{already_applied, answers, to_wire};
-use crate::run::{ANSWERED_KEY, AnsweredBy, drive};
+use crate::limits::{ServerLimits, ThreadBudget};
+use crate::run::{ANSWERED_KEY, Answerer, RunBounds, drive};
 use crate::wire::{RunAgentInput, WireEvent};
 
 /// Where each request's agent comes from.
@@ -31,7 +38,6 @@ enum MakeAgent {
     /// A new conversation of one built agent per request.
     Conversations(Agent),
 }
-type BearerCheck = dyn Fn(&str) -> Option<String> + Send + Sync;
 
 /// What a run request does while a run on its thread is going (in this process).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -46,11 +52,12 @@ pub enum WhileRunning {
     Refuse,
 }
 
-/// Which browser origins may call the server (CORS). Off unless set.
+/// Which browser origins besides the server's own may call it: they pass the server's Origin
+/// check, and CORS lets their pages read the answers. Off unless set.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Cors {
-    /// Any origin (`Access-Control-Allow-Origin: *`).
+    /// Any origin (`Access-Control-Allow-Origin: *`). The token still decides.
     AnyOrigin,
     /// These origins only (`https://app.example.com`).
     Origins(Vec<String>),
@@ -60,17 +67,24 @@ pub enum Cors {
 pub struct AguiServer {
     store: SharedSessionStore,
     make_agent: Arc<MakeAgent>,
-    bearer: Option<Arc<BearerCheck>>,
+    /// `None`: a token made up when the server is bound.
+    auth: Option<Auth>,
+    authorize: Option<Arc<Authorize>>,
     while_running: WhileRunning,
     console: bool,
     cors: Option<Cors>,
+    hosts: Vec<String>,
+    limits: ServerLimits,
 }
 
 struct Inner {
     store: SharedSessionStore,
     make_agent: Arc<MakeAgent>,
-    bearer: Option<Arc<BearerCheck>>,
+    auth: Auth,
+    authorize: Option<Arc<Authorize>>,
     while_running: WhileRunning,
+    limits: ServerLimits,
+    new_threads: ThreadBudget,
     /// Runs going on in this process, by thread id.
     active: Mutex<HashMap<String, ActiveRun>>,
 }
@@ -78,18 +92,31 @@ struct Inner {
 struct ActiveRun {
     run_id: String,
     interceptor: TurnInterceptor,
+    /// Messages injected into it so far.
+    injections: u32,
 }
 
 impl std::fmt::Debug for AguiServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let auth = match &self.auth {
+            None => "made-up token",
+            Some(Auth::Token(_)) => "token",
+            Some(Auth::Bearer(_)) => "bearer check",
+        };
         f.debug_struct("AguiServer")
-            .field("bearer_auth", &self.bearer.is_some())
+            .field("auth", &auth)
+            .field("authorize", &self.authorize.is_some())
             .field("while_running", &self.while_running)
             .field("console", &self.console)
             .field("cors", &self.cors)
+            .field("hosts", &self.hosts)
+            .field("limits", &self.limits)
             .finish_non_exhaustive()
     }
 }
+
+/// Tokens shorter than this are refused: a token is the whole of the server's authentication.
+const MIN_TOKEN_CHARS: usize = 16;
 
 impl AguiServer {
     /// A server whose threads are sessions of `store`: for each request, `make_agent(thread_id)`
@@ -116,7 +143,9 @@ impl AguiServer {
     /// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let agent = Agent::builder().model(ScriptedModel::repeating_text("Hello!")).build()?;
     /// let server = AguiServer::for_agent(FileSessionStore::new("/var/lib/my-agent"), agent);
-    /// server.bind_local(8080).await?.serve().await?;
+    /// let bound = server.bind_local(8080).await?;
+    /// println!("console: {}", bound.url()); // http://127.0.0.1:8080/?token=...
+    /// bound.serve().await?;
     /// # Ok(()) }
     /// ```
     pub fn for_agent<S>(store: S, agent: Agent) -> Self
@@ -130,21 +159,58 @@ impl AguiServer {
         Self {
             store: SharedSessionStore::new(store),
             make_agent: Arc::new(make_agent),
-            bearer: None,
+            auth: None,
+            authorize: None,
             while_running: WhileRunning::default(),
             console: true,
             cors: None,
+            hosts: Vec::new(),
+            limits: ServerLimits::default(),
         }
     }
 
-    /// Requires `Authorization: Bearer <token>` on the AG-UI routes: `check(token)` returns
-    /// who it is (used as who answered an approval) or `None` to refuse (HTTP 401). The
+    /// Requires `Authorization: Bearer <token>` with this token on the AG-UI routes (compared
+    /// in constant time; at least 16 characters). Its holder is the principal `token holder`.
+    /// Without this or [`bearer_auth`](Self::bearer_auth) the server makes up a token when it
+    /// is bound ([`BoundServer::url`] carries it to the console).
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.auth = Some(Auth::Token(Arc::new(Secret::new(token.into()))));
+        self
+    }
+
+    /// Authenticates `Authorization: Bearer <token>` on the AG-UI routes with your own check:
+    /// `check(token)` returns who it is — the principal given to
+    /// [`authorize`](Self::authorize) and recorded as who answered an approval — or `None` to
+    /// refuse (HTTP 401). Compare secrets in constant time (e.g. with the `subtle` crate). The
     /// console's static files stay public; they hold no data.
     pub fn bearer_auth<F>(mut self, check: F) -> Self
     where
-        F: Fn(&str) -> Option<String> + Send + Sync + 'static,
+        F: Fn(&str) -> Option<Principal> + Send + Sync + 'static,
     {
-        self.bearer = Some(Arc::new(check));
+        self.auth = Some(Auth::Bearer(Arc::new(check)));
+        self
+    }
+
+    /// Decides what each principal may do to each thread: `allow(principal, thread_id,
+    /// action)` is asked before a request reads, runs on, answers or injects into a thread
+    /// (`403 FORBIDDEN` when it says no; nothing is read or changed). It runs on the request's
+    /// path: keep it quick. Without it every authenticated principal may do everything —
+    /// right for one shared token (one principal), not for many users.
+    ///
+    /// ```
+    /// # use rein_agui::{AguiServer, Principal, ThreadAction};
+    /// # fn f(server: AguiServer) -> AguiServer {
+    /// // Each user's threads are named `<user>-...`.
+    /// server.authorize(|who: &Principal, thread: &str, _action: ThreadAction| {
+    ///     thread.strip_prefix(who.id()).is_some_and(|rest| rest.starts_with('-'))
+    /// })
+    /// # }
+    /// ```
+    pub fn authorize<F>(mut self, allow: F) -> Self
+    where
+        F: Fn(&Principal, &str, ThreadAction) -> bool + Send + Sync + 'static,
+    {
+        self.authorize = Some(Arc::new(allow));
         self
     }
 
@@ -160,33 +226,122 @@ impl AguiServer {
         self
     }
 
-    /// Allow browser pages from other origins (default: none).
+    /// Allow browser pages from other origins (default: only the server's own): they pass the
+    /// Origin check and CORS lets them read the answers. Behind a TLS proxy whose public
+    /// origin differs from the Host the server sees, list that origin here.
     pub fn cors(mut self, cors: Cors) -> Self {
         self.cors = Some(cors);
         self
     }
 
-    /// The axum router, to mount into an application of your own (axum 0.8).
+    /// Host names (`name` or `name:port`) the server answers to besides its own. A server bound
+    /// to a loopback address answers only to `localhost`, `127.0.0.1` and `[::1]` with its
+    /// port (DNS rebinding); list the public name here when a reverse proxy forwards its Host.
+    /// A server bound elsewhere answers any Host unless names are listed here.
+    pub fn allow_hosts<I, H>(mut self, hosts: I) -> Self
+    where
+        I: IntoIterator<Item = H>,
+        H: Into<String>,
+    {
+        self.hosts
+            .extend(hosts.into_iter().map(|h| h.into().to_ascii_lowercase()));
+        self
+    }
+
+    /// The server's bounds (default: [`ServerLimits::default`]).
+    pub fn limits(mut self, limits: ServerLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The axum router, to mount into an application of your own (axum 0.8). It checks the
+    /// token, Origin, Content-Type, body size and request time, and answers only the hosts
+    /// given to [`allow_hosts`](Self::allow_hosts) (any when none are); connections and their
+    /// header timeout are your server's. Configure [`token`](Self::token) or
+    /// [`bearer_auth`](Self::bearer_auth): a made-up token is known to no one here.
     pub fn router(&self) -> Result<Router, AguiError> {
+        let hosts = (!self.hosts.is_empty()).then(|| self.hosts.clone());
+        Ok(self.build(self.resolved_auth()?, hosts)?.0)
+    }
+
+    /// The configured authentication, or a made-up token.
+    fn resolved_auth(&self) -> Result<Auth, AguiError> {
+        match &self.auth {
+            Some(Auth::Token(t)) if t.expose().chars().count() < MIN_TOKEN_CHARS => {
+                Err(AguiError::Config(format!(
+                    "the token is too short: at least {MIN_TOKEN_CHARS} characters"
+                )))
+            }
+            Some(a) => Ok(a.clone()),
+            None => Secret::generate()
+                .map(|s| Auth::Token(Arc::new(s)))
+                .map_err(|e| AguiError::Config(format!("cannot make up a token: {e}"))),
+        }
+    }
+
+    fn build(&self, auth: Auth, hosts: Option<Vec<String>>) -> Result<(Router, Auth), AguiError> {
+        let limits = self.limits.clone();
+        let inner = Arc::new(Inner {
+            store: self.store.clone(),
+            make_agent: Arc::clone(&self.make_agent),
+            auth: auth.clone(),
+            authorize: self.authorize.clone(),
+            while_running: self.while_running,
+            new_threads: ThreadBudget::new(limits.new_threads_per_minute),
+            limits: limits.clone(),
+            active: Mutex::default(),
+        });
         let mut router = Router::new()
             .route("/agent", post(run))
-            .route("/threads/{thread_id}", get(thread));
+            .route("/threads/{thread_id}", get(thread))
+            // What the API answers is for the caller only.
+            .route_layer(SetResponseHeaderLayer::overriding(
+                header::CACHE_CONTROL,
+                HeaderValue::from_static("no-store"),
+            ));
         if self.console {
             router = router
                 .route("/", get(crate::console::page))
-                .route("/console.js", get(crate::console::script));
+                .route("/console.js", get(crate::console::script))
+                .route("/console.css", get(crate::console::style));
         }
-        let router = router.with_state(Arc::new(Inner {
-            store: self.store.clone(),
-            make_agent: Arc::clone(&self.make_agent),
-            bearer: self.bearer.clone(),
-            while_running: self.while_running,
-            active: Mutex::default(),
-        }));
-        Ok(match &self.cors {
-            None => router,
-            Some(c) => router.layer(cors_layer(c)?),
-        })
+        let mut router = router
+            .with_state(inner)
+            .layer(DefaultBodyLimit::max(limits.max_body_bytes));
+        if let Some(c) = &self.cors {
+            router = router.layer(cors_layer(c)?);
+        }
+        let sites = Arc::new(Sites {
+            hosts,
+            origins: match &self.cors {
+                Some(Cors::Origins(list)) => list.iter().map(|o| o.to_ascii_lowercase()).collect(),
+                _ => Vec::new(),
+            },
+            any_origin: self.cors == Some(Cors::AnyOrigin),
+        });
+        let router = router
+            .layer(middleware::from_fn_with_state(sites, check_sites))
+            .layer(TimeoutLayer::with_status_code(
+                StatusCode::REQUEST_TIMEOUT,
+                limits.request_timeout,
+            ))
+            .layer(SetResponseHeaderLayer::if_not_present(
+                header::CONTENT_SECURITY_POLICY,
+                HeaderValue::from_static("default-src 'none'; frame-ancestors 'none'"),
+            ))
+            .layer(SetResponseHeaderLayer::overriding(
+                header::X_CONTENT_TYPE_OPTIONS,
+                HeaderValue::from_static("nosniff"),
+            ))
+            .layer(SetResponseHeaderLayer::overriding(
+                header::X_FRAME_OPTIONS,
+                HeaderValue::from_static("DENY"),
+            ))
+            .layer(SetResponseHeaderLayer::overriding(
+                header::REFERRER_POLICY,
+                HeaderValue::from_static("no-referrer"),
+            ));
+        Ok((router, auth))
     }
 
     /// Binds `127.0.0.1:<port>` (port 0 picks a free one): reachable from this machine only.
@@ -195,10 +350,10 @@ impl AguiServer {
     }
 
     /// Binds `addr` (e.g. `127.0.0.1:8080`; port 0 picks a free one). Prefer
-    /// [`bind_local`](Self::bind_local) unless other machines must reach it; then set
-    /// [`bearer_auth`](Self::bearer_auth) too.
+    /// [`bind_local`](Self::bind_local) unless other machines must reach it; then put TLS in
+    /// front (a reverse proxy) and see [`allow_hosts`](Self::allow_hosts).
     pub async fn bind(self, addr: &str) -> Result<BoundServer, AguiError> {
-        let router = self.router()?;
+        let auth = self.resolved_auth()?;
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|source| AguiError::Bind {
@@ -209,11 +364,36 @@ impl AguiServer {
             addr: addr.to_owned(),
             source,
         })?;
+        let mut hosts = self.hosts.clone();
+        if local.ip().is_loopback() {
+            hosts.extend(loopback_hosts(local.port()));
+        }
+        let hosts = (!hosts.is_empty()).then_some(hosts);
+        let (router, auth) = self.build(auth, hosts)?;
+        // Only a token the server made up goes into the console URL: a configured one is known.
+        let token = match (&self.auth, auth) {
+            (None, Auth::Token(t)) => Some(t),
+            _ => None,
+        };
         Ok(BoundServer {
             listener,
             router,
             local,
+            token,
+            limits: self.limits,
         })
+    }
+}
+
+/// The Host and Origin checks, before anything else.
+async fn check_sites(State(sites): State<Arc<Sites>>, request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    match sites
+        .check_host(headers)
+        .and_then(|()| sites.check_origin(headers))
+    {
+        Ok(()) => next.run(request).await,
+        Err(e) => e.into_response(),
     }
 }
 
@@ -244,6 +424,17 @@ pub struct BoundServer {
     listener: tokio::net::TcpListener,
     router: Router,
     local: SocketAddr,
+    /// A token the server made up (for the console URL).
+    token: Option<Arc<Secret>>,
+    limits: ServerLimits,
+}
+
+/// `http://<addr>/`, with `?token=` when the server made up its token.
+fn console_url(addr: SocketAddr, token: Option<&Secret>) -> String {
+    match token {
+        Some(t) => format!("http://{addr}/?token={}", t.expose()),
+        None => format!("http://{addr}/"),
+    }
 }
 
 impl BoundServer {
@@ -252,41 +443,115 @@ impl BoundServer {
         self.local
     }
 
-    /// `http://<addr>/`: the console (and `<url>agent` the AG-UI endpoint).
+    /// The console's URL: `http://<addr>/`, and `?token=<token>` when the server made up its
+    /// token (the console takes it from there, as Jupyter's URL does). It holds a secret: show
+    /// it to the person who should use the console only.
     pub fn url(&self) -> String {
-        format!("http://{}/", self.local)
+        console_url(self.local, self.token.as_deref())
+    }
+
+    /// `http://<addr>/agent`: the AG-UI endpoint.
+    pub fn endpoint(&self) -> String {
+        format!("http://{}/agent", self.local)
+    }
+
+    /// The token the server made up (`None` when one was configured): what a client sends as
+    /// `Authorization: Bearer <token>`.
+    pub fn generated_token(&self) -> Option<&str> {
+        self.token.as_deref().map(Secret::expose)
     }
 
     /// Serves until the process ends.
     pub async fn serve(self) -> Result<(), AguiError> {
-        axum::serve(self.listener, self.router)
-            .await
-            .map_err(AguiError::Serve)
+        serve_connections(
+            self.listener,
+            self.router,
+            &self.limits,
+            std::future::pending(),
+        )
+        .await;
+        Ok(())
     }
 
     /// Serves on a task; the handle stops it.
     pub fn spawn(self) -> ServerHandle {
         let (tx, rx) = oneshot::channel::<()>();
+        let addr = self.local;
+        let token = self.token.clone();
         let task = tokio::spawn(async move {
-            axum::serve(self.listener, self.router)
-                .with_graceful_shutdown(async {
-                    let _ = rx.await;
-                })
-                .await
-                .map_err(AguiError::Serve)
+            serve_connections(self.listener, self.router, &self.limits, async {
+                let _ = rx.await;
+            })
+            .await;
+            Ok(())
         });
         ServerHandle {
-            addr: self.local,
+            addr,
+            token,
             stop: Some(tx),
             task,
         }
     }
 }
 
+/// Accepts connections until `stop`, each served by hyper's HTTP/1 with a header-read timeout
+/// (it needs a timer, which `axum::serve` does not set), at most `max_connections` at once:
+/// at the cap the server stops accepting until one closes. At `stop` it stops accepting and
+/// waits for open connections to finish.
+async fn serve_connections(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    limits: &ServerLimits,
+    stop: impl std::future::Future<Output = ()>,
+) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let mut stop = std::pin::pin!(stop);
+    loop {
+        let slot = tokio::select! {
+            biased;
+            () = &mut stop => break,
+            slot = Arc::clone(&slots).acquire_owned() => match slot {
+                Ok(s) => s,
+                Err(_) => break,
+            },
+        };
+        let stream = tokio::select! {
+            biased;
+            () = &mut stop => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of file descriptors, a connection reset before it was accepted ...:
+                    // a moment's pause rather than a busy loop.
+                    tracing::warn!(error = %e, "AG-UI server: accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        let connection = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(limits.header_timeout)
+            .serve_connection(TokioIo::new(stream), service);
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            // A connection's failure (a client gone, a header timeout) is the client's affair.
+            let _ = connection.await;
+            drop(slot);
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+}
+
 /// A server running on a task ([`BoundServer::spawn`]).
 #[derive(Debug)]
 pub struct ServerHandle {
     addr: SocketAddr,
+    token: Option<Arc<Secret>>,
     stop: Option<oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<Result<(), AguiError>>,
 }
@@ -297,9 +562,14 @@ impl ServerHandle {
         self.addr
     }
 
-    /// `http://<addr>/`.
+    /// The console's URL, as [`BoundServer::url`].
     pub fn url(&self) -> String {
-        format!("http://{}/", self.addr)
+        console_url(self.addr, self.token.as_deref())
+    }
+
+    /// `http://<addr>/agent`: the AG-UI endpoint.
+    pub fn endpoint(&self) -> String {
+        format!("http://{}/agent", self.addr)
     }
 
     /// Stops accepting connections and waits for open ones to finish.
@@ -316,28 +586,25 @@ impl ServerHandle {
 
 // ---- handlers ----
 
-/// Who the request is from: `Ok(None)` without auth configured, `Ok(Some(who))` with it.
-fn authenticate(inner: &Inner, headers: &HeaderMap) -> Result<Option<String>, ProtocolError> {
-    let Some(check) = &inner.bearer else {
-        return Ok(None);
-    };
-    let token = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
-    match token.and_then(|t| check(t)) {
-        Some(who) => Ok(Some(who)),
-        None => Err(ProtocolError::new(
-            StatusCode::UNAUTHORIZED,
-            "UNAUTHORIZED",
-            "a valid `Authorization: Bearer <token>` header is required",
+/// Whether `who` may do `action` to the thread (the `authorize` hook; everyone without one).
+fn permit(
+    inner: &Inner,
+    who: &Principal,
+    thread_id: &str,
+    action: ThreadAction,
+) -> Result<(), ProtocolError> {
+    match &inner.authorize {
+        Some(allow) if !allow(who, thread_id, action) => Err(ProtocolError::new(
+            StatusCode::FORBIDDEN,
+            "FORBIDDEN",
+            format!("not allowed to {} this thread", action.as_str()),
         )),
+        _ => Ok(()),
     }
 }
 
 /// Session ids are 1–128 characters of `A-Z a-z 0-9 . _ -`, not starting with `.`.
-fn check_thread_id(id: &str) -> Result<(), ProtocolError> {
+pub(crate) fn check_thread_id(id: &str) -> Result<(), ProtocolError> {
     let ok = !id.is_empty()
         && id.len() <= 128
         && !id.starts_with('.')
@@ -355,22 +622,61 @@ fn check_thread_id(id: &str) -> Result<(), ProtocolError> {
     }
 }
 
-fn internal(e: impl std::fmt::Display) -> ProtocolError {
-    ProtocolError::new(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        "INTERNAL",
-        format!("the agent could not be restored: {e}"),
-    )
+/// Only JSON is a run request: the content types a page may send across sites without asking
+/// (a form's, `text/plain`) are refused, so a cross-site request must pass a CORS preflight.
+fn check_json(headers: &HeaderMap) -> Result<(), ProtocolError> {
+    let essence = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(str::trim)
+        .unwrap_or_default();
+    if essence.eq_ignore_ascii_case("application/json") {
+        Ok(())
+    } else {
+        Err(ProtocolError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "UNSUPPORTED_MEDIA_TYPE",
+            "a run request is JSON: `Content-Type: application/json`",
+        ))
+    }
+}
+
+/// Parses and checks a run request's body: a `RunAgentInput` with a valid thread id and a run
+/// id. The decoder the fuzz target runs.
+pub(crate) fn parse_run_input(body: &[u8]) -> Result<RunAgentInput, ProtocolError> {
+    let input: RunAgentInput = serde_json::from_slice(body).map_err(|e| {
+        ProtocolError::new(
+            StatusCode::BAD_REQUEST,
+            "INVALID_RUN_INPUT",
+            format!("the body is not a RunAgentInput: {e}"),
+        )
+    })?;
+    check_thread_id(&input.thread_id)?;
+    if input.run_id.is_empty() || input.run_id.len() > 128 {
+        return Err(ProtocolError::new(
+            StatusCode::BAD_REQUEST,
+            "INVALID_RUN_INPUT",
+            "runId must be 1-128 characters",
+        ));
+    }
+    Ok(input)
 }
 
 /// Builds the thread's agent and restores it from the store.
 async fn load(inner: &Inner, thread_id: &str) -> Result<Agent, ProtocolError> {
     let session = SessionManager::new(inner.store.clone(), thread_id);
     let mut agent = match &*inner.make_agent {
-        MakeAgent::Builder(make) => make(thread_id).session(session).build().map_err(internal)?,
+        MakeAgent::Builder(make) => make(thread_id)
+            .session(session)
+            .build()
+            .map_err(|e| ProtocolError::internal("the agent could not be built", &e))?,
         MakeAgent::Conversations(agent) => agent.new_conversation().session(session).build(),
     };
-    agent.load_session().await.map_err(internal)?;
+    agent
+        .load_session()
+        .await
+        .map_err(|e| ProtocolError::internal("the thread could not be loaded", &e))?;
     Ok(agent)
 }
 
@@ -383,8 +689,9 @@ async fn thread(
     headers: HeaderMap,
 ) -> Response {
     let result = async {
-        authenticate(&inner, &headers)?;
+        let who = inner.auth.authenticate(&headers)?;
         check_thread_id(&thread_id)?;
+        permit(&inner, &who, &thread_id, ThreadAction::Read)?;
         let snapshot = stored(&inner, &thread_id)
             .await?
             .ok_or_else(|| unknown_thread(&thread_id))?;
@@ -431,7 +738,11 @@ async fn thread(
 
 /// The thread's session as stored, if any.
 async fn stored(inner: &Inner, thread_id: &str) -> Result<Option<SessionSnapshot>, ProtocolError> {
-    inner.store.load(thread_id).await.map_err(internal)
+    inner
+        .store
+        .load(thread_id)
+        .await
+        .map_err(|e| ProtocolError::internal("the thread could not be loaded", &e))
 }
 
 fn unknown_thread(thread_id: &str) -> ProtocolError {
@@ -444,43 +755,51 @@ fn unknown_thread(thread_id: &str) -> ProtocolError {
 
 /// `POST /agent`: a run request (`RunAgentInput`), answered with the run's events as SSE, or
 /// a protocol error (HTTP 4xx JSON) when the request breaks the rules — then nothing ran.
-async fn run(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Bytes) -> Response {
+async fn run(
+    State(inner): State<Arc<Inner>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let keep_alive = inner.limits.keep_alive;
     match start(inner, headers, body).await {
-        Ok(events) => sse(events),
+        Ok(events) => sse(events, keep_alive),
         Err(e) => e.into_response(),
     }
 }
 
-fn sse(rx: mpsc::UnboundedReceiver<WireEvent>) -> Response {
+fn sse(rx: mpsc::UnboundedReceiver<WireEvent>, keep_alive: Duration) -> Response {
     let events = stream::unfold(rx, |mut rx| async move {
         let e = rx.recv().await?;
         let data = serde_json::to_string(&e).unwrap_or_else(|_| "{}".into());
         Some((Ok::<_, Infallible>(Event::default().data(data)), rx))
     });
-    Sse::new(events).into_response()
+    Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(keep_alive))
+        .into_response()
 }
 
 async fn start(
     inner: Arc<Inner>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Result<mpsc::UnboundedReceiver<WireEvent>, ProtocolError> {
-    let who = authenticate(&inner, &headers)?;
-    let input: RunAgentInput = serde_json::from_slice(&body).map_err(|e| {
-        ProtocolError::new(
-            StatusCode::BAD_REQUEST,
-            "INVALID_RUN_INPUT",
-            format!("the body is not a RunAgentInput: {e}"),
-        )
+    let who = inner.auth.authenticate(&headers)?;
+    check_json(&headers)?;
+    let body = body.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ProtocolError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "BODY_TOO_LARGE",
+                format!(
+                    "the body is over this server's limit of {} bytes",
+                    inner.limits.max_body_bytes
+                ),
+            )
+        } else {
+            ProtocolError::new(StatusCode::BAD_REQUEST, "INVALID_RUN_INPUT", e.body_text())
+        }
     })?;
-    check_thread_id(&input.thread_id)?;
-    if input.run_id.is_empty() {
-        return Err(ProtocolError::new(
-            StatusCode::BAD_REQUEST,
-            "INVALID_RUN_INPUT",
-            "runId must not be empty",
-        ));
-    }
+    let input = parse_run_input(&body)?;
     let thread_id = input.thread_id.clone();
     let new_text = input
         .messages
@@ -490,8 +809,8 @@ async fn start(
 
     // A run on this thread is going in this process: inject, or refuse.
     {
-        let active = inner.active.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(run) = active.get(&thread_id) {
+        let mut active = inner.active.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(run) = active.get_mut(&thread_id) {
             let refuse = |why: &str| {
                 ProtocolError::new(
                     StatusCode::CONFLICT,
@@ -501,6 +820,7 @@ async fn start(
                 .with_details(json!({"runningRunId": run.run_id}))
             };
             if let Some(resume) = &input.resume {
+                permit(&inner, &who, &thread_id, ThreadAction::Resume)?;
                 // The only interrupts a going run has are those of injected messages parked on
                 // a confirm (SPEC §5): answered through its interceptor, the run goes on.
                 let parked: Vec<Interrupt> = run
@@ -526,6 +846,13 @@ async fn start(
                             e.to_string(),
                         )
                     })?;
+                    tracing::info!(
+                        target: "rein_agui::audit",
+                        thread_id,
+                        interrupt_id,
+                        principal = who.id(),
+                        "parked injection answered"
+                    );
                     answered.push(
                         json!({"interruptId": interrupt_id, "injectionId": injection.to_string()}),
                     );
@@ -540,6 +867,7 @@ async fn start(
                     json!({"answered": answered}),
                 ));
             }
+            permit(&inner, &who, &thread_id, ThreadAction::Inject)?;
             if inner.while_running == WhileRunning::Refuse {
                 return Err(refuse("this server refuses input while a run is going"));
             }
@@ -548,10 +876,21 @@ async fn start(
                     "and the request carries no new user message to inject",
                 ));
             };
+            if run.injections >= inner.limits.max_injections_per_run {
+                return Err(ProtocolError::too_many(
+                    "TOO_MANY_INJECTIONS",
+                    format!(
+                        "run {} took the {} messages this server injects into one run",
+                        run.run_id, inner.limits.max_injections_per_run
+                    ),
+                    1,
+                ));
+            }
             let id = run
                 .interceptor
                 .inject(Message::user(text))
                 .map_err(|e| refuse(&format!("the message could not be injected ({e})")))?;
+            run.injections += 1;
             return Ok(short_run(
                 &thread_id,
                 &input.run_id,
@@ -564,9 +903,16 @@ async fn start(
         }
     }
 
+    let action = if input.resume.is_some() {
+        ThreadAction::Resume
+    } else {
+        ThreadAction::Run
+    };
+    permit(&inner, &who, &thread_id, action)?;
     if input.resume.is_none() && new_text.is_none() {
         return Err(no_user_message());
     }
+    check_run_slots(&inner)?;
     // A resume names a thread that exists; checked on the store, so nothing is created.
     if input.resume.is_some() && stored(&inner, &thread_id).await?.is_none() {
         return Err(unknown_thread(&thread_id));
@@ -599,16 +945,29 @@ async fn start(
                 .map(|r| Value::String(r.interrupt_id.clone()))
                 .collect();
             agent.state().set(ANSWERED_KEY, Value::Array(ids));
-            let by: AnsweredBy = resume
+            // Who answered is who authenticated; a name the client gives is kept beside it.
+            let by: Vec<Answerer> = resume
                 .iter()
-                .filter_map(|r| {
-                    let named = r
+                .map(|r| {
+                    let claimed = r
                         .metadata
                         .as_ref()
                         .and_then(|m| m.get("answeredBy"))
                         .and_then(Value::as_str)
                         .map(str::to_owned);
-                    Some((r.interrupt_id.clone(), named.or_else(|| who.clone())?))
+                    tracing::info!(
+                        target: "rein_agui::audit",
+                        thread_id,
+                        interrupt_id = r.interrupt_id,
+                        principal = who.id(),
+                        claimed_answered_by = claimed.as_deref(),
+                        "interrupt answered"
+                    );
+                    Answerer {
+                        interrupt_id: r.interrupt_id.clone(),
+                        principal: who.id().to_owned(),
+                        claimed,
+                    }
                 })
                 .collect();
             (Input::resume(responses), by)
@@ -636,6 +995,19 @@ async fn start(
             let Some(text) = new_text else {
                 return Err(no_user_message());
             };
+            // A thread the store does not hold yet comes out of the new-thread budget.
+            if agent.messages().is_empty() {
+                inner.new_threads.take().map_err(|wait| {
+                    ProtocolError::too_many(
+                        "TOO_MANY_THREADS",
+                        format!(
+                            "this server starts at most {} new threads a minute",
+                            inner.limits.new_threads_per_minute
+                        ),
+                        wait,
+                    )
+                })?;
+            }
             (Input::text(text), Vec::new())
         }
     };
@@ -651,25 +1023,66 @@ async fn start(
                 format!("run {} is still going on this thread", run.run_id),
             ));
         }
+        if active.len() >= inner.limits.max_runs {
+            return Err(too_many_runs(&inner));
+        }
         active.insert(
             thread_id.clone(),
             ActiveRun {
                 run_id: run_id.clone(),
                 interceptor: agent.interceptor(),
+                injections: 0,
             },
         );
     }
     let (tx, rx) = mpsc::unbounded_channel();
     let task_inner = Arc::clone(&inner);
+    let bounds = RunBounds {
+        max_turns: inner.limits.max_turns_per_run,
+    };
     tokio::spawn(async move {
         let guard = ActiveGuard {
             inner: task_inner,
             thread_id: thread_id.clone(),
         };
-        drive(agent, agent_input, thread_id, run_id, answered_by, tx).await;
+        drive(
+            agent,
+            agent_input,
+            thread_id,
+            run_id,
+            answered_by,
+            bounds,
+            tx,
+        )
+        .await;
         drop(guard);
     });
     Ok(rx)
+}
+
+/// 429 when the server's runs are all taken (checked before loading, and again at the start).
+fn check_run_slots(inner: &Inner) -> Result<(), ProtocolError> {
+    let running = inner
+        .active
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .len();
+    if running >= inner.limits.max_runs {
+        Err(too_many_runs(inner))
+    } else {
+        Ok(())
+    }
+}
+
+fn too_many_runs(inner: &Inner) -> ProtocolError {
+    ProtocolError::too_many(
+        "TOO_MANY_RUNS",
+        format!(
+            "this server runs at most {} runs at once",
+            inner.limits.max_runs
+        ),
+        1,
+    )
 }
 
 /// The stream of a request answered without running the agent: RUN_STARTED, the custom event

@@ -16,7 +16,7 @@ async fn drive(scenarios: &[&str]) -> Option<Vec<Value>> {
         return None;
     };
     let server = common::start(MemorySessionStore::new()).await;
-    let endpoint = format!("{}agent", server.url());
+    let endpoint = server.endpoint();
     let mut args = vec![modules.as_str(), endpoint.as_str()];
     args.extend_from_slice(scenarios);
     let stdout = common::node("agui_driver.cjs", &args).await;

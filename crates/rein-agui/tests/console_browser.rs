@@ -36,6 +36,9 @@ async fn approve_in_the_console_in_a_real_browser() {
     let text = |k: &str| page[k].as_str().unwrap_or_default().to_owned();
 
     assert_eq!(text("question"), "Delete a.txt?");
+    // The page took its token out of the address bar (it keeps it for its requests).
+    assert!(!text("addressBar").contains("token"), "{page}");
+    assert!(text("addressBar").contains("?thread=browser-"), "{page}");
     assert!(
         text("askedCall").contains(r#"delete_file {"path":"a.txt"}"#),
         "{page}"
@@ -52,7 +55,11 @@ async fn approve_in_the_console_in_a_real_browser() {
     }
     let decisions = text("decisions");
     assert!(decisions.contains("confirm approved"), "{decisions}");
-    assert!(decisions.contains("answered by web console"), "{decisions}");
+    // Who answered: the token's principal; the name typed in the page is a claim beside it.
+    assert!(
+        decisions.contains(r#"answered by token holder (as "web console")"#),
+        "{decisions}"
+    );
     assert!(
         text("approvals").contains("Nothing waits for you."),
         "{page}"

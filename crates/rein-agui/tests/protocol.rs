@@ -216,7 +216,10 @@ async fn pending_interrupts_block_and_bad_answers_change_nothing_and_another_ser
     let evs = events(&body);
     let decision = evs.iter().find(|e| e["name"] == "rein.decision").unwrap();
     assert_eq!(decision["value"]["confirmation"]["status"], "approved");
-    assert_eq!(decision["value"]["answeredBy"], "ops@example.com");
+    // Who answered is who authenticated (the test token's holder); the name the client gave is
+    // kept beside it.
+    assert_eq!(decision["value"]["answeredBy"], "token holder");
+    assert_eq!(decision["value"]["claimedAnsweredBy"], "ops@example.com");
     let result = evs
         .iter()
         .find(|e| e["type"] == "TOOL_CALL_RESULT")
@@ -270,6 +273,7 @@ async fn a_server_for_one_agent_keeps_each_thread_its_own_conversation() {
     };
     let store = MemorySessionStore::new();
     let a = rein_agui::AguiServer::for_agent(store.clone(), agent(&model))
+        .token(common::TOKEN)
         .bind_local(0)
         .await
         .unwrap()
@@ -292,6 +296,7 @@ async fn a_server_for_one_agent_keeps_each_thread_its_own_conversation() {
     assert!(b["pendingInterrupts"].as_array().unwrap().is_empty(), "{b}");
     // A second server over the same store (another process) takes the approval.
     let second = rein_agui::AguiServer::for_agent(store.clone(), agent(&model))
+        .token(common::TOKEN)
         .bind_local(0)
         .await
         .unwrap()
@@ -313,7 +318,7 @@ async fn a_server_for_one_agent_keeps_each_thread_its_own_conversation() {
 #[tokio::test]
 async fn bearer_auth_and_cors() {
     let server = common::server(MemorySessionStore::new())
-        .bearer_auth(|token| (token == "s3cret").then(|| "alice".to_owned()))
+        .bearer_auth(|token| (token == "s3cret").then(|| rein_agui::Principal::new("alice")))
         .cors(Cors::Origins(vec!["http://app.example".into()]))
         .bind("127.0.0.1:0")
         .await
@@ -349,13 +354,13 @@ async fn bearer_auth_and_cors() {
     };
     let body = run_input("plain-1", user("hi"), None);
     let resp = raw(format!(
-        "POST /agent HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "POST /agent HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer s3cret\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     ))
     .await;
     assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
     assert!(resp.contains("RUN_FINISHED"));
-    let pre = raw("OPTIONS /agent HTTP/1.1\r\nHost: x\r\nOrigin: http://app.example\r\nAccess-Control-Request-Method: POST\r\nConnection: close\r\n\r\n".into()).await;
+    let pre = raw(format!("OPTIONS /agent HTTP/1.1\r\nHost: {addr}\r\nOrigin: http://app.example\r\nAccess-Control-Request-Method: POST\r\nConnection: close\r\n\r\n")).await;
     assert!(
         pre.to_lowercase()
             .contains("access-control-allow-origin: http://app.example"),
@@ -367,7 +372,7 @@ async fn bearer_auth_and_cors() {
     let plain = common::start(MemorySessionStore::new()).await;
     let addr = plain.local_addr();
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    s.write_all(b"OPTIONS /agent HTTP/1.1\r\nHost: x\r\nOrigin: http://app.example\r\nAccess-Control-Request-Method: POST\r\nConnection: close\r\n\r\n").await.unwrap();
+    s.write_all(format!("OPTIONS /agent HTTP/1.1\r\nHost: {addr}\r\nOrigin: http://app.example\r\nAccess-Control-Request-Method: POST\r\nConnection: close\r\n\r\n").as_bytes()).await.unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).await.unwrap();
     assert!(

@@ -8,7 +8,7 @@
 //!   decision, `Approve <prompt>? [y/N]` for tool calls that need a human, and Ctrl-C to cancel
 //!   a running turn.
 //! - `rein serve` serves the same agent to a browser over AG-UI (`rein-agui`), with the approval
-//!   console at the printed URL.
+//!   console at the printed URL (it carries the token the server requires).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -45,7 +45,8 @@ enum Command {
     },
     /// Chat with an agent in the terminal; tool calls that need approval are asked here.
     Chat(chat::ChatArgs),
-    /// Serve the agent to a browser over AG-UI, with an approval console (prints its URL).
+    /// Serve the agent to a browser over AG-UI, with an approval console (prints its URL, with
+    /// the random token the server requires unless --token gives one).
     Serve(serve::ServeArgs),
 }
 

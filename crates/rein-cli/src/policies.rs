@@ -4,11 +4,11 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use rein_agent::judge::LlmJudge;
+use rein_agent::judge::{LlmJudge, ScriptedJudge, Verdict};
 use rein_core::audit::OnError;
 use rein_interventions::policy::{LoadOptions, Policy};
 use rein_interventions::{Mode, SharedHandler};
-use rein_models::{ScriptedModel, SharedModel};
+use rein_models::SharedModel;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -27,6 +27,9 @@ struct JudgeSpec {
     responses: Option<bool>,
     #[serde(default)]
     budget: Option<u64>,
+    /// The verdict past the budget (`confirm` unless set).
+    #[serde(default)]
+    over_budget: Option<Verdict>,
     #[serde(default)]
     ledger: Option<usize>,
     #[serde(default)]
@@ -36,7 +39,8 @@ struct JudgeSpec {
     /// A judge always runs in parallel (`false` is refused).
     #[serde(default)]
     parallel: Option<bool>,
-    /// Scenario files only: the judge's answers, in order (a scripted judge model).
+    /// Scenario files only: the judge's answers, in order (a scripted judge model; `{nonce}` in
+    /// an answer is the nonce of the call, which a verdict must echo).
     #[serde(default)]
     script: Option<Vec<String>>,
 }
@@ -121,13 +125,7 @@ fn judge(spec: Value, model: Option<&SharedModel>) -> Result<LlmJudge, String> {
         ));
     }
     let model = match (spec.script, model) {
-        (Some(answers), _) => {
-            let mut b = ScriptedModel::builder();
-            for a in answers {
-                b = b.text(a);
-            }
-            SharedModel::new(b.build())
-        }
+        (Some(answers), _) => SharedModel::new(ScriptedJudge::new(answers)),
         (None, Some(m)) => m.clone(),
         (None, None) => {
             return Err(format!(
@@ -148,6 +146,9 @@ fn judge(spec: Value, model: Option<&SharedModel>) -> Result<LlmJudge, String> {
     }
     if let Some(b) = spec.budget {
         j = j.budget(b);
+    }
+    if let Some(v) = spec.over_budget {
+        j = j.over_budget(v);
     }
     if let Some(l) = spec.ledger {
         j = j.ledger(l);

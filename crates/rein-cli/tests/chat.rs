@@ -213,7 +213,7 @@ fn an_llm_judge_policy_judges_the_chat_agent() {
         "judge",
         "policy.toml",
         "[[policy]]\nname = \"judge\"\nkind = \"llm_judge\"\n\
-         script = ['{\"verdict\": \"guide\", \"reason\": \"no clocks today\"}']\n",
+         script = ['{\"verdict\": \"guide\", \"reason\": \"no clocks today\", \"nonce\": \"{nonce}\"}']\n",
         "what time is it?\n",
     );
     let text = stdout(&out);

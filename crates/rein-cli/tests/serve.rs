@@ -7,12 +7,25 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
-/// A minimal HTTP/1.1 exchange (Connection: close): status and body.
-fn http(addr: &str, method: &str, path: &str, body: &str) -> (u16, String) {
+/// A minimal HTTP/1.1 exchange (Connection: close) with these extra headers: status and body.
+fn http_with(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String) {
     let mut s = TcpStream::connect(addr).unwrap();
+    let mut extra: String = headers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .collect();
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        extra.push_str(&format!("Host: {addr}\r\n"));
+    }
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
@@ -20,6 +33,21 @@ fn http(addr: &str, method: &str, path: &str, body: &str) -> (u16, String) {
     s.read_to_string(&mut out).unwrap();
     let status = out[9..12].parse().unwrap();
     (status, out.split_once("\r\n\r\n").unwrap().1.to_owned())
+}
+
+/// A JSON request with `Authorization: Bearer <token>`.
+fn http(addr: &str, token: &str, method: &str, path: &str, body: &str) -> (u16, String) {
+    let auth = format!("Bearer {token}");
+    http_with(
+        addr,
+        method,
+        path,
+        &[
+            ("Content-Type", "application/json"),
+            ("Authorization", &auth),
+        ],
+        body,
+    )
 }
 
 fn events(body: &str) -> Vec<Value> {
@@ -37,9 +65,17 @@ impl Drop for Kill {
     }
 }
 
-/// Starts `rein serve --port 0 <args>` with `token` as REIN_SERVE_TOKEN (or none); the
-/// process (killed on drop), the address it printed, and its first line.
-fn serve(args: &[&std::ffi::OsStr], token: Option<&str>) -> (Kill, String, String) {
+/// A running `rein serve` (killed on drop): its address, the token in its console URL (if it
+/// printed one) and its first line.
+struct Served {
+    _kill: Kill,
+    addr: String,
+    url_token: Option<String>,
+    first: String,
+}
+
+/// Starts `rein serve --port 0 <args>` with `token` as REIN_SERVE_TOKEN (or none).
+fn serve(args: &[&std::ffi::OsStr], token: Option<&str>) -> Served {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_rein"));
     cmd.args(["serve", "--port", "0"]).args(args);
     match token {
@@ -52,7 +88,7 @@ fn serve(args: &[&std::ffi::OsStr], token: Option<&str>) -> (Kill, String, Strin
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let guard = Kill(child);
+    let kill = Kill(child);
     let first = lines.next().unwrap().unwrap();
     let second = lines.next().unwrap().unwrap();
     assert!(second.contains("AG-UI endpoint POST"), "{second}");
@@ -60,18 +96,24 @@ fn serve(args: &[&std::ffi::OsStr], token: Option<&str>) -> (Kill, String, Strin
         .strip_prefix("rein serve: approval console at ")
         .unwrap_or_else(|| panic!("unexpected first line: {first}"));
     assert!(url.starts_with("http://127.0.0.1:"), "{url}");
-    let addr = url
-        .trim_start_matches("http://")
-        .trim_end_matches('/')
-        .to_owned();
-    (guard, addr, first)
+    let (base, url_token) = match url.split_once("/?token=") {
+        Some((base, t)) => (base, Some(t.to_owned())),
+        None => (url.trim_end_matches('/'), None),
+    };
+    let addr = base.trim_start_matches("http://").to_owned();
+    Served {
+        _kill: kill,
+        addr,
+        url_token,
+        first,
+    }
 }
 
 #[test]
 fn rein_serve_serves_the_console_and_runs_with_approvals() {
     let root = std::env::temp_dir().join(format!("rein-serve-test-{}", std::process::id()));
     std::fs::create_dir_all(&root).unwrap();
-    let (_guard, addr, _) = serve(
+    let served = serve(
         &[
             "--model".as_ref(),
             "demo".as_ref(),
@@ -80,17 +122,23 @@ fn rein_serve_serves_the_console_and_runs_with_approvals() {
         ],
         None,
     );
+    let addr = served.addr.as_str();
+    let token = served
+        .url_token
+        .clone()
+        .expect("a token in the console URL");
+    let http = |method: &str, path: &str, body: &str| http(addr, &token, method, path, body);
 
-    let (status, page) = http(&addr, "GET", "/", "");
+    let (status, page) = http("GET", "/", "");
     assert_eq!(status, 200);
     assert!(page.contains("Rein approval console"));
-    let (status, script) = http(&addr, "GET", "/console.js", "");
+    let (status, script) = http("GET", "/console.js", "");
     assert_eq!(status, 200);
     assert!(script.contains("RUN_FINISHED"));
 
     let run = json!({"threadId": "t-1", "runId": "r1",
         "messages": [{"id": "m1", "role": "user", "content": "delete notes.txt"}]});
-    let (status, body) = http(&addr, "POST", "/agent", &run.to_string());
+    let (status, body) = http("POST", "/agent", &run.to_string());
     assert_eq!(status, 200);
     let evs = events(&body);
     assert_eq!(evs[0]["type"], "RUN_STARTED");
@@ -106,7 +154,7 @@ fn rein_serve_serves_the_console_and_runs_with_approvals() {
     let resume = json!({"threadId": "t-1", "runId": "r2", "messages": [],
         "resume": [{"interruptId": interrupt["id"], "status": "resolved",
             "payload": {"approved": true, "approvedActionFingerprint": fingerprint}}]});
-    let (status, body) = http(&addr, "POST", "/agent", &resume.to_string());
+    let (status, body) = http("POST", "/agent", &resume.to_string());
     assert_eq!(status, 200);
     let evs = events(&body);
     let result = evs
@@ -136,11 +184,85 @@ fn rein_serve_refuses_a_bad_model() {
 
 #[test]
 fn rein_serve_with_a_token_refuses_requests_without_it() {
-    let (_guard, addr, first) = serve(&[], Some("t0ps3cret"));
-    assert!(!first.contains("t0ps3cret"));
+    let secret = "t0ps3cret-t0ps3cret";
+    let served = serve(&[], Some(secret));
+    // A token the user gave is not printed.
+    assert!(!served.first.contains(secret), "{}", served.first);
+    assert_eq!(served.url_token, None);
     let run = json!({"threadId": "t-1", "runId": "r1",
         "messages": [{"id": "m1", "role": "user", "content": "hi"}]});
-    let (status, body) = http(&addr, "POST", "/agent", &run.to_string());
+    let (status, body) = http(
+        &served.addr,
+        "wrong-wrong-wrong",
+        "POST",
+        "/agent",
+        &run.to_string(),
+    );
     assert_eq!(status, 401, "{body}");
-    assert!(!body.contains("t0ps3cret"));
+    assert!(!body.contains(secret));
+    let (status, body) = http(&served.addr, secret, "POST", "/agent", &run.to_string());
+    assert_eq!(status, 200, "{body}");
+}
+
+/// Issue 35, finding 1: `rein serve` with no token configured makes one up (it used to serve
+/// anyone); a page elsewhere cannot start a run with a "simple" request, a rebinding page is
+/// refused by its Host name, and a guessable token is refused at start.
+#[test]
+fn rein_serve_makes_up_a_token_and_refuses_cross_site_requests() {
+    let served = serve(&[], None);
+    let token = served
+        .url_token
+        .clone()
+        .expect("no token in the console URL");
+    assert_eq!(token.len(), 64, "{token}");
+    assert!(token.chars().all(|c| c.is_ascii_hexdigit()), "{token}");
+    let addr = served.addr.as_str();
+    let run = json!({"threadId": "t-1", "runId": "r1",
+        "messages": [{"id": "m1", "role": "user", "content": "hi"}]})
+    .to_string();
+    // No token.
+    let (status, _) = http_with(
+        addr,
+        "POST",
+        "/agent",
+        &[("Content-Type", "application/json")],
+        &run,
+    );
+    assert_eq!(status, 401);
+    // A page on another origin, text/plain (no preflight).
+    let (status, body) = http_with(
+        addr,
+        "POST",
+        "/agent",
+        &[
+            ("Content-Type", "text/plain"),
+            ("Origin", "http://evil.example"),
+        ],
+        &run,
+    );
+    assert_eq!(status, 403, "{body}");
+    // A rebound host name.
+    let port = addr.rsplit(':').next().unwrap();
+    let auth = format!("Bearer {token}");
+    let (status, body) = http_with(
+        addr,
+        "GET",
+        "/threads/t-1",
+        &[
+            ("Host", &format!("evil.example:{port}")),
+            ("Authorization", &auth),
+        ],
+        "",
+    );
+    assert_eq!(status, 403, "{body}");
+    let (status, body) = http(addr, &token, "POST", "/agent", &run);
+    assert_eq!(status, 200, "{body}");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_rein"))
+        .args(["serve", "--port", "0"])
+        .env("REIN_SERVE_TOKEN", "short")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("too short"));
 }

@@ -184,6 +184,9 @@ pub enum ModelErrorKind {
     Timeout,
     /// The stream did not follow its protocol.
     MalformedStream,
+    /// The response broke a size limit of the provider (a line, an event or the whole
+    /// response too large): a hostile or broken endpoint. Not retryable.
+    ResponseTooLarge,
     /// The scripted model ran out of responses.
     ScriptExhausted,
     /// Anything else.
@@ -272,6 +275,10 @@ impl ModelError {
     /// Malformed stream.
     pub fn malformed_stream(message: impl Into<String>) -> Self {
         Self::new(ModelErrorKind::MalformedStream, message)
+    }
+    /// A response over a size limit.
+    pub fn response_too_large(message: impl Into<String>) -> Self {
+        Self::new(ModelErrorKind::ResponseTooLarge, message)
     }
 
     /// Sets the HTTP status.
@@ -367,6 +374,7 @@ impl fmt::Display for ModelError {
             ModelErrorKind::Transport => "transport error",
             ModelErrorKind::Timeout => "timeout",
             ModelErrorKind::MalformedStream => "malformed stream",
+            ModelErrorKind::ResponseTooLarge => "response too large",
             ModelErrorKind::ScriptExhausted => "script exhausted",
             ModelErrorKind::Other => "model error",
         };

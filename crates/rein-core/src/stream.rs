@@ -81,12 +81,13 @@ fn is_zero(v: &u64) -> bool {
 }
 
 impl Usage {
-    /// Usage with input and output tokens; total is their sum.
+    /// Usage with input and output tokens; total is their sum (saturating: counts come from
+    /// the provider, which may report anything).
     pub fn new(input_tokens: u64, output_tokens: u64) -> Self {
         Self {
             input_tokens,
             output_tokens,
-            total_tokens: input_tokens + output_tokens,
+            total_tokens: input_tokens.saturating_add(output_tokens),
             ..Self::default()
         }
     }
@@ -104,13 +105,18 @@ impl Usage {
         self
     }
 
-    /// Adds another usage to this one.
+    /// Adds another usage to this one, saturating at `u64::MAX`: a provider reporting huge
+    /// counts neither panics the run nor wraps a token budget's count back to a small number.
     pub fn add(&mut self, other: &Usage) {
-        self.input_tokens += other.input_tokens;
-        self.output_tokens += other.output_tokens;
-        self.total_tokens += other.total_tokens;
-        self.cache_read_input_tokens += other.cache_read_input_tokens;
-        self.cache_write_input_tokens += other.cache_write_input_tokens;
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        self.total_tokens = self.total_tokens.saturating_add(other.total_tokens);
+        self.cache_read_input_tokens = self
+            .cache_read_input_tokens
+            .saturating_add(other.cache_read_input_tokens);
+        self.cache_write_input_tokens = self
+            .cache_write_input_tokens
+            .saturating_add(other.cache_write_input_tokens);
     }
 }
 
@@ -467,6 +473,21 @@ impl StreamAssembler {
 
 #[cfg(test)]
 mod tests {
+    /// Finding 13 of issue 35: counts a provider reports are summed without overflow.
+    #[test]
+    fn usage_sums_saturate() {
+        let huge = super::Usage::new(u64::MAX - 1, 5);
+        assert_eq!(huge.total_tokens, u64::MAX);
+        let mut sum = super::Usage::new(1, 1).with_cache_tokens(u64::MAX, 3);
+        sum.add(&huge);
+        sum.add(&huge);
+        assert_eq!(
+            (sum.input_tokens, sum.output_tokens, sum.total_tokens),
+            (u64::MAX, 11, u64::MAX)
+        );
+        assert_eq!(sum.cache_read_input_tokens, u64::MAX);
+    }
+
     use super::*;
 
     fn ev_text(s: &str) -> StreamEvent {

@@ -10,6 +10,13 @@
 //! The MCP SDK used underneath (`rmcp`) does not appear in this crate's API, so a new major
 //! version of it is not a breaking change for Rein users.
 //!
+//! An MCP server is not trusted with Rein's resources: one message is at most 16 MiB (rmcp's
+//! bound on a stdio line, an HTTP body or event), the tool list, each tool's input schema and
+//! each tool result are bounded by [`McpLimits`] (a [`McpError::TooLarge`] past one), the HTTP
+//! transport follows redirects within the server's origin only (307 and 308: the bearer token
+//! and the session never reach another host), and a stdio server gets a minimal environment
+//! ([`DEFAULT_INHERITED_ENV`]).
+//!
 //! ```no_run
 //! # async fn run() -> Result<(), rein_mcp::McpError> {
 //! use std::time::Duration;
@@ -111,6 +118,17 @@ pub enum McpError {
         /// What was unsupported.
         message: String,
     },
+    /// The server sent more than a limit of [`McpLimits`] allows (the tool list, a schema, a
+    /// tool result).
+    #[error("MCP server {server}: {what} exceeds the limit of {limit} (McpLimits)")]
+    TooLarge {
+        /// The server: its name from the handshake, else the program or the URL.
+        server: String,
+        /// What was too large (`the tool list`, `the input schema of tool 'x'`...).
+        what: String,
+        /// The limit.
+        limit: usize,
+    },
     /// The connection was closed with [`McpClient::close`].
     #[error("MCP client for {server} is closed")]
     Closed {
@@ -134,7 +152,7 @@ pub enum McpError {
 ///     .await?;
 /// # Ok(()) }
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct McpClientBuilder {
     prefix: Option<String>,
     timeout: Duration,
@@ -144,6 +162,63 @@ pub struct McpClientBuilder {
     env: Vec<(String, String)>,
     #[cfg_attr(not(feature = "http"), allow(dead_code))]
     bearer_token: Option<String>,
+    limits: McpLimits,
+}
+
+/// Shows the names of the environment variables, not their values, and whether a bearer token
+/// is set, not the token: both may be secrets.
+impl fmt::Debug for McpClientBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("McpClientBuilder")
+            .field("prefix", &self.prefix)
+            .field("timeout", &self.timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("quiet", &self.quiet)
+            .field("inherit_env", &self.inherit_env)
+            .field("env", &self.env.iter().map(|(k, _)| k).collect::<Vec<_>>())
+            .field(
+                "bearer_token",
+                &self.bearer_token.as_ref().map(|_| "<redacted>"),
+            )
+            .field("limits", &self.limits)
+            .finish()
+    }
+}
+
+/// What an MCP server may send before a [`McpError::TooLarge`]: Rein gives the tool list to
+/// the model in every request and each result to the model once, so a server must not be able
+/// to fill the context, the memory or the agent's schema compiler.
+///
+/// ```
+/// let mut limits = rein_mcp::McpLimits::default();
+/// limits.max_tools = 50;
+/// let builder = rein_mcp::McpClient::builder().limits(limits);
+/// # let _ = builder;
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct McpLimits {
+    /// The most tools one server may list (default 1 000).
+    pub max_tools: usize,
+    /// The largest definition of one tool (its name, description, input schema...) as JSON
+    /// (default 64 KiB): the model gets every definition in every request.
+    pub max_tool_bytes: usize,
+    /// The deepest nesting of objects and arrays in one input schema (default 32).
+    pub max_schema_depth: usize,
+    /// The largest tool result, as JSON (default 4 MiB); a larger one is a tool error the
+    /// model sees.
+    pub max_result_bytes: usize,
+}
+
+impl Default for McpLimits {
+    fn default() -> Self {
+        Self {
+            max_tools: 1000,
+            max_tool_bytes: 64 * 1024,
+            max_schema_depth: 32,
+            max_result_bytes: 4 * 1024 * 1024,
+        }
+    }
 }
 
 /// The environment variables a stdio server gets from this process by default (as the
@@ -180,6 +255,7 @@ impl Default for McpClientBuilder {
             inherit_env: false,
             env: Vec::new(),
             bearer_token: None,
+            limits: McpLimits::default(),
         }
     }
 }
@@ -229,7 +305,14 @@ impl McpClientBuilder {
         self
     }
 
-    /// Sends `Authorization: Bearer <token>` on every HTTP request (HTTP transport only).
+    /// What the server may send (see [`McpLimits`]; default [`McpLimits::default`]).
+    pub fn limits(mut self, limits: McpLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Sends `Authorization: Bearer <token>` on every HTTP request (HTTP transport only),
+    /// never to another origin. `Debug` does not show it.
     #[cfg(feature = "http")]
     pub fn bearer_token(mut self, token: impl Into<String>) -> Self {
         self.bearer_token = Some(token.into());
@@ -346,6 +429,7 @@ impl McpClientBuilder {
             prefix: self.prefix,
             timeout: self.timeout,
             connect_timeout: self.connect_timeout,
+            limits: self.limits,
         })
     }
 }
@@ -369,6 +453,7 @@ pub struct McpClient {
     prefix: Option<String>,
     timeout: Duration,
     connect_timeout: Duration,
+    limits: McpLimits,
 }
 
 impl fmt::Debug for McpClient {
@@ -443,12 +528,7 @@ impl McpClient {
     /// 64 characters) so every model provider accepts the name; the server is called with its
     /// own name.
     pub async fn tools(&self) -> Result<Vec<ToolHandle>, McpError> {
-        let listed = match tokio::time::timeout(
-            self.connect_timeout,
-            self.inner.peer.list_all_tools(),
-        )
-        .await
-        {
+        let listed = match tokio::time::timeout(self.connect_timeout, self.list_all()).await {
             Err(_) => {
                 return Err(McpError::Timeout {
                     server: self.inner.server.clone(),
@@ -456,27 +536,79 @@ impl McpClient {
                     timeout: self.connect_timeout,
                 });
             }
-            Ok(Err(e)) => return Err(self.request_error("tools/list", e)),
-            Ok(Ok(tools)) => tools,
+            Ok(listed) => listed?,
         };
-        Ok(listed
+        listed
             .into_iter()
             .map(|t| {
                 let remote = t.name.to_string();
+                let schema = Value::Object((*t.input_schema).clone());
+                self.check_tool(&remote, &t, &schema)?;
                 let description = t
                     .description
                     .as_deref()
                     .map(str::to_owned)
                     .or_else(|| t.title.clone())
                     .unwrap_or_else(|| remote.clone());
-                let schema = Value::Object((*t.input_schema).clone());
-                ToolHandle::new(McpTool {
+                Ok(ToolHandle::new(McpTool {
                     spec: ToolSpec::new(self.local_name(&remote), description, schema),
                     remote,
                     client: self.clone(),
-                })
+                }))
             })
-            .collect())
+            .collect()
+    }
+
+    /// Every page of `tools/list`, at most `max_tools` tools in all.
+    async fn list_all(&self) -> Result<Vec<rmcp::model::Tool>, McpError> {
+        let mut tools = Vec::new();
+        let mut cursor = None;
+        loop {
+            let params = rmcp::model::PaginatedRequestParams::default().with_cursor(cursor);
+            let page = self
+                .inner
+                .peer
+                .list_tools(Some(params))
+                .await
+                .map_err(|e| self.request_error("tools/list", e))?;
+            tools.extend(page.tools);
+            if tools.len() > self.limits.max_tools {
+                return Err(self.too_large("the tool list", self.limits.max_tools));
+            }
+            cursor = page.next_cursor;
+            if cursor.is_none() {
+                return Ok(tools);
+            }
+        }
+    }
+
+    fn check_tool(
+        &self,
+        tool: &str,
+        definition: &rmcp::model::Tool,
+        schema: &Value,
+    ) -> Result<(), McpError> {
+        if json_size(definition) > self.limits.max_tool_bytes {
+            return Err(self.too_large(
+                &format!("the definition of tool '{tool}' (bytes)"),
+                self.limits.max_tool_bytes,
+            ));
+        }
+        if json_depth(schema) > self.limits.max_schema_depth {
+            return Err(self.too_large(
+                &format!("the input schema of tool '{tool}' (depth)"),
+                self.limits.max_schema_depth,
+            ));
+        }
+        Ok(())
+    }
+
+    fn too_large(&self, what: &str, limit: usize) -> McpError {
+        McpError::TooLarge {
+            server: self.inner.server.clone(),
+            what: what.to_owned(),
+            limit,
+        }
     }
 
     /// Calls the server's tool `name` (its own name, without prefix) with `arguments` (a JSON
@@ -529,7 +661,17 @@ impl McpClient {
             Ok(Ok(r)) => r,
         };
         match response {
-            CallToolResponse::Complete(result) => Ok(map_result(result)),
+            CallToolResponse::Complete(result) => {
+                if json_size(&result) > self.limits.max_result_bytes {
+                    return Err(self
+                        .too_large(
+                            &format!("the result of tool '{name}' (bytes)"),
+                            self.limits.max_result_bytes,
+                        )
+                        .into());
+                }
+                Ok(map_result(result))
+            }
             CallToolResponse::InputRequired(_) => Err(McpError::Unsupported {
                 server: self.inner.server.clone(),
                 message: format!(
@@ -632,6 +774,36 @@ fn describe_url(url: &str) -> String {
             format!("{scheme}://{host}{path}")
         }
         None => url.to_owned(),
+    }
+}
+
+/// The length of `value` as JSON, counted without building the text.
+fn json_size(value: &impl serde::Serialize) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 = self.0.saturating_add(buf.len());
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Serializing a parsed value cannot fail; a failure counts as too large.
+    match serde_json::to_writer(&mut count, value) {
+        Ok(()) => count.0,
+        Err(_) => usize::MAX,
+    }
+}
+
+/// The nesting depth of objects and arrays in `value` (a scalar: 0). Parsed JSON is at most
+/// 128 deep (serde_json's recursion limit), so the recursion is bounded.
+fn json_depth(value: &Value) -> usize {
+    match value {
+        Value::Object(m) => 1 + m.values().map(json_depth).max().unwrap_or(0),
+        Value::Array(a) => 1 + a.iter().map(json_depth).max().unwrap_or(0),
+        _ => 0,
     }
 }
 

@@ -120,6 +120,7 @@ impl Model for KitModel {
             rb,
             KitDecoder::default(),
             self.idle_timeout,
+            http::StreamLimits::default(),
             http::default_error,
         )
         .await

@@ -8,8 +8,9 @@
 //! timeout). The suite then checks streaming, tool calls, parallel tool calls, reasoning, usage,
 //! stop reasons, the typed error of each HTTP status, broken and stalled streams, hanging
 //! servers (no response headers, headers then nothing, an error body that stalls or never
-//! ends, an error sent with status 200), cancellation, connection failures, and that the API
-//! key never shows in errors or `Debug` output.
+//! ends, an error sent with status 200, a line or frame that never ends, a redirect to another
+//! origin), cancellation, connection failures, and that the API key never shows in errors or
+//! `Debug` output.
 //!
 //! ```no_run
 //! # #[cfg(feature = "openai")]
@@ -66,6 +67,9 @@ const CHECK_LIMIT: Duration = Duration::from_secs(20);
 const STALL_LIMIT: Duration = Duration::from_secs(30);
 /// The most of an endless error body an error may keep (a provider reads a bounded prefix).
 const MAX_KEPT_BODY: usize = 1024 * 1024;
+/// How long the endless-line check waits for the provider's error: the fixture server sends
+/// 64 MiB a second, past the default line and event limits within a quarter of a second.
+const ENDLESS_LIMIT: Duration = Duration::from_secs(5);
 
 // ---------------------------------------------------------------------------------------------
 // Fixture server
@@ -791,6 +795,11 @@ where
                 Box::pin(self.check_endless_error_body()),
             ),
             ("error_with_status_200", Box::pin(self.check_error_200())),
+            ("endless_line", Box::pin(self.check_endless_line())),
+            (
+                "cross_origin_redirect",
+                Box::pin(self.check_cross_origin_redirect()),
+            ),
         ];
         let outcomes =
             futures_util::future::join_all(hostile.into_iter().map(|(name, fut)| async move {
@@ -946,6 +955,65 @@ where
         {
             Err(m) => fail(m),
             Ok(_) => Outcome::Passed,
+        }
+    }
+
+    async fn check_endless_line(&self) -> Outcome {
+        let Some(fixture) = &self.fixtures.text else {
+            return Outcome::Skipped("no text fixture".into());
+        };
+        let hint = "the server sent a stream's headers, then one line (or frame) that never \
+                    ends (bytes keep coming, so no idle timeout fires); bound what is buffered \
+                    (rein_models::http::StreamLimits)";
+        let mut resp = fixture.clone();
+        resp.chunks.clear();
+        let resp = resp.endless(&[b'a'; 64 * 1024]);
+        match self.expect_error_within(resp, ENDLESS_LIMIT, hint).await {
+            Err(m) => fail(m),
+            Ok((e, ..)) if e.kind() != ModelErrorKind::ResponseTooLarge || e.is_retryable() => {
+                fail(format!(
+                    "kind {:?} retryable {}, expected a ResponseTooLarge that is not \
+                     retryable ({e})",
+                    e.kind(),
+                    e.is_retryable()
+                ))
+            }
+            Ok((_, server, _)) => closed_after_giving_up(&server).await,
+        }
+    }
+
+    async fn check_cross_origin_redirect(&self) -> Outcome {
+        let Some(fixture) = &self.fixtures.text else {
+            return Outcome::Skipped("no text fixture".into());
+        };
+        // Two servers on 127.0.0.1: different ports, different origins.
+        let (first, other) = match (FixtureServer::start().await, FixtureServer::start().await) {
+            (Ok(a), Ok(b)) => (a, b),
+            (Err(e), _) | (_, Err(e)) => return fail(format!("fixture server: {e}")),
+        };
+        other.push(fixture.clone());
+        first.push(
+            FixtureResponse::status(307, "")
+                .header("location", &format!("{}/elsewhere", other.base_url())),
+        );
+        let model = (self.factory)(&self.target(first.base_url()));
+        let (_, err) = collect(&model, self.request()).await;
+        if !other.requests().is_empty() {
+            return fail(
+                "followed a redirect to another origin: the other server got the request \
+                 (its credentials and the conversation); follow redirects within the origin \
+                 only (rein_models::http::redirect_policy)",
+            );
+        }
+        match err {
+            None => fail("a redirect to another origin ended without an error"),
+            Some(e) if format!("{e} {e:?}").contains(FIXTURE_API_KEY) => {
+                fail("the error shows the API key")
+            }
+            Some(e) if e.is_retryable() => {
+                fail(format!("an unfollowed redirect must not be retryable: {e}"))
+            }
+            Some(_) => Outcome::Passed,
         }
     }
 

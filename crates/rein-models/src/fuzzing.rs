@@ -49,45 +49,16 @@ pub fn ollama_ndjson(data: &[u8]) -> (Vec<StreamEvent>, Option<ModelError>) {
 
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 fn sse<D: crate::http::SseDecoder>(
-    mut decoder: D,
+    decoder: D,
     data: &[u8],
 ) -> (Vec<StreamEvent>, Option<ModelError>) {
-    use std::collections::VecDeque;
-    use std::task::{Context, Poll, Waker};
-
-    use eventsource_stream::Eventsource as _;
-    use futures_core::Stream;
-
-    use crate::http::Flow;
-
     let (size, body) = split(data);
-    let chunks = body
-        .chunks(size)
-        .map(|c| Ok::<Vec<u8>, std::convert::Infallible>(c.to_vec()));
-    let mut events = std::pin::pin!(futures_util::stream::iter(chunks).eventsource());
-    let mut cx = Context::from_waker(Waker::noop());
-    let mut out = VecDeque::new();
-    loop {
-        // An in-memory stream is always ready.
-        match events.as_mut().poll_next(&mut cx) {
-            Poll::Ready(Some(Ok(ev))) => match decoder.event(&ev.event, &ev.data, &mut out) {
-                Ok(Flow::Continue) => {}
-                Ok(Flow::Done) => break,
-                Err(e) => return (out.into(), Some(e)),
-            },
-            Poll::Ready(Some(Err(e))) => {
-                return (
-                    out.into(),
-                    Some(ModelError::malformed_stream(format!(
-                        "invalid server-sent events: {e}"
-                    ))),
-                );
-            }
-            Poll::Ready(None) | Poll::Pending => break,
-        }
-    }
-    let err = decoder.finish(&mut out).err();
-    (out.into(), err)
+    let (events, err, _) = crate::http::decode_sse_chunks(
+        decoder,
+        crate::http::StreamLimits::default(),
+        body.chunks(size),
+    );
+    (events, err)
 }
 
 /// Runs the OpenAI Chat Completions SSE decoder over `data`.

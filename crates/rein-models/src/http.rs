@@ -2,13 +2,17 @@
 //! on, for writing a provider of your own.
 //!
 //! - [`client`]: a reqwest client with rustls (ring, webpki roots) and a connect timeout;
+//! - [`client`]'s [`redirect_policy`]: redirects are followed only within the origin of the
+//!   request (307 and 308), so an API key, a gateway header or the conversation never reach
+//!   another host;
 //! - [`stream_sse`] / [`stream_body`]: send a request with the idle timeout bounding the wait
 //!   for the response headers, map an error status to a typed [`ModelError`] (reading at most
 //!   [`MAX_ERROR_BODY`] of the body, each read bounded by the idle timeout), treat a JSON body
 //!   where a stream was expected (an error sent with status 200) as an error, then run your
 //!   wire decoder ([`SseDecoder`] over server-sent events, [`BodyDecoder`] over raw chunks)
-//!   with every wait for more bytes bounded by the idle timeout, and end with the `Metadata`
-//!   event (usage, latency, time to first byte). Dropping the stream closes the connection;
+//!   with every wait for more bytes bounded by the idle timeout and the response's size by
+//!   [`StreamLimits`], and end with the `Metadata` event (usage, latency, time to first
+//!   byte). Dropping the stream closes the connection;
 //! - [`send`], [`read_error_body`]: the first half alone;
 //! - [`status_error`], [`default_error`], [`is_context_overflow`], [`error_message`]: status →
 //!   [`ModelError`] (401/403 auth, 408 timeout, 429/529 throttled, context-overflow wording,
@@ -36,7 +40,6 @@ use std::fmt;
 use std::pin::Pin;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use eventsource_stream::Eventsource as _;
 use futures_core::Stream;
 use futures_util::StreamExt as _;
 use rein_core::{
@@ -58,6 +61,62 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 /// At most this much of an error response body is read and kept (64 KiB).
 pub const MAX_ERROR_BODY: usize = 64 * 1024;
+/// At most this many same-origin redirects are followed for one request.
+const MAX_REDIRECTS: usize = 10;
+
+/// Size limits of one streamed response: what a hostile or broken endpoint can make Rein
+/// buffer. Exceeding one ends the stream with a [`ModelErrorKind::ResponseTooLarge`] error
+/// (not retryable) and closes the connection. Set them on a provider's builder
+/// (`.stream_limits(..)`) or pass them to [`stream_sse`] / [`stream_body`].
+///
+/// ```
+/// use rein_models::http::StreamLimits;
+/// let mut limits = StreamLimits::default();
+/// limits.max_response = 16 * 1024 * 1024;
+/// assert_eq!(limits.max_line, StreamLimits::DEFAULT_MAX_LINE);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StreamLimits {
+    /// The longest line of a line-framed body (an SSE line, an NDJSON line), without its end
+    /// of line. Default [`DEFAULT_MAX_LINE`](Self::DEFAULT_MAX_LINE), 8 MiB.
+    pub max_line: usize,
+    /// The largest event: an SSE event's data (its `data` lines joined), a binary event-stream
+    /// frame (Bedrock). Default [`DEFAULT_MAX_EVENT`](Self::DEFAULT_MAX_EVENT), 16 MiB.
+    pub max_event: usize,
+    /// The most bytes of one response body (every byte counts, keep-alive comments
+    /// included). Default [`DEFAULT_MAX_RESPONSE`](Self::DEFAULT_MAX_RESPONSE), 128 MiB: a
+    /// streamed answer of 128 000 output tokens takes about 30 MiB of OpenAI's or Anthropic's
+    /// event stream.
+    pub max_response: usize,
+}
+
+impl StreamLimits {
+    /// Default [`max_line`](Self::max_line): 8 MiB.
+    pub const DEFAULT_MAX_LINE: usize = 8 * 1024 * 1024;
+    /// Default [`max_event`](Self::max_event): 16 MiB (also the event-stream format's own
+    /// frame limit).
+    pub const DEFAULT_MAX_EVENT: usize = 16 * 1024 * 1024;
+    /// Default [`max_response`](Self::max_response): 128 MiB.
+    pub const DEFAULT_MAX_RESPONSE: usize = 128 * 1024 * 1024;
+}
+
+impl Default for StreamLimits {
+    fn default() -> Self {
+        Self {
+            max_line: Self::DEFAULT_MAX_LINE,
+            max_event: Self::DEFAULT_MAX_EVENT,
+            max_response: Self::DEFAULT_MAX_RESPONSE,
+        }
+    }
+}
+
+/// The error of a response over one of its [`StreamLimits`].
+pub(crate) fn too_large(provider: &str, what: &str, limit: usize) -> ModelError {
+    ModelError::response_too_large(format!(
+        "{provider}: {what} larger than {limit} bytes (a limit of the provider's stream_limits)"
+    ))
+}
 
 /// An API key. Its `Debug` never shows the key.
 #[derive(Clone)]
@@ -135,13 +194,42 @@ pub(crate) fn check_base_url(base: &str) -> Result<String, Error> {
 
 /// Builds the HTTP client of Rein's providers: rustls (ring, the webpki roots, HTTP/1.1), the
 /// connect timeout, no overall timeout (streams may be long: [`stream_sse`] and
-/// [`stream_body`] bound each wait instead). A failure is an [`Error::Build`].
+/// [`stream_body`] bound each wait instead), [`redirect_policy`]. A failure is an
+/// [`Error::Build`].
 pub fn client(connect_timeout: Duration) -> Result<reqwest::Client, Error> {
     reqwest::Client::builder()
         .tls_backend_preconfigured(tls_config()?)
         .connect_timeout(connect_timeout)
+        .redirect(redirect_policy())
         .build()
         .map_err(|e| invalid("HTTP client", e.to_string()))
+}
+
+/// The redirect policy of every HTTP client Rein builds (its providers, rein-otel's OTLP
+/// exporter): a redirect is followed only when it keeps the method and body (307, 308) and
+/// stays within the origin (scheme, host and port) of the request, at most 10 times. Any other
+/// redirect is not followed: the 3xx response is the answer (the providers make it a
+/// `BadRequest` error naming the origin). reqwest's default follows redirects to other hosts
+/// and strips only `Authorization` and cookies on the way: an `x-api-key`, a gateway's header
+/// or an OTLP header, and the request body, would reach the other host.
+pub fn redirect_policy() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let keeps_body = matches!(
+            attempt.status(),
+            reqwest::StatusCode::TEMPORARY_REDIRECT | reqwest::StatusCode::PERMANENT_REDIRECT
+        );
+        let same_origin = attempt
+            .previous()
+            .first()
+            .is_some_and(|first| first.origin() == attempt.url().origin());
+        if !keeps_body || !same_origin {
+            attempt.stop()
+        } else if attempt.previous().len() > MAX_REDIRECTS {
+            attempt.error(format!("more than {MAX_REDIRECTS} redirects"))
+        } else {
+            attempt.follow()
+        }
+    })
 }
 
 /// The TLS set-up of every provider: rustls with the ring provider and the Mozilla roots of
@@ -172,6 +260,7 @@ pub(crate) struct HttpSettings {
     pub(crate) headers: Vec<(String, String)>,
     pub(crate) connect_timeout: Duration,
     pub(crate) idle_timeout: Duration,
+    pub(crate) limits: StreamLimits,
 }
 
 impl fmt::Debug for HttpSettings {
@@ -186,6 +275,7 @@ impl fmt::Debug for HttpSettings {
             )
             .field("connect_timeout", &self.connect_timeout)
             .field("idle_timeout", &self.idle_timeout)
+            .field("limits", &self.limits)
             .finish()
     }
 }
@@ -199,6 +289,7 @@ impl HttpSettings {
             headers: Vec::new(),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            limits: StreamLimits::default(),
         }
     }
 
@@ -293,6 +384,11 @@ impl HttpEndpoint {
         self.settings.idle_timeout
     }
 
+    /// The size limits of a response.
+    pub(crate) fn limits(&self) -> StreamLimits {
+        self.settings.limits
+    }
+
     /// A JSON `POST` to the endpoint's URL accepting `accept`, with the API key (sent as `key`)
     /// and the extra headers.
     pub(crate) fn post(
@@ -336,6 +432,7 @@ impl HttpEndpoint {
             request,
             decoder,
             self.idle_timeout(),
+            self.limits(),
             default_error,
         )
         .await
@@ -350,42 +447,244 @@ impl HttpEndpoint {
         decoder: D,
         on_error: ErrorMap,
     ) -> Result<ModelStream, ModelError> {
-        stream_body(provider, request, decoder, self.idle_timeout(), on_error).await
+        stream_body(
+            provider,
+            request,
+            decoder,
+            self.idle_timeout(),
+            self.limits(),
+            on_error,
+        )
+        .await
     }
 }
 
 /// Sends `request` ([`send`]: the wait for the headers bounded by `idle`, an error status
 /// mapped by `on_error`, e.g. [`default_error`]) and streams the server-sent events of the
 /// response through `decoder`: every wait for more bytes is bounded by `idle` (any bytes count,
-/// SSE comments included), and the stream ends with a `Metadata` event (the decoder's usage,
-/// latency, time to first byte) after [`WireDecoder::finish`]. Dropping the stream closes the
-/// connection. `provider` prefixes error messages.
+/// SSE comments included), a line, an event and the whole body by `limits` (a
+/// `ResponseTooLarge` error past one), and the stream ends with a `Metadata` event (the
+/// decoder's usage, latency, time to first byte) after [`WireDecoder::finish`]. Dropping the
+/// stream closes the connection. `provider` prefixes error messages.
+///
+/// The events are framed as the WHATWG standard says (lines end with CRLF, LF or CR; `data`
+/// lines join with `\n`; a nameless event is `message`; comments, `id` and `retry` are
+/// skipped; an event not ended by a blank line when the body ends is dropped), in one pass
+/// over the bytes.
 pub async fn stream_sse<D: SseDecoder>(
     provider: &'static str,
     request: reqwest::RequestBuilder,
     decoder: D,
     idle: Duration,
+    limits: StreamLimits,
     on_error: ErrorMap,
 ) -> Result<ModelStream, ModelError> {
     let started = Instant::now();
     let response = send(provider, request, idle, on_error).await?;
-    Ok(sse_model_stream(provider, response, decoder, idle, started))
+    let decoder = Sse {
+        framer: SseFramer::new(provider, limits),
+        decoder,
+    };
+    Ok(model_stream(
+        provider, response, decoder, idle, limits, started,
+    ))
 }
 
 /// [`stream_sse`] for a body that is not server-sent events (NDJSON, binary frames): the raw
-/// chunks go to `decoder` (use [`LineDecoder`] for newline-delimited formats).
+/// chunks go to `decoder` (use [`LineDecoder`] for newline-delimited formats, with
+/// `limits.max_line`); `limits.max_response` bounds the body.
 pub async fn stream_body<D: BodyDecoder>(
     provider: &'static str,
     request: reqwest::RequestBuilder,
     decoder: D,
     idle: Duration,
+    limits: StreamLimits,
     on_error: ErrorMap,
 ) -> Result<ModelStream, ModelError> {
     let started = Instant::now();
     let response = send(provider, request, idle, on_error).await?;
-    Ok(body_model_stream(
-        provider, response, decoder, idle, started,
+    Ok(model_stream(
+        provider,
+        response,
+        Body(decoder),
+        idle,
+        limits,
+        started,
     ))
+}
+
+/// Server-sent events framing (the WHATWG `text/event-stream` parser), bounded by
+/// [`StreamLimits`] and linear in its input: each byte is looked at once, and copied only when
+/// a chunk ends inside its line.
+#[derive(Debug)]
+pub(crate) struct SseFramer {
+    provider: &'static str,
+    limits: StreamLimits,
+    /// The start of a line that a chunk boundary cut.
+    partial: Vec<u8>,
+    /// The last chunk ended with CR: an LF opening the next one belongs to it.
+    after_cr: bool,
+    /// No line has ended yet: a byte order mark may open the first.
+    first_line: bool,
+    /// The event's name (`event:`), empty when none.
+    name: String,
+    /// The event's data (`data:` lines, each followed by `\n`).
+    data: String,
+    /// Bytes looked at for a line end, over the whole stream (each exactly once).
+    scanned: u64,
+}
+
+impl SseFramer {
+    pub(crate) fn new(provider: &'static str, limits: StreamLimits) -> Self {
+        Self {
+            provider,
+            limits,
+            partial: Vec::new(),
+            after_cr: false,
+            first_line: true,
+            name: String::new(),
+            data: String::new(),
+            scanned: 0,
+        }
+    }
+
+    /// Frames the next chunk, calling `on_event(name, data)` for each complete event until it
+    /// returns `Done` or an error.
+    pub(crate) fn feed(
+        &mut self,
+        mut bytes: &[u8],
+        on_event: &mut impl FnMut(&str, &str) -> Result<Flow, ModelError>,
+    ) -> Result<Flow, ModelError> {
+        if bytes.is_empty() {
+            return Ok(Flow::Continue);
+        }
+        if std::mem::take(&mut self.after_cr) && bytes[0] == b'\n' {
+            bytes = &bytes[1..];
+        }
+        while let Some(end) = bytes.iter().position(|&b| b == b'\n' || b == b'\r') {
+            self.scanned += end as u64 + 1;
+            let (line, rest) = bytes.split_at(end);
+            bytes = &rest[1..];
+            if rest[0] == b'\r' {
+                match bytes.first() {
+                    Some(b'\n') => bytes = &bytes[1..],
+                    None => self.after_cr = true,
+                    Some(_) => {}
+                }
+            }
+            let flow = if self.partial.is_empty() {
+                self.line(line, on_event)?
+            } else {
+                self.extend_partial(line)?;
+                let whole = std::mem::take(&mut self.partial);
+                let flow = self.line(&whole, on_event);
+                // Keep the allocation for the next cut line.
+                self.partial = whole;
+                self.partial.clear();
+                flow?
+            };
+            if flow == Flow::Done {
+                return Ok(Flow::Done);
+            }
+        }
+        self.scanned += bytes.len() as u64;
+        self.extend_partial(bytes)?;
+        Ok(Flow::Continue)
+    }
+
+    /// Bytes looked at for a line end so far.
+    #[cfg(any(test, feature = "test-util"))]
+    pub(crate) fn scanned(&self) -> u64 {
+        self.scanned
+    }
+
+    fn extend_partial(&mut self, bytes: &[u8]) -> Result<(), ModelError> {
+        if self.partial.len().saturating_add(bytes.len()) > self.limits.max_line {
+            self.partial = Vec::new();
+            return Err(too_large(
+                self.provider,
+                "a server-sent events line",
+                self.limits.max_line,
+            ));
+        }
+        self.partial.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    fn line(
+        &mut self,
+        mut line: &[u8],
+        on_event: &mut impl FnMut(&str, &str) -> Result<Flow, ModelError>,
+    ) -> Result<Flow, ModelError> {
+        if std::mem::take(&mut self.first_line) {
+            line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+        }
+        if line.len() > self.limits.max_line {
+            return Err(too_large(
+                self.provider,
+                "a server-sent events line",
+                self.limits.max_line,
+            ));
+        }
+        match line.first() {
+            None => return self.dispatch(on_event),
+            Some(b':') => return Ok(Flow::Continue),
+            Some(_) => {}
+        }
+        let Ok(line) = std::str::from_utf8(line) else {
+            return Err(ModelError::malformed_stream(format!(
+                "{}: a server-sent events line is not UTF-8",
+                self.provider
+            )));
+        };
+        let (field, value) = match line.split_once(':') {
+            Some((field, value)) => (field, value.strip_prefix(' ').unwrap_or(value)),
+            None => (line, ""),
+        };
+        match field {
+            "data" => {
+                if self.data.len() + value.len() + 1 > self.limits.max_event {
+                    self.data = String::new();
+                    return Err(too_large(
+                        self.provider,
+                        "a server-sent event",
+                        self.limits.max_event,
+                    ));
+                }
+                self.data.push_str(value);
+                self.data.push('\n');
+            }
+            "event" => {
+                self.name.clear();
+                self.name.push_str(value);
+            }
+            // `id` and `retry` serve reconnection, which a model call does not do; other
+            // fields are ignored, as the standard says.
+            _ => {}
+        }
+        Ok(Flow::Continue)
+    }
+
+    /// A blank line: the event is complete (no `data`: nothing is dispatched).
+    fn dispatch(
+        &mut self,
+        on_event: &mut impl FnMut(&str, &str) -> Result<Flow, ModelError>,
+    ) -> Result<Flow, ModelError> {
+        if self.data.is_empty() {
+            self.name.clear();
+            return Ok(Flow::Continue);
+        }
+        self.data.pop();
+        let name = if self.name.is_empty() {
+            "message"
+        } else {
+            &self.name
+        };
+        let flow = on_event(name, &self.data);
+        self.name.clear();
+        self.data.clear();
+        flow
+    }
 }
 
 /// Newline-delimited framing with a bound on the line length, for [`BodyDecoder`]s of NDJSON
@@ -409,7 +708,7 @@ impl LineDecoder {
 
     /// Feeds a chunk: calls `on_line` with each complete line (without its `\n`; a `\r`
     /// before it is kept), in order, and stops at the first `Flow::Done` or error. A line
-    /// longer than the bound is a `MalformedStream` error.
+    /// longer than the bound is a `ResponseTooLarge` error. Each byte is looked at once.
     pub fn feed(
         &mut self,
         bytes: &[u8],
@@ -436,11 +735,8 @@ impl LineDecoder {
 
     fn push(&mut self, b: &[u8]) -> Result<(), ModelError> {
         if self.buf.len().saturating_add(b.len()) > self.max_line {
-            self.buf.clear();
-            return Err(ModelError::malformed_stream(format!(
-                "{}: stream line longer than {} bytes",
-                self.provider, self.max_line
-            )));
+            self.buf = Vec::new();
+            return Err(too_large(self.provider, "a stream line", self.max_line));
         }
         self.buf.extend_from_slice(b);
         Ok(())
@@ -608,6 +904,16 @@ macro_rules! http_builder_methods {
             self.http.idle_timeout = timeout;
             self
         }
+
+        /// Size limits of a streamed response (default [`StreamLimits::default`]: lines of
+        /// 8 MiB, events of 16 MiB, 128 MiB in all); exceeding one is a `ResponseTooLarge`
+        /// error.
+        ///
+        /// [`StreamLimits::default`]: crate::http::StreamLimits
+        pub fn stream_limits(mut self, limits: $crate::http::StreamLimits) -> Self {
+            self.http.limits = limits;
+            self
+        }
     };
 }
 #[cfg(any(
@@ -620,6 +926,9 @@ pub(crate) use http_builder_methods;
 
 /// Classifies a reqwest error raised before any response byte arrived.
 fn send_error(provider: &str, e: reqwest::Error) -> ModelError {
+    if e.is_redirect() {
+        return ModelError::bad_request(format!("{provider}: {}", error_chain(&e))).with_source(e);
+    }
     let what = if e.is_connect() {
         "connection failed"
     } else {
@@ -677,7 +986,8 @@ pub fn default_error(
 /// `on_error` makes of it (with at most [`MAX_ERROR_BODY`] of the response body, see
 /// [`read_error_body`]). A success with a JSON body (a server that ignored the stream flag, or
 /// an error sent with status 200) is a `MalformedStream` error carrying the body and its
-/// message. Connection failures are retryable `Transport` errors.
+/// message. A redirect the client did not follow (see [`redirect_policy`]) is a `BadRequest`
+/// naming the origin it pointed to. Connection failures are retryable `Transport` errors.
 pub async fn send(
     provider: &str,
     request: reqwest::RequestBuilder,
@@ -714,6 +1024,26 @@ pub async fn send(
         ))
         .with_status(status.as_u16())
         .with_body(body));
+    }
+    if status.is_redirection() {
+        // Not followed by [`redirect_policy`]: say where it pointed (the origin only: a
+        // query may carry secrets).
+        let to = response
+            .headers()
+            .get(reqwest::header::LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|l| response.url().join(l).ok())
+            .map_or_else(
+                || "nowhere".to_owned(),
+                |u| u.origin().ascii_serialization(),
+            );
+        return Err(ModelError::bad_request(format!(
+            "{provider}: HTTP {}: a redirect to {to} was not followed (only 307 and 308 \
+             within the origin are, so credentials and the conversation never reach another \
+             host): configure the final URL",
+            status.as_u16()
+        ))
+        .with_status(status.as_u16()));
     }
     let headers = response.headers().clone();
     let body = read_error_body(response, idle_timeout).await;
@@ -907,38 +1237,48 @@ pub trait BodyDecoder: WireDecoder {
     fn feed(&mut self, bytes: &[u8], out: &mut VecDeque<StreamEvent>) -> Result<Flow, ModelError>;
 }
 
-/// One input of the stream driver, as the transport yields it.
-trait Decode<T>: Send + 'static {
-    fn decode(&mut self, item: T, out: &mut VecDeque<StreamEvent>) -> Result<Flow, ModelError>;
+/// A wire decoder as the stream driver runs it: fed the raw chunks of the body.
+trait Decode: Send + 'static {
+    fn decode(&mut self, chunk: &[u8], out: &mut VecDeque<StreamEvent>)
+    -> Result<Flow, ModelError>;
     fn finish(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<(), ModelError>;
     fn usage(&self) -> Usage;
 }
 
-/// An [`SseDecoder`] fed parsed SSE events.
-struct Sse<D>(D);
+/// An [`SseDecoder`] behind the SSE framing.
+struct Sse<D> {
+    framer: SseFramer,
+    decoder: D,
+}
 
-impl<D: SseDecoder> Decode<eventsource_stream::Event> for Sse<D> {
+impl<D: SseDecoder> Decode for Sse<D> {
     fn decode(
         &mut self,
-        ev: eventsource_stream::Event,
+        chunk: &[u8],
         out: &mut VecDeque<StreamEvent>,
     ) -> Result<Flow, ModelError> {
-        self.0.event(&ev.event, &ev.data, out)
+        let decoder = &mut self.decoder;
+        self.framer
+            .feed(chunk, &mut |name, data| decoder.event(name, data, out))
     }
     fn finish(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<(), ModelError> {
-        self.0.finish(out)
+        self.decoder.finish(out)
     }
     fn usage(&self) -> Usage {
-        self.0.usage()
+        self.decoder.usage()
     }
 }
 
 /// A [`BodyDecoder`] fed raw chunks.
 struct Body<D>(D);
 
-impl<D: BodyDecoder, B: AsRef<[u8]>> Decode<B> for Body<D> {
-    fn decode(&mut self, chunk: B, out: &mut VecDeque<StreamEvent>) -> Result<Flow, ModelError> {
-        self.0.feed(chunk.as_ref(), out)
+impl<D: BodyDecoder> Decode for Body<D> {
+    fn decode(
+        &mut self,
+        chunk: &[u8],
+        out: &mut VecDeque<StreamEvent>,
+    ) -> Result<Flow, ModelError> {
+        self.0.feed(chunk, out)
     }
     fn finish(&mut self, out: &mut VecDeque<StreamEvent>) -> Result<(), ModelError> {
         self.0.finish(out)
@@ -955,85 +1295,97 @@ enum SourceError {
     Http(reqwest::Error),
     /// No bytes arrived within the idle timeout (`after_data`: some had arrived before).
     Idle { after_data: bool },
-    /// The framing itself is invalid (for example bad server-sent events).
-    Malformed(String),
-}
-
-impl fmt::Display for SourceError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Http(e) => e.fmt(f),
-            Self::Idle { .. } => f.write_str("idle timeout"),
-            Self::Malformed(m) => f.write_str(m),
-        }
-    }
+    /// The body grew past `max_response` bytes.
+    TooLarge { limit: usize },
 }
 
 type Source<T> = Pin<Box<dyn Stream<Item = Result<T, SourceError>> + Send>>;
 
 /// The response body as a byte stream in which every wait for the next chunk is bounded by
-/// `idle`: any bytes (SSE keep-alive comments included) reset the clock.
-fn idle_bounded_bytes(
+/// `idle` (any bytes, SSE keep-alive comments included, reset the clock), and which ends with
+/// an error once more than `max_response` bytes came.
+fn bounded_bytes(
     response: reqwest::Response,
     idle: Duration,
+    max_response: usize,
 ) -> impl Stream<Item = Result<impl AsRef<[u8]> + Send + 'static, SourceError>> + Send + 'static {
     let body = Box::pin(response.bytes_stream());
-    futures_util::stream::unfold(Some((body, false)), move |state| async move {
-        let (mut body, got_data) = state?;
+    futures_util::stream::unfold(Some((body, 0usize)), move |state| async move {
+        let (mut body, received) = state?;
         match tokio::time::timeout(idle, body.next()).await {
             Err(_) => Some((
                 Err(SourceError::Idle {
-                    after_data: got_data,
+                    after_data: received > 0,
                 }),
                 None,
             )),
             Ok(None) => None,
-            Ok(Some(Ok(chunk))) => Some((Ok(chunk), Some((body, true)))),
+            Ok(Some(Ok(chunk))) => {
+                let received = received.saturating_add(chunk.len());
+                if received > max_response {
+                    return Some((
+                        Err(SourceError::TooLarge {
+                            limit: max_response,
+                        }),
+                        None,
+                    ));
+                }
+                Some((Ok(chunk), Some((body, received))))
+            }
             Ok(Some(Err(e))) => Some((Err(SourceError::Http(e)), None)),
         }
     })
 }
 
-/// Runs an SSE decoder over a successful streaming response. The returned stream owns the
-/// response: dropping it closes the connection. Each wait for more bytes is bounded by `idle`.
-fn sse_model_stream<D: SseDecoder>(
+/// Runs a decoder over a successful streaming response. The returned stream owns the
+/// response: dropping it closes the connection.
+fn model_stream<D: Decode>(
     provider: &'static str,
     response: reqwest::Response,
     decoder: D,
     idle: Duration,
+    limits: StreamLimits,
     started: Instant,
 ) -> ModelStream {
-    let events = idle_bounded_bytes(response, idle).eventsource().map(|r| {
-        r.map_err(|e| match e {
-            eventsource_stream::EventStreamError::Transport(t) => t,
-            other => SourceError::Malformed(format!("invalid server-sent events: {other}")),
-        })
-    });
-    drive(provider, Box::pin(events), Sse(decoder), idle, started)
-}
-
-/// Runs a body decoder over a successful streaming response (see [`sse_model_stream`]).
-fn body_model_stream<D: BodyDecoder>(
-    provider: &'static str,
-    response: reqwest::Response,
-    decoder: D,
-    idle: Duration,
-    started: Instant,
-) -> ModelStream {
-    let chunks = idle_bounded_bytes(response, idle);
-    drive(provider, Box::pin(chunks), Body(decoder), idle, started)
+    let chunks = bounded_bytes(response, idle, limits.max_response);
+    drive(provider, Box::pin(chunks), decoder, idle, started)
 }
 
 /// Runs a body decoder over in-memory chunks (no HTTP): the events, then the error that ended
 /// decoding, if any. Used by unit tests, the fuzz targets and the property tests.
 #[cfg(any(test, feature = "test-util"))]
 pub(crate) fn decode_body_chunks<'a, D: BodyDecoder>(
-    mut decoder: D,
+    decoder: D,
+    chunks: impl IntoIterator<Item = &'a [u8]>,
+) -> (Vec<StreamEvent>, Option<ModelError>) {
+    decode_chunks(&mut Body(decoder), chunks)
+}
+
+/// [`decode_body_chunks`] for an SSE decoder (framed with `limits`); also returns the bytes
+/// the framing looked at for line ends.
+#[cfg(any(test, feature = "test-util"))]
+pub(crate) fn decode_sse_chunks<'a, D: SseDecoder>(
+    decoder: D,
+    limits: StreamLimits,
+    chunks: impl IntoIterator<Item = &'a [u8]>,
+) -> (Vec<StreamEvent>, Option<ModelError>, u64) {
+    let mut sse = Sse {
+        framer: SseFramer::new("sse", limits),
+        decoder,
+    };
+    let (events, err) = decode_chunks(&mut sse, chunks);
+    (events, err, sse.framer.scanned())
+}
+
+/// Feeds in-memory chunks to a decoder and finishes it.
+#[cfg(any(test, feature = "test-util"))]
+fn decode_chunks<'a>(
+    decoder: &mut impl Decode,
     chunks: impl IntoIterator<Item = &'a [u8]>,
 ) -> (Vec<StreamEvent>, Option<ModelError>) {
     let mut out = VecDeque::new();
     for c in chunks {
-        match decoder.feed(c, &mut out) {
+        match decoder.decode(c, &mut out) {
             Ok(Flow::Continue) => {}
             Ok(Flow::Done) => break,
             Err(e) => return (out.into(), Some(e)),
@@ -1068,7 +1420,7 @@ pub(crate) fn assert_made_up_tool_ids(events: impl IntoIterator<Item = StreamEve
     }
 }
 
-fn drive<T: Send + 'static, D: Decode<T>>(
+fn drive<T: AsRef<[u8]> + Send + 'static, D: Decode>(
     provider: &'static str,
     source: Source<T>,
     decoder: D,
@@ -1104,7 +1456,7 @@ struct Driver<T, D> {
     finished: bool,
 }
 
-impl<T, D: Decode<T>> Driver<T, D> {
+impl<T: AsRef<[u8]>, D: Decode> Driver<T, D> {
     async fn next_item(&mut self) -> Option<Result<StreamEvent, ModelError>> {
         loop {
             if let Some(ev) = self.pending.pop_front() {
@@ -1130,7 +1482,7 @@ impl<T, D: Decode<T>> Driver<T, D> {
                     if self.first_byte.is_none() {
                         self.first_byte = Some(self.started.elapsed());
                     }
-                    match self.decoder.decode(item, &mut self.pending) {
+                    match self.decoder.decode(item.as_ref(), &mut self.pending) {
                         Ok(Flow::Continue) => {}
                         Ok(Flow::Done) => {
                             // Drop the response now: the message is complete.
@@ -1207,9 +1559,7 @@ impl<T, D: Decode<T>> Driver<T, D> {
                 }
                 err
             }
-            SourceError::Malformed(m) => {
-                ModelError::malformed_stream(format!("{}: {m}", self.provider))
-            }
+            SourceError::TooLarge { limit } => too_large(self.provider, "the response", limit),
         }
     }
 }
@@ -1230,6 +1580,102 @@ pub fn parse_json<T: serde::de::DeserializeOwned>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Frames `body` cut into `size`-byte chunks: the (name, data) of each event, or the error.
+    fn sse_events(
+        body: &[u8],
+        size: usize,
+        limits: StreamLimits,
+    ) -> (Vec<(String, String)>, Option<ModelError>, u64) {
+        let mut framer = SseFramer::new("t", limits);
+        let mut events = Vec::new();
+        let mut on_event = |name: &str, data: &str| {
+            events.push((name.to_owned(), data.to_owned()));
+            Ok(Flow::Continue)
+        };
+        for chunk in body.chunks(size.max(1)) {
+            if let Err(e) = framer.feed(chunk, &mut on_event) {
+                return (events, Some(e), framer.scanned());
+            }
+        }
+        let scanned = framer.scanned();
+        (events, None, scanned)
+    }
+
+    #[test]
+    fn sse_framing_follows_the_standard_at_every_chunk_boundary() {
+        let body = "\u{feff}: comment\r\nevent: a\r\ndata: one\r\ndata:two\r\n\r\n\
+                    data\rid: 7\rretry: 9\r\revent: ignored\n\ndata: x: y\n\
+                    unknown: z\n\n\ndata: cut at the end";
+        let expected = vec![
+            ("a".to_owned(), "one\ntwo".to_owned()),
+            ("message".to_owned(), String::new()),
+            ("message".to_owned(), "x: y".to_owned()),
+        ];
+        for size in 1..=body.len() {
+            let (events, err, scanned) = sse_events(body.as_bytes(), size, StreamLimits::default());
+            assert!(err.is_none(), "{size}: {err:?}");
+            assert_eq!(events, expected, "chunks of {size}");
+            // A CRLF cut between two chunks is one line end: its LF is skipped, not scanned.
+            assert!(scanned <= body.len() as u64, "{size}: {scanned}");
+        }
+        let (_, err, _) = sse_events(b"data: \xff\n\n", 3, StreamLimits::default());
+        assert_eq!(err.unwrap().kind(), ModelErrorKind::MalformedStream);
+    }
+
+    /// Linear time without a clock: a 1 MiB line fed one byte at a time is looked at once per
+    /// byte. (eventsource-stream, used before, re-parsed its whole buffer on every chunk: n²/2
+    /// byte visits here, 5.5·10¹¹.)
+    #[test]
+    fn sse_framing_looks_at_each_byte_once() {
+        let mut body = b"data: ".to_vec();
+        body.extend(std::iter::repeat_n(b'a', 1 << 20));
+        body.extend_from_slice(b"\n\n");
+        for size in [1, 7, 4096] {
+            let (events, err, scanned) = sse_events(&body, size, StreamLimits::default());
+            assert!(err.is_none(), "{err:?}");
+            assert_eq!(events.len(), 1);
+            assert_eq!(events[0].1.len(), 1 << 20);
+            assert_eq!(scanned, body.len() as u64, "chunks of {size}");
+        }
+    }
+
+    #[test]
+    fn sse_lines_and_events_are_bounded() {
+        let limits = StreamLimits {
+            max_line: 100,
+            max_event: 250,
+            ..StreamLimits::default()
+        };
+        // A line that never ends: the error comes once the bound is passed, whatever the
+        // chunking, and nothing past it is kept.
+        let endless = vec![b'a'; 10_000];
+        for size in [1, 99, 100, 101, 10_000] {
+            let (_, err, scanned) = sse_events(&endless, size, limits);
+            let err = err.unwrap();
+            assert_eq!(err.kind(), ModelErrorKind::ResponseTooLarge, "{err}");
+            assert!(
+                err.message().contains("line larger than 100 bytes"),
+                "{err}"
+            );
+            assert!(scanned <= 100 + size as u64, "{size}: {scanned}");
+        }
+        // Small lines adding up to a huge event.
+        let huge: Vec<u8> = b"data: 0123456789\n".repeat(100);
+        let (events, err, _) = sse_events(&huge, 13, limits);
+        assert!(events.is_empty());
+        let err = err.unwrap();
+        assert_eq!(err.kind(), ModelErrorKind::ResponseTooLarge);
+        assert!(
+            err.message().contains("event larger than 250 bytes"),
+            "{err}"
+        );
+        // Within the limits: fine.
+        let ok = b"data: 0123456789\n".repeat(10);
+        let (events, err, _) = sse_events(&[&ok[..], b"\n"].concat(), 5, limits);
+        assert!(err.is_none());
+        assert_eq!(events.len(), 1);
+    }
 
     #[test]
     fn retry_after_seconds_and_dates() {

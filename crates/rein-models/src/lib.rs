@@ -41,12 +41,10 @@ pub use anthropic::{
     AnthropicModel, AnthropicModelBuilder,
 };
 #[cfg(feature = "bedrock")]
-pub use bedrock::{
-    AwsCredentials, AwsCredentialsProvider, BEDROCK_MAX_FRAME, BedrockModel, BedrockModelBuilder,
-};
+pub use bedrock::{AwsCredentials, AwsCredentialsProvider, BedrockModel, BedrockModelBuilder};
 pub use model::{Model, ModelInfo, ModelStream, SharedModel};
 #[cfg(feature = "ollama")]
-pub use ollama::{OLLAMA_DEFAULT_BASE_URL, OLLAMA_MAX_LINE, OllamaModel, OllamaModelBuilder};
+pub use ollama::{OLLAMA_DEFAULT_BASE_URL, OllamaModel, OllamaModelBuilder};
 #[cfg(feature = "openai")]
 pub use openai::{OPENAI_DEFAULT_BASE_URL, OpenAiModel, OpenAiModelBuilder};
 // Everything a provider author names, so a provider compiles with `rein-models` alone.

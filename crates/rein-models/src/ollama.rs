@@ -19,8 +19,6 @@ use crate::model::{Model, ModelInfo, ModelStream};
 const PROVIDER: &str = "ollama";
 /// Ollama's default base URL, used when neither the builder nor `OLLAMA_HOST` sets one.
 pub const OLLAMA_DEFAULT_BASE_URL: &str = "http://localhost:11434";
-/// The longest NDJSON line accepted from the server (a longer one is a malformed stream).
-pub const OLLAMA_MAX_LINE: usize = 8 * 1024 * 1024;
 
 /// A model served by Ollama's native chat API (`POST {base}/api/chat`, NDJSON streaming).
 ///
@@ -184,8 +182,9 @@ impl Model for OllamaModel {
         let rb = self
             .http
             .post("application/x-ndjson", KeyHeader::Bearer, body.to_string())?;
+        let decoder = NdjsonDecoder::with_max_line(self.http.limits().max_line);
         self.http
-            .stream_body(PROVIDER, rb, NdjsonDecoder::default(), http::default_error)
+            .stream_body(PROVIDER, rb, decoder, http::default_error)
             .await
     }
 }
@@ -416,7 +415,7 @@ fn stream_error(err: &Value) -> ModelError {
 impl Default for NdjsonDecoder {
     fn default() -> Self {
         Self {
-            lines: http::LineDecoder::new(PROVIDER, OLLAMA_MAX_LINE),
+            lines: http::LineDecoder::new(PROVIDER, http::StreamLimits::DEFAULT_MAX_LINE),
             started: false,
             open: None,
             tool_calls: 0,
@@ -440,6 +439,14 @@ impl BodyDecoder for NdjsonDecoder {
 }
 
 impl NdjsonDecoder {
+    /// A decoder taking lines of at most `max_line` bytes.
+    fn with_max_line(max_line: usize) -> Self {
+        Self {
+            lines: http::LineDecoder::new(PROVIDER, max_line),
+            ..Self::default()
+        }
+    }
+
     fn line_bytes(
         &mut self,
         line: &[u8],
@@ -624,12 +631,12 @@ mod tests {
     }
 
     #[test]
-    fn overlong_line_is_malformed() {
-        let big = vec![b'a'; OLLAMA_MAX_LINE + 1];
+    fn overlong_line_is_too_large() {
+        let big = vec![b'a'; http::StreamLimits::DEFAULT_MAX_LINE + 1];
         let (_, err) = decode_chunks(big.chunks(1 << 20));
         assert_eq!(
             err.map(|e| e.kind()),
-            Some(rein_core::error::ModelErrorKind::MalformedStream)
+            Some(rein_core::error::ModelErrorKind::ResponseTooLarge)
         );
     }
 }

@@ -4,6 +4,11 @@
 //! runs: raw mutated bytes (framing), mutated messages re-encoded with valid CRCs (event
 //! decoding), and the fuzz target's line form. (The `fuzz/` crate runs the same entry points
 //! under libFuzzer.)
+//!
+//! Then hostile endpoints over HTTP (127.0.0.1): an event that never ends, small events that
+//! never end, a redirect to another origin. Each ends with a typed error, the connection
+//! closed, and nothing sent to the other origin. (A line that never ends is a check of the
+//! conformance suite, which every provider runs.)
 #![cfg(all(
     feature = "test-util",
     feature = "openai",
@@ -11,6 +16,8 @@
     feature = "ollama"
 ))]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
 
 use rein_core::{ModelError, stream::StreamEvent};
 use rein_models::fuzzing;
@@ -364,5 +371,228 @@ fn write_bedrock_fuzz_corpus() {
             lines.extend_from_slice(format!("{head} {payload}").as_bytes());
         }
         std::fs::write(dir.join(format!("{name}_lines")), lines).unwrap();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hostile endpoints over HTTP
+
+mod wire {
+    use std::time::Duration;
+
+    use rein_core::{
+        Message, ModelError, error::ModelErrorKind, request::ModelRequest, stream::StreamEvent,
+    };
+    use rein_models::conformance::{FixtureResponse, FixtureServer};
+    use rein_models::http::StreamLimits;
+    use rein_models::{AnthropicModel, OllamaModel, OpenAiModel, SharedModel};
+
+    const KEY: &str = "hostile-test-secret-key";
+    const GATEWAY: &str = "hostile-test-gateway-secret";
+
+    #[derive(Clone, Copy, Debug)]
+    enum Provider {
+        OpenAi,
+        Anthropic,
+        Ollama,
+        #[cfg(feature = "bedrock")]
+        Bedrock,
+    }
+
+    const PROVIDERS: &[Provider] = &[
+        Provider::OpenAi,
+        Provider::Anthropic,
+        Provider::Ollama,
+        #[cfg(feature = "bedrock")]
+        Provider::Bedrock,
+    ];
+
+    /// The provider at `base`, with an API key, a gateway header and `limits`.
+    fn model(p: Provider, base: &str, limits: StreamLimits) -> SharedModel {
+        // Every provider builder has these methods (rein-models' shared builder methods).
+        macro_rules! configured {
+            ($builder:expr) => {
+                $builder
+                    .header("x-gateway-token", GATEWAY)
+                    .idle_timeout(Duration::from_secs(5))
+                    .stream_limits(limits)
+                    .build()
+                    .unwrap()
+                    .into()
+            };
+        }
+        match p {
+            Provider::OpenAi => configured!(
+                OpenAiModel::builder("m")
+                    .base_url(format!("{base}/v1"))
+                    .api_key(KEY)
+            ),
+            Provider::Anthropic => {
+                configured!(AnthropicModel::builder("m").base_url(base).api_key(KEY))
+            }
+            Provider::Ollama => configured!(OllamaModel::builder("m").base_url(base).api_key(KEY)),
+            #[cfg(feature = "bedrock")]
+            Provider::Bedrock => configured!(
+                rein_models::BedrockModel::builder("m")
+                    .region("us-east-1")
+                    .endpoint_url(base)
+                    .bearer_token(KEY)
+            ),
+        }
+    }
+
+    /// A valid start of a streamed answer, and one text event to repeat after it.
+    fn start_and_text_event(p: Provider) -> FixtureResponse {
+        let (content_type, start, event): (&str, Vec<u8>, Vec<u8>) = match p {
+            Provider::OpenAi => (
+                "text/event-stream",
+                Vec::new(),
+                br#"data: {"choices":[{"index":0,"delta":{"content":"a"}}]}"#
+                    .iter()
+                    .chain(b"\n\n")
+                    .copied()
+                    .collect(),
+            ),
+            Provider::Anthropic => (
+                "text/event-stream",
+                concat!(
+                    "event: message_start\n",
+                    "data: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":1}}}\n\n",
+                    "event: content_block_start\n",
+                    "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+                )
+                .into(),
+                concat!(
+                    "event: content_block_delta\n",
+                    "data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"a\"}}\n\n",
+                )
+                .into(),
+            ),
+            Provider::Ollama => (
+                "application/x-ndjson",
+                Vec::new(),
+                b"{\"message\":{\"role\":\"assistant\",\"content\":\"a\"},\"done\":false}\n".to_vec(),
+            ),
+            #[cfg(feature = "bedrock")]
+            Provider::Bedrock => {
+                let frames = rein_models::fuzzing::bedrock_frames(
+                    r#"[{"event": "messageStart", "payload": {"role": "assistant"}},
+                        {"event": "contentBlockDelta", "payload": {"contentBlockIndex": 0, "delta": {"text": "a"}}}]"#,
+                )
+                .unwrap();
+                (
+                    "application/vnd.amazon.eventstream",
+                    frames[0].clone(),
+                    frames[1].clone(),
+                )
+            }
+        };
+        FixtureResponse::chunks(content_type, [start]).endless(&event.repeat(64))
+    }
+
+    async fn call(model: &SharedModel) -> (Vec<StreamEvent>, Option<ModelError>) {
+        let request = ModelRequest::new(vec![Message::user("hi")]);
+        super::common::drain(model.stream(request).await).await
+    }
+
+    /// Calls `model`, which must fail with `ResponseTooLarge` saying `says`, and the server
+    /// must see the connection closed.
+    async fn expect_too_large(
+        p: Provider,
+        model: &SharedModel,
+        server: &FixtureServer,
+        says: &str,
+    ) {
+        let (events, err) = tokio::time::timeout(Duration::from_secs(20), call(model))
+            .await
+            .unwrap_or_else(|_| panic!("{p:?}: still reading after 20 s"));
+        let err = err.unwrap_or_else(|| panic!("{p:?}: no error after {} events", events.len()));
+        assert_eq!(err.kind(), ModelErrorKind::ResponseTooLarge, "{p:?}: {err}");
+        assert!(!err.is_retryable(), "{p:?}");
+        assert!(err.message().contains(says), "{p:?}: {err}");
+        assert!(
+            server.wait_disconnect(Duration::from_secs(5)).await,
+            "{p:?}: the connection stayed open"
+        );
+    }
+
+    /// Finding 10 (issue 35): `data:` lines that never end their event.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_sse_event_that_never_ends_fails_at_the_event_limit() {
+        let mut limits = StreamLimits::default();
+        limits.max_event = 64 * 1024;
+        for p in [Provider::OpenAi, Provider::Anthropic] {
+            let server = FixtureServer::start().await.unwrap();
+            server.push(
+                FixtureResponse::chunks("text/event-stream", [b"data: {\n".to_vec()])
+                    .endless(&b"data: 0123456789abcdef\n".repeat(256)),
+            );
+            let model = model(p, &server.base_url(), limits);
+            expect_too_large(p, &model, &server, "event larger than 65536 bytes").await;
+        }
+    }
+
+    /// Finding 10 (issue 35): valid small events without end: the response limit stops them,
+    /// with the events so far bounded by it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn small_events_without_end_fail_at_the_response_limit() {
+        let mut limits = StreamLimits::default();
+        limits.max_response = 256 * 1024;
+        for &p in PROVIDERS {
+            let server = FixtureServer::start().await.unwrap();
+            server.push(start_and_text_event(p));
+            let model = model(p, &server.base_url(), limits);
+            expect_too_large(p, &model, &server, "response larger than 262144 bytes").await;
+        }
+    }
+
+    /// Finding 11 (issue 35): a redirect to another origin (another port of 127.0.0.1) is not
+    /// followed: the other server gets no request, so neither the API key (`Authorization`,
+    /// `x-api-key`) nor the gateway header nor the conversation; a redirect within the origin
+    /// is followed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn no_provider_follows_a_redirect_to_another_origin() {
+        for &p in PROVIDERS {
+            let (first, other) = (
+                FixtureServer::start().await.unwrap(),
+                FixtureServer::start().await.unwrap(),
+            );
+            other.push(FixtureResponse::status(500, "{}"));
+            first.push(
+                FixtureResponse::status(307, "")
+                    .header("location", &format!("{}/collect?k=v", other.base_url())),
+            );
+            let (_, err) = call(&model(p, &first.base_url(), StreamLimits::default())).await;
+            let reached: Vec<_> = other.requests();
+            assert!(
+                reached.is_empty(),
+                "{p:?}: the other origin got {reached:?}"
+            );
+            let err = err.unwrap();
+            assert_eq!(err.kind(), ModelErrorKind::BadRequest, "{p:?}: {err}");
+            assert!(!err.is_retryable());
+            assert!(
+                err.message().contains(&other.base_url()) && !err.message().contains("k=v"),
+                "{p:?}: the error names the origin only: {err}"
+            );
+            let first_request = &first.requests()[0];
+            assert!(
+                first_request.header("x-gateway-token") == Some(GATEWAY),
+                "{p:?}: the configured origin gets the gateway header"
+            );
+
+            // Within the origin: followed, credentials included.
+            let server = FixtureServer::start().await.unwrap();
+            server.push(
+                FixtureResponse::status(307, "")
+                    .header("location", &format!("{}/moved", server.base_url())),
+            );
+            server.push(FixtureResponse::status(500, "{}"));
+            let (_, err) = call(&model(p, &server.base_url(), StreamLimits::default())).await;
+            assert_eq!(err.unwrap().status(), Some(500), "{p:?}");
+            let requests = server.requests();
+            assert_eq!(requests.len(), 2, "{p:?}");
+            assert_eq!(requests[1].header("x-gateway-token"), Some(GATEWAY));
+        }
     }
 }

@@ -100,7 +100,7 @@ async fn the_kit_example_provider_passes_the_conformance_suite() {
         report.results.len(),
         "nothing skipped: {report}"
     );
-    assert_eq!(report.results.len(), 20);
+    assert_eq!(report.results.len(), 22);
 }
 
 #[tokio::test]
@@ -191,8 +191,8 @@ fn line_decoder_splits_anywhere_and_bounds_a_line() {
     });
     assert_eq!(flow.unwrap(), Flow::Done, "stops at Done");
     let e = d.feed(b"0123456789", |_| Ok(Flow::Continue)).unwrap_err();
-    assert_eq!(e.kind(), ModelErrorKind::MalformedStream);
-    assert!(e.message().contains("longer than 8 bytes"), "{e}");
+    assert_eq!(e.kind(), ModelErrorKind::ResponseTooLarge);
+    assert!(e.message().contains("larger than 8 bytes"), "{e}");
 }
 
 #[test]

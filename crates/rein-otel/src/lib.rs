@@ -291,8 +291,11 @@ fn exporter_off(name: &str) -> bool {
 }
 
 /// The OTLP/HTTP client: reqwest's blocking client (the batch processors export from threads
-/// of their own, where no async runtime runs), with Rein's rustls set-up. Built on a thread of
-/// its own: reqwest's blocking client may not be created or dropped inside an async runtime.
+/// of their own, where no async runtime runs), with Rein's rustls set-up and redirect policy
+/// (307 and 308 within the origin only: `OTEL_EXPORTER_OTLP_HEADERS` often carry a backend's
+/// key, and reqwest's default would send them to any host a redirect names). Built on a thread
+/// of its own: reqwest's blocking client may not be created or dropped inside an async
+/// runtime.
 fn http_client() -> Result<reqwest::blocking::Client, Error> {
     let tls = rein_models::http::tls_config().map_err(|e| Error::Exporter(e.to_string()))?;
     let timeout = export_timeout();
@@ -300,6 +303,7 @@ fn http_client() -> Result<reqwest::blocking::Client, Error> {
         reqwest::blocking::Client::builder()
             .tls_backend_preconfigured(tls)
             .timeout(timeout)
+            .redirect(rein_models::http::redirect_policy())
             .build()
     })
     .join()

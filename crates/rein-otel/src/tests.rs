@@ -1113,11 +1113,12 @@ fn a_judge_reason_is_content() {
     for content in [false, true] {
         let h = harness(content, false);
         h.run(|| async {
-            let verdict =
-                format!(r#"{{"verdict": "proceed", "reason": "the key {SECRET} is a test key"}}"#);
+            let verdict = format!(
+                r#"{{"verdict": "proceed", "reason": "the key {SECRET} is a test key", "nonce": "{{nonce}}"}}"#
+            );
             let judge = rein_agent::judge::LlmJudge::new(
                 "judge",
-                ScriptedModel::builder().text(verdict).build(),
+                rein_agent::judge::ScriptedJudge::new([verdict]),
             );
             let mut agent = agent(echo_then_done("x"))
                 .intervention(judge)
@@ -1165,4 +1166,63 @@ fn spans_of_the_export_stack_are_not_exported() {
     let spans = h.spans();
     assert_eq!(names(&spans), vec!["my_app::db".to_owned()]);
     assert_eq!(event_names(&spans[0]), vec!["inside".to_owned()]);
+}
+
+/// Finding 11 of issue 35: the OTLP client follows no redirect to another origin (another
+/// port of 127.0.0.1), so the headers of `OTEL_EXPORTER_OTLP_HEADERS` (a backend's key) and
+/// the telemetry never reach it; within the origin a 307 is followed.
+#[test]
+fn the_otlp_client_sends_no_header_to_another_origin() {
+    use rein_models::conformance::{FixtureResponse, FixtureServer};
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (first, other, same) = rt.block_on(async {
+        (
+            FixtureServer::start().await.unwrap(),
+            FixtureServer::start().await.unwrap(),
+            FixtureServer::start().await.unwrap(),
+        )
+    });
+    other.push(FixtureResponse::status(200, "{}"));
+    first.push(
+        FixtureResponse::status(307, "")
+            .header("location", &format!("{}/v1/traces", other.base_url())),
+    );
+    same.push(
+        FixtureResponse::status(307, "").header("location", &format!("{}/moved", same.base_url())),
+    );
+    same.push(FixtureResponse::status(200, "{}"));
+    // The blocking client is built and used outside the runtime.
+    let (base_first, base_same) = (first.base_url(), same.base_url());
+    let statuses = std::thread::spawn(move || {
+        let client = super::http_client().unwrap();
+        [base_first, base_same].map(|base| {
+            client
+                .post(format!("{base}/v1/traces"))
+                .header("x-otlp-token", "otlp-secret")
+                .body("spans")
+                .send()
+                .map(|r| r.status().as_u16())
+                .unwrap()
+        })
+    })
+    .join()
+    .unwrap();
+    assert_eq!(
+        statuses,
+        [307, 200],
+        "the cross-origin redirect is the answer"
+    );
+    assert_eq!(
+        first.requests()[0].header("x-otlp-token"),
+        Some("otlp-secret")
+    );
+    assert!(other.requests().is_empty(), "{:?}", other.requests());
+    let same = same.requests();
+    assert_eq!(same.len(), 2, "a same-origin 307 is followed");
+    assert_eq!(same[1].path, "/moved");
+    assert_eq!(same[1].header("x-otlp-token"), Some("otlp-secret"));
 }

@@ -195,6 +195,26 @@ fn fsync_dir(dir: &Path) -> Result<(), SessionError> {
     Ok(())
 }
 
+/// Creates `dir` and its missing parents readable by the owner only (0700 on Unix, whatever
+/// the umask): sessions hold conversations, tool results and approvals. Directories that exist
+/// keep their mode.
+fn private_dirs(dir: &Path) -> io::Result<()> {
+    let mut builder = fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
+
+/// Options creating a new file readable by the owner only (0600 on Unix, whatever the umask).
+fn new_private_file() -> OpenOptions {
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options
+}
+
 /// Writes `bytes` to a new fsynced temporary file in `tmp`.
 fn write_temp(tmp: &Path, bytes: &[u8]) -> Result<PathBuf, SessionError> {
     let path = tmp.join(format!(
@@ -203,10 +223,7 @@ fn write_temp(tmp: &Path, bytes: &[u8]) -> Result<PathBuf, SessionError> {
         uuid::Uuid::new_v4().simple()
     ));
     let result = (|| {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)?;
+        let mut f = new_private_file().open(&path)?;
         f.write_all(bytes)?;
         f.sync_all()
     })();
@@ -249,9 +266,7 @@ fn retire(tmp: &Path, path: &Path) {
         std::process::id(),
         uuid::Uuid::new_v4().simple()
     ));
-    let made = OpenOptions::new()
-        .write(true)
-        .create_new(true)
+    let made = new_private_file()
         .open(&temp)
         .and_then(|_| fs::rename(&temp, path));
     if made.is_err() {
@@ -386,7 +401,7 @@ fn stage(
     if !log.is_dir() || !tmp.is_dir() {
         let fresh = !dir.exists();
         for d in [&log, &tmp, &dir.join(SNAPSHOTS)] {
-            fs::create_dir_all(d).map_err(|e| io_err("creating", d, e))?;
+            private_dirs(d).map_err(|e| io_err("creating", d, e))?;
         }
         if fresh {
             fsync_dir(dir)?;

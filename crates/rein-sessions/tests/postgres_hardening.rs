@@ -361,6 +361,46 @@ async fn tls_verifies_the_server_and_fails_typed() {
     assert!(matches!(err, SessionError::Config(_)), "{err}");
 }
 
+/// Finding 13 of issue 35: unless told otherwise, a server not on this machine gets TLS with
+/// the public roots (here it fails: the test server's CA is not one of them), never plaintext;
+/// plaintext to it takes `TlsMode::Disable`; a server on this machine keeps plaintext.
+#[tokio::test]
+async fn tls_is_required_by_default_off_this_machine() {
+    let Some(url) = postgres_url() else { return };
+    if peer_var("REIN_TEST_POSTGRES_TLS_CA").is_none() {
+        return;
+    }
+    let _server = SERVER.lock().await;
+    let port = url::port(&url);
+    // The plaintext database, by a name that is not this machine's (hostaddr reaches it).
+    let remote = format!(
+        "host=db.example.invalid hostaddr=127.0.0.1 port={port} user=postgres dbname=rein_test"
+    );
+    let err = PostgresSessionStore::builder(&remote)
+        .build()
+        .await
+        .unwrap_err();
+    assert!(matches!(err, SessionError::Io { .. }), "{err:?}");
+    assert!(format!("{err}").contains("UnknownIssuer"), "{err}");
+    // sslmode=disable in the URL alone does not turn it off.
+    let err = PostgresSessionStore::builder(&format!("{remote} sslmode=disable"))
+        .build()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, SessionError::Config(m) if m.contains("TlsMode::Disable")),
+        "{err:?}"
+    );
+    // Said in code, plaintext works (with a warning in the log).
+    PostgresSessionStore::builder(&remote)
+        .tls(TlsMode::Disable)
+        .build()
+        .await
+        .unwrap();
+    // On this machine plaintext stays the default.
+    PostgresSessionStore::builder(&url).build().await.unwrap();
+}
+
 /// The port of a `postgres://user@host:port/db` URL.
 mod url {
     pub(crate) fn port(url: &str) -> &str {

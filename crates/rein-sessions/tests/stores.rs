@@ -190,6 +190,48 @@ async fn file_store_compacts_and_reads_the_same() {
     assert_eq!(snaps, 1, "one snapshot kept");
 }
 
+/// Finding 13 of issue 35: the file store's directories are 0700 and its files 0600,
+/// whatever the umask (sessions hold conversations, tool results and approvals).
+#[cfg(unix)]
+#[tokio::test]
+async fn file_store_files_are_private_to_their_owner() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = TempDir::new("modes");
+    let root = dir.path().join("store");
+    let store = FileSessionStore::new(&root).compact_after(2);
+    let id = "private";
+    for i in 0..3u64 {
+        let m = StoredMessage::new(MessageId::new(), Message::user(format!("m{i}")));
+        store
+            .write(id, i, vec![SessionWrite::AppendMessage(m)])
+            .await
+            .unwrap();
+    }
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let session = store.session_dir(id).unwrap();
+    for d in [
+        root.clone(),
+        session.clone(),
+        session.join("log"),
+        session.join("snapshots"),
+        session.join("tmp"),
+    ] {
+        assert_eq!(mode(&d), 0o700, "{}", d.display());
+    }
+    let mut files = 0;
+    for sub in ["log", "snapshots"] {
+        for entry in std::fs::read_dir(session.join(sub)).unwrap() {
+            let path = entry.unwrap().path();
+            assert_eq!(mode(&path), 0o600, "{}", path.display());
+            files += 1;
+        }
+    }
+    assert!(
+        files >= 3,
+        "log entries, tombstones and a snapshot: {files}"
+    );
+}
+
 #[tokio::test]
 async fn newer_schema_is_a_typed_error() {
     let dir = TempDir::new("schema");

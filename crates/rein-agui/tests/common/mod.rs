@@ -16,9 +16,18 @@ use rein_models::{ScriptedModel, SharedModel};
 use rein_sessions::MemorySessionStore;
 use serde_json::json;
 
+const SCRIPTS: [&str; 10] = [
+    "tool", "output", "browser", "approve", "reject", "edit", "refuse", "inject", "parked",
+    "replay",
+];
+
 fn script(thread_id: &str) -> ScriptedModel {
     let b = ScriptedModel::builder();
-    let kind = thread_id.split('-').next().unwrap_or_default();
+    // The first part of the id that names a script (`alice-approve-1` is an `approve` thread).
+    let kind = thread_id
+        .split('-')
+        .find(|k| SCRIPTS.contains(k))
+        .unwrap_or_default();
     match kind {
         "tool" | "output" => b.tool_use("c1", "clock", json!({})).text("It is noon."),
         "browser" => b
@@ -55,7 +64,15 @@ pub fn server(store: MemorySessionStore) -> AguiServer {
     server_with(store, Models::default())
 }
 
+/// The shared token the test servers require (`Authorization: Bearer TOKEN`).
+pub const TOKEN: &str = "test-token-0123456789abcdef";
+
 pub fn server_with(store: MemorySessionStore, models: Models) -> AguiServer {
+    unauthenticated_server(store, models).token(TOKEN)
+}
+
+/// The test server without a configured token: it makes up its own.
+pub fn unauthenticated_server(store: MemorySessionStore, models: Models) -> AguiServer {
     AguiServer::new(store, move |thread_id| {
         let model = models
             .lock()
@@ -135,35 +152,94 @@ pub async fn start_with(store: MemorySessionStore, models: Models) -> ServerHand
         .spawn()
 }
 
-/// A minimal HTTP/1.1 request (Connection: close): status and body.
+/// A minimal HTTP/1.1 request (Connection: close) with the test token: status and body.
 pub async fn http(
     addr: std::net::SocketAddr,
     method: &str,
     path: &str,
     body: &str,
 ) -> (u16, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut out = Vec::new();
-    s.read_to_end(&mut out).await.unwrap();
-    let text = String::from_utf8_lossy(&out).into_owned();
-    let status = text[9..12].parse().unwrap();
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
+    let (status, _, body) = request(
+        addr,
+        method,
+        path,
+        &[("Authorization", &format!("Bearer {TOKEN}"))],
+        body,
+    )
+    .await;
     (status, body)
 }
 
-/// Runs `node tests/js/<script> <args>`; its stdout (the test fails when node does).
+/// A request with these headers besides Host, Content-Type: application/json (unless given),
+/// Content-Length and Connection: close: status, head (lower-cased) and body.
+pub async fn request(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String, String) {
+    let mut head = format!("{method} {path} HTTP/1.1\r\n");
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        head.push_str(&format!("Host: {addr}\r\n"));
+    }
+    if !headers
+        .iter()
+        .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+    {
+        head.push_str("Content-Type: application/json\r\n");
+    }
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str(&format!(
+        "Accept: text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    ));
+    let text = raw(addr, head.as_bytes()).await;
+    let status = text.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    (status, head.to_lowercase(), body.to_owned())
+}
+
+/// Sends `bytes` and reads the answer until the server closes the connection.
+pub async fn raw(addr: std::net::SocketAddr, bytes: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(bytes).await.unwrap();
+    let mut out = Vec::new();
+    // A reset after the answer (the server closed with our bytes unread) ends the read too.
+    let _ = s.read_to_end(&mut out).await;
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A run request: `text` as the new user message, or `resume` entries.
+pub fn run_input(thread: &str, text: Option<&str>, resume: Option<serde_json::Value>) -> String {
+    let messages = match text {
+        Some(t) => json!([{"id": "m1", "role": "user", "content": t}]),
+        None => json!([]),
+    };
+    let mut v = json!({"threadId": thread, "runId": "r1", "messages": messages});
+    if let Some(r) = resume {
+        v["resume"] = r;
+    }
+    v.to_string()
+}
+
+/// The JSON events of an SSE body (lines that are not `data:` frames are skipped).
+pub fn events(body: &str) -> Vec<serde_json::Value> {
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str(d).ok())
+        .collect()
+}
+
+/// Runs `node tests/js/<script> <args>` with the test token as `REIN_AGUI_TOKEN`; its stdout
+/// (the test fails when node does).
 pub async fn node(script: &str, args: &[&str]) -> String {
     let path = format!("{}/tests/js/{script}", env!("CARGO_MANIFEST_DIR"));
     let out = tokio::process::Command::new("node")
+        .env("REIN_AGUI_TOKEN", TOKEN)
         .arg(path)
         .args(args)
         .output()
@@ -176,4 +252,22 @@ pub async fn node(script: &str, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     stdout
+}
+
+/// Waits until the thread's run shows in `GET /threads` (a hung server fails the test after a
+/// minute instead of hanging it).
+pub async fn wait_running(addr: std::net::SocketAddr, thread: &str) {
+    tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let (_, t) = http(addr, "GET", &format!("/threads/{thread}"), "").await;
+            if serde_json::from_str::<serde_json::Value>(&t)
+                .is_ok_and(|t| t["runningRunId"].is_string())
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the run never started");
 }

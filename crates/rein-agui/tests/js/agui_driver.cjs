@@ -36,8 +36,11 @@ async function run(agent, params, onEvent) {
   return { types, ...seen };
 }
 
+// The server's token (REIN_AGUI_TOKEN), sent as the client's own header option.
+const headers = process.env.REIN_AGUI_TOKEN ? { Authorization: `Bearer ${process.env.REIN_AGUI_TOKEN}` } : {};
+
 function agentFor(threadId) {
-  return new HttpAgent({ url, threadId });
+  return new HttpAgent({ url, threadId, headers });
 }
 
 function say(agent, text) {

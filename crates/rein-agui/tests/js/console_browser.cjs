@@ -24,11 +24,17 @@ const { chromium } = createRequire(path.join(modules, "noop.js"))("playwright-co
     const page = context.pages()[0] || (await context.newPage());
     const errors = [];
     page.on("pageerror", (e) => errors.push(String(e)));
-    await page.goto(`${url}?thread=browser-${Date.now()}`);
+    // The token as `rein serve` prints it: in the console's URL (the page keeps it and takes it
+    // out of the address bar).
+    const start = new URL(url);
+    start.searchParams.set("thread", `browser-${Date.now()}`);
+    if (process.env.REIN_AGUI_TOKEN) start.searchParams.set("token", process.env.REIN_AGUI_TOKEN);
+    await page.goto(start.toString());
     await page.fill("#prompt", "Please delete a.txt");
     await page.click("#send");
     const approve = page.locator("#approvals [data-action=approve]");
     await approve.waitFor({ timeout: 10000 });
+    out.addressBar = page.url();
     out.question = await page.locator("#approvals .approval .q").innerText();
     out.askedCall = await page.locator("#approvals .approval pre").innerText();
     out.askedDecision = await page.locator("#decisions .decision").first().innerText();

@@ -18,7 +18,6 @@ use serde_json::{Map, Value};
 
 use auth::Auth;
 pub use auth::{AwsCredentials, AwsCredentialsProvider};
-pub use stream::BEDROCK_MAX_FRAME;
 pub(crate) use stream::EventStreamDecoder;
 
 use crate::http::{self, HttpEndpoint, HttpSettings, KeyHeader, Secret};
@@ -359,8 +358,9 @@ impl Model for BedrockModel {
         for (name, value) in auth {
             rb = rb.header(name, value);
         }
+        let decoder = EventStreamDecoder::with_max_frame(self.http.limits().max_event);
         self.http
-            .stream_body(PROVIDER, rb, EventStreamDecoder::default(), http_error)
+            .stream_body(PROVIDER, rb, decoder, http_error)
             .await
     }
 }

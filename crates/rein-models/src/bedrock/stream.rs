@@ -15,11 +15,19 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{PROVIDER, error_for_type};
-use crate::http::{BodyDecoder, Flow, WireDecoder};
+use crate::http::{BodyDecoder, Flow, StreamLimits, WireDecoder};
 
-/// The largest event-stream frame accepted (the event-stream limit, 16 MiB): a prelude
-/// announcing more is a malformed stream, before anything of it is buffered.
-pub const BEDROCK_MAX_FRAME: usize = 16 * 1024 * 1024;
+/// The largest event-stream frame accepted: the provider's `stream_limits().max_event`
+/// (default 16 MiB, the event-stream format's own limit). A prelude announcing more fails at
+/// once, before anything of the frame is buffered.
+#[derive(Clone, Copy)]
+struct MaxFrame(usize);
+
+impl Default for MaxFrame {
+    fn default() -> Self {
+        Self(StreamLimits::DEFAULT_MAX_EVENT)
+    }
+}
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -176,6 +184,7 @@ fn stream_error(ty: &str, text: &str) -> ModelError {
 #[derive(Default)]
 pub(crate) struct EventStreamDecoder {
     buf: Vec<u8>,
+    max_frame: MaxFrame,
     frames: MessageFrameDecoder,
     started: bool,
     open: Option<(u64, Kind)>,
@@ -205,6 +214,14 @@ impl BodyDecoder for EventStreamDecoder {
 }
 
 impl EventStreamDecoder {
+    /// A decoder taking frames of at most `max_frame` bytes.
+    pub(crate) fn with_max_frame(max_frame: usize) -> Self {
+        Self {
+            max_frame: MaxFrame(max_frame),
+            ..Self::default()
+        }
+    }
+
     fn frames_from(
         &mut self,
         pos: &mut usize,
@@ -218,10 +235,12 @@ impl EventStreamDecoder {
             // The prelude's total length, checked before the frame is buffered whole: the
             // frame decoder itself would wait for up to 4 GiB.
             let total = u32::from_be_bytes(*prelude) as usize;
-            if total > BEDROCK_MAX_FRAME {
-                return Err(malformed(format_args!(
-                    "event-stream frame of {total} bytes (limit {BEDROCK_MAX_FRAME})"
-                )));
+            if total > self.max_frame.0 {
+                return Err(crate::http::too_large(
+                    PROVIDER,
+                    &format!("an event-stream frame announcing {total} bytes is"),
+                    self.max_frame.0,
+                ));
             }
             let Some(mut frame) = rest.get(..total) else {
                 return Ok(Flow::Continue);
@@ -536,9 +555,18 @@ mod tests {
             .feed(&[0xff, 0xff, 0xff, 0xff, 0, 0], &mut VecDeque::new())
             .err()
             .unwrap();
-        assert!(e.message().contains("limit"), "{e}");
-        let over = u32::try_from(BEDROCK_MAX_FRAME + 1).unwrap().to_be_bytes();
-        assert_eq!(kind(&over), Some(ModelErrorKind::MalformedStream));
+        assert_eq!(e.kind(), ModelErrorKind::ResponseTooLarge, "{e}");
+        assert!(e.message().contains("larger than"), "{e}");
+        let over = u32::try_from(StreamLimits::DEFAULT_MAX_EVENT + 1)
+            .unwrap()
+            .to_be_bytes();
+        assert_eq!(kind(&over), Some(ModelErrorKind::ResponseTooLarge));
+        // The limit is the provider's setting.
+        let mut small = EventStreamDecoder::with_max_frame(1000);
+        let e = small
+            .feed(&1001u32.to_be_bytes(), &mut VecDeque::new())
+            .unwrap_err();
+        assert_eq!(e.kind(), ModelErrorKind::ResponseTooLarge);
         for total in [0u32, 4, 11, 12, 15] {
             let mut f = total.to_be_bytes().to_vec();
             f.resize(32, 0);

@@ -15,7 +15,14 @@ pub(crate) async fn collect<M: Model>(
     model: &M,
     req: ModelRequest,
 ) -> (Vec<StreamEvent>, Option<ModelError>) {
-    let mut s = match model.stream(req).await {
+    drain(model.stream(req).await).await
+}
+
+/// [`collect`] from the call's result (a `SharedModel`'s, say).
+pub(crate) async fn drain(
+    call: Result<rein_models::ModelStream, ModelError>,
+) -> (Vec<StreamEvent>, Option<ModelError>) {
+    let mut s = match call {
         Ok(s) => s,
         Err(e) => return (Vec::new(), Some(e)),
     };

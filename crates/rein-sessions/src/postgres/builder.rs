@@ -17,16 +17,21 @@ use crate::error::SessionError;
 
 /// How a [`PostgresSessionStore`] secures its connections.
 ///
+/// Unset, the builder chooses by the URL's hosts: plaintext when every host is on this machine
+/// (a loopback address, `localhost` or a Unix socket), else [`TlsMode::Require`] with the
+/// [`TlsRoots::WebPki`] roots: a database password and the sessions (conversations, tool
+/// results, approvals) never cross a network in plaintext unless you say so.
+///
 /// There is no mode that encrypts without verifying the server: a certificate that is not
 /// checked does not stop a man in the middle.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum TlsMode {
-    /// Plaintext connections (the default): for a trusted network, a local server or a local
-    /// TLS proxy. A URL with `sslmode=require` is refused with [`SessionError::Config`], so a
-    /// URL that asks for TLS never quietly gets plaintext; `sslmode=prefer` (tokio-postgres'
-    /// default) connects in plaintext.
-    #[default]
+    /// Plaintext connections: for a trusted network, a local server or a local TLS proxy. To a
+    /// host not on this machine the build logs a warning (`tracing`, target
+    /// `rein_sessions::postgres`). A URL with `sslmode=require` is refused with
+    /// [`SessionError::Config`], so a URL that asks for TLS never quietly gets plaintext;
+    /// `sslmode=prefer` (tokio-postgres' default) connects in plaintext.
     Disable,
     /// TLS on every connection, never falling back to plaintext (the URL's `sslmode` is
     /// taken as `require`; `sslmode=disable` is refused with [`SessionError::Config`]). The
@@ -58,7 +63,7 @@ pub enum TlsRoots {
 /// | setting | default |
 /// |---|---|
 /// | [`pool_size`](Self::pool_size) | 4 connections |
-/// | [`tls`](Self::tls) | [`TlsMode::Disable`] |
+/// | [`tls`](Self::tls) | plaintext to this machine, else [`TlsMode::Require`] with the webpki roots |
 /// | [`application_name`](Self::application_name) | the URL's, else `rein-sessions` |
 /// | [`timeout`](Self::timeout) | 30 s per try |
 /// | [`max_retries`](Self::max_retries), [`backoff`](Self::backoff) | 8; 100 ms doubling to 2 s |
@@ -69,7 +74,8 @@ pub enum TlsRoots {
 pub struct PostgresSessionStoreBuilder {
     config: Result<Config, String>,
     pool_size: usize,
-    tls: TlsMode,
+    /// `None`: chosen by the hosts (see [`TlsMode`]).
+    tls: Option<TlsMode>,
     application_name: Option<String>,
     timeout: Duration,
     retry: RetryPolicy,
@@ -83,7 +89,7 @@ impl PostgresSessionStoreBuilder {
                 .parse::<Config>()
                 .map_err(|e| super::PgError(e).to_string()),
             pool_size: 4,
-            tls: TlsMode::Disable,
+            tls: None,
             application_name: None,
             timeout: Duration::from_secs(30),
             retry: RetryPolicy::default(),
@@ -99,9 +105,9 @@ impl PostgresSessionStoreBuilder {
         self
     }
 
-    /// TLS for every connection (see [`TlsMode`]).
+    /// TLS for every connection (see [`TlsMode`]; unset: plaintext to this machine only).
     pub fn tls(mut self, mode: TlsMode) -> Self {
-        self.tls = mode;
+        self.tls = Some(mode);
         self
     }
 
@@ -171,8 +177,35 @@ impl PostgresSessionStoreBuilder {
         let manager_config = ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
         };
-        let manager = match &self.tls {
+        let remote = remote_hosts(&config);
+        let tls = match self.tls {
+            Some(mode) => mode,
+            None if remote.is_empty() => TlsMode::Disable,
+            None => {
+                if config.get_ssl_mode() == SslMode::Disable {
+                    return Err(SessionError::Config(format!(
+                        "the URL has sslmode=disable for {}, not on this machine: TLS is \
+                         required by default off this machine; for a trusted network, say so \
+                         with .tls(TlsMode::Disable)",
+                        remote.join(", ")
+                    )));
+                }
+                TlsMode::Require {
+                    ca: TlsRoots::WebPki,
+                }
+            }
+        };
+        let manager = match &tls {
             TlsMode::Disable => {
+                if !remote.is_empty() {
+                    tracing::warn!(
+                        target: "rein_sessions::postgres",
+                        hosts = %remote.join(", "),
+                        "PostgreSQL session store connects in plaintext (TlsMode::Disable) to a \
+                         host not on this machine: passwords and sessions cross the network \
+                         unencrypted"
+                    );
+                }
                 if config.get_ssl_mode() == SslMode::Require {
                     return Err(SessionError::Config(
                         "the URL has sslmode=require but TLS is not configured: \
@@ -207,6 +240,28 @@ impl PostgresSessionStoreBuilder {
         store.create_schema().await?;
         Ok(store)
     }
+}
+
+/// The URL's hosts not on this machine (a Unix socket, `localhost` and loopback addresses
+/// are): with none, plaintext is the default.
+fn remote_hosts(config: &Config) -> Vec<String> {
+    use tokio_postgres::config::Host;
+    config
+        .get_hosts()
+        .iter()
+        .filter_map(|h| match h {
+            Host::Tcp(name) => {
+                let bare = name.trim_start_matches('[').trim_end_matches(']');
+                let local = bare.eq_ignore_ascii_case("localhost")
+                    || bare
+                        .parse::<std::net::IpAddr>()
+                        .is_ok_and(|ip| ip.is_loopback());
+                (!local).then(|| name.clone())
+            }
+            #[cfg(unix)]
+            Host::Unix(_) => None,
+        })
+        .collect()
 }
 
 /// rustls with the ring provider (no process-wide provider needed) trusting `roots`.
