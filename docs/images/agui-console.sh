@@ -9,5 +9,5 @@ mkdir -p "$PEERS"; : > "$PEERS/env"
 bash .ci/peers-agui.sh "$PEERS"
 # shellcheck disable=SC1091
 source "$PEERS/env"
-REIN_AGUI_UPDATE_SCREENSHOT=1 cargo test -p rein-agui --test console_browser -- --nocapture
+REIN_AGUI_UPDATE_SCREENSHOT=1 cargo test -p rein-agui --test it console_browser -- --nocapture
 echo "updated docs/images/agui-console.png"

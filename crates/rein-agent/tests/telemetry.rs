@@ -1,6 +1,10 @@
 //! Tracing spans `invoke_agent` / `chat` / `execute_tool` with GenAI attributes (SPEC §6).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+// Its own binary: it reads what tracing hands a scoped subscriber, and tracing caches per
+// process whether a callsite is of interest; a test on another thread that reaches a callsite
+// first, with no subscriber, can leave it cached as uninteresting (seen in the shared binary).
+#[path = "it/common/mod.rs"]
 mod common;
 
 use std::sync::{Arc, Mutex};

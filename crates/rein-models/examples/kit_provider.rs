@@ -12,7 +12,7 @@
 //!
 //! The kit does the HTTP half (timeouts, status → `ModelError`, `retry-after`, bounded error
 //! bodies, SSE framing, the final `Metadata` event); the provider writes only the request
-//! encoding and an `SseDecoder`. `tests/kit_provider.rs` runs the conformance suite on it.
+//! encoding and an `SseDecoder`. `tests/it/kit_provider.rs` runs the conformance suite on it.
 //!
 //! Run: `cargo run -p rein-models --example kit_provider --features http-kit,test-util`
 //! (streams one answer from the suite's local fixture server).

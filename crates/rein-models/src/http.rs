@@ -28,7 +28,7 @@
 //! reqwest dependency of your own, so the versions always match.
 //!
 //! `crates/rein-models/examples/kit_provider.rs` is a complete provider built on the kit; it
-//! passes the conformance suite (`tests/kit_provider.rs`).
+//! passes the conformance suite (`tests/it/kit_provider.rs`).
 
 #![cfg_attr(
     not(all(feature = "openai", feature = "anthropic", feature = "ollama")),

@@ -4,6 +4,8 @@
 #![cfg(feature = "postgres")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+// Its own binary: these tests restart the shared server, which the tests of `it` use.
+#[path = "it/common/mod.rs"]
 mod common;
 
 use std::collections::HashSet;

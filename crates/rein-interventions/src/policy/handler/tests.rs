@@ -799,7 +799,7 @@ fn loads_every_kind_from_toml_and_json() {
     ]);
     let p = Policy::from_json_str(&json.to_string()).unwrap();
     let kinds: Vec<_> = p.handlers().iter().map(PolicyHandler::kind_name).collect();
-    // `cedar` needs files of its own: tests/cedar.rs loads it.
+    // `cedar` needs files of its own: tests/it/cedar.rs loads it.
     let names: Vec<_> = PolicyKind::KIND_NAMES
         .iter()
         .copied()

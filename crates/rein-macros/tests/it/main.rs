@@ -1,0 +1,7 @@
+//! The integration tests of rein-macros, in one binary: `cargo test -p rein-macros --test it`
+//! (one link instead of one per file). A new test file is a module here; helpers that several
+//! share go in a `common` module here.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod tool_macro;
+mod ui;

@@ -1,0 +1,7 @@
+//! The integration tests of rein-mcp, in one binary: `cargo test -p rein-mcp --test it`
+//! (one link instead of one per file). A new test file is a module here; helpers that several
+//! share go in a `common` module here.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod hostile_server;
+mod servers;

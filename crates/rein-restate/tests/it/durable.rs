@@ -1,0 +1,506 @@
+//! Durable agents against a real Restate server (started by the test, 127.0.0.1 only) and
+//! worker processes: runs, typed errors through the ingress, approval from anywhere (raised on
+//! worker A, answered by `curl`, resumed on worker B), cancel, injection from four processes,
+//! a server restart mid-run, a handoff kept across invocations. SKIPPED without
+//! `REIN_RESTATE_SERVER` (`.ci/peers-restate.sh`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use crate::common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
+use std::time::Duration;
+
+use common::*;
+use rein_core::{Message, message::InterruptResponse, stream::StopReason};
+use rein_restate::{
+    Client,
+    wire::{InjectRequest, InjectionStatus, InvokeRequest, ResumeRequest},
+};
+use serde_json::{Value, json};
+
+/// Every tool use in the history has its result (SPEC: history stays valid).
+fn assert_answered(messages: &[(rein_core::id::MessageId, Message)]) {
+    let json = serde_json::to_value(messages.iter().map(|(_, m)| m).collect::<Vec<_>>()).unwrap();
+    let mut uses = BTreeSet::new();
+    let mut results = BTreeSet::new();
+    collect(&json, &mut uses, &mut results);
+    assert_eq!(uses, results, "every tool use answered");
+}
+
+fn collect(v: &Value, uses: &mut BTreeSet<String>, results: &mut BTreeSet<String>) {
+    match v {
+        Value::Object(map) => {
+            if let Some(Value::Object(u)) = map.get("toolUse") {
+                uses.insert(u["toolUseId"].as_str().unwrap_or_default().to_owned());
+            }
+            if let Some(Value::Object(r)) = map.get("toolResult") {
+                results.insert(r["toolUseId"].as_str().unwrap_or_default().to_owned());
+            }
+            map.values().for_each(|v| collect(v, uses, results));
+        }
+        Value::Array(items) => items.iter().for_each(|v| collect(v, uses, results)),
+        _ => {}
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_and_typed_errors_through_the_ingress() {
+    let Some(restate) = Restate::start("errors").await else {
+        return;
+    };
+    let ledger = restate.ledger();
+    let _worker = Worker::start(
+        &restate,
+        WorkerOptions {
+            ledger: Some(&ledger),
+            ..Default::default()
+        },
+    )
+    .await;
+    let client = Client::new(&restate.ingress).unwrap();
+
+    let report = client
+        .invoke("s1", InvokeRequest::text("steps 2"))
+        .await
+        .unwrap();
+    assert_eq!(report.text, "Finished 2 steps.");
+    assert_eq!(report.stop_reason, StopReason::EndTurn);
+    assert_eq!(ledger_lines(&ledger).len(), 2);
+    let view = client.session("s1").await.unwrap();
+    assert_eq!(view.messages.len(), 6);
+    assert_answered(&view.messages);
+
+    // Unknown session, nothing pending, unknown interrupt, input while interrupts wait.
+    let answer = |id: &str| ResumeRequest::new(vec![InterruptResponse::new(id, json!(true))]);
+    let e = client.resume("nobody", answer("x")).await.unwrap_err();
+    assert_eq!(e.status(), Some(404), "{e}");
+    assert_eq!(
+        client.session("nobody").await.unwrap_err().status(),
+        Some(404)
+    );
+    let e = client.resume("s1", answer("x")).await.unwrap_err();
+    assert_eq!(e.status(), Some(409), "{e}");
+    let paused = client
+        .invoke("s2", InvokeRequest::text("delete /tmp/a"))
+        .await
+        .unwrap();
+    assert_eq!(paused.stop_reason, StopReason::Interrupt);
+    let e = client.resume("s2", answer("nope")).await.unwrap_err();
+    assert_eq!(e.status(), Some(400), "{e}");
+    let e = client
+        .invoke("s2", InvokeRequest::text("hello"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), Some(409), "{e}");
+    // A wrong-shaped approval is refused and the interrupt still waits.
+    let bad = ResumeRequest::new(vec![
+        paused.interrupts[0].answer(json!({"approved": "maybe"})),
+    ]);
+    assert_eq!(
+        client.resume("s2", bad).await.unwrap_err().status(),
+        Some(400)
+    );
+    assert_eq!(client.session("s2").await.unwrap().pending.len(), 1);
+
+    // Malformed requests (raw HTTP, as any caller might send them).
+    let http = reqwest_client();
+    for body in ["garbage", "{}", r#"{"answers": 3}"#] {
+        for handler in ["invoke", "resume"] {
+            let url = format!("{}/ReinAgent/s3/{handler}", restate.ingress);
+            let response = http
+                .post(url)
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status().as_u16(), 400, "{handler} {body}");
+        }
+    }
+
+    // Injection with no run: refused; the same idempotency key twice is one injection.
+    let e = client
+        .inject("s1", InjectRequest::text("late"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), Some(409), "{e}");
+    let first = client
+        .inject(
+            "s2",
+            InjectRequest::text("while paused").idempotency_key("k1"),
+        )
+        .await
+        .unwrap();
+    let again = client
+        .inject(
+            "s2",
+            InjectRequest::text("while paused").idempotency_key("k1"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(first.id, again.id);
+    assert_eq!(first.status, InjectionStatus::Queued);
+    // The paused run gets it when it resumes, once.
+    let approve = ResumeRequest::new(vec![paused.interrupts[0].answer(json!({"approved": true}))]);
+    let done = client.resume("s2", approve).await.unwrap();
+    assert_eq!(done.text, "Deleted.");
+    assert_eq!(done.injections.len(), 1);
+    assert_eq!(done.injections[0].id, first.id);
+    let status = client.injection("s2", first.id).await.unwrap();
+    assert_eq!(status.status, InjectionStatus::Consumed);
+    let view = client.session("s2").await.unwrap();
+    let text = serde_json::to_string(&view.messages).unwrap();
+    assert_eq!(text.matches("while paused").count(), 1);
+    assert_answered(&view.messages);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approval_raised_on_one_worker_answered_by_curl_resumed_on_another() {
+    let Some(restate) = Restate::start("approval").await else {
+        return;
+    };
+    let client = Client::new(&restate.ingress).unwrap();
+    let mut a = Worker::start(&restate, WorkerOptions::default()).await;
+    let paused = client
+        .invoke("ticket-7", InvokeRequest::text("delete /srv/old"))
+        .await
+        .unwrap();
+    assert_eq!(paused.stop_reason, StopReason::Interrupt);
+    let id = paused.interrupts[0].clone();
+    a.kill();
+    // Worker B (another process, another address) is the deployment now.
+    let _b = Worker::start(&restate, WorkerOptions::default()).await;
+    // A caller answers with the id it was shown (with the pause's nonce) and echoes the
+    // fingerprint of the action it approves.
+    let body = json!({"answers": [{
+        "interruptId": id.resume_id(),
+        "fingerprint": id.fingerprint,
+        "response": {"approved": true},
+    }]});
+    let out = Command::new("curl")
+        .args([
+            "-s",
+            "-X",
+            "POST",
+            "-H",
+            "content-type: application/json",
+            "-d",
+        ])
+        .arg(body.to_string())
+        .arg(format!("{}/ReinAgent/ticket-7/resume", restate.ingress))
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["text"], "Deleted.", "{report}");
+    assert_eq!(report["decisions"][0]["confirmation"]["status"], "approved");
+    let view = client.session("ticket-7").await.unwrap();
+    assert!(view.pending.is_empty());
+    assert_answered(&view.messages);
+}
+
+/// Approvals through the ingress are bound to their pause and to the action (SPEC §4, §12):
+/// an answer naming no fingerprint is refused (409) and the call stays pending; the session
+/// pauses again on the same tool-use id (`del-1`) and the first resume, sent again, is an
+/// answer to another pause (400), and an answer naming the new id with the first call's
+/// fingerprint is refused (409) — `/b` is never deleted until approved as shown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replayed_or_unbound_resume_approves_nothing_through_the_ingress() {
+    let Some(restate) = Restate::start("replay").await else {
+        return;
+    };
+    let _worker = Worker::start(&restate, WorkerOptions::default()).await;
+    let client = Client::new(&restate.ingress).unwrap();
+    let http = reqwest_client();
+    let resume = |body: Value| {
+        let request = http
+            .post(format!("{}/ReinAgent/r/resume", restate.ingress))
+            .header("content-type", "application/json")
+            .body(body.to_string());
+        async move {
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            (status, response.text().await.unwrap())
+        }
+    };
+    let deleted_b = |view: &rein_restate::wire::SessionView| {
+        serde_json::to_string(&view.messages)
+            .unwrap()
+            .contains(r#"deleted \"/b\""#)
+    };
+    let first = client
+        .invoke("r", InvokeRequest::text("delete /a"))
+        .await
+        .unwrap();
+    let a = first.interrupts[0].clone();
+    let unbound =
+        json!({"answers": [{"interruptId": a.resume_id(), "response": {"approved": true}}]});
+    let (status, body) = resume(unbound).await;
+    assert_eq!(status, 409, "an approval naming no fingerprint: {body}");
+    assert_eq!(client.session("r").await.unwrap().pending, vec![a.clone()]);
+    let approve_a = json!({"answers": [{
+        "interruptId": a.resume_id(),
+        "fingerprint": a.fingerprint,
+        "response": {"approved": true},
+    }]});
+    let (status, body) = resume(approve_a.clone()).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("Deleted."), "{body}");
+
+    let second = client
+        .invoke("r", InvokeRequest::text("delete /b"))
+        .await
+        .unwrap();
+    let b = second.interrupts[0].clone();
+    assert_eq!(b.id, a.id, "the same handler on the same tool-use id");
+    let (status, body) = resume(approve_a).await;
+    assert_eq!(status, 400, "the first resume again: {body}");
+    let forged = json!({"answers": [{
+        "interruptId": b.resume_id(),
+        "fingerprint": a.fingerprint,
+        "response": {"approved": true},
+    }]});
+    let (status, body) = resume(forged).await;
+    assert_eq!(status, 409, "another call's fingerprint: {body}");
+    let view = client.session("r").await.unwrap();
+    assert_eq!(view.pending, vec![b.clone()]);
+    assert!(!deleted_b(&view), "/b was deleted without its approval");
+
+    let done = client
+        .resume(
+            "r",
+            ResumeRequest::new(vec![b.answer(json!({"approved": true}))]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.text, "Deleted.");
+    assert!(deleted_b(&client.session("r").await.unwrap()));
+}
+
+/// The agent in control after a handoff is part of the session: the next invocation, on
+/// whichever worker, goes on with it (not with the agent the factory builds).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handoff_holds_across_invocations_of_a_durable_session() {
+    let Some(restate) = Restate::start("handoff").await else {
+        return;
+    };
+    let _worker = Worker::start(&restate, WorkerOptions::default()).await;
+    let client = Client::new(&restate.ingress).unwrap();
+    let first = client
+        .invoke("h", InvokeRequest::text("transfer"))
+        .await
+        .unwrap();
+    assert_eq!(first.text, "Support: transfer");
+    let next = client
+        .invoke("h", InvokeRequest::text("say where is my parcel?"))
+        .await
+        .unwrap();
+    assert_eq!(next.text, "Support: say where is my parcel?");
+    assert_answered(&client.session("h").await.unwrap().messages);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_from_another_process_stops_the_run_with_a_valid_history() {
+    let Some(restate) = Restate::start("cancel").await else {
+        return;
+    };
+    let _worker = Worker::start(
+        &restate,
+        WorkerOptions {
+            tool_delay_ms: 20,
+            ..Default::default()
+        },
+    )
+    .await;
+    let client = Client::new(&restate.ingress).unwrap();
+    let invocation = client
+        .start("long", InvokeRequest::text("steps 200"))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(client.cancel("long").await.unwrap(), "a run was going");
+    let report = tokio::time::timeout(Duration::from_secs(20), client.attach(&invocation))
+        .await
+        .expect("the run ends")
+        .unwrap();
+    assert_eq!(report.stop_reason, StopReason::Cancelled, "{report:?}");
+    let view = client.session("long").await.unwrap();
+    assert!(view.messages.len() > 2 && view.messages.len() < 400);
+    assert_answered(&view.messages);
+    assert!(!client.cancel("long").await.unwrap(), "nothing runs now");
+    // The session goes on.
+    let next = client
+        .invoke("long", InvokeRequest::text("say hi"))
+        .await
+        .unwrap();
+    assert_eq!(next.text, "You said: say hi");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn injections_from_four_processes_each_consumed_or_rejected_once_in_order() {
+    let Some(restate) = Restate::start("inject").await else {
+        return;
+    };
+    let _worker = Worker::start(
+        &restate,
+        WorkerOptions {
+            tool_delay_ms: 5,
+            ..Default::default()
+        },
+    )
+    .await;
+    let client = Client::new(&restate.ingress).unwrap();
+    let invocation = client
+        .start("busy", InvokeRequest::text("steps 60"))
+        .await
+        .unwrap();
+    // Wait for the run to be going (an injection before it is refused: NoActiveRun).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let children: Vec<_> = (0..4)
+        .map(|p| {
+            Command::new(WORKER)
+                .args(["inject", &restate.ingress, "busy", &format!("q{p}"), "250"])
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outputs: Vec<String> = children
+        .into_iter()
+        .map(|c| String::from_utf8(c.wait_with_output().unwrap().stdout).unwrap())
+        .collect();
+    let report = client.attach(&invocation).await.unwrap();
+    assert_eq!(report.stop_reason, StopReason::EndTurn);
+    let view = client.session("busy").await.unwrap();
+    assert_answered(&view.messages);
+    let history = serde_json::to_string(&view.messages).unwrap();
+
+    let mut accepted = BTreeMap::new();
+    let mut refused = 0;
+    for out in &outputs {
+        for line in out.lines() {
+            let mut parts = line.splitn(2, ' ');
+            match (parts.next(), parts.next()) {
+                (Some("refused"), Some(_)) => refused += 1,
+                (Some(id), Some(text)) => {
+                    accepted.insert(text.to_owned(), id.parse::<uuid::Uuid>().unwrap());
+                }
+                _ => panic!("sender said {line:?}"),
+            }
+        }
+    }
+    assert_eq!(accepted.len() + refused, 1_000);
+    let mut consumed = 0;
+    for (text, id) in &accepted {
+        let status = client
+            .injection("busy", rein_core::id::InjectionId(*id))
+            .await
+            .unwrap();
+        let quoted = format!("\"{text}\"");
+        let in_history = history.matches(&quoted).count();
+        match status.status {
+            InjectionStatus::Consumed => {
+                consumed += 1;
+                assert_eq!(in_history, 1, "{text} delivered once");
+            }
+            InjectionStatus::Rejected => {
+                assert_eq!(in_history, 0, "{text} rejected, not delivered");
+                assert_eq!(status.reason.as_deref(), Some("run ended"));
+            }
+            other => panic!("{text} left {other:?}"),
+        }
+    }
+    assert!(consumed > 0, "some were delivered mid-run");
+    // Per sender, what was delivered is in the order it was sent.
+    for sender in ["q0", "q1", "q2", "q3"] {
+        let positions: Vec<usize> = (0..250)
+            .filter_map(|i| history.find(&format!("\"{sender}-{i}\"")))
+            .collect();
+        assert!(
+            positions.windows(2).all(|w| w[0] < w[1]),
+            "{sender} in order"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_survives_a_restate_restart() {
+    let Some(mut restate) = Restate::start("restart").await else {
+        return;
+    };
+    let ledger = restate.ledger();
+    let _worker = Worker::start(
+        &restate,
+        WorkerOptions {
+            model_delay_ms: 30,
+            tool_delay_ms: 30,
+            ledger: Some(&ledger),
+            ..Default::default()
+        },
+    )
+    .await;
+    let client = Client::new(&restate.ingress).unwrap();
+    let invocation = client
+        .start("survivor", InvokeRequest::text("steps 10"))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    restate.restart().await;
+    let report = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            match client.attach(&invocation).await {
+                Ok(report) => return report,
+                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+    })
+    .await
+    .expect("the run finishes after the restart");
+    assert_eq!(report.text, "Finished 10 steps.");
+    let steps: BTreeSet<String> = ledger_lines(&ledger).into_iter().map(|l| l.2).collect();
+    assert_eq!(steps.len(), 10);
+    assert_answered(&client.session("survivor").await.unwrap().messages);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_stops_gracefully_on_sigterm_while_another_serves() {
+    let Some(restate) = Restate::start("graceful").await else {
+        return;
+    };
+    let port = free_port();
+    let options = |register| WorkerOptions {
+        port,
+        reuse_port: true,
+        register,
+        tool_delay_ms: 50,
+        ..Default::default()
+    };
+    // Two processes behind one deployment address.
+    let mut first = Worker::start(&restate, options(true)).await;
+    let _second = Worker::start(&restate, options(false)).await;
+    let client = Client::new(&restate.ingress).unwrap();
+    let runs: Vec<_> = (0..4)
+        .map(|i| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                let session = format!("g{i}");
+                client
+                    .invoke(&session, InvokeRequest::text("steps 5"))
+                    .await
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let status = tokio::task::spawn_blocking(move || first.terminate())
+        .await
+        .unwrap();
+    assert!(status.success(), "the worker exits cleanly: {status}");
+    for run in runs {
+        let report = tokio::time::timeout(Duration::from_secs(60), run)
+            .await
+            .expect("every run finishes")
+            .unwrap()
+            .unwrap();
+        assert_eq!(report.text, "Finished 5 steps.");
+    }
+}
