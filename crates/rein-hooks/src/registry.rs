@@ -197,7 +197,26 @@ impl<E> Clone for HooksOf<E> {
     }
 }
 
-macro_rules! events {
+/// Calls `$callback! { field: EventType, ... }` with every lifecycle event hooks can be
+/// registered for: the one list the registry's fields, its `Debug`, its `HookEvent` impls and
+/// `merge` are generated from, so none of them can leave an event out.
+macro_rules! for_each_hook_event {
+    ($callback:ident) => {
+        $callback! {
+            before_invocation: BeforeInvocationEvent,
+            before_model_call: BeforeModelCallEvent,
+            after_model_call: AfterModelCallEvent,
+            model_output: ModelOutputEvent,
+            before_tool_call: BeforeToolCallEvent,
+            after_tool_call: AfterToolCallEvent,
+            message_added: MessageAddedEvent,
+            message_updated: MessageUpdatedEvent,
+            after_invocation: AfterInvocationEvent,
+        }
+    };
+}
+
+macro_rules! registry {
     ($($field:ident: $ty:ty),* $(,)?) => {
         /// Callbacks for every lifecycle event, in dispatch order, and the plugins registered.
         ///
@@ -230,20 +249,17 @@ macro_rules! events {
                 d.field("plugins", &self.plugins).finish()
             }
         }
+
+        impl HookRegistry {
+            /// Appends the callbacks of every event of `other`, keeping their orders.
+            fn append_all(&mut self, other: HookRegistry) {
+                $(self.append(other.$field);)*
+            }
+        }
     };
 }
 
-events! {
-    before_invocation: BeforeInvocationEvent,
-    before_model_call: BeforeModelCallEvent,
-    after_model_call: AfterModelCallEvent,
-    model_output: ModelOutputEvent,
-    before_tool_call: BeforeToolCallEvent,
-    after_tool_call: AfterToolCallEvent,
-    message_added: MessageAddedEvent,
-    message_updated: MessageUpdatedEvent,
-    after_invocation: AfterInvocationEvent,
-}
+for_each_hook_event!(registry);
 
 impl HookRegistry {
     /// An empty registry.
@@ -260,6 +276,16 @@ impl HookRegistry {
             callback,
         };
         E::hooks_mut(self).0.insert(entry);
+    }
+
+    /// Appends `hooks` after this registry's callbacks of the same event (on a tie of order
+    /// they count as registered later).
+    fn append<E: HookEvent>(&mut self, hooks: HooksOf<E>) {
+        for e in hooks.0.entries {
+            self.seq += 1;
+            let entry = Entry { seq: self.seq, ..e };
+            E::hooks_mut(self).0.insert(entry);
+        }
     }
 
     /// Registers a sync callback at the default order. The event type is the closure's
@@ -386,30 +412,12 @@ impl HookRegistry {
     }
 
     /// Appends every callback of `other` (keeping their orders) and its plugins and tools.
-    pub fn merge(&mut self, other: HookRegistry) -> Result<(), Error> {
+    pub fn merge(&mut self, mut other: HookRegistry) -> Result<(), Error> {
         for p in &other.plugins {
             self.add_plugin_name(p)?;
         }
-        self.tools.extend(other.tools);
-        macro_rules! merge_field {
-            ($($f:ident),*) => {$(
-                for e in other.$f.0.entries {
-                    self.seq += 1;
-                    let entry = Entry { seq: self.seq, ..e };
-                    self.$f.0.insert(entry);
-                }
-            )*};
-        }
-        merge_field!(
-            before_invocation,
-            before_model_call,
-            after_model_call,
-            before_tool_call,
-            after_tool_call,
-            message_added,
-            message_updated,
-            after_invocation
-        );
+        self.tools.append(&mut other.tools);
+        self.append_all(other);
         Ok(())
     }
 }
