@@ -418,6 +418,7 @@ macro_rules! pass {
                 Decision::Ready(None) => Err(HandlerError::new("decision already taken")),
                 Decision::Boxed($future) => $settle,
             };
+            let result = result.map(Decided::into_verdict);
             let detail = cx.take_detail();
             if let Flow::Stop = step(&mut pass, entry, event, result, detail, started)? {
                 break;
@@ -434,8 +435,9 @@ async fn run_pass<E: PassEvent>(shared: &Shared, event: &mut E) -> Result<(), Er
     pass!(shared, event, |future| settle(future).await, run_group)
 }
 
-/// A member's result once known, and how long it took since its group started (with timing).
-type Settled<A> = (Result<A, HandlerError>, Option<Duration>);
+/// A member's result once known, as a verdict, and how long it took since its group started
+/// (with timing).
+type Settled<D> = (Result<Verdict<D>, HandlerError>, Option<Duration>);
 
 /// Runs a parallel group (SPEC §3.7): its members are awaited together against the event as it
 /// stands, then their results go through `step` in registration order, as if they had run one
@@ -504,10 +506,10 @@ async fn gather<'a, E: PassEvent>(
     event: &'a E,
     contexts: &'a [InterventionContext],
     timing: bool,
-) -> Vec<Option<Settled<E::Action>>> {
+) -> Vec<Option<Settled<Draft<E>>>> {
     let started = timing.then(Instant::now);
     let took = || started.map(|s| s.elapsed());
-    let mut results: Vec<Option<Settled<E::Action>>> = members.iter().map(|_| None).collect();
+    let mut results: Vec<Option<Settled<Draft<E>>>> = members.iter().map(|_| None).collect();
     // Members before this one have all decided, and none of them stops the pass.
     let mut resolved = 0;
     let mut running = FuturesUnordered::new();
@@ -521,7 +523,7 @@ async fn gather<'a, E: PassEvent>(
             }
         };
         if let Some(slot) = results.get_mut(i) {
-            *slot = Some((result, took()));
+            *slot = Some((result.map(Decided::into_verdict), took()));
         }
         if stopped(members, &results, &mut resolved) {
             return results;
@@ -529,7 +531,7 @@ async fn gather<'a, E: PassEvent>(
     }
     while let Some((i, result)) = running.next().await {
         if let Some(slot) = results.get_mut(i) {
-            *slot = Some((result, took()));
+            *slot = Some((result.map(Decided::into_verdict), took()));
         }
         if stopped(members, &results, &mut resolved) {
             // Dropping `running` cancels the members still running.
@@ -545,17 +547,13 @@ async fn gather<'a, E: PassEvent>(
 /// Only what is known without the event counts: an applied deny, and an error that `on_error`
 /// turns into a deny or a failure. A transform whose edit fails and a rejected confirm stop the
 /// pass too, but only `step` can tell (against the event); they stop it there.
-fn stopped<A: Decided>(
-    members: &[Entry],
-    results: &[Option<Settled<A>>],
-    resolved: &mut usize,
-) -> bool {
+fn stopped<D>(members: &[Entry], results: &[Option<Settled<D>>], resolved: &mut usize) -> bool {
     while let (Some(entry), Some(Some((result, _)))) =
         (members.get(*resolved), results.get(*resolved))
     {
         let stops = entry.mode != Mode::Shadow
             && match result {
-                Ok(action) => action.is_deny(),
+                Ok(verdict) => matches!(verdict, Verdict::Deny(_)),
                 Err(_) => entry.on_error != OnError::Proceed,
             };
         if stops {
@@ -581,12 +579,12 @@ fn step<E: PassEvent>(
     pass: &mut Pass<Draft<E>>,
     entry: &Entry,
     event: &mut E,
-    result: Result<E::Action, HandlerError>,
+    result: Result<Verdict<Draft<E>>, HandlerError>,
     detail: Option<Box<Value>>,
     started: Option<Instant>,
 ) -> Result<Flow, Error> {
     match result {
-        Ok(action) => match action.into_verdict() {
+        Ok(verdict) => match verdict {
             Verdict::Proceed if detail.is_none() => Ok(Flow::Continue),
             verdict => decided(pass, entry, event, verdict, detail, started),
         },
