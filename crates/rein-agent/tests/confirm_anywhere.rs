@@ -124,6 +124,33 @@ async fn guidance_with_a_pending_confirm_before_model_call_waits_for_the_answer(
 }
 
 #[tokio::test]
+async fn an_approved_request_beside_a_guide_is_audited_applied() {
+    // The guide only injects: the approved request is sent, so neither decision is voided.
+    let model = ScriptedModel::builder().text("ok").build();
+    let mut agent = agent(model.clone())
+        .intervention(
+            Intervention::named("style")
+                .before_model_call(|_, _| BeforeModelCallAction::guide("be brief")),
+        )
+        .intervention(egress())
+        .build()
+        .unwrap();
+    let r = agent.invoke("go").await.unwrap();
+    let id = r.interrupts[0].clone();
+    let r = agent.invoke(vec![id.answer(true)]).await.unwrap();
+    assert_eq!(model.requests().len(), 1, "the request was sent");
+    let outcome = |name: &str| {
+        let d = r.decisions.iter().find(|d| d.handler == name).unwrap();
+        (d.outcome, d.confirmation.as_ref().map(|c| c.status))
+    };
+    assert_eq!(outcome("style"), (DecisionOutcome::Applied, None));
+    assert_eq!(
+        outcome("egress"),
+        (DecisionOutcome::Applied, Some(ConfirmationStatus::Approved))
+    );
+}
+
+#[tokio::test]
 async fn an_answer_before_model_call_is_bound_to_the_request_it_approved() {
     // A transform before the confirm puts the caller's state into the request: a resume with
     // another state sends another request, so the human is asked again.

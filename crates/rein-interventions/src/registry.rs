@@ -985,7 +985,13 @@ fn final_outcome<E: PassEvent>(current: DecisionOutcome, tag: Tag, end: End) -> 
         (Tag::Guide, _) => Applied,
         (Tag::Transform, End::Guided) if E::GUIDE != GuideEffect::Inject => Overridden,
         (Tag::Transform, End::Interrupted) => Overridden,
-        (Tag::ConfirmApproved | Tag::ConfirmAsked | Tag::Proceed, End::Guided) => Overridden,
+        // A guide that only injects (before_model_call) cancels nothing: the call goes out
+        // as the approval and the proceed let it.
+        (Tag::ConfirmApproved | Tag::ConfirmAsked | Tag::Proceed, End::Guided)
+            if E::GUIDE != GuideEffect::Inject =>
+        {
+            Overridden
+        }
         _ => Applied,
     }
 }

@@ -551,3 +551,48 @@ fn confirm_tool_output_policy_asks_about_the_output_of_listed_tools() {
     let out = testing::run(set.into_handlers(), call().returned("x"));
     assert_eq!(out.event.interrupts()[0].reason, json!("Show x?"));
 }
+
+#[test]
+fn an_approved_request_confirm_beside_a_guide_is_applied_not_overridden() {
+    // At before_model_call a guide only injects: the approved request is sent, so the confirm
+    // that let it through is `applied` (SPEC §3.3 item 7, §3.6).
+    use rein_interventions::{BeforeModelCallAction, ConfirmationStatus, InterruptAnswer};
+    let mut ev = before_model();
+    let id = EventKind::BeforeModelCall.interrupt_id("m0", "ask");
+    let answer = InterruptAnswer {
+        response: json!("yes"),
+        fingerprint: Some(ev.request_fingerprint()),
+    };
+    ev = ev.with_answers(rein_interventions::InterruptAnswers::new(
+        [(id, answer)].into_iter().collect(),
+    ));
+    run(
+        vec![
+            Intervention::named("g")
+                .before_model_call(|_, _| BeforeModelCallAction::guide("be brief"))
+                .into(),
+            Intervention::named("ask")
+                .before_model_call(|_, _| BeforeModelCallAction::confirm("send?"))
+                .into(),
+        ],
+        &mut ev,
+    )
+    .unwrap();
+    assert!(!ev.cancel.is_cancelled(), "the request is sent");
+    assert!(ev.interrupts().is_empty());
+    assert_eq!(ev.guidance(), ["[g] be brief"]);
+    let outcomes: Vec<_> = ev
+        .decisions()
+        .iter()
+        .map(|d| (d.handler.as_str(), d.outcome))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            ("g", DecisionOutcome::Applied),
+            ("ask", DecisionOutcome::Applied),
+        ]
+    );
+    let c = ev.decisions()[1].confirmation.clone().unwrap();
+    assert_eq!(c.status, ConfirmationStatus::Approved);
+}
