@@ -971,6 +971,12 @@ fn finish<E: PassEvent>(mut pass: Pass<Draft<E>>, event: &mut E) {
 fn push_records<E: PassEvent>(event: &mut E, records: Vec<(DecisionRecord, Tag)>, end: End) {
     for (mut r, tag) in records {
         r.outcome = final_outcome::<E>(r.outcome, tag, end);
+        // A confirm is only asked when the pass ends in its interrupt: one a deny or a guide
+        // of the same pass cancelled was never put to anyone, and says so by having no
+        // confirmation (as a shadowed one).
+        if tag == Tag::ConfirmAsked && end != End::Interrupted {
+            r.confirmation = None;
+        }
         emit(&r);
         record_on::<E>(event, r);
     }
