@@ -693,7 +693,7 @@ impl ToolPhase {
         {
             Some(at) => {
                 let edited = self.edits.swap_remove(at);
-                self.rewrites.push(edited.clone());
+                self.rewrite(edited.clone());
                 edited
             }
             None => stored,
@@ -732,8 +732,24 @@ impl ToolPhase {
         }
         self.held.extend(held);
         self.interrupts.extend(interrupts);
-        self.rewrites.extend(rewritten);
+        if let Some(rewritten) = rewritten {
+            self.rewrite(rewritten);
+        }
         stop
+    }
+
+    /// Keeps `tool_use` as what its stored tool use becomes. The last rewrite of a tool use
+    /// wins: a human's edit is followed by the pass that ran on it, whose transforms (a
+    /// redaction) must reach history too.
+    fn rewrite(&mut self, tool_use: ToolUse) {
+        match self
+            .rewrites
+            .iter_mut()
+            .find(|r| r.tool_use_id == tool_use.tool_use_id)
+        {
+            Some(earlier) => *earlier = tool_use,
+            None => self.rewrites.push(tool_use),
+        }
     }
 
     /// Tool uses rewritten by hooks or transforms, to commit to the stored message.
