@@ -258,9 +258,7 @@ fn tool_calls_lists_the_scripted_tools_of_every_agent_not_the_agent_tool_or_the_
     // called them; an agent called as a tool and `transfer_to_<name>` are not scripted tools
     // (they show in `messages` and the step's `handoffs`).
     let tool = |name: &str| serde_json::json!({"name": name, "description": name, "result": "ok"});
-    let call = |id: &str, name: &str, input: Value| {
-        serde_json::json!({"content": [{"toolUse": {"toolUseId": id, "name": name, "input": input}}]})
-    };
+    let call = |id: &str, name: &str, input: Value| serde_json::json!({"content": [{"toolUse": {"toolUseId": id, "name": name, "input": input}}]});
     let none = || serde_json::json!({});
     let text = |t: &str| serde_json::json!({"content": [{"text": t}]});
     let scenario = serde_json::json!({

@@ -14,11 +14,11 @@ use rein_core::{
         OnError,
     },
     error::BuildError,
-    event::AfterInvocationEvent,
+    event::{AfterInvocationEvent, BeforeInvocationEvent},
     interrupt::Interrupt,
     tool::BoxFuture,
 };
-use rein_hooks::{HookOptions, HookOrder, HookRegistry};
+use rein_hooks::{HookOrder, HookRegistry};
 use serde_json::Value;
 
 use crate::action::{Confirm, Decided, Verdict};
@@ -62,10 +62,11 @@ impl Shared {
 ///
 /// Built once from a list of handlers (names must be unique), it registers into a
 /// [`HookRegistry`] one bridging callback per lifecycle event that some handler subscribes to:
-/// at [`HookOrder::INTERVENTION_INPUT`](rein_hooks::HookOrder::INTERVENTION_INPUT) on Before* events (after plain hooks; on
-/// `before_invocation` also for injected input) and at [`HookOrder::INTERVENTION_OUTPUT`](rein_hooks::HookOrder::INTERVENTION_OUTPUT) on
-/// After* events (before plain hooks). Within a callback, one pass over the handlers in
-/// registration order implements SPEC §3.3. Cloning is cheap.
+/// at [`INPUT_ORDER`](Self::INPUT_ORDER) on Before* events (after plain hooks) and at
+/// [`OUTPUT_ORDER`](Self::OUTPUT_ORDER) on After* events (before plain hooks). Within a
+/// callback, one pass over the handlers in registration order implements SPEC §3.3. A message
+/// injected mid-run is checked by the `before_invocation` handlers alone
+/// ([`check_injected`](Self::check_injected)): plain hooks do not see it. Cloning is cheap.
 ///
 /// ```
 /// use rein_interventions::{
@@ -196,6 +197,14 @@ fn grouped(mut entries: Vec<Entry>) -> Box<[Entry]> {
 }
 
 impl InterventionRegistry {
+    /// The hook order the interventions decide at on Before* events (90): after plain hooks
+    /// at the default order, so they see the event as the hooks left it.
+    pub const INPUT_ORDER: HookOrder = HookOrder(90);
+
+    /// The hook order the interventions act at on After* events (−90): before plain hooks at
+    /// the default order, so the hooks see what the interventions made of the event.
+    pub const OUTPUT_ORDER: HookOrder = HookOrder(-90);
+
     /// A registry of these handlers, in this order (no audit timing).
     pub fn new<I>(handlers: I) -> Result<Self, Error>
     where
@@ -252,20 +261,35 @@ impl InterventionRegistry {
             return;
         }
         let shared = self.shared.clone();
-        let options = HookOptions::order(HookOrder::INTERVENTION_OUTPUT);
-        hooks.add_with(options, move |event: &mut AfterInvocationEvent| {
-            let cx = InterventionContext::from(event.context());
-            for entry in shared.ended.iter() {
-                let call = || entry.handler.handler().invocation_ended(event, &cx);
-                if let Err(panic) = catch_unwind(AssertUnwindSafe(call)) {
-                    tracing::warn!(
-                        handler = %entry.name,
-                        error = %HandlerError::from_panic(panic),
-                        "intervention handler panicked in invocation_ended; ignored"
-                    );
+        hooks.add_with(
+            Self::OUTPUT_ORDER,
+            move |event: &mut AfterInvocationEvent| {
+                let cx = InterventionContext::from(event.context());
+                for entry in shared.ended.iter() {
+                    let call = || entry.handler.handler().invocation_ended(event, &cx);
+                    if let Err(panic) = catch_unwind(AssertUnwindSafe(call)) {
+                        tracing::warn!(
+                            handler = %entry.name,
+                            error = %HandlerError::from_panic(panic),
+                            "intervention handler panicked in invocation_ended; ignored"
+                        );
+                    }
                 }
-            }
-        });
+            },
+        );
+    }
+
+    /// Whether any handler checks a message injected mid-run (subscribes to
+    /// `before_invocation`).
+    pub fn checks_injected(&self) -> bool {
+        !self.shared.entries::<BeforeInvocationEvent>().is_empty()
+    }
+
+    /// Checks a message injected mid-run (an event made with
+    /// [`as_injected`](BeforeInvocationEvent::as_injected)): one `before_invocation` pass of
+    /// the handlers, without the plain hooks (SPEC §5).
+    pub async fn check_injected(&self, event: &mut BeforeInvocationEvent) -> Result<(), Error> {
+        run_pass(&self.shared, event).await
     }
 
     /// A hook registry holding only this registry's callbacks.
@@ -280,7 +304,7 @@ impl InterventionRegistry {
         if entries.is_empty() {
             return;
         }
-        let options = E::hook_options();
+        let order = E::ORDER;
         let shared = self.shared.clone();
         // A parallel group awaits its members together, which only the async pass does.
         if entries
@@ -289,9 +313,9 @@ impl InterventionRegistry {
         {
             // Every handler decides without suspending: run the pass in a sync callback, as a
             // plain function, with no future and no reference count traffic per dispatch.
-            hooks.add_with(options, move |event: &mut E| run_pass_now(&shared, event));
+            hooks.add_with(order, move |event: &mut E| run_pass_now(&shared, event));
         } else {
-            hooks.add_async_with(options, move |event: &mut E| {
+            hooks.add_async_with(order, move |event: &mut E| {
                 let shared = shared.clone();
                 Box::pin(async move { run_pass(&shared, event).await })
             });
