@@ -12,7 +12,7 @@ use rein_core::{
     result::AgentResult,
     state::{AgentState, InvocationState, RunState},
 };
-use rein_hooks::{HookEvent, HookOptions, HookRegistry, IntoHookResult, Plugin};
+use rein_hooks::{HookEvent, HookOrder, HookRegistry, IntoHookResult, Plugin};
 use rein_interventions::{InterventionRegistry, SharedHandler};
 use rein_models::{Model, ModelInfo, SharedModel};
 
@@ -89,6 +89,9 @@ pub(crate) struct AgentCore {
     pub(crate) system_prompt: Option<Arc<str>>,
     pub(crate) tools: ToolSet,
     pub(crate) hooks: HookRegistry,
+    /// The intervention handlers (also installed into `hooks`): they alone check a message
+    /// injected mid-run.
+    pub(crate) interventions: Option<InterventionRegistry>,
     pub(crate) config: AgentConfig,
     /// Where the run's model and tool calls are recorded (a durable engine), if anywhere.
     pub(crate) journal: Option<SharedJournal>,
@@ -611,14 +614,14 @@ impl AgentBuilder {
         self
     }
 
-    /// Adds a sync hook callback with an order or options.
-    pub fn hook_with<E, R, F>(mut self, opts: impl Into<HookOptions>, f: F) -> Self
+    /// Adds a sync hook callback with an order.
+    pub fn hook_with<E, R, F>(mut self, order: HookOrder, f: F) -> Self
     where
         E: HookEvent,
         R: IntoHookResult,
         F: Fn(&mut E) -> R + Send + Sync + 'static,
     {
-        self.hooks.add_with(opts, f);
+        self.hooks.add_with(order, f);
         self
     }
 
@@ -822,13 +825,16 @@ impl AgentBuilder {
         if let Some(e) = self.plugin_error {
             return Err(e);
         }
-        if !self.interventions.is_empty() {
+        let interventions = if self.interventions.is_empty() {
+            None
+        } else {
             let registry = InterventionRegistry::builder()
                 .handlers(std::mem::take(&mut self.interventions))
                 .audit_timing(self.audit_timing || crate::telemetry::exporting())
                 .build()?;
             registry.install(&mut self.hooks);
-        }
+            Some(registry)
+        };
         let model = self.model.ok_or(BuildError::MissingModel)?;
         let mut tools = self.tools;
         tools.extend(self.hooks.plugin_tools().iter().cloned());
@@ -861,6 +867,7 @@ impl AgentBuilder {
             system_prompt: self.system_prompt,
             tools,
             hooks: self.hooks,
+            interventions,
             config: self.config,
             journal: self.journal,
             manager,

@@ -160,7 +160,8 @@ pub struct DecisionRecord {
     #[serde(default, skip_serializing_if = "Option::is_none", with = "opt_nanos")]
     pub duration: Option<Duration>,
     /// For a `Confirm`: what the human decided — asked (no answer yet), approved or rejected —
-    /// with the answer and where it came from.
+    /// with the answer and where it came from. `None` for a confirm nobody was asked about (a
+    /// deny or a guide of the same pass cancelled it first, or shadow mode).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confirmation: Option<Confirmation>,
     /// The path of the agent that decided, for an agent running as a tool of this one

@@ -347,6 +347,7 @@ pub struct BeforeModelCallEvent {
     pub request: ModelRequest,
     cx: InvocationContext,
     model_call_index: u32,
+    resume: bool,
     guidance: Vec<String>,
     answers: InterruptAnswers,
     interrupts: Vec<Interrupt>,
@@ -375,11 +376,25 @@ impl BeforeModelCallEvent {
             request,
             cx,
             model_call_index: 0,
+            resume: false,
             guidance: Vec::new(),
             answers: InterruptAnswers::default(),
             interrupts: Vec::new(),
             decisions: Vec::new(),
         }
+    }
+
+    /// Marks the event as the pass of a held call made again on resume (SPEC §3.8).
+    pub fn as_resume(mut self) -> Self {
+        self.resume = true;
+        self
+    }
+
+    /// Whether this is the pass of a call that paused at `before_model_call` and is made
+    /// again on resume: the same call as the pass that paused it (so a handler that counts
+    /// calls, or does something once, does not do it a second time for it).
+    pub fn is_resume(&self) -> bool {
+        self.resume
     }
 
     /// The subject of this call's interrupt ids: `m<model call index>`.

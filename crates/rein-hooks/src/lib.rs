@@ -23,4 +23,4 @@ mod plugin;
 mod registry;
 
 pub use plugin::{Plugin, PluginContext};
-pub use registry::{HookEvent, HookOptions, HookOrder, HookRegistry, IntoHookResult};
+pub use registry::{HookEvent, HookOrder, HookRegistry, IntoHookResult};

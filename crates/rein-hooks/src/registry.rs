@@ -18,54 +18,19 @@ use rein_core::{
 /// The position of a callback among those of the same event. Lower runs first.
 ///
 /// On After* events, callbacks of the same order run in reverse registration order, so
-/// before/after pairs nest like middleware; distinct orders still ascend.
+/// before/after pairs nest like middleware; distinct orders still ascend. Orders between
+/// [`SDK_FIRST`](Self::SDK_FIRST) and [`SDK_LAST`](Self::SDK_LAST) are for the layers built on
+/// hooks as for you (Rein's interventions take two of them: see `rein_interventions`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct HookOrder(pub i32);
 
 impl HookOrder {
     /// Runs before everything else.
     pub const SDK_FIRST: Self = Self(-100);
-    /// Where interventions act on After* events (before plain hooks).
-    pub const INTERVENTION_OUTPUT: Self = Self(-90);
     /// The default.
     pub const DEFAULT: Self = Self(0);
-    /// Where interventions decide on Before* events (after plain hooks).
-    pub const INTERVENTION_INPUT: Self = Self(90);
     /// Runs after everything else.
     pub const SDK_LAST: Self = Self(100);
-}
-
-/// How a callback is registered.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct HookOptions {
-    /// Its order.
-    pub order: HookOrder,
-    /// For `BeforeInvocationEvent` only: also run when an injected message is admitted
-    /// (the interventions bridge does; plain hooks do not).
-    pub on_injected_input: bool,
-}
-
-impl HookOptions {
-    /// Options with this order.
-    pub fn order(order: HookOrder) -> Self {
-        Self {
-            order,
-            on_injected_input: false,
-        }
-    }
-
-    /// Also runs for injected input (see the field).
-    pub fn on_injected_input(mut self) -> Self {
-        self.on_injected_input = true;
-        self
-    }
-}
-
-impl From<HookOrder> for HookOptions {
-    fn from(order: HookOrder) -> Self {
-        Self::order(order)
-    }
 }
 
 /// What a callback may return: `()` or `Result<(), E>`. An error fails the invocation
@@ -117,7 +82,6 @@ impl<E> Clone for Callback<E> {
 struct Entry<E> {
     order: i32,
     seq: u64,
-    injected: bool,
     callback: Callback<E>,
 }
 
@@ -126,7 +90,6 @@ impl<E> Clone for Entry<E> {
         Self {
             order: self.order,
             seq: self.seq,
-            injected: self.injected,
             callback: self.callback.clone(),
         }
     }
@@ -197,7 +160,26 @@ impl<E> Clone for HooksOf<E> {
     }
 }
 
-macro_rules! events {
+/// Calls `$callback! { field: EventType, ... }` with every lifecycle event hooks can be
+/// registered for: the one list the registry's fields, its `Debug`, its `HookEvent` impls and
+/// `merge` are generated from, so none of them can leave an event out.
+macro_rules! for_each_hook_event {
+    ($callback:ident) => {
+        $callback! {
+            before_invocation: BeforeInvocationEvent,
+            before_model_call: BeforeModelCallEvent,
+            after_model_call: AfterModelCallEvent,
+            model_output: ModelOutputEvent,
+            before_tool_call: BeforeToolCallEvent,
+            after_tool_call: AfterToolCallEvent,
+            message_added: MessageAddedEvent,
+            message_updated: MessageUpdatedEvent,
+            after_invocation: AfterInvocationEvent,
+        }
+    };
+}
+
+macro_rules! registry {
     ($($field:ident: $ty:ty),* $(,)?) => {
         /// Callbacks for every lifecycle event, in dispatch order, and the plugins registered.
         ///
@@ -230,20 +212,17 @@ macro_rules! events {
                 d.field("plugins", &self.plugins).finish()
             }
         }
+
+        impl HookRegistry {
+            /// Appends the callbacks of every event of `other`, keeping their orders.
+            fn append_all(&mut self, other: HookRegistry) {
+                $(self.append(other.$field);)*
+            }
+        }
     };
 }
 
-events! {
-    before_invocation: BeforeInvocationEvent,
-    before_model_call: BeforeModelCallEvent,
-    after_model_call: AfterModelCallEvent,
-    model_output: ModelOutputEvent,
-    before_tool_call: BeforeToolCallEvent,
-    after_tool_call: AfterToolCallEvent,
-    message_added: MessageAddedEvent,
-    message_updated: MessageUpdatedEvent,
-    after_invocation: AfterInvocationEvent,
-}
+for_each_hook_event!(registry);
 
 impl HookRegistry {
     /// An empty registry.
@@ -251,15 +230,24 @@ impl HookRegistry {
         Self::default()
     }
 
-    fn push<E: HookEvent>(&mut self, opts: HookOptions, callback: Callback<E>) {
+    fn push<E: HookEvent>(&mut self, order: HookOrder, callback: Callback<E>) {
         self.seq += 1;
         let entry = Entry {
-            order: opts.order.0,
+            order: order.0,
             seq: self.seq,
-            injected: opts.on_injected_input,
             callback,
         };
         E::hooks_mut(self).0.insert(entry);
+    }
+
+    /// Appends `hooks` after this registry's callbacks of the same event (on a tie of order
+    /// they count as registered later).
+    fn append<E: HookEvent>(&mut self, hooks: HooksOf<E>) {
+        for e in hooks.0.entries {
+            self.seq += 1;
+            let entry = Entry { seq: self.seq, ..e };
+            E::hooks_mut(self).0.insert(entry);
+        }
     }
 
     /// Registers a sync callback at the default order. The event type is the closure's
@@ -270,11 +258,11 @@ impl HookRegistry {
         R: IntoHookResult,
         F: Fn(&mut E) -> R + Send + Sync + 'static,
     {
-        self.add_with(HookOptions::default(), f)
+        self.add_with(HookOrder::DEFAULT, f)
     }
 
-    /// Registers a sync callback with an order (or [`HookOptions`]).
-    pub fn add_with<E, R, F>(&mut self, opts: impl Into<HookOptions>, f: F) -> &mut Self
+    /// Registers a sync callback with an order.
+    pub fn add_with<E, R, F>(&mut self, order: HookOrder, f: F) -> &mut Self
     where
         E: HookEvent,
         R: IntoHookResult,
@@ -282,7 +270,7 @@ impl HookRegistry {
     {
         let kind = E::KIND;
         self.push(
-            opts.into(),
+            order,
             Callback::Sync(Arc::new(move |ev: &mut E| f(ev).into_hook_result(kind))),
         );
         self
@@ -296,11 +284,11 @@ impl HookRegistry {
         R: IntoHookResult + 'static,
         F: for<'a> Fn(&'a mut E) -> BoxFuture<'a, R> + Send + Sync + 'static,
     {
-        self.add_async_with(HookOptions::default(), f)
+        self.add_async_with(HookOrder::DEFAULT, f)
     }
 
-    /// Registers an async callback with an order (or [`HookOptions`]).
-    pub fn add_async_with<E, R, F>(&mut self, opts: impl Into<HookOptions>, f: F) -> &mut Self
+    /// Registers an async callback with an order.
+    pub fn add_async_with<E, R, F>(&mut self, order: HookOrder, f: F) -> &mut Self
     where
         E: HookEvent,
         R: IntoHookResult + 'static,
@@ -309,7 +297,7 @@ impl HookRegistry {
         let kind = E::KIND;
         let f = Arc::new(f);
         self.push(
-            opts.into(),
+            order,
             Callback::Async(Arc::new(move |ev: &mut E| {
                 let f = f.clone();
                 Box::pin(async move { f(ev).await.into_hook_result(kind) })
@@ -340,29 +328,6 @@ impl HookRegistry {
         Ok(())
     }
 
-    /// Runs, for an injected message, only the `BeforeInvocation` callbacks registered with
-    /// [`HookOptions::on_injected_input`].
-    pub async fn dispatch_injected(&self, event: &mut BeforeInvocationEvent) -> Result<(), Error> {
-        for entry in self
-            .before_invocation
-            .0
-            .entries
-            .iter()
-            .filter(|e| e.injected)
-        {
-            match &entry.callback {
-                Callback::Sync(f) => f(event)?,
-                Callback::Async(f) => f(event).await?,
-            }
-        }
-        Ok(())
-    }
-
-    /// Whether any callback runs for injected input.
-    pub fn has_injected(&self) -> bool {
-        self.before_invocation.0.entries.iter().any(|e| e.injected)
-    }
-
     pub(crate) fn add_plugin_name(&mut self, name: &str) -> Result<(), Error> {
         if self.plugins.iter().any(|p| p == name) {
             return Err(BuildError::DuplicatePlugin(name.to_owned()).into());
@@ -386,30 +351,12 @@ impl HookRegistry {
     }
 
     /// Appends every callback of `other` (keeping their orders) and its plugins and tools.
-    pub fn merge(&mut self, other: HookRegistry) -> Result<(), Error> {
+    pub fn merge(&mut self, mut other: HookRegistry) -> Result<(), Error> {
         for p in &other.plugins {
             self.add_plugin_name(p)?;
         }
-        self.tools.extend(other.tools);
-        macro_rules! merge_field {
-            ($($f:ident),*) => {$(
-                for e in other.$f.0.entries {
-                    self.seq += 1;
-                    let entry = Entry { seq: self.seq, ..e };
-                    self.$f.0.insert(entry);
-                }
-            )*};
-        }
-        merge_field!(
-            before_invocation,
-            before_model_call,
-            after_model_call,
-            before_tool_call,
-            after_tool_call,
-            message_added,
-            message_updated,
-            after_invocation
-        );
+        self.tools.append(&mut other.tools);
+        self.append_all(other);
         Ok(())
     }
 }

@@ -247,15 +247,13 @@ pub(crate) enum Verdict<D> {
     Transform(Transform<D>),
 }
 
-/// An action type, as the dispatch pass reads it.
+/// An action type, as the dispatch pass reads it: only through its verdict, so what the pass
+/// asks of an action (is it a deny, to cancel a parallel group early?) is asked of the verdict
+/// and holds for every action type alike.
 pub(crate) trait Decided {
     /// The writable part of its event.
     type Draft: Send;
     fn into_verdict(self) -> Verdict<Self::Draft>;
-    /// Whether it is a deny (read before the verdict, to cancel a parallel group early).
-    fn is_deny(&self) -> bool {
-        false
-    }
 }
 
 macro_rules! common_constructors {
@@ -531,9 +529,6 @@ for_each_intervention_event!(into_handler_result);
 impl Decided for BeforeInvocationAction {
     type Draft = Vec<Message>;
 
-    fn is_deny(&self) -> bool {
-        matches!(self, Self::Deny { .. })
-    }
     fn into_verdict(self) -> Verdict<Vec<Message>> {
         match self {
             Self::Proceed => Verdict::Proceed,
@@ -548,9 +543,6 @@ impl Decided for BeforeInvocationAction {
 impl Decided for BeforeModelCallAction {
     type Draft = ModelRequest;
 
-    fn is_deny(&self) -> bool {
-        matches!(self, Self::Deny { .. })
-    }
     fn into_verdict(self) -> Verdict<ModelRequest> {
         match self {
             Self::Proceed => Verdict::Proceed,
@@ -590,9 +582,6 @@ impl Decided for ModelOutputAction {
 impl Decided for BeforeToolCallAction {
     type Draft = ToolUseDraft;
 
-    fn is_deny(&self) -> bool {
-        matches!(self, Self::Deny { .. })
-    }
     fn into_verdict(self) -> Verdict<ToolUseDraft> {
         match self {
             Self::Proceed => Verdict::Proceed,

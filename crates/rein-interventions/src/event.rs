@@ -12,10 +12,11 @@ use rein_core::{
     },
     interrupt::{Interrupt, InterruptAnswers},
 };
-use rein_hooks::{HookEvent, HookOptions, HookOrder};
+use rein_hooks::{HookEvent, HookOrder};
 
 use crate::action::{Decided, ToolResultDraft, ToolUseDraft};
 use crate::list::for_each_intervention_event;
+use crate::registry::InterventionRegistry;
 use crate::shared::Route;
 
 /// How an event applies the guidance of a pass.
@@ -34,8 +35,9 @@ pub(crate) trait PassEvent: Route<Action: Decided> + HookEvent + Common {
     /// The position of the event in the list of events.
     const POSITION: usize = Self::SET.position();
 
-    /// When the bridging callback runs.
-    fn hook_options() -> HookOptions;
+    /// When the bridging callback runs: `INPUT_ORDER` on Before* events, `OUTPUT_ORDER` on
+    /// After* events.
+    const ORDER: HookOrder;
 
     /// Already cancelled by an earlier hook (or, after a model call, an error or a withheld
     /// response): the interventions do not run and record nothing.
@@ -97,10 +99,7 @@ for_each_intervention_event!(common);
 impl PassEvent for BeforeInvocationEvent {
     const GUIDE: GuideEffect = GuideEffect::Cancel;
 
-    fn hook_options() -> HookOptions {
-        // Also for input injected mid-run.
-        HookOptions::order(HookOrder::INTERVENTION_INPUT).on_injected_input()
-    }
+    const ORDER: HookOrder = InterventionRegistry::INPUT_ORDER;
     fn settled(&self) -> bool {
         self.cancel.is_cancelled()
     }
@@ -137,9 +136,7 @@ impl PassEvent for BeforeInvocationEvent {
 impl PassEvent for BeforeModelCallEvent {
     const GUIDE: GuideEffect = GuideEffect::Inject;
 
-    fn hook_options() -> HookOptions {
-        HookOptions::order(HookOrder::INTERVENTION_INPUT)
-    }
+    const ORDER: HookOrder = InterventionRegistry::INPUT_ORDER;
     fn settled(&self) -> bool {
         self.cancel.is_cancelled()
     }
@@ -175,9 +172,7 @@ impl PassEvent for BeforeModelCallEvent {
 impl PassEvent for AfterModelCallEvent {
     const GUIDE: GuideEffect = GuideEffect::InjectAndRetry;
 
-    fn hook_options() -> HookOptions {
-        HookOptions::order(HookOrder::INTERVENTION_OUTPUT)
-    }
+    const ORDER: HookOrder = InterventionRegistry::OUTPUT_ORDER;
     fn settled(&self) -> bool {
         self.error().is_some() || self.withheld().is_some()
     }
@@ -221,10 +216,7 @@ impl PassEvent for ModelOutputEvent {
     // No guide on model_output: the action type does not admit one.
     const GUIDE: GuideEffect = GuideEffect::Inject;
 
-    fn hook_options() -> HookOptions {
-        // An output event: interventions act before plain hooks see the text.
-        HookOptions::order(HookOrder::INTERVENTION_OUTPUT)
-    }
+    const ORDER: HookOrder = InterventionRegistry::OUTPUT_ORDER;
     fn settled(&self) -> bool {
         self.withheld().is_some()
     }
@@ -248,9 +240,7 @@ impl PassEvent for ModelOutputEvent {
 impl PassEvent for BeforeToolCallEvent {
     const GUIDE: GuideEffect = GuideEffect::Cancel;
 
-    fn hook_options() -> HookOptions {
-        HookOptions::order(HookOrder::INTERVENTION_INPUT)
-    }
+    const ORDER: HookOrder = InterventionRegistry::INPUT_ORDER;
     fn settled(&self) -> bool {
         self.cancel_tool.is_cancelled()
     }
@@ -295,9 +285,7 @@ impl PassEvent for AfterToolCallEvent {
     // No guide on after_tool_call: the action type does not admit one.
     const GUIDE: GuideEffect = GuideEffect::Inject;
 
-    fn hook_options() -> HookOptions {
-        HookOptions::order(HookOrder::INTERVENTION_OUTPUT)
-    }
+    const ORDER: HookOrder = InterventionRegistry::OUTPUT_ORDER;
     fn settled(&self) -> bool {
         false
     }

@@ -14,11 +14,11 @@ use rein_core::{
         OnError,
     },
     error::BuildError,
-    event::AfterInvocationEvent,
+    event::{AfterInvocationEvent, BeforeInvocationEvent},
     interrupt::Interrupt,
     tool::BoxFuture,
 };
-use rein_hooks::{HookOptions, HookOrder, HookRegistry};
+use rein_hooks::{HookOrder, HookRegistry};
 use serde_json::Value;
 
 use crate::action::{Confirm, Decided, Verdict};
@@ -62,10 +62,11 @@ impl Shared {
 ///
 /// Built once from a list of handlers (names must be unique), it registers into a
 /// [`HookRegistry`] one bridging callback per lifecycle event that some handler subscribes to:
-/// at [`HookOrder::INTERVENTION_INPUT`](rein_hooks::HookOrder::INTERVENTION_INPUT) on Before* events (after plain hooks; on
-/// `before_invocation` also for injected input) and at [`HookOrder::INTERVENTION_OUTPUT`](rein_hooks::HookOrder::INTERVENTION_OUTPUT) on
-/// After* events (before plain hooks). Within a callback, one pass over the handlers in
-/// registration order implements SPEC §3.3. Cloning is cheap.
+/// at [`INPUT_ORDER`](Self::INPUT_ORDER) on Before* events (after plain hooks) and at
+/// [`OUTPUT_ORDER`](Self::OUTPUT_ORDER) on After* events (before plain hooks). Within a
+/// callback, one pass over the handlers in registration order implements SPEC §3.3. A message
+/// injected mid-run is checked by the `before_invocation` handlers alone
+/// ([`check_injected`](Self::check_injected)): plain hooks do not see it. Cloning is cheap.
 ///
 /// ```
 /// use rein_interventions::{
@@ -196,6 +197,14 @@ fn grouped(mut entries: Vec<Entry>) -> Box<[Entry]> {
 }
 
 impl InterventionRegistry {
+    /// The hook order the interventions decide at on Before* events (90): after plain hooks
+    /// at the default order, so they see the event as the hooks left it.
+    pub const INPUT_ORDER: HookOrder = HookOrder(90);
+
+    /// The hook order the interventions act at on After* events (−90): before plain hooks at
+    /// the default order, so the hooks see what the interventions made of the event.
+    pub const OUTPUT_ORDER: HookOrder = HookOrder(-90);
+
     /// A registry of these handlers, in this order (no audit timing).
     pub fn new<I>(handlers: I) -> Result<Self, Error>
     where
@@ -252,20 +261,35 @@ impl InterventionRegistry {
             return;
         }
         let shared = self.shared.clone();
-        let options = HookOptions::order(HookOrder::INTERVENTION_OUTPUT);
-        hooks.add_with(options, move |event: &mut AfterInvocationEvent| {
-            let cx = InterventionContext::from(event.context());
-            for entry in shared.ended.iter() {
-                let call = || entry.handler.handler().invocation_ended(event, &cx);
-                if let Err(panic) = catch_unwind(AssertUnwindSafe(call)) {
-                    tracing::warn!(
-                        handler = %entry.name,
-                        error = %HandlerError::from_panic(panic),
-                        "intervention handler panicked in invocation_ended; ignored"
-                    );
+        hooks.add_with(
+            Self::OUTPUT_ORDER,
+            move |event: &mut AfterInvocationEvent| {
+                let cx = InterventionContext::from(event.context());
+                for entry in shared.ended.iter() {
+                    let call = || entry.handler.handler().invocation_ended(event, &cx);
+                    if let Err(panic) = catch_unwind(AssertUnwindSafe(call)) {
+                        tracing::warn!(
+                            handler = %entry.name,
+                            error = %HandlerError::from_panic(panic),
+                            "intervention handler panicked in invocation_ended; ignored"
+                        );
+                    }
                 }
-            }
-        });
+            },
+        );
+    }
+
+    /// Whether any handler checks a message injected mid-run (subscribes to
+    /// `before_invocation`).
+    pub fn checks_injected(&self) -> bool {
+        !self.shared.entries::<BeforeInvocationEvent>().is_empty()
+    }
+
+    /// Checks a message injected mid-run (an event made with
+    /// [`as_injected`](BeforeInvocationEvent::as_injected)): one `before_invocation` pass of
+    /// the handlers, without the plain hooks (SPEC §5).
+    pub async fn check_injected(&self, event: &mut BeforeInvocationEvent) -> Result<(), Error> {
+        run_pass(&self.shared, event).await
     }
 
     /// A hook registry holding only this registry's callbacks.
@@ -280,7 +304,7 @@ impl InterventionRegistry {
         if entries.is_empty() {
             return;
         }
-        let options = E::hook_options();
+        let order = E::ORDER;
         let shared = self.shared.clone();
         // A parallel group awaits its members together, which only the async pass does.
         if entries
@@ -289,9 +313,9 @@ impl InterventionRegistry {
         {
             // Every handler decides without suspending: run the pass in a sync callback, as a
             // plain function, with no future and no reference count traffic per dispatch.
-            hooks.add_with(options, move |event: &mut E| run_pass_now(&shared, event));
+            hooks.add_with(order, move |event: &mut E| run_pass_now(&shared, event));
         } else {
-            hooks.add_async_with(options, move |event: &mut E| {
+            hooks.add_async_with(order, move |event: &mut E| {
                 let shared = shared.clone();
                 Box::pin(async move { run_pass(&shared, event).await })
             });
@@ -418,6 +442,7 @@ macro_rules! pass {
                 Decision::Ready(None) => Err(HandlerError::new("decision already taken")),
                 Decision::Boxed($future) => $settle,
             };
+            let result = result.map(Decided::into_verdict);
             let detail = cx.take_detail();
             if let Flow::Stop = step(&mut pass, entry, event, result, detail, started)? {
                 break;
@@ -434,8 +459,9 @@ async fn run_pass<E: PassEvent>(shared: &Shared, event: &mut E) -> Result<(), Er
     pass!(shared, event, |future| settle(future).await, run_group)
 }
 
-/// A member's result once known, and how long it took since its group started (with timing).
-type Settled<A> = (Result<A, HandlerError>, Option<Duration>);
+/// A member's result once known, as a verdict, and how long it took since its group started
+/// (with timing).
+type Settled<D> = (Result<Verdict<D>, HandlerError>, Option<Duration>);
 
 /// Runs a parallel group (SPEC §3.7): its members are awaited together against the event as it
 /// stands, then their results go through `step` in registration order, as if they had run one
@@ -504,10 +530,10 @@ async fn gather<'a, E: PassEvent>(
     event: &'a E,
     contexts: &'a [InterventionContext],
     timing: bool,
-) -> Vec<Option<Settled<E::Action>>> {
+) -> Vec<Option<Settled<Draft<E>>>> {
     let started = timing.then(Instant::now);
     let took = || started.map(|s| s.elapsed());
-    let mut results: Vec<Option<Settled<E::Action>>> = members.iter().map(|_| None).collect();
+    let mut results: Vec<Option<Settled<Draft<E>>>> = members.iter().map(|_| None).collect();
     // Members before this one have all decided, and none of them stops the pass.
     let mut resolved = 0;
     let mut running = FuturesUnordered::new();
@@ -521,7 +547,7 @@ async fn gather<'a, E: PassEvent>(
             }
         };
         if let Some(slot) = results.get_mut(i) {
-            *slot = Some((result, took()));
+            *slot = Some((result.map(Decided::into_verdict), took()));
         }
         if stopped(members, &results, &mut resolved) {
             return results;
@@ -529,7 +555,7 @@ async fn gather<'a, E: PassEvent>(
     }
     while let Some((i, result)) = running.next().await {
         if let Some(slot) = results.get_mut(i) {
-            *slot = Some((result, took()));
+            *slot = Some((result.map(Decided::into_verdict), took()));
         }
         if stopped(members, &results, &mut resolved) {
             // Dropping `running` cancels the members still running.
@@ -545,17 +571,13 @@ async fn gather<'a, E: PassEvent>(
 /// Only what is known without the event counts: an applied deny, and an error that `on_error`
 /// turns into a deny or a failure. A transform whose edit fails and a rejected confirm stop the
 /// pass too, but only `step` can tell (against the event); they stop it there.
-fn stopped<A: Decided>(
-    members: &[Entry],
-    results: &[Option<Settled<A>>],
-    resolved: &mut usize,
-) -> bool {
+fn stopped<D>(members: &[Entry], results: &[Option<Settled<D>>], resolved: &mut usize) -> bool {
     while let (Some(entry), Some(Some((result, _)))) =
         (members.get(*resolved), results.get(*resolved))
     {
         let stops = entry.mode != Mode::Shadow
             && match result {
-                Ok(action) => action.is_deny(),
+                Ok(verdict) => matches!(verdict, Verdict::Deny(_)),
                 Err(_) => entry.on_error != OnError::Proceed,
             };
         if stops {
@@ -581,12 +603,12 @@ fn step<E: PassEvent>(
     pass: &mut Pass<Draft<E>>,
     entry: &Entry,
     event: &mut E,
-    result: Result<E::Action, HandlerError>,
+    result: Result<Verdict<Draft<E>>, HandlerError>,
     detail: Option<Box<Value>>,
     started: Option<Instant>,
 ) -> Result<Flow, Error> {
     match result {
-        Ok(action) => match action.into_verdict() {
+        Ok(verdict) => match verdict {
             Verdict::Proceed if detail.is_none() => Ok(Flow::Continue),
             verdict => decided(pass, entry, event, verdict, detail, started),
         },
@@ -973,6 +995,12 @@ fn finish<E: PassEvent>(mut pass: Pass<Draft<E>>, event: &mut E) {
 fn push_records<E: PassEvent>(event: &mut E, records: Vec<(DecisionRecord, Tag)>, end: End) {
     for (mut r, tag) in records {
         r.outcome = final_outcome::<E>(r.outcome, tag, end);
+        // A confirm is only asked when the pass ends in its interrupt: one a deny or a guide
+        // of the same pass cancelled was never put to anyone, and says so by having no
+        // confirmation (as a shadowed one).
+        if tag == Tag::ConfirmAsked && end != End::Interrupted {
+            r.confirmation = None;
+        }
         emit(&r);
         record_on::<E>(event, r);
     }
@@ -987,7 +1015,13 @@ fn final_outcome<E: PassEvent>(current: DecisionOutcome, tag: Tag, end: End) -> 
         (Tag::Guide, _) => Applied,
         (Tag::Transform, End::Guided) if E::GUIDE != GuideEffect::Inject => Overridden,
         (Tag::Transform, End::Interrupted) => Overridden,
-        (Tag::ConfirmApproved | Tag::ConfirmAsked | Tag::Proceed, End::Guided) => Overridden,
+        // A guide that only injects (before_model_call) cancels nothing: the call goes out
+        // as the approval and the proceed let it.
+        (Tag::ConfirmApproved | Tag::ConfirmAsked | Tag::Proceed, End::Guided)
+            if E::GUIDE != GuideEffect::Inject =>
+        {
+            Overridden
+        }
         _ => Applied,
     }
 }

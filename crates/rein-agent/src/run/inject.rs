@@ -66,7 +66,9 @@ impl Agent {
                 continue;
             }
             let mut messages = vec![item.message.clone()];
-            if self.core.hooks.has_injected() {
+            // The interventions alone check injected input (plain hooks do not see it).
+            let checks = (self.core.interventions.as_ref()).is_some_and(|i| i.checks_injected());
+            if checks {
                 let mut ev = BeforeInvocationEvent::new(
                     inv.cx.clone(),
                     messages,
@@ -74,7 +76,12 @@ impl Agent {
                 )
                 .as_injected(item.id)
                 .with_answers(answers);
-                if let Err(e) = self.core.hooks.dispatch_injected(&mut ev).await {
+                let checked = match &self.core.interventions {
+                    // Boxed: a pass is large, and an injection is rare.
+                    Some(interventions) => Box::pin(interventions.check_injected(&mut ev)).await,
+                    None => Ok(()),
+                };
+                if let Err(e) = checked {
                     let reason = e.to_string();
                     self.reject_injection(inv, &item.message, item.id, &reason, sink);
                     for (rest, ..) in items {

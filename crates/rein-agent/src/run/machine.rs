@@ -301,6 +301,12 @@ impl Run {
         self.resume != Resume::No
     }
 
+    /// Whether the model call under way is the held one a resume makes again (the first call
+    /// of an invocation that resumes a request; a retry of it is another call).
+    pub(crate) fn resumes_held_call(&self) -> bool {
+        matches!(self.resume, Resume::Request { .. }) && self.model_calls == 1
+    }
+
     /// Model calls of this turn retried at a hook's request so far, and the cap.
     pub(crate) fn hook_retries(&self) -> (u32, u32) {
         (self.hook_retries, self.max_hook_retries)
@@ -693,7 +699,7 @@ impl ToolPhase {
         {
             Some(at) => {
                 let edited = self.edits.swap_remove(at);
-                self.rewrites.push(edited.clone());
+                self.rewrite(edited.clone());
                 edited
             }
             None => stored,
@@ -732,8 +738,24 @@ impl ToolPhase {
         }
         self.held.extend(held);
         self.interrupts.extend(interrupts);
-        self.rewrites.extend(rewritten);
+        if let Some(rewritten) = rewritten {
+            self.rewrite(rewritten);
+        }
         stop
+    }
+
+    /// Keeps `tool_use` as what its stored tool use becomes. The last rewrite of a tool use
+    /// wins: a human's edit is followed by the pass that ran on it, whose transforms (a
+    /// redaction) must reach history too.
+    fn rewrite(&mut self, tool_use: ToolUse) {
+        match self
+            .rewrites
+            .iter_mut()
+            .find(|r| r.tool_use_id == tool_use.tool_use_id)
+        {
+            Some(earlier) => *earlier = tool_use,
+            None => self.rewrites.push(tool_use),
+        }
     }
 
     /// Tool uses rewritten by hooks or transforms, to commit to the stored message.

@@ -178,6 +178,9 @@ impl Agent {
             let mut ev = BeforeModelCallEvent::new(inv.cx.clone(), request)
                 .with_model_call_index(index)
                 .with_answers(inv.answers.clone());
+            if inv.run.resumes_held_call() {
+                ev = ev.as_resume();
+            }
             let dispatched = self.core.hooks.dispatch(&mut ev).await;
             inv.record(ev.take_decisions(), sink);
             dispatched?;

@@ -19,6 +19,7 @@ use rein_core::{
 };
 use rein_interventions::{
     AfterModelCallAction, BeforeInvocationAction, BeforeModelCallAction, Intervention,
+    policy::{GuideModelCall, MaxModelCalls, PolicyHandler},
 };
 use rein_models::{ScriptedModel, ScriptedResponse};
 use serde_json::{Value, json};
@@ -120,6 +121,94 @@ async fn guidance_with_a_pending_confirm_before_model_call_waits_for_the_answer(
     let sent = model.requests()[0].messages[0].text();
     assert_eq!(sent.matches("be brief").count(), 1, "{sent}");
     assert_eq!(agent.messages()[0].text().matches("be brief").count(), 1);
+    assert_history(&agent);
+}
+
+#[tokio::test]
+async fn an_approved_request_beside_a_guide_is_audited_applied() {
+    // The guide only injects: the approved request is sent, so neither decision is voided.
+    let model = ScriptedModel::builder().text("ok").build();
+    let mut agent = agent(model.clone())
+        .intervention(
+            Intervention::named("style")
+                .before_model_call(|_, _| BeforeModelCallAction::guide("be brief")),
+        )
+        .intervention(egress())
+        .build()
+        .unwrap();
+    let r = agent.invoke("go").await.unwrap();
+    let id = r.interrupts[0].clone();
+    let r = agent.invoke(vec![id.answer(true)]).await.unwrap();
+    assert_eq!(model.requests().len(), 1, "the request was sent");
+    let outcome = |name: &str| {
+        let d = r.decisions.iter().find(|d| d.handler == name).unwrap();
+        (d.outcome, d.confirmation.as_ref().map(|c| c.status))
+    };
+    assert_eq!(outcome("style"), (DecisionOutcome::Applied, None));
+    assert_eq!(
+        outcome("egress"),
+        (DecisionOutcome::Applied, Some(ConfirmationStatus::Approved))
+    );
+}
+
+/// A policy handler built from its spec.
+fn policy(name: &str, kind: impl Into<rein_interventions::policy::PolicyKind>) -> PolicyHandler {
+    PolicyHandler::new(name, kind).unwrap()
+}
+
+#[tokio::test]
+async fn a_once_guide_comes_with_the_resumed_request_after_a_pause() {
+    // SPEC §3.8: the paused pass sent nothing, so its guidance comes again with the resumed
+    // pass — a `once` guide included (the held call is the run's first call).
+    let model = ScriptedModel::builder().text("ok").text("again").build();
+    let once = GuideModelCall {
+        feedback: "be brief".into(),
+        once: true,
+    };
+    let mut agent = agent(model.clone())
+        .intervention(policy("style", once))
+        .intervention(egress())
+        .build()
+        .unwrap();
+    let r = agent.invoke("go").await.unwrap();
+    assert_eq!(r.stop_reason, StopReason::Interrupt);
+    let id = r.interrupts[0].clone();
+    agent.invoke(vec![id.answer(true)]).await.unwrap();
+    let sent = model.requests()[0].messages[0].text();
+    assert_eq!(sent.matches("be brief").count(), 1, "{sent}");
+    assert_eq!(agent.messages()[0].text().matches("be brief").count(), 1);
+    // Once per run: a call of the next run is asked about again, and guided again.
+    let r = agent.invoke("more").await.unwrap();
+    let id = r.interrupts[0].clone();
+    agent.invoke(vec![id.answer(true)]).await.unwrap();
+    let sent = model.requests()[1].messages.last().unwrap().text();
+    assert_eq!(sent.matches("be brief").count(), 1, "{sent}");
+    assert_history(&agent);
+}
+
+#[tokio::test]
+async fn a_call_held_for_approval_counts_once_against_max_model_calls() {
+    // The pass that paused and the resumed pass are one call: `limit: 1` makes exactly one.
+    let model = ScriptedModel::builder().text("hi").build();
+    let budget = MaxModelCalls {
+        limit: 1,
+        ..MaxModelCalls::default()
+    };
+    let mut agent = agent(model.clone())
+        .intervention(policy("budget", budget))
+        .intervention(egress())
+        .build()
+        .unwrap();
+    let r = agent.invoke("go").await.unwrap();
+    let id = r.interrupts[0].clone();
+    let r = agent.invoke(vec![id.answer(true)]).await.unwrap();
+    assert_eq!(r.text(), "hi");
+    assert_eq!(model.requests().len(), 1);
+    assert!(
+        r.decisions.iter().all(|d| d.handler != "budget"),
+        "{:?}",
+        r.decisions
+    );
     assert_history(&agent);
 }
 

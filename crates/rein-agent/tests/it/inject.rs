@@ -11,13 +11,13 @@ use common::*;
 use rein_agent::{Agent, AgentEvent, InjectError, TurnInterceptor};
 use rein_core::{
     Message, ToolHandle,
-    event::{AfterModelCallEvent, BeforeInvocationEvent, Cancel},
+    event::{AfterModelCallEvent, BeforeInvocationEvent},
     id::InjectionId,
     result::InjectionOutcome,
     stream::StopReason,
     tool::ToolOutput,
 };
-use rein_hooks::{HookOptions, HookOrder};
+use rein_interventions::{BeforeInvocationAction, Intervention};
 use rein_models::{ScriptedModel, ScriptedResponse};
 use serde_json::json;
 
@@ -122,19 +122,17 @@ async fn admission_deny_rejects_that_item_only_and_transform_rewrites() {
         .hook(move |e: &mut BeforeInvocationEvent| {
             p.push(format!("plain injected={}", e.is_injected()))
         })
-        .hook_with(
-            HookOptions::order(HookOrder::INTERVENTION_INPUT).on_injected_input(),
-            |e: &mut BeforeInvocationEvent| {
-                if !e.is_injected() {
-                    return;
-                }
-                if e.messages[0].text().contains("bad") {
-                    e.cancel = Cancel::Message("DENIED: no bad ideas".into());
-                } else {
-                    e.messages[0] = Message::user(e.messages[0].text().to_uppercase());
-                }
-            },
-        )
+        .intervention(Intervention::named("admit").before_invocation(|e, _| {
+            if !e.is_injected() {
+                BeforeInvocationAction::Proceed
+            } else if e.messages[0].text().contains("bad") {
+                BeforeInvocationAction::deny("no bad ideas")
+            } else {
+                BeforeInvocationAction::transform(|m| {
+                    m[0] = Message::user(m[0].text().to_uppercase());
+                })
+            }
+        }))
         .build()
         .unwrap();
     let i = agent.interceptor();

@@ -1958,6 +1958,47 @@ async fn an_approval_with_an_edit_runs_the_edited_call_and_rewrites_the_stored_m
 }
 
 #[tokio::test]
+async fn a_redaction_after_the_confirm_reaches_history_when_the_approval_edits() {
+    // SPEC §3.10: the edited call goes through the pass again and later transforms apply to
+    // it — to the call that runs and to the stored message, as for a plain "yes". The model's
+    // next request must not carry the number the redaction removed.
+    use rein_core::interrupt::Approval;
+    let log = Log::default();
+    let model = one("t1", "call me");
+    let redact = Intervention::named("redact").before_tool_call(|ev, _| {
+        if ev.tool_use().input["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("555-0100"))
+        {
+            BeforeToolCallAction::transform(|u| {
+                let text = u.input["text"].as_str().unwrap_or_default();
+                u.input["text"] = json!(text.replace("555-0100", "[PHONE]"));
+            })
+        } else {
+            BeforeToolCallAction::Proceed
+        }
+    });
+    let mut agent = agent(model.clone())
+        .tool(echo_tool(&log))
+        .intervention(ask_all())
+        .intervention(redact)
+        .build()
+        .unwrap();
+    let r = agent.invoke("go").await.unwrap();
+    let id = r.interrupts[0].clone();
+    let edit = Approval::approve().with_edit(json!({"text": "call 555-0100"}));
+    let r = agent.invoke(vec![id.answer(edit)]).await.unwrap();
+    assert_eq!(r.text(), "done");
+    assert_eq!(log.take(), vec!["ran echo:call [PHONE]"]);
+    let stored = agent.messages()[1].tool_uses().next().unwrap().clone();
+    assert_eq!(stored.input, json!({"text": "call [PHONE]"}));
+    let last = model.requests().last().cloned().unwrap();
+    let sent = serde_json::to_string(&*last.messages).unwrap();
+    assert!(!sent.contains("555-0100"), "{sent}");
+    assert_history(&agent);
+}
+
+#[tokio::test]
 async fn an_edit_that_fails_the_schema_is_a_typed_error_and_changes_nothing() {
     use rein_core::interrupt::Approval;
     let log = Log::default();

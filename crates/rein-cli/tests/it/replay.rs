@@ -251,3 +251,42 @@ fn a_scenario_that_runs_exits_0_even_when_a_step_fails() {
     assert_eq!(t["steps"][0]["message"], Value::Null);
     assert_eq!(t["steps"][0]["error"]["kind"], "model");
 }
+
+#[test]
+fn tool_calls_lists_the_scripted_tools_of_every_agent_not_the_agent_tool_or_the_transfer() {
+    // docs/replay.md: `tool_calls` is what the scenario's scripted tools did, whichever agent
+    // called them; an agent called as a tool and `transfer_to_<name>` are not scripted tools
+    // (they show in `messages` and the step's `handoffs`).
+    let tool = |name: &str| serde_json::json!({"name": name, "description": name, "result": "ok"});
+    let call = |id: &str, name: &str, input: Value| serde_json::json!({"content": [{"toolUse": {"toolUseId": id, "name": name, "input": input}}]});
+    let none = || serde_json::json!({});
+    let text = |t: &str| serde_json::json!({"content": [{"text": t}]});
+    let scenario = serde_json::json!({
+        "name": "who-ran-what",
+        "tools": [tool("lookup")],
+        "agents": [
+            {"name": "helper", "join": "tool", "tools": [tool("fetch")],
+             "model": [call("f1", "fetch", none()), text("fetched")]},
+            {"name": "closer", "join": "handoff", "tools": [tool("close")],
+             "model": [call("c1", "close", none()), text("closed")]}
+        ],
+        "model": [
+            call("l1", "lookup", none()),
+            call("h1", "helper", serde_json::json!({"input": "fetch it"})),
+            call("t1", "transfer_to_closer", none())
+        ],
+        "steps": [{"prompt": "go"}]
+    });
+    let path = write_temp("who-ran-what.json", &scenario.to_string());
+    let out = rein(&["replay", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let t: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(t["steps"][0]["error"], Value::Null, "{t}");
+    let names: Vec<&str> = t["tool_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["lookup", "fetch", "close"], "{t}");
+}

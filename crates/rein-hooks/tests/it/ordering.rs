@@ -6,9 +6,13 @@ use std::sync::{Arc, Mutex};
 use futures_executor::block_on;
 use rein_core::{
     Error, ToolResult, ToolUse,
-    event::{AfterToolCallEvent, BeforeToolCallEvent, Cancel, InvocationContext},
+    event::{
+        AfterInvocationEvent, AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent,
+        BeforeModelCallEvent, BeforeToolCallEvent, Cancel, InvocationContext, MessageAddedEvent,
+        MessageUpdatedEvent, ModelOutputEvent,
+    },
 };
-use rein_hooks::{HookOrder, HookRegistry};
+use rein_hooks::{HookEvent, HookOrder, HookRegistry};
 use serde_json::json;
 
 fn before() -> BeforeToolCallEvent {
@@ -112,4 +116,41 @@ fn merge_keeps_orders() {
     assert_eq!(*log.lock().unwrap(), vec!["first", "last"]);
     assert!(a.has::<BeforeToolCallEvent>());
     assert!(!a.has::<AfterToolCallEvent>());
+}
+
+/// Registers in `hooks` one callback that counts into `ran` for the event `E`.
+fn count_into<E: HookEvent>(hooks: &mut HookRegistry, ran: &Arc<Mutex<usize>>) {
+    let ran = ran.clone();
+    hooks.add(move |_: &mut E| *ran.lock().unwrap() += 1);
+}
+
+#[test]
+fn merge_keeps_the_callbacks_of_every_event_stream_guards_included() {
+    // `AgentBuilder::hooks(registry)` merges: an event left out of `merge` silently loses its
+    // callbacks (it once dropped `model_output`, the stream guard).
+    let ran = Arc::new(Mutex::new(0));
+    let mut other = HookRegistry::new();
+    count_into::<BeforeInvocationEvent>(&mut other, &ran);
+    count_into::<BeforeModelCallEvent>(&mut other, &ran);
+    count_into::<AfterModelCallEvent>(&mut other, &ran);
+    count_into::<ModelOutputEvent>(&mut other, &ran);
+    count_into::<BeforeToolCallEvent>(&mut other, &ran);
+    count_into::<AfterToolCallEvent>(&mut other, &ran);
+    count_into::<MessageAddedEvent>(&mut other, &ran);
+    count_into::<MessageUpdatedEvent>(&mut other, &ran);
+    count_into::<AfterInvocationEvent>(&mut other, &ran);
+    let mut hooks = HookRegistry::new();
+    hooks.merge(other).unwrap();
+    assert_eq!(hooks.count::<BeforeInvocationEvent>(), 1);
+    assert_eq!(hooks.count::<BeforeModelCallEvent>(), 1);
+    assert_eq!(hooks.count::<AfterModelCallEvent>(), 1);
+    assert_eq!(hooks.count::<ModelOutputEvent>(), 1, "the stream guard");
+    assert_eq!(hooks.count::<BeforeToolCallEvent>(), 1);
+    assert_eq!(hooks.count::<AfterToolCallEvent>(), 1);
+    assert_eq!(hooks.count::<MessageAddedEvent>(), 1);
+    assert_eq!(hooks.count::<MessageUpdatedEvent>(), 1);
+    assert_eq!(hooks.count::<AfterInvocationEvent>(), 1);
+    let mut output = ModelOutputEvent::new(InvocationContext::default());
+    block_on(hooks.dispatch(&mut output)).unwrap();
+    assert_eq!(*ran.lock().unwrap(), 1, "the merged stream guard runs");
 }

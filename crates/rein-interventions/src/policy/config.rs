@@ -296,7 +296,8 @@ pub struct GuideOutputMatch {
 pub struct GuideModelCall {
     /// The feedback (template).
     pub feedback: String,
-    /// Only before the first model call of each invocation.
+    /// Only before the first model call of each run (a prompt and its resumes; a call held
+    /// for approval and made on resume is that call).
     #[serde(default)]
     pub once: bool,
 }

@@ -61,6 +61,10 @@ struct Count {
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     seen: BTreeSet<String>,
     count: u64,
+    /// The index of the model call the last pass let through (`max_model_calls`): if that
+    /// pass paused, the resume makes the same call, which is not counted again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    last_call: Option<u32>,
 }
 
 impl Count {
@@ -79,6 +83,17 @@ impl Count {
             self.seen.insert(k.to_owned());
         }
         true
+    }
+
+    /// Whether model call `index` is let through; counts it if so. A held call made again on
+    /// resume (`resumed`) that the pass which paused it let through is that same call.
+    fn admit_call(&mut self, index: u32, resumed: bool, limit: u64) -> bool {
+        if resumed && self.last_call == Some(index) {
+            return true;
+        }
+        let admitted = self.admit(None, limit);
+        self.last_call = admitted.then_some(index);
+        admitted
     }
 }
 
@@ -114,6 +129,25 @@ impl Counter {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .admit(key, limit),
+        })
+    }
+
+    /// [`Count::admit_call`] for this model call.
+    fn admit_call(
+        &self,
+        cx: &InterventionContext,
+        ev: &BeforeModelCallEvent,
+        limit: u64,
+    ) -> Result<bool, HandlerError> {
+        let (index, resumed) = (ev.model_call_index(), ev.is_resume());
+        Ok(match self {
+            Self::Run { state_key } => cx.run_state().update(state_key, |c: &mut Count| {
+                c.admit_call(index, resumed, limit)
+            })?,
+            Self::Handler(count) => count
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .admit_call(index, resumed, limit),
         })
     }
 }
@@ -201,8 +235,10 @@ enum Rule {
     GuideModelCall {
         feedback: Template,
         once: bool,
-        /// The run-state key saying this run was guided (for `once`).
+        /// The run-state keys saying this run was guided, and which call the last pass
+        /// guided (for `once`).
         guided_key: String,
+        call_key: String,
     },
     RedactStream {
         pattern: Regex,
@@ -437,6 +473,7 @@ impl PolicyHandler {
                 feedback: Template::parse(&c.feedback),
                 once: c.once,
                 guided_key: format!("{name}:guided"),
+                call_key: format!("{name}:guided_call"),
             },
             PolicyKind::RedactStream(c) => Rule::RedactStream {
                 pattern: compile(&c.pattern, &name)?,
@@ -610,6 +647,33 @@ fn asks_once(
     Ok(cx.run_state().update(asked_key, |asked: &mut bool| {
         !std::mem::replace(asked, true)
     })?)
+}
+
+/// For `guide_model_call` with `once`: whether this call carries the guidance — the run's
+/// first call, or the held call a resume makes again when the pass that paused it was that
+/// first call (the pause sent nothing: the guidance comes again with the resumed pass, SPEC
+/// §3.8).
+fn guides_once(
+    ev: &BeforeModelCallEvent,
+    cx: &InterventionContext,
+    guided_key: &str,
+    call_key: &str,
+) -> Result<bool, HandlerError> {
+    let index = ev.model_call_index();
+    let state = cx.run_state();
+    if ev.is_resume() && state.load::<u32>(call_key)? == Some(index) {
+        return Ok(true);
+    }
+    let first = state.update(guided_key, |guided: &mut bool| {
+        !std::mem::replace(guided, true)
+    })?;
+    // Which call this pass guided, if it did: only a resume of that very call guides again.
+    if first {
+        state.set(call_key, index);
+    } else {
+        state.remove(call_key);
+    }
+    Ok(first)
 }
 
 /// The text of an input's messages, for `{input}`.
@@ -795,7 +859,7 @@ impl Decide<BeforeModelCallEvent, BeforeModelCallAction> for PolicyHandler {
                 reason,
                 counter,
             } => {
-                if counter.admit(cx, None, *limit)? {
+                if counter.admit_call(cx, ev, *limit)? {
                     BeforeModelCallAction::Proceed
                 } else {
                     let limit = limit.to_string();
@@ -826,12 +890,9 @@ impl Decide<BeforeModelCallEvent, BeforeModelCallAction> for PolicyHandler {
                 feedback,
                 once,
                 guided_key,
+                call_key,
             } => {
-                let first = !*once
-                    || cx.run_state().update(guided_key, |guided: &mut bool| {
-                        !std::mem::replace(guided, true)
-                    })?;
-                if first {
+                if !*once || guides_once(ev, cx, guided_key, call_key)? {
                     BeforeModelCallAction::guide(feedback.render(&vars))
                 } else {
                     BeforeModelCallAction::Proceed

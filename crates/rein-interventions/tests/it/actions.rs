@@ -96,11 +96,15 @@ fn injected_input_runs_the_interventions_but_not_plain_hooks() {
     let p = plain.clone();
     hooks.add(move |_: &mut rein_interventions::BeforeInvocationEvent| p.hit());
     registry.install(&mut hooks);
-    assert!(hooks.has_injected());
+    assert!(registry.checks_injected());
     let mut ev = before_invocation().as_injected(rein_core::id::InjectionId::new());
-    futures_executor::block_on(hooks.dispatch_injected(&mut ev)).unwrap();
+    futures_executor::block_on(registry.check_injected(&mut ev)).unwrap();
     assert_eq!(ev.cancel, Cancel::Message("DENIED: no injection".into()));
     assert_eq!(plain.get(), 0);
+    let none = InterventionRegistry::new([Intervention::named("tools")
+        .before_tool_call(|_, _| rein_interventions::BeforeToolCallAction::Proceed)])
+    .unwrap();
+    assert!(!none.checks_injected(), "no before_invocation handler");
 }
 
 // ---- before_model_call ----

@@ -551,3 +551,193 @@ fn confirm_tool_output_policy_asks_about_the_output_of_listed_tools() {
     let out = testing::run(set.into_handlers(), call().returned("x"));
     assert_eq!(out.event.interrupts()[0].reason, json!("Show x?"));
 }
+
+/// The record of handler `ask` after `handlers` ran over `ev` (sequentially, or as one
+/// parallel group), and whether the pass raised an interrupt.
+fn ask_record<E: rein_interventions::testing::Event>(
+    mut ev: E,
+    handlers: Vec<Intervention>,
+    parallel: bool,
+    raised: fn(&E) -> bool,
+) -> (rein_interventions::DecisionRecord, bool) {
+    let handlers = handlers
+        .into_iter()
+        .map(|h| if parallel { h.parallel() } else { h })
+        .map(SharedHandler::from)
+        .collect();
+    run(handlers, &mut ev).unwrap();
+    let record = ev
+        .decisions()
+        .iter()
+        .find(|d| d.handler == "ask")
+        .cloned()
+        .expect("a record of the confirm");
+    (record, raised(&ev))
+}
+
+#[test]
+fn a_confirm_a_deny_or_guide_cancelled_was_never_asked_and_records_no_confirmation() {
+    // SPEC §3.6: `asked` means the interrupt was raised. A confirm that a deny or a guide of
+    // the same pass cancelled was put to no one: outcome `overridden`, no `confirmation`.
+    use rein_interventions::{
+        AfterModelCallAction, AfterToolCallAction, BeforeInvocationAction, BeforeModelCallAction,
+        OnError,
+    };
+    for parallel in [false, true] {
+        let cases: Vec<(&str, (rein_interventions::DecisionRecord, bool))> = vec![
+            (
+                "before_invocation + deny",
+                ask_record(
+                    before_invocation(),
+                    vec![
+                        Intervention::named("ask")
+                            .before_invocation(|_, _| BeforeInvocationAction::confirm("sure?")),
+                        Intervention::named("no")
+                            .before_invocation(|_, _| BeforeInvocationAction::deny("no")),
+                    ],
+                    parallel,
+                    |ev| !ev.interrupts().is_empty(),
+                ),
+            ),
+            (
+                "before_invocation + guide",
+                ask_record(
+                    before_invocation(),
+                    vec![
+                        Intervention::named("ask")
+                            .before_invocation(|_, _| BeforeInvocationAction::confirm("sure?")),
+                        Intervention::named("g")
+                            .before_invocation(|_, _| BeforeInvocationAction::guide("rephrase")),
+                    ],
+                    parallel,
+                    |ev| !ev.interrupts().is_empty(),
+                ),
+            ),
+            (
+                "before_model_call + deny",
+                ask_record(
+                    before_model(),
+                    vec![
+                        Intervention::named("ask")
+                            .before_model_call(|_, _| BeforeModelCallAction::confirm("send?")),
+                        Intervention::named("no")
+                            .before_model_call(|_, _| BeforeModelCallAction::deny("no")),
+                    ],
+                    parallel,
+                    |ev| !ev.interrupts().is_empty(),
+                ),
+            ),
+            (
+                "after_model_call + guide",
+                ask_record(
+                    after_model(),
+                    vec![
+                        Intervention::named("ask")
+                            .after_model_call(|_, _| AfterModelCallAction::confirm("keep?")),
+                        Intervention::named("g")
+                            .after_model_call(|_, _| AfterModelCallAction::guide("shorter")),
+                    ],
+                    parallel,
+                    |ev| !ev.interrupts().is_empty(),
+                ),
+            ),
+            (
+                "before_tool_call + deny",
+                ask_record(
+                    before_tool(),
+                    vec![
+                        Intervention::named("ask")
+                            .before_tool_call(|_, _| BeforeToolCallAction::confirm("run?")),
+                        Intervention::named("no")
+                            .before_tool_call(|_, _| BeforeToolCallAction::deny("no")),
+                    ],
+                    parallel,
+                    |ev| !ev.interrupts().is_empty(),
+                ),
+            ),
+            (
+                "before_tool_call + guide",
+                ask_record(
+                    before_tool(),
+                    vec![
+                        Intervention::named("ask")
+                            .before_tool_call(|_, _| BeforeToolCallAction::confirm("run?")),
+                        Intervention::named("g")
+                            .before_tool_call(|_, _| BeforeToolCallAction::guide("use trash")),
+                    ],
+                    parallel,
+                    |ev| !ev.interrupts().is_empty(),
+                ),
+            ),
+            (
+                "after_tool_call + deny (on_error)",
+                ask_record(
+                    after_tool(),
+                    vec![
+                        Intervention::named("ask")
+                            .after_tool_call(|_, _| AfterToolCallAction::confirm("show?")),
+                        Intervention::named("no")
+                            .on_error(OnError::Deny)
+                            .after_tool_call(|_, _| {
+                                Err::<AfterToolCallAction, _>(HandlerError::new("boom"))
+                            }),
+                    ],
+                    parallel,
+                    |ev| !ev.interrupts().is_empty(),
+                ),
+            ),
+        ];
+        for (case, (record, raised)) in cases {
+            let case = format!("{case} (parallel: {parallel})");
+            assert!(!raised, "{case}: nobody is asked");
+            assert_eq!(record.action, DecisionAction::Confirm, "{case}");
+            assert_eq!(record.outcome, DecisionOutcome::Overridden, "{case}");
+            assert_eq!(record.confirmation, None, "{case}: never asked");
+        }
+    }
+}
+
+#[test]
+fn an_approved_request_confirm_beside_a_guide_is_applied_not_overridden() {
+    // At before_model_call a guide only injects: the approved request is sent, so the confirm
+    // that let it through is `applied` (SPEC §3.3 item 7, §3.6).
+    use rein_interventions::{BeforeModelCallAction, ConfirmationStatus, InterruptAnswer};
+    let mut ev = before_model();
+    let id = EventKind::BeforeModelCall.interrupt_id("m0", "ask");
+    let answer = InterruptAnswer {
+        response: json!("yes"),
+        fingerprint: Some(ev.request_fingerprint()),
+    };
+    ev = ev.with_answers(rein_interventions::InterruptAnswers::new(
+        [(id, answer)].into_iter().collect(),
+    ));
+    run(
+        vec![
+            Intervention::named("g")
+                .before_model_call(|_, _| BeforeModelCallAction::guide("be brief"))
+                .into(),
+            Intervention::named("ask")
+                .before_model_call(|_, _| BeforeModelCallAction::confirm("send?"))
+                .into(),
+        ],
+        &mut ev,
+    )
+    .unwrap();
+    assert!(!ev.cancel.is_cancelled(), "the request is sent");
+    assert!(ev.interrupts().is_empty());
+    assert_eq!(ev.guidance(), ["[g] be brief"]);
+    let outcomes: Vec<_> = ev
+        .decisions()
+        .iter()
+        .map(|d| (d.handler.as_str(), d.outcome))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            ("g", DecisionOutcome::Applied),
+            ("ask", DecisionOutcome::Applied),
+        ]
+    );
+    let c = ev.decisions()[1].confirmation.clone().unwrap();
+    assert_eq!(c.status, ConfirmationStatus::Approved);
+}

@@ -11,7 +11,8 @@ use rein_hooks::HookRegistry;
 use rein_interventions::{
     BeforeToolCallAction, BeforeToolCallEvent, Cancel, Confirm, DecisionAction, DecisionOutcome,
     DecisionRecord, Error, HandlerError, Intervention, InterventionContext, InterventionHandler,
-    InterventionRegistry, InvocationContext, Mode, OnError, SharedHandler, ToolUse, json,
+    InterventionRegistry, InvocationContext, Mode, ModelOutputAction, ModelOutputEvent, OnError,
+    SharedHandler, ToolUse, json,
 };
 use tokio::time::{Instant, sleep};
 
@@ -616,6 +617,59 @@ async fn each_member_keeps_the_detail_it_attached() {
                 DecisionOutcome::Applied,
                 Some(json!({"who": "d"}))
             ),
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_guard_deny_cancels_its_peers_too() {
+    // A deny is read from the verdict, for every action type alike: a `model_output` group is
+    // cut short by an early deny as a `before_tool_call` group is, and no member that ran is
+    // audited `not_run`.
+    let completed = Arc::new(AtomicBool::new(false));
+    let dropped = Arc::new(AtomicBool::new(false));
+    let (c, d) = (completed.clone(), dropped.clone());
+    let fast = Intervention::named("fast-deny")
+        .parallel()
+        .model_output_async(|_, _| {
+            Box::pin(async {
+                sleep(Duration::from_millis(1)).await;
+                ModelOutputAction::deny("no")
+            })
+        });
+    let slow = Intervention::named("slow-judge")
+        .parallel()
+        .model_output_async(move |_, _| {
+            let (c, d) = (c.clone(), d.clone());
+            Box::pin(async move {
+                let _guard = DropGuard(d);
+                sleep(Duration::from_secs(10)).await;
+                c.store(true, Ordering::SeqCst);
+                ModelOutputAction::Proceed
+            })
+        });
+    let registry = InterventionRegistry::new([fast, slow]).unwrap();
+    let mut ev = ModelOutputEvent::new(InvocationContext::default());
+    ev.push_text("secret");
+    let started = Instant::now();
+    registry.to_hooks().dispatch(&mut ev).await.unwrap();
+    assert!(started.elapsed() < Duration::from_millis(100));
+    assert!(
+        dropped.load(Ordering::SeqCst),
+        "the slow future was dropped"
+    );
+    assert!(!completed.load(Ordering::SeqCst), "and never completed");
+    assert_eq!(ev.withheld(), Some("DENIED: no"));
+    let audit: Vec<_> = ev
+        .decisions()
+        .iter()
+        .map(|d| (d.handler.as_str(), d.action, d.outcome))
+        .collect();
+    assert_eq!(
+        audit,
+        [
+            ("fast-deny", DecisionAction::Deny, DecisionOutcome::Applied),
+            ("slow-judge", DecisionAction::None, DecisionOutcome::NotRun),
         ]
     );
 }
