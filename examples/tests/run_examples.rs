@@ -439,3 +439,17 @@ fn agui_server_streams_a_run_and_takes_the_approval() {
         ],
     );
 }
+
+/// The shipped chat policy, tested as a user's `cargo test` would: its scenarios under
+/// `examples/policies/chat-scenarios/` name it (`policy_file`) and are compared with their blessed
+/// transcripts; `--policy` (here `.policy(..)`) gives the file explicitly.
+#[test]
+fn chat_policy_passes_its_scenarios_as_shipped() {
+    let policies = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("policies");
+    let suite = rein_cli::replay::Replay::new()
+        .policy(policies.join("chat.toml"))
+        .suite(policies.join("chat-scenarios"))
+        .unwrap();
+    suite.assert_passed();
+    assert_eq!(suite.summary(), "replay: 2 passed, 0 failed");
+}
