@@ -64,7 +64,7 @@ fn approve_anywhere() {
         &[
             "asked  payment-gate",
             "stored Pay $100 to ACME",
-            "asked  egress  \"Send confidential text to the provider?\"",
+            "asked  egress  Send confidential text to the provider?",
             "reply  The annex limits liability.",
             "parked  also pay $9 to ACME\ndelivered  also pay $9 to ACME",
             "asked  rein:retry-limit",
@@ -79,7 +79,7 @@ fn research_team() {
         "research_team",
         &[
             "[searcher] says: 3 field studies",
-            "[analyst] waits for: \"Publish the summary?\"",
+            "[analyst] waits for: Publish the summary?",
             "asked: analyst/publish-approval (v1:agent:a1:v1:before_tool_call:p1:",
             "reply: Done: the summary is published.",
             "decision: Confirm by publish-approval in analyst",

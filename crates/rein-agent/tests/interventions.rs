@@ -370,6 +370,8 @@ async fn guide_retry_cap_denies_after_three_retries() {
     assert_eq!(limit.action, DecisionAction::Deny);
     assert_eq!(limit.outcome, DecisionOutcome::Applied);
     assert_eq!(limit.event, EventKind::AfterModelCall);
+    // Like any deny record, the reason without the `DENIED: ` of the stored text.
+    assert_eq!(limit.text.as_deref(), Some("retry limit (3) reached"));
     assert_history(&agent);
 }
 

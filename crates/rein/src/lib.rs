@@ -1,7 +1,9 @@
 //! Rein: an agent SDK for Rust whose headline feature is **interventions** — typed handlers
 //! that authorize, guide, confirm and transform what an agent does.
 //!
-//! This facade re-exports the Rein crates; most programs need only the [`prelude`].
+//! This facade re-exports the Rein crates; most programs need only the [`prelude`]. Its package
+//! is `rein-agents` (`rein-agents = "0.1"` in `Cargo.toml`; `rein` on crates.io is an unrelated
+//! crate), its library `rein`; the `rein` command is the package `rein-cli`.
 //!
 //! ```
 //! use rein::prelude::*;
