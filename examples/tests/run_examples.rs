@@ -453,3 +453,16 @@ fn chat_policy_passes_its_scenarios_as_shipped() {
     suite.assert_passed();
     assert_eq!(suite.summary(), "replay: 2 passed, 0 failed");
 }
+
+#[test]
+fn approved_once_counts_the_approved_call_once() {
+    check(
+        "approved_once",
+        &[
+            "log    t1 delete_file {\"path\":\"draft.txt\"}\nasked  Delete draft.txt?\nlog    t1 re-checked, answered \"yes\"\nran    delete_file",
+            "ran    search {\"q\":\"report\"}",
+            "audit  rate-limit Deny rate limit: 2 tool calls per run",
+        ],
+    );
+    assert!(!run("approved_once").contains("ran    search {\"q\":\"more\"}"));
+}

@@ -123,7 +123,7 @@ pub use action::{
 };
 pub use closure::Intervention;
 pub use error::HandlerError;
-pub use handler::{InterventionContext, InterventionHandler, Mode};
+pub use handler::{InterventionContext, InterventionHandler, Mode, Recheck, RecheckAnswer};
 pub use registry::{InterventionRegistry, InterventionRegistryBuilder};
 pub use set::EventSet;
 pub use shared::SharedHandler;
