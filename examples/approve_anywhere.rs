@@ -73,7 +73,7 @@ async fn answer(
     answer: serde_json::Value,
 ) -> Result<AgentResult, rein::Error> {
     let i = &paused.interrupts[0];
-    println!("asked  {}  {}", i.name, i.reason);
+    println!("asked  {}  {i}", i.name);
     let done = agent.invoke(vec![i.answer(answer)]).await?;
     println!("reply  {}", done.text());
     Ok(done)

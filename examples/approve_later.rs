@@ -47,13 +47,6 @@ fn agent(store: &FileSessionStore, model: ScriptedModel) -> Result<Agent, rein::
         .build()
 }
 
-/// A prompt as a person reads it: a string as it is, anything else as JSON.
-fn shown(reason: &serde_json::Value) -> String {
-    reason
-        .as_str()
-        .map_or_else(|| reason.to_string(), str::to_owned)
-}
-
 /// Step 1: the request that needs an approval. The pending interrupt is saved; the process ends.
 async fn ask(store: &FileSessionStore) -> Result<(), rein::Error> {
     let model = ScriptedModel::builder()
@@ -64,7 +57,7 @@ async fn ask(store: &FileSessionStore) -> Result<(), rein::Error> {
         .await?;
     println!("[ask] stop reason: {:?}", result.stop_reason);
     for i in &result.interrupts {
-        println!("[ask] waiting for a human: {} ({})", shown(&i.reason), i.id);
+        println!("[ask] waiting for a human: {i} ({})", i.id);
     }
     Ok(())
 }
@@ -87,7 +80,7 @@ async fn approve(store: &FileSessionStore, answer: &str) -> Result<(), rein::Err
         .interrupts
         .iter()
         .map(|i| {
-            println!("[approve] {} -> {answer}", shown(&i.reason));
+            println!("[approve] {} -> {answer}", i);
             i.answer(answer)
         })
         .collect();

@@ -1,6 +1,7 @@
 //! A block list: tools that must never run, whatever the model asks. The denied call gets the
 //! error result `DENIED: <reason>` (the model sees it and can adapt); the other tool calls of
-//! the same turn go on. Runs on the scripted model.
+//! the same turn go on. The handler is a type written with `#[intervention]`. Runs on the
+//! scripted model.
 //!
 //! ```sh
 //! cargo run -p rein-examples --example blocked_tools
@@ -24,26 +25,17 @@ impl BlockedTools {
     }
 }
 
-impl InterventionHandler for BlockedTools {
-    fn name(&self) -> &str {
-        "blocked-tools"
-    }
-
-    fn subscriptions(&self) -> EventSet {
-        EventSet::BEFORE_TOOL_CALL
-    }
-
-    async fn before_tool_call(
-        &self,
-        ev: &BeforeToolCallEvent,
-        _cx: &InterventionContext,
-    ) -> Result<BeforeToolCallAction, HandlerError> {
+// `#[intervention]` writes the `InterventionHandler` impl: name, subscriptions (the methods
+// below) and the async signatures.
+#[intervention(name = "blocked-tools")]
+impl BlockedTools {
+    fn before_tool_call(&self, ev: &BeforeToolCallEvent) -> BeforeToolCallAction {
         let tool = &ev.tool_use().name;
-        Ok(if self.blocked.contains(tool) {
+        if self.blocked.contains(tool) {
             BeforeToolCallAction::deny(format!("the {tool} tool is disabled on this deployment"))
         } else {
             BeforeToolCallAction::Proceed
-        })
+        }
     }
 }
 

@@ -104,7 +104,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .interrupts
             .iter()
             .map(|i| {
-                println!("asked: {} -> approved", i.reason);
+                println!("asked: {i} -> approved");
                 i.answer(true)
             })
             .collect::<Vec<_>>();

@@ -87,7 +87,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 AgentEvent::ToolCallStarted { tool_use } => {
                     println!("[{agent}] calls {}", tool_use.name)
                 }
-                AgentEvent::Interrupt(i) => println!("[{agent}] waits for: {}", i.reason),
+                AgentEvent::Interrupt(i) => println!("[{agent}] waits for: {i}"),
                 _ => {}
             },
             AgentEvent::ToolResult(r) => println!("[lead] {} -> {}", r.tool_use_id, r.text()),

@@ -77,32 +77,14 @@ pub(crate) fn load(
     Ok(handlers)
 }
 
-/// Reads a policy file (TOML `[[policy]]` tables for `.toml`, else a JSON array or an object
-/// with `policy`) and builds its handlers; relative files in specs are relative to its directory.
+/// Reads a policy file with the reader an app uses (`Policy::read_specs`, as `Policy::from_path`:
+/// TOML `[[policy]]` tables for `.toml`, else JSON) and builds its handlers as an app would
+/// (`LoadOptions::new()`, no `fail` kind); relative files in specs are relative to its directory.
 pub(crate) fn load_file(
     path: &Path,
     judge_model: Option<&SharedModel>,
 ) -> Result<Vec<SharedHandler>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let document: Value = if path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("toml"))
-    {
-        let table: toml::Table =
-            toml::from_str(&text).map_err(|e| format!("invalid TOML: {}", e.message()))?;
-        serde_json::to_value(table).map_err(|e| format!("invalid TOML: {e}"))?
-    } else {
-        serde_json::from_str(&text).map_err(|e| format!("invalid JSON: {e}"))?
-    };
-    let specs = match document {
-        Value::Array(a) => a,
-        Value::Object(mut o) => match o.remove("policy") {
-            Some(Value::Array(a)) => a,
-            _ => return Err("expected an array of handler specs (or `policy` tables)".into()),
-        },
-        _ => return Err("expected an array of handler specs".into()),
-    };
+    let specs = Policy::read_specs(path).map_err(|e| e.to_string())?;
     let mut options = LoadOptions::new();
     if let Some(dir) = path.parent() {
         options = options.base_dir(dir);

@@ -1,481 +1,406 @@
-//! `rein replay`: runs a scenario against a scripted model and prints the transcript.
+//! Scenario replays as tests: a scenario's transcript compared with its expected (blessed) one,
+//! a directory of scenarios run as a suite, a policy file as shipped in place of the scenarios'
+//! own (docs/replay.md). What `rein replay` does, for `cargo test`:
+//!
+//! ```no_run
+//! # fn main() {
+//! use rein_cli::replay::Replay;
+//!
+//! // Every `NAME.json` under tests/scenarios against its `NAME.expected.json`, each run with
+//! // the policy file the app ships; `REIN_BLESS=1 cargo test` rewrites the expected files.
+//! Replay::new()
+//!     .policy("policy.toml")
+//!     .bless(std::env::var_os("REIN_BLESS").is_some())
+//!     .suite("tests/scenarios")
+//!     .expect("the scenario directory is readable")
+//!     .assert_passed();
+//! # }
+//! ```
+//!
+//! The suite builds its own single-threaded runtime per scenario: call it from a plain `#[test]`,
+//! not from inside a `#[tokio::test]`.
 
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::fmt;
+use std::path::{Path, PathBuf};
 
-use rein_agent::{
-    Agent, AgentEvent, AgentTool, Handoff, Input, OnRetryLimit, RetryStrategy, ToolExecutor,
-    TurnInterceptor,
-};
-use rein_core::{
-    ContentBlock, Error, Message, ToolHandle,
-    audit::DecisionRecord,
-    error::BuildError,
-    event::AfterModelCallEvent,
-    interrupt::Interrupt,
-    message::{InterruptResponse, ReasoningContent},
-    result::{AgentResult, InjectionRecord},
-    state::InvocationState,
-    stream::Usage,
-    tool::{ToolError, ToolOutput},
-};
-use rein_interventions::policy::{LoadOptions, Template, TemplateVars};
-use rein_models::{ScriptedModel, ScriptedResponse};
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use crate::scenario::{
-    AgentDef, Answer, Executor, Invalid, Join, ModelEntry, ModelErrorName, RetryLimitDef, Scenario,
-    Step, ToolDef,
-};
+mod junit;
+pub(crate) mod run;
 
-/// Why a replay did not produce a transcript.
+/// Why a replay could not be run at all (a suite records each scenario's failure in its
+/// [`Case`] instead).
 #[derive(Debug)]
-pub(crate) enum ReplayError {
-    /// The scenario is invalid (exit 2).
-    Invalid(Invalid),
-    /// Something else failed (exit 1).
-    Internal(String),
+#[non_exhaustive]
+pub enum ReplayError {
+    /// The scenario, or the policy it runs with, is invalid; the message names the file and the
+    /// JSON path of the problem (`rein replay` exits 2).
+    Invalid(String),
+    /// Anything else: a file that cannot be read or written, a directory that cannot be listed
+    /// (`rein replay` exits 1).
+    Failed(String),
 }
 
-impl From<Invalid> for ReplayError {
-    fn from(e: Invalid) -> Self {
-        Self::Invalid(e)
-    }
-}
-
-/// Reads, checks and runs a scenario file; returns the transcript.
-pub(crate) fn replay_file(path: &std::path::Path) -> Result<Value, ReplayError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ReplayError::Internal(format!("cannot read {}: {e}", path.display())))?;
-    let scenario = Scenario::parse(&text)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .map_err(|e| ReplayError::Internal(format!("cannot start the runtime: {e}")))?;
-    runtime.block_on(run(scenario))
-}
-
-/// The scripted model of one agent: `model_id`, its script, deltas of `chunk` characters.
-fn scripted_model(model_id: String, script: &[ModelEntry], chunk: Option<usize>) -> ScriptedModel {
-    let mut b = ScriptedModel::builder().model_id(model_id);
-    if let Some(n) = chunk {
-        b = b.chunk_chars(n);
-    }
-    for entry in script {
-        if let Some(err) = entry.error {
-            b = match err {
-                ModelErrorName::Throttled => b.throttled(),
-                ModelErrorName::ContextOverflow => b.context_overflow(),
-                ModelErrorName::Server => b.server_error(),
-            };
-            continue;
+impl fmt::Display for ReplayError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Invalid(m) => write!(f, "invalid scenario {m}"),
+            Self::Failed(m) => f.write_str(m),
         }
-        let mut r = ScriptedResponse::new();
-        for block in entry.content.iter().flatten() {
-            r = match block {
-                ContentBlock::Text(t) => r.text(t.clone()),
-                ContentBlock::ToolUse(u) => r.tool_use(&u.tool_use_id, &u.name, u.input.clone()),
-                ContentBlock::ReasoningContent(reasoning) => match &**reasoning {
-                    ReasoningContent::ReasoningText(t) => {
-                        r.reasoning(t.text.clone(), t.signature.as_deref())
-                    }
-                    _ => r,
+    }
+}
+
+impl std::error::Error for ReplayError {}
+
+/// How scenarios are replayed: with the policy file that replaces theirs, and whether expected
+/// transcripts are compared with or rewritten (blessed).
+#[derive(Debug, Clone, Default)]
+pub struct Replay {
+    policy: Option<PathBuf>,
+    bless: bool,
+}
+
+impl Replay {
+    /// Replays with each scenario's own policy (its `policy` or `policy_file`), comparing.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Runs every scenario with this policy file (TOML or JSON, read by
+    /// `rein_interventions::policy::Policy::read_specs`, built as an app builds it) in place of
+    /// the scenario's `policy` or `policy_file`. The other agents of a scenario keep theirs.
+    pub fn policy(mut self, file: impl Into<PathBuf>) -> Self {
+        self.policy = Some(file.into());
+        self
+    }
+
+    /// `true`: write each transcript as the expected one instead of comparing (review the
+    /// change with `git diff` afterwards).
+    pub fn bless(mut self, bless: bool) -> Self {
+        self.bless = bless;
+        self
+    }
+
+    /// The transcript of a scenario, as `rein replay SCENARIO` prints it.
+    pub fn transcript(&self, scenario: impl AsRef<Path>) -> Result<Value, ReplayError> {
+        let scenario = scenario.as_ref();
+        run::replay_file(scenario, self.policy.as_deref()).map_err(|e| match e {
+            run::RunError::Invalid(e) => {
+                ReplayError::Invalid(format!("{}: {e}", scenario.display()))
+            }
+            run::RunError::Internal(e) => ReplayError::Failed(e),
+        })
+    }
+
+    /// Replays `scenario` and compares its transcript with the one in `expected` (random ids
+    /// ignored), or, blessing, writes it there.
+    pub fn check(&self, scenario: impl AsRef<Path>, expected: impl AsRef<Path>) -> Case {
+        let (scenario, expected) = (scenario.as_ref(), expected.as_ref());
+        let outcome = match self.transcript(scenario) {
+            Err(ReplayError::Invalid(message)) => Outcome::Invalid { message },
+            Err(ReplayError::Failed(message)) => Outcome::Failed { message },
+            Ok(transcript) => self.compare(normalize(transcript), expected),
+        };
+        Case {
+            name: scenario_name(scenario),
+            scenario: scenario.to_path_buf(),
+            expected: expected.to_path_buf(),
+            outcome,
+        }
+    }
+
+    fn compare(&self, got: Value, expected: &Path) -> Outcome {
+        let got_text = canonical_text(&got);
+        if self.bless {
+            return match std::fs::write(expected, &got_text) {
+                Ok(()) => Outcome::Blessed,
+                Err(e) => Outcome::Failed {
+                    message: format!("cannot write {}: {e}", expected.display()),
                 },
-                // Checked when parsed: nothing else is accepted.
-                _ => r,
             };
         }
-        if let Some(s) = entry.stop_reason {
-            r = r.stop_reason(s);
-        }
-        if let Some(u) = entry.usage {
-            r = r.usage(Usage::new(u.input_tokens, u.output_tokens));
-        }
-        b = b.response(r);
-    }
-    b.build()
-}
-
-type CallLog = Arc<Mutex<Vec<Value>>>;
-
-fn scripted_tool(def: &ToolDef, calls: CallLog) -> ToolHandle {
-    let name = def.name.clone();
-    let result = def.result.as_deref().map(Template::parse);
-    let error = def.error.clone();
-    ToolHandle::from_sync_fn(
-        def.name.clone(),
-        def.description.clone(),
-        def.input_schema.clone(),
-        move |input, cx| {
-            calls
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(json!({"name": name, "input": input}));
-            if let Some(e) = &error {
-                return Err(ToolError::msg(e.clone()));
-            }
-            let vars = TemplateVars::new()
-                .tool(&name, &input)
-                .state(cx.invocation_state());
-            Ok(ToolOutput::text(
-                result.as_ref().map(|t| t.render(&vars)).unwrap_or_default(),
-            ))
-        },
-    )
-}
-
-/// Injections waiting for the step's first model response.
-#[derive(Default)]
-struct InjectState {
-    interceptor: Option<TurnInterceptor>,
-    pending: Vec<String>,
-}
-
-/// Another agent of the scenario, built the way it is joined.
-fn other_agent(
-    def: &Arc<AgentDef>,
-    model: &ScriptedModel,
-    calls: &CallLog,
-) -> Result<Agent, Error> {
-    let policy = crate::policies::load(def.policy.clone(), &LoadOptions::scenario(), None)
-        .map_err(|reason| {
-            Error::Build(BuildError::InvalidSetting {
-                component: "scenario agent",
-                setting: "policy",
-                reason,
-            })
-        })?;
-    let mut b = Agent::builder()
-        .name(def.name.as_str())
-        .model(model.clone())
-        .retry_strategy(RetryStrategy::none())
-        .tools(
-            def.tools
-                .iter()
-                .map(|t| scripted_tool(t, Arc::clone(calls))),
-        )
-        .interventions(policy);
-    if let Some(p) = &def.system_prompt {
-        b = b.system_prompt(p.as_str());
-    }
-    b.build()
-}
-
-async fn run(scenario: Scenario) -> Result<Value, ReplayError> {
-    let policy = crate::policies::load(scenario.policy.clone(), &LoadOptions::scenario(), None)
-        .map_err(|e| ReplayError::Invalid(Invalid(e)))?;
-    let model = scripted_model(
-        format!("scenario:{}", scenario.name),
-        &scenario.model,
-        scenario.stream_chunk_chars,
-    );
-    let calls = CallLog::default();
-    // The other agents' policies are checked before anything runs.
-    for (i, a) in scenario.agents.iter().enumerate() {
-        crate::policies::load(a.policy.clone(), &LoadOptions::scenario(), None)
-            .map_err(|e| ReplayError::Invalid(Invalid::at(format!("agents[{i}]"), e)))?;
-    }
-    let others: Vec<(Arc<AgentDef>, ScriptedModel)> = scenario
-        .agents
-        .iter()
-        .map(|a| {
-            let model = scripted_model(format!("scenario:{}", a.name), &a.model, None);
-            (Arc::new(a.clone()), model)
-        })
-        .collect();
-    let inject = Arc::new(Mutex::new(InjectState::default()));
-    let hook_inject = Arc::clone(&inject);
-    let mut builder = Agent::builder()
-        .name(if scenario.name.is_empty() {
-            "replay"
-        } else {
-            scenario.name.as_str()
-        })
-        .model(model.clone())
-        .retry_strategy(
-            RetryStrategy::default()
-                .with_initial_delay(Duration::ZERO)
-                .with_max_delay(Duration::ZERO)
-                .with_jitter(false),
-        )
-        .tool_executor(match scenario.tool_executor {
-            Executor::Concurrent => ToolExecutor::default(),
-            Executor::Sequential => ToolExecutor::Sequential,
-        })
-        .tools(
-            scenario
-                .tools
-                .iter()
-                .map(|t| scripted_tool(t, Arc::clone(&calls))),
-        )
-        .interventions(policy)
-        .hook(move |_ev: &mut AfterModelCallEvent| {
-            let mut s = hook_inject.lock().unwrap_or_else(PoisonError::into_inner);
-            let pending = std::mem::take(&mut s.pending);
-            if let Some(interceptor) = &s.interceptor {
-                for text in pending {
-                    // Cannot fail: the hook runs inside the invocation.
-                    let _ = interceptor.inject(Message::user(text));
-                }
-            }
-        });
-    if let Some(p) = &scenario.system_prompt {
-        builder = builder.system_prompt(p.as_str());
-    }
-    for (def, model) in &others {
-        let description = def.description.clone();
-        builder = match def.join {
-            Join::Tool => {
-                let (d, m, c) = (Arc::clone(def), model.clone(), Arc::clone(&calls));
-                let description =
-                    description.unwrap_or_else(|| format!("The agent '{}'.", def.name));
-                builder.tool(AgentTool::new(def.name.clone(), description, move || {
-                    other_agent(&d, &m, &c)
-                }))
-            }
-            Join::Handoff => {
-                let agent = other_agent(def, model, &calls).map_err(|e| {
-                    ReplayError::Invalid(Invalid(format!("agent '{}': {e}", def.name)))
-                })?;
-                let mut handoff = Handoff::to(agent);
-                if let Some(d) = description {
-                    handoff = handoff.description(d);
-                }
-                builder.handoff(handoff)
+        let text = match std::fs::read_to_string(expected) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Outcome::NoExpected,
+            Err(e) => {
+                return Outcome::Failed {
+                    message: format!("cannot read {}: {e}", expected.display()),
+                };
             }
         };
-    }
-    if let Some(n) = scenario.max_hook_retries {
-        builder = builder.max_hook_retries(n);
-    }
-    if scenario.on_retry_limit == RetryLimitDef::Confirm {
-        builder = builder.on_retry_limit(OnRetryLimit::Confirm);
-    }
-    if let Some(n) = scenario.stream_hold_back {
-        builder = builder.stream_hold_back(n);
-    }
-    let mut agent = builder
-        .build()
-        .map_err(|e| ReplayError::Invalid(Invalid(format!("the agent cannot be built: {e}"))))?;
-    inject
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .interceptor = Some(agent.interceptor());
-
-    let mut steps = Vec::with_capacity(scenario.steps.len());
-    for step in &scenario.steps {
-        inject
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pending = step.inject.clone();
-        let input = step_input(&agent, step);
-        steps.push(run_step(&mut agent, input, &step.answer_injections).await);
-        inject
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pending
-            .clear();
+        let want = match serde_json::from_str::<Value>(&text) {
+            Ok(v) => normalize(v),
+            Err(e) => {
+                return Outcome::Failed {
+                    message: format!("{} is not JSON: {e}", expected.display()),
+                };
+            }
+        };
+        if want == got {
+            return Outcome::Passed;
+        }
+        let want_text = canonical_text(&want);
+        let diff = similar::TextDiff::from_lines(&want_text, &got_text)
+            .unified_diff()
+            .context_radius(3)
+            .header(&format!("{} (expected)", expected.display()), "replayed")
+            .to_string();
+        Outcome::Differs { diff }
     }
 
-    let requests = requests_json(&model);
-    let tool_calls = calls.lock().unwrap_or_else(PoisonError::into_inner).clone();
-    let mut transcript = json!({
-        "steps": steps,
-        "messages": messages_json(agent.messages()),
-        "model_requests": requests,
-        "tool_calls": tool_calls,
-    });
-    // The other agents' model requests, by agent (only in scenarios that have others).
-    if let (false, Some(obj)) = (others.is_empty(), transcript.as_object_mut()) {
-        let by_agent: serde_json::Map<String, Value> = others
+    /// Runs every scenario of `dir` (each `NAME.json`, in name order, not `*.expected.json`)
+    /// against its `NAME.expected.json` beside it. Fails only when the directory cannot be
+    /// listed; each scenario's outcome is in the [`Suite`].
+    pub fn suite(&self, dir: impl AsRef<Path>) -> Result<Suite, ReplayError> {
+        let dir = dir.as_ref();
+        let entries = std::fs::read_dir(dir)
+            .map_err(|e| ReplayError::Failed(format!("cannot list {}: {e}", dir.display())))?;
+        let mut files = Vec::new();
+        for entry in entries {
+            let path = entry
+                .map_err(|e| ReplayError::Failed(format!("cannot list {}: {e}", dir.display())))?
+                .path();
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+            if path.is_file()
+                && name.is_some_and(|n| n.ends_with(".json") && !n.ends_with(".expected.json"))
+            {
+                files.push(path);
+            }
+        }
+        files.sort();
+        let cases = files
             .iter()
-            .map(|(def, model)| (def.name.clone(), requests_json(model)))
+            .map(|file| self.check(file, expected_path(file)))
             .collect();
-        obj.insert("agent_requests".into(), Value::Object(by_agent));
+        Ok(Suite {
+            dir: dir.to_path_buf(),
+            cases,
+        })
     }
-    Ok(transcript)
 }
 
-fn step_input(agent: &Agent, step: &Step) -> Input {
-    let mut input = match (&step.prompt, &step.resume) {
-        (Some(p), _) => Input::text(p.clone()),
-        (None, answers) => {
-            // The scenario is the human: it answers the pending interrupts it names (by id or
-            // name), each as asked (`Interrupt::answer`: this pause, this fingerprint).
-            let pending = agent
-                .pending_interrupts()
-                .map(|p| p.interrupts.as_slice())
-                .unwrap_or_default();
-            let mut responses = Vec::new();
-            for a in answers.iter().flatten() {
-                let named: Vec<&Interrupt> = pending
-                    .iter()
-                    .filter(|i| match (&a.id, &a.interrupt) {
-                        (Some(id), _) => &i.id == id,
-                        (None, Some(name)) => &i.name == name,
-                        (None, None) => false,
-                    })
-                    .collect();
-                if named.is_empty() {
-                    // Nothing pending by that id or name: the agent reports the typed error.
-                    if let Some(id) = a.id.as_ref().or(a.interrupt.as_ref()) {
-                        responses.push(InterruptResponse::new(id.clone(), a.response.clone()));
-                    }
-                }
-                for i in named {
-                    responses.push(i.answer(a.response.clone()));
-                }
-            }
-            Input::resume(responses)
-        }
-    };
-    if let Some(state) = &step.invocation_state {
-        input = input.with_state(InvocationState::from_map(state.clone()));
-    }
-    input
+/// Where a scenario's expected transcript is by default: `NAME.expected.json` beside
+/// `NAME.json`.
+pub fn expected_path(scenario: &Path) -> PathBuf {
+    scenario.with_extension("expected.json")
 }
 
-async fn run_step(agent: &mut Agent, input: Input, answers: &[Answer]) -> Value {
-    let mut decisions = Vec::new();
-    let mut injections = Vec::new();
-    let interceptor = agent.interceptor();
-    let mut stream = agent.stream(input);
-    let mut outcome: Option<Result<AgentResult, Error>> = None;
-    while let Some(event) = stream.next().await {
-        match event {
-            Ok(AgentEvent::Decision(d)) => decisions.push(decision_json(&d)),
-            Ok(AgentEvent::InjectionConsumed { id, .. }) => {
-                injections
-                    .push(json!({"id": id.to_string(), "outcome": "consumed", "reason": null}));
+fn scenario_name(scenario: &Path) -> String {
+    scenario
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// One scenario replayed against its expected transcript.
+#[derive(Debug, Clone)]
+pub struct Case {
+    name: String,
+    scenario: PathBuf,
+    expected: PathBuf,
+    outcome: Outcome,
+}
+
+impl Case {
+    /// The scenario's file name without `.json`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The scenario file.
+    pub fn scenario(&self) -> &Path {
+        &self.scenario
+    }
+
+    /// The expected transcript's file.
+    pub fn expected(&self) -> &Path {
+        &self.expected
+    }
+
+    /// What happened.
+    pub fn outcome(&self) -> &Outcome {
+        &self.outcome
+    }
+
+    /// A readable account of a case that did not pass (empty for one that did).
+    pub fn details(&self) -> String {
+        let scenario = self.scenario.display();
+        match &self.outcome {
+            Outcome::Passed | Outcome::Blessed => String::new(),
+            Outcome::Differs { diff } => {
+                format!("{scenario}: the transcript differs from the expected one\n{diff}")
             }
-            // A parked message's approvals are answered at once (an unanswered one waits and is
-            // rejected when the run ends).
-            Ok(AgentEvent::InjectionAwaitingApproval { interrupts, .. }) => {
-                for i in &interrupts {
-                    let answer = answers.iter().find(|a| {
-                        a.id.as_deref() == Some(i.id.as_str())
-                            || a.interrupt.as_deref() == Some(i.name.as_str())
-                    });
-                    if let Some(a) = answer {
-                        // Cannot fail: the interrupt was just parked in this run.
-                        let _ = interceptor.answer(i.answer(a.response.clone()));
-                    }
-                }
-            }
-            Ok(AgentEvent::InjectionRejected { id, reason }) => {
-                injections
-                    .push(json!({"id": id.to_string(), "outcome": "rejected", "reason": reason}));
-            }
-            Ok(AgentEvent::Finished(r)) => outcome = Some(Ok(r)),
-            Ok(_) => {}
-            Err(e) => outcome = Some(Err(e)),
+            Outcome::NoExpected => format!(
+                "{scenario}: no expected transcript {} (bless it: rein replay --bless)",
+                self.expected.display()
+            ),
+            Outcome::Invalid { message } => format!("invalid scenario {message}"),
+            Outcome::Failed { message } => format!("{scenario}: {message}"),
         }
     }
-    match outcome {
-        Some(Ok(r)) => json!({
-            "stop_reason": r.stop_reason.as_str(),
-            "message": r.message,
-            "interrupts": r.interrupts.iter().map(|i| json!({
-                "id": i.id, "name": i.name, "reason": i.reason,
-            })).collect::<Vec<_>>(),
-            "decisions": r.decisions.iter().map(decision_json).collect::<Vec<_>>(),
-            "injections": r.injections.iter().map(injection_json).collect::<Vec<_>>(),
-            "error": null,
-        })
-        .as_object()
-        .cloned()
-        .map(|mut o| {
-            if !r.handoffs.is_empty() {
-                o.insert("handoffs".into(), json!(r.handoffs));
+}
+
+/// The outcome of one scenario.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// The transcript is the expected one.
+    Passed,
+    /// The transcript was written as the expected one.
+    Blessed,
+    /// The transcript differs: `diff` is a unified diff, expected (`-`) to replayed (`+`).
+    Differs {
+        /// The unified diff of the two transcripts (pretty JSON, keys sorted).
+        diff: String,
+    },
+    /// There is no expected transcript to compare with.
+    NoExpected,
+    /// The scenario or its policy is invalid (the message names the file and JSON path).
+    Invalid {
+        /// What is wrong.
+        message: String,
+    },
+    /// Something else failed (a file that cannot be read or written).
+    Failed {
+        /// What failed.
+        message: String,
+    },
+}
+
+impl Outcome {
+    /// Passed or blessed.
+    pub fn is_success(&self) -> bool {
+        matches!(self, Self::Passed | Self::Blessed)
+    }
+}
+
+/// The scenarios of a directory, replayed.
+#[derive(Debug, Clone)]
+pub struct Suite {
+    dir: PathBuf,
+    cases: Vec<Case>,
+}
+
+impl Suite {
+    /// A suite of one scenario (`rein replay FILE --expect ..`), named after its directory.
+    pub(crate) fn of_one(case: Case) -> Self {
+        Self {
+            dir: case
+                .scenario
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or_default(),
+            cases: vec![case],
+        }
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Each scenario's case, in name order.
+    pub fn cases(&self) -> &[Case] {
+        &self.cases
+    }
+
+    /// Every case passed (or was blessed).
+    pub fn is_success(&self) -> bool {
+        self.cases.iter().all(|c| c.outcome.is_success())
+    }
+
+    /// Any scenario invalid (`rein replay DIR` then exits 2).
+    pub fn has_invalid(&self) -> bool {
+        self.cases
+            .iter()
+            .any(|c| matches!(c.outcome, Outcome::Invalid { .. }))
+    }
+
+    /// One line: `replay: N passed, N failed`, and `(N blessed)` when blessing. A failed
+    /// scenario is one that differs, has no expected transcript, is invalid or could not run.
+    pub fn summary(&self) -> String {
+        let blessed = self
+            .cases
+            .iter()
+            .filter(|c| c.outcome == Outcome::Blessed)
+            .count();
+        let passed = self
+            .cases
+            .iter()
+            .filter(|c| c.outcome == Outcome::Passed)
+            .count();
+        let failed = self.cases.len() - passed - blessed;
+        let mut line = format!("replay: {passed} passed, {failed} failed");
+        if blessed > 0 {
+            line.push_str(&format!(" ({blessed} blessed)"));
+        }
+        line
+    }
+
+    /// Each failed case's details, then the summary line.
+    pub fn report(&self) -> String {
+        let mut out = String::new();
+        for c in &self.cases {
+            let details = c.details();
+            if !details.is_empty() {
+                out.push_str(&details);
+                if !details.ends_with('\n') {
+                    out.push('\n');
+                }
+                out.push('\n');
             }
-            Value::Object(o)
-        })
-        .unwrap_or_default(),
-        Some(Err(e)) => failed(&e, decisions, injections),
-        None => failed(
-            &Error::Internal("the invocation ended without a result"),
-            decisions,
-            injections,
-        ),
+        }
+        out.push_str(&self.summary());
+        out
+    }
+
+    /// The suite as JUnit XML (one `testsuite` named after the directory; a differing or
+    /// missing transcript is a `failure`, an invalid or failed scenario an `error`), for CI.
+    pub fn junit_xml(&self) -> String {
+        junit::write(self)
+    }
+
+    /// Panics with [`Suite::report`] unless every case passed (or was blessed); for tests.
+    #[track_caller]
+    pub fn assert_passed(&self) {
+        assert!(self.is_success(), "{}", self.report());
     }
 }
 
-fn failed(e: &Error, decisions: Vec<Value>, injections: Vec<Value>) -> Value {
-    json!({
-        "stop_reason": null,
-        "message": null,
-        "interrupts": [],
-        "decisions": decisions,
-        "injections": injections,
-        "error": {"kind": error_kind(e), "message": e.to_string()},
-    })
+/// Replaces random ids (injection ids) with a fixed marker.
+fn normalize(mut transcript: Value) -> Value {
+    if let Some(steps) = transcript["steps"].as_array_mut() {
+        for step in steps {
+            if let Some(injections) = step["injections"].as_array_mut() {
+                for i in injections {
+                    i["id"] = Value::String("<random>".into());
+                }
+            }
+        }
+    }
+    transcript
 }
 
-/// The error variant in snake_case.
-pub(crate) fn error_kind(e: &Error) -> &'static str {
-    match e {
-        Error::InvalidMessage(_) => "invalid_message",
-        Error::MalformedStream(_) => "malformed_stream",
-        Error::Model(_) => "model",
-        Error::Hook { .. } => "hook",
-        Error::Handler { .. } => "handler",
-        Error::Build(BuildError::DuplicatePlugin(_)) => "duplicate_plugin",
-        Error::Build(BuildError::DuplicateHandler(_)) => "duplicate_handler",
-        Error::Build(_) => "config",
-        Error::NoPendingInterrupts => "no_pending_interrupts",
-        Error::UnknownInterrupt(_) => "unknown_interrupt",
-        Error::InterruptsPending => "interrupts_pending",
-        Error::InvalidAnswer { .. } => "invalid_answer",
-        Error::PendingMessageMissing => "pending_message_missing",
-        Error::Session(_) => "session",
-        Error::Internal(_) => "internal",
-        _ => "other",
+/// Pretty JSON with keys in sorted order, whatever serde_json's `preserve_order` (which
+/// cedar-policy turns on when the `cedar` feature is in the build), so blessed files do not
+/// churn and diffs line up.
+fn canonical_text(v: &Value) -> String {
+    fn sorted(v: &Value) -> Value {
+        match v {
+            Value::Object(o) => {
+                let mut entries: Vec<(&String, &Value)> = o.iter().collect();
+                entries.sort_by(|a, b| a.0.cmp(b.0));
+                Value::Object(
+                    entries
+                        .into_iter()
+                        .map(|(k, v)| (k.clone(), sorted(v)))
+                        .collect(),
+                )
+            }
+            Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
+            other => other.clone(),
+        }
     }
-}
-
-fn decision_json(d: &DecisionRecord) -> Value {
-    let mut v = json!({
-        "handler": d.handler,
-        "event": d.event.as_str(),
-        "action": d.action,
-        "text": d.text,
-        "tool_use_id": d.tool_use_id,
-        "outcome": d.outcome,
-    });
-    if let (Some(on_error), Some(obj)) = (d.on_error, v.as_object_mut()) {
-        obj.insert("on_error".into(), json!(on_error));
-    }
-    if let (Some(agent), Some(obj)) = (&d.agent, v.as_object_mut()) {
-        obj.insert("agent".into(), json!(agent));
-    }
-    // What the human decided: asked, or the answer and where it came from.
-    if let (Some(c), Some(obj)) = (&d.confirmation, v.as_object_mut()) {
-        obj.insert("confirmation".into(), json!(c));
-    }
-    // What the handler attached (an LLM judge's verdict, reason and usage).
-    if let (Some(detail), Some(obj)) = (&d.detail, v.as_object_mut()) {
-        obj.insert("detail".into(), json!(detail));
-    }
-    v
-}
-
-fn injection_json(i: &InjectionRecord) -> Value {
-    json!({"id": i.id.to_string(), "outcome": i.outcome, "reason": i.reason})
-}
-
-/// What a scripted model was sent.
-fn requests_json(model: &ScriptedModel) -> Value {
-    let sent = model.requests();
-    let requests = sent.iter().map(|r| {
-        json!({
-            "system_prompt": r.system_prompt.as_deref(),
-            "messages": messages_json(&r.messages),
-            "tools": r.tools.iter().map(|t| t.name.clone()).collect::<Vec<_>>(),
-        })
-    });
-    Value::Array(requests.collect())
-}
-
-fn messages_json(messages: &[Message]) -> Value {
-    Value::Array(messages.iter().map(|m| json!(m)).collect())
+    // Cannot fail: a Value always serializes.
+    serde_json::to_string_pretty(&sorted(v)).unwrap_or_default() + "\n"
 }

@@ -54,6 +54,10 @@ pub(crate) struct Scenario {
     pub(crate) tools: Vec<ToolDef>,
     #[serde(default)]
     pub(crate) policy: Vec<Value>,
+    /// A policy file (TOML or JSON, relative to the scenario's directory) in place of `policy`:
+    /// the file as shipped, loaded as an app loads it.
+    #[serde(default)]
+    pub(crate) policy_file: Option<String>,
     #[serde(default)]
     pub(crate) model: Vec<ModelEntry>,
     /// Other agents: tools of the scenario's agent, or agents it can hand off to.
@@ -201,6 +205,12 @@ impl Scenario {
     }
 
     fn check(&self) -> Result<(), Invalid> {
+        if self.policy_file.is_some() && !self.policy.is_empty() {
+            return Err(Invalid::at(
+                "$",
+                "give either `policy` or `policy_file`, not both",
+            ));
+        }
         check_agent("", &self.tools, &self.model)?;
         for (i, a) in self.agents.iter().enumerate() {
             check_agent(&format!("agents[{i}]."), &a.tools, &a.model)?;

@@ -21,7 +21,9 @@ pub struct Interrupt {
     pub id: String,
     /// Name (for `Confirm`: the handler name).
     pub name: String,
-    /// Why input is needed (for `Confirm`: the prompt).
+    /// Why input is needed (for `Confirm`: the prompt), as JSON: the wire format. To show it,
+    /// print the interrupt (`{}`) or [`prompt_text`](Self::prompt_text): `{}` on this value
+    /// prints a string with its JSON quotes.
     pub reason: Value,
     /// Fingerprint of the tool call asked about; an answer applies only while it is unchanged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -125,6 +127,20 @@ impl Interrupt {
     pub fn with_tool_use_id(mut self, tool_use_id: impl Into<String>) -> Self {
         self.tool_use_id = Some(tool_use_id.into());
         self
+    }
+}
+
+/// The interrupt's [`prompt_text`](Interrupt::prompt_text): what to show a human.
+///
+/// ```
+/// use rein_core::interrupt::Interrupt;
+/// let i = Interrupt::new("i", "delete-approval", "Delete a.txt?");
+/// assert_eq!(format!("asked: {i}"), "asked: Delete a.txt?");
+/// assert_eq!(format!("{}", i.reason), "\"Delete a.txt?\""); // the JSON value
+/// ```
+impl std::fmt::Display for Interrupt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.prompt_text())
     }
 }
 

@@ -1,6 +1,7 @@
 //! Invocation state (per call, read-only), run state (per run, for hooks and handlers) and agent
 //! state (per agent, shared and writable).
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -238,6 +239,29 @@ impl RunState {
         let v = serde_json::to_value(&value).map_err(|e| RunStateError::new(key, e))?;
         map.insert(key.to_owned(), v);
         Ok(out)
+    }
+
+    /// Counts `id` (a tool-use id, say) under `key` once, however often it is asked about;
+    /// returns how many distinct ids `key` has counted, this one included. What a limit or a
+    /// rate limiter should count by: a pass runs again for the same call when a resume re-checks
+    /// an answered pause, and when a hook retries the call, so counting passes counts a call
+    /// the human approved twice. Updated under one lock, like [`update`](Self::update).
+    ///
+    /// ```
+    /// use rein_core::state::RunState;
+    /// let s = RunState::new();
+    /// assert_eq!(s.count_once("limiter:calls", "t1")?, 1);
+    /// assert_eq!(s.count_once("limiter:calls", "t1")?, 1); // t1's pass again: not counted
+    /// assert_eq!(s.count_once("limiter:calls", "t2")?, 2);
+    /// # Ok::<(), rein_core::state::RunStateError>(())
+    /// ```
+    pub fn count_once(&self, key: &str, id: &str) -> Result<u64, RunStateError> {
+        self.update(key, |ids: &mut BTreeSet<String>| {
+            if !ids.contains(id) {
+                ids.insert(id.to_owned());
+            }
+            ids.len() as u64
+        })
     }
 
     /// Whether nothing is stored.

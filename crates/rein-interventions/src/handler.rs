@@ -44,9 +44,43 @@ pub struct InterventionContext {
     invocation_state: InvocationState,
     run_state: RunState,
     agent_state: AgentState,
+    /// Set by the pass when it re-checks a pause a human answered (see `recheck`).
+    recheck: Option<Arc<Recheck>>,
     /// What the running handler attached to its decision (see `record_detail`); taken by the
     /// pass after each handler. Inline, so a pass that records nothing allocates nothing.
     detail: Mutex<Option<Box<Value>>>,
+}
+
+/// A pass that re-checks a pause a human answered: on resume the paused pass runs again, every
+/// handler of it (not only the one that asked), and the `Confirm` that asked finds its answer.
+/// See [`InterventionContext::recheck`].
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Recheck {
+    /// The answers the resume carries for this event's confirms, in the handlers' order.
+    pub answers: Vec<RecheckAnswer>,
+}
+
+/// One answer a [`Recheck`] carries.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct RecheckAnswer {
+    /// The handler whose `Confirm` was answered.
+    pub handler: String,
+    /// The answer as given (`"yes"`, `true`, an `Approval`'s JSON...). The `Confirm` applies it
+    /// only while what it asked about is unchanged (its fingerprint), and judges it with its
+    /// `evaluate`.
+    pub response: Value,
+}
+
+impl Recheck {
+    /// The answer given to `handler`'s `Confirm`, if it was answered.
+    pub fn answer_of(&self, handler: &str) -> Option<&Value> {
+        self.answers
+            .iter()
+            .find(|a| a.handler == handler)
+            .map(|a| &a.response)
+    }
 }
 
 impl Clone for InterventionContext {
@@ -57,6 +91,7 @@ impl Clone for InterventionContext {
             invocation_state: self.invocation_state.clone(),
             run_state: self.run_state.clone(),
             agent_state: self.agent_state.clone(),
+            recheck: self.recheck.clone(),
             detail: Mutex::new(None),
         }
     }
@@ -70,6 +105,7 @@ impl InterventionContext {
             invocation_state,
             run_state: RunState::new(),
             agent_state: AgentState::new(),
+            recheck: None,
             detail: Mutex::new(None),
         }
     }
@@ -99,7 +135,8 @@ impl InterventionContext {
     ///     BeforeToolCallAction, BeforeToolCallEvent, HandlerError, InterventionContext,
     /// };
     ///
-    /// // At most three calls of `search` per run, approvals and resumes included.
+    /// // At most three calls of `search` per run, approvals and resumes included. Counted by
+    /// // tool-use id: the pass re-checking an approved call is not a new call.
     /// fn budget(
     ///     event: &BeforeToolCallEvent,
     ///     cx: &InterventionContext,
@@ -107,10 +144,9 @@ impl InterventionContext {
     ///     if event.tool_use().name != "search" {
     ///         return Ok(BeforeToolCallAction::Proceed);
     ///     }
-    ///     let calls = cx.run_state().update("budget:search", |n: &mut u32| {
-    ///         *n += 1;
-    ///         *n
-    ///     })?;
+    ///     let calls = cx
+    ///         .run_state()
+    ///         .count_once("budget:search", &event.tool_use().tool_use_id)?;
     ///     Ok(if calls > 3 {
     ///         BeforeToolCallAction::deny("search budget spent")
     ///     } else {
@@ -121,6 +157,34 @@ impl InterventionContext {
     /// ```
     pub fn run_state(&self) -> &RunState {
         &self.run_state
+    }
+
+    /// `Some` when this pass re-checks a pause a human answered, with what was answered; `None`
+    /// on a first pass. On resume the pass that paused runs again — every handler of it, each
+    /// seeing the same call — so a handler with side effects or counts must not take it for a
+    /// new call: count by tool-use id ([`RunState::count_once`]), and log the answer rather than
+    /// the call again.
+    ///
+    /// ```
+    /// use rein_interventions::{BeforeToolCallAction, Intervention};
+    ///
+    /// let audit = Intervention::named("audit-log").before_tool_call(|ev, cx| {
+    ///     match cx.recheck().and_then(|r| r.answer_of("delete-approval")) {
+    ///         Some(answer) => println!("{}: answered {answer}", ev.tool_use().tool_use_id),
+    ///         None if cx.recheck().is_none() => println!("{} asked", ev.tool_use().name),
+    ///         None => {} // re-checked for another handler's answer: logged already
+    ///     }
+    ///     BeforeToolCallAction::Proceed
+    /// });
+    /// # let _ = audit;
+    /// ```
+    pub fn recheck(&self) -> Option<&Recheck> {
+        self.recheck.as_deref()
+    }
+
+    /// Marks the context as the re-check of an answered pause (the pass does this).
+    pub(crate) fn set_recheck(&mut self, recheck: Option<Recheck>) {
+        self.recheck = recheck.map(Arc::new);
     }
 
     /// The same context for the agent whose state is `agent_state`.
@@ -176,6 +240,7 @@ impl From<&InvocationContext> for InterventionContext {
             invocation_state: cx.invocation_state.clone(),
             run_state: cx.run_state.clone(),
             agent_state: cx.agent_state.clone(),
+            recheck: None,
             detail: Mutex::new(None),
         }
     }

@@ -12,10 +12,11 @@
 //! | `Proceed` | ✓ | ✓ | ✓ | ✓ | ✓ | ✓ |
 //! | `Deny { reason }` | cancel | cancel | cancel | | | withhold |
 //! | `Guide { feedback }` | cancel | cancel | inject | | inject + retry | |
-//! | `Confirm(..)` | | ask | | | | |
+//! | `Confirm(..)` | ask (input held) | ask | ask (request held) | ask (result held) | ask (response held) | |
 //! | `Transform(edit)` | apply | apply | apply | apply | apply | apply (pending text) |
 //!
-//! An invalid pair (say, a deny after a tool ran) does not compile. Small handlers are built
+//! An invalid pair (say, a deny after a tool ran) does not compile (a test checks this table,
+//! the README's and the guides' against the action types). Small handlers are built
 //! from closures with [`Intervention`]. An [`InterventionRegistry`] built from the handlers
 //! installs one bridging callback per event into a [`rein_hooks::HookRegistry`]; the agent
 //! builder does that for you. Every decision other than `Proceed`, and every handler error, is
@@ -100,6 +101,8 @@ pub mod approval;
 pub mod cedar;
 mod closure;
 mod decision;
+#[cfg(test)]
+mod doc_tables;
 mod error;
 mod event;
 mod handler;
@@ -120,7 +123,7 @@ pub use action::{
 };
 pub use closure::Intervention;
 pub use error::HandlerError;
-pub use handler::{InterventionContext, InterventionHandler, Mode};
+pub use handler::{InterventionContext, InterventionHandler, Mode, Recheck, RecheckAnswer};
 pub use registry::{InterventionRegistry, InterventionRegistryBuilder};
 pub use set::EventSet;
 pub use shared::SharedHandler;

@@ -25,7 +25,7 @@ use crate::action::{Confirm, Decided, Verdict};
 use crate::decision::Decision;
 use crate::error::HandlerError;
 use crate::event::{Draft, GuideEffect, PassEvent};
-use crate::handler::{InterventionContext, Mode};
+use crate::handler::{InterventionContext, Mode, Recheck, RecheckAnswer};
 use crate::list::for_each_intervention_event;
 use crate::set::{EVENT_COUNT, EventSet};
 use crate::shared::{Repr, SharedHandler};
@@ -417,6 +417,7 @@ macro_rules! pass {
             return Ok(());
         }
         let mut cx = InterventionContext::from(event.invocation());
+        cx.set_recheck(recheck(entries, event));
         let mut pass: Pass<Draft<E>> = Pass::new();
         // (`while let` over the iterator is what `for` expands to; the group skips its members.)
         let mut rest = entries.iter();
@@ -760,6 +761,27 @@ fn decide<E: PassEvent>(
             Ok(Flow::Continue)
         }
     }
+}
+
+/// What a resume answered for this event's confirms, when it answered any: the pass is then
+/// the re-check of the pause (`InterventionContext::recheck`). Nothing is looked up on the
+/// common pass, whose event carries no answers.
+fn recheck<E: PassEvent>(entries: &[Entry], event: &E) -> Option<Recheck> {
+    let (subject, answers) = event.confirm_target()?;
+    if answers.is_empty() {
+        return None;
+    }
+    let answers: Vec<RecheckAnswer> = entries
+        .iter()
+        .filter_map(|entry| {
+            let id = E::KIND.interrupt_id(&subject, &entry.name);
+            answers.get(&id).map(|response| RecheckAnswer {
+                handler: entry.name.to_string(),
+                response: response.clone(),
+            })
+        })
+        .collect();
+    (!answers.is_empty()).then_some(Recheck { answers })
 }
 
 fn confirm_step<E: PassEvent>(

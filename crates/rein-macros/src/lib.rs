@@ -28,6 +28,8 @@
 //! ```
 
 use proc_macro::TokenStream;
+
+mod intervention;
 use proc_macro2::{Span, TokenStream as TokenStream2};
 use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
@@ -35,6 +37,50 @@ use syn::{
     Attribute, Expr, ExprLit, FnArg, GenericArgument, Ident, Item, ItemFn, Lit, LitStr, Meta, Pat,
     Path, PathArguments, ReturnType, Type,
 };
+
+/// Turns an inherent `impl` block of lifecycle methods into an `InterventionHandler`: the
+/// shortest named handler. The methods keep their names (`before_tool_call`, ...), take `&self`,
+/// the event and optionally the context, may be `async`, and return the action or
+/// `Result<action, E>`; the macro writes `name()`, `on_error()`, `mode()` and
+/// `subscriptions()` (exactly the methods defined) and the trait's methods that call them.
+///
+/// Attributes: `name = "..."` (required), `on_error = "throw" | "proceed" | "deny"`,
+/// `mode = "enforce" | "shadow"`, and `crate = "path"`: where `InterventionHandler` and the
+/// event and action types are (default `::rein::interventions`, the facade; a library on
+/// `rein-interventions` alone says `crate = "rein_interventions"`).
+///
+/// ```
+/// use rein_interventions::{BeforeToolCallAction, BeforeToolCallEvent, InterventionHandler};
+/// use rein_macros::intervention;
+///
+/// pub struct ToolGuard {
+///     blocked: Vec<String>,
+/// }
+///
+/// #[intervention(name = "tool-guard", on_error = "deny", crate = "rein_interventions")]
+/// impl ToolGuard {
+///     fn before_tool_call(&self, ev: &BeforeToolCallEvent) -> BeforeToolCallAction {
+///         let name = &ev.tool_use().name;
+///         if self.blocked.contains(name) {
+///             BeforeToolCallAction::deny(format!("Tool '{name}' is not allowed"))
+///         } else {
+///             BeforeToolCallAction::Proceed
+///         }
+///     }
+/// }
+///
+/// use rein_interventions::{EventSet, OnError, json, testing::{self, ToolCall}};
+/// let guard = ToolGuard { blocked: vec!["delete_file".into()] };
+/// assert_eq!(guard.name(), "tool-guard");
+/// assert_eq!(guard.on_error(), OnError::Deny);
+/// assert_eq!(guard.subscriptions(), EventSet::BEFORE_TOOL_CALL);
+/// let out = testing::run([guard], ToolCall::new("delete_file", json!({})).event());
+/// assert_eq!(out.decisions[0].text.as_deref(), Some("Tool 'delete_file' is not allowed"));
+/// ```
+#[proc_macro_attribute]
+pub fn intervention(attr: TokenStream, item: TokenStream) -> TokenStream {
+    intervention::expand(attr.into(), item.into()).into()
+}
 
 /// Turns a function (sync or `async`) into a Rein tool.
 ///

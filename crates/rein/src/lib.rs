@@ -1,7 +1,9 @@
 //! Rein: an agent SDK for Rust whose headline feature is **interventions** — typed handlers
 //! that authorize, guide, confirm and transform what an agent does.
 //!
-//! This facade re-exports the Rein crates; most programs need only the [`prelude`].
+//! This facade re-exports the Rein crates; most programs need only the [`prelude`]. Its package
+//! is `rein-agents` (`rein-agents = "0.1"` in `Cargo.toml`; `rein` on crates.io is an unrelated
+//! crate), its library `rein`; the `rein` command is the package `rein-cli`.
 //!
 //! ```
 //! use rein::prelude::*;
@@ -68,7 +70,7 @@ pub mod prelude {
     pub use rein_sessions::{FileSessionStore, SessionError, SessionManager, SessionStore};
 
     #[cfg(feature = "macros")]
-    pub use rein_macros::tool;
+    pub use rein_macros::{intervention, tool};
 }
 
 /// `#[tool]`: turns a function into a tool (feature `macros`, on by default).
@@ -96,6 +98,38 @@ pub mod prelude {
 #[cfg(feature = "macros")]
 pub use rein_macros::tool;
 
+/// `#[intervention]`: an `impl` block of lifecycle methods becomes an intervention handler, the
+/// shortest named handler (feature `macros`, on by default). See
+/// [`rein_macros::intervention`] for its attributes.
+///
+/// ```
+/// use rein::prelude::*;
+///
+/// pub struct ToolGuard {
+///     blocked: Vec<String>,
+/// }
+///
+/// #[intervention(name = "tool-guard")]
+/// impl ToolGuard {
+///     fn before_tool_call(&self, ev: &BeforeToolCallEvent) -> BeforeToolCallAction {
+///         let name = &ev.tool_use().name;
+///         if self.blocked.contains(name) {
+///             BeforeToolCallAction::deny(format!("Tool '{name}' is not allowed"))
+///         } else {
+///             BeforeToolCallAction::Proceed
+///         }
+///     }
+/// }
+///
+/// let agent = Agent::builder()
+///     .model(ScriptedModel::builder().text("ok").build())
+///     .intervention(ToolGuard { blocked: vec!["delete_file".into()] })
+///     .build()?;
+/// # Ok::<(), rein::Error>(())
+/// ```
+#[cfg(feature = "macros")]
+pub use rein_macros::intervention;
+
 /// MCP (Model Context Protocol): use an MCP server's tools as Rein tools (feature `mcp`;
 /// `mcp-http` adds the Streamable-HTTP transport).
 #[cfg(feature = "mcp")]
@@ -115,6 +149,9 @@ pub mod __private {
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/agent.md")]
 struct AgentGuide;
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/coming-from-strands.md")]
+struct ComingFromStrandsGuide;
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/hooks.md")]
 struct HooksGuide;

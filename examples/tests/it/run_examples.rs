@@ -64,7 +64,7 @@ fn approve_anywhere() {
         &[
             "asked  payment-gate",
             "stored Pay $100 to ACME",
-            "asked  egress  \"Send confidential text to the provider?\"",
+            "asked  egress  Send confidential text to the provider?",
             "reply  The annex limits liability.",
             "parked  also pay $9 to ACME\ndelivered  also pay $9 to ACME",
             "asked  rein:retry-limit",
@@ -79,7 +79,7 @@ fn research_team() {
         "research_team",
         &[
             "[searcher] says: 3 field studies",
-            "[analyst] waits for: \"Publish the summary?\"",
+            "[analyst] waits for: Publish the summary?",
             "asked: analyst/publish-approval (v1:agent:a1:v1:before_tool_call:p1:",
             "reply: Done: the summary is published.",
             "decision: Confirm by publish-approval in analyst",
@@ -438,4 +438,31 @@ fn agui_server_streams_a_run_and_takes_the_approval() {
             "  RUN_FINISHED \"success\"",
         ],
     );
+}
+
+/// The shipped chat policy, tested as a user's `cargo test` would: its scenarios under
+/// `examples/policies/chat-scenarios/` name it (`policy_file`) and are compared with their blessed
+/// transcripts; `--policy` (here `.policy(..)`) gives the file explicitly.
+#[test]
+fn chat_policy_passes_its_scenarios_as_shipped() {
+    let policies = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("policies");
+    let suite = rein_cli::replay::Replay::new()
+        .policy(policies.join("chat.toml"))
+        .suite(policies.join("chat-scenarios"))
+        .unwrap();
+    suite.assert_passed();
+    assert_eq!(suite.summary(), "replay: 2 passed, 0 failed");
+}
+
+#[test]
+fn approved_once_counts_the_approved_call_once() {
+    check(
+        "approved_once",
+        &[
+            "log    t1 delete_file {\"path\":\"draft.txt\"}\nasked  Delete draft.txt?\nlog    t1 re-checked, answered \"yes\"\nran    delete_file",
+            "ran    search {\"q\":\"report\"}",
+            "audit  rate-limit Deny rate limit: 2 tool calls per run",
+        ],
+    );
+    assert!(!run("approved_once").contains("ran    search {\"q\":\"more\"}"));
 }

@@ -22,23 +22,29 @@ use serde_json::Value;
 use crate::agent::Limits;
 use crate::retry::RetryStrategy;
 
-/// The text that ends a turn or answers a tool when a hook keeps asking for retries.
+/// Why the retry cap denies: its record's text, a reason like any deny record's.
+fn retry_limit_reason(n: u32) -> String {
+    format!("retry limit ({n}) reached")
+}
+
+/// The text that ends a turn or answers a tool when a hook keeps asking for retries: the deny
+/// text of [`retry_limit_reason`].
 pub(crate) fn retry_limit_text(n: u32) -> String {
-    format!("DENIED: retry limit ({n}) reached")
+    format!("DENIED: {}", retry_limit_reason(n))
 }
 
 /// The name under which the retry cap decides in the audit and the stream.
 pub(crate) const RETRY_LIMIT: &str = "rein:retry-limit";
 
-/// The audit record of a retry cap reached (`rein:retry-limit`).
-pub(crate) fn retry_limit_record(event: EventKind, text: &str) -> DecisionRecord {
+/// The audit record of a retry cap of `n` reached (`rein:retry-limit`).
+pub(crate) fn retry_limit_record(event: EventKind, n: u32) -> DecisionRecord {
     DecisionRecord::new(
         RETRY_LIMIT,
         event,
         DecisionAction::Deny,
         DecisionOutcome::Applied,
     )
-    .with_text(text.to_owned())
+    .with_text(retry_limit_reason(n))
 }
 
 /// How a run ends: every way out of the loop is one of these.
@@ -519,7 +525,10 @@ impl Run {
                     )
                 } else {
                     let text = retry_limit_text(self.max_hook_retries);
-                    let record = Box::new(retry_limit_record(EventKind::AfterModelCall, &text));
+                    let record = Box::new(retry_limit_record(
+                        EventKind::AfterModelCall,
+                        self.max_hook_retries,
+                    ));
                     handler = Some(RETRY_LIMIT);
                     (text.clone(), AfterDiscard::EndTurn(text, Some(record)))
                 }
@@ -815,6 +824,11 @@ impl ToolRetries {
             Err(retry_limit_text(self.max))
         }
     }
+
+    /// The cap.
+    pub(crate) fn max(&self) -> u32 {
+        self.max
+    }
 }
 
 #[cfg(test)]
@@ -1039,6 +1053,8 @@ mod tests {
                 let record = record.expect("a retry-limit record");
                 assert_eq!(record.handler, "rein:retry-limit");
                 assert_eq!(record.action, DecisionAction::Deny);
+                // A reason, like any deny record's: `DENIED: ` is the stored text's prefix.
+                assert_eq!(record.text.as_deref(), Some("retry limit (2) reached"));
             }
             other => panic!("{other:?}"),
         }

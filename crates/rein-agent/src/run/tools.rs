@@ -593,7 +593,7 @@ impl ToolRun<'_> {
                         continue;
                     }
                     Err(text) => {
-                        let record = retry_limit_record(EventKind::AfterToolCall, &text)
+                        let record = retry_limit_record(EventKind::AfterToolCall, retries.max())
                             .with_tool_use_id(Some(tool_use.tool_use_id.clone()));
                         self.record(vec![record], &mut outcome);
                         let result = ToolResult::error(&tool_use.tool_use_id, text);

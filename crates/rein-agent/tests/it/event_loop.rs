@@ -296,7 +296,14 @@ async fn after_tool_call_retry_is_bounded() {
             ("b".into(), "Error: disk on fire".into(), true)
         ]
     );
-    assert!(r.decisions.iter().any(|d| d.handler == "rein:retry-limit"));
+    let limit = r
+        .decisions
+        .iter()
+        .find(|d| d.handler == "rein:retry-limit")
+        .unwrap();
+    // The reason, like any deny record's; the tool's error result carries `DENIED: `.
+    assert_eq!(limit.text.as_deref(), Some("retry limit (2) reached"));
+    assert_eq!(limit.tool_use_id.as_deref(), Some("a"));
 }
 
 #[tokio::test]

@@ -370,6 +370,8 @@ async fn guide_retry_cap_denies_after_three_retries() {
     assert_eq!(limit.action, DecisionAction::Deny);
     assert_eq!(limit.outcome, DecisionOutcome::Applied);
     assert_eq!(limit.event, EventKind::AfterModelCall);
+    // Like any deny record, the reason without the `DENIED: ` of the stored text.
+    assert_eq!(limit.text.as_deref(), Some("retry limit (3) reached"));
     assert_history(&agent);
 }
 
@@ -2546,5 +2548,64 @@ fn the_history_check_refuses_two_messages_of_one_role_in_a_row() {
         .messages(vec![Message::user("a"), Message::user("b")])
         .build()
         .unwrap();
+    assert_history(&agent);
+}
+
+/// A rate limiter ported from Strands and written the documented way — counting tool-use ids in
+/// the run's state, not passes — counts a human-approved call once: the resume re-runs the
+/// paused pass (the limiter is told it is a re-check), and the next call within the limit runs.
+#[tokio::test]
+async fn a_rate_limiter_written_the_documented_way_counts_an_approved_call_once() {
+    let log = Log::default();
+    let model = ScriptedModel::builder()
+        .tool_use("t1", "echo", json!({"text": "delete"}))
+        .tool_use("t2", "echo", json!({"text": "b"}))
+        .tool_use("t3", "echo", json!({"text": "c"}))
+        .text("done")
+        .build();
+    let rechecks: Arc<Mutex<Vec<(String, bool)>>> = Arc::default();
+    let seen = Arc::clone(&rechecks);
+    let rate_limit = Intervention::named("rate-limit").before_tool_call(move |ev, cx| {
+        let id = &ev.tool_use().tool_use_id;
+        seen.lock()
+            .unwrap()
+            .push((id.clone(), cx.recheck().is_some()));
+        let calls = cx.run_state().count_once("rate-limit:calls", id)?;
+        Ok::<_, HandlerError>(if calls > 2 {
+            BeforeToolCallAction::deny("rate limit: 2 tool calls per run")
+        } else {
+            BeforeToolCallAction::Proceed
+        })
+    });
+    let mut agent = agent(model)
+        .tool(echo_tool(&log))
+        .intervention(rate_limit)
+        .intervention(approver("delete-approval", "Delete?"))
+        .build()
+        .unwrap();
+    let paused = agent.invoke("clean up").await.unwrap();
+    assert_eq!(paused.stop_reason, StopReason::Interrupt);
+    let r = agent
+        .invoke(vec![paused.interrupts[0].answer("yes")])
+        .await
+        .unwrap();
+    assert_eq!(r.stop_reason, StopReason::EndTurn);
+    assert_eq!(
+        log.take(),
+        vec!["ran echo:delete", "ran echo:b"],
+        "the approved call and the next ran"
+    );
+    let denied = decision(&r.decisions, "rate-limit");
+    assert_eq!(denied.action, DecisionAction::Deny);
+    assert_eq!(denied.tool_use_id.as_deref(), Some("t3"));
+    assert_eq!(
+        *rechecks.lock().unwrap(),
+        vec![
+            ("t1".into(), false),
+            ("t1".into(), true),
+            ("t2".into(), false),
+            ("t3".into(), false),
+        ]
+    );
     assert_history(&agent);
 }

@@ -71,9 +71,7 @@ impl Policy {
 
     /// Loads a JSON policy with options.
     pub fn from_json_str_with(text: &str, options: LoadOptions) -> Result<Self, PolicyError> {
-        let value: Value = serde_json::from_str(text)
-            .map_err(|e| PolicyError::new(format!("invalid JSON: {e}")))?;
-        Self::from_document(value, options)
+        Self::from_values(specs_from_json(text)?, options)
     }
 
     /// Loads a TOML policy (`[[policy]]` tables).
@@ -83,11 +81,7 @@ impl Policy {
 
     /// Loads a TOML policy with options.
     pub fn from_toml_str_with(text: &str, options: LoadOptions) -> Result<Self, PolicyError> {
-        let table: toml::Table = toml::from_str(text)
-            .map_err(|e| PolicyError::new(format!("invalid TOML: {}", e.message())))?;
-        let value = serde_json::to_value(table)
-            .map_err(|e| PolicyError::new(format!("invalid TOML: {e}")))?;
-        Self::from_document(value, options)
+        Self::from_values(specs_from_toml(text)?, options)
     }
 
     /// Loads a policy file: TOML when the extension is `.toml`, JSON otherwise.
@@ -104,43 +98,26 @@ impl Policy {
         if options.base_dir.is_none() {
             options.base_dir = path.parent().map(Path::to_path_buf);
         }
+        Self::from_values(Self::read_specs(path)?, options)
+    }
+
+    /// The handler specs of a policy file, read and checked exactly as [`Policy::from_path`]
+    /// reads them (TOML for a `.toml` extension, JSON otherwise; an array of specs, or a
+    /// `policy` key alone), not built yet: for a loader that adds kinds of its own before
+    /// handing the rest to [`Policy::from_values`] (as `rein` does for `llm_judge`), so that a
+    /// policy file has one reader.
+    pub fn read_specs(path: impl AsRef<Path>) -> Result<Vec<Value>, PolicyError> {
+        let path = path.as_ref();
         let text = std::fs::read_to_string(path)
             .map_err(|e| PolicyError::new(format!("cannot read {}: {e}", path.display())))?;
         if path
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("toml"))
         {
-            Self::from_toml_str_with(&text, options)
+            specs_from_toml(&text)
         } else {
-            Self::from_json_str_with(&text, options)
+            specs_from_json(&text)
         }
-    }
-
-    fn from_document(value: Value, options: LoadOptions) -> Result<Self, PolicyError> {
-        let specs = match value {
-            Value::Array(a) => a,
-            Value::Object(mut o) => match o.remove("policy") {
-                Some(Value::Array(a)) if o.is_empty() => a,
-                Some(Value::Array(_)) => {
-                    let key = o.keys().next().cloned().unwrap_or_default();
-                    return Err(PolicyError::new(format!("unknown top-level key `{key}`")));
-                }
-                Some(_) => {
-                    return Err(PolicyError::new(
-                        "`policy` must be an array of handler specs",
-                    ));
-                }
-                None => {
-                    return Err(PolicyError::new(
-                        "expected an array of handler specs (or `policy` tables)",
-                    ));
-                }
-            },
-            _ => {
-                return Err(PolicyError::new("expected an array of handler specs"));
-            }
-        };
-        Self::from_values(specs, options)
     }
 
     /// Builds the handlers from specs (JSON values), in order. Errors name the index in the
@@ -179,6 +156,46 @@ impl Policy {
     pub fn is_empty(&self) -> bool {
         self.handlers.is_empty()
     }
+}
+
+fn specs_from_document(value: Value) -> Result<Vec<Value>, PolicyError> {
+    Ok(match value {
+        Value::Array(a) => a,
+        Value::Object(mut o) => match o.remove("policy") {
+            Some(Value::Array(a)) if o.is_empty() => a,
+            Some(Value::Array(_)) => {
+                let key = o.keys().next().cloned().unwrap_or_default();
+                return Err(PolicyError::new(format!("unknown top-level key `{key}`")));
+            }
+            Some(_) => {
+                return Err(PolicyError::new(
+                    "`policy` must be an array of handler specs",
+                ));
+            }
+            None => {
+                return Err(PolicyError::new(
+                    "expected an array of handler specs (or `policy` tables)",
+                ));
+            }
+        },
+        _ => {
+            return Err(PolicyError::new("expected an array of handler specs"));
+        }
+    })
+}
+
+fn specs_from_json(text: &str) -> Result<Vec<Value>, PolicyError> {
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| PolicyError::new(format!("invalid JSON: {e}")))?;
+    specs_from_document(value)
+}
+
+fn specs_from_toml(text: &str) -> Result<Vec<Value>, PolicyError> {
+    let table: toml::Table = toml::from_str(text)
+        .map_err(|e| PolicyError::new(format!("invalid TOML: {}", e.message())))?;
+    let value =
+        serde_json::to_value(table).map_err(|e| PolicyError::new(format!("invalid TOML: {e}")))?;
+    specs_from_document(value)
 }
 
 fn take_string(

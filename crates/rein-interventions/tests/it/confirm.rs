@@ -741,3 +741,57 @@ fn an_approved_request_confirm_beside_a_guide_is_applied_not_overridden() {
     let c = ev.decisions()[1].confirmation.clone().unwrap();
     assert_eq!(c.status, ConfirmationStatus::Approved);
 }
+
+/// On resume the paused pass runs again, every handler of it: each is told that the pass
+/// re-checks an answered pause, and what was answered; a limiter counting by tool-use id (the
+/// documented way) counts the approved call once, where one counting passes counts it twice.
+#[test]
+fn a_recheck_tells_every_handler_what_was_answered_and_counts_by_id_count_once() {
+    use rein_interventions::testing::{self, ToolCall};
+    use rein_interventions::{Recheck, RunState};
+    use std::sync::{Arc, Mutex};
+
+    let seen: Arc<Mutex<Vec<Option<Recheck>>>> = Arc::default();
+    let log = Arc::clone(&seen);
+    let limiter = Intervention::named("limiter").before_tool_call(move |ev, cx| {
+        log.lock().unwrap().push(cx.recheck().cloned());
+        let by_id = cx
+            .run_state()
+            .count_once("limiter:ids", &ev.tool_use().tool_use_id)?;
+        // The pitfall the docs warn about: one more per pass.
+        cx.run_state()
+            .update("limiter:passes", |n: &mut u64| *n += 1)?;
+        Ok::<_, HandlerError>(if by_id > 1 {
+            BeforeToolCallAction::deny("one call per run")
+        } else {
+            BeforeToolCallAction::Proceed
+        })
+    });
+    let limiter: SharedHandler = limiter.into();
+    let run_state = RunState::new();
+    let call = ToolCall::new("delete_file", json!({"path": "a"})).run_state(&run_state);
+
+    let first = testing::run(
+        [limiter.clone(), confirm("approve", "Delete a?")],
+        call.clone().event(),
+    );
+    assert_eq!(first.event.interrupts().len(), 1);
+    let second = testing::run(
+        [limiter, confirm("approve", "Delete a?")],
+        call.answer("approve", "yes").event(),
+    );
+    assert!(second.event.interrupts().is_empty());
+    assert_eq!(
+        second.event.cancel_tool,
+        Cancel::No,
+        "approved, not rate-limited"
+    );
+
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen[0], None, "a first pass is no re-check");
+    let recheck = seen[1].as_ref().expect("the resumed pass is a re-check");
+    assert_eq!(recheck.answer_of("approve"), Some(&json!("yes")));
+    assert_eq!(recheck.answers.len(), 1);
+    assert_eq!(recheck.answers[0].handler, "approve");
+    assert_eq!(run_state.load::<u64>("limiter:passes").unwrap(), Some(2));
+}

@@ -544,3 +544,72 @@ fn tools_are_send_sync_and_the_future_is_send() {
 fn print_schema() {
     println!("{:#}", ToolHandle::new(Kinds).spec().input_schema);
 }
+
+/// `#[intervention]`: sync and async methods, with and without the context, returning the action
+/// or a `Result`; the subscriptions are exactly the methods defined; on_error and mode as given.
+mod intervention_macro {
+    use rein_interventions::testing::{self, ModelReply, ToolCall};
+    use rein_interventions::{
+        AfterModelCallAction, AfterModelCallEvent, BeforeToolCallAction, BeforeToolCallEvent,
+        DecisionAction, DecisionOutcome, EventSet, HandlerError, InterventionContext,
+        InterventionHandler, Mode, OnError, json,
+    };
+    use rein_macros::intervention;
+
+    struct Budget<const N: u64>;
+
+    #[intervention(
+        name = "budget",
+        on_error = "proceed",
+        mode = "shadow",
+        crate = "rein_interventions"
+    )]
+    impl<const N: u64> Budget<N> {
+        async fn before_tool_call(
+            &self,
+            ev: &BeforeToolCallEvent,
+            cx: &InterventionContext,
+        ) -> Result<BeforeToolCallAction, HandlerError> {
+            let calls = cx
+                .run_state()
+                .count_once("budget:calls", &ev.tool_use().tool_use_id)?;
+            Ok(if calls > N {
+                BeforeToolCallAction::deny("budget spent")
+            } else {
+                BeforeToolCallAction::Proceed
+            })
+        }
+
+        fn after_model_call(&self, ev: &AfterModelCallEvent) -> AfterModelCallAction {
+            match ev.response() {
+                Some(r) if r.message.text().is_empty() => {
+                    AfterModelCallAction::guide("say something")
+                }
+                _ => AfterModelCallAction::Proceed,
+            }
+        }
+
+        /// Not a lifecycle method: left alone.
+        #[allow(dead_code)]
+        fn limit(&self) -> u64 {
+            N
+        }
+    }
+
+    #[test]
+    fn writes_the_handler_from_the_methods() {
+        let b = Budget::<0>;
+        assert_eq!(b.name(), "budget");
+        assert_eq!(b.on_error(), OnError::Proceed);
+        assert_eq!(b.mode(), Mode::Shadow);
+        assert_eq!(
+            b.subscriptions(),
+            EventSet::BEFORE_TOOL_CALL | EventSet::AFTER_MODEL_CALL
+        );
+        let out = testing::run([Budget::<0>], ToolCall::new("search", json!({})).event());
+        assert_eq!(out.decisions[0].action, DecisionAction::Deny);
+        assert_eq!(out.decisions[0].outcome, DecisionOutcome::Shadowed);
+        let out = testing::run([Budget::<0>], ModelReply::text("").event());
+        assert_eq!(out.decisions[0].action, DecisionAction::Guide);
+    }
+}
