@@ -50,6 +50,11 @@ pub(crate) trait PassEvent: Route<Action: Decided> + HookEvent + Common {
     fn confirm_target(&self) -> Option<(String, &InterruptAnswers)> {
         None
     }
+    /// The answers a resume gave, without the subject (nothing allocated): `None` where no
+    /// confirm is admitted.
+    fn resume_answers(&self) -> Option<&InterruptAnswers> {
+        None
+    }
     /// A fingerprint of exactly what a confirm asks about, as the event stands (computed only
     /// when an interrupt is raised or an answer checked).
     fn confirm_fingerprint(&self) -> String {
@@ -117,6 +122,9 @@ impl PassEvent for BeforeInvocationEvent {
     fn confirm_target(&self) -> Option<(String, &InterruptAnswers)> {
         Some((self.interrupt_subject(), self.answers()))
     }
+    fn resume_answers(&self) -> Option<&InterruptAnswers> {
+        Some(self.answers())
+    }
     fn confirm_fingerprint(&self) -> String {
         self.input_fingerprint()
     }
@@ -153,6 +161,9 @@ impl PassEvent for BeforeModelCallEvent {
     fn confirm_target(&self) -> Option<(String, &InterruptAnswers)> {
         Some((self.interrupt_subject(), self.answers()))
     }
+    fn resume_answers(&self) -> Option<&InterruptAnswers> {
+        Some(self.answers())
+    }
     fn confirm_fingerprint(&self) -> String {
         self.request_fingerprint()
     }
@@ -178,6 +189,9 @@ impl PassEvent for AfterModelCallEvent {
     }
     fn confirm_target(&self) -> Option<(String, &InterruptAnswers)> {
         Some((self.interrupt_subject(), self.answers()))
+    }
+    fn resume_answers(&self) -> Option<&InterruptAnswers> {
+        Some(self.answers())
     }
     fn confirm_fingerprint(&self) -> String {
         self.response_fingerprint()
@@ -250,6 +264,9 @@ impl PassEvent for BeforeToolCallEvent {
     fn confirm_target(&self) -> Option<(String, &InterruptAnswers)> {
         Some((self.tool_use().tool_use_id.clone(), self.answers()))
     }
+    fn resume_answers(&self) -> Option<&InterruptAnswers> {
+        Some(self.answers())
+    }
     fn confirm_fingerprint(&self) -> String {
         self.tool_use().fingerprint()
     }
@@ -294,6 +311,9 @@ impl PassEvent for AfterToolCallEvent {
     }
     fn confirm_target(&self) -> Option<(String, &InterruptAnswers)> {
         Some((self.tool_use().tool_use_id.clone(), self.answers()))
+    }
+    fn resume_answers(&self) -> Option<&InterruptAnswers> {
+        Some(self.answers())
     }
     fn confirm_fingerprint(&self) -> String {
         self.result_fingerprint()

@@ -15,7 +15,7 @@ use rein_core::{
     },
     error::BuildError,
     event::{AfterInvocationEvent, BeforeInvocationEvent},
-    interrupt::Interrupt,
+    interrupt::{Interrupt, InterruptAnswers},
     tool::BoxFuture,
 };
 use rein_hooks::{HookOrder, HookRegistry};
@@ -767,10 +767,13 @@ fn decide<E: PassEvent>(
 /// the re-check of the pause (`InterventionContext::recheck`). Nothing is looked up on the
 /// common pass, whose event carries no answers.
 fn recheck<E: PassEvent>(entries: &[Entry], event: &E) -> Option<Recheck> {
-    let (subject, answers) = event.confirm_target()?;
-    if answers.is_empty() {
+    if event
+        .resume_answers()
+        .is_none_or(InterruptAnswers::is_empty)
+    {
         return None;
     }
+    let (subject, answers) = event.confirm_target()?;
     let answers: Vec<RecheckAnswer> = entries
         .iter()
         .filter_map(|entry| {
