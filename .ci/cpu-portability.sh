@@ -18,7 +18,15 @@ PEERS=("$@")
 HERE=$(cd "$(dirname "$0")" && pwd)
 W=$(mktemp -d)
 PIDS=()
-cleanup() { kill "${PIDS[@]}" 2>/dev/null || true; rm -rf "$W"; }
+# The peers' data is thrown away, so they are killed outright, and waited for: a server still
+# writing its data dir while `rm -rf` runs makes it fail ("Directory not empty").
+cleanup() {
+  if [ ${#PIDS[@]} -gt 0 ]; then
+    kill -KILL "${PIDS[@]}" 2>/dev/null || true
+    wait "${PIDS[@]}" 2>/dev/null || true
+  fi
+  rm -rf "$W" || true
+}
 trap cleanup EXIT
 
 if ! command -v qemu-x86_64 >/dev/null; then

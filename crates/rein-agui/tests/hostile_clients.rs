@@ -67,7 +67,7 @@ async fn hostile_clients_leave_the_server_answering_and_lose_nothing() {
             addr,
             "POST",
             "/agent",
-            &run_input("good-inject", Some("go"), None),
+            &run_input("good-gate", Some("go"), None),
         )
         .await
     });
@@ -76,11 +76,11 @@ async fn hostile_clients_leave_the_server_answering_and_lose_nothing() {
             addr,
             "POST",
             "/agent",
-            &run_input("flood-inject", Some("go"), None),
+            &run_input("flood-gate", Some("go"), None),
         )
         .await
     });
-    for thread in ["good-inject", "flood-inject"] {
+    for thread in ["good-gate", "flood-gate"] {
         common::wait_running(addr, thread).await;
     }
 
@@ -93,7 +93,7 @@ async fn hostile_clients_leave_the_server_answering_and_lose_nothing() {
                 addr,
                 "POST",
                 "/agent",
-                &run_input("flood-inject", Some(&format!("flood {i}")), None),
+                &run_input("flood-gate", Some(&format!("flood {i}")), None),
             )
             .await;
             statuses.push(s);
@@ -119,7 +119,7 @@ async fn hostile_clients_leave_the_server_answering_and_lose_nothing() {
         addr,
         "POST",
         "/agent",
-        &run_input("good-inject", Some("and tidy up"), None),
+        &run_input("good-gate", Some("and tidy up"), None),
     )
     .await;
     assert_eq!(got, 200, "{body}");
@@ -190,6 +190,9 @@ async fn hostile_clients_leave_the_server_answering_and_lose_nothing() {
         "{flood:?}"
     );
     assert!(flood.contains(&429), "the flood was never refused");
+    // Both runs waited in their tool call for all this; now they may finish.
+    common::open_gate("good-gate");
+    common::open_gate("flood-gate");
 
     // The well-behaved runs: the slow one took its injected message and finished; the
     // attacker's run too, with at most the cap of injections.
@@ -202,7 +205,7 @@ async fn hostile_clients_leave_the_server_answering_and_lose_nothing() {
         .collect();
     assert_eq!(consumed.len(), 1, "{body}");
     assert_eq!(consumed[0]["value"]["text"], "and tidy up");
-    assert!(body.contains("Finished the slow thing."), "{body}");
+    assert!(body.contains("Through the gate."), "{body}");
     let (_, body) = flood_run.await.unwrap();
     let taken = events(&body)
         .iter()

@@ -135,11 +135,11 @@ async fn runs_beyond_the_cap_are_429() {
             addr,
             "POST",
             "/agent",
-            &run_input("inject-1", Some("go"), None),
+            &run_input("gate-1", Some("go"), None),
         )
         .await
     });
-    common::wait_running(addr, "inject-1").await;
+    common::wait_running(addr, "gate-1").await;
     let (got, resp) = http(
         addr,
         "POST",
@@ -152,9 +152,10 @@ async fn runs_beyond_the_cap_are_429() {
         (429, "TOO_MANY_RUNS"),
         "{resp}"
     );
+    common::open_gate("gate-1");
     let (got, body) = slow.await.unwrap();
     assert_eq!(got, 200);
-    assert!(body.contains("Finished the slow thing."), "{body}");
+    assert!(body.contains("Through the gate."), "{body}");
     let (got, resp) = http(
         addr,
         "POST",
@@ -176,22 +177,23 @@ async fn injections_beyond_the_cap_are_429() {
             addr,
             "POST",
             "/agent",
-            &run_input("inject-1", Some("go"), None),
+            &run_input("gate-2", Some("go"), None),
         )
         .await
     });
-    common::wait_running(addr, "inject-1").await;
+    common::wait_running(addr, "gate-2").await;
     let mut answers = Vec::new();
     for i in 0..6 {
         let (got, resp) = http(
             addr,
             "POST",
             "/agent",
-            &run_input("inject-1", Some(&format!("more {i}")), None),
+            &run_input("gate-2", Some(&format!("more {i}")), None),
         )
         .await;
         answers.push((got, code(&resp)));
     }
+    common::open_gate("gate-2");
     let (got, body) = slow.await.unwrap();
     assert_eq!(got, 200);
     let accepted = answers.iter().filter(|(s, _)| *s == 200).count();

@@ -396,16 +396,16 @@ async fn refuse_mode_answers_409_while_a_run_goes() {
             addr,
             "POST",
             "/agent",
-            &run_input("inject-1", user("go"), None),
+            &run_input("gate-refuse", user("go"), None),
         )
         .await
     });
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    common::wait_running(addr, "gate-refuse").await;
     let (status, resp) = http(
         addr,
         "POST",
         "/agent",
-        &run_input("inject-1", user("more"), None),
+        &run_input("gate-refuse", user("more"), None),
     )
     .await;
     assert_eq!(status, 409, "{resp}");
@@ -413,9 +413,10 @@ async fn refuse_mode_answers_409_while_a_run_goes() {
         serde_json::from_str::<Value>(&resp).unwrap()["code"],
         "RUN_IN_PROGRESS"
     );
+    common::open_gate("gate-refuse");
     let (status, body) = slow.await.unwrap();
     assert_eq!(status, 200);
-    assert!(body.contains("Finished the slow thing."));
+    assert!(body.contains("Through the gate."));
     server.shutdown().await.unwrap();
 }
 

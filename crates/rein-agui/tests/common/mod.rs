@@ -1,9 +1,9 @@
 //! A test server: scripted models chosen by the thread id's prefix, a `delete_file` tool that
-//! needs approval (an intervention `Confirm`), a `clock` and a slow tool.
+//! needs approval (an intervention `Confirm`), a `clock`, a slow tool and a gate.
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use rein_agent::Agent;
@@ -16,9 +16,9 @@ use rein_models::{ScriptedModel, SharedModel};
 use rein_sessions::MemorySessionStore;
 use serde_json::json;
 
-const SCRIPTS: [&str; 10] = [
+const SCRIPTS: [&str; 11] = [
     "tool", "output", "browser", "approve", "reject", "edit", "refuse", "inject", "parked",
-    "replay",
+    "replay", "gate",
 ];
 
 fn script(thread_id: &str) -> ScriptedModel {
@@ -46,6 +46,9 @@ fn script(thread_id: &str) -> ScriptedModel {
         "inject" => b
             .tool_use("s1", "slow", json!({}))
             .text("Finished the slow thing."),
+        "gate" => b
+            .tool_use("g1", "gate", json!({}))
+            .text("Through the gate."),
         "parked" => b
             .tool_use("s1", "slow", json!({}))
             .tool_use("s2", "slow", json!({}))
@@ -54,6 +57,26 @@ fn script(thread_id: &str) -> ScriptedModel {
     }
     .chunk_chars(4)
     .build()
+}
+
+/// The gates of `gate` tool calls, one per thread: a run on a `gate` thread stays in its tool
+/// call until the test opens that thread's gate, so what a test does while a run is going does
+/// not depend on how fast the machine is.
+fn gate(thread_id: &str) -> tokio::sync::watch::Sender<bool> {
+    static GATES: OnceLock<Mutex<HashMap<String, tokio::sync::watch::Sender<bool>>>> =
+        OnceLock::new();
+    GATES
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap()
+        .entry(thread_id.to_owned())
+        .or_insert_with(|| tokio::sync::watch::channel(false).0)
+        .clone()
+}
+
+/// Lets the run on `thread_id` through its `gate` tool call (now, or when it gets there).
+pub fn open_gate(thread_id: &str) {
+    gate(thread_id).send_replace(true);
 }
 
 /// The scripted model of each thread. A real model is stateless; a scripted one remembers
@@ -93,6 +116,7 @@ pub fn unauthenticated_server(store: MemorySessionStore, models: Models) -> Agui
         });
         // On `output-*` threads a person approves what the clock returned (an after_tool_call
         // confirm) before the model sees it.
+        let gate = gate(thread_id);
         let check_output = thread_id.starts_with("output-");
         let output_check = Intervention::named("output-check").after_tool_call(move |ev, _cx| {
             if check_output && ev.tool_use().name == "clock" {
@@ -132,6 +156,19 @@ pub fn unauthenticated_server(store: MemorySessionStore, models: Models) -> Agui
                 |_, _| async {
                     tokio::time::sleep(Duration::from_millis(900)).await;
                     Ok("slow done".into())
+                },
+            ))
+            .tool(ToolHandle::from_fn(
+                "gate",
+                "Waits for the test to open its gate.",
+                json!({"type": "object"}),
+                move |_, _| {
+                    let mut open = gate.subscribe();
+                    async move {
+                        // The map keeps the sender: the wait ends only when the gate opens.
+                        let _ = open.wait_for(|o| *o).await;
+                        Ok("through".into())
+                    }
                 },
             ))
             .intervention(guard)
