@@ -201,7 +201,32 @@ fn pause(agent: &Agent, path: &str, cx: &ToolContext, link: Option<&ParentLink>)
         checkpoint: agent.checkpoint(),
         interrupts,
     });
-    ToolError::msg(format!("sub-agent '{path}' waits for a human"))
+    ToolError::from(SubAgentPaused {
+        path: path.to_owned(),
+    })
+}
+
+/// What an [`AgentTool`] returns when its sub-agent waits for a human: the parent pauses on
+/// the sub-agent's interrupts, its checkpoint taken from the link (a typed outcome, not a
+/// message the parent would have to recognize).
+#[derive(Debug)]
+pub(crate) struct SubAgentPaused {
+    path: String,
+}
+
+impl fmt::Display for SubAgentPaused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "sub-agent '{}' waits for a human", self.path)
+    }
+}
+
+impl std::error::Error for SubAgentPaused {}
+
+impl SubAgentPaused {
+    /// Whether a tool's error says its sub-agent paused.
+    pub(crate) fn is(e: &ToolError) -> bool {
+        e.source().is_some_and(|s| s.is::<Self>())
+    }
 }
 
 /// Runs the child streaming, its events forwarded to the parent's stream under its path.

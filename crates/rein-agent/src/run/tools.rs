@@ -25,7 +25,7 @@ use rein_hooks::HookRegistry;
 use super::machine::{Fed, PhaseEnd, ToolPhase, ToolRetries, ToolsEnd, retry_limit_record};
 use super::{Invocation, listeners};
 use crate::agent::Agent;
-use crate::agent_tool::{AgentTool, ParentLink};
+use crate::agent_tool::{AgentTool, ParentLink, SubAgentPaused};
 use crate::checkpoint::{Checkpoint, Pause, PendingHandoff, PendingInterrupt, ToolsPause};
 use crate::handoff::TransferTool;
 use crate::history::TOOL_INTERRUPTED;
@@ -702,8 +702,10 @@ impl ToolRun<'_> {
             let sub = outcome.sub_run.get_or_insert_with(Box::default);
             sub.usage = usage;
             outcome.decisions.extend(decisions);
-            // A sub-agent that paused raises its interrupts here, placed where it raised them.
-            if let Some(child) = paused {
+            // A sub-agent that paused (its tool says so, typed) raises its interrupts here,
+            // placed where it raised them.
+            let said_paused = matches!(&ran, Ok(Err(e)) if SubAgentPaused::is(e));
+            if let (true, Some(child)) = (said_paused, paused) {
                 raised.extend(child.interrupts);
                 sub.paused = Some((tool_use.tool_use_id.clone(), child.checkpoint));
             }
