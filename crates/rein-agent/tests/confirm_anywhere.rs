@@ -235,6 +235,23 @@ fn money_gate() -> Intervention {
     })
 }
 
+/// A held input is not in history: rewinding history (even by nothing) keeps the pause. (It
+/// was dropped: the pause named a message id made up for it, found in no history.)
+#[tokio::test]
+async fn truncating_history_keeps_a_held_input() {
+    let model = ScriptedModel::builder().text("paid").build();
+    let mut agent = agent(model.clone())
+        .intervention(money_gate())
+        .build()
+        .unwrap();
+    let r = agent.invoke("pay $5 to Ann").await.unwrap();
+    let i = r.interrupts[0].clone();
+    agent.truncate_messages(agent.messages().len());
+    assert!(agent.pending_interrupts().is_some(), "still waiting");
+    let r = agent.invoke(vec![i.answer("yes")]).await.unwrap();
+    assert_eq!(r.text(), "paid");
+}
+
 #[tokio::test]
 async fn confirm_before_invocation_holds_the_input_until_approved() {
     let model = ScriptedModel::builder().text("paid").build();
