@@ -17,6 +17,7 @@ use rein_interventions::{InterventionRegistry, SharedHandler};
 use rein_models::{Model, ModelInfo, SharedModel};
 
 use crate::cancel::{Cancel, CancelHandle};
+use crate::checkpoint::{Pause, PausedRun, QueuedInjection};
 use crate::conversation::{
     Conversation, ConversationManager, HistoryEdit, Manager, NoConversationManager,
 };
@@ -24,7 +25,6 @@ use crate::handoff::{ACTIVE_AGENT_KEY, Handoff, Team, TransferTool};
 use crate::history::{History, TOOL_INTERRUPTED, closing_results};
 use crate::inject::{Injections, TurnInterceptor};
 use crate::journal::{Journal, SharedJournal};
-use crate::pending::{PendingInterrupts, QueuedInjection};
 use crate::retry::RetryStrategy;
 use crate::session::{SessionBinding, SharedBinding};
 use crate::stream::{AgentStream, Sink};
@@ -240,7 +240,7 @@ pub struct Agent {
     /// interrupts wait.
     pub(crate) run_state: RunState,
     /// Boxed: rare, and 384 bytes inline would triple every idle agent's size.
-    pub(crate) pending: Option<Box<PendingInterrupts>>,
+    pub(crate) pending: Option<Box<PausedRun>>,
     pub(crate) manager: Manager,
     pub(crate) cancel: Cancel,
     pub(crate) interceptor: Injections,
@@ -340,11 +340,16 @@ impl Agent {
     /// their assistant message is cut).
     pub fn truncate_messages(&mut self, len: usize) {
         self.history.conv_mut().truncate(len);
-        // (A held response is not in history: its pending state stays.)
-        if let Some(p) = &self.pending
-            && p.held_response.is_none()
-            && !self.history.conv().ids().contains(&p.assistant_message_id)
-        {
+        // (A held input or response is not in history: its pause stays.)
+        let cut = |id: &MessageId| !self.history.conv().ids().contains(id);
+        let paused_on_cut = self.pending.as_ref().is_some_and(|p| match &p.at {
+            Pause::Tools(t) => cut(&t.message_id),
+            Pause::Request {
+                last_message_id, ..
+            } => cut(last_message_id),
+            Pause::Input { .. } | Pause::Response(_) => false,
+        });
+        if paused_on_cut {
             self.set_pending_interrupts(None);
         }
     }
@@ -421,14 +426,15 @@ impl Agent {
         self.team.as_deref()?.members.get(name)
     }
 
-    /// The interrupts waiting for answers, with what a resume needs.
-    pub fn pending_interrupts(&self) -> Option<&PendingInterrupts> {
+    /// The run waiting for answers, if one is: its interrupts, where it paused, what a resume
+    /// needs.
+    pub fn pending_interrupts(&self) -> Option<&PausedRun> {
         self.pending.as_deref()
     }
 
-    /// Restores pending interrupts (e.g. from a session store), with the run state they carry;
+    /// Restores a paused run (e.g. from a session store), with the run state it carries;
     /// `None` ends the paused run (its run state is cleared).
-    pub fn set_pending_interrupts(&mut self, pending: Option<PendingInterrupts>) {
+    pub fn set_pending_interrupts(&mut self, pending: Option<PausedRun>) {
         match &pending {
             Some(p) => {
                 self.run_state.replace(p.run_state.clone());
@@ -471,9 +477,8 @@ impl Agent {
         self.run_state.clear();
         self.end_injections();
         // A held response was never stored: nothing to answer in history.
-        if let Some(p) = self.pending.take().filter(|p| p.holds_tool_uses()) {
-            let blocks =
-                closing_results(&p.assistant_message, &p.completed_results, TOOL_INTERRUPTED);
+        if let Some(Pause::Tools(t)) = self.pending.take().map(|p| p.at) {
+            let blocks = closing_results(&t.message, &t.completed, TOOL_INTERRUPTED);
             if !blocks.is_empty() {
                 self.history.conv_mut().append_user(blocks);
             }

@@ -6,7 +6,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rein_core::{
-    Error, Map, Message, Tool,
+    Error, Tool,
     audit::DecisionRecord,
     interrupt::Interrupt,
     message::InterruptResponse,
@@ -14,12 +14,11 @@ use rein_core::{
     stream::{StopReason, Usage},
     tool::{ToolContext, ToolError, ToolOutput, ToolSpec},
 };
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::agent::{Agent, Input};
+use crate::checkpoint::{Checkpoint, PausedRun, PendingInterrupt};
 use crate::journal::SharedJournal;
-use crate::pending::PendingInterrupts;
 use crate::stream::{AgentEvent, Sink};
 
 type Factory = dyn Fn() -> Result<Agent, Error> + Send + Sync;
@@ -99,16 +98,6 @@ impl From<AgentTool> for rein_core::ToolHandle {
     }
 }
 
-/// What a paused sub-agent keeps to be resumed: its history, its pending interrupts and its
-/// state (saved with the parent's pending interrupts, `tool_states`).
-#[derive(Serialize, Deserialize)]
-struct SavedRun {
-    messages: Vec<Message>,
-    pending: PendingInterrupts,
-    #[serde(default)]
-    agent_state: Map,
-}
-
 /// The id at the parent of a child's interrupt.
 fn parent_interrupt_id(tool_use_id: &str, child_id: &str) -> String {
     format!("v1:agent:{tool_use_id}:{child_id}")
@@ -124,17 +113,17 @@ impl Tool for AgentTool {
         let mut agent = (self.factory)()
             .map_err(|e| ToolError::msg(format!("the sub-agent cannot be built: {e}")))?;
         let path = agent.name().to_owned();
-        let request = match link.and_then(ParentLink::resume_state) {
-            Some(state) => {
-                let saved: SavedRun = serde_json::from_value(state)
-                    .map_err(|e| ToolError::msg(format!("the sub-agent's saved run: {e}")))?;
+        let request = match link.and_then(ParentLink::resume) {
+            Some(checkpoint) => {
+                agent.restore(checkpoint);
                 // The answers given at the top for this child's interrupts go down to it — an
                 // answer bound to a fingerprint only to the interrupt asked about that very
                 // fingerprint (an answer kept from an earlier pause approves nothing new).
-                let responses: Vec<InterruptResponse> = saved
-                    .pending
-                    .interrupts
-                    .iter()
+                let responses: Vec<InterruptResponse> = agent
+                    .pending_interrupts()
+                    .into_iter()
+                    .flat_map(PausedRun::pending)
+                    .map(|p| &p.interrupt)
                     .filter_map(|i| {
                         let id = parent_interrupt_id(cx.tool_use_id(), &i.id);
                         let answer = match &i.fingerprint {
@@ -144,9 +133,6 @@ impl Tool for AgentTool {
                         Some(i.answer(answer.clone()))
                     })
                     .collect();
-                agent.set_messages(saved.messages, None);
-                agent.state().replace(saved.agent_state);
-                agent.set_pending_interrupts(Some(saved.pending));
                 if responses.is_empty() {
                     // Nothing answered for it yet: it keeps waiting, as it was.
                     return Err(pause(&agent, &path, &cx, link));
@@ -181,9 +167,11 @@ impl Tool for AgentTool {
     }
 }
 
-/// Raises the paused child's interrupts at the parent, namespaced, and saves its run.
+/// Hands the paused child's checkpoint to the parent, with its interrupts as the parent
+/// raises them: namespaced ids and names, placed where the child raised them, under this tool
+/// use.
 fn pause(agent: &Agent, path: &str, cx: &ToolContext, link: Option<&ParentLink>) -> ToolError {
-    let Some(pending) = agent.pending_interrupts() else {
+    let Some(paused) = agent.pending_interrupts() else {
         return ToolError::msg(format!("sub-agent '{path}' stopped without its interrupts"));
     };
     let Some(link) = link else {
@@ -191,29 +179,53 @@ fn pause(agent: &Agent, path: &str, cx: &ToolContext, link: Option<&ParentLink>)
             "sub-agent '{path}' waits for a human, but runs outside an agent that can keep it"
         ));
     };
-    for i in &pending.interrupts {
-        let mut raised = Interrupt::new(
-            parent_interrupt_id(cx.tool_use_id(), &i.id),
-            format!("{path}/{}", i.name),
-            i.reason.clone(),
-        )
-        .with_tool_use_id(cx.tool_use_id());
-        if let Some(f) = &i.fingerprint {
-            raised = raised.with_fingerprint(f.clone());
-        }
-        cx.raise_interrupt(raised);
+    let tool_use_id = cx.tool_use_id();
+    let interrupts = paused
+        .pending()
+        .iter()
+        .map(|p| {
+            let i = &p.interrupt;
+            let mut raised = Interrupt::new(
+                parent_interrupt_id(tool_use_id, &i.id),
+                format!("{path}/{}", i.name),
+                i.reason.clone(),
+            )
+            .with_tool_use_id(tool_use_id);
+            if let Some(f) = &i.fingerprint {
+                raised = raised.with_fingerprint(f.clone());
+            }
+            PendingInterrupt::new(p.point.clone().under(tool_use_id), raised)
+        })
+        .collect();
+    link.save(PausedChild {
+        checkpoint: agent.checkpoint(),
+        interrupts,
+    });
+    ToolError::from(SubAgentPaused {
+        path: path.to_owned(),
+    })
+}
+
+/// What an [`AgentTool`] returns when its sub-agent waits for a human: the parent pauses on
+/// the sub-agent's interrupts, its checkpoint taken from the link (a typed outcome, not a
+/// message the parent would have to recognize).
+#[derive(Debug)]
+pub(crate) struct SubAgentPaused {
+    path: String,
+}
+
+impl fmt::Display for SubAgentPaused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "sub-agent '{}' waits for a human", self.path)
     }
-    let saved = SavedRun {
-        messages: agent.messages().to_vec(),
-        pending: pending.clone(),
-        agent_state: agent.state().snapshot(),
-    };
-    match serde_json::to_value(&saved) {
-        Ok(state) => {
-            link.save(state);
-            ToolError::msg(format!("sub-agent '{path}' waits for a human"))
-        }
-        Err(e) => ToolError::msg(format!("sub-agent '{path}': its run cannot be saved: {e}")),
+}
+
+impl std::error::Error for SubAgentPaused {}
+
+impl SubAgentPaused {
+    /// Whether a tool's error says its sub-agent paused.
+    pub(crate) fn is(e: &ToolError) -> bool {
+        e.source().is_some_and(|s| s.is::<Self>())
     }
 }
 
@@ -242,11 +254,17 @@ async fn run_streaming(
     result.ok_or(Error::Internal("the sub-agent ended without a result"))
 }
 
+/// A sub-agent that paused: its checkpoint, and its interrupts as its parent raises them.
+pub(crate) struct PausedChild {
+    pub(crate) checkpoint: Checkpoint,
+    pub(crate) interrupts: Vec<PendingInterrupt>,
+}
+
 /// What the agent running a tool offers an [`AgentTool`] (through the tool context): the
-/// state it saved when it paused, a way to save it again, the parent's stream, and where its
-/// usage and decisions go.
+/// checkpoint it left when it paused, a way to leave it again, the parent's stream, and where
+/// its usage and decisions go.
 pub(crate) struct ParentLink {
-    resume_state: Option<Value>,
+    resume: Option<Checkpoint>,
     sink: Sink,
     /// The parent run's journal: the child's model and tool calls are steps of the same run.
     journal: Option<SharedJournal>,
@@ -255,35 +273,35 @@ pub(crate) struct ParentLink {
 
 #[derive(Default)]
 struct Reports {
-    saved: Option<Value>,
+    paused: Option<PausedChild>,
     usage: Vec<(String, Usage)>,
     decisions: Vec<DecisionRecord>,
 }
 
 impl ParentLink {
     pub(crate) fn new(
-        resume_state: Option<Value>,
+        resume: Option<Checkpoint>,
         sink: Sink,
         journal: Option<SharedJournal>,
     ) -> Self {
         Self {
-            resume_state,
+            resume,
             sink,
             journal,
             reports: Mutex::default(),
         }
     }
 
-    fn resume_state(&self) -> Option<Value> {
-        self.resume_state.clone()
+    fn resume(&self) -> Option<Checkpoint> {
+        self.resume.clone()
     }
 
     fn reports(&self) -> std::sync::MutexGuard<'_, Reports> {
         self.reports.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn save(&self, state: Value) {
-        self.reports().saved = Some(state);
+    fn save(&self, child: PausedChild) {
+        self.reports().paused = Some(child);
     }
 
     /// The child's usage and decisions, tagged with its path (and its own children's under
@@ -304,11 +322,17 @@ impl ParentLink {
             }));
     }
 
-    /// What the tool saved (if it paused), and the usage and decisions it reported.
-    pub(crate) fn take(&self) -> (Option<Value>, Vec<(String, Usage)>, Vec<DecisionRecord>) {
+    /// The sub-agent, if it paused, and the usage and decisions it reported.
+    pub(crate) fn take(
+        &self,
+    ) -> (
+        Option<PausedChild>,
+        Vec<(String, Usage)>,
+        Vec<DecisionRecord>,
+    ) {
         let mut r = self.reports();
         (
-            r.saved.take(),
+            r.paused.take(),
             std::mem::take(&mut r.usage),
             std::mem::take(&mut r.decisions),
         )

@@ -12,8 +12,8 @@ use rein_core::{
 use rein_hooks::{HookEvent, HookRegistry};
 use serde_json::Value;
 
+use crate::checkpoint::PausedRun;
 use crate::conversation::Conversation;
-use crate::pending::PendingInterrupts;
 use crate::session::{AgentSnapshot, SharedBinding};
 use crate::stream::{AgentEvent, Sink};
 
@@ -238,7 +238,7 @@ impl History {
         &self,
         agent_state: Map,
         conversation_manager_state: Value,
-        pending_interrupts: Option<&PendingInterrupts>,
+        pending_interrupts: Option<&PausedRun>,
     ) -> Result<(), Error> {
         let Some(b) = self.session.as_ref().filter(|_| self.loaded) else {
             return Ok(());

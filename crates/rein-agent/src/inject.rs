@@ -14,7 +14,7 @@ use rein_core::{
 };
 use serde_json::Value;
 
-use crate::pending::ParkedInjection;
+use crate::checkpoint::ParkedInjection;
 
 /// Why `inject` failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

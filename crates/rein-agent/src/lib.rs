@@ -28,13 +28,13 @@
 mod agent;
 mod agent_tool;
 mod cancel;
+mod checkpoint;
 mod conversation;
 mod handoff;
 mod history;
 mod inject;
 pub mod journal;
 pub mod judge;
-mod pending;
 mod persist;
 mod retry;
 mod run;
@@ -50,17 +50,18 @@ pub use agent::{
 };
 pub use agent_tool::AgentTool;
 pub use cancel::CancelHandle;
+pub use checkpoint::{
+    CHECKPOINT_VERSION, Checkpoint, ParkedInjection, Pause, PausedRun, PendingHandoff,
+    PendingInterrupt, QueuedInjection, ResponsePause, ToolsPause,
+};
 pub use conversation::{
     ConversationManager, HistoryEdit, NoConversationManager, SlidingWindow, TRUNCATED_TOOL_RESULT,
 };
 pub use handoff::Handoff;
 pub use history::{TOOL_CANCELLED, TOOL_INTERRUPTED};
 pub use inject::{InjectError, PendingInjection, TurnInterceptor};
-pub use pending::{
-    PENDING_SCHEMA_VERSION, ParkedInjection, PendingHandoff, PendingInterrupts, QueuedInjection,
-};
 pub use rein_core::{Error, result::AgentResult};
 pub use retry::RetryStrategy;
-pub use session::{AgentSnapshot, RestoredSession, SessionBinding};
+pub use session::{AgentSnapshot, SessionBinding};
 pub use stream::{AgentEvent, AgentStream};
 pub use tools::ToolExecutor;

@@ -4,9 +4,9 @@
 use rein_core::{Error, Message, id::MessageId};
 
 use crate::agent::Agent;
+use crate::checkpoint::{Checkpoint, Pause};
 use crate::conversation::ConversationManager as _;
 use crate::history::{TOOL_INTERRUPTED, closing_results};
-use crate::session::RestoredSession;
 
 impl Agent {
     /// Restores the agent from its session (messages with their ids, agent state,
@@ -28,7 +28,7 @@ impl Agent {
         let restored = binding.restore().await?;
         let found = restored.is_some();
         match restored {
-            Some(restored) => self.restore_session(restored),
+            Some(restored) => self.restore(restored),
             None => self.repair_restored_tail(),
         }
         self.history.set_loaded();
@@ -43,19 +43,38 @@ impl Agent {
         Ok(found)
     }
 
-    /// Replaces what the agent holds with a session read elsewhere — a store of your own, a
+    /// Replaces what the agent holds with a checkpoint taken elsewhere — by
+    /// [`checkpoint`](Agent::checkpoint) in another process, from a store of your own, a
     /// durable engine's state: the messages with their ids, the agent state (and with it the
-    /// agent in control after a handoff), the conversation manager's state and pending
-    /// interrupts. A broken tail is repaired as [`load_session`](Agent::load_session) does.
-    /// Nothing is persisted (the agent's own session, if any, is written at its next sync).
-    pub fn restore_session(&mut self, restored: RestoredSession) {
-        let (ids, messages): (Vec<MessageId>, Vec<Message>) = restored.messages.into_iter().unzip();
+    /// agent in control after a handoff), the conversation manager's state and the paused run.
+    /// A broken tail is repaired as [`load_session`](Agent::load_session) does. Nothing is
+    /// persisted (the agent's own session, if any, is written at its next sync).
+    pub fn restore(&mut self, checkpoint: Checkpoint) {
+        let (ids, messages): (Vec<MessageId>, Vec<Message>) =
+            checkpoint.messages.into_iter().unzip();
         self.set_messages(messages, Some(ids));
-        self.state.replace(restored.agent_state);
+        self.state.replace(checkpoint.agent_state);
         self.restore_active_agent();
-        self.manager.restore(&restored.conversation_manager_state);
-        self.set_pending_interrupts(restored.pending_interrupts);
+        self.manager.restore(&checkpoint.conversation_manager_state);
+        self.set_pending_interrupts(checkpoint.paused);
         self.repair_restored_tail();
+    }
+
+    /// The agent at rest: its history with the message ids, agent state,
+    /// conversation-manager state and paused run — what [`restore`](Agent::restore) puts
+    /// back, here or in another process.
+    pub fn checkpoint(&self) -> Checkpoint {
+        let conv = self.history.conv();
+        Checkpoint::new(
+            conv.ids()
+                .iter()
+                .copied()
+                .zip(conv.messages().iter().cloned())
+                .collect(),
+            self.state.snapshot(),
+            self.manager.state(),
+            self.pending.as_deref().cloned(),
+        )
     }
 
     /// Persists the agent's whole view now (the agent also does this at the end of every
@@ -82,8 +101,8 @@ impl Agent {
             return;
         };
         if let Some(p) = &self.pending
-            && (Some(p.assistant_message_id) == conv.ids().last().copied()
-                || p.assistant_message == *last)
+            && let Pause::Tools(t) = &p.at
+            && (Some(t.message_id) == conv.ids().last().copied() || t.message == *last)
         {
             return;
         }

@@ -19,38 +19,7 @@ use std::sync::Arc;
 use rein_core::{Error, Map, Message, id::MessageId, tool::BoxFuture};
 use serde_json::Value;
 
-use crate::pending::PendingInterrupts;
-
-/// A session as restored from a store.
-#[derive(Debug, Clone, Default, PartialEq)]
-#[non_exhaustive]
-pub struct RestoredSession {
-    /// The conversation, with the messages' stable ids.
-    pub messages: Vec<(MessageId, Message)>,
-    /// The agent's key-value state.
-    pub agent_state: Map,
-    /// The conversation manager's state (`null` when there is none).
-    pub conversation_manager_state: Value,
-    /// Interrupts waiting for answers.
-    pub pending_interrupts: Option<PendingInterrupts>,
-}
-
-impl RestoredSession {
-    /// A restored session.
-    pub fn new(
-        messages: Vec<(MessageId, Message)>,
-        agent_state: Map,
-        conversation_manager_state: Value,
-        pending_interrupts: Option<PendingInterrupts>,
-    ) -> Self {
-        Self {
-            messages,
-            agent_state,
-            conversation_manager_state,
-            pending_interrupts,
-        }
-    }
-}
+use crate::checkpoint::{Checkpoint, PausedRun};
 
 /// Everything about an agent that a session persists, borrowed from the agent.
 #[derive(Debug, Clone)]
@@ -65,7 +34,7 @@ pub struct AgentSnapshot<'a> {
     /// The conversation manager's state.
     pub conversation_manager_state: Value,
     /// Interrupts waiting for answers.
-    pub pending_interrupts: Option<&'a PendingInterrupts>,
+    pub pending_interrupts: Option<&'a PausedRun>,
 }
 
 /// What an agent calls to persist itself. Implemented by `rein_sessions::SessionManager`;
@@ -75,8 +44,9 @@ pub struct AgentSnapshot<'a> {
 /// [`Error::Session`] holding the store's own error (`rein_sessions::SessionError::Conflict`
 /// when another writer changed the session first).
 pub trait SessionBinding: Send + Sync + 'static {
-    /// Loads the session; `None` when it does not exist yet.
-    fn restore(&self) -> BoxFuture<'_, Result<Option<RestoredSession>, Error>>;
+    /// Loads the session as a checkpoint (its history from where the conversation manager
+    /// left it); `None` when it does not exist yet.
+    fn restore(&self) -> BoxFuture<'_, Result<Option<Checkpoint>, Error>>;
 
     /// A message was appended to the history.
     fn message_added<'a>(

@@ -698,7 +698,7 @@ async fn thread(
         let pending: Vec<_> = snapshot
             .pending_interrupts
             .as_ref()
-            .map(|p| p.interrupts.iter().map(to_wire).collect())
+            .map(|p| p.interrupts().iter().map(to_wire).collect())
             .unwrap_or_default();
         let (running, parked) = inner
             .active
@@ -918,7 +918,9 @@ async fn start(
         return Err(unknown_thread(&thread_id));
     }
     let agent = load(&inner, &thread_id).await?;
-    let pending = agent.pending_interrupts().map(|p| p.interrupts.clone());
+    let pending = agent
+        .pending_interrupts()
+        .map(rein_agent::PausedRun::interrupts);
     // Idempotent resume: the answers last applied, again — while nothing is pending, or after
     // the run paused again (their ids, of an earlier pause, name nothing pending now) — change
     // nothing and succeed.

@@ -226,7 +226,7 @@ async fn converse(agent: &mut Agent, input: &mut UserInput, out: &Term) -> ExitC
                 Err(e @ Error::InvalidAnswer { .. }) => {
                     let _ = out.write_line(&format!("{} {e}", style("error:").red().bold()));
                     match agent.pending_interrupts() {
-                        Some(p) => p.interrupts.clone(),
+                        Some(p) => p.interrupts(),
                         None => break,
                     }
                 }

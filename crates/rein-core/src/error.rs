@@ -87,6 +87,18 @@ pub enum Error {
     /// history was replaced under them). The interrupts stay pending.
     #[error("the assistant message of the pending interrupts is not in history")]
     PendingMessageMissing,
+    /// A checkpoint (an agent at rest, SPEC §8.1) written by a newer release: this one does not
+    /// know its shape and reads nothing of it rather than misread it.
+    #[error("checkpoint version {found} is newer than this release reads ({supported})")]
+    CheckpointTooNew {
+        /// The version found.
+        found: u32,
+        /// The newest version this release reads.
+        supported: u32,
+    },
+    /// A checkpoint that is not one: malformed JSON, a field of the wrong type.
+    #[error("invalid checkpoint: {0}")]
+    InvalidCheckpoint(String),
     /// A session store failed. The source is the store's own error; for Rein's stores a
     /// `rein_sessions::SessionError` (its `of` finds it), e.g. a conflict with another writer.
     #[error("session store: {0}")]

@@ -144,6 +144,68 @@ impl std::fmt::Display for Interrupt {
     }
 }
 
+/// Where an interrupt was raised: the lifecycle point, what it was about, who asked, and —
+/// for an interrupt of an agent running as a tool (SPEC §9.1) — the tool use it came up
+/// through. The run keeps it with the interrupt while it waits (it decides what an answer may
+/// edit, and which child an answer goes down to); the interrupt's `id` is for the wire only,
+/// never taken apart.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct InterruptPoint {
+    /// The lifecycle point.
+    pub event: InterruptEvent,
+    /// What it is about: a tool use id, `m<model call index>`, `input`, an injection id.
+    pub subject: String,
+    /// Who asked: the handler, hook or tool's name for the interrupt (its `name` where it was
+    /// raised).
+    pub handler: String,
+    /// The tool use of the agent tool whose sub-agent raised it (its own point is the
+    /// sub-agent's); `None` for an interrupt of this agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+}
+
+impl InterruptPoint {
+    /// An interrupt raised at `event` about `subject` by `handler`.
+    pub fn new(
+        event: InterruptEvent,
+        subject: impl Into<String>,
+        handler: impl Into<String>,
+    ) -> Self {
+        Self {
+            event,
+            subject: subject.into(),
+            handler: handler.into(),
+            parent: None,
+        }
+    }
+
+    /// The same point, raised by a sub-agent running as the tool use `tool_use_id`.
+    pub fn under(mut self, tool_use_id: impl Into<String>) -> Self {
+        self.parent = Some(tool_use_id.into());
+        self
+    }
+}
+
+/// The lifecycle points an interrupt can be raised at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum InterruptEvent {
+    /// BeforeInvocation: the input (or an injected message) is held.
+    BeforeInvocation,
+    /// BeforeModelCall: the model call is held.
+    BeforeModelCall,
+    /// AfterModelCall: the model's response is held.
+    AfterModelCall,
+    /// BeforeToolCall: the tool call waits.
+    BeforeToolCall,
+    /// The tool itself asked (`ToolContext::interrupt`).
+    ToolCall,
+    /// AfterToolCall: the tool's result is held.
+    AfterToolCall,
+}
+
 /// The text of a prompt (a `Confirm`'s, an interrupt's reason): a string itself; an object's
 /// `prompt` or `message` field when it is a string; else the JSON.
 pub fn prompt_text(prompt: &Value) -> String {

@@ -12,16 +12,11 @@
 use std::sync::Arc;
 
 use rein_agent::{
-    Agent, AgentBuilder, Input, PendingInterrupts, RestoredSession,
+    Agent, AgentBuilder, Checkpoint, Input,
     journal::{Journal, JournalStep},
 };
-use rein_core::{
-    Error, Map, Message,
-    id::{InjectionId, MessageId},
-    tool::BoxFuture,
-};
+use rein_core::{Error, Message, id::InjectionId, tool::BoxFuture};
 use restate_sdk::prelude::*;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
@@ -35,45 +30,6 @@ pub(crate) type Factory = Arc<dyn Fn(&str) -> Result<AgentBuilder, Error> + Send
 
 const SESSION: &str = "session";
 const LAST_RUN: &str = "last_run";
-
-/// What the object keeps of its agent between invocations.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-struct StoredSession {
-    messages: Vec<(MessageId, Message)>,
-    #[serde(default)]
-    agent_state: Map,
-    #[serde(default)]
-    conversation_manager_state: Value,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pending: Option<PendingInterrupts>,
-}
-
-impl StoredSession {
-    fn of(agent: &Agent) -> Self {
-        Self {
-            messages: agent
-                .message_ids()
-                .iter()
-                .copied()
-                .zip(agent.messages().iter().cloned())
-                .collect(),
-            agent_state: agent.state().snapshot(),
-            conversation_manager_state: agent.conversation_manager_state(),
-            pending: agent.pending_interrupts().cloned(),
-        }
-    }
-
-    /// Restores `agent` as a session store would (the agent in control after a handoff, a
-    /// repaired tail included).
-    fn restore(self, agent: &mut Agent) {
-        agent.restore_session(RestoredSession::new(
-            self.messages,
-            self.agent_state,
-            self.conversation_manager_state,
-            self.pending,
-        ));
-    }
-}
 
 /// The `ReinAgent` object.
 pub(crate) struct ReinAgent {
@@ -153,14 +109,14 @@ impl ReinAgent {
             .await?
             .into_inner()
             .admitted()?;
-        let stored: Option<Json<StoredSession>> = ctx.get(SESSION).await?;
+        let stored: Option<Json<Checkpoint>> = ctx.get(SESSION).await?;
         let last_run: Option<Json<RunReport>> = ctx.get(LAST_RUN).await?;
         let Some(stored) = stored.map(Json::into_inner) else {
             return Err(TerminalError::new_with_code(404, "unknown session").into());
         };
         Ok(Json(SessionView {
             messages: stored.messages,
-            pending: stored.pending.map(|p| p.interrupts).unwrap_or_default(),
+            pending: stored.paused.map(|p| p.interrupts()).unwrap_or_default(),
             last_run: last_run.map(Json::into_inner),
         }))
     }
@@ -174,9 +130,9 @@ impl ReinAgent {
         resume: bool,
     ) -> Result<Json<RunReport>, HandlerError> {
         let key = ctx.key().to_owned();
-        let stored: Option<Json<StoredSession>> = ctx.get(SESSION).await?;
+        let stored: Option<Json<Checkpoint>> = ctx.get(SESSION).await?;
         let stored = stored.map(Json::into_inner);
-        if resume && stored.as_ref().is_none_or(|s| s.pending.is_none()) {
+        if resume && stored.as_ref().is_none_or(|s| s.paused.is_none()) {
             let what = if stored.is_none() {
                 (404, "unknown session")
             } else {
@@ -190,8 +146,10 @@ impl ReinAgent {
             .journal(ChannelJournal { tx: tx.clone() })
             .build()
             .map_err(|e| TerminalError::new(e.to_string()))?;
+        // The agent in control after a handoff and a repaired tail come back as a session
+        // store would restore them.
         if let Some(stored) = stored {
-            stored.restore(&mut agent);
+            agent.restore(stored);
         }
         let outcomes = tx.clone();
         agent.interceptor().on_consumed(move |id, _| {
@@ -240,7 +198,7 @@ impl ReinAgent {
         // What is saved goes through the journal: a replay of this invocation (its worker died
         // after saving) saves the very same bytes, though its message ids and the audit's
         // timings are its own.
-        let stored = StoredSession::of(&agent);
+        let stored = agent.checkpoint();
         let Json((stored, report)) = ctx
             .run(|| async move { Ok(Json((stored, report))) })
             .name("save session")

@@ -2,7 +2,7 @@
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use rein_agent::{AgentSnapshot, RestoredSession, SessionBinding};
+use rein_agent::{AgentSnapshot, Checkpoint, SessionBinding};
 use rein_core::{Error, Message, id::MessageId, tool::BoxFuture};
 
 use crate::model::{SessionSnapshot, SessionWrite, StoredMessage, validate_session_id};
@@ -97,14 +97,14 @@ impl<S: SessionStore> SessionManager<S> {
         Ok(())
     }
 
-    async fn restore_inner(&self) -> Result<Option<RestoredSession>, Error> {
+    async fn restore_inner(&self) -> Result<Option<Checkpoint>, Error> {
         validate_session_id(&self.session_id)?;
         let loaded = self.store.load(&self.session_id).await?;
         let Some(snapshot) = loaded else {
             *self.mirror() = SessionSnapshot::empty(&self.session_id);
             return Ok(None);
         };
-        let restored = RestoredSession::new(
+        let restored = Checkpoint::new(
             snapshot
                 .active_messages()
                 .iter()
@@ -175,7 +175,7 @@ fn diff(stored: &SessionSnapshot, agent: &AgentSnapshot<'_>) -> Vec<SessionWrite
 }
 
 impl<S: SessionStore> SessionBinding for SessionManager<S> {
-    fn restore(&self) -> BoxFuture<'_, Result<Option<RestoredSession>, Error>> {
+    fn restore(&self) -> BoxFuture<'_, Result<Option<Checkpoint>, Error>> {
         Box::pin(self.restore_inner())
     }
 

@@ -1,6 +1,6 @@
 //! What a session holds and the writes that change it.
 
-use rein_agent::PendingInterrupts;
+use rein_agent::PausedRun;
 use rein_core::{Map, Message, id::MessageId};
 
 use crate::error::SessionError;
@@ -55,7 +55,7 @@ pub enum SessionWrite {
     SetConversationManagerState(Value),
     /// The pending interrupts (`None` clears them). Boxed: large and rare, it would make
     /// every write as big.
-    SetPendingInterrupts(Option<Box<PendingInterrupts>>),
+    SetPendingInterrupts(Option<Box<PausedRun>>),
 }
 
 /// A session as a store holds it at one version.
@@ -80,9 +80,9 @@ pub struct SessionSnapshot {
     /// The conversation manager's state.
     #[serde(default)]
     pub conversation_manager_state: Value,
-    /// Interrupts waiting for answers.
+    /// The run waiting for answers, if one is (release 0.1's pending interrupts load into it).
     #[serde(default)]
-    pub pending_interrupts: Option<PendingInterrupts>,
+    pub pending_interrupts: Option<PausedRun>,
 }
 
 impl SessionSnapshot {
@@ -142,16 +142,6 @@ impl SessionSnapshot {
                 what: "the session".into(),
                 found: self.schema_version,
                 supported: SESSION_SCHEMA_VERSION,
-            });
-        }
-        if let Some(p) = &self.pending_interrupts
-            && p.schema_version > rein_agent::PENDING_SCHEMA_VERSION
-        {
-            return Err(SessionError::SchemaTooNew {
-                found: p.schema_version,
-                session_id: self.session_id,
-                what: "its pending interrupts".into(),
-                supported: rein_agent::PENDING_SCHEMA_VERSION,
             });
         }
         Ok(Self {

@@ -1,7 +1,7 @@
 //! What the SQL stores share: the schema, the load and the versioned write (once, over the
 //! few statements each database provides), and the decoding of rows.
 
-use rein_agent::PendingInterrupts;
+use rein_agent::PausedRun;
 use rein_core::{Map, Message, id::MessageId};
 use serde_json::Value;
 
@@ -242,12 +242,23 @@ fn snapshot(
         serde_json::from_str(&row.agent_state).map_err(|e| bad("agent state", e))?;
     let conversation_manager_state: Value = serde_json::from_str(&row.conversation_manager_state)
         .map_err(|e| bad("conversation-manager state", e))?;
-    let pending_interrupts: Option<PendingInterrupts> = row
-        .pending_interrupts
-        .as_deref()
-        .map(serde_json::from_str)
-        .transpose()
-        .map_err(|e| bad("pending interrupts", e))?;
+    let pending_interrupts = match row.pending_interrupts.as_deref() {
+        None => None,
+        Some(text) => {
+            let value = serde_json::from_str(text).map_err(|e| bad("pending interrupts", e))?;
+            Some(PausedRun::from_json(value).map_err(|e| match e {
+                rein_core::Error::CheckpointTooNew { found, supported } => {
+                    SessionError::SchemaTooNew {
+                        session_id: session_id.to_owned(),
+                        what: "its pending interrupts".into(),
+                        found,
+                        supported,
+                    }
+                }
+                other => SessionError::corrupt(session_id, format!("pending interrupts: {other}")),
+            })?)
+        }
+    };
     let messages = messages
         .into_iter()
         .map(|(id, body)| {

@@ -7,6 +7,7 @@ use rein_core::{
     Error, Message, Role,
     event::{AfterInvocationEvent, InvocationContext},
     id::MessageId,
+    interrupt::InterruptEvent,
     result::AgentResult,
     stream::StopReason,
 };
@@ -15,9 +16,9 @@ use tracing::Instrument as _;
 use super::machine::Outcome;
 use super::{Invocation, listeners};
 use crate::agent::{Agent, CANCELLED_BY_USER};
+use crate::checkpoint::{Pause, ResponsePause};
 use crate::history::{TOOL_CANCELLED, TOOL_INTERRUPTED};
-use crate::pending::HeldResponse;
-use crate::stream::{AgentEvent, Sink};
+use crate::stream::Sink;
 use crate::telemetry::int;
 
 impl Agent {
@@ -86,73 +87,65 @@ impl Agent {
             }
             Outcome::Held {
                 response,
-                mut interrupts,
+                interrupts,
                 model_call_index,
             } => {
-                inv.stamp(&mut interrupts);
                 // What the stream showed of it is not accepted (yet).
                 sink.discard("awaiting approval".into(), None);
-                for i in &interrupts {
-                    sink.emit(|| AgentEvent::Interrupt(i.clone()));
-                }
-                let mut pending = inv.pause(
-                    interrupts.clone(),
-                    MessageId::new(),
-                    response.message.clone(),
-                    model_call_index,
-                );
-                pending.held_response = Some(HeldResponse {
+                let subject = format!("m{model_call_index}");
+                let pending = inv.raise(InterruptEvent::AfterModelCall, &subject, interrupts, sink);
+                let wire = pending.iter().map(|p| p.interrupt.clone()).collect();
+                let at = Pause::Response(Box::new(ResponsePause {
+                    message: response.message.clone(),
                     stop_reason: response.stop_reason,
                     usage: response.usage,
                     hook_retries: inv.run.hook_retries().0,
-                });
-                self.pending = Some(Box::new(pending));
+                    model_call_index,
+                }));
+                self.pending = Some(Box::new(inv.pause(at, pending)));
                 let mut r = self.completed(inv, StopReason::Interrupt, response.message);
-                r.interrupts = interrupts;
+                r.interrupts = wire;
                 Ok(r)
             }
             Outcome::HeldRequest {
-                mut interrupts,
+                interrupts,
                 model_call_index,
             } => {
-                inv.stamp(&mut interrupts);
-                for i in &interrupts {
-                    sink.emit(|| AgentEvent::Interrupt(i.clone()));
-                }
+                let subject = format!("m{model_call_index}");
+                let pending =
+                    inv.raise(InterruptEvent::BeforeModelCall, &subject, interrupts, sink);
+                let wire = pending.iter().map(|p| p.interrupt.clone()).collect();
                 let conv = self.history.conv();
-                let id = conv.ids().last().copied().unwrap_or_else(MessageId::new);
+                let last_message_id = conv.ids().last().copied().unwrap_or_else(MessageId::new);
                 let message = conv
                     .last()
                     .cloned()
                     .unwrap_or_else(|| Message::new(Role::Assistant, Vec::new()));
-                let mut pending =
-                    inv.pause(interrupts.clone(), id, message.clone(), model_call_index);
-                pending.held_request = true;
-                self.pending = Some(Box::new(pending));
+                let at = Pause::Request {
+                    model_call_index,
+                    last_message_id,
+                };
+                self.pending = Some(Box::new(inv.pause(at, pending)));
                 // Not `completed`: the conversation manager leaves history as the human saw it
                 // in the request, so the resumed request matches what was approved.
                 let mut r = self.result(inv, StopReason::Interrupt, message);
-                r.interrupts = interrupts;
+                r.interrupts = wire;
                 Ok(r)
             }
             Outcome::HeldInput {
                 messages,
-                mut interrupts,
+                interrupts,
             } => {
-                inv.stamp(&mut interrupts);
-                for i in &interrupts {
-                    sink.emit(|| AgentEvent::Interrupt(i.clone()));
-                }
+                let pending =
+                    inv.raise(InterruptEvent::BeforeInvocation, "input", interrupts, sink);
+                let wire = pending.iter().map(|p| p.interrupt.clone()).collect();
                 let message = messages
                     .last()
                     .cloned()
                     .unwrap_or_else(|| Message::new(Role::User, Vec::new()));
-                let mut pending =
-                    inv.pause(interrupts.clone(), MessageId::new(), message.clone(), 0);
-                pending.held_input = messages;
-                self.pending = Some(Box::new(pending));
+                self.pending = Some(Box::new(inv.pause(Pause::Input { messages }, pending)));
                 let mut r = self.completed(inv, StopReason::Interrupt, message);
-                r.interrupts = interrupts;
+                r.interrupts = wire;
                 Ok(r)
             }
             Outcome::CancelledAfterTools => {

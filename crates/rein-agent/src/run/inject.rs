@@ -12,10 +12,10 @@ use rein_core::{
 use super::machine::Fed;
 use super::{Invocation, listeners};
 use crate::agent::Agent;
+use crate::checkpoint::PendingHandoff;
 use crate::handoff::{
     ACTIVE_AGENT_KEY, HANDOFF, TransferTool, is_valid_history, transfer_tool_name,
 };
-use crate::pending::PendingHandoff;
 use crate::stream::{AgentEvent, Sink};
 
 impl Agent {

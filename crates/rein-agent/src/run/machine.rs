@@ -17,9 +17,8 @@ use rein_core::{
     stream::{ModelResponse, StopReason, Usage},
 };
 
-use serde_json::Value;
-
 use crate::agent::Limits;
+use crate::checkpoint::{Checkpoint, Pause, PendingInterrupt};
 use crate::retry::RetryStrategy;
 
 /// Why the retry cap denies: its record's text, a reason like any deny record's.
@@ -108,14 +107,10 @@ impl Outcome {
 pub(crate) enum Step {
     /// Run BeforeInvocation on the input; store it unless it is denied.
     AdmitInput,
-    /// Run BeforeInvocation again, with the caller's answers, on the held input.
-    ResumeInput,
-    /// Run the interrupted tool phase again with the caller's answers.
-    ResumeTools,
-    /// Run AfterModelCall again, with the caller's answers, on the held response.
-    ResumeResponse,
-    /// Make the held model call `index` (its BeforeModelCall pass with the caller's answers).
-    ResumeRequest { index: u32 },
+    /// Go on from where the run paused, with the caller's answers: BeforeInvocation again on a
+    /// held input, the held model call (its BeforeModelCall pass seeing the answers),
+    /// AfterModelCall again on a held response, or the tool phase again.
+    Resume,
     /// BeforeModelCall, the model call `index`, AfterModelCall.
     CallModel { index: u32 },
     /// Withdraw the response streamed so far (the caller is told why, and by whom when the
@@ -227,19 +222,32 @@ enum AfterDiscard {
     EndTurn(String, Option<Box<DecisionRecord>>),
 }
 
-/// What an invocation resumes, if anything (what the pause held).
+/// What an invocation resumes, if anything (where the run paused).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Resume {
     /// Nothing: a new input.
     No,
     /// The input (BeforeInvocation interrupts).
     Input,
-    /// A model call (BeforeModelCall interrupts) with this index.
-    Request { model_call_index: u32 },
+    /// A model call (BeforeModelCall interrupts).
+    Request,
     /// A response (AfterModelCall interrupts), held after `hook_retries` retries of its turn.
     Response { hook_retries: u32 },
     /// A tool phase (tool interrupts; held results among them).
     Tools,
+}
+
+impl From<&Pause> for Resume {
+    fn from(pause: &Pause) -> Self {
+        match pause {
+            Pause::Input { .. } => Self::Input,
+            Pause::Request { .. } => Self::Request,
+            Pause::Response(r) => Self::Response {
+                hook_retries: r.hook_retries,
+            },
+            Pause::Tools(_) => Self::Tools,
+        }
+    }
 }
 
 /// One invocation's decisions.
@@ -353,7 +361,7 @@ impl Run {
             Fed::Start => {
                 self.phase = Phase::Admitting;
                 if self.resume == Resume::Input {
-                    Step::ResumeInput
+                    Step::Resume
                 } else {
                     Step::AdmitInput
                 }
@@ -419,21 +427,18 @@ impl Run {
             Fed::Done => match (self.phase, self.resume) {
                 (Phase::Admitting, Resume::Tools) => {
                     self.phase = Phase::Tools;
-                    Step::ResumeTools
+                    Step::Resume
                 }
                 (Phase::Admitting, Resume::Response { .. }) => {
                     self.phase = Phase::Retrying;
-                    Step::ResumeResponse
+                    Step::Resume
                 }
-                (Phase::Admitting, Resume::Request { model_call_index }) => {
-                    match self.call_model() {
-                        // The held call keeps its index: its answers are bound to its ids.
-                        Step::CallModel { .. } => Step::ResumeRequest {
-                            index: model_call_index,
-                        },
-                        other => other,
-                    }
-                }
+                // The held call is made if the limits allow it (it keeps its index: its
+                // answers are bound to its ids).
+                (Phase::Admitting, Resume::Request) => match self.call_model() {
+                    Step::CallModel { .. } => Step::Resume,
+                    other => other,
+                },
                 (Phase::Admitting | Phase::Draining, _) => self.start_turn(),
                 (Phase::Discarded, _) => self.after_discard(),
                 (Phase::Retrying, _) => self.call_model(),
@@ -617,11 +622,11 @@ pub(crate) struct ToolPhase {
     held: Vec<ToolResult>,
     /// Tool uses a human edited when approving (run as edited; the stored message is rewritten).
     edits: Vec<ToolUse>,
-    /// What interrupted tools saved to resume from, by tool use id (an agent running as a
-    /// tool: its own pending state); taken when the tool runs again, kept otherwise. (A
-    /// vector: empty in nearly every phase, and cheap to drop.)
-    tool_states: Vec<(String, Value)>,
-    interrupts: Vec<Interrupt>,
+    /// Agents running as tools that paused, by tool use id: each resumes from its checkpoint
+    /// when its tool runs again, kept otherwise. (A vector: empty in nearly every phase, and
+    /// cheap to drop.)
+    children: Vec<(String, Checkpoint)>,
+    interrupts: Vec<PendingInterrupt>,
     rewrites: Vec<ToolUse>,
 }
 
@@ -629,10 +634,10 @@ pub(crate) struct ToolPhase {
 pub(crate) enum PhaseEnd {
     /// Interrupts were raised: the results so far wait with them.
     Interrupted {
-        interrupts: Vec<Interrupt>,
+        interrupts: Vec<PendingInterrupt>,
         completed: Vec<ToolResult>,
         held: Vec<ToolResult>,
-        tool_states: BTreeMap<String, Value>,
+        children: BTreeMap<String, Checkpoint>,
     },
     /// Every tool use has a result: the blocks of the results message, in tool-use order.
     Completed(Vec<ContentBlock>),
@@ -662,7 +667,7 @@ impl ToolPhase {
             results,
             held,
             edits: Vec::new(),
-            tool_states: Vec::new(),
+            children: Vec::new(),
             interrupts: Vec::new(),
             rewrites: Vec::new(),
         }
@@ -674,28 +679,25 @@ impl ToolPhase {
         self
     }
 
-    /// The states interrupted tools saved, to resume them from.
-    pub(crate) fn with_tool_states(mut self, states: BTreeMap<String, Value>) -> Self {
-        self.tool_states = states.into_iter().collect();
+    /// The paused agents running as tools, to resume them from their checkpoints.
+    pub(crate) fn with_children(mut self, children: BTreeMap<String, Checkpoint>) -> Self {
+        self.children = children.into_iter().collect();
         self
     }
 
-    /// The state the tool of `tool_use_id` saved when it was interrupted, if any.
-    pub(crate) fn take_tool_state(&mut self, tool_use_id: &str) -> Option<Value> {
-        if self.tool_states.is_empty() {
+    /// The checkpoint of the agent that paused running as the tool use `tool_use_id`, if any.
+    pub(crate) fn take_child(&mut self, tool_use_id: &str) -> Option<Checkpoint> {
+        if self.children.is_empty() {
             return None;
         }
-        let at = self
-            .tool_states
-            .iter()
-            .position(|(id, _)| id == tool_use_id)?;
-        Some(self.tool_states.swap_remove(at).1)
+        let at = self.children.iter().position(|(id, _)| id == tool_use_id)?;
+        Some(self.children.swap_remove(at).1)
     }
 
-    /// Keeps what an interrupted tool saved to resume from.
-    pub(crate) fn save_tool_state(&mut self, tool_use_id: String, state: Value) {
-        self.tool_states.retain(|(id, _)| *id != tool_use_id);
-        self.tool_states.push((tool_use_id, state));
+    /// Keeps the checkpoint of an agent that paused running as the tool use `tool_use_id`.
+    pub(crate) fn keep_child(&mut self, tool_use_id: String, child: Checkpoint) {
+        self.children.retain(|(id, _)| *id != tool_use_id);
+        self.children.push((tool_use_id, child));
     }
 
     /// The tool use as it runs: as a human edited it (to be rewritten in the stored message),
@@ -738,7 +740,7 @@ impl ToolPhase {
         position: usize,
         result: Option<ToolResult>,
         held: Option<ToolResult>,
-        interrupts: Vec<Interrupt>,
+        interrupts: Vec<PendingInterrupt>,
         rewritten: Option<ToolUse>,
     ) -> bool {
         let stop = result.is_none();
@@ -785,7 +787,7 @@ impl ToolPhase {
                 completed: self.results.into_iter().flatten().collect(),
                 held: self.held,
                 interrupts: self.interrupts,
-                tool_states: self.tool_states.into_iter().collect(),
+                children: self.children.into_iter().collect(),
             };
         }
         PhaseEnd::Completed(
@@ -956,7 +958,7 @@ mod tests {
     fn a_resume_runs_the_pending_tools_before_any_model_call() {
         let mut r = Run::new(Limits::default(), 3, RetryStrategy::none(), Resume::Tools);
         assert!(matches!(r.next(Fed::Start), Step::AdmitInput));
-        assert!(matches!(r.next(Fed::Done), Step::ResumeTools));
+        assert!(matches!(r.next(Fed::Done), Step::Resume));
         let step = r.next(tools_done());
         assert!(matches!(step, Step::DrainInjections));
         assert!(matches!(r.next(Fed::Done), Step::CallModel { index: 0 }));
@@ -1221,7 +1223,12 @@ mod tests {
         }
 
         let mut phase = ToolPhase::new(1, 0, uses.into_iter(), vec![], vec![]);
-        let stop = phase.record(1, None, None, vec![Interrupt::new("i", "n", "why")], None);
+        let asked = PendingInterrupt::at(
+            rein_core::interrupt::InterruptEvent::BeforeToolCall,
+            "b",
+            Interrupt::new("i", "n", "why"),
+        );
+        let stop = phase.record(1, None, None, vec![asked], None);
         assert!(stop);
         phase.record(0, Some(ToolResult::success("a", "A")), None, vec![], None);
         match phase.end(&message, "cut") {

@@ -28,16 +28,15 @@ use rein_core::{
     Error, Message,
     audit::DecisionRecord,
     event::InvocationContext,
-    id::MessageId,
-    interrupt::{Interrupt, InterruptAnswers},
+    interrupt::{Interrupt, InterruptAnswers, InterruptEvent},
     message::InterruptResponse,
     result::{AgentResult, HandoffRecord, InjectionRecord, InvocationMetrics},
     stream::Usage,
 };
 
 use crate::agent::{Agent, Input};
+use crate::checkpoint::{Pause, PausedRun, PendingHandoff, PendingInterrupt};
 use crate::history::Listeners;
-use crate::pending::{PENDING_SCHEMA_VERSION, PendingHandoff, PendingInterrupts};
 use crate::stream::{AgentEvent, Sink};
 use machine::{Fed, Outcome, Run, Step, ToolPhase};
 
@@ -80,43 +79,22 @@ pub(crate) struct Invocation {
 }
 
 impl Invocation {
-    /// The pending state of a pause of this invocation on `interrupts`, about `message`
-    /// (stored with the id `message_id`, or held); the rest is set by the caller.
-    fn pause(
-        &self,
-        interrupts: Vec<Interrupt>,
-        message_id: MessageId,
-        message: Message,
-        model_call_index: u32,
-    ) -> PendingInterrupts {
-        PendingInterrupts {
-            schema_version: PENDING_SCHEMA_VERSION,
-            interrupts,
-            answers: self
-                .answers
-                .iter()
-                .map(|(id, a)| (id.to_owned(), a.clone()))
-                .collect(),
-            assistant_message_id: message_id,
-            assistant_message: message,
-            completed_results: Vec::new(),
-            held_results: Vec::new(),
-            invocation_state: self.cx.invocation_state.clone(),
-            model_call_index,
-            run_state: self.cx.run_state.snapshot(),
-            held_response: None,
-            held_request: false,
-            held_input: Vec::new(),
-            tool_states: Default::default(),
-            queued_injections: Vec::new(),
-            parked_injections: Vec::new(),
-            handoff: None,
-        }
+    /// The paused run of this invocation, stopped at `at` on `interrupts`: with the answers
+    /// given so far, the invocation state and the run state.
+    fn pause(&self, at: Pause, interrupts: Vec<PendingInterrupt>) -> PausedRun {
+        let mut paused = PausedRun::new(at, interrupts, self.cx.invocation_state.clone());
+        paused.answers = self
+            .answers
+            .iter()
+            .map(|(id, a)| (id.to_owned(), a.clone()))
+            .collect();
+        paused.run_state = self.cx.run_state.snapshot();
+        paused
     }
 
     /// Gives `interrupts` this pause's nonce (SPEC §4), so a resume names this pause and an
     /// answer to it can never match another, even when the interrupt's id repeats.
-    fn stamp(&mut self, interrupts: &mut [Interrupt]) {
+    fn stamp(&mut self, interrupts: &mut [PendingInterrupt]) {
         if interrupts.is_empty() {
             return;
         }
@@ -124,8 +102,28 @@ impl Invocation {
             .pause_nonce
             .get_or_insert_with(rein_core::id::unguessable);
         for i in interrupts {
-            i.nonce = Some(nonce.clone());
+            i.interrupt.nonce = Some(nonce.clone());
         }
+    }
+
+    /// The interrupts a hold at `event` about `subject` raised, placed there, stamped with the
+    /// pause's nonce and streamed.
+    fn raise(
+        &mut self,
+        event: InterruptEvent,
+        subject: &str,
+        interrupts: Vec<Interrupt>,
+        sink: &Sink,
+    ) -> Vec<PendingInterrupt> {
+        let mut pending: Vec<PendingInterrupt> = interrupts
+            .into_iter()
+            .map(|i| PendingInterrupt::at(event, subject, i))
+            .collect();
+        self.stamp(&mut pending);
+        for p in &pending {
+            sink.emit(|| AgentEvent::Interrupt(p.interrupt.clone()));
+        }
+        pending
     }
 
     /// Records decisions in the audit and streams them.
@@ -188,23 +186,11 @@ impl Agent {
                     let messages = std::mem::take(&mut inv.input);
                     self.admit_input(inv, messages, sink).await
                 }
-                // A resume's steps are boxed: they are the largest states, and only a resume
-                // should pay for them (every invocation's future is as large as its largest).
-                Step::ResumeInput => {
+                // A resume is boxed: its step is the largest state, and only a resume should
+                // pay for it (every invocation's future is as large as its largest).
+                Step::Resume => {
                     let responses = std::mem::take(&mut inv.responses);
-                    Box::pin(self.resume_input(inv, responses, sink)).await
-                }
-                Step::ResumeTools => {
-                    let responses = std::mem::take(&mut inv.responses);
-                    Box::pin(self.resume_tools(inv, responses, sink)).await
-                }
-                Step::ResumeResponse => {
-                    let responses = std::mem::take(&mut inv.responses);
-                    Box::pin(self.resume_response(inv, responses, sink)).await
-                }
-                Step::ResumeRequest { index } => {
-                    let responses = std::mem::take(&mut inv.responses);
-                    Box::pin(self.resume_request(inv, responses, index, sink)).await
+                    Box::pin(self.resume(inv, responses, sink)).await
                 }
                 Step::CallModel { index } => self.model_call(inv, index, sink).await,
                 Step::Discard { reason, handler } => {

@@ -10,10 +10,10 @@ use rein_core::{
     },
     event::{BeforeInvocationEvent, InputVerdict, InvocationContext, ModelCallVerdict},
     id::InvocationId,
-    interrupt::{Approval, Interrupt, InterruptAnswer, InterruptAnswers},
+    interrupt::{Approval, InterruptAnswer, InterruptAnswers, InterruptEvent},
     message::InterruptResponse,
     result::InvocationMetrics,
-    stream::{ModelResponse, StopReason},
+    stream::ModelResponse,
 };
 use serde_json::Value;
 
@@ -21,8 +21,8 @@ use super::machine::{Fed, RETRY_LIMIT, Resume, Run, ToolPhase};
 use super::model::Called;
 use super::{Invocation, listeners};
 use crate::agent::{Agent, Input, OnRetryLimit};
+use crate::checkpoint::{Pause, PausedRun, PendingInterrupt, ResponsePause};
 use crate::history::TOOL_CANCELLED;
-use crate::pending::{HeldResponse, PendingInterrupts};
 use crate::stream::Sink;
 
 impl Agent {
@@ -81,7 +81,7 @@ impl Agent {
         );
         let config = &self.core.config;
         let resume = match &self.pending {
-            Some(p) if is_resume => resumes(p),
+            Some(p) if is_resume => Resume::from(&p.at),
             _ => Resume::No,
         };
         // Boxed: carried inline, its 720 bytes would be half of every invocation's future, and
@@ -115,48 +115,6 @@ impl Agent {
             pause_nonce: None,
         });
         (inv, span)
-    }
-
-    /// A resume of a held input: BeforeInvocation runs again on it with the answers (an
-    /// approval's edit is the input's new text), then it is stored unless denied.
-    pub(super) async fn resume_input(
-        &mut self,
-        inv: &mut Invocation,
-        responses: Vec<InterruptResponse>,
-        sink: &Sink,
-    ) -> Result<Fed, Error> {
-        let mut pending = self.pending.take().ok_or(Error::NoPendingInterrupts)?;
-        if let Err(e) = self.record_answers(&mut pending, responses) {
-            self.pending = Some(pending);
-            return Err(e);
-        }
-        inv.answers = InterruptAnswers::new(pending.answers.into_iter().collect::<HashMap<_, _>>());
-        // The pending state is consumed by the resume.
-        self.session_sync().await?;
-        let fed = self.admit_input(inv, pending.held_input, sink).await;
-        inv.answers = InterruptAnswers::default();
-        fed
-    }
-
-    /// A resume of a held model call: it is made again, its BeforeModelCall pass seeing the
-    /// answers (only that pass: the answers are cleared after the call).
-    pub(super) async fn resume_request(
-        &mut self,
-        inv: &mut Invocation,
-        responses: Vec<InterruptResponse>,
-        index: u32,
-        sink: &Sink,
-    ) -> Result<Fed, Error> {
-        let mut pending = self.pending.take().ok_or(Error::NoPendingInterrupts)?;
-        if let Err(e) = self.record_answers(&mut pending, responses) {
-            self.pending = Some(pending);
-            return Err(e);
-        }
-        inv.answers = InterruptAnswers::new(pending.answers.into_iter().collect::<HashMap<_, _>>());
-        self.session_sync().await?;
-        let fed = self.model_call(inv, index, sink).await;
-        inv.answers = InterruptAnswers::default();
-        fed
     }
 
     /// BeforeInvocation on the input, then the input is stored (unless denied or held).
@@ -207,58 +165,57 @@ impl Agent {
         Ok(Fed::Done)
     }
 
-    /// A resume: takes the pending interrupts with the caller's answers and runs the
-    /// interrupted tool phase again.
-    pub(super) async fn resume_tools(
+    /// A resume: takes the paused run with the caller's answers (checked, bound to what they
+    /// answer, edits applied) and goes on from where it stopped — the one way a paused run
+    /// goes on.
+    pub(super) async fn resume(
         &mut self,
         inv: &mut Invocation,
         responses: Vec<InterruptResponse>,
         sink: &Sink,
     ) -> Result<Fed, Error> {
-        inv.tool_phase = Some(self.take_pending(inv, responses)?);
-        // The pending state is consumed by the tool phase.
+        let resumed = self.take_paused(inv, responses)?;
+        // The paused run is consumed by the resume.
         self.session_sync().await?;
-        self.tool_phase(inv, &[], sink).await
+        let fed = match resumed.at {
+            Pause::Input { messages } => self.admit_input(inv, messages, sink).await,
+            Pause::Request {
+                model_call_index, ..
+            } => self.model_call(inv, model_call_index, sink).await,
+            Pause::Response(held) => {
+                let edited = resumed.response_edited;
+                self.resume_response(inv, *held, &resumed.interrupts, edited, sink)
+                    .await
+            }
+            Pause::Tools(_) => {
+                // The tool cycle keeps the answers until it completes (`settle_tool_phase`).
+                inv.tool_phase = resumed.tool_phase;
+                return self.tool_phase(inv, &[], sink).await;
+            }
+        };
+        // The answers were for this pass only (a later call of this invocation has the same
+        // index, so an answer must not carry over to it).
+        inv.answers = InterruptAnswers::default();
+        fed
     }
 
-    /// A resume of a held response: AfterModelCall runs again on it with the answers (an
-    /// approval's edit is the response's new text); the model is not called again.
-    pub(super) async fn resume_response(
+    /// A held response: AfterModelCall runs again on it with the answers (an approval's edit is
+    /// the response's new text); the model is not called again.
+    async fn resume_response(
         &mut self,
         inv: &mut Invocation,
-        responses: Vec<InterruptResponse>,
+        held: ResponsePause,
+        interrupts: &[PendingInterrupt],
+        edited_response: bool,
         sink: &Sink,
     ) -> Result<Fed, Error> {
-        let mut pending = self.pending.take().ok_or(Error::NoPendingInterrupts)?;
-        let before = pending.assistant_message.fingerprint();
-        if let Err(e) = self.record_answers(&mut pending, responses) {
-            self.pending = Some(pending);
-            return Err(e);
-        }
-        let edited_response = pending.assistant_message.fingerprint() != before;
-        let held = pending.held_response.take().unwrap_or(HeldResponse {
-            stop_reason: StopReason::EndTurn,
-            usage: Default::default(),
-            hook_retries: 0,
-        });
-        let message = std::mem::replace(
-            &mut pending.assistant_message,
-            Message::new(rein_core::Role::Assistant, Vec::new()),
-        );
-        inv.answers = InterruptAnswers::new(
-            std::mem::take(&mut pending.answers)
-                .into_iter()
-                .collect::<HashMap<_, _>>(),
-        );
-        // The pending state is consumed by the resume.
-        self.session_sync().await?;
-        let mut response = ModelResponse::new(message, held.stop_reason);
+        let mut response = ModelResponse::new(held.message, held.stop_reason);
         response.usage = held.usage;
         // A human answered the retry cap's question: that answer decides, not another pass
         // (whose guidance would ask for the retry again).
-        let escalation = pending
-            .interrupts
+        let escalation = interrupts
             .iter()
+            .map(|p| &p.interrupt)
             .find(|i| i.name == RETRY_LIMIT)
             .and_then(|i| {
                 let answer = inv
@@ -282,7 +239,6 @@ impl Agent {
                 AnswerSource::Resume,
             ));
             inv.record(vec![record], sink);
-            inv.answers = InterruptAnswers::default();
             let verdict = if approved {
                 let edited = edited_response;
                 ModelCallVerdict::Accept { response, edited }
@@ -293,117 +249,124 @@ impl Agent {
             };
             return Ok(Fed::ModelCalled(verdict));
         }
-        let fed = self
-            .after_model_call(
-                inv,
-                Called::Done(Ok(response)),
-                pending.model_call_index,
-                sink,
-            )
-            .await;
-        // The answers were for this response only (a later call of this invocation has the
-        // same index, so an answer must not carry over to it).
-        inv.answers = InterruptAnswers::default();
-        fed
+        self.after_model_call(inv, Called::Done(Ok(response)), held.model_call_index, sink)
+            .await
     }
 
-    /// Takes the pending interrupts, recording the caller's answers (with the fingerprints of
-    /// what they answer) in `inv`, and sets up their tool phase.
-    fn take_pending(
+    /// Takes the paused run, recording the caller's answers (with the fingerprints of what
+    /// they answer) in `inv`; a paused tool phase is set up to run again. A bad answer, or a
+    /// tool phase whose message is no longer in history, changes nothing: the run stays
+    /// paused.
+    fn take_paused(
         &mut self,
         inv: &mut Invocation,
         responses: Vec<InterruptResponse>,
-    ) -> Result<ToolPhase, Error> {
-        let mut pending = self.pending.take().ok_or(Error::NoPendingInterrupts)?;
-        let call_edits = match self.record_answers(&mut pending, responses) {
+    ) -> Result<Resumed, Error> {
+        let mut paused = self.pending.take().ok_or(Error::NoPendingInterrupts)?;
+        let edits = match self.record_answers(&mut paused, responses) {
             Ok(edits) => edits,
             Err(e) => {
-                // A bad answer changes nothing: the interrupts stay pending.
-                self.pending = Some(pending);
+                self.pending = Some(paused);
                 return Err(e);
             }
         };
-        let conv = self.history.conv();
-        let idx = conv
-            .ids()
-            .iter()
-            .position(|id| *id == pending.assistant_message_id)
-            // Restored history without ids: find the message itself.
-            .or_else(|| {
-                conv.messages()
+        let tool_phase = match &mut paused.at {
+            Pause::Tools(t) => {
+                let conv = self.history.conv();
+                let idx = conv
+                    .ids()
                     .iter()
-                    .rposition(|m| *m == pending.assistant_message)
-            });
-        let Some(idx) = idx else {
-            // Kept: the interrupts stay answerable once history is set right.
-            self.pending = Some(pending);
-            return Err(Error::PendingMessageMissing);
+                    .position(|id| *id == t.message_id)
+                    // Restored history without ids: find the message itself.
+                    .or_else(|| conv.messages().iter().rposition(|m| *m == t.message));
+                let Some(idx) = idx else {
+                    // Kept: the interrupts stay answerable once history is set right.
+                    self.pending = Some(paused);
+                    return Err(Error::PendingMessageMissing);
+                };
+                inv.handoff = t.handoff.take();
+                let phase = self
+                    .tool_phase_of(
+                        idx,
+                        t.model_call_index,
+                        std::mem::take(&mut t.completed),
+                        std::mem::take(&mut t.held),
+                    )
+                    .with_edits(edits.calls)
+                    .with_children(std::mem::take(&mut t.children));
+                Some(phase)
+            }
+            Pause::Input { .. } | Pause::Request { .. } | Pause::Response(_) => None,
         };
-        inv.answers = InterruptAnswers::new(pending.answers.into_iter().collect::<HashMap<_, _>>());
-        inv.handoff = pending.handoff;
-        Ok(self
-            .tool_phase_of(
-                idx,
-                pending.model_call_index,
-                pending.completed_results,
-                pending.held_results,
-            )
-            .with_edits(call_edits)
-            .with_tool_states(pending.tool_states))
+        let PausedRun {
+            at,
+            interrupts,
+            answers,
+            ..
+        } = *paused;
+        inv.answers = InterruptAnswers::new(answers.into_iter().collect::<HashMap<_, _>>());
+        Ok(Resumed {
+            at,
+            interrupts,
+            tool_phase,
+            response_edited: edits.response,
+        })
     }
 
-    /// Records the caller's answers in `pending`, bound to the fingerprints of what they answer.
+    /// Records the caller's answers in `paused`, bound to the fingerprints of what they answer.
     /// Answers are checked first — one shaped like an approval but not one, or a bad edit, is
-    /// `InvalidAnswer` and `pending` is left as it was — then edits are applied: a held result
-    /// or response takes its edit, and the answer is bound to the edit. Returns the edited tool
-    /// calls (they run as edited).
+    /// `InvalidAnswer` and `paused` is left as it was — then edits are applied: a held input,
+    /// result or response takes its edit, and the answer is bound to the edit.
     fn record_answers(
         &self,
-        pending: &mut PendingInterrupts,
+        paused: &mut PausedRun,
         responses: Vec<InterruptResponse>,
-    ) -> Result<Vec<ToolUse>, Error> {
+    ) -> Result<Edits, Error> {
         // Each answer under the id of the interrupt it answers (hooks look answers up by it),
         // bound to the fingerprint it names — checked to be the interrupt's.
         let mut answered = Vec::with_capacity(responses.len());
         let mut edits = Vec::new();
         for r in responses {
-            let interrupt = pending.answered_by(&r)?;
-            if let Some(edit) = self.edit_of(pending, interrupt, &r)? {
-                edits.push((interrupt.id.clone(), edit));
+            let pending = paused.answered_by(&r)?;
+            if let Some(edit) = self.edit_of(&paused.at, pending, &r)? {
+                edits.push((pending.interrupt.id.clone(), edit));
             }
-            answered.push((interrupt.id.clone(), r));
+            answered.push((pending.interrupt.id.clone(), r));
         }
-        let mut call_edits = Vec::new();
+        let mut applied = Edits::default();
         let mut bound_to = HashMap::new();
         for (interrupt_id, edit) in edits {
-            match edit {
-                Edit::Call(call) => {
+            match (edit, &mut paused.at) {
+                (Edit::Call(call), _) => {
                     bound_to.insert(interrupt_id, call.fingerprint());
-                    call_edits.push(call);
+                    applied.calls.push(call);
                 }
-                Edit::Result { call, result } => {
+                (Edit::Result { call, result }, Pause::Tools(t)) => {
                     bound_to.insert(interrupt_id, result.fingerprint(&call));
-                    if let Some(held) = pending
-                        .held_results
+                    if let Some(held) = t
+                        .held
                         .iter_mut()
                         .find(|h| h.tool_use_id == result.tool_use_id)
                     {
                         *held = result;
                     }
                 }
-                Edit::Response(message) => {
+                (Edit::Response(message), Pause::Response(held)) => {
                     bound_to.insert(interrupt_id, message.fingerprint());
-                    pending.assistant_message = message;
+                    held.message = message;
+                    applied.response = true;
                 }
-                Edit::Input(messages) => {
-                    bound_to.insert(interrupt_id, Message::fingerprint_all(&messages));
-                    pending.held_input = messages;
+                (Edit::Input(edited), Pause::Input { messages }) => {
+                    bound_to.insert(interrupt_id, Message::fingerprint_all(&edited));
+                    *messages = edited;
                 }
+                // `edit_of` makes each edit for the pause it applies to.
+                _ => return Err(Error::Internal("an edit for another pause")),
             }
         }
         for (id, r) in answered {
             let fingerprint = bound_to.remove(&id).or(r.fingerprint);
-            pending.answers.insert(
+            paused.answers.insert(
                 id,
                 InterruptAnswer {
                     response: r.response,
@@ -411,18 +374,20 @@ impl Agent {
                 },
             );
         }
-        Ok(call_edits)
+        Ok(applied)
     }
 
-    /// The edit an approval carries, checked: a tool call's new input against the tool's
-    /// schema, a held result's new text. `None` when the answer approves nothing or edits
-    /// nothing. An answer shaped like an approval but not one is `InvalidAnswer` too.
+    /// The edit an approval carries, checked: a held input's or response's new text, a tool
+    /// call's new input against the tool's schema, a held result's new text — by where the
+    /// interrupt was raised. `None` when the answer approves nothing or edits nothing. An
+    /// answer shaped like an approval but not one is `InvalidAnswer` too.
     fn edit_of(
         &self,
-        pending: &PendingInterrupts,
-        interrupt: &Interrupt,
+        at: &Pause,
+        pending: &PendingInterrupt,
         r: &InterruptResponse,
     ) -> Result<Option<Edit>, Error> {
+        let interrupt = &pending.interrupt;
         let invalid = |reason: String| Error::InvalidAnswer {
             interrupt_id: interrupt.id.clone(),
             reason,
@@ -435,45 +400,49 @@ impl Agent {
         else {
             return Ok(None);
         };
-        let kind_of = |kind: EventKind| interrupt.id.starts_with(&format!("v1:{}:", kind.as_str()));
-        if kind_of(EventKind::BeforeInvocation) && !pending.held_input.is_empty() {
-            let Value::String(text) = edit else {
-                return Err(invalid("the edit of an input is its new text".into()));
-            };
-            // The last message's text blocks become the edited text; other blocks stay.
-            let mut messages = pending.held_input.clone();
-            if let Some(last) = messages.last_mut() {
-                last.content.retain(|b| !matches!(b, ContentBlock::Text(_)));
-                last.content.insert(0, ContentBlock::Text(text));
+        // A sub-agent's interrupt is its own: its edit is not for this agent's pause.
+        let event = match &pending.point.parent {
+            None => Some(pending.point.event),
+            Some(_) => None,
+        };
+        let tools = match (event, at) {
+            (Some(InterruptEvent::BeforeInvocation), Pause::Input { messages }) => {
+                let Value::String(text) = edit else {
+                    return Err(invalid("the edit of an input is its new text".into()));
+                };
+                // The last message's text blocks become the edited text; other blocks stay.
+                let mut messages = messages.clone();
+                if let Some(last) = messages.last_mut() {
+                    last.content.retain(|b| !matches!(b, ContentBlock::Text(_)));
+                    last.content.insert(0, ContentBlock::Text(text));
+                }
+                return Ok(Some(Edit::Input(messages)));
             }
-            return Ok(Some(Edit::Input(messages)));
-        }
-        if kind_of(EventKind::AfterModelCall) && pending.held_response.is_some() {
-            let Value::String(text) = edit else {
-                return Err(invalid("the edit of a response is its new text".into()));
-            };
-            // The text blocks become the edited text; tool uses stay.
-            let mut message = pending.assistant_message.clone();
-            message
-                .content
-                .retain(|b| !matches!(b, ContentBlock::Text(_)));
-            message.content.insert(0, ContentBlock::Text(text));
-            return Ok(Some(Edit::Response(message)));
-        }
-        if !kind_of(EventKind::BeforeToolCall) && !kind_of(EventKind::AfterToolCall) {
-            return Err(invalid("this interrupt's answer takes no edit".into()));
-        }
+            (Some(InterruptEvent::AfterModelCall), Pause::Response(held)) => {
+                let Value::String(text) = edit else {
+                    return Err(invalid("the edit of a response is its new text".into()));
+                };
+                // The text blocks become the edited text; tool uses stay.
+                let mut message = held.message.clone();
+                message
+                    .content
+                    .retain(|b| !matches!(b, ContentBlock::Text(_)));
+                message.content.insert(0, ContentBlock::Text(text));
+                return Ok(Some(Edit::Response(message)));
+            }
+            (
+                Some(event @ (InterruptEvent::BeforeToolCall | InterruptEvent::AfterToolCall)),
+                Pause::Tools(t),
+            ) => (event, t),
+            _ => return Err(invalid("this interrupt's answer takes no edit".into())),
+        };
+        let (event, t) = tools;
         let call = interrupt
             .tool_use_id
             .as_deref()
-            .and_then(|id| {
-                pending
-                    .assistant_message
-                    .tool_uses()
-                    .find(|u| u.tool_use_id == id)
-            })
+            .and_then(|id| t.message.tool_uses().find(|u| u.tool_use_id == id))
             .ok_or_else(|| invalid("only a tool call or its result can be edited".into()))?;
-        if kind_of(EventKind::BeforeToolCall) {
+        if event == InterruptEvent::BeforeToolCall {
             if !edit.is_object() {
                 return Err(invalid(
                     "the edit of a tool call is its new input, an object".into(),
@@ -491,28 +460,44 @@ impl Agent {
             })?;
             let mut edited = call.clone();
             edited.input = edit;
-            Ok(Some(Edit::Call(edited)))
-        } else if kind_of(EventKind::AfterToolCall) {
-            let Value::String(text) = edit else {
-                return Err(invalid(
-                    "the edit of a tool's result is its new text".into(),
-                ));
-            };
-            let held = pending
-                .held_results
-                .iter()
-                .find(|h| h.tool_use_id == call.tool_use_id)
-                .ok_or_else(|| invalid("no result waits for this answer".into()))?;
-            let mut result = ToolResult::success(held.tool_use_id.clone(), text);
-            result.status = held.status;
-            Ok(Some(Edit::Result {
-                call: call.clone(),
-                result,
-            }))
-        } else {
-            Err(invalid("this interrupt's answer takes no edit".into()))
+            return Ok(Some(Edit::Call(edited)));
         }
+        let Value::String(text) = edit else {
+            return Err(invalid(
+                "the edit of a tool's result is its new text".into(),
+            ));
+        };
+        let held = t
+            .held
+            .iter()
+            .find(|h| h.tool_use_id == call.tool_use_id)
+            .ok_or_else(|| invalid("no result waits for this answer".into()))?;
+        let mut result = ToolResult::success(held.tool_use_id.clone(), text);
+        result.status = held.status;
+        Ok(Some(Edit::Result {
+            call: call.clone(),
+            result,
+        }))
     }
+}
+
+/// A paused run taken for its resume.
+struct Resumed {
+    at: Pause,
+    interrupts: Vec<PendingInterrupt>,
+    /// A paused tool phase, set up to run again.
+    tool_phase: Option<ToolPhase>,
+    /// Whether an approval edited a held response.
+    response_edited: bool,
+}
+
+/// The edits the answers applied beyond the pause itself.
+#[derive(Default)]
+struct Edits {
+    /// Tool calls a human edited: they run as edited.
+    calls: Vec<ToolUse>,
+    /// Whether a held response was edited.
+    response: bool,
 }
 
 /// What a human changed when approving.
@@ -525,21 +510,4 @@ enum Edit {
     Response(Message),
     /// A held input with its new text.
     Input(Vec<Message>),
-}
-
-/// What a resume of `pending` continues.
-fn resumes(pending: &PendingInterrupts) -> Resume {
-    if !pending.held_input.is_empty() {
-        Resume::Input
-    } else if pending.held_request {
-        Resume::Request {
-            model_call_index: pending.model_call_index,
-        }
-    } else if let Some(held) = &pending.held_response {
-        Resume::Response {
-            hook_retries: held.hook_retries,
-        }
-    } else {
-        Resume::Tools
-    }
 }

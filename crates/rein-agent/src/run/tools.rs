@@ -15,22 +15,21 @@ use rein_core::{
         AfterToolCallEvent, BeforeToolCallEvent, InvocationContext, ToolCallAction,
         ToolResultVerdict,
     },
-    interrupt::{Interrupt, InterruptAnswers},
+    interrupt::{Interrupt, InterruptAnswers, InterruptEvent},
     message::ToolResultStatus,
     stream::Usage,
     tool::ToolContext,
 };
 use rein_hooks::HookRegistry;
-use serde_json::Value;
 
 use super::machine::{Fed, PhaseEnd, ToolPhase, ToolRetries, ToolsEnd, retry_limit_record};
 use super::{Invocation, listeners};
 use crate::agent::Agent;
-use crate::agent_tool::{AgentTool, ParentLink};
+use crate::agent_tool::{AgentTool, ParentLink, SubAgentPaused};
+use crate::checkpoint::{Checkpoint, Pause, PendingHandoff, PendingInterrupt, ToolsPause};
 use crate::handoff::TransferTool;
 use crate::history::TOOL_INTERRUPTED;
 use crate::journal::ToolCallEnd;
-use crate::pending::PendingHandoff;
 use crate::stream::{AgentEvent, Sink};
 use crate::tools::{ToolExecutor, ToolSet};
 
@@ -96,10 +95,10 @@ impl Agent {
                 .into_iter()
                 .map(|(i, u)| {
                     let held = phase.take_held(&u.tool_use_id);
-                    let state = phase.take_tool_state(&u.tool_use_id);
+                    let child = phase.take_child(&u.tool_use_id);
                     // Boxed: nearly every tool use carries nothing.
-                    let carried = (held.is_some() || state.is_some())
-                        .then(|| Box::new(Carried { held, state }));
+                    let carried = (held.is_some() || child.is_some())
+                        .then(|| Box::new(Carried { held, child }));
                     (i, phase.take_edit(u), carried)
                 })
                 .collect(),
@@ -229,7 +228,7 @@ impl Agent {
                 interrupts,
                 completed,
                 held,
-                tool_states,
+                children,
             } => {
                 let assistant = self
                     .history
@@ -237,25 +236,21 @@ impl Agent {
                     .get(index)
                     .cloned()
                     .unwrap_or_else(|| Message::new(Role::Assistant, Vec::new()));
-                // Made in a block, so its fields set in place do not keep it across the save.
-                let pending = {
-                    let mut pending = inv.pause(
-                        interrupts.clone(),
-                        self.history.conv().id(index),
-                        assistant.clone(),
-                        model_call_index,
-                    );
-                    pending.completed_results = completed;
-                    pending.held_results = held;
-                    pending.tool_states = tool_states;
-                    pending.handoff = inv.handoff.take();
-                    pending
-                };
-                self.pending = Some(Box::new(pending));
+                let wire = interrupts.iter().map(|p| p.interrupt.clone()).collect();
+                let at = Pause::Tools(Box::new(ToolsPause {
+                    message_id: self.history.conv().id(index),
+                    message: assistant.clone(),
+                    model_call_index,
+                    completed,
+                    held,
+                    children,
+                    handoff: inv.handoff.take(),
+                }));
+                self.pending = Some(Box::new(inv.pause(at, interrupts)));
                 self.session_sync().await?;
                 Ok(Fed::ToolsDone(ToolsEnd::Interrupted {
                     message: assistant,
-                    interrupts,
+                    interrupts: wire,
                 }))
             }
             PhaseEnd::Completed(blocks) => {
@@ -277,8 +272,8 @@ impl Invocation {
     fn settle_tool(&mut self, position: usize, mut o: ToolOutcome, sink: &Sink) -> bool {
         if !o.interrupts.is_empty() {
             self.stamp(&mut o.interrupts);
-            for i in &o.interrupts {
-                sink.emit(|| AgentEvent::Interrupt(i.clone()));
+            for p in &o.interrupts {
+                sink.emit(|| AgentEvent::Interrupt(p.interrupt.clone()));
             }
         }
         self.decisions.extend(o.decisions);
@@ -286,8 +281,8 @@ impl Invocation {
             for (path, usage) in sub.usage {
                 self.sub_agent_usage.entry(path).or_default().add(&usage);
             }
-            if let (Some((id, state)), Some(phase)) = (sub.saved_state, self.tool_phase.as_mut()) {
-                phase.save_tool_state(id, state);
+            if let (Some((id, child)), Some(phase)) = (sub.paused, self.tool_phase.as_mut()) {
+                phase.keep_child(id, child);
             }
         }
         if let Some((name, took, is_error)) = o.ran {
@@ -318,7 +313,7 @@ struct ToolOutcome {
     /// The result of a tool that ran, held for an answer (AfterToolCall interrupts). Boxed, as
     /// the rewrite: rare, and an outcome is carried while its tool runs.
     held: Option<Box<ToolResult>>,
-    interrupts: Vec<Interrupt>,
+    interrupts: Vec<PendingInterrupt>,
     /// A committed rewrite of the tool use (hooks or transforms).
     rewritten: Option<Box<ToolUse>>,
     decisions: Vec<DecisionRecord>,
@@ -327,13 +322,13 @@ struct ToolOutcome {
     sub_run: Option<Box<SubRun>>,
 }
 
-/// What an agent running as a tool (or a tool resuming a saved state) left.
+/// What an agent running as a tool left (or resumes from).
 #[derive(Default)]
 struct SubRun {
-    /// What the tool saved when it was interrupted before (it resumes from it).
-    resume_state: Option<Value>,
-    /// What an interrupted tool saved to resume from, with its tool use id.
-    saved_state: Option<(String, Value)>,
+    /// Its checkpoint when it paused before (it resumes from it).
+    resume: Option<Checkpoint>,
+    /// Its checkpoint as it paused now, with the tool use id.
+    paused: Option<(String, Checkpoint)>,
     /// Usage of agents that ran as this tool, by agent path.
     usage: Vec<(String, Usage)>,
 }
@@ -342,8 +337,8 @@ struct SubRun {
 pub(super) struct Carried {
     /// Its result, held for an answer (AfterToolCall interrupts): the tool does not run.
     held: Option<ToolResult>,
-    /// What the tool saved when it was interrupted.
-    state: Option<Value>,
+    /// The checkpoint of the agent running as the tool, paused.
+    child: Option<Checkpoint>,
 }
 
 /// What the tool phase shares between concurrently running tools.
@@ -385,6 +380,18 @@ impl HandoffClaim {
         self.asked = Some(PendingHandoff::new(to, tool_use_id));
         Ok(())
     }
+}
+
+/// Interrupts raised at `event` about the tool use `subject`.
+fn raised_at(
+    event: InterruptEvent,
+    subject: &str,
+    interrupts: Vec<Interrupt>,
+) -> Vec<PendingInterrupt> {
+    interrupts
+        .into_iter()
+        .map(|i| PendingInterrupt::at(event, subject, i))
+        .collect()
 }
 
 /// Error text for a tool input that is not valid JSON.
@@ -476,8 +483,8 @@ impl ToolRun<'_> {
         carried: Option<Box<Carried>>,
     ) -> Result<ToolOutcome, Error> {
         // A held result boxed: nearly every call has none, and it is carried across the call.
-        let (mut held, state) = match carried {
-            Some(c) => (c.held.map(Box::new), c.state),
+        let (mut held, child) = match carried {
+            Some(c) => (c.held.map(Box::new), c.child),
             None => (None, None),
         };
         let mut outcome = ToolOutcome {
@@ -487,9 +494,9 @@ impl ToolRun<'_> {
             rewritten: None,
             decisions: Vec::new(),
             ran: None,
-            sub_run: state.map(|s| {
+            sub_run: child.map(|c| {
                 Box::new(SubRun {
-                    resume_state: Some(s),
+                    resume: Some(c),
                     ..SubRun::default()
                 })
             }),
@@ -527,7 +534,9 @@ impl ToolRun<'_> {
                     let verdict = ev.into_verdict();
                     let cancelled = match verdict.action {
                         ToolCallAction::Interrupt(interrupts) => {
-                            outcome.interrupts = interrupts;
+                            let subject = &verdict.tool_use.tool_use_id;
+                            outcome.interrupts =
+                                raised_at(InterruptEvent::BeforeToolCall, subject, interrupts);
                             return Ok(outcome);
                         }
                         ToolCallAction::Cancel(text) => Some(text),
@@ -579,11 +588,13 @@ impl ToolRun<'_> {
             let (tool_use, mut result) = match verdict {
                 ToolResultVerdict::Keep { tool_use, result } => (tool_use, result),
                 ToolResultVerdict::Hold {
-                    tool_use: _,
+                    tool_use,
                     result,
                     interrupts,
                 } => {
-                    outcome.interrupts = interrupts;
+                    let subject = &tool_use.tool_use_id;
+                    outcome.interrupts =
+                        raised_at(InterruptEvent::AfterToolCall, subject, interrupts);
                     outcome.held = Some(Box::new(result));
                     return Ok(outcome);
                 }
@@ -648,9 +659,9 @@ impl ToolRun<'_> {
         // An agent running as this tool finds its parent's run here (and its saved state).
         let linked = outcome.sub_run.is_some() || tool.downcast_ref::<AgentTool>().is_some();
         let link = linked.then(|| {
-            let resume_state = outcome.sub_run.as_mut().and_then(|s| s.resume_state.take());
+            let resume = outcome.sub_run.as_mut().and_then(|s| s.resume.take());
             let journal = self.journal.clone();
-            let link = Arc::new(ParentLink::new(resume_state, self.sink.clone(), journal));
+            let link = Arc::new(ParentLink::new(resume, self.sink.clone(), journal));
             tcx = tcx.clone().with_extension(link.clone());
             link
         });
@@ -684,14 +695,19 @@ impl ToolRun<'_> {
             },
         };
         let elapsed = started.elapsed();
-        let raised = tcx.raised_interrupts();
+        let subject = &tool_use.tool_use_id;
+        let mut raised = raised_at(InterruptEvent::ToolCall, subject, tcx.raised_interrupts());
         if let Some(link) = link {
-            let (state, usage, decisions) = link.take();
+            let (paused, usage, decisions) = link.take();
             let sub = outcome.sub_run.get_or_insert_with(Box::default);
             sub.usage = usage;
             outcome.decisions.extend(decisions);
-            if let (false, Some(state)) = (raised.is_empty(), state) {
-                sub.saved_state = Some((tool_use.tool_use_id.clone(), state));
+            // A sub-agent that paused (its tool says so, typed) raises its interrupts here,
+            // placed where it raised them.
+            let said_paused = matches!(&ran, Ok(Err(e)) if SubAgentPaused::is(e));
+            if let (true, Some(child)) = (said_paused, paused) {
+                raised.extend(child.interrupts);
+                sub.paused = Some((tool_use.tool_use_id.clone(), child.checkpoint));
             }
         }
         if !raised.is_empty() {

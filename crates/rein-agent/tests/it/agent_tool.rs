@@ -214,9 +214,12 @@ async fn a_confirm_two_levels_down_stops_the_top_and_resumes_where_it_stopped() 
     );
     assert_eq!(calls, (1, 1, 1));
     let p = agent.pending_interrupts().unwrap();
+    let rein_agent::Pause::Tools(tools) = p.pause() else {
+        panic!("paused in the tool phase: {:?}", p.pause());
+    };
     assert!(
-        p.tool_states.contains_key("m1"),
-        "the manager's run is kept"
+        tools.children.contains_key("m1"),
+        "the manager's checkpoint is kept"
     );
 
     let r = agent.invoke(vec![i.answer("yes")]).await.unwrap();
@@ -638,7 +641,10 @@ async fn two_paused_sub_agent_calls_are_answered_one_at_a_time() {
     assert_eq!(child.requests().len(), 1, "w1's child ran");
     assert_eq!(child.requests()[0].messages[0].text(), "one");
     let p = agent.pending_interrupts().unwrap();
-    assert_eq!(p.completed_results.len(), 1, "w1's result is kept");
+    let rein_agent::Pause::Tools(tools) = p.pause() else {
+        panic!("paused in the tool phase: {:?}", p.pause());
+    };
+    assert_eq!(tools.completed.len(), 1, "w1's result is kept");
     assert_eq!(parent.requests().len(), 1, "the parent's model waits");
 
     let built_before = built.load(Ordering::SeqCst);

@@ -104,7 +104,7 @@ async fn replay_after_a_new_pause((mut agent, log): (rein_agent::Agent, Log)) {
         "{replayed:?}"
     );
     let still = agent.pending_interrupts().expect("still pending");
-    assert_eq!(still.interrupts, waiting);
+    assert_eq!(still.interrupts(), waiting);
     assert_history(&agent);
 }
 
@@ -167,7 +167,7 @@ async fn an_answer_without_the_fingerprint_is_refused_and_the_call_stays_pending
         "{refused:?}"
     );
     assert_eq!(
-        agent.pending_interrupts().unwrap().interrupts,
+        agent.pending_interrupts().unwrap().interrupts(),
         vec![asked.clone()]
     );
 
@@ -207,7 +207,7 @@ async fn an_answer_with_another_calls_fingerprint_is_refused_and_the_call_stays_
     );
     assert!(log.take().is_empty());
     assert_eq!(
-        agent.pending_interrupts().unwrap().interrupts,
+        agent.pending_interrupts().unwrap().interrupts(),
         vec![second.clone()]
     );
     let r = agent.invoke(vec![second.answer("yes")]).await.unwrap();
@@ -259,9 +259,9 @@ async fn pending_interrupts_stored_without_a_nonce_are_answered_through_the_inte
         .as_object_mut()
         .unwrap()
         .remove("nonce");
-    let old: rein_agent::PendingInterrupts = serde_json::from_value(record).unwrap();
+    let old: rein_agent::PausedRun = serde_json::from_value(record).unwrap();
     agent.set_pending_interrupts(Some(old));
-    let loaded = agent.pending_interrupts().unwrap().interrupts[0].clone();
+    let loaded = agent.pending_interrupts().unwrap().interrupts()[0].clone();
     assert_eq!(loaded.nonce, None);
     assert_eq!(loaded.resume_id(), loaded.id);
 

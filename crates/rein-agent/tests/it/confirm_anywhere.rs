@@ -53,7 +53,10 @@ async fn confirm_before_model_call_holds_the_request_until_approved() {
         "go",
         "the result is about the request's last message"
     );
-    assert!(agent.pending_interrupts().unwrap().held_request);
+    assert!(matches!(
+        agent.pending_interrupts().unwrap().pause(),
+        rein_agent::Pause::Request { .. }
+    ));
     let asked = r.decisions.iter().find(|d| d.handler == "egress").unwrap();
     assert_eq!(
         asked.confirmation.as_ref().unwrap().status,
@@ -272,7 +275,10 @@ async fn an_edit_of_a_request_is_an_invalid_answer_and_keeps_it_pending() {
         matches!(&err, Error::InvalidAnswer { reason, .. } if reason.contains("takes no edit")),
         "{err:?}"
     );
-    assert!(agent.pending_interrupts().unwrap().held_request);
+    assert!(matches!(
+        agent.pending_interrupts().unwrap().pause(),
+        rein_agent::Pause::Request { .. }
+    ));
     let r = agent.invoke(vec![id.answer("yes")]).await.unwrap();
     assert_eq!(r.text(), "ok");
     assert_history(&agent);
@@ -318,6 +324,23 @@ fn money_gate() -> Intervention {
     })
 }
 
+/// A held input is not in history: rewinding history (even by nothing) keeps the pause. (It
+/// was dropped: the pause named a message id made up for it, found in no history.)
+#[tokio::test]
+async fn truncating_history_keeps_a_held_input() {
+    let model = ScriptedModel::builder().text("paid").build();
+    let mut agent = agent(model.clone())
+        .intervention(money_gate())
+        .build()
+        .unwrap();
+    let r = agent.invoke("pay $5 to Ann").await.unwrap();
+    let i = r.interrupts[0].clone();
+    agent.truncate_messages(agent.messages().len());
+    assert!(agent.pending_interrupts().is_some(), "still waiting");
+    let r = agent.invoke(vec![i.answer("yes")]).await.unwrap();
+    assert_eq!(r.text(), "paid");
+}
+
 #[tokio::test]
 async fn confirm_before_invocation_holds_the_input_until_approved() {
     let model = ScriptedModel::builder().text("paid").build();
@@ -340,7 +363,12 @@ async fn confirm_before_invocation_holds_the_input_until_approved() {
     assert!(model.requests().is_empty());
     assert_eq!(r.message.text(), "pay $5 to Ann");
     let p = agent.pending_interrupts().unwrap();
-    assert_eq!(p.held_input, vec![Message::user("pay $5 to Ann")]);
+    assert_eq!(
+        p.pause(),
+        &rein_agent::Pause::Input {
+            messages: vec![Message::user("pay $5 to Ann")]
+        }
+    );
     // A new prompt while it waits is refused.
     assert!(matches!(
         agent.invoke("hello").await,

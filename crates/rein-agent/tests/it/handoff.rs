@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use common::*;
-use rein_agent::{Agent, AgentEvent, RestoredSession, TurnInterceptor};
+use rein_agent::{Agent, AgentEvent, Checkpoint, Pause, TurnInterceptor};
 use rein_core::{
     Error, ToolHandle, audit::DecisionAction, id::InjectionId, result::HandoffRecord,
     tool::ToolOutput,
@@ -412,8 +412,10 @@ async fn an_item_injected_while_a_handoff_waits_on_an_approval_is_stale_after_th
     assert_eq!(r.stop_reason, rein_core::stream::StopReason::Interrupt);
     assert!(r.handoffs.is_empty(), "not before the phase completes");
     assert_eq!(agent.name(), "a");
-    let pending = agent.pending_interrupts().unwrap();
-    assert_eq!(pending.handoff.as_ref().unwrap().to, "b");
+    let Some(Pause::Tools(tools)) = agent.pending_interrupts().map(|p| p.pause()) else {
+        panic!("paused in the tool phase");
+    };
+    assert_eq!(tools.handoff.as_ref().unwrap().to, "b");
     // Injected while the run waits for the human.
     i.inject("and cc the manager").unwrap();
     assert!(
@@ -518,23 +520,13 @@ async fn a_restored_session_goes_on_with_the_agent_in_control() {
     );
     first.invoke("I want my money back").await.unwrap();
     assert_eq!(first.name(), "refunds");
-    let session = RestoredSession::new(
-        first
-            .message_ids()
-            .iter()
-            .copied()
-            .zip(first.messages().iter().cloned())
-            .collect(),
-        first.state().snapshot(),
-        first.conversation_manager_state(),
-        None,
-    );
+    let session = first.checkpoint();
 
     let triage = ScriptedModel::builder().text("triage again").build();
     let refunds_model = ScriptedModel::builder().text("Refund sent.").build();
     let mut second = build(triage.clone(), &refunds_model);
     assert_eq!(second.name(), "triage");
-    second.restore_session(session);
+    second.restore(session);
     assert_eq!(second.name(), "refunds", "the agent in control is restored");
     assert_eq!(second.messages(), first.messages());
     assert_eq!(second.message_ids(), first.message_ids());
@@ -561,7 +553,7 @@ async fn a_restored_session_with_unanswered_tool_uses_is_repaired() {
     // The conversation as it stood before the tool's result was stored.
     let messages: Vec<_> = cut.messages()[..2].to_vec();
     let ids = cut.message_ids()[..2].iter().copied();
-    let session = RestoredSession::new(
+    let session = Checkpoint::new(
         ids.zip(messages).collect(),
         Default::default(),
         json!(null),
@@ -570,7 +562,7 @@ async fn a_restored_session_with_unanswered_tool_uses_is_repaired() {
     let mut agent = agent(ScriptedModel::builder().text("ok").build())
         .build()
         .unwrap();
-    agent.restore_session(session);
+    agent.restore(session);
     assert_eq!(agent.messages().len(), 3);
     assert_eq!(
         results_of(&agent.messages()[2]),

@@ -182,7 +182,7 @@ async fn a_paused_run_keeps_its_queue_and_delivers_it_after_the_resume() {
     let r = a.invoke("go").await.unwrap();
     assert_eq!(r.stop_reason, StopReason::Interrupt);
     assert!(r.injections.is_empty(), "a paused run has not ended");
-    let queued = &a.pending_interrupts().unwrap().queued_injections;
+    let queued = a.pending_interrupts().unwrap().queued_injections();
     assert_eq!(queued.len(), 1);
     assert_eq!(queued[0].message.text(), "x");
     // Injected while the run waits for a human.

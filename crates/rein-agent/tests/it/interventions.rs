@@ -1599,7 +1599,7 @@ async fn run_state_lasts_the_run_across_a_resume_and_handlers_hear_each_end() {
         Some(2)
     );
     let pending = agent.pending_interrupts().unwrap();
-    assert_eq!(pending.run_state["counter:calls"], json!(2));
+    assert_eq!(pending.run_state()["counter:calls"], json!(2));
 
     let r = agent
         .invoke(vec![r.interrupts[0].answer("yes")])
@@ -1701,9 +1701,12 @@ async fn confirm_after_tool_call_holds_the_result_and_the_tool_never_runs_again(
     // Nothing reached history: the result is held with the pending interrupts.
     assert_eq!(agent.messages().len(), 2);
     assert_history(&agent);
-    let pending = agent.pending_interrupts().unwrap();
-    assert_eq!(pending.held_results.len(), 1);
-    assert!(pending.completed_results.is_empty());
+    let Some(rein_agent::Pause::Tools(tools)) = agent.pending_interrupts().map(|p| p.pause())
+    else {
+        panic!("paused in the tool phase");
+    };
+    assert_eq!(tools.held.len(), 1);
+    assert!(tools.completed.is_empty());
     let asked = decision(&r.decisions, "review");
     assert_eq!(asked.event, EventKind::AfterToolCall);
     assert_eq!(
@@ -2178,7 +2181,10 @@ async fn confirm_after_model_call_holds_the_response_until_approved() {
     assert_eq!(agent.messages().len(), 1, "the response is not stored");
     assert!(log.take().is_empty(), "its tool use did not run");
     assert_history(&agent);
-    assert!(agent.pending_interrupts().unwrap().held_response.is_some());
+    assert!(matches!(
+        agent.pending_interrupts().unwrap().pause(),
+        rein_agent::Pause::Response(_)
+    ));
 
     let r = agent.invoke(vec![i.answer("yes")]).await.unwrap();
     // The held response goes on (its tool runs); the next response is asked about in turn.
@@ -2331,9 +2337,12 @@ async fn an_answer_after_model_call_is_bound_to_the_response_it_approved() {
     assert_ne!(r.interrupts[0].fingerprint, first.fingerprint);
     assert_eq!(agent.messages().len(), 1, "nothing stored");
     assert_eq!(model.requests().len(), 1, "the model was not called again");
-    let held = agent.pending_interrupts().unwrap();
+    let Some(rein_agent::Pause::Response(held)) = agent.pending_interrupts().map(|p| p.pause())
+    else {
+        panic!("a held response");
+    };
     assert_eq!(
-        held.assistant_message.text(),
+        held.message.text(),
         "reply",
         "held as the model returned it"
     );

@@ -320,7 +320,7 @@ fn step_input(agent: &Agent, step: &Step) -> Input {
             // name), each as asked (`Interrupt::answer`: this pause, this fingerprint).
             let pending = agent
                 .pending_interrupts()
-                .map(|p| p.interrupts.as_slice())
+                .map(rein_agent::PausedRun::interrupts)
                 .unwrap_or_default();
             let mut responses = Vec::new();
             for a in answers.iter().flatten() {

@@ -175,7 +175,7 @@ async fn interrupt_is_persisted_and_a_new_agent_resumes() {
         let iid = r.interrupts[0].clone();
         let s = store.load(&id).await.unwrap().unwrap();
         let p = s.pending_interrupts.as_ref().expect("pending persisted");
-        assert_eq!(p.interrupts[0], iid, "{name}");
+        assert_eq!(p.interrupts()[0], iid, "{name}");
         assert_eq!(s.messages.len(), 2, "{name}: no result stored yet");
         drop(a);
 
@@ -240,7 +240,7 @@ async fn a_run_budget_survives_a_resume_by_a_new_agent() {
         let s = store.load(&id).await.unwrap().unwrap();
         let p = s.pending_interrupts.as_ref().expect("pending persisted");
         assert_eq!(
-            p.run_state["budget:count"]["count"],
+            p.run_state()["budget:count"]["count"],
             json!(1),
             "{name}: the call asked about is counted once, in the run state"
         );
@@ -327,7 +327,10 @@ async fn a_held_tool_result_is_persisted_and_a_new_agent_resumes_without_running
         let iid = r.interrupts[0].clone();
         let s = store.load(&id).await.unwrap().unwrap();
         let p = s.pending_interrupts.as_ref().expect("pending persisted");
-        assert_eq!(p.held_results[0].text(), "count=1", "{name}");
+        let rein_agent::Pause::Tools(tools) = p.pause() else {
+            panic!("{name}: paused in the tool phase");
+        };
+        assert_eq!(tools.held[0].text(), "count=1", "{name}");
         assert_eq!(s.agent_state["count"], json!(1), "{name}");
         drop(a);
 
@@ -418,7 +421,10 @@ async fn a_held_response_is_persisted_and_a_new_agent_resumes_without_calling_th
         let s = store.load(&id).await.unwrap().unwrap();
         assert_eq!(s.messages.len(), 1, "{name}: the response is not stored");
         let p = s.pending_interrupts.as_ref().expect("pending persisted");
-        assert!(p.held_response.is_some(), "{name}");
+        assert!(
+            matches!(p.pause(), rein_agent::Pause::Response(_)),
+            "{name}"
+        );
         drop(a);
 
         // The new agent's model only has the reply after the tool: the held response is not
@@ -657,7 +663,10 @@ async fn a_held_request_is_persisted_and_a_new_agent_makes_the_call_once_approve
         let s = store.load(&id).await.unwrap().unwrap();
         assert_eq!(s.messages.len(), 1, "{name}: the prompt is stored");
         let p = s.pending_interrupts.as_ref().expect("pending persisted");
-        assert!(p.held_request, "{name}");
+        assert!(
+            matches!(p.pause(), rein_agent::Pause::Request { .. }),
+            "{name}"
+        );
         drop(a);
 
         let model = ScriptedModel::builder().text("hi").build();
@@ -695,7 +704,13 @@ async fn a_held_input_is_persisted_and_a_new_agent_admits_it_once_approved() {
         let s = store.load(&id).await.unwrap().unwrap();
         assert!(s.messages.is_empty(), "{name}: nothing stored");
         let p = s.pending_interrupts.as_ref().expect("pending persisted");
-        assert_eq!(p.held_input, vec![Message::user("wire $5")], "{name}");
+        assert_eq!(
+            p.pause(),
+            &rein_agent::Pause::Input {
+                messages: vec![Message::user("wire $5")]
+            },
+            "{name}"
+        );
         drop(a);
 
         let model = ScriptedModel::builder().text("wired").build();
@@ -751,7 +766,7 @@ async fn an_item_queued_at_a_pause_is_delivered_once_after_the_resume_in_another
         let s = store.load(&id).await.unwrap().unwrap();
         let p = s.pending_interrupts.as_ref().expect("pending persisted");
         assert_eq!(
-            p.queued_injections.len(),
+            p.queued_injections().len(),
             1,
             "{name}: the queue is persisted"
         );

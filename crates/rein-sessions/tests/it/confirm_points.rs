@@ -453,12 +453,16 @@ async fn pause_with_a_parked_item(
     let s = store.load(id).await.unwrap().unwrap();
     let p = s.pending_interrupts.as_ref().expect("pending persisted");
     assert_eq!(
-        p.parked_injections.len(),
+        p.parked_injections().len(),
         1,
         "{name}: the parked item is persisted"
     );
-    assert_eq!(p.parked_injections[0].message.text(), "spend $9", "{name}");
-    let item_iid = p.parked_injections[0].interrupts[0].clone();
+    assert_eq!(
+        p.parked_injections()[0].message.text(),
+        "spend $9",
+        "{name}"
+    );
+    let item_iid = p.parked_injections()[0].interrupts[0].clone();
     assert!(
         item_iid.id.starts_with("v1:before_invocation:"),
         "{name}: {item_iid:?}"
@@ -526,7 +530,7 @@ async fn a_parked_injection_approved_after_a_restart_is_delivered_exactly_once()
         b.save_session().await.unwrap();
         let s = store.load(&id).await.unwrap().unwrap();
         let p = s.pending_interrupts.unwrap();
-        assert_eq!(p.parked_injections[0].answers.len(), 1, "{name}");
+        assert_eq!(p.parked_injections()[0].answers.len(), 1, "{name}");
 
         let r = b.invoke(vec![tool_iid.answer("yes")]).await.unwrap();
         assert_eq!(r.text(), "done", "{name}");

@@ -312,9 +312,12 @@ async fn a_confirm_in_a_grandchild_is_answered_at_the_top_in_another_process() {
         );
         let s = store.load(&session).await.unwrap().unwrap();
         let p = s.pending_interrupts.as_ref().unwrap();
+        let rein_agent::Pause::Tools(tools) = p.pause() else {
+            panic!("{name}: paused in the tool phase");
+        };
         assert!(
-            p.tool_states.contains_key("m1"),
-            "{name}: the manager's run is persisted"
+            tools.children.contains_key("m1"),
+            "{name}: the manager's checkpoint is persisted"
         );
 
         let second: serde_json::Value = serde_json::from_str(&worker(
@@ -365,7 +368,7 @@ async fn items_injected_around_a_pause_are_delivered_or_rejected_once_in_another
         let resumed = session_id("queued");
         let id = pause(&resumed);
         let s = store.load(&resumed).await.unwrap().unwrap();
-        let queued = &s.pending_interrupts.as_ref().unwrap().queued_injections;
+        let queued = s.pending_interrupts.as_ref().unwrap().queued_injections();
         assert_eq!(queued.len(), 2, "{name}: both persisted with the pause");
 
         let out: serde_json::Value =

@@ -92,7 +92,9 @@ async fn load_and_resume(
         want.conversation_manager_state,
         "{what}"
     );
-    let pending = agent.pending_interrupts().map(|p| p.interrupts.clone());
+    let pending = agent
+        .pending_interrupts()
+        .map(rein_agent::PausedRun::interrupts);
     assert_eq!(pending.unwrap_or_default(), want.interrupts, "{what}");
     let parked: Vec<Interrupt> = agent
         .interceptor()

@@ -5,7 +5,7 @@
 use crate::common;
 
 use common::*;
-use rein_agent::{PENDING_SCHEMA_VERSION, PendingInterrupts};
+use rein_agent::PausedRun;
 use rein_core::{
     Message, ToolResult,
     id::MessageId,
@@ -16,9 +16,9 @@ use rein_sessions::{
 };
 use serde_json::json;
 
-fn pending(assistant: &StoredMessage) -> PendingInterrupts {
+fn pending(assistant: &StoredMessage) -> PausedRun {
     serde_json::from_value(json!({
-        "schema_version": PENDING_SCHEMA_VERSION,
+        "schema_version": 1, // release 0.1's shape: it loads into today's
         "interrupts": [Interrupt::new("v1:before_tool_call:t1:x", "approval", "Delete?")
             .with_fingerprint("fp-1").with_tool_use_id("t1")],
         "answers": {"v1:before_tool_call:t1:y": InterruptAnswer { response: json!("yes"), fingerprint: Some("fp-2".into()) }},

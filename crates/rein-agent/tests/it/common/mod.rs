@@ -126,13 +126,12 @@ pub fn assert_history(agent: &Agent) {
     };
     let ids =
         |m: &Message| -> Vec<String> { m.tool_uses().map(|u| u.tool_use_id.clone()).collect() };
-    assert!(
-        pending.held_response.is_none() && !pending.held_request && pending.held_input.is_empty(),
-        "tool uses wait for results, but the pause is not in a tool phase: {messages:#?}"
-    );
+    let rein_agent::Pause::Tools(tools) = pending.pause() else {
+        panic!("tool uses wait for results, but the pause is not in a tool phase: {messages:#?}");
+    };
     assert_eq!(
         ids(last),
-        ids(&pending.assistant_message),
+        ids(&tools.message),
         "only the paused assistant message may wait for results"
     );
     let rest = &messages[..messages.len() - 1];
