@@ -77,7 +77,7 @@ async fn approve(store: &FileSessionStore, answer: &str) -> Result<(), rein::Err
         return Ok(());
     };
     let responses: Vec<InterruptResponse> = pending
-        .interrupts
+        .interrupts()
         .iter()
         .map(|i| {
             println!("[approve] {} -> {answer}", i);

@@ -318,7 +318,7 @@ impl Run {
     /// Whether the model call under way is the held one a resume makes again (the first call
     /// of an invocation that resumes a request; a retry of it is another call).
     pub(crate) fn resumes_held_call(&self) -> bool {
-        matches!(self.resume, Resume::Request { .. }) && self.model_calls == 1
+        matches!(self.resume, Resume::Request) && self.model_calls == 1
     }
 
     /// Model calls of this turn retried at a hook's request so far, and the cap.
