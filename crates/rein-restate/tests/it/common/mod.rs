@@ -9,12 +9,32 @@ use std::time::{Duration, Instant};
 
 pub const WORKER: &str = env!("CARGO_BIN_EXE_rein-restate-worker");
 
+/// A port free now, taken below the kernel's ephemeral range: a port the kernel handed out
+/// (`bind(0)`) can be handed out again to any outgoing connection before the server binds it,
+/// which a test opening thousands of connections beside this one made happen in CI.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let low = ephemeral_low.saturating_sub(12_000).max(1024);
+    let span = u64::from(ephemeral_low - low);
+    let mut seed = {
+        use std::hash::{BuildHasher as _, Hasher as _};
+        std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish()
+    };
+    for _ in 0..200 {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let port = low + u16::try_from((seed >> 33) % span).unwrap();
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in {low}..{ephemeral_low}")
 }
 
 /// An Ed25519 request-identity key pair, as Restate uses them: the private key as PKCS#8 in a
@@ -86,11 +106,26 @@ impl Restate {
             admin: format!("http://127.0.0.1:{}", ports[1]),
             identity,
         };
-        restate.launch().await;
+        // Another process may still bind a port between the check and the server's bind: the
+        // server then exits at once, and a fresh set of ports is tried.
+        for attempt in 1.. {
+            match restate.launch().await {
+                Ok(()) => break,
+                Err(why) if attempt < 3 => {
+                    eprintln!("restate-server exited at start ({why}); trying other ports");
+                    restate.ports = [free_port(), free_port(), free_port()];
+                    restate.ingress = format!("http://127.0.0.1:{}", restate.ports[0]);
+                    restate.admin = format!("http://127.0.0.1:{}", restate.ports[1]);
+                }
+                Err(why) => panic!("restate-server did not come up: {why}"),
+            }
+        }
         Some(restate)
     }
 
-    async fn launch(&mut self) {
+    /// Starts the server and waits until both its admin and ingress answer; `Err` says why not,
+    /// with the end of its log.
+    async fn launch(&mut self) -> Result<(), String> {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -143,11 +178,27 @@ impl Restate {
             if admin.is_ok_and(|r| r.status().is_success())
                 && ingress.is_ok_and(|r| r.status().is_success())
             {
-                return;
+                return Ok(());
             }
-            assert!(Instant::now() < deadline, "restate-server did not come up");
+            let exited = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten());
+            if let Some(status) = exited {
+                self.child = None;
+                return Err(format!("{status}; log ends:\n{}", self.log_tail()));
+            }
+            if Instant::now() >= deadline {
+                return Err(format!("no answer in 60 s; log ends:\n{}", self.log_tail()));
+            }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(self.dir.join("restate.log")).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
     }
 
     /// Stops the server (SIGKILL) and starts it again on the same data and ports.
@@ -156,7 +207,18 @@ impl Restate {
             let _ = child.kill();
             let _ = child.wait();
         }
-        self.launch().await;
+        // The same ports, so the workers and the test keep their addresses; one that a
+        // connection took meanwhile is released when that connection closes.
+        for attempt in 1.. {
+            match self.launch().await {
+                Ok(()) => return,
+                Err(why) if attempt < 5 => {
+                    eprintln!("restate-server exited at restart ({why}); trying again");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                Err(why) => panic!("restate-server did not come back: {why}"),
+            }
+        }
     }
 
     pub fn ledger(&self) -> PathBuf {
