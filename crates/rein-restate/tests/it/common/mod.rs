@@ -168,7 +168,7 @@ impl Restate {
             .expect("restate-server starts");
         self.child = Some(child);
         let http = reqwest_client();
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let deadline = Instant::now() + Duration::from_secs(90);
         loop {
             let admin = http.get(format!("{}/health", self.admin)).send().await;
             let ingress = http
@@ -189,7 +189,11 @@ impl Restate {
                 return Err(format!("{status}; log ends:\n{}", self.log_tail()));
             }
             if Instant::now() >= deadline {
-                return Err(format!("no answer in 60 s; log ends:\n{}", self.log_tail()));
+                if let Some(mut child) = self.child.take() {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
+                return Err(format!("no answer in 90 s; log ends:\n{}", self.log_tail()));
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
