@@ -17,119 +17,71 @@ use crate::action::{
 
 const ACTIONS: [&str; 5] = ["Proceed", "Deny", "Guide", "Confirm", "Transform"];
 
-fn before_invocation() -> BTreeSet<&'static str> {
-    use BeforeInvocationAction as A;
-    let all = [
-        A::Proceed,
-        A::deny(""),
-        A::guide(""),
-        A::confirm(""),
-        A::transform(|_| {}),
-    ];
-    all.iter()
-        .map(|a| match a {
-            A::Proceed => "Proceed",
-            A::Deny { .. } => "Deny",
-            A::Guide { .. } => "Guide",
-            A::Confirm(_) => "Confirm",
-            A::Transform(_) => "Transform",
-        })
-        .collect()
+/// The lifecycle points (`POINTS`) and the actions valid at each (`valid_at`), from one list:
+/// each point's `match` over its action type is exhaustive, so a variant added or removed fails
+/// to compile here until its row follows.
+macro_rules! variants {
+    ($($point:ident: $action:ident { $($label:ident: $pattern:pat => $make:expr),+ $(,)? })+) => {
+        const POINTS: [&str; [$(stringify!($point)),+].len()] = [$(stringify!($point)),+];
+
+        /// The actions valid at a lifecycle point, by the point's name in the tables.
+        fn valid_at(point: &str) -> Option<BTreeSet<&'static str>> {
+            match point {
+                $(stringify!($point) => {
+                    use $action as A;
+                    Some(
+                        [$($make),+]
+                            .iter()
+                            .map(|a| match a {
+                                $($pattern => stringify!($label)),+
+                            })
+                            .collect(),
+                    )
+                })+
+                _ => None,
+            }
+        }
+    };
 }
 
-fn before_model_call() -> BTreeSet<&'static str> {
-    use BeforeModelCallAction as A;
-    let all = [
-        A::Proceed,
-        A::deny(""),
-        A::guide(""),
-        A::confirm(""),
-        A::transform(|_| {}),
-    ];
-    all.iter()
-        .map(|a| match a {
-            A::Proceed => "Proceed",
-            A::Deny { .. } => "Deny",
-            A::Guide { .. } => "Guide",
-            A::Confirm(_) => "Confirm",
-            A::Transform(_) => "Transform",
-        })
-        .collect()
-}
-
-fn after_model_call() -> BTreeSet<&'static str> {
-    use AfterModelCallAction as A;
-    let all = [
-        A::Proceed,
-        A::guide(""),
-        A::confirm(""),
-        A::transform(|_| {}),
-    ];
-    all.iter()
-        .map(|a| match a {
-            A::Proceed => "Proceed",
-            A::Guide { .. } => "Guide",
-            A::Confirm(_) => "Confirm",
-            A::Transform(_) => "Transform",
-        })
-        .collect()
-}
-
-fn model_output() -> BTreeSet<&'static str> {
-    use ModelOutputAction as A;
-    let all = [A::Proceed, A::deny(""), A::transform(|_| {})];
-    all.iter()
-        .map(|a| match a {
-            A::Proceed => "Proceed",
-            A::Deny { .. } => "Deny",
-            A::Transform(_) => "Transform",
-        })
-        .collect()
-}
-
-fn before_tool_call() -> BTreeSet<&'static str> {
-    use BeforeToolCallAction as A;
-    let all = [
-        A::Proceed,
-        A::deny(""),
-        A::guide(""),
-        A::confirm(""),
-        A::transform(|_| {}),
-    ];
-    all.iter()
-        .map(|a| match a {
-            A::Proceed => "Proceed",
-            A::Deny { .. } => "Deny",
-            A::Guide { .. } => "Guide",
-            A::Confirm(_) => "Confirm",
-            A::Transform(_) => "Transform",
-        })
-        .collect()
-}
-
-fn after_tool_call() -> BTreeSet<&'static str> {
-    use AfterToolCallAction as A;
-    let all = [A::Proceed, A::confirm(""), A::transform(|_| {})];
-    all.iter()
-        .map(|a| match a {
-            A::Proceed => "Proceed",
-            A::Confirm(_) => "Confirm",
-            A::Transform(_) => "Transform",
-        })
-        .collect()
-}
-
-/// The actions valid at a lifecycle point, by the point's name in the tables.
-fn valid_at(point: &str) -> Option<BTreeSet<&'static str>> {
-    Some(match point {
-        "before_invocation" => before_invocation(),
-        "before_model_call" => before_model_call(),
-        "after_model_call" => after_model_call(),
-        "model_output" => model_output(),
-        "before_tool_call" => before_tool_call(),
-        "after_tool_call" => after_tool_call(),
-        _ => return None,
-    })
+variants! {
+    before_invocation: BeforeInvocationAction {
+        Proceed: A::Proceed => A::Proceed,
+        Deny: A::Deny { .. } => A::deny(""),
+        Guide: A::Guide { .. } => A::guide(""),
+        Confirm: A::Confirm(_) => A::confirm(""),
+        Transform: A::Transform(_) => A::transform(|_| {}),
+    }
+    before_model_call: BeforeModelCallAction {
+        Proceed: A::Proceed => A::Proceed,
+        Deny: A::Deny { .. } => A::deny(""),
+        Guide: A::Guide { .. } => A::guide(""),
+        Confirm: A::Confirm(_) => A::confirm(""),
+        Transform: A::Transform(_) => A::transform(|_| {}),
+    }
+    after_model_call: AfterModelCallAction {
+        Proceed: A::Proceed => A::Proceed,
+        Guide: A::Guide { .. } => A::guide(""),
+        Confirm: A::Confirm(_) => A::confirm(""),
+        Transform: A::Transform(_) => A::transform(|_| {}),
+    }
+    model_output: ModelOutputAction {
+        Proceed: A::Proceed => A::Proceed,
+        Deny: A::Deny { .. } => A::deny(""),
+        Transform: A::Transform(_) => A::transform(|_| {}),
+    }
+    before_tool_call: BeforeToolCallAction {
+        Proceed: A::Proceed => A::Proceed,
+        Deny: A::Deny { .. } => A::deny(""),
+        Guide: A::Guide { .. } => A::guide(""),
+        Confirm: A::Confirm(_) => A::confirm(""),
+        Transform: A::Transform(_) => A::transform(|_| {}),
+    }
+    after_tool_call: AfterToolCallAction {
+        Proceed: A::Proceed => A::Proceed,
+        Confirm: A::Confirm(_) => A::confirm(""),
+        Transform: A::Transform(_) => A::transform(|_| {}),
+    }
 }
 
 fn cells(line: &str) -> Vec<String> {
@@ -172,15 +124,7 @@ fn check_tables(file: &Path, text: &str) -> Result<usize, String> {
         for p in &points {
             valid.push(valid_at(p).ok_or(format!("{at}: unknown lifecycle point `{p}`"))?);
         }
-        let wanted: BTreeSet<&str> = [
-            "before_invocation",
-            "before_model_call",
-            "after_model_call",
-            "model_output",
-            "before_tool_call",
-            "after_tool_call",
-        ]
-        .into();
+        let wanted: BTreeSet<&str> = POINTS.into();
         let have: BTreeSet<&str> = points.iter().copied().collect();
         if have != wanted {
             return Err(format!(
