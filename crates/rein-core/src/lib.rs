@@ -32,5 +32,5 @@ pub type Map = serde_json::Map<String, serde_json::Value>;
 
 // The names nearly every user of the contract needs; everything else is in its module.
 pub use error::{Error, ModelError};
-pub use message::{ContentBlock, Message, Role, ToolResult, ToolUse};
+pub use message::{ContentBlock, Message, ProviderState, Role, ToolResult, ToolUse};
 pub use tool::{Tool, ToolHandle};

@@ -189,9 +189,10 @@ content_block_from!(
     InterruptResponse(InterruptResponse),
 );
 
-/// A tool use: `{"toolUseId", "name", "input"}`.
+/// A tool use: `{"toolUseId", "name", "input", "providerState"?}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub struct ToolUse {
     /// Provider-assigned id that the tool result refers to.
     pub tool_use_id: String,
@@ -199,6 +200,10 @@ pub struct ToolUse {
     pub name: String,
     /// Tool input (a JSON object for well-behaved models).
     pub input: Value,
+    /// What the provider attached to the call for its next request (Gemini's thought
+    /// signature); not part of the call's fingerprint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_state: Option<Box<ProviderState>>,
 }
 
 impl ToolUse {
@@ -208,6 +213,7 @@ impl ToolUse {
             tool_use_id: tool_use_id.into(),
             name: name.into(),
             input,
+            provider_state: None,
         }
     }
 
@@ -327,12 +333,82 @@ pub enum ReasoningContent {
 
 /// Reasoning text and its signature.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ReasoningText {
     /// The reasoning.
     pub text: String,
     /// The provider's signature over it (sent back verbatim).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signature: Option<String>,
+    /// What the provider attached to the reasoning for its next request (which server wrote
+    /// it, an encrypted reasoning item).
+    #[serde(
+        default,
+        rename = "providerState",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub provider_state: Option<Box<ProviderState>>,
+}
+
+impl ReasoningText {
+    /// Reasoning text, with the provider's signature when it gave one.
+    pub fn new(text: impl Into<String>, signature: Option<String>) -> Self {
+        Self {
+            text: text.into(),
+            signature,
+            provider_state: None,
+        }
+    }
+}
+
+/// Data a provider attached to a block that only it can read — a thought signature, an
+/// encrypted reasoning item, the name of the field it sent reasoning in — kept in history as
+/// it came, and sent back only to the provider that wrote it: a request to any other provider
+/// (a fallback model, a session moved to another server) leaves it out.
+///
+/// `source` is the provider's name and the server it calls (`openai@api.deepseek.com:443`,
+/// see [`ProviderState::source_of`]); `data` is the provider's own JSON, opaque to Rein.
+///
+/// ```
+/// use rein_core::message::ProviderState;
+/// use serde_json::json;
+/// let source = ProviderState::source_of("openai", Some(("api.deepseek.com", 443)));
+/// let state = ProviderState::new(&source, json!({"reasoningField": "reasoning_content"}));
+/// assert!(state.data_for(&source).is_some());
+/// assert!(state.data_for("openai@api.openai.com:443").is_none());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ProviderState {
+    /// Who wrote it and alone may read it back.
+    pub source: String,
+    /// What it wrote.
+    pub data: Value,
+}
+
+impl ProviderState {
+    /// State written by `source`.
+    pub fn new(source: impl Into<String>, data: Value) -> Self {
+        Self {
+            source: source.into(),
+            data,
+        }
+    }
+
+    /// The source name of a provider calling `server` (host and port), or of one that calls
+    /// none: `provider@host:port`, or `provider`.
+    pub fn source_of(provider: &str, server: Option<(&str, u16)>) -> String {
+        match server {
+            Some((host, port)) => format!("{provider}@{host}:{port}"),
+            None => provider.to_owned(),
+        }
+    }
+
+    /// The data, when `source` wrote it; another source's state is `None`, so it is never sent
+    /// to a provider that did not write it.
+    pub fn data_for(&self, source: &str) -> Option<&Value> {
+        (self.source == source).then_some(&self.data)
+    }
 }
 
 /// An image: `{"format": "png", "source": {"bytes": base64}}`.

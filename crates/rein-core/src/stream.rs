@@ -7,7 +7,9 @@ use serde_json::Value;
 
 use crate::Map;
 use crate::error::Error;
-use crate::message::{ContentBlock, Message, ReasoningContent, ReasoningText, Role, ToolUse};
+use crate::message::{
+    ContentBlock, Message, ProviderState, ReasoningContent, ReasoningText, Role, ToolUse,
+};
 
 /// Why a model (or the agent) stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -195,6 +197,9 @@ pub enum BlockDelta {
     ReasoningSignature(String),
     /// Opaque (encrypted) reasoning bytes.
     RedactedReasoning(Vec<u8>),
+    /// What the provider attached to the open tool-use or reasoning block for its next request
+    /// (a later one replaces it). A text block keeps none: no provider requires one back.
+    ProviderState(Box<ProviderState>),
 }
 
 /// One normalized event of a model stream. Every provider maps its wire format to these.
@@ -271,11 +276,13 @@ enum OpenBlock {
         id: String,
         name: String,
         json: String,
+        state: Option<Box<ProviderState>>,
     },
     Reasoning {
         text: String,
         signature: Option<String>,
         redacted: Option<Vec<u8>>,
+        state: Option<Box<ProviderState>>,
     },
 }
 
@@ -323,11 +330,13 @@ impl StreamAssembler {
                         id: tool_use_id,
                         name,
                         json: String::new(),
+                        state: None,
                     },
                     BlockStart::Reasoning => OpenBlock::Reasoning {
                         text: String::new(),
                         signature: None,
                         redacted: None,
+                        state: None,
                     },
                 });
                 Ok(())
@@ -391,6 +400,14 @@ impl StreamAssembler {
                 redacted.get_or_insert_with(Vec::new).extend_from_slice(&b);
                 Ok(())
             }
+            (
+                Some(OpenBlock::ToolUse { state, .. } | OpenBlock::Reasoning { state, .. }),
+                BlockDelta::ProviderState(new),
+            ) => {
+                *state = Some(new);
+                Ok(())
+            }
+            (Some(OpenBlock::Text(_)), BlockDelta::ProviderState(_)) => Ok(()),
             (_, BlockDelta::Text(_)) => mismatch("text"),
             (_, BlockDelta::ToolInput(_)) => mismatch("tool input"),
             (_, _) => mismatch("reasoning"),
@@ -411,7 +428,12 @@ impl StreamAssembler {
                 t.shrink_to_fit();
                 self.content.push(ContentBlock::Text(t))
             }
-            OpenBlock::ToolUse { id, name, json } => {
+            OpenBlock::ToolUse {
+                id,
+                name,
+                json,
+                state,
+            } => {
                 let input = if json.trim().is_empty() {
                     Value::Object(Map::new())
                 } else {
@@ -427,21 +449,27 @@ impl StreamAssembler {
                     tool_use_id: id,
                     name,
                     input,
+                    provider_state: state,
                 })));
             }
             OpenBlock::Reasoning {
                 text,
                 signature,
                 redacted,
+                state,
             } => {
                 if let Some(bytes) = redacted {
                     self.content.push(ContentBlock::ReasoningContent(Box::new(
                         ReasoningContent::RedactedContent(bytes.into()),
                     )));
                 }
-                if !text.is_empty() || signature.is_some() {
+                if !text.is_empty() || signature.is_some() || state.is_some() {
                     self.content.push(ContentBlock::ReasoningContent(Box::new(
-                        ReasoningContent::ReasoningText(ReasoningText { text, signature }),
+                        ReasoningContent::ReasoningText(ReasoningText {
+                            text,
+                            signature,
+                            provider_state: state,
+                        }),
                     )));
                 }
             }
@@ -614,11 +642,61 @@ mod tests {
         assert_eq!(
             r.message.content[0],
             ContentBlock::ReasoningContent(Box::new(ReasoningContent::ReasoningText(
-                ReasoningText {
-                    text: "think".into(),
-                    signature: Some("sig".into())
-                }
+                ReasoningText::new("think", Some("sig".into()))
             )))
         );
+    }
+
+    #[test]
+    fn provider_state_lands_on_its_tool_use_and_reasoning_and_text_keeps_none() {
+        let state = |n: u8| {
+            StreamEvent::BlockDelta(BlockDelta::ProviderState(Box::new(ProviderState::new(
+                "p@h:1",
+                serde_json::json!({ "n": n }),
+            ))))
+        };
+        let mut a = StreamAssembler::new();
+        for event in [
+            StreamEvent::BlockStart(BlockStart::Reasoning),
+            state(1),
+            StreamEvent::BlockStop,
+            StreamEvent::BlockStart(BlockStart::Text),
+            StreamEvent::BlockDelta(BlockDelta::Text("hi".into())),
+            state(2),
+            StreamEvent::BlockStop,
+            StreamEvent::BlockStart(BlockStart::ToolUse {
+                tool_use_id: "t".into(),
+                name: "f".into(),
+            }),
+            state(3),
+            state(4),
+            StreamEvent::BlockStop,
+            StreamEvent::MessageStop {
+                stop_reason: StopReason::ToolUse,
+            },
+        ] {
+            a.push(event).unwrap();
+        }
+        let content = a.finish().unwrap().message.content;
+        let ContentBlock::ReasoningContent(r) = &content[0] else {
+            panic!("{content:?}")
+        };
+        let ReasoningContent::ReasoningText(r) = &**r else {
+            panic!("{r:?}")
+        };
+        // Reasoning with no text is kept when the provider attached state to it (an
+        // encrypted reasoning item with an empty summary).
+        assert_eq!(r.text, "");
+        assert_eq!(r.provider_state.as_ref().unwrap().data["n"], 1);
+        assert_eq!(content[1], ContentBlock::text("hi"));
+        let ContentBlock::ToolUse(u) = &content[2] else {
+            panic!("{content:?}")
+        };
+        assert_eq!(u.provider_state.as_ref().unwrap().data["n"], 4);
+        // Without state, a tool use's JSON is what it always was (stored sessions, fingerprints).
+        let plain = serde_json::to_value(ToolUse::new("t", "f", serde_json::json!({}))).unwrap();
+        assert_eq!(plain, serde_json::json!({"toolUseId": "t", "name": "f", "input": {}}));
+        let back: ToolUse = serde_json::from_value(serde_json::to_value(&**u).unwrap()).unwrap();
+        assert_eq!(back, **u);
     }
 }

@@ -704,10 +704,7 @@ mod tests {
                 Role::Assistant,
                 vec![
                     ContentBlock::ReasoningContent(Box::new(ReasoningContent::ReasoningText(
-                        ReasoningText {
-                            text: "hmm".into(),
-                            signature: Some("sig==".into()),
-                        },
+                        ReasoningText::new("hmm", Some("sig==".into())),
                     ))),
                     ContentBlock::ReasoningContent(Box::new(ReasoningContent::RedactedContent(
                         b"opaque".to_vec().into(),

@@ -8,8 +8,8 @@ use std::fmt;
 
 use base64::Engine as _;
 use rein_core::{
-    ContentBlock, Error, ModelError, Role, ToolResult,
-    message::{DocumentBlock, ImageBlock, ToolResultContent},
+    ContentBlock, Error, ModelError, ProviderState, Role, ToolResult,
+    message::{DocumentBlock, ImageBlock, ReasoningContent, ToolResultContent},
     request::{ModelRequest, ToolChoice},
     stream::{BlockDelta, BlockStart, StopReason, StreamEvent, Usage},
 };
@@ -49,6 +49,9 @@ pub struct OpenAiModel {
     extra_body: Map<String, Value>,
     include_usage: bool,
     max_completion_tokens: bool,
+    send_reasoning_back: bool,
+    /// The [`ProviderState::source`] of what this server writes.
+    source: String,
 }
 
 impl fmt::Debug for OpenAiModel {
@@ -69,6 +72,7 @@ pub struct OpenAiModelBuilder {
     extra_body: Map<String, Value>,
     include_usage: bool,
     max_completion_tokens: bool,
+    send_reasoning_back: bool,
 }
 
 impl fmt::Debug for OpenAiModelBuilder {
@@ -90,6 +94,7 @@ impl OpenAiModel {
             extra_body: Map::new(),
             include_usage: true,
             max_completion_tokens: false,
+            send_reasoning_back: true,
         }
     }
 
@@ -136,14 +141,31 @@ impl OpenAiModelBuilder {
         self
     }
 
+    /// Whether an assistant message that called tools goes back with the reasoning this same
+    /// server streamed for it, in the field it used (`reasoning_content` or `reasoning`) —
+    /// default true. DeepSeek's thinking mode requires it within a tool loop (HTTP 400
+    /// otherwise); servers that stream no reasoning are sent none, and reasoning another
+    /// provider wrote is never sent. Turn it off for a server that streams reasoning but
+    /// rejects it in requests.
+    pub fn send_reasoning_back(mut self, on: bool) -> Self {
+        self.send_reasoning_back = on;
+        self
+    }
+
     /// Builds the model. Fails on an invalid base URL or header.
     pub fn build(self) -> Result<OpenAiModel, Error> {
+        let http = self.http.connect("/chat/completions")?;
+        let server = http.server();
+        let source =
+            ProviderState::source_of(PROVIDER, server.as_ref().map(|(h, p)| (h.as_str(), *p)));
         Ok(OpenAiModel {
-            http: self.http.connect("/chat/completions")?,
+            http,
             model_id: self.model_id,
             extra_body: self.extra_body,
             include_usage: self.include_usage,
             max_completion_tokens: self.max_completion_tokens,
+            send_reasoning_back: self.send_reasoning_back,
+            source,
         })
     }
 }
@@ -157,15 +179,19 @@ impl Model for OpenAiModel {
         let body = encode_request(
             &self.model_id,
             &request,
-            self.include_usage,
-            self.max_completion_tokens,
+            &Options {
+                include_usage: self.include_usage,
+                max_completion_tokens: self.max_completion_tokens,
+                send_reasoning_back: self.send_reasoning_back,
+                source: &self.source,
+            },
             &self.extra_body,
         );
         let rb = self
             .http
             .post("text/event-stream", KeyHeader::Bearer, body.to_string())?;
         self.http
-            .stream_sse(PROVIDER, rb, ChatDecoder::default())
+            .stream_sse(PROVIDER, rb, ChatDecoder::new(self.source.clone()))
             .await
     }
 }
@@ -173,14 +199,27 @@ impl Model for OpenAiModel {
 // ---------------------------------------------------------------------------------------------
 // Request encoding
 
+/// How a request is encoded for this server.
+pub(crate) struct Options<'a> {
+    pub(crate) include_usage: bool,
+    pub(crate) max_completion_tokens: bool,
+    pub(crate) send_reasoning_back: bool,
+    /// Whose [`ProviderState`] goes back to this server.
+    pub(crate) source: &'a str,
+}
+
 /// Encodes a Rein request as a Chat Completions request body.
 pub(crate) fn encode_request(
     model_id: &str,
     request: &ModelRequest,
-    include_usage: bool,
-    max_completion_tokens: bool,
+    options: &Options<'_>,
     extra: &Map<String, Value>,
 ) -> Value {
+    let Options {
+        include_usage,
+        max_completion_tokens,
+        ..
+    } = *options;
     let mut messages = Vec::with_capacity(request.messages.len() + 1);
     if let Some(system) = &request.system_prompt {
         messages.push(json!({"role": "system", "content": &**system}));
@@ -188,7 +227,7 @@ pub(crate) fn encode_request(
     for m in request.messages.iter() {
         match m.role {
             Role::User => encode_user(&m.content, &mut messages),
-            Role::Assistant => encode_assistant(&m.content, &mut messages),
+            Role::Assistant => encode_assistant(&m.content, options, &mut messages),
         }
     }
     let mut body = Map::new();
@@ -343,18 +382,45 @@ fn encode_user(content: &[ContentBlock], messages: &mut Vec<Value>) {
     }
 }
 
-fn encode_assistant(content: &[ContentBlock], messages: &mut Vec<Value>) {
+fn encode_assistant(content: &[ContentBlock], options: &Options<'_>, messages: &mut Vec<Value>) {
     let mut text = String::new();
     let mut calls = Vec::new();
+    // Reasoning this server wrote, and the field it wrote it in.
+    let mut reasoning: Option<(&str, String)> = None;
     for b in content {
         match b {
             ContentBlock::Text(t) => text.push_str(t),
-            ContentBlock::ToolUse(u) => calls.push(json!({
-                "id": u.tool_use_id,
-                "type": "function",
-                "function": {"name": u.name, "arguments": u.input.to_string()},
-            })),
-            // Chat Completions takes no reasoning in requests.
+            ContentBlock::ToolUse(u) => {
+                let mut call = json!({
+                    "id": u.tool_use_id,
+                    "type": "function",
+                    "function": {"name": u.name, "arguments": u.input.to_string()},
+                });
+                // Gemini's thought signature, as its OpenAI-compatible endpoint sent it.
+                let extra = u
+                    .provider_state
+                    .as_deref()
+                    .and_then(|s| s.data_for(options.source)?.get(EXTRA_CONTENT));
+                if let (Some(extra), Value::Object(call)) = (extra, &mut call) {
+                    call.insert(EXTRA_CONTENT.into(), extra.clone());
+                }
+                calls.push(call);
+            }
+            ContentBlock::ReasoningContent(r) if options.send_reasoning_back => {
+                let ReasoningContent::ReasoningText(r) = &**r else {
+                    continue;
+                };
+                let field = r
+                    .provider_state
+                    .as_deref()
+                    .and_then(|s| s.data_for(options.source)?.get(REASONING_FIELD)?.as_str());
+                if let Some(field) = field.and_then(reasoning_field) {
+                    reasoning
+                        .get_or_insert_with(|| (field, String::new()))
+                        .1
+                        .push_str(&r.text);
+                }
+            }
             _ => {}
         }
     }
@@ -367,8 +433,24 @@ fn encode_assistant(content: &[ContentBlock], messages: &mut Vec<Value>) {
             m.insert("content".into(), Value::String(text));
         }
         m.insert("tool_calls".into(), Value::Array(calls));
+        // DeepSeek's rule: the reasoning of a turn that called tools goes back with it.
+        if let Some((field, reasoning)) = reasoning {
+            m.insert(field.into(), Value::String(reasoning));
+        }
     }
     messages.push(Value::Object(m));
+}
+
+/// Where a tool call's `extra_content` is kept in its [`ProviderState`].
+const EXTRA_CONTENT: &str = "extra_content";
+/// Where the name of the field a server streamed reasoning in is kept.
+const REASONING_FIELD: &str = "field";
+
+/// The reasoning fields servers stream, and the only ones sent back.
+fn reasoning_field(name: &str) -> Option<&'static str> {
+    ["reasoning_content", "reasoning"]
+        .into_iter()
+        .find(|f| *f == name)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -414,6 +496,9 @@ struct ToolCallDelta {
     id: Option<String>,
     #[serde(default)]
     function: Option<FunctionDelta>,
+    /// Gemini's OpenAI-compatible endpoint: `{"google": {"thought_signature": ...}}`.
+    #[serde(default)]
+    extra_content: Option<Value>,
 }
 
 #[derive(Deserialize, Default)]
@@ -455,6 +540,7 @@ enum Open {
         index: u32,
         id: Option<String>,
         args: String,
+        extra: Option<Value>,
     },
 }
 
@@ -462,6 +548,8 @@ enum Open {
 /// after the other (start, argument fragments, stop), as servers send them in index order.
 #[derive(Default)]
 pub(crate) struct ChatDecoder {
+    /// The [`ProviderState::source`] of the state this server attaches.
+    source: String,
     started: bool,
     open: Option<Open>,
     /// Tool-call indices already closed (a late fragment for one is a protocol error).
@@ -480,6 +568,25 @@ fn stop_reason(finish: &str) -> StopReason {
 }
 
 impl ChatDecoder {
+    pub(crate) fn new(source: String) -> Self {
+        Self {
+            source,
+            ..Self::default()
+        }
+    }
+
+    fn state(&self, data: Value) -> StreamEvent {
+        let state = ProviderState::new(self.source.clone(), data);
+        StreamEvent::BlockDelta(BlockDelta::ProviderState(Box::new(state)))
+    }
+
+    /// A tool call's `extra_content`, kept for this server.
+    fn tool_state(&self, extra: Option<Value>, out: &mut VecDeque<StreamEvent>) {
+        if let Some(extra) = extra {
+            out.push_back(self.state(json!({ EXTRA_CONTENT: extra })));
+        }
+    }
+
     fn close(&mut self, out: &mut VecDeque<StreamEvent>) {
         match self.open.take() {
             None => {}
@@ -487,13 +594,19 @@ impl ChatDecoder {
                 self.closed_tools.push(index);
                 out.push_back(StreamEvent::BlockStop);
             }
-            Some(Open::PendingTool { index, id, args }) => {
+            Some(Open::PendingTool {
+                index,
+                id,
+                args,
+                extra,
+            }) => {
                 // A call that never got a name: still surface it so the agent can answer it.
                 let id = id.unwrap_or_else(|| self.synth_id());
                 out.push_back(StreamEvent::BlockStart(BlockStart::ToolUse {
                     tool_use_id: id,
                     name: String::new(),
                 }));
+                self.tool_state(extra, out);
                 if !args.is_empty() {
                     out.push_back(StreamEvent::BlockDelta(BlockDelta::ToolInput(args)));
                 }
@@ -523,7 +636,8 @@ impl ChatDecoder {
         out.push_back(StreamEvent::BlockDelta(BlockDelta::Text(s)));
     }
 
-    fn reasoning(&mut self, s: String, out: &mut VecDeque<StreamEvent>) {
+    /// Reasoning streamed in `field`, which is remembered so that it can go back in it.
+    fn reasoning(&mut self, s: String, field: &str, out: &mut VecDeque<StreamEvent>) {
         if s.is_empty() {
             return;
         }
@@ -531,6 +645,7 @@ impl ChatDecoder {
             self.close(out);
             self.open = Some(Open::Reasoning);
             out.push_back(StreamEvent::BlockStart(BlockStart::Reasoning));
+            out.push_back(self.state(json!({ REASONING_FIELD: field })));
         }
         out.push_back(StreamEvent::BlockDelta(BlockDelta::ReasoningText(s)));
     }
@@ -545,6 +660,7 @@ impl ChatDecoder {
         let new_id = d.id.filter(|s| !s.is_empty());
         let name = f.name.filter(|s| !s.is_empty());
         let args = f.arguments.unwrap_or_default();
+        let mut extra = d.extra_content;
         // Same index as the open call, unless the server reuses the index with a new id (seen
         // with servers that send each complete call at index 0).
         let continues = match &self.open {
@@ -568,30 +684,45 @@ impl ChatDecoder {
                 index,
                 id: None,
                 args: String::new(),
+                extra: None,
             });
         }
-        if let Some(Open::PendingTool { id, args: held, .. }) = &mut self.open {
+        if let Some(Open::PendingTool {
+            id,
+            args: held,
+            extra: held_extra,
+            ..
+        }) = &mut self.open
+        {
             if id.is_none() {
                 *id = new_id;
             }
             held.push_str(&args);
+            if extra.is_some() {
+                *held_extra = extra.take();
+            }
             if let Some(name) = name {
                 let id = match id.take() {
                     Some(id) => id,
                     None => format!("call_{}", rein_core::id::unguessable()),
                 };
                 let held = std::mem::take(held);
+                let held_extra = held_extra.take();
                 out.push_back(StreamEvent::BlockStart(BlockStart::ToolUse {
                     tool_use_id: id.clone(),
                     name,
                 }));
+                self.tool_state(held_extra, out);
                 if !held.is_empty() {
                     out.push_back(StreamEvent::BlockDelta(BlockDelta::ToolInput(held)));
                 }
                 self.open = Some(Open::Tool { index, id });
             }
-        } else if !args.is_empty() {
-            out.push_back(StreamEvent::BlockDelta(BlockDelta::ToolInput(args)));
+        } else {
+            self.tool_state(extra, out);
+            if !args.is_empty() {
+                out.push_back(StreamEvent::BlockDelta(BlockDelta::ToolInput(args)));
+            }
         }
         Ok(())
     }
@@ -661,8 +792,10 @@ impl SseDecoder for ChatDecoder {
         }
         for choice in chunk.choices.into_iter().filter(|c| c.index == 0) {
             if let Some(delta) = choice.delta {
-                if let Some(r) = delta.reasoning_content.or(delta.reasoning) {
-                    self.reasoning(r, out);
+                if let Some(r) = delta.reasoning_content {
+                    self.reasoning(r, "reasoning_content", out);
+                } else if let Some(r) = delta.reasoning {
+                    self.reasoning(r, "reasoning", out);
                 }
                 if let Some(t) = delta.content {
                     self.text(t, out);
@@ -702,8 +835,17 @@ mod tests {
     use super::*;
     use rein_core::{Message, ToolUse, message::MediaSource, tool::ToolSpec};
 
+    const SOURCE: &str = "openai@127.0.0.1:8080";
+
+    const TEST_OPTIONS: Options<'static> = Options {
+        include_usage: true,
+        max_completion_tokens: false,
+        send_reasoning_back: true,
+        source: SOURCE,
+    };
+
     fn decode(lines: &[&str]) -> Result<Vec<StreamEvent>, ModelError> {
-        let mut d = ChatDecoder::default();
+        let mut d = ChatDecoder::new(SOURCE.into());
         let mut out = VecDeque::new();
         for l in lines {
             if let Flow::Done = d.event("", l, &mut out)? {
@@ -815,7 +957,7 @@ mod tests {
             json!({"type": "object"}),
         )])
         .with_tool_choice(ToolChoice::Tool("f".into()));
-        let body = encode_request("m", &req, true, false, &Map::new());
+        let body = encode_request("m", &req, &TEST_OPTIONS, &Map::new());
         let msgs = body["messages"].as_array().unwrap();
         assert_eq!(msgs[0], json!({"role": "system", "content": "sys"}));
         assert_eq!(msgs[1], json!({"role": "user", "content": "hi"}));
@@ -844,7 +986,7 @@ mod tests {
                 })),
             ],
         )]);
-        let body = encode_request("m", &req, true, false, &Map::new());
+        let body = encode_request("m", &req, &TEST_OPTIONS, &Map::new());
         assert_eq!(
             body["messages"][0]["content"][1]["image_url"]["url"],
             "data:image/png;base64,AQID"

@@ -32,10 +32,7 @@ fn all_blocks() -> Vec<Message> {
             Role::Assistant,
             vec![
                 ContentBlock::ReasoningContent(Box::new(ReasoningContent::ReasoningText(
-                    ReasoningText {
-                        text: "Need a tool.".into(),
-                        signature: Some("sig==".into()),
-                    },
+                    ReasoningText::new("Need a tool.", Some("sig==".into())),
                 ))),
                 ContentBlock::ReasoningContent(Box::new(ReasoningContent::RedactedContent(
                     vec![1, 2, 3].into(),

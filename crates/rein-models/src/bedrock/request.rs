@@ -255,16 +255,10 @@ mod tests {
                 Role::Assistant,
                 vec![
                     ContentBlock::ReasoningContent(Box::new(ReasoningContent::ReasoningText(
-                        ReasoningText {
-                            text: "think".into(),
-                            signature: Some("sig==".into()),
-                        },
+                        ReasoningText::new("think", Some("sig==".into())),
                     ))),
                     ContentBlock::ReasoningContent(Box::new(ReasoningContent::ReasoningText(
-                        ReasoningText {
-                            text: "unsigned".into(),
-                            signature: None,
-                        },
+                        ReasoningText::new("unsigned", None),
                     ))),
                     ContentBlock::ReasoningContent(Box::new(ReasoningContent::RedactedContent(
                         Bytes(b"opaque".to_vec()),
@@ -396,10 +390,7 @@ mod tests {
             Message::new(
                 Role::Assistant,
                 vec![ContentBlock::ReasoningContent(Box::new(
-                    ReasoningContent::ReasoningText(ReasoningText {
-                        text: "unsigned".into(),
-                        signature: None,
-                    }),
+                    ReasoningContent::ReasoningText(ReasoningText::new("unsigned", None)),
                 ))],
             ),
             Message::user("b"),

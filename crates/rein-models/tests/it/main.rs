@@ -13,3 +13,4 @@ mod hostile_streams;
 mod kit_provider;
 mod ollama;
 mod provider_author_api;
+mod provider_state;

@@ -130,10 +130,7 @@ pub fn every_block_kind() -> Vec<Message> {
             Role::Assistant,
             vec![
                 ContentBlock::ReasoningContent(Box::new(ReasoningContent::ReasoningText(
-                    ReasoningText {
-                        text: "thinking...".into(),
-                        signature: Some("sig-abc".into()),
-                    },
+                    ReasoningText::new("thinking...", Some("sig-abc".into())),
                 ))),
                 ContentBlock::ReasoningContent(Box::new(ReasoningContent::RedactedContent(Bytes(
                     vec![1, 2, 3, 250],
