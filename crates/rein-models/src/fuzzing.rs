@@ -67,6 +67,15 @@ pub fn openai_sse(data: &[u8]) -> (Vec<StreamEvent>, Option<ModelError>) {
     sse(crate::openai::ChatDecoder::default(), data)
 }
 
+/// Runs the OpenAI Responses SSE decoder over `data`.
+#[cfg(feature = "openai-responses")]
+pub fn openai_responses_sse(data: &[u8]) -> (Vec<StreamEvent>, Option<ModelError>) {
+    sse(
+        crate::openai_responses::ResponsesDecoder::new("openai-responses@fuzz:1".into()),
+        data,
+    )
+}
+
 /// Runs the Anthropic Messages SSE decoder over `data`.
 #[cfg(feature = "anthropic")]
 pub fn anthropic_sse(data: &[u8]) -> (Vec<StreamEvent>, Option<ModelError>) {

@@ -6,6 +6,7 @@
 //! | feature | provider |
 //! |---|---|
 //! | `openai` | [`OpenAiModel`]: OpenAI-compatible Chat Completions (OpenAI, vLLM, llama.cpp, LM Studio, LiteLLM, Ollama `/v1`) |
+//! | `openai-responses` | [`OpenAiResponsesModel`]: OpenAI's Responses API (`/v1/responses`: OpenAI, Azure OpenAI, llama.cpp, vLLM), encrypted reasoning kept across a tool loop |
 //! | `anthropic` | [`AnthropicModel`]: Anthropic Messages |
 //! | `ollama` | [`OllamaModel`]: Ollama's native `/api/chat` (NDJSON streaming, thinking, tools) |
 //! | `bedrock` | [`BedrockModel`]: AWS Bedrock `ConverseStream` (binary event stream; SigV4 from [`AwsCredentials`] or an [`AwsCredentialsProvider`], or a Bedrock API key) |
@@ -34,6 +35,8 @@ pub mod fuzzing;
 mod ollama;
 #[cfg(feature = "openai")]
 mod openai;
+#[cfg(feature = "openai-responses")]
+mod openai_responses;
 
 #[cfg(feature = "anthropic")]
 pub use anthropic::{
@@ -47,6 +50,8 @@ pub use model::{Model, ModelInfo, ModelStream, SharedModel};
 pub use ollama::{OLLAMA_DEFAULT_BASE_URL, OllamaModel, OllamaModelBuilder};
 #[cfg(feature = "openai")]
 pub use openai::{OPENAI_DEFAULT_BASE_URL, OpenAiModel, OpenAiModelBuilder};
+#[cfg(feature = "openai-responses")]
+pub use openai_responses::{OpenAiResponsesModel, OpenAiResponsesModelBuilder};
 // Everything a provider author names, so a provider compiles with `rein-models` alone.
 /// The `futures-util` crate (0.3) the [`ModelStream`] type is built with: its `stream`
 /// combinators build a provider's event stream, `StreamExt` reads one.
@@ -55,8 +60,9 @@ pub use rein_core::{
     Error, Map, ModelError,
     error::{BuildError, ModelErrorKind},
     message::{
-        Bytes, ContentBlock, DocumentBlock, ImageBlock, MediaSource, Message, ReasoningContent,
-        ReasoningText, Role, ToolResult, ToolResultContent, ToolResultStatus, ToolUse,
+        Bytes, ContentBlock, DocumentBlock, ImageBlock, MediaSource, Message, ProviderState,
+        ReasoningContent, ReasoningText, Role, ToolResult, ToolResultContent, ToolResultStatus,
+        ToolUse,
     },
     request::{InferenceConfig, ModelRequest, ToolChoice},
     stream::{
@@ -71,6 +77,7 @@ pub use scripted::{ScriptedModel, ScriptedModelBuilder, ScriptedResponse};
 #[cfg(all(
     doctest,
     feature = "openai",
+    feature = "openai-responses",
     feature = "anthropic",
     feature = "ollama",
     feature = "bedrock",

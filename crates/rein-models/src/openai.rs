@@ -287,7 +287,8 @@ fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
-fn image_part(img: &ImageBlock) -> Value {
+/// An image as a `data:` URL.
+pub(crate) fn image_data_url(img: &ImageBlock) -> String {
     let bytes = http::media_bytes(&img.source);
     let mime = match img.format.as_str() {
         "jpg" | "jpeg" => "image/jpeg",
@@ -295,15 +296,29 @@ fn image_part(img: &ImageBlock) -> Value {
         "webp" => "image/webp",
         _ => "image/png",
     };
-    json!({"type": "image_url", "image_url": {"url": format!("data:{mime};base64,{}", b64(bytes))}})
+    format!("data:{mime};base64,{}", b64(bytes))
 }
 
-fn document_part(doc: &DocumentBlock) -> Value {
+fn image_part(img: &ImageBlock) -> Value {
+    json!({"type": "image_url", "image_url": {"url": image_data_url(img)}})
+}
+
+/// A document as the model reads it: text-like formats inlined as text, the rest a file.
+pub(crate) enum DocumentPart {
+    Text(String),
+    /// A `data:` URL.
+    File(String),
+}
+
+pub(crate) fn document_part_of(doc: &DocumentBlock) -> DocumentPart {
     let bytes = http::media_bytes(&doc.source);
     match doc.format.as_str() {
         "txt" | "md" | "csv" | "html" => {
             let text = String::from_utf8_lossy(bytes);
-            json!({"type": "text", "text": format!("<document name=\"{}\">\n{text}\n</document>", doc.name)})
+            DocumentPart::Text(format!(
+                "<document name=\"{}\">\n{text}\n</document>",
+                doc.name
+            ))
         }
         other => {
             let mime = match other {
@@ -314,11 +329,18 @@ fn document_part(doc: &DocumentBlock) -> Value {
                 "xlsx" => "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
                 _ => "application/octet-stream",
             };
-            json!({"type": "file", "file": {
-                "filename": doc.name,
-                "file_data": format!("data:{mime};base64,{}", b64(bytes)),
-            }})
+            DocumentPart::File(format!("data:{mime};base64,{}", b64(bytes)))
         }
+    }
+}
+
+fn document_part(doc: &DocumentBlock) -> Value {
+    match document_part_of(doc) {
+        DocumentPart::Text(text) => json!({"type": "text", "text": text}),
+        DocumentPart::File(data) => json!({"type": "file", "file": {
+            "filename": doc.name,
+            "file_data": data,
+        }}),
     }
 }
 
@@ -333,24 +355,33 @@ fn content_value(parts: Vec<Value>) -> Value {
     }
 }
 
-fn tool_result_text(r: &ToolResult, media: &mut Vec<Value>) -> String {
+/// A tool result's text; its images and documents, which a tool message cannot hold, are put
+/// in `media` to follow as user content.
+pub(crate) fn tool_result_text<'a>(
+    r: &'a ToolResult,
+    media: &mut Vec<&'a ToolResultContent>,
+) -> String {
     let mut out = Vec::new();
     for c in &r.content {
         match c {
             ToolResultContent::Text(t) => out.push(t.clone()),
             ToolResultContent::Json(v) => out.push(v.to_string()),
-            ToolResultContent::Image(img) => {
+            ToolResultContent::Image(_) => {
                 out.push("[image attached below]".to_owned());
-                media.push(image_part(img));
+                media.push(c);
             }
             ToolResultContent::Document(d) => {
                 out.push(format!("[document '{}' attached below]", d.name));
-                media.push(document_part(d));
+                media.push(c);
             }
             _ => {}
         }
     }
-    out.join("\n")
+    let mut text = out.join("\n");
+    if r.is_error() && !text.starts_with("Error") {
+        text = format!("Error: {text}");
+    }
+    text
 }
 
 fn encode_user(content: &[ContentBlock], messages: &mut Vec<Value>) {
@@ -360,10 +391,7 @@ fn encode_user(content: &[ContentBlock], messages: &mut Vec<Value>) {
     let mut media = Vec::new();
     for b in content {
         if let ContentBlock::ToolResult(r) = b {
-            let mut text = tool_result_text(r, &mut media);
-            if r.is_error() && !text.starts_with("Error") {
-                text = format!("Error: {text}");
-            }
+            let text = tool_result_text(r, &mut media);
             messages.push(json!({"role": "tool", "tool_call_id": r.tool_use_id, "content": text}));
         }
     }
@@ -376,7 +404,11 @@ fn encode_user(content: &[ContentBlock], messages: &mut Vec<Value>) {
         }
     }
     // Images from tool results cannot go into `tool` messages: they follow as user content.
-    parts.extend(media);
+    parts.extend(media.into_iter().filter_map(|c| match c {
+        ToolResultContent::Image(img) => Some(image_part(img)),
+        ToolResultContent::Document(d) => Some(document_part(d)),
+        _ => None,
+    }));
     if !parts.is_empty() {
         messages.push(json!({"role": "user", "content": content_value(parts)}));
     }
@@ -729,7 +761,7 @@ impl ChatDecoder {
 }
 
 /// Maps an error object sent inside the stream (vLLM, LiteLLM and OpenAI do this).
-fn stream_error(err: &Value) -> ModelError {
+pub(crate) fn stream_error(err: &Value) -> ModelError {
     let body = json!({ "error": err }).to_string();
     let msg = http::error_message(&body).unwrap_or_else(|| "error event in stream".to_owned());
     let code = err

@@ -52,6 +52,16 @@ fn openai(base: &str, model: &str) -> OpenAiModel {
         .unwrap()
 }
 
+#[cfg(feature = "openai-responses")]
+fn responses(base: &str, model: &str) -> rein_models::OpenAiResponsesModel {
+    rein_models::OpenAiResponsesModel::builder(model)
+        .base_url(base)
+        .api_key("rein-e2e-key")
+        .idle_timeout(Duration::from_secs(60))
+        .build()
+        .unwrap()
+}
+
 fn anthropic(base: &str, model: &str) -> AnthropicModel {
     AnthropicModel::builder(model)
         .base_url(base)
@@ -123,6 +133,15 @@ async fn real_model_streams_text_through_openai() {
     check_real_text(&openai(&base, "smollm2")).await;
 }
 
+#[cfg(feature = "openai-responses")]
+#[tokio::test]
+async fn real_model_streams_text_through_responses() {
+    let Some(base) = peer("REIN_E2E_LLM_OPENAI") else {
+        return;
+    };
+    check_real_text(&responses(&base, "smollm2")).await;
+}
+
 #[tokio::test]
 async fn real_model_streams_text_through_anthropic() {
     let Some(base) = peer("REIN_E2E_LLM_ANTHROPIC") else {
@@ -189,6 +208,18 @@ async fn real_model_forced_tool_call_through_openai() {
         return;
     };
     check_real_tool_call(&openai(&tools, "smollm2"), &openai(&chat, "smollm2")).await;
+}
+
+#[cfg(feature = "openai-responses")]
+#[tokio::test]
+async fn real_model_forced_tool_call_through_responses() {
+    let (Some(tools), Some(chat)) = (
+        peer("REIN_E2E_LLM_TOOLS_OPENAI"),
+        peer("REIN_E2E_LLM_OPENAI"),
+    ) else {
+        return;
+    };
+    check_real_tool_call(&responses(&tools, "smollm2"), &responses(&chat, "smollm2")).await;
 }
 
 #[tokio::test]

@@ -165,6 +165,26 @@ fn openai_sse_decoder_survives_hostile_bodies() {
             fx!("openai/parallel_tool_calls.sse"),
             fx!("openai/reasoning.sse"),
             fx!("openai/cache_usage.sse"),
+            fx!("openai/deepseek_thinking_tool_call.sse"),
+            fx!("openai/gemini_compat_tool_call.sse"),
+        ],
+        4000,
+    );
+}
+
+#[cfg(feature = "openai-responses")]
+#[test]
+fn openai_responses_sse_decoder_survives_hostile_bodies() {
+    run(
+        "openai-responses",
+        fuzzing::openai_responses_sse,
+        &[
+            fx!("openai-responses/text.sse"),
+            fx!("openai-responses/tool_call.sse"),
+            fx!("openai-responses/parallel_tool_calls.sse"),
+            fx!("openai-responses/reasoning.sse"),
+            fx!("openai-responses/max_tokens.sse"),
+            fx!("openai-responses/cache_usage.sse"),
         ],
         4000,
     );

@@ -14,3 +14,4 @@ mod kit_provider;
 mod ollama;
 mod provider_author_api;
 mod provider_state;
+mod responses;
