@@ -730,6 +730,18 @@ impl<F> fmt::Debug for Conformance<F> {
 type Collected = (Vec<StreamEvent>, Option<ModelError>);
 type CheckFuture<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Outcome> + 'a>>;
 
+/// The tool uses of a message, without what the provider kept for itself on them.
+fn tool_uses(message: &rein_core::Message) -> Vec<rein_core::ToolUse> {
+    message
+        .tool_uses()
+        .cloned()
+        .map(|mut u| {
+            u.provider_state = None;
+            u
+        })
+        .collect()
+}
+
 fn fail(msg: impl Into<String>) -> Outcome {
     Outcome::Failed(msg.into())
 }
@@ -1120,7 +1132,7 @@ where
             .iter()
             .filter(|e| matches!(e, StreamEvent::BlockDelta(BlockDelta::ToolInput(_))))
             .count();
-        let uses: Vec<_> = r.message.tool_uses().cloned().collect();
+        let uses = tool_uses(&r.message);
         let expected = vec![rein_core::ToolUse::new(
             "call_1",
             "get_weather",
@@ -1148,7 +1160,7 @@ where
             Ok(x) => x,
             Err(e) => return fail(e),
         };
-        let uses: Vec<_> = r.message.tool_uses().cloned().collect();
+        let uses = tool_uses(&r.message);
         let expected = vec![
             rein_core::ToolUse::new("call_1", "get_weather", json!({"city": "Paris"})),
             rein_core::ToolUse::new("call_2", "get_time", json!({"timezone": "Europe/Paris"})),
@@ -1559,6 +1571,11 @@ pub fn check_grammar(events: &[StreamEvent]) -> Result<(), String> {
                     _ => K::Reasoning,
                 });
             }
+            // A provider's state belongs to a tool use or reasoning (a text block drops it).
+            StreamEvent::BlockDelta(d @ BlockDelta::ProviderState(_)) if open.is_none() => {
+                return Err(format!("event {i}: {d:?} outside a block"));
+            }
+            StreamEvent::BlockDelta(BlockDelta::ProviderState(_)) => {}
             StreamEvent::BlockDelta(d) => {
                 let want = match d {
                     BlockDelta::Text(_) => K::Text,

@@ -47,7 +47,7 @@ pub fn ollama_ndjson(data: &[u8]) -> (Vec<StreamEvent>, Option<ModelError>) {
     crate::http::decode_body_chunks(crate::ollama::NdjsonDecoder::default(), body.chunks(size))
 }
 
-#[cfg(any(feature = "openai", feature = "anthropic"))]
+#[cfg(any(feature = "openai", feature = "anthropic", feature = "gemini"))]
 fn sse<D: crate::http::SseDecoder>(
     decoder: D,
     data: &[u8],
@@ -72,6 +72,15 @@ pub fn openai_sse(data: &[u8]) -> (Vec<StreamEvent>, Option<ModelError>) {
 pub fn openai_responses_sse(data: &[u8]) -> (Vec<StreamEvent>, Option<ModelError>) {
     sse(
         crate::openai_responses::ResponsesDecoder::new("openai-responses@fuzz:1".into()),
+        data,
+    )
+}
+
+/// Runs the Gemini `streamGenerateContent` SSE decoder over `data`.
+#[cfg(feature = "gemini")]
+pub fn gemini_sse(data: &[u8]) -> (Vec<StreamEvent>, Option<ModelError>) {
+    sse(
+        crate::gemini::GeminiDecoder::new("gemini@fuzz:1".into()),
         data,
     )
 }

@@ -1116,7 +1116,7 @@ pub fn error_message(body: &str) -> Option<String> {
 }
 
 /// Whether an error body reports a context-window overflow (wording of OpenAI, vLLM, llama.cpp,
-/// LM Studio, Ollama, LiteLLM and Anthropic).
+/// LM Studio, Ollama, LiteLLM, Anthropic and Gemini).
 pub fn is_context_overflow(body: &str) -> bool {
     let b = body.to_ascii_lowercase();
     [
@@ -1131,6 +1131,8 @@ pub fn is_context_overflow(body: &str) -> bool {
         "too many tokens",
         "input is too long",
         "reduce the length",
+        // Gemini: "The input token count (…) exceeds the maximum number of tokens allowed".
+        "input token count",
     ]
     .iter()
     .any(|p| b.contains(p))

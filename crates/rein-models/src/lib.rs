@@ -7,6 +7,7 @@
 //! |---|---|
 //! | `openai` | [`OpenAiModel`]: OpenAI-compatible Chat Completions (OpenAI, vLLM, llama.cpp, LM Studio, LiteLLM, Ollama `/v1`) |
 //! | `openai-responses` | [`OpenAiResponsesModel`]: OpenAI's Responses API (`/v1/responses`: OpenAI, Azure OpenAI, llama.cpp, vLLM), encrypted reasoning kept across a tool loop |
+//! | `gemini` | [`GeminiModel`]: the Gemini API's `streamGenerateContent` (thought signatures kept across a tool loop) |
 //! | `anthropic` | [`AnthropicModel`]: Anthropic Messages |
 //! | `ollama` | [`OllamaModel`]: Ollama's native `/api/chat` (NDJSON streaming, thinking, tools) |
 //! | `bedrock` | [`BedrockModel`]: AWS Bedrock `ConverseStream` (binary event stream; SigV4 from [`AwsCredentials`] or an [`AwsCredentialsProvider`], or a Bedrock API key) |
@@ -31,6 +32,8 @@ pub mod conformance;
 #[cfg(feature = "test-util")]
 #[doc(hidden)]
 pub mod fuzzing;
+#[cfg(feature = "gemini")]
+mod gemini;
 #[cfg(feature = "ollama")]
 mod ollama;
 #[cfg(feature = "openai")]
@@ -45,6 +48,8 @@ pub use anthropic::{
 };
 #[cfg(feature = "bedrock")]
 pub use bedrock::{AwsCredentials, AwsCredentialsProvider, BedrockModel, BedrockModelBuilder};
+#[cfg(feature = "gemini")]
+pub use gemini::{GEMINI_DEFAULT_BASE_URL, GeminiModel, GeminiModelBuilder};
 pub use model::{Model, ModelInfo, ModelStream, SharedModel};
 #[cfg(feature = "ollama")]
 pub use ollama::{OLLAMA_DEFAULT_BASE_URL, OllamaModel, OllamaModelBuilder};
@@ -78,6 +83,7 @@ pub use scripted::{ScriptedModel, ScriptedModelBuilder, ScriptedResponse};
     doctest,
     feature = "openai",
     feature = "openai-responses",
+    feature = "gemini",
     feature = "anthropic",
     feature = "ollama",
     feature = "bedrock",

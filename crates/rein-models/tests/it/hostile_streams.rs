@@ -172,6 +172,24 @@ fn openai_sse_decoder_survives_hostile_bodies() {
     );
 }
 
+#[cfg(feature = "gemini")]
+#[test]
+fn gemini_sse_decoder_survives_hostile_bodies() {
+    run(
+        "gemini",
+        fuzzing::gemini_sse,
+        &[
+            fx!("gemini/text.sse"),
+            fx!("gemini/tool_call.sse"),
+            fx!("gemini/parallel_tool_calls.sse"),
+            fx!("gemini/reasoning.sse"),
+            fx!("gemini/max_tokens.sse"),
+            fx!("gemini/cache_usage.sse"),
+        ],
+        4000,
+    );
+}
+
 #[cfg(feature = "openai-responses")]
 #[test]
 fn openai_responses_sse_decoder_survives_hostile_bodies() {

@@ -9,6 +9,7 @@ mod common;
 mod bedrock;
 mod conformance;
 mod e2e;
+mod gemini;
 mod hostile_streams;
 mod kit_provider;
 mod ollama;

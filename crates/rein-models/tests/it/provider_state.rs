@@ -3,13 +3,11 @@
 //! endpoint (issue 40, items 1 and 2).
 #![cfg(all(feature = "test-util", feature = "openai"))]
 
-use futures_util::StreamExt as _;
 use rein_core::{
     ContentBlock, Message, Role, ToolResult, error::ModelErrorKind, request::ModelRequest,
-    stream::StreamAssembler,
 };
+use rein_models::OpenAiModel;
 use rein_models::conformance::{FIXTURE_API_KEY, FixtureResponse, FixtureServer};
-use rein_models::{Model, OpenAiModel};
 use serde_json::{Value, json};
 
 macro_rules! fixture {
@@ -24,16 +22,9 @@ fn model(server: &FixtureServer) -> rein_models::OpenAiModelBuilder {
         .api_key(FIXTURE_API_KEY)
 }
 
-/// One model call on `history`, assembled the way the agent stores it — and through JSON, the
-/// way every session store and the journal keep it.
+/// One model call on `history`, stored the way the agent stores it.
 async fn turn(model: &OpenAiModel, history: &[Message]) -> Result<Message, rein_core::ModelError> {
-    let mut stream = model.stream(ModelRequest::new(history.to_vec())).await?;
-    let mut assembler = StreamAssembler::new();
-    while let Some(event) = stream.next().await {
-        assembler.push(event?).unwrap();
-    }
-    let message = assembler.finish().unwrap().message;
-    Ok(serde_json::from_str(&serde_json::to_string(&message).unwrap()).unwrap())
+    crate::common::stored_reply(model, ModelRequest::new(history.to_vec())).await
 }
 
 /// DeepSeek's rule in thinking mode: an assistant message that called tools comes back with

@@ -4,18 +4,16 @@
 
 use std::time::Duration;
 
-use futures_util::StreamExt as _;
 use rein_core::{
     ContentBlock, Message, Role, ToolResult,
     message::ReasoningContent,
     request::{ModelRequest, ToolChoice},
-    stream::StreamAssembler,
     tool::ToolSpec,
 };
+use rein_models::OpenAiResponsesModel;
 use rein_models::conformance::{
     Conformance, FIXTURE_API_KEY, FixtureResponse, FixtureServer, ProviderFixtures,
 };
-use rein_models::{Model, OpenAiResponsesModel};
 use serde_json::json;
 
 macro_rules! fixture {
@@ -52,14 +50,7 @@ async fn responses_passes_the_conformance_suite() {
 }
 
 async fn turn(model: &OpenAiResponsesModel, request: ModelRequest) -> Message {
-    let mut stream = model.stream(request).await.unwrap();
-    let mut assembler = StreamAssembler::new();
-    while let Some(event) = stream.next().await {
-        assembler.push(event.unwrap()).unwrap();
-    }
-    let message = assembler.finish().unwrap().message;
-    // Through JSON, as every session store and the journal keep it.
-    serde_json::from_str(&serde_json::to_string(&message).unwrap()).unwrap()
+    crate::common::stored_reply(model, request).await.unwrap()
 }
 
 #[tokio::test]

@@ -47,3 +47,17 @@ pub(crate) fn assemble(events: &[StreamEvent]) -> ModelResponse {
     }
     a.finish().unwrap()
 }
+
+/// One call's reply as the agent stores it, through JSON as every session store and the
+/// journal keep it; `Err` when the call failed.
+pub(crate) async fn stored_reply<M: Model>(
+    model: &M,
+    req: ModelRequest,
+) -> Result<rein_core::Message, ModelError> {
+    let (events, err) = collect(model, req).await;
+    if let Some(e) = err {
+        return Err(e);
+    }
+    let message = assemble(&events).message;
+    Ok(serde_json::from_str(&serde_json::to_string(&message).unwrap()).unwrap())
+}
