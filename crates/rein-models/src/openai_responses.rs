@@ -327,6 +327,9 @@ struct Event {
     kind: String,
     #[serde(default)]
     output_index: Option<u32>,
+    /// The item a delta belongs to (llama.cpp names items by id only, without an index).
+    #[serde(default)]
+    item_id: Option<String>,
     #[serde(default)]
     delta: Option<String>,
     #[serde(default)]
@@ -392,7 +395,24 @@ struct InputDetails {
     cached_tokens: Option<u64>,
 }
 
-/// The open output item.
+/// Which output item an event is about: its index, its id, or both.
+struct ItemRef {
+    index: Option<u32>,
+    id: Option<String>,
+}
+
+impl ItemRef {
+    /// Whether `self` and `other` name the same item, as far as they can tell.
+    fn same(&self, other: &ItemRef) -> bool {
+        match (self.index, other.index, &self.id, &other.id) {
+            (Some(a), Some(b), ..) => a == b,
+            (_, _, Some(a), Some(b)) => a == b,
+            _ => true,
+        }
+    }
+}
+
+/// The kind of the open output item.
 enum Open {
     Text,
     Reasoning,
@@ -408,7 +428,7 @@ enum Open {
 pub(crate) struct ResponsesDecoder {
     source: String,
     started: bool,
-    open: Option<(u32, Open)>,
+    open: Option<(ItemRef, Open)>,
     called_tools: bool,
     finish: Option<StopReason>,
     usage: Usage,
@@ -428,21 +448,31 @@ impl ResponsesDecoder {
         }
     }
 
-    /// Opens the block of output item `index`, closing another one left open.
-    fn open(&mut self, index: u32, kind: Open, start: BlockStart, out: &mut VecDeque<StreamEvent>) {
+    /// Opens the block of output item `item`, closing another one left open.
+    fn open(
+        &mut self,
+        item: ItemRef,
+        kind: Open,
+        start: BlockStart,
+        out: &mut VecDeque<StreamEvent>,
+    ) {
         self.close(out);
         out.push_back(StreamEvent::BlockStart(start));
-        self.open = Some((index, kind));
+        self.open = Some((item, kind));
     }
 
-    fn is_open(&self, index: Option<u32>, want: fn(&Open) -> bool) -> bool {
-        matches!(&self.open, Some((i, kind)) if index.is_none_or(|x| x == *i) && want(kind))
+    fn is_open(&self, item: &ItemRef, want: fn(&Open) -> bool) -> bool {
+        matches!(&self.open, Some((open, kind)) if open.same(item) && want(kind))
     }
 
-    fn item_added(&mut self, index: u32, item: Item, out: &mut VecDeque<StreamEvent>) {
+    fn item_added(&mut self, item: Item, index: Option<u32>, out: &mut VecDeque<StreamEvent>) {
+        let at = ItemRef {
+            index,
+            id: item.id.clone(),
+        };
         match item.kind.as_str() {
-            "message" => self.open(index, Open::Text, BlockStart::Text, out),
-            "reasoning" => self.open(index, Open::Reasoning, BlockStart::Reasoning, out),
+            "message" => self.open(at, Open::Text, BlockStart::Text, out),
+            "reasoning" => self.open(at, Open::Reasoning, BlockStart::Reasoning, out),
             "function_call" => {
                 self.called_tools = true;
                 let tool_use_id = item
@@ -453,15 +483,22 @@ impl ResponsesDecoder {
                     tool_use_id,
                     name: item.name.unwrap_or_default(),
                 };
-                self.open(index, Open::Tool { streamed: false }, start, out);
+                self.open(at, Open::Tool { streamed: false }, start, out);
             }
             // Items Rein does not model (web search calls, ...) open nothing.
             _ => self.close(out),
         }
     }
 
-    fn item_done(&mut self, index: u32, item: Item, out: &mut VecDeque<StreamEvent>) {
-        if item.kind == "reasoning" && self.is_open(Some(index), |k| matches!(k, Open::Reasoning)) {
+    fn item_done(&mut self, item: Item, index: Option<u32>, out: &mut VecDeque<StreamEvent>) {
+        let at = ItemRef {
+            index,
+            id: item.id.clone(),
+        };
+        if !self.is_open(&at, |_| true) {
+            return;
+        }
+        if item.kind == "reasoning" && self.is_open(&at, |k| matches!(k, Open::Reasoning)) {
             let mut data = Map::new();
             if let Some(id) = item.id {
                 data.insert("id".into(), json!(id));
@@ -474,28 +511,26 @@ impl ResponsesDecoder {
                 Box::new(state),
             )));
         }
-        if let Some((i, Open::Tool { streamed: false })) = &self.open
-            && *i == index
+        if let Some((_, Open::Tool { streamed: false })) = &self.open
             && let Some(arguments) = item.arguments.filter(|a| !a.is_empty())
         {
             // A server that sends the arguments only with the finished item.
             out.push_back(StreamEvent::BlockDelta(BlockDelta::ToolInput(arguments)));
         }
-        if self.open.as_ref().is_some_and(|(i, _)| *i == index) {
-            self.close(out);
-        }
+        self.close(out);
     }
 
     fn delta(
         &mut self,
-        index: Option<u32>,
+        item: &ItemRef,
         kind: fn(&Open) -> bool,
         delta: BlockDelta,
         out: &mut VecDeque<StreamEvent>,
     ) -> Result<(), ModelError> {
-        if !self.is_open(index, kind) {
+        if !self.is_open(item, kind) {
             return Err(ModelError::malformed_stream(format!(
-                "{PROVIDER}: a delta for output item {index:?} that is not open"
+                "{PROVIDER}: a delta for an output item that is not open ({:?}, {:?})",
+                item.index, item.id
             )));
         }
         out.push_back(StreamEvent::BlockDelta(delta));
@@ -553,31 +588,35 @@ impl SseDecoder for ResponsesDecoder {
             });
         }
         let index = event.output_index;
+        let at = ItemRef {
+            index,
+            id: event.item_id,
+        };
         match event.kind.as_str() {
             "response.output_item.added" => {
-                if let (Some(i), Some(item)) = (index, event.item) {
-                    self.item_added(i, item, out);
+                if let Some(item) = event.item {
+                    self.item_added(item, index, out);
                 }
             }
             "response.output_item.done" => {
-                if let (Some(i), Some(item)) = (index, event.item) {
-                    self.item_done(i, item, out);
+                if let Some(item) = event.item {
+                    self.item_done(item, index, out);
                 }
             }
             "response.output_text.delta" | "response.refusal.delta" => {
                 let text = event.delta.unwrap_or_default();
                 let is_text = |k: &Open| matches!(k, Open::Text);
-                self.delta(index, is_text, BlockDelta::Text(text), out)?;
+                self.delta(&at, is_text, BlockDelta::Text(text), out)?;
             }
             "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
                 let text = event.delta.unwrap_or_default();
                 let is_reasoning = |k: &Open| matches!(k, Open::Reasoning);
-                self.delta(index, is_reasoning, BlockDelta::ReasoningText(text), out)?;
+                self.delta(&at, is_reasoning, BlockDelta::ReasoningText(text), out)?;
             }
             "response.function_call_arguments.delta" => {
                 let json = event.delta.unwrap_or_default();
                 let is_tool = |k: &Open| matches!(k, Open::Tool { .. });
-                self.delta(index, is_tool, BlockDelta::ToolInput(json), out)?;
+                self.delta(&at, is_tool, BlockDelta::ToolInput(json), out)?;
                 if let Some((_, Open::Tool { streamed })) = &mut self.open {
                     *streamed = true;
                 }

@@ -156,3 +156,19 @@ async fn a_tool_call_goes_back_as_a_function_call_item() {
     );
     assert_eq!(second["input"][2]["output"], "Error: no network");
 }
+
+/// llama.cpp's server names output items by id only (no `output_index`): recorded from
+/// `llama-server` (the build `.ci/peers-llm.sh` makes) answering a forced tool call.
+#[tokio::test]
+async fn items_named_by_id_only_stream_as_llama_cpp_sends_them() {
+    let server = FixtureServer::start().await.unwrap();
+    server.push(FixtureResponse::sse(fixture!("llamacpp_tool_call.sse")));
+    let m = model(&server.base_url(), Duration::from_secs(5));
+    let reply = turn(&m, ModelRequest::new(vec![Message::user("Weather?")])).await;
+    let [ContentBlock::ToolUse(call)] = reply.content.as_slice() else {
+        panic!("{reply:?}");
+    };
+    assert_eq!(call.name, "get_weather");
+    assert_eq!(call.input, json!({"city": "Paris"}));
+    assert!(call.tool_use_id.starts_with("call_"));
+}
