@@ -43,6 +43,62 @@ pub struct InferenceConfig {
     /// Sampling seed, where the provider supports one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
+    /// What the provider is asked to cache of the request's prefix (prompt caching).
+    #[serde(default, skip_serializing_if = "CachePoints::is_none")]
+    pub cache: CachePoints,
+}
+
+/// Which parts of a request's prefix a provider is asked to cache: the system prompt, the tool
+/// definitions, the conversation up to its last message. A tool loop resends all three every
+/// turn, so caching them is usually the largest cost lever; [`CachePoints::AUTO`] asks for all
+/// three.
+///
+/// Anthropic gets `cache_control` breakpoints and Bedrock `cachePoint`s — never more than the
+/// four both allow: one after the tools, one after the system prompt, and for the history one
+/// on the last message and one on the message the previous request ended with (a turn that adds
+/// many blocks still finds that one within Anthropic's lookback). Points sit on whole parts, not
+/// on each new message, so the cached prefix does not move between turns. Providers that cache
+/// prefixes by themselves (OpenAI, Gemini's implicit caching) ignore it; the cache read and
+/// write tokens are in the response's usage either way.
+///
+/// ```
+/// use rein_core::request::{CachePoints, InferenceConfig};
+/// let mut config = InferenceConfig::default();
+/// config.cache = CachePoints::AUTO;
+/// assert!(config.cache.history && !CachePoints::NONE.history);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct CachePoints {
+    /// Cache the system prompt.
+    #[serde(default)]
+    pub system: bool,
+    /// Cache the tool definitions.
+    #[serde(default)]
+    pub tools: bool,
+    /// Cache the conversation up to its last message.
+    #[serde(default)]
+    pub history: bool,
+}
+
+impl CachePoints {
+    /// Nothing cached by request (the default).
+    pub const NONE: Self = Self {
+        system: false,
+        tools: false,
+        history: false,
+    };
+    /// The system prompt, the tools and the history.
+    pub const AUTO: Self = Self {
+        system: true,
+        tools: true,
+        history: true,
+    };
+
+    /// Whether nothing is asked for.
+    pub fn is_none(&self) -> bool {
+        *self == Self::NONE
+    }
 }
 
 /// The request of one model call. Fields are shared (`Arc`) so building it costs no copy of the

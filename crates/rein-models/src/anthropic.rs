@@ -216,6 +216,9 @@ pub(crate) fn encode_request(
         messages.push(json!({"role": role, "content": blocks}));
     }
     let c = &request.config;
+    if c.cache.history {
+        mark_history(&mut messages);
+    }
     let mut body = Map::new();
     body.insert("model".into(), json!(model_id));
     body.insert(
@@ -224,17 +227,25 @@ pub(crate) fn encode_request(
     );
     body.insert("stream".into(), json!(true));
     if let Some(system) = &request.system_prompt {
-        body.insert("system".into(), json!(&**system));
+        let system = if c.cache.system {
+            json!([{"type": "text", "text": &**system, "cache_control": cache_control()}])
+        } else {
+            json!(&**system)
+        };
+        body.insert("system".into(), system);
     }
     body.insert("messages".into(), Value::Array(messages));
     if !request.tools.is_empty() {
-        let tools: Vec<Value> = request
+        let mut tools: Vec<Value> = request
             .tools
             .iter()
             .map(|t| {
                 json!({"name": t.name, "description": t.description, "input_schema": t.input_schema})
             })
             .collect();
+        if let (true, Some(Value::Object(last))) = (c.cache.tools, tools.last_mut()) {
+            last.insert("cache_control".into(), cache_control());
+        }
         body.insert("tools".into(), Value::Array(tools));
         let choice = match &request.tool_choice {
             ToolChoice::Any => json!({"type": "any"}),
@@ -263,6 +274,33 @@ pub(crate) fn encode_request(
         body.insert(k.clone(), v.clone());
     }
     Value::Object(body)
+}
+
+/// A prompt-cache breakpoint (five minutes, Anthropic's default).
+fn cache_control() -> Value {
+    json!({"type": "ephemeral"})
+}
+
+/// The history's cache breakpoints (`CachePoints::history`): the last message, and the user
+/// message before it — where the previous request of a tool loop ended, so a turn that adds more
+/// blocks than Anthropic looks back over still reads the cache. With the tools' and the system
+/// prompt's, never more than Anthropic's four.
+fn mark_history(messages: &mut [Value]) {
+    let last = messages.len().checked_sub(1);
+    let previous_user =
+        last.and_then(|last| messages[..last].iter().rposition(|m| m["role"] == "user"));
+    for i in [last, previous_user].into_iter().flatten() {
+        // Thinking blocks cannot carry a breakpoint: the last block that can.
+        let block = messages[i]["content"].as_array_mut().and_then(|blocks| {
+            blocks
+                .iter_mut()
+                .rev()
+                .find(|b| !matches!(b["type"].as_str(), Some("thinking" | "redacted_thinking")))
+        });
+        if let Some(Value::Object(block)) = block {
+            block.insert("cache_control".into(), cache_control());
+        }
+    }
 }
 
 fn b64(bytes: &[u8]) -> String {
@@ -694,7 +732,76 @@ impl WireDecoder for MessagesDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rein_core::{Message, ToolResult, ToolUse, message::ReasoningText};
+    use rein_core::{Message, ToolResult, ToolUse, message::ReasoningText, request::CachePoints};
+
+    /// Where the request's breakpoints are: `(message index or -1 for tools/system, block)`.
+    fn breakpoints(body: &Value) -> Vec<String> {
+        let mut at = Vec::new();
+        if let Some(Value::Array(system)) = body.get("system") {
+            for (i, b) in system.iter().enumerate() {
+                if b.get("cache_control").is_some() {
+                    at.push(format!("system[{i}]"));
+                }
+            }
+        }
+        for (i, t) in body["tools"].as_array().into_iter().flatten().enumerate() {
+            if t.get("cache_control").is_some() {
+                at.push(format!("tools[{i}]"));
+            }
+        }
+        for (i, m) in body["messages"].as_array().unwrap().iter().enumerate() {
+            for (j, b) in m["content"].as_array().into_iter().flatten().enumerate() {
+                if b.get("cache_control").is_some() {
+                    at.push(format!("messages[{i}][{j}] {}", b["type"]));
+                }
+            }
+        }
+        at
+    }
+
+    #[test]
+    fn cache_points_become_at_most_four_breakpoints_that_do_not_move() {
+        let body = |cache| {
+            encode_request(
+                "m",
+                &crate::test_requests::tool_loop(cache),
+                1024,
+                None,
+                &Map::new(),
+            )
+        };
+        assert!(breakpoints(&body(CachePoints::NONE)).is_empty());
+        assert_eq!(body(CachePoints::NONE)["system"], "You are terse.");
+        // The tools' last definition, the system prompt, the last message and the one the
+        // previous request ended with: four, Anthropic's cap.
+        assert_eq!(
+            breakpoints(&body(CachePoints::AUTO)),
+            [
+                "system[0]",
+                "tools[1]",
+                "messages[2][0] \"tool_result\"",
+                "messages[4][0] \"tool_result\"",
+            ]
+        );
+        // The next turn's request keeps the breakpoint the previous one ended with.
+        let mut next = crate::test_requests::tool_loop(CachePoints::AUTO);
+        let messages = std::sync::Arc::make_mut(&mut next.messages);
+        messages.push(Message::assistant("Sunny in both."));
+        messages.push(Message::user("Thanks"));
+        let next = encode_request("m", &next, 1024, None, &Map::new());
+        assert!(breakpoints(&next).contains(&"messages[4][0] \"tool_result\"".to_owned()));
+        assert!(breakpoints(&next).len() <= 4);
+        // A thinking block never carries one.
+        let mut only = CachePoints::NONE;
+        only.history = true;
+        let mut thinking_last = crate::test_requests::tool_loop(only);
+        std::sync::Arc::make_mut(&mut thinking_last.messages).truncate(2);
+        let b = encode_request("m", &thinking_last, 1024, None, &Map::new());
+        assert_eq!(
+            breakpoints(&b),
+            ["messages[0][0] \"text\"", "messages[1][1] \"tool_use\""]
+        );
+    }
 
     #[test]
     fn thinking_round_trips_with_signature_and_tool_results_lead() {

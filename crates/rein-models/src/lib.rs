@@ -22,6 +22,8 @@
 pub mod http;
 mod model;
 mod scripted;
+#[cfg(all(test, any(feature = "anthropic", feature = "bedrock")))]
+mod test_requests;
 
 #[cfg(feature = "anthropic")]
 mod anthropic;

@@ -150,12 +150,20 @@ pub(crate) fn encode_request(
         last_role = Some(role);
         messages.push(json!({"role": role, "content": content}));
     }
+    let c = &request.config;
+    if c.cache.history {
+        mark_history(&mut messages);
+    }
     let mut body = Map::new();
     body.insert("messages".into(), Value::Array(messages));
     if let Some(system) = request.system_prompt.as_deref().filter(|s| !s.is_empty()) {
-        body.insert("system".into(), json!([{ "text": system }]));
+        let system = if c.cache.system {
+            json!([{ "text": system }, cache_point()])
+        } else {
+            json!([{ "text": system }])
+        };
+        body.insert("system".into(), system);
     }
-    let c = &request.config;
     let mut inference = Map::new();
     if let Some(n) = c.max_tokens {
         inference.insert("maxTokens".into(), json!(n));
@@ -176,7 +184,7 @@ pub(crate) fn encode_request(
     // tool blocks: Converse requires `toolConfig` with them, so the tools go without a choice.
     let none = matches!(request.tool_choice, ToolChoice::None);
     if !request.tools.is_empty() && (!none || has_tool_blocks(request)) {
-        let tools: Vec<Value> = request
+        let mut tools: Vec<Value> = request
             .tools
             .iter()
             .map(|t| {
@@ -184,6 +192,9 @@ pub(crate) fn encode_request(
                     "inputSchema": {"json": t.input_schema}}})
             })
             .collect();
+        if c.cache.tools {
+            tools.push(cache_point());
+        }
         let mut config = json!({ "tools": tools });
         let choice = match &request.tool_choice {
             ToolChoice::Any => Some(json!({"any": {}})),
@@ -208,6 +219,25 @@ pub(crate) fn encode_request(
     Value::Object(body)
 }
 
+/// A prompt-cache checkpoint: everything before it is cached.
+fn cache_point() -> Value {
+    json!({"cachePoint": {"type": "default"}})
+}
+
+/// The history's cache checkpoints (`CachePoints::history`): after the last message, and after
+/// the user message before it (where the previous request of a tool loop ended). With the
+/// system prompt's and the tools', never more than Bedrock's four.
+fn mark_history(messages: &mut [Value]) {
+    let last = messages.len().checked_sub(1);
+    let previous_user =
+        last.and_then(|last| messages[..last].iter().rposition(|m| m["role"] == "user"));
+    for i in [last, previous_user].into_iter().flatten() {
+        if let Some(content) = messages[i]["content"].as_array_mut() {
+            content.push(cache_point());
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -217,6 +247,39 @@ mod tests {
         request::InferenceConfig,
         tool::ToolSpec,
     };
+
+    #[test]
+    fn cache_points_become_at_most_four_checkpoints() {
+        use rein_core::request::CachePoints;
+        let body = |cache| {
+            encode_request(
+                &crate::test_requests::tool_loop(cache),
+                &Map::new(),
+                &Map::new(),
+            )
+        };
+        let points = |body: &Value| -> Vec<String> {
+            let mut at = Vec::new();
+            let mut scan = |name: String, list: &Value| {
+                for (i, b) in list.as_array().into_iter().flatten().enumerate() {
+                    if b.get("cachePoint").is_some() {
+                        at.push(format!("{name}[{i}]"));
+                    }
+                }
+            };
+            scan("system".into(), &body["system"]);
+            scan("tools".into(), &body["toolConfig"]["tools"]);
+            for (i, m) in body["messages"].as_array().unwrap().iter().enumerate() {
+                scan(format!("messages[{i}]"), &m["content"]);
+            }
+            at
+        };
+        assert!(points(&body(CachePoints::NONE)).is_empty());
+        assert_eq!(
+            points(&body(CachePoints::AUTO)),
+            ["system[1]", "tools[2]", "messages[2][1]", "messages[4][1]"]
+        );
+    }
 
     fn img(format: &str, bytes: &[u8]) -> ImageBlock {
         ImageBlock {

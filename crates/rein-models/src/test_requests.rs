@@ -1,0 +1,44 @@
+//! Requests the providers' unit tests encode alike.
+#![allow(clippy::unwrap_used)]
+
+use rein_core::{
+    ContentBlock, Message, Role, ToolResult, ToolUse,
+    message::{ReasoningContent, ReasoningText},
+    request::{CachePoints, InferenceConfig, ModelRequest},
+    tool::ToolSpec,
+};
+use serde_json::json;
+
+/// The third request of a tool loop (a question, two rounds of a call with reasoning and its
+/// result), with a system prompt, two tools and the given cache points.
+pub(crate) fn tool_loop(cache: CachePoints) -> ModelRequest {
+    let mut messages = vec![Message::user("Weather in Paris and Rome?")];
+    for (id, city) in [("t1", "Paris"), ("t2", "Rome")] {
+        messages.push(Message::new(
+            Role::Assistant,
+            vec![
+                ContentBlock::ReasoningContent(Box::new(ReasoningContent::ReasoningText(
+                    ReasoningText::new("I call the tool.", Some("sig".into())),
+                ))),
+                ContentBlock::ToolUse(Box::new(ToolUse::new(
+                    id,
+                    "get_weather",
+                    json!({ "city": city }),
+                ))),
+            ],
+        ));
+        messages.push(Message::new(
+            Role::User,
+            vec![ContentBlock::ToolResult(Box::new(ToolResult::success(
+                id, "Sunny",
+            )))],
+        ));
+    }
+    let mut config = InferenceConfig::default();
+    config.cache = cache;
+    let tool = |name: &str| ToolSpec::new(name, "a tool", json!({"type": "object"}));
+    ModelRequest::new(messages)
+        .with_system_prompt("You are terse.")
+        .with_tools(vec![tool("get_weather"), tool("get_time")])
+        .with_config(config)
+}
