@@ -136,13 +136,8 @@ impl SessionSnapshot {
 
     /// Checks a record read from storage: a newer schema is a typed error.
     pub(crate) fn check_schema(self) -> Result<Self, SessionError> {
-        if self.schema_version > SESSION_SCHEMA_VERSION {
-            return Err(SessionError::SchemaTooNew {
-                session_id: self.session_id,
-                what: "the session".into(),
-                found: self.schema_version,
-                supported: SESSION_SCHEMA_VERSION,
-            });
+        if let Some(e) = too_new(&self.session_id, "the session", self.schema_version.into()) {
+            return Err(e);
         }
         Ok(Self {
             schema_version: SESSION_SCHEMA_VERSION,
@@ -169,4 +164,34 @@ pub fn validate_session_id(session_id: &str) -> Result<(), SessionError> {
 
 pub(crate) fn json_err(what: &str, e: serde_json::Error) -> SessionError {
     SessionError::io(what, e)
+}
+
+/// The schema version of a stored record as JSON (`schema_version`), when it names one.
+pub(crate) fn schema_of(record: &Value) -> Option<u64> {
+    record.get("schema_version").and_then(Value::as_u64)
+}
+
+/// The typed refusal of `what`, a record of schema version `found`, when that is newer than
+/// this release reads.
+pub(crate) fn too_new(session_id: &str, what: &str, found: u64) -> Option<SessionError> {
+    (found > u64::from(SESSION_SCHEMA_VERSION)).then(|| SessionError::SchemaTooNew {
+        session_id: session_id.to_owned(),
+        what: what.to_owned(),
+        found: u32::try_from(found).unwrap_or(u32::MAX),
+        supported: SESSION_SCHEMA_VERSION,
+    })
+}
+
+/// Reads a session's paused run from its stored JSON: one of a newer release is
+/// `SchemaTooNew`, anything else that is not a paused run `Corrupt`.
+pub(crate) fn paused_run(session_id: &str, record: Value) -> Result<PausedRun, SessionError> {
+    PausedRun::from_json(record).map_err(|e| match e {
+        rein_core::Error::CheckpointTooNew { found, supported } => SessionError::SchemaTooNew {
+            session_id: session_id.to_owned(),
+            what: "its pending interrupts".into(),
+            found,
+            supported,
+        },
+        other => SessionError::corrupt(session_id, format!("pending interrupts: {other}")),
+    })
 }
