@@ -1,6 +1,6 @@
 //! What a session holds and the writes that change it.
 
-use rein_agent::PausedRun;
+use rein_agent::{Checkpoint, PausedRun};
 use rein_core::{Map, Message, id::MessageId};
 
 use crate::error::SessionError;
@@ -29,8 +29,10 @@ impl StoredMessage {
     }
 }
 
-/// One change to a session. A [`SessionStore::write`](crate::SessionStore::write) applies a
-/// list of them atomically, as one new version.
+/// One change to a session: a part of the agent's [`Checkpoint`] (a message, the agent state,
+/// the conversation-manager state, the paused run) or where its history starts. A
+/// [`SessionStore::write`](crate::SessionStore::write) applies a list of them atomically, as
+/// one new version.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[non_exhaustive]
@@ -53,12 +55,17 @@ pub enum SessionWrite {
     SetAgentState(Map),
     /// The conversation manager's state.
     SetConversationManagerState(Value),
-    /// The pending interrupts (`None` clears them). Boxed: large and rare, it would make
+    /// The paused run ([`Checkpoint::paused`]; `None` clears it). Boxed: large and rare, it would make
     /// every write as big.
     SetPendingInterrupts(Option<Box<PausedRun>>),
 }
 
-/// A session as a store holds it at one version.
+/// A session as a store holds it at one version: the agent's [`Checkpoint`], laid out the way
+/// the stores keep it — every message ever stored, with where the agent's history starts, so a
+/// store appends and rewrites one message at a time — and the store's metadata (session id,
+/// version). [`checkpoint`](Self::checkpoint) is the agent at rest it holds; a
+/// [`SessionManager`](crate::SessionManager) writes the differences from the agent's own as
+/// [`SessionWrite`]s.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -80,7 +87,8 @@ pub struct SessionSnapshot {
     /// The conversation manager's state.
     #[serde(default)]
     pub conversation_manager_state: Value,
-    /// The run waiting for answers, if one is (release 0.1's pending interrupts load into it).
+    /// The run waiting for answers, if one is ([`Checkpoint::paused`]; release 0.1's pending
+    /// interrupts load into it).
     #[serde(default)]
     pub pending_interrupts: Option<PausedRun>,
 }
@@ -106,6 +114,21 @@ impl SessionSnapshot {
             .unwrap_or(usize::MAX)
             .min(self.messages.len());
         &self.messages[start..]
+    }
+
+    /// The agent at rest this session holds: the messages of its history (from
+    /// `history_start` on) with their ids, agent state, conversation-manager state and the
+    /// paused run.
+    pub fn checkpoint(&self) -> Checkpoint {
+        Checkpoint::new(
+            self.active_messages()
+                .iter()
+                .map(|m| (m.id, m.message.clone()))
+                .collect(),
+            self.agent_state.clone(),
+            self.conversation_manager_state.clone(),
+            self.pending_interrupts.clone(),
+        )
     }
 
     /// Applies writes in order (not the version: the store does that).
