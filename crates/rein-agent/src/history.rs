@@ -12,9 +12,9 @@ use rein_core::{
 use rein_hooks::{HookEvent, HookRegistry};
 use serde_json::Value;
 
-use crate::checkpoint::PausedRun;
+use crate::checkpoint::{Checkpoint, PausedRun};
 use crate::conversation::Conversation;
-use crate::session::{AgentSnapshot, SharedBinding};
+use crate::session::SharedBinding;
 use crate::stream::{AgentEvent, Sink};
 
 /// The text of the error result given to a tool use whose call was abandoned.
@@ -243,14 +243,14 @@ impl History {
         let Some(b) = self.session.as_ref().filter(|_| self.loaded) else {
             return Ok(());
         };
-        b.sync(AgentSnapshot {
-            ids: self.conv.ids(),
-            messages: self.conv.messages(),
+        let messages = self.conv.ids().iter().copied();
+        let checkpoint = Checkpoint::new(
+            messages.zip(self.conv.messages().iter().cloned()).collect(),
             agent_state,
             conversation_manager_state,
-            pending_interrupts,
-        })
-        .await
+            pending_interrupts.cloned(),
+        );
+        b.sync(&checkpoint).await
     }
 }
 

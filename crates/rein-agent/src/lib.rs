@@ -62,6 +62,6 @@ pub use history::{TOOL_CANCELLED, TOOL_INTERRUPTED};
 pub use inject::{InjectError, PendingInjection, TurnInterceptor};
 pub use rein_core::{Error, result::AgentResult};
 pub use retry::RetryStrategy;
-pub use session::{AgentSnapshot, SessionBinding};
+pub use session::SessionBinding;
 pub use stream::{AgentEvent, AgentStream};
 pub use tools::ToolExecutor;

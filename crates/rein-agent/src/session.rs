@@ -11,31 +11,15 @@
 //! - each time a message is stored or rewritten: [`SessionBinding::message_added`] /
 //!   [`SessionBinding::message_updated`];
 //! - when pending interrupts are set (the invocation stops on an interrupt) and when a resume
-//!   consumes them, and at the end of every invocation: [`SessionBinding::sync`] with the whole
-//!   persisted view (messages, agent state, conversation-manager state, pending interrupts).
+//!   consumes them, and at the end of every invocation: [`SessionBinding::sync`] with the
+//!   agent's [`Checkpoint`] (messages with their ids, agent state, conversation-manager state,
+//!   the paused run).
 
 use std::sync::Arc;
 
-use rein_core::{Error, Map, Message, id::MessageId, tool::BoxFuture};
-use serde_json::Value;
+use rein_core::{Error, Message, id::MessageId, tool::BoxFuture};
 
-use crate::checkpoint::{Checkpoint, PausedRun};
-
-/// Everything about an agent that a session persists, borrowed from the agent.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct AgentSnapshot<'a> {
-    /// The ids of the stored messages.
-    pub ids: &'a [MessageId],
-    /// The stored messages (same order as `ids`).
-    pub messages: &'a [Message],
-    /// A copy of the agent's key-value state.
-    pub agent_state: Map,
-    /// The conversation manager's state.
-    pub conversation_manager_state: Value,
-    /// Interrupts waiting for answers.
-    pub pending_interrupts: Option<&'a PausedRun>,
-}
+use crate::checkpoint::Checkpoint;
 
 /// What an agent calls to persist itself. Implemented by `rein_sessions::SessionManager`;
 /// implement it yourself only to persist somewhere the stores of `rein-sessions` do not reach.
@@ -62,10 +46,10 @@ pub trait SessionBinding: Send + Sync + 'static {
         message: &'a Message,
     ) -> BoxFuture<'a, Result<(), Error>>;
 
-    /// Persists whatever differs between the agent and the session: new or rewritten messages,
-    /// messages dropped by the conversation manager, agent state, conversation-manager state,
-    /// pending interrupts.
-    fn sync<'a>(&'a self, snapshot: AgentSnapshot<'a>) -> BoxFuture<'a, Result<(), Error>>;
+    /// Persists whatever differs between the agent, at rest as `checkpoint`, and the session:
+    /// new or rewritten messages, messages dropped by the conversation manager, agent state,
+    /// conversation-manager state, the paused run.
+    fn sync<'a>(&'a self, checkpoint: &'a Checkpoint) -> BoxFuture<'a, Result<(), Error>>;
 }
 
 /// A session binding, shared.

@@ -7,7 +7,8 @@
 //! an accepted resume answers every pending interrupt once, in order, a Confirm with an
 //! approval, an interrupt bound to an action with that action's fingerprint.
 
-use rein_core::interrupt::Interrupt;
+use rein_agent::PendingInterrupt;
+use rein_core::interrupt::{Interrupt, InterruptEvent, InterruptPoint};
 use serde_json::Value;
 
 use crate::interrupts::answers;
@@ -31,19 +32,25 @@ pub enum Verdict {
 /// The interrupts a resume is checked against: two Confirms (a tool call bound to its action
 /// and asked in a pause with the nonce `k1`, as the agent raises it; a tool result) and a hook's
 /// own interrupt. Their resume ids and the fingerprint `f1` are in the seed corpus.
-pub fn pending() -> Vec<Interrupt> {
+pub fn pending() -> Vec<PendingInterrupt> {
+    let at = |event, subject: &str, i: Interrupt| {
+        PendingInterrupt::new(InterruptPoint::new(event, subject, i.name.clone()), i)
+    };
     let mut guard = Interrupt::new("v1:before_tool_call:t1:n1", "guard", "Delete a.txt?")
         .with_tool_use_id("t1")
         .with_fingerprint("f1");
     guard.nonce = Some("k1".into());
+    let check =
+        Interrupt::new("v1:after_tool_call:t2:n2", "check", "Show it?").with_tool_use_id("t2");
+    let own = Interrupt::new(
+        "v1:tool_call:t3:n3",
+        "approval",
+        serde_json::json!({"prompt": "Go?"}),
+    );
     vec![
-        guard,
-        Interrupt::new("v1:after_tool_call:t2:n2", "check", "Show it?").with_tool_use_id("t2"),
-        Interrupt::new(
-            "v1:tool_call:t3:n3",
-            "approval",
-            serde_json::json!({"prompt": "Go?"}),
-        ),
+        at(InterruptEvent::BeforeToolCall, "t1", guard),
+        at(InterruptEvent::AfterToolCall, "t2", check),
+        at(InterruptEvent::ToolCall, "t3", own),
     ]
 }
 
@@ -74,7 +81,8 @@ pub fn run_input(data: &[u8]) -> Verdict {
                 pending.len(),
                 "not every interrupt answered"
             );
-            for (r, i) in responses.iter().zip(&pending) {
+            for (r, p) in responses.iter().zip(&pending) {
+                let i = &p.interrupt;
                 assert_eq!(r.interrupt_id, i.resume_id(), "answers out of order");
                 // Bound to what was asked: an approval of an action names it, and the name is
                 // not part of the answer.
@@ -87,7 +95,7 @@ pub fn run_input(data: &[u8]) -> Verdict {
                     "{}",
                     r.response
                 );
-                if i.id.contains("_tool_call:") {
+                if p.point.event != InterruptEvent::ToolCall {
                     assert!(
                         r.response.get("approved").is_some_and(Value::is_boolean),
                         "a Confirm answered without an approval: {}",

@@ -10,39 +10,56 @@
 use std::collections::HashSet;
 
 use axum::http::StatusCode;
-use rein_core::{interrupt::Interrupt, message::InterruptResponse};
+use rein_agent::PendingInterrupt;
+use rein_core::{
+    id::InjectionId,
+    interrupt::{Interrupt, InterruptEvent, InterruptPoint},
+    message::InterruptResponse,
+};
 use serde_json::{Value, json};
 
 use crate::error::ProtocolError;
 use crate::wire::{ResumeEntry, ResumeStatus, WireInterrupt};
 
-/// The lifecycle points whose interrupts are intervention `Confirm`s (ids `v1:<point>:...`).
-const CONFIRM_POINTS: [&str; 6] = [
-    "before_invocation",
-    "before_model_call",
-    "after_model_call",
-    "before_tool_call",
-    "after_tool_call",
-    "model_output",
-];
-
 /// The payload field of a resume entry that names the fingerprint of the action it approves
 /// (ag-ui-protocol/ag-ui#2278).
 const APPROVED_FINGERPRINT: &str = "approvedActionFingerprint";
 
-/// The point of a Confirm interrupt, from its id; `None` for other interrupts (a hook's own).
-fn confirm_point(id: &str) -> Option<&str> {
-    let mut parts = id.split(':');
-    (parts.next() == Some("v1"))
-        .then(|| parts.next())
-        .flatten()
-        .filter(|p| CONFIRM_POINTS.contains(p))
+/// The lifecycle point a Confirm asks at, as `metadata.rein.point` names it; `None` for an
+/// interrupt a tool raised itself and for a sub-agent's (raised at its parent: answered by
+/// the fingerprint it carries). A hook's own interrupt at one of these points is asked as a
+/// Confirm is.
+fn confirm_point(point: &InterruptPoint) -> Option<&'static str> {
+    if point.parent.is_some() {
+        return None;
+    }
+    match point.event {
+        InterruptEvent::BeforeInvocation => Some("before_invocation"),
+        InterruptEvent::BeforeModelCall => Some("before_model_call"),
+        InterruptEvent::AfterModelCall => Some("after_model_call"),
+        InterruptEvent::BeforeToolCall => Some("before_tool_call"),
+        InterruptEvent::AfterToolCall => Some("after_tool_call"),
+        _ => None,
+    }
 }
 
 /// Whether the interrupt is answered with an approval: a Confirm, or any interrupt bound to an
 /// action (a fingerprint: a sub-agent's Confirm raised at its parent, a hook's own binding).
-fn takes_an_approval(i: &Interrupt) -> bool {
-    i.fingerprint.is_some() || confirm_point(&i.id).is_some()
+fn takes_an_approval(p: &PendingInterrupt) -> bool {
+    p.interrupt.fingerprint.is_some() || confirm_point(&p.point).is_some()
+}
+
+/// The interrupts of a message injected into a run and parked on a Confirm (SPEC §5): each
+/// asked at before_invocation about the injection.
+pub(crate) fn parked(injection: InjectionId, interrupts: &[Interrupt]) -> Vec<PendingInterrupt> {
+    let subject = injection.to_string();
+    interrupts
+        .iter()
+        .map(|i| {
+            let point = InterruptPoint::new(InterruptEvent::BeforeInvocation, &subject, &i.name);
+            PendingInterrupt::new(point, i.clone())
+        })
+        .collect()
 }
 
 /// The response schema of an approval `{approved, edit?, note?}` (SPEC §3.10); for an
@@ -73,8 +90,9 @@ pub(crate) fn approval_schema(bound: bool) -> Value {
 /// approval's response schema, and one bound to an action carries its fingerprint in
 /// `metadata.governance.actionFingerprint`; any other interrupt keeps its name as the reason
 /// and takes any JSON.
-pub(crate) fn to_wire(i: &Interrupt) -> WireInterrupt {
-    let point = confirm_point(&i.id);
+pub(crate) fn to_wire(p: &PendingInterrupt) -> WireInterrupt {
+    let i = &p.interrupt;
+    let point = confirm_point(&p.point);
     let mut metadata = json!({"rein": {"name": i.name, "point": point, "reason": i.reason}});
     if let Some(f) = &i.fingerprint {
         metadata["governance"] = json!({"actionFingerprint": f});
@@ -88,7 +106,7 @@ pub(crate) fn to_wire(i: &Interrupt) -> WireInterrupt {
         },
         message: Some(i.prompt_text()),
         tool_call_id: i.tool_use_id.clone(),
-        response_schema: if takes_an_approval(i) {
+        response_schema: if takes_an_approval(p) {
             approval_schema(i.fingerprint.is_some())
         } else {
             json!({})
@@ -104,10 +122,10 @@ pub(crate) fn to_wire(i: &Interrupt) -> WireInterrupt {
 /// another call). A `cancelled` entry is a rejection (`{"approved": false}` for an approval,
 /// `false` otherwise), bound to the interrupt's action: a rejection approves nothing.
 pub(crate) fn answers(
-    pending: &[Interrupt],
+    pending: &[PendingInterrupt],
     resume: &[ResumeEntry],
 ) -> Result<Vec<InterruptResponse>, ProtocolError> {
-    let open: Vec<String> = pending.iter().map(Interrupt::resume_id).collect();
+    let open: Vec<String> = pending.iter().map(|p| p.interrupt.resume_id()).collect();
     let unknown: Vec<&str> = resume
         .iter()
         .map(|r| r.interrupt_id.as_str())
@@ -148,11 +166,11 @@ pub(crate) fn answers(
         .with_details(json!({"missingInterruptIds": missing})));
     }
     let mut out = Vec::with_capacity(resume.len());
-    for (i, id) in pending.iter().zip(&open) {
+    for (p, id) in pending.iter().zip(&open) {
         let Some(r) = resume.iter().find(|r| r.interrupt_id == *id) else {
             continue;
         };
-        let approval = takes_an_approval(i);
+        let (i, approval) = (&p.interrupt, takes_an_approval(p));
         let answer = match r.status {
             ResumeStatus::Cancelled => {
                 if approval {
@@ -163,7 +181,7 @@ pub(crate) fn answers(
             }
             ResumeStatus::Resolved => {
                 let mut payload = r.payload.clone().unwrap_or(Value::Null);
-                let schema = to_wire(i).response_schema;
+                let schema = to_wire(p).response_schema;
                 check(&schema, &payload).map_err(|why| {
                     ProtocolError::new(
                         StatusCode::UNPROCESSABLE_ENTITY,
@@ -197,13 +215,15 @@ pub(crate) fn answers(
 /// their pause's nonce, so an earlier pause's cannot name a later one.
 pub(crate) fn already_applied(
     applied: &[String],
-    pending: &[Interrupt],
+    pending: &[PendingInterrupt],
     resume: &[ResumeEntry],
 ) -> bool {
     !resume.is_empty()
         && resume.iter().all(|r| {
             applied.contains(&r.interrupt_id)
-                && !pending.iter().any(|i| i.resume_id() == r.interrupt_id)
+                && !pending
+                    .iter()
+                    .any(|p| p.interrupt.resume_id() == r.interrupt_id)
         })
 }
 
@@ -244,30 +264,73 @@ mod tests {
         }
     }
 
-    fn confirm(id: &str) -> Interrupt {
-        Interrupt::new(format!("v1:before_tool_call:{id}:x"), "guard", "Delete?")
+    /// `interrupt` asked at `event` about `subject`.
+    fn at(event: InterruptEvent, subject: &str, interrupt: Interrupt) -> PendingInterrupt {
+        PendingInterrupt::new(
+            InterruptPoint::new(event, subject, interrupt.name.clone()),
+            interrupt,
+        )
+    }
+
+    fn confirm(id: &str) -> PendingInterrupt {
+        let i = Interrupt::new(format!("v1:before_tool_call:{id}:x"), "guard", "Delete?");
+        at(InterruptEvent::BeforeToolCall, id, i.with_tool_use_id(id))
     }
 
     #[test]
     fn a_confirm_gets_the_approval_schema_and_a_hook_interrupt_takes_anything() {
-        let w = to_wire(&confirm("t1").with_tool_use_id("t1"));
+        let w = to_wire(&confirm("t1"));
         assert_eq!(w.reason, "confirm");
+        assert_eq!(w.metadata["rein"]["point"], "before_tool_call");
         assert_eq!(w.tool_call_id.as_deref(), Some("t1"));
         assert_eq!(w.response_schema["required"], json!(["approved"]));
-        let w = to_wire(&Interrupt::new(
-            "v1:tool_call:t1:y",
-            "approval",
-            json!({"prompt": "Go?"}),
-        ));
+        let ask = Interrupt::new("v1:tool_call:t1:y", "approval", json!({"prompt": "Go?"}));
+        let w = to_wire(&at(InterruptEvent::ToolCall, "t1", ask));
         assert_eq!(w.reason, "approval");
         assert_eq!(w.message.as_deref(), Some("Go?"));
         assert_eq!(w.response_schema, json!({}));
     }
 
+    /// What an interrupt is shown as comes from its point, never from its id: an id of any
+    /// shape (a hook's own, or one that looks like a Confirm's) is only a name.
+    #[test]
+    fn the_point_not_the_id_says_what_is_asked() {
+        let w = to_wire(&at(
+            InterruptEvent::AfterToolCall,
+            "t2",
+            Interrupt::new("opaque-7", "check", "Show it?"),
+        ));
+        assert_eq!(
+            (w.reason.as_str(), &w.metadata["rein"]["point"]),
+            ("confirm", &json!("after_tool_call"))
+        );
+        assert_eq!(w.response_schema["required"], json!(["approved"]));
+        let w = to_wire(&at(
+            InterruptEvent::ToolCall,
+            "t3",
+            Interrupt::new("v1:before_tool_call:t3:x", "ask", "Go?"),
+        ));
+        assert_eq!(
+            (w.reason.as_str(), &w.metadata["rein"]["point"]),
+            ("ask", &Value::Null)
+        );
+        // A sub-agent's Confirm, raised at its parent, is answered by its fingerprint.
+        let child = PendingInterrupt::new(
+            InterruptPoint::new(InterruptEvent::BeforeToolCall, "d1", "check").under("r1"),
+            Interrupt::new("v1:agent:r1:x", "researcher/check", "Delete?").with_fingerprint("f"),
+        );
+        let w = to_wire(&child);
+        assert_eq!(w.reason, "researcher/check");
+        assert_eq!(
+            w.response_schema["required"],
+            json!(["approved", "approvedActionFingerprint"])
+        );
+    }
+
     #[test]
     fn resume_rules() {
         let p = vec![confirm("t1"), confirm("t2")];
-        let (a, b) = (p[0].id.clone(), p[1].id.clone());
+        let (a, b) = (p[0].interrupt.id.clone(), p[1].interrupt.id.clone());
         let ok = json!({"approved": true});
         // unknown id
         let e = answers(
@@ -328,23 +391,24 @@ mod tests {
 
     /// A Confirm as the agent pauses on it: bound to the call's fingerprint, with the pause's
     /// nonce.
-    fn asked(tool_use_id: &str, fingerprint: &str, nonce: &str) -> Interrupt {
-        let mut i = confirm(tool_use_id).with_fingerprint(fingerprint);
-        i.nonce = Some(nonce.into());
-        i
+    fn asked(tool_use_id: &str, fingerprint: &str, nonce: &str) -> PendingInterrupt {
+        let mut p = confirm(tool_use_id);
+        p.interrupt.fingerprint = Some(fingerprint.into());
+        p.interrupt.nonce = Some(nonce.into());
+        p
     }
 
     #[test]
     fn an_approval_carries_the_actions_fingerprint_and_must_echo_it() {
-        let i = asked("t1", "fp-1", "n1");
-        let w = to_wire(&i);
+        let p = asked("t1", "fp-1", "n1");
+        let (w, i) = (to_wire(&p), p.interrupt.clone());
         assert_eq!(w.id, i.resume_id());
         assert_eq!(w.metadata["governance"]["actionFingerprint"], "fp-1");
         assert_eq!(
             w.response_schema["required"],
             json!(["approved", "approvedActionFingerprint"])
         );
-        let p = vec![i.clone()];
+        let p = vec![p];
         let id = i.resume_id();
         let with = |fingerprint: Option<&str>| {
             let mut payload = json!({"approved": true});
@@ -376,9 +440,9 @@ mod tests {
     fn an_answer_to_an_earlier_pause_is_unknown_even_when_the_id_repeats() {
         let earlier = asked("t1", "fp-1", "n1");
         let now = asked("t1", "fp-2", "n2");
-        assert_eq!(earlier.id, now.id);
+        assert_eq!(earlier.interrupt.id, now.interrupt.id);
         let replay = entry(
-            &earlier.resume_id(),
+            &earlier.interrupt.resume_id(),
             ResumeStatus::Resolved,
             Some(json!({"approved": true, "approvedActionFingerprint": "fp-1"})),
         );

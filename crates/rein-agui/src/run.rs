@@ -1,11 +1,11 @@
 //! One run: the agent's stream translated into AG-UI events.
 
-use rein_agent::{Agent, AgentEvent, Input};
+use rein_agent::{Agent, AgentEvent, Input, PausedRun};
 use rein_core::{Error, Role, result::AgentResult, stream::StopReason};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
-use crate::interrupts::to_wire;
+use crate::interrupts::{parked, to_wire};
 use crate::wire::WireEvent;
 
 /// The agent-state key where the server keeps the ids of the last resume's interrupts (so a
@@ -16,7 +16,9 @@ pub(crate) const ANSWERED_KEY: &str = "rein_agui.answered";
 /// entry claims (`metadata.answeredBy`), kept beside it — never instead of it.
 #[derive(Debug, Clone)]
 pub(crate) struct Answerer {
-    pub(crate) interrupt_id: String,
+    /// What the answered interrupt asked about (its point's subject: a tool use id; for a
+    /// sub-agent's interrupt, the agent tool's use).
+    pub(crate) about: Option<String>,
     pub(crate) principal: String,
     pub(crate) claimed: Option<String>,
 }
@@ -144,7 +146,7 @@ impl Translator {
                     let who = d.tool_use_id.as_ref().and_then(|t| {
                         self.answered_by
                             .iter()
-                            .find(|a| a.interrupt_id.split(':').nth(2) == Some(t.as_str()))
+                            .find(|a| a.about.as_ref() == Some(t))
                     });
                     if let Some(who) = who.or_else(|| self.answered_by.first()) {
                         obj.insert("answeredBy".into(), Value::String(who.principal.clone()));
@@ -164,7 +166,7 @@ impl Translator {
                 json!({"injectionId": id.to_string(), "reason": reason}),
             )),
             AgentEvent::InjectionAwaitingApproval { id, interrupts } => {
-                let asks: Vec<_> = interrupts.iter().map(to_wire).collect();
+                let asks: Vec<_> = parked(id, &interrupts).iter().map(to_wire).collect();
                 self.send(WireEvent::custom(
                     "rein.injection_awaiting_approval",
                     json!({"injectionId": id.to_string(), "interrupts": asks}),
@@ -325,7 +327,8 @@ pub(crate) async fn drive(
     };
     let outcome = match stop_reason {
         StopReason::Interrupt => {
-            let interrupts: Vec<_> = result.interrupts.iter().map(to_wire).collect();
+            let pending = agent.pending_interrupts().map(PausedRun::pending);
+            let interrupts: Vec<_> = pending.unwrap_or_default().iter().map(to_wire).collect();
             json!({"type": "interrupt", "interrupts": interrupts})
         }
         StopReason::Cancelled => json!({"type": "cancelled"}),

@@ -16,8 +16,9 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures_util::stream;
+use rein_agent::PendingInterrupt;
 use rein_agent::{Agent, AgentBuilder, Input, TurnInterceptor};
-use rein_core::{Message, interrupt::Interrupt};
+use rein_core::Message;
 use rein_sessions::{SessionManager, SessionSnapshot, SessionStore, SharedSessionStore};
 use serde_json::{Value, json};
 use tokio::sync::{Semaphore, mpsc, oneshot};
@@ -26,7 +27,7 @@ use tower_http::timeout::TimeoutLayer;
 
 use crate::auth::{Auth, Authorize, Principal, Secret, Sites, ThreadAction, loopback_hosts};
 use crate::error::{AguiError, ProtocolError};
-use crate::interrupts::{already_applied, answers, to_wire};
+use crate::interrupts::{already_applied, answers, parked, to_wire};
 use crate::limits::{ServerLimits, ThreadBudget};
 use crate::run::{ANSWERED_KEY, Answerer, RunBounds, drive};
 use crate::wire::{RunAgentInput, WireEvent};
@@ -698,7 +699,7 @@ async fn thread(
         let pending: Vec<_> = snapshot
             .pending_interrupts
             .as_ref()
-            .map(|p| p.interrupts().iter().map(to_wire).collect())
+            .map(|p| p.pending().iter().map(to_wire).collect())
             .unwrap_or_default();
         let (running, parked) = inner
             .active
@@ -711,7 +712,8 @@ async fn thread(
                     .pending_approvals()
                     .iter()
                     .map(|p| {
-                        let asks: Vec<_> = p.interrupts.iter().map(to_wire).collect();
+                        let asks: Vec<_> =
+                            parked(p.id, &p.interrupts).iter().map(to_wire).collect();
                         json!({"injectionId": p.id.to_string(), "text": p.message.text(), "interrupts": asks})
                     })
                     .collect();
@@ -823,15 +825,15 @@ async fn start(
                 permit(&inner, &who, &thread_id, ThreadAction::Resume)?;
                 // The only interrupts a going run has are those of injected messages parked on
                 // a confirm (SPEC §5): answered through its interceptor, the run goes on.
-                let parked: Vec<Interrupt> = run
+                let named: Vec<PendingInterrupt> = run
                     .interceptor
                     .pending_approvals()
                     .into_iter()
-                    .flat_map(|p| p.interrupts)
-                    .collect();
-                let named: Vec<Interrupt> = parked
-                    .into_iter()
-                    .filter(|i| resume.iter().any(|r| r.interrupt_id == i.resume_id()))
+                    .flat_map(|p| parked(p.id, &p.interrupts))
+                    .filter(|p| {
+                        let id = p.interrupt.resume_id();
+                        resume.iter().any(|r| r.interrupt_id == id)
+                    })
                     .collect();
                 if resume.is_empty() || named.len() != resume.len() {
                     return Err(refuse("a resume must wait for it to finish"));
@@ -918,9 +920,7 @@ async fn start(
         return Err(unknown_thread(&thread_id));
     }
     let agent = load(&inner, &thread_id).await?;
-    let pending = agent
-        .pending_interrupts()
-        .map(rein_agent::PausedRun::interrupts);
+    let pending = agent.pending_interrupts().map(|p| p.pending().to_vec());
     // Idempotent resume: the answers last applied, again — while nothing is pending, or after
     // the run paused again (their ids, of an earlier pause, name nothing pending now) — change
     // nothing and succeed.
@@ -965,8 +965,12 @@ async fn start(
                         claimed_answered_by = claimed.as_deref(),
                         "interrupt answered"
                     );
+                    let point = pending
+                        .iter()
+                        .find(|p| p.interrupt.resume_id() == r.interrupt_id)
+                        .map(|p| &p.point);
                     Answerer {
-                        interrupt_id: r.interrupt_id.clone(),
+                        about: point.map(|p| p.parent.as_ref().unwrap_or(&p.subject).clone()),
                         principal: who.id().to_owned(),
                         claimed,
                     }

@@ -12,11 +12,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use console::{Term, style};
 use indicatif::{ProgressBar, ProgressStyle};
-use rein_agent::{Agent, AgentEvent, AgentResult, Input, OnRetryLimit};
+use rein_agent::{Agent, AgentEvent, AgentResult, Input, OnRetryLimit, PendingInterrupt};
 use rein_core::{
     Error, ToolHandle,
     audit::{AnswerSource, DecisionAction, DecisionOutcome, DecisionRecord},
-    interrupt::{Approval, Interrupt},
+    interrupt::{Approval, InterruptEvent, InterruptPoint},
     message::InterruptResponse,
     stream::StopReason,
     tool::{ToolError, ToolOutput},
@@ -218,7 +218,12 @@ async fn converse(agent: &mut Agent, input: &mut UserInput, out: &Term) -> ExitC
         let mut request = Input::text(line);
         loop {
             let interrupts = match turn(agent, request, input, out).await {
-                Ok(Turn::Finished(r)) if r.stop_reason == StopReason::Interrupt => r.interrupts,
+                Ok(Turn::Finished(r)) if r.stop_reason == StopReason::Interrupt => {
+                    match agent.pending_interrupts() {
+                        Some(p) => p.pending().to_vec(),
+                        None => break,
+                    }
+                }
                 Ok(Turn::Finished(_)) => break,
                 Ok(Turn::Abandoned) => return ExitCode::from(EXIT_CTRL_C),
                 // A bad answer (an edit that fails the tool's schema, say) changed nothing: the
@@ -226,7 +231,7 @@ async fn converse(agent: &mut Agent, input: &mut UserInput, out: &Term) -> ExitC
                 Err(e @ Error::InvalidAnswer { .. }) => {
                     let _ = out.write_line(&format!("{} {e}", style("error:").red().bold()));
                     match agent.pending_interrupts() {
-                        Some(p) => p.interrupts(),
+                        Some(p) => p.pending().to_vec(),
                         None => break,
                     }
                 }
@@ -254,17 +259,22 @@ async fn converse(agent: &mut Agent, input: &mut UserInput, out: &Term) -> ExitC
 /// Asks `Approve <reason>? [y/N]` for each interrupt (`e <edit>` approves with an edit: JSON,
 /// else text); `None` when Ctrl-C is pressed instead.
 async fn approve(
-    interrupts: Vec<Interrupt>,
+    interrupts: Vec<PendingInterrupt>,
     input: &mut UserInput,
     out: &Term,
 ) -> Option<Vec<InterruptResponse>> {
     let mut responses = Vec::new();
-    for i in interrupts {
+    for PendingInterrupt {
+        point,
+        interrupt: i,
+        ..
+    } in interrupts
+    {
         let _ = out.write_str(&format!(
             "{} {}{}? [y/N] ",
             style("Approve").yellow().bold(),
             i.prompt_text(),
-            what_is_asked(&i.id),
+            what_is_asked(&point),
         ));
         let _ = std::io::stdout().flush();
         let answer = match input.read().await {
@@ -284,14 +294,14 @@ async fn approve(
     Some(responses)
 }
 
-/// What a pause holds, from its interrupt id, for pauses other than a tool call's: ` (input)`,
-/// ` (request)`, ` (response)`, ` (tool output)`.
-fn what_is_asked(id: &str) -> String {
-    let what = match id.split(':').nth(1) {
-        Some("before_invocation") => "input",
-        Some("before_model_call") => "request",
-        Some("after_model_call") => "response",
-        Some("after_tool_call") => "tool output",
+/// What a pause holds, from where it was raised, for pauses other than a tool call's:
+/// ` (input)`, ` (request)`, ` (response)`, ` (tool output)`.
+fn what_is_asked(point: &InterruptPoint) -> String {
+    let what = match point.event {
+        InterruptEvent::BeforeInvocation => "input",
+        InterruptEvent::BeforeModelCall => "request",
+        InterruptEvent::AfterModelCall => "response",
+        InterruptEvent::AfterToolCall => "tool output",
         _ => return String::new(),
     };
     format!(" {}", style(format!("({what})")).dim())

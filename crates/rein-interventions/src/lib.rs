@@ -107,6 +107,7 @@ mod error;
 mod event;
 mod handler;
 mod list;
+mod pass;
 #[cfg(feature = "pii")]
 pub mod pii;
 #[cfg(feature = "policy")]

@@ -6,10 +6,12 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::error::SessionError;
 use crate::model::{
-    SESSION_SCHEMA_VERSION, SessionSnapshot, SessionWrite, json_err, validate_session_id,
+    SESSION_SCHEMA_VERSION, SessionSnapshot, SessionWrite, json_err, paused_run, schema_of,
+    too_new, validate_session_id,
 };
 use crate::store::SessionStore;
 
@@ -274,17 +276,55 @@ fn retire(tmp: &Path, path: &Path) {
     }
 }
 
-fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, SessionError> {
+/// Reads the record `what` of the session from `path`; `None` for a tombstone or no file.
+fn read_json<T: for<'de> Deserialize<'de>>(
+    path: &Path,
+    session_id: &str,
+    what: &str,
+) -> Result<Option<T>, SessionError> {
     match fs::read(path) {
         // An empty file is a tombstone: the entry was folded into a snapshot.
         Ok(bytes) if bytes.is_empty() => Ok(None),
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| json_err(&format!("reading {}", path.display()), e)),
+        Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+            too_new_within(session_id, what, &bytes)
+                .unwrap_or_else(|| json_err(&format!("reading {}", path.display()), e))
+        }),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(io_err("reading", path, e)),
     }
 }
+
+/// Why a record that does not decode may be of a newer release, which may change a record's
+/// shape, not only its number: `SchemaTooNew` for a record of a newer schema, or one holding a
+/// paused run of a newer checkpoint version.
+fn too_new_within(session_id: &str, what: &str, bytes: &[u8]) -> Option<SessionError> {
+    let record = serde_json::from_slice::<Value>(bytes).ok();
+    let too_new_record = record
+        .as_ref()
+        .and_then(schema_of)
+        .and_then(|found| too_new(session_id, what, found));
+    // Where a record of this schema holds a paused run: a snapshot's `pending_interrupts`, a
+    // log entry's `setPendingInterrupts` writes.
+    let paused = record.iter().flat_map(|r| {
+        let writes = r
+            .get("writes")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten();
+        let of_writes = writes.filter_map(|w| w.get(PENDING_WRITE));
+        r.get("pending_interrupts").into_iter().chain(of_writes)
+    });
+    let too_new_paused = || {
+        paused
+            .filter(|p| !p.is_null())
+            .filter_map(|p| paused_run(session_id, p.clone()).err())
+            .find(|e| matches!(e, SessionError::SchemaTooNew { .. }))
+    };
+    too_new_record.or_else(too_new_paused)
+}
+
+/// The tag of a [`SessionWrite::SetPendingInterrupts`] in a log entry.
+const PENDING_WRITE: &str = "setPendingInterrupts";
 
 enum Attempt {
     Done(Option<Box<SessionSnapshot>>),
@@ -308,7 +348,11 @@ fn load_dir(dir: &Path, session_id: &str) -> Result<Option<SessionSnapshot>, Ses
 fn load_once(dir: &Path, session_id: &str) -> Result<Attempt, SessionError> {
     let snaps = versions(&dir.join(SNAPSHOTS))?;
     let mut session = match snaps.last() {
-        Some(&v) => match read_json::<SessionSnapshot>(&dir.join(SNAPSHOTS).join(file_name(v)))? {
+        Some(&v) => match read_json::<SessionSnapshot>(
+            &dir.join(SNAPSHOTS).join(file_name(v)),
+            session_id,
+            &format!("snapshot {v}"),
+        )? {
             Some(s) if s.version == v => s,
             Some(s) => {
                 return Err(SessionError::corrupt(
@@ -333,16 +377,13 @@ fn load_once(dir: &Path, session_id: &str) -> Result<Attempt, SessionError> {
             // A gap: entries were retired by a compaction after we listed the snapshots.
             return Ok(Attempt::Raced);
         }
-        let Some(entry) = read_json::<LogEntry>(&dir.join(LOG).join(file_name(v)))? else {
+        let what = format!("log entry {v}");
+        let path = dir.join(LOG).join(file_name(v));
+        let Some(entry) = read_json::<LogEntry>(&path, session_id, &what)? else {
             return Ok(Attempt::Raced);
         };
-        if entry.schema_version > SESSION_SCHEMA_VERSION {
-            return Err(SessionError::SchemaTooNew {
-                session_id: session_id.to_owned(),
-                what: format!("log entry {v}"),
-                found: entry.schema_version,
-                supported: SESSION_SCHEMA_VERSION,
-            });
+        if let Some(e) = too_new(session_id, &what, entry.schema_version.into()) {
+            return Err(e);
         }
         if entry.version != v {
             return Err(SessionError::corrupt(

@@ -2,7 +2,7 @@
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use rein_agent::{AgentSnapshot, Checkpoint, SessionBinding};
+use rein_agent::{Checkpoint, SessionBinding};
 use rein_core::{Error, Message, id::MessageId, tool::BoxFuture};
 
 use crate::model::{SessionSnapshot, SessionWrite, StoredMessage, validate_session_id};
@@ -104,39 +104,30 @@ impl<S: SessionStore> SessionManager<S> {
             *self.mirror() = SessionSnapshot::empty(&self.session_id);
             return Ok(None);
         };
-        let restored = Checkpoint::new(
-            snapshot
-                .active_messages()
-                .iter()
-                .map(|m| (m.id, m.message.clone()))
-                .collect(),
-            snapshot.agent_state.clone(),
-            snapshot.conversation_manager_state.clone(),
-            snapshot.pending_interrupts.clone(),
-        );
+        let restored = snapshot.checkpoint();
         *self.mirror() = snapshot;
         Ok(Some(restored))
     }
 }
 
-/// The writes that bring `stored` to what the agent holds.
-fn diff(stored: &SessionSnapshot, agent: &AgentSnapshot<'_>) -> Vec<SessionWrite> {
+/// The writes that bring `stored` to the agent's checkpoint.
+fn diff(stored: &SessionSnapshot, agent: &Checkpoint) -> Vec<SessionWrite> {
     let mut writes = Vec::new();
     let log = &stored.messages;
-    let (ids, messages) = (agent.ids, agent.messages);
-    let start = match ids.first() {
+    let held = &agent.messages;
+    let start = match held.first() {
         None => Some(log.len()),
-        Some(first) => log.iter().rposition(|m| m.id == *first),
+        Some((first, _)) => log.iter().rposition(|m| m.id == *first),
     };
     let aligned = start.filter(|&p| {
-        log.len() - p <= ids.len() && log[p..].iter().zip(ids).all(|(s, id)| s.id == *id)
+        log.len() - p <= held.len() && log[p..].iter().zip(held).all(|(s, (id, _))| s.id == *id)
     });
     match aligned {
         Some(p) => {
             if p as u64 != stored.history_start {
                 writes.push(SessionWrite::SetHistoryStart(p as u64));
             }
-            for ((s, id), m) in log[p..].iter().zip(ids).zip(messages) {
+            for (s, (id, m)) in log[p..].iter().zip(held) {
                 if s.message != *m {
                     writes.push(SessionWrite::UpdateMessage(StoredMessage::new(
                         *id,
@@ -144,7 +135,7 @@ fn diff(stored: &SessionSnapshot, agent: &AgentSnapshot<'_>) -> Vec<SessionWrite
                     )));
                 }
             }
-            for (id, m) in ids.iter().zip(messages).skip(log.len() - p) {
+            for (id, m) in held.iter().skip(log.len() - p) {
                 writes.push(SessionWrite::AppendMessage(StoredMessage::new(
                     *id,
                     m.clone(),
@@ -152,8 +143,7 @@ fn diff(stored: &SessionSnapshot, agent: &AgentSnapshot<'_>) -> Vec<SessionWrite
             }
         }
         None => writes.push(SessionWrite::ReplaceMessages(
-            ids.iter()
-                .zip(messages)
+            held.iter()
                 .map(|(id, m)| StoredMessage::new(*id, m.clone()))
                 .collect(),
         )),
@@ -166,9 +156,9 @@ fn diff(stored: &SessionSnapshot, agent: &AgentSnapshot<'_>) -> Vec<SessionWrite
             agent.conversation_manager_state.clone(),
         ));
     }
-    if stored.pending_interrupts.as_ref() != agent.pending_interrupts {
+    if stored.pending_interrupts != agent.paused {
         writes.push(SessionWrite::SetPendingInterrupts(
-            agent.pending_interrupts.cloned().map(Box::new),
+            agent.paused.clone().map(Box::new),
         ));
     }
     writes
@@ -207,9 +197,9 @@ impl<S: SessionStore> SessionBinding for SessionManager<S> {
         })
     }
 
-    fn sync<'a>(&'a self, snapshot: AgentSnapshot<'a>) -> BoxFuture<'a, Result<(), Error>> {
+    fn sync<'a>(&'a self, checkpoint: &'a Checkpoint) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(async move {
-            let writes = diff(&self.mirror(), &snapshot);
+            let writes = diff(&self.mirror(), checkpoint);
             self.commit(writes).await
         })
     }

@@ -1,6 +1,6 @@
 //! What a session holds and the writes that change it.
 
-use rein_agent::PausedRun;
+use rein_agent::{Checkpoint, PausedRun};
 use rein_core::{Map, Message, id::MessageId};
 
 use crate::error::SessionError;
@@ -29,8 +29,10 @@ impl StoredMessage {
     }
 }
 
-/// One change to a session. A [`SessionStore::write`](crate::SessionStore::write) applies a
-/// list of them atomically, as one new version.
+/// One change to a session: a part of the agent's [`Checkpoint`] (a message, the agent state,
+/// the conversation-manager state, the paused run) or where its history starts. A
+/// [`SessionStore::write`](crate::SessionStore::write) applies a list of them atomically, as
+/// one new version.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[non_exhaustive]
@@ -53,12 +55,17 @@ pub enum SessionWrite {
     SetAgentState(Map),
     /// The conversation manager's state.
     SetConversationManagerState(Value),
-    /// The pending interrupts (`None` clears them). Boxed: large and rare, it would make
+    /// The paused run ([`Checkpoint::paused`]; `None` clears it). Boxed: large and rare, it would make
     /// every write as big.
     SetPendingInterrupts(Option<Box<PausedRun>>),
 }
 
-/// A session as a store holds it at one version.
+/// A session as a store holds it at one version: the agent's [`Checkpoint`], laid out the way
+/// the stores keep it — every message ever stored, with where the agent's history starts, so a
+/// store appends and rewrites one message at a time — and the store's metadata (session id,
+/// version). [`checkpoint`](Self::checkpoint) is the agent at rest it holds; a
+/// [`SessionManager`](crate::SessionManager) writes the differences from the agent's own as
+/// [`SessionWrite`]s.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -80,7 +87,8 @@ pub struct SessionSnapshot {
     /// The conversation manager's state.
     #[serde(default)]
     pub conversation_manager_state: Value,
-    /// The run waiting for answers, if one is (release 0.1's pending interrupts load into it).
+    /// The run waiting for answers, if one is ([`Checkpoint::paused`]; release 0.1's pending
+    /// interrupts load into it).
     #[serde(default)]
     pub pending_interrupts: Option<PausedRun>,
 }
@@ -106,6 +114,21 @@ impl SessionSnapshot {
             .unwrap_or(usize::MAX)
             .min(self.messages.len());
         &self.messages[start..]
+    }
+
+    /// The agent at rest this session holds: the messages of its history (from
+    /// `history_start` on) with their ids, agent state, conversation-manager state and the
+    /// paused run.
+    pub fn checkpoint(&self) -> Checkpoint {
+        Checkpoint::new(
+            self.active_messages()
+                .iter()
+                .map(|m| (m.id, m.message.clone()))
+                .collect(),
+            self.agent_state.clone(),
+            self.conversation_manager_state.clone(),
+            self.pending_interrupts.clone(),
+        )
     }
 
     /// Applies writes in order (not the version: the store does that).
@@ -136,13 +159,8 @@ impl SessionSnapshot {
 
     /// Checks a record read from storage: a newer schema is a typed error.
     pub(crate) fn check_schema(self) -> Result<Self, SessionError> {
-        if self.schema_version > SESSION_SCHEMA_VERSION {
-            return Err(SessionError::SchemaTooNew {
-                session_id: self.session_id,
-                what: "the session".into(),
-                found: self.schema_version,
-                supported: SESSION_SCHEMA_VERSION,
-            });
+        if let Some(e) = too_new(&self.session_id, "the session", self.schema_version.into()) {
+            return Err(e);
         }
         Ok(Self {
             schema_version: SESSION_SCHEMA_VERSION,
@@ -169,4 +187,34 @@ pub fn validate_session_id(session_id: &str) -> Result<(), SessionError> {
 
 pub(crate) fn json_err(what: &str, e: serde_json::Error) -> SessionError {
     SessionError::io(what, e)
+}
+
+/// The schema version of a stored record as JSON (`schema_version`), when it names one.
+pub(crate) fn schema_of(record: &Value) -> Option<u64> {
+    record.get("schema_version").and_then(Value::as_u64)
+}
+
+/// The typed refusal of `what`, a record of schema version `found`, when that is newer than
+/// this release reads.
+pub(crate) fn too_new(session_id: &str, what: &str, found: u64) -> Option<SessionError> {
+    (found > u64::from(SESSION_SCHEMA_VERSION)).then(|| SessionError::SchemaTooNew {
+        session_id: session_id.to_owned(),
+        what: what.to_owned(),
+        found: u32::try_from(found).unwrap_or(u32::MAX),
+        supported: SESSION_SCHEMA_VERSION,
+    })
+}
+
+/// Reads a session's paused run from its stored JSON: one of a newer release is
+/// `SchemaTooNew`, anything else that is not a paused run `Corrupt`.
+pub(crate) fn paused_run(session_id: &str, record: Value) -> Result<PausedRun, SessionError> {
+    PausedRun::from_json(record).map_err(|e| match e {
+        rein_core::Error::CheckpointTooNew { found, supported } => SessionError::SchemaTooNew {
+            session_id: session_id.to_owned(),
+            what: "its pending interrupts".into(),
+            found,
+            supported,
+        },
+        other => SessionError::corrupt(session_id, format!("pending interrupts: {other}")),
+    })
 }

@@ -1,12 +1,11 @@
 //! What the SQL stores share: the schema, the load and the versioned write (once, over the
 //! few statements each database provides), and the decoding of rows.
 
-use rein_agent::PausedRun;
 use rein_core::{Map, Message, id::MessageId};
 use serde_json::Value;
 
 use crate::error::SessionError;
-use crate::model::{SessionSnapshot, SessionWrite, StoredMessage, json_err};
+use crate::model::{SessionSnapshot, SessionWrite, StoredMessage, json_err, paused_run, too_new};
 
 /// The tables of both SQL stores, with each database's 64-bit integer type (`int64`) and
 /// `updated_at` column type and default (`timestamp`).
@@ -235,6 +234,11 @@ fn snapshot(
     row: SessionRow,
     messages: Vec<(String, String)>,
 ) -> Result<SessionSnapshot> {
+    // Before anything is decoded: a newer release may have changed the columns' shapes.
+    let schema = u64::try_from(row.schema_version).unwrap_or(0);
+    if let Some(e) = too_new(session_id, "the session", schema) {
+        return Err(e);
+    }
     let bad = |what: &str, e: serde_json::Error| {
         SessionError::corrupt(session_id, format!("{what}: {e}"))
     };
@@ -246,17 +250,7 @@ fn snapshot(
         None => None,
         Some(text) => {
             let value = serde_json::from_str(text).map_err(|e| bad("pending interrupts", e))?;
-            Some(PausedRun::from_json(value).map_err(|e| match e {
-                rein_core::Error::CheckpointTooNew { found, supported } => {
-                    SessionError::SchemaTooNew {
-                        session_id: session_id.to_owned(),
-                        what: "its pending interrupts".into(),
-                        found,
-                        supported,
-                    }
-                }
-                other => SessionError::corrupt(session_id, format!("pending interrupts: {other}")),
-            })?)
+            Some(paused_run(session_id, value)?)
         }
     };
     let messages = messages

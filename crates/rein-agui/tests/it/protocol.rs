@@ -614,3 +614,57 @@ async fn a_replayed_resume_approves_nothing_after_a_new_pause_on_the_same_tool_u
     assert!(body.contains("deleted b.txt"), "{body}");
     server.shutdown().await.unwrap();
 }
+
+/// Two confirms answered in one resume, each entry claiming another name: each tool call's
+/// decision names who answered its own interrupt (matched by where the interrupt was asked,
+/// never by taking its id apart).
+#[tokio::test]
+async fn each_decision_names_who_answered_its_own_interrupt() {
+    let server = common::start(MemorySessionStore::new()).await;
+    let addr = server.local_addr();
+    let (status, body) = http(
+        addr,
+        "POST",
+        "/agent",
+        &run_input("pair-1", user("delete both"), None),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let last = events(&body).pop().unwrap();
+    let asked = last["outcome"]["interrupts"].as_array().unwrap().clone();
+    assert_eq!(asked.len(), 2, "{last}");
+    let resume: Vec<Value> = asked
+        .iter()
+        .map(|i| {
+            let who = format!("owner-of-{}@example.com", i["toolCallId"].as_str().unwrap());
+            json!({"interruptId": i["id"], "status": "resolved", "payload": approval(i, json!({})),
+                   "metadata": {"answeredBy": who}})
+        })
+        .collect();
+    let (status, body) = http(
+        addr,
+        "POST",
+        "/agent",
+        &run_input("pair-1", json!([]), Some(Value::Array(resume))),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let decisions: Vec<Value> = events(&body)
+        .into_iter()
+        .filter(|e| e["name"] == "rein.decision")
+        .map(|e| e["value"].clone())
+        .collect();
+    for call in ["d1", "d2"] {
+        let d = decisions
+            .iter()
+            .find(|d| d["tool_use_id"] == call)
+            .unwrap_or_else(|| panic!("no decision for {call}: {decisions:?}"));
+        assert_eq!(d["confirmation"]["status"], "approved", "{d}");
+        assert_eq!(
+            d["claimedAnsweredBy"],
+            format!("owner-of-{call}@example.com"),
+            "{d}"
+        );
+    }
+    server.shutdown().await.unwrap();
+}

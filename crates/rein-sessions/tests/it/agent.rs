@@ -154,6 +154,11 @@ async fn history_state_and_ids_survive_a_new_agent() {
         let s = store.load(&id).await.unwrap().unwrap();
         assert_eq!(s.messages.len(), 6, "{name}");
         assert_eq!(
+            s.checkpoint(),
+            b.checkpoint(),
+            "{name}: the store holds the agent at rest"
+        );
+        assert_eq!(
             s.messages.iter().map(|m| m.id).collect::<Vec<_>>(),
             b.message_ids(),
             "{name}"
@@ -177,6 +182,8 @@ async fn interrupt_is_persisted_and_a_new_agent_resumes() {
         let p = s.pending_interrupts.as_ref().expect("pending persisted");
         assert_eq!(p.interrupts()[0], iid, "{name}");
         assert_eq!(s.messages.len(), 2, "{name}: no result stored yet");
+        // What the store holds is the agent at rest, paused run and all.
+        assert_eq!(s.checkpoint(), a.checkpoint(), "{name}");
         drop(a);
 
         let model = ScriptedModel::builder().text("done").build();
@@ -576,6 +583,11 @@ async fn window_drops_are_recorded_and_restored() {
     assert_eq!(
         s.conversation_manager_state["removed_message_count"],
         json!(8)
+    );
+    assert_eq!(
+        s.checkpoint(),
+        a.checkpoint(),
+        "the history from history_start on"
     );
     let mut b = builder(&store, "win", ScriptedModel::builder().text("x").build())
         .conversation_manager(SlidingWindow::new(4))

@@ -273,3 +273,131 @@ async fn newer_schema_is_a_typed_error() {
         Err(SessionError::Io { .. } | SessionError::Corrupt { .. })
     ));
 }
+
+/// Whether `err` is the typed refusal of a record of a newer release (`found` 99).
+fn is_too_new(err: &SessionError) -> bool {
+    matches!(err, SessionError::SchemaTooNew { found: 99, .. })
+}
+
+/// Rewrites every file of `dir` with `edit` applied to its text.
+fn edit_files(dir: &std::path::Path, edit: impl Fn(&str) -> String) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        if !text.is_empty() {
+            std::fs::write(&path, edit(&text)).unwrap();
+        }
+    }
+}
+
+/// A session and its paused run, as this release writes them.
+fn paused_session() -> Vec<SessionWrite> {
+    let assistant = StoredMessage::new(MessageId::new(), Message::assistant("calling"));
+    vec![
+        SessionWrite::AppendMessage(assistant.clone()),
+        SessionWrite::SetPendingInterrupts(Some(Box::new(pending(&assistant)))),
+    ]
+}
+
+/// A newer release may change a record's shape, not only its number: the file store refuses
+/// it as `SchemaTooNew` (never `Io`/`Corrupt`) whether it is a log entry, a snapshot, or the
+/// paused run inside a record of this release.
+#[tokio::test]
+async fn file_store_refuses_newer_records_it_cannot_decode_as_too_new() {
+    let dir = TempDir::new("too-new");
+    for snapshot in [false, true] {
+        // Compacting after every write: the session is in a snapshot, not the log.
+        let store = FileSessionStore::new(dir.path()).compact_after(if snapshot { 1 } else { 64 });
+        let files = |id: &str| {
+            let sub = if snapshot { "snapshots" } else { "log" };
+            store.session_dir(id).unwrap().join(sub)
+        };
+        let what = if snapshot { "snapshot" } else { "log entry" };
+
+        // The record itself: a newer version with a shape this release does not know.
+        let id = session_id("newer-record");
+        store.write(&id, 0, paused_session()).await.unwrap();
+        edit_files(&files(&id), |t| {
+            t.replace("\"schema_version\": 1", "\"schema_version\": 99")
+                .replace("\"writes\": [", "\"writes\": [{\"setSomethingNew\": 7},")
+                .replace("\"messages\": [", "\"messages\": {\"v99\": [")
+                .replace("\"history_start\"", "\"later\": 1}, \"history_start\"")
+        });
+        let err = store.load(&id).await.unwrap_err();
+        assert!(is_too_new(&err), "{what}: {err}");
+
+        // A record of this release whose paused run is of a newer one.
+        let id = session_id("newer-paused-run");
+        store.write(&id, 0, paused_session()).await.unwrap();
+        edit_files(&files(&id), |t| {
+            t.replace("\"schema_version\": 2", "\"schema_version\": 99")
+        });
+        let err = store.load(&id).await.unwrap_err();
+        assert!(is_too_new(&err), "{what}, paused run: {err}");
+    }
+}
+
+/// The SQL stores check a row's schema version before they decode its columns: a newer
+/// release's row with a column in a shape this release does not know is `SchemaTooNew`, not
+/// `Corrupt`; and a paused run of a newer release in a row of this one is `SchemaTooNew` too.
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn sqlite_store_refuses_newer_rows_it_cannot_decode_as_too_new() {
+    let dir = TempDir::new("too-new-sqlite");
+    let path = dir.path().join("sessions.db");
+    let store = rein_sessions::SqliteSessionStore::open(&path)
+        .await
+        .unwrap();
+    let side = rusqlite::Connection::open(&path).unwrap();
+    for (tag, update) in [
+        (
+            "row",
+            "UPDATE rein_sessions SET schema_version = 99, agent_state = 'v99:{}' \
+             WHERE session_id = ?1",
+        ),
+        (
+            "paused-run",
+            "UPDATE rein_sessions SET pending_interrupts = '{\"schema_version\": 99, \"x\": 1}' \
+             WHERE session_id = ?1",
+        ),
+    ] {
+        let id = session_id(tag);
+        store.write(&id, 0, paused_session()).await.unwrap();
+        assert_eq!(side.execute(update, [&id]).unwrap(), 1);
+        let err = store.load(&id).await.unwrap_err();
+        assert!(is_too_new(&err), "{tag}: {err}");
+    }
+}
+
+/// The same for the PostgreSQL store (with `REIN_TEST_POSTGRES`).
+#[cfg(feature = "postgres")]
+#[tokio::test]
+async fn postgres_store_refuses_newer_rows_it_cannot_decode_as_too_new() {
+    let Some(url) = postgres_url() else { return };
+    let store = rein_sessions::PostgresSessionStore::connect(&url, 2)
+        .await
+        .unwrap();
+    let (side, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    for (tag, update) in [
+        (
+            "row",
+            "UPDATE rein_sessions SET schema_version = 99, agent_state = 'v99:{}' \
+             WHERE session_id = $1",
+        ),
+        (
+            "paused-run",
+            "UPDATE rein_sessions SET pending_interrupts = '{\"schema_version\": 99, \"x\": 1}' \
+             WHERE session_id = $1",
+        ),
+    ] {
+        let id = session_id(tag);
+        store.write(&id, 0, paused_session()).await.unwrap();
+        assert_eq!(side.execute(update, &[&id]).await.unwrap(), 1);
+        let err = store.load(&id).await.unwrap_err();
+        assert!(is_too_new(&err), "{tag}: {err}");
+        store.delete(&id).await.unwrap();
+    }
+}

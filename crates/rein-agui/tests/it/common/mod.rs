@@ -16,9 +16,9 @@ use rein_models::{ScriptedModel, SharedModel};
 use rein_sessions::MemorySessionStore;
 use serde_json::json;
 
-const SCRIPTS: [&str; 11] = [
+const SCRIPTS: [&str; 12] = [
     "tool", "output", "browser", "approve", "reject", "edit", "refuse", "inject", "parked",
-    "replay", "gate",
+    "replay", "gate", "pair",
 ];
 
 fn script(thread_id: &str) -> ScriptedModel {
@@ -49,6 +49,14 @@ fn script(thread_id: &str) -> ScriptedModel {
         "gate" => b
             .tool_use("g1", "gate", json!({}))
             .text("Through the gate."),
+        // Two deletions asked about in one pause.
+        "pair" => b
+            .response(
+                rein_models::ScriptedResponse::new()
+                    .tool_use("d1", "delete_file", json!({"path": "a.txt"}))
+                    .tool_use("d2", "delete_file", json!({"path": "b.txt"})),
+            )
+            .text("Both deleted."),
         "parked" => b
             .tool_use("s1", "slow", json!({}))
             .tool_use("s2", "slow", json!({}))
