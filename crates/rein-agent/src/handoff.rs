@@ -3,7 +3,6 @@
 //! interventions see as any tool call; the run goes on, from the next turn boundary, with the
 //! other agent's model, system prompt, tools, hooks and interventions over the same history.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use rein_core::{
@@ -12,7 +11,7 @@ use rein_core::{
 };
 use serde_json::{Value, json};
 
-use crate::agent::{Agent, AgentCore};
+use crate::agent::Agent;
 
 /// What the agent taking over continues with, from the conversation so far.
 pub(crate) type InputFilter = Arc<dyn Fn(&[Message]) -> Vec<Message> + Send + Sync>;
@@ -110,18 +109,6 @@ pub(crate) fn is_valid_history(messages: &[Message]) -> bool {
 
 /// The name under which a handoff is recorded in the audit.
 pub(crate) const HANDOFF: &str = "rein:handoff";
-
-/// The agent-state key naming the agent in control (persisted with the session, so a resume
-/// in another process continues with it).
-pub(crate) const ACTIVE_AGENT_KEY: &str = "rein:agent";
-
-/// The agents of a team by name: the agent itself and every agent it can hand off to, at any
-/// remove.
-pub(crate) struct Team {
-    pub(crate) members: BTreeMap<Arc<str>, Arc<AgentCore>>,
-    /// The agent built with these handoffs (a new conversation starts with it).
-    pub(crate) root: Arc<AgentCore>,
-}
 
 /// The name of the tool that hands off to `agent`.
 pub(crate) fn transfer_tool_name(agent: &str) -> String {

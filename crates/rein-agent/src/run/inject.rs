@@ -11,10 +11,9 @@ use rein_core::{
 
 use super::machine::Fed;
 use super::{Driver, listeners};
+use crate::agent::ACTIVE_AGENT_KEY;
 use crate::checkpoint::PendingHandoff;
-use crate::handoff::{
-    ACTIVE_AGENT_KEY, HANDOFF, TransferTool, is_valid_history, transfer_tool_name,
-};
+use crate::handoff::{HANDOFF, TransferTool, is_valid_history, transfer_tool_name};
 use crate::stream::AgentEvent;
 
 impl Driver<'_> {
