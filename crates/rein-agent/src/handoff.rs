@@ -3,6 +3,7 @@
 //! interventions see as any tool call; the run goes on, from the next turn boundary, with the
 //! other agent's model, system prompt, tools, hooks and interventions over the same history.
 
+use std::any::Any;
 use std::sync::Arc;
 
 use rein_core::{
@@ -115,12 +116,19 @@ pub(crate) fn transfer_tool_name(agent: &str) -> String {
     format!("transfer_to_{agent}")
 }
 
-/// The transfer tool: its call is the model asking for the handoff; the driver carries it out
-/// at the next turn boundary.
+/// The capability of a tool whose call asks for a handoff ([`Tool::capability`]): the driver
+/// claims the handoff before the call (one per tool phase, within the limit; refused, the
+/// tool does not run) and carries it out at the next turn boundary.
+pub(crate) struct HandoffTo {
+    pub(crate) target: Arc<str>,
+    /// What the agent taking over continues with.
+    pub(crate) input_filter: Option<InputFilter>,
+}
+
+/// The transfer tool: its call is the model asking for the handoff.
 pub(crate) struct TransferTool {
     spec: ToolSpec,
-    pub(crate) target: Arc<str>,
-    pub(crate) input_filter: Option<InputFilter>,
+    handoff: HandoffTo,
 }
 
 impl TransferTool {
@@ -140,8 +148,10 @@ impl TransferTool {
         );
         Self {
             spec,
-            target,
-            input_filter,
+            handoff: HandoffTo {
+                target,
+                input_filter,
+            },
         }
     }
 }
@@ -152,7 +162,11 @@ impl Tool for TransferTool {
     }
 
     async fn call(&self, _input: Value, _cx: ToolContext) -> Result<ToolOutput, ToolError> {
-        Ok(ToolOutput::text(transferred_text(&self.target)))
+        Ok(ToolOutput::text(transferred_text(&self.handoff.target)))
+    }
+
+    fn capability(&self) -> Option<&(dyn Any + Send + Sync)> {
+        Some(&self.handoff)
     }
 }
 

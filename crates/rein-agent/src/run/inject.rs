@@ -13,7 +13,7 @@ use super::machine::Fed;
 use super::{Driver, listeners};
 use crate::agent::ACTIVE_AGENT_KEY;
 use crate::checkpoint::PendingHandoff;
-use crate::handoff::{HANDOFF, TransferTool, is_valid_history, transfer_tool_name};
+use crate::handoff::{HANDOFF, HandoffTo, is_valid_history, transfer_tool_name};
 use crate::stream::AgentEvent;
 
 impl Driver<'_> {
@@ -145,7 +145,7 @@ impl Driver<'_> {
             .core
             .tools
             .get(&transfer_tool_name(&handoff.to))
-            .and_then(|t| t.downcast_ref::<TransferTool>())
+            .and_then(|t| t.capability::<HandoffTo>())
             .and_then(|t| t.input_filter.clone());
         if let Some(filter) = filter {
             let messages = filter(self.agent.history.conv().messages());

@@ -25,9 +25,9 @@ use rein_hooks::HookRegistry;
 use super::machine::{Fed, PhaseEnd, ToolPhase, ToolRetries, ToolsEnd, retry_limit_record};
 use super::{Driver, Invocation, listeners};
 use crate::agent::Agent;
-use crate::agent_tool::{AgentTool, ParentLink, SubAgentPaused};
+use crate::agent_tool::{ParentLink, RunsAgent, SubAgentPaused};
 use crate::checkpoint::{Checkpoint, Pause, PendingHandoff, PendingInterrupt, ToolsPause};
-use crate::handoff::TransferTool;
+use crate::handoff::HandoffTo;
 use crate::history::TOOL_INTERRUPTED;
 use crate::journal::ToolCallEnd;
 use crate::stream::{AgentEvent, Sink};
@@ -635,7 +635,7 @@ impl ToolRun<'_> {
         self.sink.emit(|| AgentEvent::ToolCallStarted {
             tool_use: tool_use.clone(),
         });
-        if let Some(transfer) = tool.downcast_ref::<TransferTool>() {
+        if let Some(transfer) = tool.capability::<HandoffTo>() {
             let claimed = self
                 .handoff
                 .lock()
@@ -654,7 +654,7 @@ impl ToolRun<'_> {
             self.answers.clone(),
         );
         // An agent running as this tool finds its parent's run here (and its saved state).
-        let linked = outcome.sub_run.is_some() || tool.downcast_ref::<AgentTool>().is_some();
+        let linked = outcome.sub_run.is_some() || tool.capability::<RunsAgent>().is_some();
         let link = linked.then(|| {
             let resume = outcome.sub_run.as_mut().and_then(|s| s.resume.take());
             let journal = self.journal.clone();
