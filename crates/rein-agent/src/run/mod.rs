@@ -1,6 +1,7 @@
 //! The run: one invocation, a sans-IO state machine ([`machine`]) that decides the loop, and
 //! an async driver ([`Driver`]: this module and the files below) that does the IO and the
-//! decisions that need it (hook verdicts, resumes, handoffs).
+//! decisions made inside a step from what hooks and tools return (a tool use's verdict and
+//! retries, the retry cap's escalation, a resume's way on, the handoff claim).
 //!
 //! The driver's files, in the order an invocation goes through them:
 //! 1. `start.rs` — input checks, the invocation's context, BeforeInvocation, a resume's answers;

@@ -109,12 +109,10 @@ impl Driver<'_> {
             let request = self.before_model_call(index).await?;
             match request {
                 Request::Send(request) => {
-                    {
-                        // Split: the model's future reads the agent while the call writes the
-                        // invocation.
-                        let (agent, inv, sink) = (&*self.agent, &mut *self.inv, self.sink);
-                        Either::Left(agent.call_model(inv, request, index, sink, span))
-                    }
+                    // Split: the model's future reads the agent while the call writes the
+                    // invocation.
+                    let (agent, inv, sink) = (&*self.agent, &mut *self.inv, self.sink);
+                    Either::Left(agent.call_model(inv, request, index, sink, span))
                 }
                 // No model call happens: no usage, metrics or span for it; AfterModelCall sees
                 // the denial as the response.
@@ -212,9 +210,7 @@ impl Driver<'_> {
         called: Called,
         index: u32,
     ) -> impl Future<Output = Result<Fed, Error>> + Send + '_ {
-        // The future holds the three parts, not the driver: the agent is only read.
-        let (agent, inv, sink) = (&*self.agent, &mut *self.inv, self.sink);
-        inv.discarded_by = None;
+        self.inv.discarded_by = None;
         let (outcome, withheld) = match called {
             Called::Done(outcome) => (outcome, None),
             Called::Withheld {
@@ -222,11 +218,11 @@ impl Driver<'_> {
                 text,
                 handler,
             } => {
-                inv.discarded_by = handler;
+                self.inv.discarded_by = handler;
                 (Ok(response), Some(text))
             }
         };
-        if !agent.core.hooks.has::<AfterModelCallEvent>() {
+        if !self.agent.core.hooks.has::<AfterModelCallEvent>() {
             return Either::Left(std::future::ready(Ok(Fed::ModelCalled(
                 match (outcome, withheld) {
                     (_, Some(text)) => ModelCallVerdict::Withhold { text },
@@ -238,10 +234,10 @@ impl Driver<'_> {
                 },
             ))));
         }
-        let (retried, max) = inv.run.hook_retries();
-        let mut ev = AfterModelCallEvent::new(inv.cx.clone(), outcome)
+        let (retried, max) = self.inv.run.hook_retries();
+        let mut ev = AfterModelCallEvent::new(self.inv.cx.clone(), outcome)
             .with_model_call_index(index)
-            .with_answers(inv.answers.clone())
+            .with_answers(self.inv.answers.clone())
             .with_retries(retried, max);
         // Plain hooks see a response the stream guard withheld as withheld (interventions do
         // not run on it: it is settled).
@@ -249,15 +245,15 @@ impl Driver<'_> {
             ev.withhold(text);
         }
         Either::Right(async move {
-            if let Err(e) = agent.core.hooks.dispatch(&mut ev).await {
-                inv.record(ev.take_decisions(), sink);
+            if let Err(e) = self.agent.core.hooks.dispatch(&mut ev).await {
+                self.record(ev.take_decisions());
                 return Err(e);
             }
             let mut decisions = ev.take_decisions();
             if ev.retry
                 && ev.withheld().is_none()
                 && ev.error().is_none()
-                && inv.run.escalates_retry()
+                && self.inv.run.escalates_retry()
             {
                 decisions.push(escalate(&mut ev, max));
                 // The guidance that did not take is not injected: a human decides instead.
@@ -268,7 +264,7 @@ impl Driver<'_> {
                 }
             }
             let verdict = ev.into_verdict();
-            inv.run.settle_decisions(&verdict, &mut decisions);
+            self.inv.run.settle_decisions(&verdict, &mut decisions);
             let decided = decisions
                 .iter()
                 .find(|d| {
@@ -277,9 +273,9 @@ impl Driver<'_> {
                 })
                 .map(|d| d.handler.clone());
             if decided.is_some() {
-                inv.discarded_by = decided;
+                self.inv.discarded_by = decided;
             }
-            inv.record(decisions, sink);
+            self.record(decisions);
             Ok(Fed::ModelCalled(verdict))
         })
     }
