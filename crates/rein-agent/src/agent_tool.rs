@@ -103,9 +103,18 @@ fn parent_interrupt_id(tool_use_id: &str, child_id: &str) -> String {
     format!("v1:agent:{tool_use_id}:{child_id}")
 }
 
+/// The capability of a tool that runs an agent ([`Tool::capability`]): the driver gives its
+/// call the parent link (the checkpoint to resume from, the stream, the journal, where usage
+/// and decisions go) and does not journal the call as one step: the agent journals its own.
+pub(crate) struct RunsAgent;
+
 impl Tool for AgentTool {
     fn spec(&self) -> ToolSpec {
         self.spec.clone()
+    }
+
+    fn capability(&self) -> Option<&(dyn std::any::Any + Send + Sync)> {
+        Some(&RunsAgent)
     }
 
     async fn call(&self, input: Value, cx: ToolContext) -> Result<ToolOutput, ToolError> {

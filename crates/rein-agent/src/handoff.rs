@@ -3,7 +3,7 @@
 //! interventions see as any tool call; the run goes on, from the next turn boundary, with the
 //! other agent's model, system prompt, tools, hooks and interventions over the same history.
 
-use std::collections::BTreeMap;
+use std::any::Any;
 use std::sync::Arc;
 
 use rein_core::{
@@ -12,7 +12,7 @@ use rein_core::{
 };
 use serde_json::{Value, json};
 
-use crate::agent::{Agent, AgentCore};
+use crate::agent::Agent;
 
 /// What the agent taking over continues with, from the conversation so far.
 pub(crate) type InputFilter = Arc<dyn Fn(&[Message]) -> Vec<Message> + Send + Sync>;
@@ -111,29 +111,24 @@ pub(crate) fn is_valid_history(messages: &[Message]) -> bool {
 /// The name under which a handoff is recorded in the audit.
 pub(crate) const HANDOFF: &str = "rein:handoff";
 
-/// The agent-state key naming the agent in control (persisted with the session, so a resume
-/// in another process continues with it).
-pub(crate) const ACTIVE_AGENT_KEY: &str = "rein:agent";
-
-/// The agents of a team by name: the agent itself and every agent it can hand off to, at any
-/// remove.
-pub(crate) struct Team {
-    pub(crate) members: BTreeMap<Arc<str>, Arc<AgentCore>>,
-    /// The agent built with these handoffs (a new conversation starts with it).
-    pub(crate) root: Arc<AgentCore>,
-}
-
 /// The name of the tool that hands off to `agent`.
 pub(crate) fn transfer_tool_name(agent: &str) -> String {
     format!("transfer_to_{agent}")
 }
 
-/// The transfer tool: its call is the model asking for the handoff; the driver carries it out
-/// at the next turn boundary.
+/// The capability of a tool whose call asks for a handoff ([`Tool::capability`]): the driver
+/// claims the handoff before the call (one per tool phase, within the limit; refused, the
+/// tool does not run) and carries it out at the next turn boundary.
+pub(crate) struct HandoffTo {
+    pub(crate) target: Arc<str>,
+    /// What the agent taking over continues with.
+    pub(crate) input_filter: Option<InputFilter>,
+}
+
+/// The transfer tool: its call is the model asking for the handoff.
 pub(crate) struct TransferTool {
     spec: ToolSpec,
-    pub(crate) target: Arc<str>,
-    pub(crate) input_filter: Option<InputFilter>,
+    handoff: HandoffTo,
 }
 
 impl TransferTool {
@@ -153,8 +148,10 @@ impl TransferTool {
         );
         Self {
             spec,
-            target,
-            input_filter,
+            handoff: HandoffTo {
+                target,
+                input_filter,
+            },
         }
     }
 }
@@ -165,7 +162,11 @@ impl Tool for TransferTool {
     }
 
     async fn call(&self, _input: Value, _cx: ToolContext) -> Result<ToolOutput, ToolError> {
-        Ok(ToolOutput::text(transferred_text(&self.target)))
+        Ok(ToolOutput::text(transferred_text(&self.handoff.target)))
+    }
+
+    fn capability(&self) -> Option<&(dyn Any + Send + Sync)> {
+        Some(&self.handoff)
     }
 }
 

@@ -27,6 +27,7 @@
 
 mod agent;
 mod agent_tool;
+mod builder;
 mod cancel;
 mod checkpoint;
 mod conversation;
@@ -44,11 +45,9 @@ mod stream;
 pub mod telemetry;
 mod tools;
 
-pub use agent::{
-    Agent, AgentBuilder, CANCELLED_BY_USER, ConversationBuilder, DEFAULT_STREAM_HOLD_BACK, Input,
-    Limits, OnRetryLimit,
-};
+pub use agent::{Agent, CANCELLED_BY_USER, DEFAULT_STREAM_HOLD_BACK, Input, Limits, OnRetryLimit};
 pub use agent_tool::AgentTool;
+pub use builder::{AgentBuilder, ConversationBuilder};
 pub use cancel::CancelHandle;
 pub use checkpoint::{
     CHECKPOINT_VERSION, Checkpoint, ParkedInjection, Pause, PausedRun, PendingHandoff,

@@ -322,6 +322,13 @@ pub trait Tool: Send + Sync + 'static {
         input: Value,
         cx: ToolContext,
     ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send;
+
+    /// What the tool asks of the driver running it beyond a call, read before the call: a
+    /// value of a type the driver knows (rein-agent's agent running as a tool, a handoff);
+    /// a driver ignores a type it does not know. `None` by default: a plain tool.
+    fn capability(&self) -> Option<&(dyn Any + Send + Sync)> {
+        None
+    }
 }
 
 /// The object-safe twin of [`Tool`], so tools of different types can be stored together.
@@ -331,7 +338,7 @@ trait ErasedTool: Send + Sync {
         input: Value,
         cx: ToolContext,
     ) -> BoxFuture<'_, Result<ToolOutput, ToolError>>;
-    fn as_any(&self) -> &dyn Any;
+    fn capability_erased(&self) -> Option<&(dyn Any + Send + Sync)>;
 }
 
 impl<T: Tool> ErasedTool for T {
@@ -342,8 +349,8 @@ impl<T: Tool> ErasedTool for T {
     ) -> BoxFuture<'_, Result<ToolOutput, ToolError>> {
         Box::pin(self.call(input, cx))
     }
-    fn as_any(&self) -> &dyn Any {
-        self
+    fn capability_erased(&self) -> Option<&(dyn Any + Send + Sync)> {
+        self.capability()
     }
 }
 
@@ -377,10 +384,10 @@ impl ToolHandle {
         }
     }
 
-    /// The tool, if it is a `T` (a driver may treat some tools specially: an agent running as
-    /// a tool gets its parent's run in its context).
-    pub fn downcast_ref<T: Tool>(&self) -> Option<&T> {
-        self.inner.as_any().downcast_ref()
+    /// The tool's [capability](Tool::capability), if it is a `T`: how a driver finds what a
+    /// tool asks of it (by the capability's type, whatever the tool's own type).
+    pub fn capability<T: Any>(&self) -> Option<&T> {
+        self.inner.capability_erased()?.downcast_ref()
     }
 
     /// A tool from an async closure.
@@ -467,5 +474,39 @@ where
         cx: ToolContext,
     ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send {
         (self.f)(input, cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a test tool asks of its driver.
+    struct Marker(u8);
+
+    struct Marked(Marker);
+
+    impl Tool for Marked {
+        fn spec(&self) -> ToolSpec {
+            ToolSpec::new("marked", "m", serde_json::json!({"type": "object"}))
+        }
+        async fn call(&self, _input: Value, _cx: ToolContext) -> Result<ToolOutput, ToolError> {
+            Ok("ok".into())
+        }
+        fn capability(&self) -> Option<&(dyn Any + Send + Sync)> {
+            Some(&self.0)
+        }
+    }
+
+    /// A driver finds a tool's capability by the capability's type, through the handle; a
+    /// plain tool has none.
+    #[test]
+    fn a_handle_offers_its_tools_capability_by_type() {
+        let marked = ToolHandle::new(Marked(Marker(7)));
+        assert_eq!(marked.capability::<Marker>().map(|m| m.0), Some(7));
+        assert!(marked.capability::<Marked>().is_none());
+        let plain =
+            ToolHandle::from_sync_fn("p", "p", serde_json::json!({}), |_, _| Ok("ok".into()));
+        assert!(plain.capability::<Marker>().is_none());
     }
 }

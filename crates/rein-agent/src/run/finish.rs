@@ -14,60 +14,58 @@ use rein_core::{
 use tracing::Instrument as _;
 
 use super::machine::Outcome;
-use super::{Invocation, listeners};
+use super::{Driver, listeners};
 use crate::agent::{Agent, CANCELLED_BY_USER};
 use crate::checkpoint::{Pause, ResponsePause};
 use crate::history::{TOOL_CANCELLED, TOOL_INTERRUPTED};
-use crate::stream::Sink;
 use crate::telemetry::int;
 
-impl Agent {
-    /// Turns the run's outcome into its result (which [`end`](Self::end) then delivers).
+impl Driver<'_> {
+    /// Turns the run's outcome into its result (which [`Agent::end`] then delivers).
     pub(super) async fn finish(
-        &mut self,
-        inv: &mut Invocation,
+        mut self,
         outcome: Outcome,
         started: Instant,
-        sink: &Sink,
     ) -> Result<AgentResult, Error> {
-        self.cancel.end();
+        self.agent.cancel.end();
         // A run paused on interrupts has not ended: what is queued waits for the resume.
         // Whatever is still queued when the run ends is rejected, exactly once.
         let ended = if outcome.is_pause() {
-            self.interceptor.pause();
+            self.agent.interceptor.pause();
             Vec::new()
         } else {
-            self.interceptor.end()
+            self.agent.interceptor.end()
         };
         for item in ended {
-            let reason = if item.version == inv.run_version {
+            let reason = if item.version == self.inv.run_version {
                 "run ended"
             } else {
                 "stale"
             };
-            self.reject_injection(inv, &item.message, item.id, reason, sink);
+            self.reject_injection(&item.message, item.id, reason);
         }
-        inv.metrics.duration = started.elapsed();
+        self.inv.metrics.duration = started.elapsed();
         match outcome {
             Outcome::Failed(e) => {
                 // Boxed, as below: a rare path; every invocation's future is as large as its
                 // largest state.
-                let _ = Box::pin(self.close_tool_phase(inv, TOOL_INTERRUPTED, sink)).await;
+                let _ = Box::pin(self.close_tool_phase(TOOL_INTERRUPTED)).await;
                 Err(e)
             }
             Outcome::Cancelled => {
-                if inv.streaming_response {
-                    sink.discard("cancelled".into(), None);
+                if self.inv.streaming_response {
+                    self.sink.discard("cancelled".into(), None);
                 }
-                let repaired = Box::pin(self.close_tool_phase(inv, TOOL_CANCELLED, sink)).await;
-                repaired.map(|()| self.result(inv, StopReason::Cancelled, self.cancelled_message()))
+                let repaired = Box::pin(self.close_tool_phase(TOOL_CANCELLED)).await;
+                repaired
+                    .map(|()| self.result(StopReason::Cancelled, self.agent.cancelled_message()))
             }
             Outcome::Reply {
                 message,
                 stop_reason,
-            } => Ok(self.completed(inv, stop_reason, message)),
+            } => Ok(self.completed(stop_reason, message)),
             Outcome::Stored { index, stop_reason } => {
-                let conv = self.history.conv();
+                let conv = self.agent.history.conv();
                 let stored = match index {
                     Some(i) => conv.get(i),
                     None => conv.last(),
@@ -75,13 +73,13 @@ impl Agent {
                 let message = stored
                     .cloned()
                     .unwrap_or_else(|| Message::new(Role::Assistant, Vec::new()));
-                Ok(self.completed(inv, stop_reason, message))
+                Ok(self.completed(stop_reason, message))
             }
             Outcome::Interrupted {
                 message,
                 interrupts,
             } => {
-                let mut r = self.completed(inv, StopReason::Interrupt, message);
+                let mut r = self.completed(StopReason::Interrupt, message);
                 r.interrupts = interrupts;
                 Ok(r)
             }
@@ -91,19 +89,19 @@ impl Agent {
                 model_call_index,
             } => {
                 // What the stream showed of it is not accepted (yet).
-                sink.discard("awaiting approval".into(), None);
+                self.sink.discard("awaiting approval".into(), None);
                 let subject = format!("m{model_call_index}");
-                let pending = inv.raise(InterruptEvent::AfterModelCall, &subject, interrupts, sink);
+                let pending = self.raise(InterruptEvent::AfterModelCall, &subject, interrupts);
                 let wire = pending.iter().map(|p| p.interrupt.clone()).collect();
                 let at = Pause::Response(Box::new(ResponsePause {
                     message: response.message.clone(),
                     stop_reason: response.stop_reason,
                     usage: response.usage,
-                    hook_retries: inv.run.hook_retries().0,
+                    hook_retries: self.inv.run.hook_retries().0,
                     model_call_index,
                 }));
-                self.pending = Some(Box::new(inv.pause(at, pending)));
-                let mut r = self.completed(inv, StopReason::Interrupt, response.message);
+                self.agent.pending = Some(Box::new(self.inv.pause(at, pending)));
+                let mut r = self.completed(StopReason::Interrupt, response.message);
                 r.interrupts = wire;
                 Ok(r)
             }
@@ -112,10 +110,9 @@ impl Agent {
                 model_call_index,
             } => {
                 let subject = format!("m{model_call_index}");
-                let pending =
-                    inv.raise(InterruptEvent::BeforeModelCall, &subject, interrupts, sink);
+                let pending = self.raise(InterruptEvent::BeforeModelCall, &subject, interrupts);
                 let wire = pending.iter().map(|p| p.interrupt.clone()).collect();
-                let conv = self.history.conv();
+                let conv = self.agent.history.conv();
                 let last_message_id = conv.ids().last().copied().unwrap_or_else(MessageId::new);
                 let message = conv
                     .last()
@@ -125,10 +122,10 @@ impl Agent {
                     model_call_index,
                     last_message_id,
                 };
-                self.pending = Some(Box::new(inv.pause(at, pending)));
+                self.agent.pending = Some(Box::new(self.inv.pause(at, pending)));
                 // Not `completed`: the conversation manager leaves history as the human saw it
                 // in the request, so the resumed request matches what was approved.
-                let mut r = self.result(inv, StopReason::Interrupt, message);
+                let mut r = self.result(StopReason::Interrupt, message);
                 r.interrupts = wire;
                 Ok(r)
             }
@@ -136,25 +133,63 @@ impl Agent {
                 messages,
                 interrupts,
             } => {
-                let pending =
-                    inv.raise(InterruptEvent::BeforeInvocation, "input", interrupts, sink);
+                let pending = self.raise(InterruptEvent::BeforeInvocation, "input", interrupts);
                 let wire = pending.iter().map(|p| p.interrupt.clone()).collect();
                 let message = messages
                     .last()
                     .cloned()
                     .unwrap_or_else(|| Message::new(Role::User, Vec::new()));
-                self.pending = Some(Box::new(inv.pause(Pause::Input { messages }, pending)));
-                let mut r = self.completed(inv, StopReason::Interrupt, message);
+                self.agent.pending =
+                    Some(Box::new(self.inv.pause(Pause::Input { messages }, pending)));
+                let mut r = self.completed(StopReason::Interrupt, message);
                 r.interrupts = wire;
                 Ok(r)
             }
             Outcome::CancelledAfterTools => {
-                let message = self.cancelled_message();
-                Ok(self.completed(inv, StopReason::Cancelled, message))
+                let message = self.agent.cancelled_message();
+                Ok(self.completed(StopReason::Cancelled, message))
             }
         }
     }
 
+    /// The result of a run that ended normally; the conversation manager then trims history.
+    fn completed(&mut self, stop_reason: StopReason, message: Message) -> AgentResult {
+        let r = self.result(stop_reason, message);
+        self.agent.apply_conversation_manager();
+        r
+    }
+
+    /// The result, with what the invocation accumulated.
+    fn result(&mut self, stop_reason: StopReason, message: Message) -> AgentResult {
+        let mut r = AgentResult::new(stop_reason, message, self.inv.cx.invocation_id);
+        r.usage = *self.inv.run.usage();
+        r.metrics = std::mem::take(&mut self.inv.metrics);
+        r.decisions = std::mem::take(&mut self.inv.decisions);
+        r.injections = std::mem::take(&mut self.inv.injections);
+        r.sub_agent_usage = std::mem::take(&mut self.inv.sub_agent_usage);
+        r.handoffs = std::mem::take(&mut self.inv.handoffs);
+        r
+    }
+
+    /// Answers every tool use of a tool phase the run was cut off in (finished tools keep
+    /// their results), unless interrupts are pending for it.
+    async fn close_tool_phase(&mut self, text: &str) -> Result<(), Error> {
+        let Some(phase) = self.inv.tool_phase.take() else {
+            return Ok(());
+        };
+        if self.agent.pending.is_some() || phase.index + 1 != self.agent.history.conv().len() {
+            return Ok(());
+        }
+        let completed = phase.completed();
+        let to = listeners(&self.agent.core.hooks, self.inv, self.sink);
+        self.agent
+            .history
+            .close_open_tool_uses(&completed, text, &to)
+            .await
+    }
+}
+
+impl Agent {
     /// The session persists the end state; AfterInvocation sees the real result.
     pub(super) async fn end(
         &mut self,
@@ -203,61 +238,11 @@ impl Agent {
         result
     }
 
-    /// The result of a run that ended normally; the conversation manager then trims history.
-    fn completed(
-        &mut self,
-        inv: &mut Invocation,
-        stop_reason: StopReason,
-        message: Message,
-    ) -> AgentResult {
-        let r = self.result(inv, stop_reason, message);
-        self.apply_conversation_manager();
-        r
-    }
-
-    /// The result, with what the invocation accumulated.
-    fn result(
-        &self,
-        inv: &mut Invocation,
-        stop_reason: StopReason,
-        message: Message,
-    ) -> AgentResult {
-        let mut r = AgentResult::new(stop_reason, message, inv.cx.invocation_id);
-        r.usage = *inv.run.usage();
-        r.metrics = std::mem::take(&mut inv.metrics);
-        r.decisions = std::mem::take(&mut inv.decisions);
-        r.injections = std::mem::take(&mut inv.injections);
-        r.sub_agent_usage = std::mem::take(&mut inv.sub_agent_usage);
-        r.handoffs = std::mem::take(&mut inv.handoffs);
-        r
-    }
-
     fn cancelled_message(&self) -> Message {
         Message::assistant(
             self.cancel
                 .message()
                 .unwrap_or_else(|| CANCELLED_BY_USER.into()),
         )
-    }
-
-    /// Answers every tool use of a tool phase the run was cut off in (finished tools keep
-    /// their results), unless interrupts are pending for it.
-    async fn close_tool_phase(
-        &mut self,
-        inv: &mut Invocation,
-        text: &str,
-        sink: &Sink,
-    ) -> Result<(), Error> {
-        let Some(phase) = inv.tool_phase.take() else {
-            return Ok(());
-        };
-        if self.pending.is_some() || phase.index + 1 != self.history.conv().len() {
-            return Ok(());
-        }
-        let completed = phase.completed();
-        let to = listeners(&self.core.hooks, inv, sink);
-        self.history
-            .close_open_tool_uses(&completed, text, &to)
-            .await
     }
 }

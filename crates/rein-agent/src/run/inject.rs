@@ -10,39 +10,33 @@ use rein_core::{
 };
 
 use super::machine::Fed;
-use super::{Invocation, listeners};
-use crate::agent::Agent;
+use super::{Driver, listeners};
+use crate::agent::ACTIVE_AGENT_KEY;
 use crate::checkpoint::PendingHandoff;
-use crate::handoff::{
-    ACTIVE_AGENT_KEY, HANDOFF, TransferTool, is_valid_history, transfer_tool_name,
-};
-use crate::stream::{AgentEvent, Sink};
+use crate::handoff::{HANDOFF, HandoffTo, is_valid_history, transfer_tool_name};
+use crate::stream::AgentEvent;
 
-impl Agent {
+impl Driver<'_> {
     /// Delivers the injected messages queued so far, and the parked ones a human answered.
-    pub(super) async fn drain_injections(
-        &mut self,
-        inv: &mut Invocation,
-        sink: &Sink,
-    ) -> Result<Fed, Error> {
+    pub(super) async fn drain_injections(&mut self) -> Result<Fed, Error> {
         // A handoff the tools asked for happens first: what was queued for the agent that
         // had control is stale from here on.
-        if let Some(handoff) = inv.handoff.take()
-            && self.carry_out_handoff(inv, handoff, sink)
+        if let Some(handoff) = self.inv.handoff.take()
+            && self.carry_out_handoff(handoff)
         {
             // The filtered history replaces the stored one at once.
-            self.session_sync().await?;
+            self.agent.session_sync().await?;
         }
         // Messages injected from other processes reach the run through its journal.
-        if let Some(journal) = inv.journal.clone() {
+        if let Some(journal) = self.inv.journal.clone() {
             for (id, message) in journal.injections().await? {
-                let interceptor = self.interceptor.for_run(inv.run_version);
+                let interceptor = self.agent.interceptor.for_run(self.inv.run_version);
                 if let Err(e) = interceptor.inject_with_id(id, message) {
                     tracing::warn!(%id, "an injected message was not queued: {e}");
                 }
             }
         }
-        let (answered, queued) = self.interceptor.drain();
+        let (answered, queued) = self.agent.interceptor.drain();
         let mut items = answered
             .into_iter()
             .map(|p| {
@@ -61,39 +55,40 @@ impl Agent {
             let Some((item, answers, given)) = items.next() else {
                 break;
             };
-            if item.version != inv.run_version {
-                self.reject_injection(inv, &item.message, item.id, "stale", sink);
+            if item.version != self.inv.run_version {
+                self.reject_injection(&item.message, item.id, "stale");
                 continue;
             }
             let mut messages = vec![item.message.clone()];
             // The interventions alone check injected input (plain hooks do not see it).
-            let checks = (self.core.interventions.as_ref()).is_some_and(|i| i.checks_injected());
+            let checks =
+                (self.agent.core.interventions.as_ref()).is_some_and(|i| i.checks_injected());
             if checks {
                 let mut ev = BeforeInvocationEvent::new(
-                    inv.cx.clone(),
+                    self.inv.cx.clone(),
                     messages,
-                    self.history.conv().snapshot(),
+                    self.agent.history.conv().snapshot(),
                 )
                 .as_injected(item.id)
                 .with_answers(answers);
-                let checked = match &self.core.interventions {
+                let checked = match &self.agent.core.interventions {
                     // Boxed: a pass is large, and an injection is rare.
                     Some(interventions) => Box::pin(interventions.check_injected(&mut ev)).await,
                     None => Ok(()),
                 };
                 if let Err(e) = checked {
                     let reason = e.to_string();
-                    self.reject_injection(inv, &item.message, item.id, &reason, sink);
+                    self.reject_injection(&item.message, item.id, &reason);
                     for (rest, ..) in items {
-                        self.reject_injection(inv, &rest.message, rest.id, "run ended", sink);
+                        self.reject_injection(&rest.message, rest.id, "run ended");
                     }
                     return Err(e);
                 }
-                inv.record(ev.take_decisions(), sink);
+                self.record(ev.take_decisions());
                 messages = match ev.into_verdict() {
                     InputVerdict::Admit(messages) => messages,
                     InputVerdict::Deny(text) => {
-                        self.reject_injection(inv, &item.message, item.id, &text, sink);
+                        self.reject_injection(&item.message, item.id, &text);
                         continue;
                     }
                     // Parked: the run goes on; a human's answer through the interceptor lets
@@ -103,12 +98,13 @@ impl Agent {
                         // answered changed): the human is asked again.
                         let mut given = given;
                         given.retain(|id, _| !interrupts.iter().any(|i| i.id == *id));
-                        sink.emit(|| AgentEvent::InjectionAwaitingApproval {
+                        self.sink.emit(|| AgentEvent::InjectionAwaitingApproval {
                             id: item.id,
                             interrupts: interrupts.clone(),
                         });
-                        self.interceptor
-                            .for_run(inv.run_version)
+                        self.agent
+                            .interceptor
+                            .for_run(self.inv.run_version)
                             .park(item, interrupts, given);
                         continue;
                     }
@@ -117,16 +113,16 @@ impl Agent {
             // (Dropped here: a local left unmoved on one path is carried across the awaits.)
             drop(given);
             let delivered = messages.first().cloned().unwrap_or(item.message);
-            let to = listeners(&self.core.hooks, inv, sink);
-            self.history.add_all(messages, &to).await?;
-            self.interceptor.consumed(item.id, &delivered);
+            let to = listeners(&self.agent.core.hooks, self.inv, self.sink);
+            self.agent.history.add_all(messages, &to).await?;
+            self.agent.interceptor.consumed(item.id, &delivered);
             crate::telemetry::injection(true, None);
-            inv.injections.push(InjectionRecord::new(
+            self.inv.injections.push(InjectionRecord::new(
                 item.id,
                 InjectionOutcome::Consumed,
                 None,
             ));
-            sink.emit(|| AgentEvent::InjectionConsumed {
+            self.sink.emit(|| AgentEvent::InjectionConsumed {
                 id: item.id,
                 message: delivered,
             });
@@ -136,37 +132,33 @@ impl Agent {
 
     /// Passes control to another agent of the team (SPEC §9.2); whether its input filter
     /// rewrote the history.
-    fn carry_out_handoff(
-        &mut self,
-        inv: &mut Invocation,
-        handoff: PendingHandoff,
-        sink: &Sink,
-    ) -> bool {
-        let Some(core) = self.team_member(handoff.to.as_str()).cloned() else {
+    fn carry_out_handoff(&mut self, handoff: PendingHandoff) -> bool {
+        let Some(core) = self.agent.team_member(handoff.to.as_str()).cloned() else {
             // Unreachable: transfer tools exist only for the team's agents.
             tracing::error!(to = %handoff.to, "handoff to an agent not in the team");
             return false;
         };
         let mut filtered = false;
-        let from = self.core.name.to_string();
+        let from = self.agent.core.name.to_string();
         let filter = self
+            .agent
             .core
             .tools
             .get(&transfer_tool_name(&handoff.to))
-            .and_then(|t| t.downcast_ref::<TransferTool>())
+            .and_then(|t| t.capability::<HandoffTo>())
             .and_then(|t| t.input_filter.clone());
         if let Some(filter) = filter {
-            let messages = filter(self.history.conv().messages());
+            let messages = filter(self.agent.history.conv().messages());
             if is_valid_history(&messages) {
-                self.set_messages(messages, None);
+                self.agent.set_messages(messages, None);
                 filtered = true;
             } else {
                 tracing::warn!(from, to = %handoff.to, "a handoff's input filter returned an invalid history; not applied");
             }
         }
-        self.core = core;
-        self.state.set(ACTIVE_AGENT_KEY, handoff.to.as_str());
-        inv.run_version = self.interceptor.bump(inv.run_version);
+        self.agent.core = core;
+        self.agent.state.set(ACTIVE_AGENT_KEY, handoff.to.as_str());
+        self.inv.run_version = self.agent.interceptor.bump(self.inv.run_version);
         let text = format!("{from} -> {}", handoff.to);
         let record = DecisionRecord::new(
             HANDOFF,
@@ -176,13 +168,13 @@ impl Agent {
         )
         .with_text(text)
         .with_tool_use_id(Some(handoff.tool_use_id.clone()));
-        inv.record(vec![record], sink);
+        self.record(vec![record]);
         crate::telemetry::handoff(&from, &handoff.to);
-        sink.emit(|| AgentEvent::Handoff {
+        self.sink.emit(|| AgentEvent::Handoff {
             from: from.clone(),
             to: handoff.to.clone(),
         });
-        inv.handoffs.push(HandoffRecord::new(
+        self.inv.handoffs.push(HandoffRecord::new(
             from,
             handoff.to,
             Some(handoff.tool_use_id),
@@ -191,22 +183,15 @@ impl Agent {
     }
 
     /// Rejects an injected message, exactly once: its sender is told, and the run records it.
-    pub(super) fn reject_injection(
-        &self,
-        inv: &mut Invocation,
-        message: &Message,
-        id: InjectionId,
-        reason: &str,
-        sink: &Sink,
-    ) {
-        self.interceptor.rejected(id, message, reason);
+    pub(super) fn reject_injection(&mut self, message: &Message, id: InjectionId, reason: &str) {
+        self.agent.interceptor.rejected(id, message, reason);
         crate::telemetry::injection(false, Some(reason));
-        inv.injections.push(InjectionRecord::new(
+        self.inv.injections.push(InjectionRecord::new(
             id,
             InjectionOutcome::Rejected,
             Some(reason.to_owned()),
         ));
-        sink.emit(|| AgentEvent::InjectionRejected {
+        self.sink.emit(|| AgentEvent::InjectionRejected {
             id,
             reason: reason.to_owned(),
         });

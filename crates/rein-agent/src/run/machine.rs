@@ -1,10 +1,13 @@
-//! The run as a sans-IO state machine: it decides, the driver does the IO.
+//! The run as a sans-IO state machine: it decides the loop, the driver does the IO.
 //!
 //! The driver feeds the machine what happened ([`Fed`]) and gets back what to do next
-//! ([`Step`]), until a [`Step::Finish`]. The machine holds every decision of the loop —
+//! ([`Step`]), until a [`Step::Finish`]. The machine holds the decisions of the loop itself —
 //! limits, model-error retries and their back-off, hook-retry caps, what a verdict on a model
 //! response means, when the tool phase and the injection drain happen, how a run ends — and
-//! no model, hook, clock, runtime or store, so it is unit-tested below with plain values.
+//! no model, hook, clock, runtime or store, so it is unit-tested below with plain values. The
+//! decisions made inside a step from what hooks and tools return (a tool use's verdict and
+//! retries, the retry cap's escalation, a resume's way on, the handoff claim) are the
+//! driver's; the machine sees their results.
 
 use std::collections::BTreeMap;
 use std::time::Duration;

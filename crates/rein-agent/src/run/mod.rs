@@ -1,5 +1,7 @@
-//! The run: one invocation, a sans-IO state machine ([`machine`]) that decides and a thin
-//! async driver (this module and the files below) that does the IO.
+//! The run: one invocation, a sans-IO state machine ([`machine`]) that decides the loop, and
+//! an async driver ([`Driver`]: this module and the files below) that does the IO and the
+//! decisions made inside a step from what hooks and tools return (a tool use's verdict and
+//! retries, the retry cap's escalation, a resume's way on, the handoff claim).
 //!
 //! The driver's files, in the order an invocation goes through them:
 //! 1. `start.rs` — input checks, the invocation's context, BeforeInvocation, a resume's answers;
@@ -105,7 +107,18 @@ impl Invocation {
             i.interrupt.nonce = Some(nonce.clone());
         }
     }
+}
 
+/// The driving side of one invocation: the agent it runs, what the invocation accumulates and
+/// the caller's stream. Its methods are the driver's steps (`drive` and one file per stage).
+/// Three pointers, as the run's arguments were: a step's future holds `&mut Driver`, one.
+pub(crate) struct Driver<'a> {
+    agent: &'a mut Agent,
+    inv: &'a mut Invocation,
+    sink: &'a Sink,
+}
+
+impl Driver<'_> {
     /// The interrupts a hold at `event` about `subject` raised, placed there, stamped with the
     /// pause's nonce and streamed.
     fn raise(
@@ -113,19 +126,83 @@ impl Invocation {
         event: InterruptEvent,
         subject: &str,
         interrupts: Vec<Interrupt>,
-        sink: &Sink,
     ) -> Vec<PendingInterrupt> {
         let mut pending: Vec<PendingInterrupt> = interrupts
             .into_iter()
             .map(|i| PendingInterrupt::at(event, subject, i))
             .collect();
-        self.stamp(&mut pending);
+        self.inv.stamp(&mut pending);
         for p in &pending {
-            sink.emit(|| AgentEvent::Interrupt(p.interrupt.clone()));
+            self.sink
+                .emit(|| AgentEvent::Interrupt(p.interrupt.clone()));
         }
         pending
     }
 
+    /// Records decisions in the audit and streams them.
+    fn record(&mut self, decisions: Vec<DecisionRecord>) {
+        self.inv.record(decisions, self.sink);
+    }
+
+    /// Feeds the machine until it finishes, doing each step's IO. (One function, not one per
+    /// step: a step's fields move straight into the future that does it, which keeps the
+    /// invocation's future small. By value: its future holds the three pointers, not a pointer
+    /// to them.)
+    async fn drive(mut self) -> Outcome {
+        let mut fed = Fed::Start;
+        loop {
+            let done = match self.inv.run.next(fed) {
+                Step::Finish(outcome) => return outcome,
+                Step::AdmitInput => {
+                    let messages = std::mem::take(&mut self.inv.input);
+                    self.admit_input(messages).await
+                }
+                // A resume is boxed: its step is the largest state, and only a resume should
+                // pay for it (every invocation's future is as large as its largest).
+                Step::Resume => {
+                    let responses = std::mem::take(&mut self.inv.responses);
+                    Box::pin(self.resume(responses)).await
+                }
+                Step::CallModel { index } => self.model_call(index).await,
+                Step::Discard { reason, handler } => {
+                    let handler = handler.map(str::to_owned).or(self.inv.discarded_by.take());
+                    self.sink.discard(reason, handler);
+                    Ok(Fed::Done)
+                }
+                Step::StoreGuidance(guidance) => self.store_guidance(guidance).await,
+                Step::ReduceContext(error) => Ok(self.agent.reduce_context(error)),
+                Step::Backoff(delay) => {
+                    if !delay.is_zero() {
+                        tokio::time::sleep(delay).await;
+                    }
+                    Ok(Fed::Done)
+                }
+                Step::EndTurn { text, record } => self.end_turn(text, record).await,
+                Step::Accept { response, edited } => self.accept(response, edited).await,
+                Step::RunTools {
+                    index,
+                    model_call_index,
+                    invalid_inputs,
+                } => {
+                    self.inv.tool_phase = Some(self.agent.tool_phase_of(
+                        index,
+                        model_call_index,
+                        Vec::new(),
+                        Vec::new(),
+                    ));
+                    self.tool_phase(&invalid_inputs).await
+                }
+                Step::DrainInjections => self.drain_injections().await,
+            };
+            fed = match done {
+                Ok(fed) => fed,
+                Err(error) => return Outcome::Failed(error),
+            };
+        }
+    }
+}
+
+impl Invocation {
     /// Records decisions in the audit and streams them.
     fn record(&mut self, decisions: Vec<DecisionRecord>, sink: &Sink) {
         if decisions.is_empty() {
@@ -158,7 +235,12 @@ impl Agent {
             // The run's span is the parent of its chat, execute_tool and run_guardrail spans:
             // entered at each poll of the steps (not through `Instrument`, whose move copied
             // the whole run future). A cancel wins over a step that is ready at the same poll.
-            let mut drive = std::pin::pin!(self.drive(&mut inv, &sink));
+            let driver = Driver {
+                agent: self,
+                inv: &mut inv,
+                sink: &sink,
+            };
+            let mut drive = std::pin::pin!(driver.drive());
             std::future::poll_fn(|cx| {
                 if cancel.as_ref().is_some_and(|c| c.poll_cancelled(cx)) {
                     return Poll::Ready(Outcome::Cancelled);
@@ -170,60 +252,13 @@ impl Agent {
         };
         // Two futures one after the other: the outcome is not carried while the result is
         // delivered, nor the result while the outcome is settled.
-        let result = self.finish(&mut inv, outcome, started, &sink).await;
+        let driver = Driver {
+            agent: self,
+            inv: &mut inv,
+            sink: &sink,
+        };
+        let result = driver.finish(outcome, started).await;
         self.end(&inv.cx, result, span).await
-    }
-
-    /// Feeds the machine until it finishes, doing each step's IO. (One function, not one per
-    /// step: a step's fields move straight into the future that does it, which keeps the
-    /// invocation's future small.)
-    async fn drive(&mut self, inv: &mut Invocation, sink: &Sink) -> Outcome {
-        let mut fed = Fed::Start;
-        loop {
-            let done = match inv.run.next(fed) {
-                Step::Finish(outcome) => return outcome,
-                Step::AdmitInput => {
-                    let messages = std::mem::take(&mut inv.input);
-                    self.admit_input(inv, messages, sink).await
-                }
-                // A resume is boxed: its step is the largest state, and only a resume should
-                // pay for it (every invocation's future is as large as its largest).
-                Step::Resume => {
-                    let responses = std::mem::take(&mut inv.responses);
-                    Box::pin(self.resume(inv, responses, sink)).await
-                }
-                Step::CallModel { index } => self.model_call(inv, index, sink).await,
-                Step::Discard { reason, handler } => {
-                    let handler = handler.map(str::to_owned).or(inv.discarded_by.take());
-                    sink.discard(reason, handler);
-                    Ok(Fed::Done)
-                }
-                Step::StoreGuidance(guidance) => self.store_guidance(inv, guidance, sink).await,
-                Step::ReduceContext(error) => Ok(self.reduce_context(error)),
-                Step::Backoff(delay) => {
-                    if !delay.is_zero() {
-                        tokio::time::sleep(delay).await;
-                    }
-                    Ok(Fed::Done)
-                }
-                Step::EndTurn { text, record } => self.end_turn(inv, text, record, sink).await,
-                Step::Accept { response, edited } => self.accept(inv, response, edited, sink).await,
-                Step::RunTools {
-                    index,
-                    model_call_index,
-                    invalid_inputs,
-                } => {
-                    inv.tool_phase =
-                        Some(self.tool_phase_of(index, model_call_index, Vec::new(), Vec::new()));
-                    self.tool_phase(inv, &invalid_inputs, sink).await
-                }
-                Step::DrainInjections => self.drain_injections(inv, sink).await,
-            };
-            fed = match done {
-                Ok(fed) => fed,
-                Err(error) => return Outcome::Failed(error),
-            };
-        }
     }
 }
 

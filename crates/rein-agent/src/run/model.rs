@@ -20,7 +20,7 @@ use rein_core::{
 
 use super::machine::{Fed, RETRY_LIMIT};
 use super::output::{Guarded, OutputGuard};
-use super::{Invocation, listeners};
+use super::{Driver, Invocation, listeners};
 use crate::agent::Agent;
 use crate::conversation::{ConversationManager as _, HistoryEdit};
 use crate::stream::{AgentEvent, Sink};
@@ -69,29 +69,24 @@ enum Stop {
     Guard(Error),
 }
 
-impl Agent {
+impl Driver<'_> {
     /// Model call `index`: the request, BeforeModelCall, the call (unless denied), and the
     /// verdict of AfterModelCall.
-    pub(super) async fn model_call(
-        &mut self,
-        inv: &mut Invocation,
-        index: u32,
-        sink: &Sink,
-    ) -> Result<Fed, Error> {
+    pub(super) async fn model_call(&mut self, index: u32) -> Result<Fed, Error> {
         // The span covers the guards too: their run_guardrail spans are its children. Its
         // sampler-relevant attributes are set here, at creation.
-        let config = &self.core.config.inference;
+        let config = &self.agent.core.config.inference;
         let span = tracing::info_span!(
             "chat",
-            otel.name = %format_args!("chat {}", self.core.model_info().model_id),
+            otel.name = %format_args!("chat {}", self.agent.core.model_info().model_id),
             otel.kind = "client",
             otel.status_code = tracing::field::Empty,
             "error.type" = tracing::field::Empty,
             gen_ai.operation.name = "chat",
-            gen_ai.provider.name = %self.core.model_info().provider,
-            gen_ai.request.model = %self.core.model_info().model_id,
-            server.address = self.core.model_info().server.as_ref().map(|(host, _)| host.as_str()),
-            server.port = self.core.model_info().server.as_ref().map(|(_, port)| i64::from(*port)),
+            gen_ai.provider.name = %self.agent.core.model_info().provider,
+            gen_ai.request.model = %self.agent.core.model_info().model_id,
+            server.address = self.agent.core.model_info().server.as_ref().map(|(host, _)| host.as_str()),
+            server.port = self.agent.core.model_info().server.as_ref().map(|(_, port)| i64::from(*port)),
             gen_ai.request.max_tokens = config.max_tokens.map(int),
             gen_ai.request.temperature = config.temperature,
             gen_ai.request.top_p = config.top_p,
@@ -104,23 +99,20 @@ impl Agent {
             gen_ai.input.messages = tracing::field::Empty,
             gen_ai.output.messages = tracing::field::Empty,
         );
-        crate::telemetry::in_span!(&span, self.model_call_in(inv, index, sink, &span))
+        crate::telemetry::in_span!(&span, self.model_call_in(index, &span))
     }
 
-    async fn model_call_in(
-        &mut self,
-        inv: &mut Invocation,
-        index: u32,
-        sink: &Sink,
-        span: &tracing::Span,
-    ) -> Result<Fed, Error> {
+    async fn model_call_in(&mut self, index: u32, span: &tracing::Span) -> Result<Fed, Error> {
         // The call's future is made in a block: the request, a local moved out of in part,
         // would otherwise be carried whole across the call.
         let call = {
-            let request = self.before_model_call(inv, index, sink).await?;
+            let request = self.before_model_call(index).await?;
             match request {
                 Request::Send(request) => {
-                    Either::Left(self.call_model(inv, request, index, sink, span))
+                    // Split: the model's future reads the agent while the call writes the
+                    // invocation.
+                    let (agent, inv, sink) = (&*self.agent, &mut *self.inv, self.sink);
+                    Either::Left(agent.call_model(inv, request, index, sink, span))
                 }
                 // No model call happens: no usage, metrics or span for it; AfterModelCall sees
                 // the denial as the response.
@@ -136,53 +128,48 @@ impl Agent {
             }
         };
         let called = call.await;
-        inv.streaming_response = false;
+        self.inv.streaming_response = false;
         let called = called.inspect_err(|error| {
             // A stream guard failed: what the caller was shown is withdrawn.
             let handler = match error {
                 Error::Handler { handler, .. } => Some(handler.clone()),
                 _ => None,
             };
-            sink.discard(error.to_string(), handler);
+            self.sink.discard(error.to_string(), handler);
         })?;
-        self.after_model_call(inv, called, index, sink).await
+        self.after_model_call(called, index).await
     }
 
     /// The request for this call, as BeforeModelCall leaves it; its guidance is stored and
     /// sent on this very call.
-    async fn before_model_call(
-        &mut self,
-        inv: &mut Invocation,
-        index: u32,
-        sink: &Sink,
-    ) -> Result<Request, Error> {
+    async fn before_model_call(&mut self, index: u32) -> Result<Request, Error> {
         // Made in a block: a field assigned in place borrows the local it belongs to, and a
         // borrowed local is carried across every await that follows.
         let request = {
             let mut request = ModelRequest::shared(
-                self.history.conv().snapshot(),
-                self.core.tools.specs(),
-                inv.cx.invocation_state.clone(),
+                self.agent.history.conv().snapshot(),
+                self.agent.core.tools.specs(),
+                self.inv.cx.invocation_state.clone(),
             );
-            request.system_prompt = self.core.system_prompt.clone();
-            request.tool_choice = self.core.config.tool_choice.clone();
-            request.config = self.core.config.inference.clone();
+            request.system_prompt = self.agent.core.system_prompt.clone();
+            request.tool_choice = self.agent.core.config.tool_choice.clone();
+            request.config = self.agent.core.config.inference.clone();
             request
         };
-        if !self.core.hooks.has::<BeforeModelCallEvent>() {
+        if !self.agent.core.hooks.has::<BeforeModelCallEvent>() {
             return Ok(Request::Send(request));
         }
         // The event's pass in a block, for the same reason: the event is not carried while
         // its guidance is stored.
         let (mut verdict, guidance) = {
-            let mut ev = BeforeModelCallEvent::new(inv.cx.clone(), request)
+            let mut ev = BeforeModelCallEvent::new(self.inv.cx.clone(), request)
                 .with_model_call_index(index)
-                .with_answers(inv.answers.clone());
-            if inv.run.resumes_held_call() {
+                .with_answers(self.inv.answers.clone());
+            if self.inv.run.resumes_held_call() {
                 ev = ev.as_resume();
             }
-            let dispatched = self.core.hooks.dispatch(&mut ev).await;
-            inv.record(ev.take_decisions(), sink);
+            let dispatched = self.agent.core.hooks.dispatch(&mut ev).await;
+            self.record(ev.take_decisions());
             dispatched?;
             let guidance = ev.take_guidance();
             // A held call stores nothing: its guidance comes again with the resumed pass.
@@ -190,9 +177,10 @@ impl Agent {
             (ev.into_verdict(), if held { Vec::new() } else { guidance })
         };
         if !guidance.is_empty() {
-            let to = listeners(&self.core.hooks, inv, sink);
+            let to = listeners(&self.agent.core.hooks, self.inv, self.sink);
             for g in &guidance {
-                self.history
+                self.agent
+                    .history
                     .append_user(vec![ContentBlock::Text(g.clone())], &to)
                     .await?;
             }
@@ -212,6 +200,137 @@ impl Agent {
         })
     }
 
+    /// AfterModelCall: the hooks' verdict on the call, with its decisions recorded.
+    ///
+    /// The call is taken apart and the event made before the future: an `async fn` keeps its
+    /// parameters for the whole of its future, and the future only holds the event.
+    #[inline]
+    pub(super) fn after_model_call(
+        &mut self,
+        called: Called,
+        index: u32,
+    ) -> impl Future<Output = Result<Fed, Error>> + Send + '_ {
+        self.inv.discarded_by = None;
+        let (outcome, withheld) = match called {
+            Called::Done(outcome) => (outcome, None),
+            Called::Withheld {
+                response,
+                text,
+                handler,
+            } => {
+                self.inv.discarded_by = handler;
+                (Ok(response), Some(text))
+            }
+        };
+        if !self.agent.core.hooks.has::<AfterModelCallEvent>() {
+            return Either::Left(std::future::ready(Ok(Fed::ModelCalled(
+                match (outcome, withheld) {
+                    (_, Some(text)) => ModelCallVerdict::Withhold { text },
+                    (Ok(response), None) => ModelCallVerdict::Accept {
+                        response,
+                        edited: false,
+                    },
+                    (Err(error), None) => ModelCallVerdict::Failed(error),
+                },
+            ))));
+        }
+        let (retried, max) = self.inv.run.hook_retries();
+        let mut ev = AfterModelCallEvent::new(self.inv.cx.clone(), outcome)
+            .with_model_call_index(index)
+            .with_answers(self.inv.answers.clone())
+            .with_retries(retried, max);
+        // Plain hooks see a response the stream guard withheld as withheld (interventions do
+        // not run on it: it is settled).
+        if let Some(text) = withheld {
+            ev.withhold(text);
+        }
+        Either::Right(async move {
+            if let Err(e) = self.agent.core.hooks.dispatch(&mut ev).await {
+                self.record(ev.take_decisions());
+                return Err(e);
+            }
+            let mut decisions = ev.take_decisions();
+            if ev.retry
+                && ev.withheld().is_none()
+                && ev.error().is_none()
+                && self.inv.run.escalates_retry()
+            {
+                decisions.push(escalate(&mut ev, max));
+                // The guidance that did not take is not injected: a human decides instead.
+                for d in &mut decisions {
+                    if d.action == DecisionAction::Guide && d.outcome == DecisionOutcome::Applied {
+                        d.outcome = DecisionOutcome::Overridden;
+                    }
+                }
+            }
+            let verdict = ev.into_verdict();
+            self.inv.run.settle_decisions(&verdict, &mut decisions);
+            let decided = decisions
+                .iter()
+                .find(|d| {
+                    d.outcome == DecisionOutcome::Applied
+                        && matches!(d.action, DecisionAction::Deny | DecisionAction::Guide)
+                })
+                .map(|d| d.handler.clone());
+            if decided.is_some() {
+                self.inv.discarded_by = decided;
+            }
+            self.record(decisions);
+            Ok(Fed::ModelCalled(verdict))
+        })
+    }
+
+    /// Stores guidance before the model is called again.
+    pub(super) async fn store_guidance(&mut self, guidance: Vec<String>) -> Result<Fed, Error> {
+        let to = listeners(&self.agent.core.hooks, self.inv, self.sink);
+        for g in guidance {
+            self.agent
+                .history
+                .append_user(vec![ContentBlock::Text(g)], &to)
+                .await?;
+        }
+        Ok(Fed::Done)
+    }
+
+    /// Stores a stand-in reply (a withheld response, the retry limit) that ends the turn.
+    pub(super) async fn end_turn(
+        &mut self,
+        text: String,
+        record: Option<Box<DecisionRecord>>,
+    ) -> Result<Fed, Error> {
+        self.record(record.into_iter().map(|r| *r).collect());
+        let message = Message::assistant(text);
+        let to = listeners(&self.agent.core.hooks, self.inv, self.sink);
+        self.agent.history.add(message.clone(), &to).await?;
+        Ok(Fed::EndedTurn(message))
+    }
+
+    /// Stores the accepted response; the stream learns that the deltas it showed stand (or were
+    /// rewritten).
+    pub(super) async fn accept(
+        &mut self,
+        response: ModelResponse,
+        edited: bool,
+    ) -> Result<Fed, Error> {
+        self.sink.verdict(true);
+        if edited {
+            self.sink.emit(|| AgentEvent::ResponseReplaced {
+                message: response.message.clone(),
+            });
+        }
+        let has_tool_use = response.message.has_tool_use();
+        let to = listeners(&self.agent.core.hooks, self.inv, self.sink);
+        let index = self.agent.history.add(response.message, &to).await?;
+        Ok(Fed::Accepted {
+            index,
+            stop_reason: response.stop_reason,
+            has_tool_use,
+            invalid_inputs: response.invalid_tool_inputs,
+        })
+    }
+}
+
+impl Agent {
     /// Calls the model and assembles its stream, streaming deltas to the caller as they come —
     /// through the stream guard when something subscribes to `ModelOutput`. `Err` is a failed
     /// guard (the model's own errors are in [`Called::Done`]).
@@ -394,150 +513,11 @@ impl Agent {
         called
     }
 
-    /// AfterModelCall: the hooks' verdict on the call, with its decisions recorded.
-    ///
-    /// The call is taken apart and the event made before the future: an `async fn` keeps its
-    /// parameters for the whole of its future, and the future only holds the event.
-    #[inline]
-    pub(super) fn after_model_call<'a>(
-        &'a self,
-        inv: &'a mut Invocation,
-        called: Called,
-        index: u32,
-        sink: &'a Sink,
-    ) -> impl Future<Output = Result<Fed, Error>> + Send + 'a {
-        inv.discarded_by = None;
-        let (outcome, withheld) = match called {
-            Called::Done(outcome) => (outcome, None),
-            Called::Withheld {
-                response,
-                text,
-                handler,
-            } => {
-                inv.discarded_by = handler;
-                (Ok(response), Some(text))
-            }
-        };
-        if !self.core.hooks.has::<AfterModelCallEvent>() {
-            return Either::Left(std::future::ready(Ok(Fed::ModelCalled(
-                match (outcome, withheld) {
-                    (_, Some(text)) => ModelCallVerdict::Withhold { text },
-                    (Ok(response), None) => ModelCallVerdict::Accept {
-                        response,
-                        edited: false,
-                    },
-                    (Err(error), None) => ModelCallVerdict::Failed(error),
-                },
-            ))));
-        }
-        let (retried, max) = inv.run.hook_retries();
-        let mut ev = AfterModelCallEvent::new(inv.cx.clone(), outcome)
-            .with_model_call_index(index)
-            .with_answers(inv.answers.clone())
-            .with_retries(retried, max);
-        // Plain hooks see a response the stream guard withheld as withheld (interventions do
-        // not run on it: it is settled).
-        if let Some(text) = withheld {
-            ev.withhold(text);
-        }
-        Either::Right(async move {
-            if let Err(e) = self.core.hooks.dispatch(&mut ev).await {
-                inv.record(ev.take_decisions(), sink);
-                return Err(e);
-            }
-            let mut decisions = ev.take_decisions();
-            if ev.retry
-                && ev.withheld().is_none()
-                && ev.error().is_none()
-                && inv.run.escalates_retry()
-            {
-                decisions.push(escalate(&mut ev, max));
-                // The guidance that did not take is not injected: a human decides instead.
-                for d in &mut decisions {
-                    if d.action == DecisionAction::Guide && d.outcome == DecisionOutcome::Applied {
-                        d.outcome = DecisionOutcome::Overridden;
-                    }
-                }
-            }
-            let verdict = ev.into_verdict();
-            inv.run.settle_decisions(&verdict, &mut decisions);
-            let decided = decisions
-                .iter()
-                .find(|d| {
-                    d.outcome == DecisionOutcome::Applied
-                        && matches!(d.action, DecisionAction::Deny | DecisionAction::Guide)
-                })
-                .map(|d| d.handler.clone());
-            if decided.is_some() {
-                inv.discarded_by = decided;
-            }
-            inv.record(decisions, sink);
-            Ok(Fed::ModelCalled(verdict))
-        })
-    }
-
-    /// Stores guidance before the model is called again.
-    pub(super) async fn store_guidance(
-        &mut self,
-        inv: &Invocation,
-        guidance: Vec<String>,
-        sink: &Sink,
-    ) -> Result<Fed, Error> {
-        let to = listeners(&self.core.hooks, inv, sink);
-        for g in guidance {
-            self.history
-                .append_user(vec![ContentBlock::Text(g)], &to)
-                .await?;
-        }
-        Ok(Fed::Done)
-    }
-
     /// After a context overflow: whether the conversation manager could shrink the history.
     pub(super) fn reduce_context(&mut self, error: ModelError) -> Fed {
         let mut edit = HistoryEdit::new(self.history.conv_mut());
         let reduced = self.manager.reduce_on_overflow(&mut edit);
         Fed::Reduced { reduced, error }
-    }
-
-    /// Stores a stand-in reply (a withheld response, the retry limit) that ends the turn.
-    pub(super) async fn end_turn(
-        &mut self,
-        inv: &mut Invocation,
-        text: String,
-        record: Option<Box<DecisionRecord>>,
-        sink: &Sink,
-    ) -> Result<Fed, Error> {
-        inv.record(record.into_iter().map(|r| *r).collect(), sink);
-        let message = Message::assistant(text);
-        let to = listeners(&self.core.hooks, inv, sink);
-        self.history.add(message.clone(), &to).await?;
-        Ok(Fed::EndedTurn(message))
-    }
-
-    /// Stores the accepted response; the stream learns that the deltas it showed stand (or were
-    /// rewritten).
-    pub(super) async fn accept(
-        &mut self,
-        inv: &Invocation,
-        response: ModelResponse,
-        edited: bool,
-        sink: &Sink,
-    ) -> Result<Fed, Error> {
-        sink.verdict(true);
-        if edited {
-            sink.emit(|| AgentEvent::ResponseReplaced {
-                message: response.message.clone(),
-            });
-        }
-        let has_tool_use = response.message.has_tool_use();
-        let to = listeners(&self.core.hooks, inv, sink);
-        let index = self.history.add(response.message, &to).await?;
-        Ok(Fed::Accepted {
-            index,
-            stop_reason: response.stop_reason,
-            has_tool_use,
-            invalid_inputs: response.invalid_tool_inputs,
-        })
     }
 }
 

@@ -19,11 +19,10 @@ use serde_json::Value;
 
 use super::machine::{Fed, RETRY_LIMIT, Resume, Run, ToolPhase};
 use super::model::Called;
-use super::{Invocation, listeners};
+use super::{Driver, Invocation, listeners};
 use crate::agent::{Agent, Input, OnRetryLimit};
 use crate::checkpoint::{Pause, PausedRun, PendingInterrupt, ResponsePause};
 use crate::history::TOOL_CANCELLED;
-use crate::stream::Sink;
 
 impl Agent {
     /// Input errors, before anything fires: answers without pending interrupts, for unknown
@@ -116,34 +115,32 @@ impl Agent {
         });
         (inv, span)
     }
+}
 
+impl Driver<'_> {
     /// BeforeInvocation on the input, then the input is stored (unless denied or held).
-    pub(super) async fn admit_input(
-        &mut self,
-        inv: &mut Invocation,
-        mut messages: Vec<Message>,
-        sink: &Sink,
-    ) -> Result<Fed, Error> {
+    pub(super) async fn admit_input(&mut self, mut messages: Vec<Message>) -> Result<Fed, Error> {
         // A stream dropped mid-run (its future dropped during the tool phase) leaves tool uses
         // without results: answer them first, through the message path.
-        if self.pending.is_none() {
-            let to = listeners(&self.core.hooks, inv, sink);
-            self.history
+        if self.agent.pending.is_none() {
+            let to = listeners(&self.agent.core.hooks, self.inv, self.sink);
+            self.agent
+                .history
                 .close_open_tool_uses(&[], TOOL_CANCELLED, &to)
                 .await?;
         }
-        if self.core.hooks.has::<BeforeInvocationEvent>() {
+        if self.agent.core.hooks.has::<BeforeInvocationEvent>() {
             let mut ev = BeforeInvocationEvent::new(
-                inv.cx.clone(),
+                self.inv.cx.clone(),
                 messages,
-                self.history.conv().snapshot(),
+                self.agent.history.conv().snapshot(),
             );
-            if inv.run.is_resume() {
-                ev = ev.as_resume().with_answers(inv.answers.clone());
+            if self.inv.run.is_resume() {
+                ev = ev.as_resume().with_answers(self.inv.answers.clone());
             }
-            let dispatched = self.core.hooks.dispatch(&mut ev).await;
+            let dispatched = self.agent.core.hooks.dispatch(&mut ev).await;
             // Decisions (a handler error among them) are recorded even when the dispatch fails.
-            inv.record(ev.take_decisions(), sink);
+            self.record(ev.take_decisions());
             dispatched?;
             messages = match ev.into_verdict() {
                 InputVerdict::Admit(messages) => messages,
@@ -160,42 +157,37 @@ impl Agent {
                 }
             };
         }
-        let to = listeners(&self.core.hooks, inv, sink);
-        self.history.add_all(messages, &to).await?;
+        let to = listeners(&self.agent.core.hooks, self.inv, self.sink);
+        self.agent.history.add_all(messages, &to).await?;
         Ok(Fed::Done)
     }
 
     /// A resume: takes the paused run with the caller's answers (checked, bound to what they
     /// answer, edits applied) and goes on from where it stopped — the one way a paused run
     /// goes on.
-    pub(super) async fn resume(
-        &mut self,
-        inv: &mut Invocation,
-        responses: Vec<InterruptResponse>,
-        sink: &Sink,
-    ) -> Result<Fed, Error> {
-        let resumed = self.take_paused(inv, responses)?;
+    pub(super) async fn resume(&mut self, responses: Vec<InterruptResponse>) -> Result<Fed, Error> {
+        let resumed = self.take_paused(responses)?;
         // The paused run is consumed by the resume.
-        self.session_sync().await?;
+        self.agent.session_sync().await?;
         let fed = match resumed.at {
-            Pause::Input { messages } => self.admit_input(inv, messages, sink).await,
+            Pause::Input { messages } => self.admit_input(messages).await,
             Pause::Request {
                 model_call_index, ..
-            } => self.model_call(inv, model_call_index, sink).await,
+            } => self.model_call(model_call_index).await,
             Pause::Response(held) => {
                 let edited = resumed.response_edited;
-                self.resume_response(inv, *held, &resumed.interrupts, edited, sink)
+                self.resume_response(*held, &resumed.interrupts, edited)
                     .await
             }
             Pause::Tools(_) => {
                 // The tool cycle keeps the answers until it completes (`settle_tool_phase`).
-                inv.tool_phase = resumed.tool_phase;
-                return self.tool_phase(inv, &[], sink).await;
+                self.inv.tool_phase = resumed.tool_phase;
+                return self.tool_phase(&[]).await;
             }
         };
         // The answers were for this pass only (a later call of this invocation has the same
         // index, so an answer must not carry over to it).
-        inv.answers = InterruptAnswers::default();
+        self.inv.answers = InterruptAnswers::default();
         fed
     }
 
@@ -203,11 +195,9 @@ impl Agent {
     /// the response's new text); the model is not called again.
     async fn resume_response(
         &mut self,
-        inv: &mut Invocation,
         held: ResponsePause,
         interrupts: &[PendingInterrupt],
         edited_response: bool,
-        sink: &Sink,
     ) -> Result<Fed, Error> {
         let mut response = ModelResponse::new(held.message, held.stop_reason);
         response.usage = held.usage;
@@ -218,7 +208,8 @@ impl Agent {
             .map(|p| &p.interrupt)
             .find(|i| i.name == RETRY_LIMIT)
             .and_then(|i| {
-                let answer = inv
+                let answer = self
+                    .inv
                     .answers
                     .get_bound(&i.id, &response.message.fingerprint())?;
                 Some((i, answer.clone()))
@@ -238,7 +229,7 @@ impl Agent {
                 answer,
                 AnswerSource::Resume,
             ));
-            inv.record(vec![record], sink);
+            self.record(vec![record]);
             let verdict = if approved {
                 let edited = edited_response;
                 ModelCallVerdict::Accept { response, edited }
@@ -249,30 +240,30 @@ impl Agent {
             };
             return Ok(Fed::ModelCalled(verdict));
         }
-        self.after_model_call(inv, Called::Done(Ok(response)), held.model_call_index, sink)
+        self.after_model_call(Called::Done(Ok(response)), held.model_call_index)
             .await
     }
 
     /// Takes the paused run, recording the caller's answers (with the fingerprints of what
-    /// they answer) in `inv`; a paused tool phase is set up to run again. A bad answer, or a
+    /// they answer) in the invocation; a paused tool phase is set up to run again. A bad answer, or a
     /// tool phase whose message is no longer in history, changes nothing: the run stays
     /// paused.
-    fn take_paused(
-        &mut self,
-        inv: &mut Invocation,
-        responses: Vec<InterruptResponse>,
-    ) -> Result<Resumed, Error> {
-        let mut paused = self.pending.take().ok_or(Error::NoPendingInterrupts)?;
-        let edits = match self.record_answers(&mut paused, responses) {
+    fn take_paused(&mut self, responses: Vec<InterruptResponse>) -> Result<Resumed, Error> {
+        let mut paused = self
+            .agent
+            .pending
+            .take()
+            .ok_or(Error::NoPendingInterrupts)?;
+        let edits = match self.agent.record_answers(&mut paused, responses) {
             Ok(edits) => edits,
             Err(e) => {
-                self.pending = Some(paused);
+                self.agent.pending = Some(paused);
                 return Err(e);
             }
         };
         let tool_phase = match &mut paused.at {
             Pause::Tools(t) => {
-                let conv = self.history.conv();
+                let conv = self.agent.history.conv();
                 let idx = conv
                     .ids()
                     .iter()
@@ -281,11 +272,12 @@ impl Agent {
                     .or_else(|| conv.messages().iter().rposition(|m| *m == t.message));
                 let Some(idx) = idx else {
                     // Kept: the interrupts stay answerable once history is set right.
-                    self.pending = Some(paused);
+                    self.agent.pending = Some(paused);
                     return Err(Error::PendingMessageMissing);
                 };
-                inv.handoff = t.handoff.take();
+                self.inv.handoff = t.handoff.take();
                 let phase = self
+                    .agent
                     .tool_phase_of(
                         idx,
                         t.model_call_index,
@@ -304,7 +296,7 @@ impl Agent {
             answers,
             ..
         } = *paused;
-        inv.answers = InterruptAnswers::new(answers.into_iter().collect::<HashMap<_, _>>());
+        self.inv.answers = InterruptAnswers::new(answers.into_iter().collect::<HashMap<_, _>>());
         Ok(Resumed {
             at,
             interrupts,
@@ -312,7 +304,9 @@ impl Agent {
             response_edited: edits.response,
         })
     }
+}
 
+impl Agent {
     /// Records the caller's answers in `paused`, bound to the fingerprints of what they answer.
     /// Answers are checked first — one shaped like an approval but not one, or a bad edit, is
     /// `InvalidAnswer` and `paused` is left as it was — then edits are applied: a held input,

@@ -23,11 +23,11 @@ use rein_core::{
 use rein_hooks::HookRegistry;
 
 use super::machine::{Fed, PhaseEnd, ToolPhase, ToolRetries, ToolsEnd, retry_limit_record};
-use super::{Invocation, listeners};
+use super::{Driver, Invocation, listeners};
 use crate::agent::Agent;
-use crate::agent_tool::{AgentTool, ParentLink, SubAgentPaused};
+use crate::agent_tool::{ParentLink, RunsAgent, SubAgentPaused};
 use crate::checkpoint::{Checkpoint, Pause, PendingHandoff, PendingInterrupt, ToolsPause};
-use crate::handoff::TransferTool;
+use crate::handoff::HandoffTo;
 use crate::history::TOOL_INTERRUPTED;
 use crate::journal::ToolCallEnd;
 use crate::stream::{AgentEvent, Sink};
@@ -50,33 +50,29 @@ impl Agent {
             .flat_map(Message::tool_uses);
         ToolPhase::new(index, model_call_index, tool_uses, completed, held)
     }
+}
 
-    /// Runs the tool uses of the phase under way (`inv.tool_phase`) still without a result;
+impl Driver<'_> {
+    /// Runs the tool uses of the phase under way (`self.inv.tool_phase`) still without a result;
     /// stores their results, or pauses on the interrupts raised.
     pub(super) async fn tool_phase(
         &mut self,
-        inv: &mut Invocation,
         invalid_inputs: &[(String, String)],
-        sink: &Sink,
     ) -> Result<Fed, Error> {
         // Two futures one after the other: what running the tools needs is not carried while
         // their results are stored, nor the other way round.
-        let index = self.run_tools(inv, invalid_inputs, sink).await?;
-        self.settle_tool_phase(inv, index, sink).await
+        let index = self.run_tools(invalid_inputs).await?;
+        self.settle_tool_phase(index).await
     }
 
     /// Runs the phase's open tool uses; returns the index of their assistant message.
-    async fn run_tools(
-        &mut self,
-        inv: &mut Invocation,
-        invalid_inputs: &[(String, String)],
-        sink: &Sink,
-    ) -> Result<usize, Error> {
+    async fn run_tools(&mut self, invalid_inputs: &[(String, String)]) -> Result<usize, Error> {
         let (Some(phase), Some(assistant)) = (
-            inv.tool_phase.as_ref(),
-            inv.tool_phase
+            self.inv.tool_phase.as_ref(),
+            self.inv
+                .tool_phase
                 .as_ref()
-                .and_then(|p| self.history.conv().get(p.index)),
+                .and_then(|p| self.agent.history.conv().get(p.index)),
         ) else {
             return Err(Error::Internal("a tool phase on a message not in history"));
         };
@@ -90,7 +86,7 @@ impl Agent {
         // A result held for an answer goes through AfterToolCall again; its tool does not run.
         // A tool use a human edited when approving runs as edited.
         // An interrupted tool resumes from the state it saved.
-        let todo: Vec<(usize, ToolUse, Option<Box<Carried>>)> = match inv.tool_phase.as_mut() {
+        let todo: Vec<(usize, ToolUse, Option<Box<Carried>>)> = match self.inv.tool_phase.as_mut() {
             Some(phase) => open
                 .into_iter()
                 .map(|(i, u)| {
@@ -114,26 +110,30 @@ impl Agent {
                 .find(|(i, _)| i == id)
                 .map(|(_, e)| e.as_str())
         };
-        let answers = inv.answers.clone();
-        let cx = inv.cx.clone();
-        let model_call_index = inv.tool_phase.as_ref().map_or(0, |p| p.model_call_index);
-        let max_handoffs = inv.max_handoffs;
-        let span = inv.span.clone();
+        let answers = self.inv.answers.clone();
+        let cx = self.inv.cx.clone();
+        let model_call_index = self
+            .inv
+            .tool_phase
+            .as_ref()
+            .map_or(0, |p| p.model_call_index);
+        let max_handoffs = self.inv.max_handoffs;
+        let span = self.inv.span.clone();
         let run = ToolRun {
-            tools: &self.core.tools,
-            hooks: &self.core.hooks,
+            tools: &self.agent.core.tools,
+            hooks: &self.agent.core.hooks,
             cx: &cx,
             answers: &answers,
-            agent_state: &self.state,
-            sink,
+            agent_state: &self.agent.state,
+            sink: self.sink,
             model_call_index,
-            max_hook_retries: self.core.config.max_hook_retries,
-            journal: inv.journal.clone(),
+            max_hook_retries: self.agent.core.config.max_hook_retries,
+            journal: self.inv.journal.clone(),
             handoff: Mutex::new(HandoffClaim {
-                asked: inv.handoff.take(),
+                asked: self.inv.handoff.take(),
                 left: usize::try_from(max_handoffs)
                     .unwrap_or(usize::MAX)
-                    .saturating_sub(inv.handoffs.len()),
+                    .saturating_sub(self.inv.handoffs.len()),
                 max: max_handoffs,
             }),
             invocation: &span,
@@ -141,7 +141,7 @@ impl Agent {
         // Journaled calls go one after another: the journal's order must not depend on timing.
         let executor = match &run.journal {
             Some(_) => ToolExecutor::Sequential,
-            None => self.core.config.executor,
+            None => self.agent.core.config.executor,
         };
         match executor {
             ToolExecutor::Sequential => {
@@ -163,7 +163,7 @@ impl Agent {
                     // its model should not carry a tool call's state.
                     let out = crate::telemetry::in_span!(&span.span, Box::pin(call));
                     span.close(out.as_ref());
-                    if inv.settle_tool(i, out?, sink) {
+                    if self.inv.settle_tool(i, out?, self.sink) {
                         break;
                     }
                 }
@@ -185,12 +185,12 @@ impl Agent {
                     })
                     .buffer_unordered(max.max(1));
                 while let Some((i, outcome)) = results.next().await {
-                    inv.settle_tool(i, outcome?, sink);
+                    self.inv.settle_tool(i, outcome?, self.sink);
                 }
             }
         }
         // Carried out at the turn boundary (or kept with the pause).
-        inv.handoff = run
+        self.inv.handoff = run
             .handoff
             .into_inner()
             .unwrap_or_else(PoisonError::into_inner)
@@ -199,23 +199,19 @@ impl Agent {
     }
 
     /// Stores the results of the phase's tool uses, or pauses it on their interrupts.
-    async fn settle_tool_phase(
-        &mut self,
-        inv: &mut Invocation,
-        index: usize,
-        sink: &Sink,
-    ) -> Result<Fed, Error> {
+    async fn settle_tool_phase(&mut self, index: usize) -> Result<Fed, Error> {
         // The phase is used up in a block: a borrowed local is carried across every await
         // that follows, and only its end is needed after the rewrites are stored.
         let (model_call_index, end) = {
-            let mut phase = inv.tool_phase.take().unwrap_or_default();
+            let mut phase = self.inv.tool_phase.take().unwrap_or_default();
             // Tool-use rewrites (hooks, transforms) are committed to the stored message.
             let rewrites = phase.take_rewrites();
-            let to = listeners(&self.core.hooks, inv, sink);
-            self.history
+            let to = listeners(&self.agent.core.hooks, self.inv, self.sink);
+            self.agent
+                .history
                 .rewrite_tool_uses(index, &rewrites, &to)
                 .await?;
-            match self.history.conv().get(index) {
+            match self.agent.history.conv().get(index) {
                 Some(assistant) => (
                     phase.model_call_index,
                     phase.end(assistant, TOOL_INTERRUPTED),
@@ -231,6 +227,7 @@ impl Agent {
                 children,
             } => {
                 let assistant = self
+                    .agent
                     .history
                     .conv()
                     .get(index)
@@ -238,28 +235,28 @@ impl Agent {
                     .unwrap_or_else(|| Message::new(Role::Assistant, Vec::new()));
                 let wire = interrupts.iter().map(|p| p.interrupt.clone()).collect();
                 let at = Pause::Tools(Box::new(ToolsPause {
-                    message_id: self.history.conv().id(index),
+                    message_id: self.agent.history.conv().id(index),
                     message: assistant.clone(),
                     model_call_index,
                     completed,
                     held,
                     children,
-                    handoff: inv.handoff.take(),
+                    handoff: self.inv.handoff.take(),
                 }));
-                self.pending = Some(Box::new(inv.pause(at, interrupts)));
-                self.session_sync().await?;
+                self.agent.pending = Some(Box::new(self.inv.pause(at, interrupts)));
+                self.agent.session_sync().await?;
                 Ok(Fed::ToolsDone(ToolsEnd::Interrupted {
                     message: assistant,
                     interrupts: wire,
                 }))
             }
             PhaseEnd::Completed(blocks) => {
-                let to = listeners(&self.core.hooks, inv, sink);
-                self.history.append_user(blocks, &to).await?;
+                let to = listeners(&self.agent.core.hooks, self.inv, self.sink);
+                self.agent.history.append_user(blocks, &to).await?;
                 // Answers are cleared once the tool cycle completes.
-                inv.answers = InterruptAnswers::default();
+                self.inv.answers = InterruptAnswers::default();
                 Ok(Fed::ToolsDone(ToolsEnd::Completed {
-                    cancel_requested: self.cancel.after_tools_requested(),
+                    cancel_requested: self.agent.cancel.after_tools_requested(),
                 }))
             }
         }
@@ -638,7 +635,7 @@ impl ToolRun<'_> {
         self.sink.emit(|| AgentEvent::ToolCallStarted {
             tool_use: tool_use.clone(),
         });
-        if let Some(transfer) = tool.downcast_ref::<TransferTool>() {
+        if let Some(transfer) = tool.capability::<HandoffTo>() {
             let claimed = self
                 .handoff
                 .lock()
@@ -657,7 +654,7 @@ impl ToolRun<'_> {
             self.answers.clone(),
         );
         // An agent running as this tool finds its parent's run here (and its saved state).
-        let linked = outcome.sub_run.is_some() || tool.downcast_ref::<AgentTool>().is_some();
+        let linked = outcome.sub_run.is_some() || tool.capability::<RunsAgent>().is_some();
         let link = linked.then(|| {
             let resume = outcome.sub_run.as_mut().and_then(|s| s.resume.take());
             let journal = self.journal.clone();
