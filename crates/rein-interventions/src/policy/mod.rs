@@ -34,6 +34,7 @@
 //! See `docs/policies.md` in the repository for every kind.
 
 mod config;
+pub(crate) mod decide;
 mod error;
 pub(crate) mod handler;
 mod load;

@@ -22,6 +22,11 @@ use crate::policy::{
     MaxModelCalls, MaxToolCalls, Policy, Redact, RedactStream, RequireFields,
 };
 use crate::testing::StreamedText;
+use rein_core::{
+    ContentBlock, Message,
+    event::{AfterModelCallEvent, AfterToolCallEvent, BeforeInvocationEvent, BeforeToolCallEvent},
+    message::ToolResultContent,
+};
 
 fn hooks(handlers: Vec<PolicyHandler>) -> HookRegistry {
     InterventionRegistry::new(
