@@ -71,7 +71,7 @@ pub use rein_core::{
         ReasoningContent, ReasoningText, Role, ToolResult, ToolResultContent, ToolResultStatus,
         ToolUse,
     },
-    request::{InferenceConfig, ModelRequest, ToolChoice},
+    request::{CachePoints, InferenceConfig, ModelRequest, ToolChoice},
     stream::{
         BlockDelta, BlockStart, ModelResponse, StopReason, StreamAssembler, StreamEvent,
         StreamMetrics, Usage,
