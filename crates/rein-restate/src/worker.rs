@@ -29,12 +29,13 @@ use crate::object::{Factory, endpoint};
 ///
 /// ```no_run
 /// use rein_agent::Agent;
-/// use rein_models::ScriptedModel;
+/// use rein_models::{ConversationModel, ScriptedResponse};
 /// use rein_restate::{Refusal, Worker};
 ///
 /// # async fn run() -> Result<(), rein_restate::Error> {
 /// let worker = Worker::new(|_session: &str| {
-///     Ok(Agent::builder().model(ScriptedModel::repeating_text("Hello.")))
+///     // Answers from the conversation alone: the factory runs for every invocation.
+///     Ok(Agent::builder().model(ConversationModel::new([ScriptedResponse::new().text("Hello.")])))
 /// })
 /// // Restate's public request-identity key (it logs it at start).
 /// .identity_key("publickeyv1_w7YHemBctH5Ck2nQRQ47iBBqhNHy4FV7t2Usbye2A6f")
@@ -277,7 +278,7 @@ pub async fn register(admin_url: &str, deployment_url: &str) -> Result<(), Error
         .body(body.to_string())
         .send()
         .await
-        .map_err(|e| Error::Unreachable(e.without_url().to_string()))?;
+        .map_err(Error::unreachable)?;
     let status = response.status().as_u16();
     if status >= 300 {
         let message = response.text().await.unwrap_or_default();
