@@ -123,34 +123,14 @@ impl Interrupt {
         prompt_text(&self.reason)
     }
 
-    /// Whether the interrupt is answered with an [`Approval`]: an intervention `Confirm` (its
-    /// id is `v1:<lifecycle point>:...`, see [`EventKind::interrupt_id`]) or any interrupt
-    /// bound to an action (it has a fingerprint). Other interrupts (a tool's or a hook's own
-    /// question) take any JSON. Answers from another process to one that does go through
-    /// [`Approval::from_wire`].
-    ///
-    /// [`EventKind::interrupt_id`]: crate::audit::EventKind::interrupt_id
+    /// Whether the interrupt is answered with an [`Approval`]: it is bound to an action (it
+    /// has a fingerprint: every intervention `Confirm`, a sub-agent's Confirm raised at its
+    /// parent, a hook's interrupt bound with [`with_fingerprint`](Self::with_fingerprint)).
+    /// Other interrupts — a tool's or a hook's own question, a Confirm stored by a release
+    /// before fingerprints — take any JSON. Answers from another process to one that does go
+    /// through [`Approval::from_wire`].
     pub fn takes_an_approval(&self) -> bool {
-        self.fingerprint.is_some() || self.confirm_point().is_some()
-    }
-
-    /// The lifecycle point of an intervention `Confirm`'s interrupt (`before_tool_call`...),
-    /// read from the id [`EventKind::interrupt_id`](crate::audit::EventKind::interrupt_id)
-    /// made; `None` for other interrupts.
-    pub fn confirm_point(&self) -> Option<&'static str> {
-        use crate::audit::EventKind;
-        let point = self.id.strip_prefix("v1:")?.split(':').next()?;
-        [
-            EventKind::BeforeInvocation,
-            EventKind::BeforeModelCall,
-            EventKind::AfterModelCall,
-            EventKind::ModelOutput,
-            EventKind::BeforeToolCall,
-            EventKind::AfterToolCall,
-        ]
-        .into_iter()
-        .map(EventKind::as_str)
-        .find(|p| *p == point)
+        self.fingerprint.is_some()
     }
 
     /// Records the tool use the interrupt is about.
@@ -533,13 +513,14 @@ mod tests {
     }
 
     #[test]
-    fn confirms_and_bound_interrupts_take_approvals() {
-        let confirm = crate::audit::EventKind::AfterToolCall.interrupt_id("t1", "guard");
-        let confirm = Interrupt::new(confirm, "guard", "ok?");
-        assert_eq!(confirm.confirm_point(), Some("after_tool_call"));
+    fn bound_interrupts_take_approvals() {
+        let id = crate::audit::EventKind::AfterToolCall.interrupt_id("t1", "guard");
+        let confirm = Interrupt::new(id.clone(), "guard", "ok?").with_fingerprint("f");
         assert!(confirm.takes_an_approval());
+        // A hook's own question on the same event (same id shape, no fingerprint) takes any
+        // JSON: its hook reads the answer.
+        assert!(!Interrupt::new(id, "ask", "Count?").takes_an_approval());
         let tools_own = Interrupt::new("v1:tool_call:t1:x", "ask", "Which city?");
-        assert_eq!(tools_own.confirm_point(), None);
         assert!(!tools_own.takes_an_approval());
         assert!(tools_own.with_fingerprint("f").takes_an_approval());
     }
