@@ -37,6 +37,7 @@
 
 mod caller;
 mod client;
+mod drain;
 mod error;
 mod inbox;
 mod object;

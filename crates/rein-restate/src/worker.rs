@@ -17,6 +17,7 @@ use tokio::net::TcpListener;
 
 use crate::Error;
 use crate::caller::{Authenticate, Caller, Callers, Refusal};
+use crate::drain::{InFlight, Tracked};
 use crate::object::{Factory, endpoint};
 
 /// Serves a session's agent to Restate: Restate calls the worker for every step of every
@@ -185,7 +186,10 @@ impl Worker {
         let listener = TcpListener::from_std(socket.into())?;
         Ok(BoundWorker {
             listener,
-            endpoint: HyperEndpoint::new(endpoint(builder, self.factory, callers)),
+            service: Tracked {
+                endpoint: HyperEndpoint::new(endpoint(builder, self.factory, callers)),
+                in_flight: InFlight::default(),
+            },
             grace: self.grace,
         })
     }
@@ -194,7 +198,7 @@ impl Worker {
 /// A worker listening, not yet serving.
 pub struct BoundWorker {
     listener: TcpListener,
-    endpoint: HyperEndpoint,
+    service: Tracked,
     grace: Duration,
 }
 
@@ -205,7 +209,9 @@ impl BoundWorker {
     }
 
     /// Serves until `shutdown` completes, then stops accepting and lets the runs in progress
-    /// finish (up to the grace period).
+    /// finish (up to the grace period) before it closes the connections: new runs meanwhile
+    /// are refused (503; Restate retries them on another worker), the calls the runs in
+    /// progress make are served.
     pub async fn serve(self, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
         let graceful = GracefulShutdown::new();
         let builder = auto::Builder::new(TokioExecutor::new());
@@ -226,7 +232,7 @@ impl BoundWorker {
             // Restate's short steps are small writes: without this each waits for a delayed ACK
             // (≈40 ms).
             let _ = stream.set_nodelay(true);
-            let conn = builder.serve_connection(TokioIo::new(stream), self.endpoint.clone());
+            let conn = builder.serve_connection(TokioIo::new(stream), self.service.clone());
             let conn = graceful.watch(conn.into_owned());
             tokio::spawn(async move {
                 if let Err(e) = conn.await {
@@ -235,9 +241,15 @@ impl BoundWorker {
             });
         }
         drop(self.listener);
-        if tokio::time::timeout(self.grace, graceful.shutdown())
-            .await
-            .is_err()
+        // Closing a connection (GOAWAY) makes Restate drop its runs: wait for them first.
+        let deadline = tokio::time::Instant::now() + self.grace;
+        let in_flight = self.service.in_flight;
+        in_flight.drain();
+        let finished = tokio::time::timeout_at(deadline, in_flight.idle()).await;
+        if finished.is_err()
+            || tokio::time::timeout_at(deadline, graceful.shutdown())
+                .await
+                .is_err()
         {
             tracing::warn!("runs still in progress after the grace period; Restate retries them");
         }

@@ -640,3 +640,41 @@ async fn the_same_idempotency_key_twice_is_one_invoke_resume_or_inject() {
         "{history}"
     );
 }
+
+/// Issue #37: SIGTERM lets the run in flight finish on the worker (within its grace period, 5 s
+/// for the demo worker) before the worker exits, as the guide says. No other worker serves:
+/// a run cut off by the shutdown would be left unfinished.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_the_run_in_flight_finish_before_the_worker_exits() {
+    let Some(restate) = Restate::start("sigterm").await else {
+        return;
+    };
+    let ledger = restate.ledger();
+    let mut worker = Worker::start(
+        &restate,
+        WorkerOptions {
+            tool_delay_ms: 50,
+            ledger: Some(&ledger),
+            ..Default::default()
+        },
+    )
+    .await;
+    let client = Client::new(&restate.ingress).unwrap();
+    let invocation = client
+        .start("term", InvokeRequest::text("steps 20"))
+        .await
+        .unwrap();
+    while ledger_lines(&ledger).is_empty() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let status = tokio::task::spawn_blocking(move || worker.terminate())
+        .await
+        .unwrap();
+    assert!(status.success(), "the worker exits cleanly: {status}");
+    assert_eq!(
+        ledger_lines(&ledger).len(),
+        20,
+        "every step ran before the worker exited"
+    );
+    assert_eq!(invocation_status(&restate, &invocation).await, "completed");
+}
