@@ -13,7 +13,7 @@ use axum::http::StatusCode;
 use rein_agent::PendingInterrupt;
 use rein_core::{
     id::InjectionId,
-    interrupt::{Interrupt, InterruptEvent, InterruptPoint},
+    interrupt::{Approval, Interrupt, InterruptEvent, InterruptPoint},
     message::InterruptResponse,
 };
 use serde_json::{Value, json};
@@ -200,6 +200,16 @@ pub(crate) fn answers(
                     if named.as_ref().and_then(Value::as_str) != i.fingerprint.as_deref() {
                         return Err(fingerprint_mismatch(id));
                     }
+                    // The one strict reading every wire shares (Restate's ingress too): what
+                    // the schema lets through is an approval, never read as a silent "no".
+                    Approval::from_wire(&payload).map_err(|why| {
+                        ProtocolError::new(
+                            StatusCode::UNPROCESSABLE_ENTITY,
+                            "INVALID_RESUME_PAYLOAD",
+                            format!("the answer to interrupt {id}: {why}"),
+                        )
+                        .with_details(json!({"interruptId": id, "responseSchema": schema}))
+                    })?;
                 }
                 payload
             }
@@ -371,6 +381,25 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.code, "INVALID_RESUME_PAYLOAD");
+        // Issue #37: a typo, an empty object, a plain answer: refused, never a silent "no".
+        for typo in [
+            json!({"approve": true}),
+            json!({}),
+            json!("yes please"),
+            json!(true),
+            json!({"approved": true, "trust": true}),
+        ] {
+            let e = answers(
+                &p,
+                &[
+                    entry(&a, ResumeStatus::Resolved, Some(typo.clone())),
+                    entry(&b, ResumeStatus::Cancelled, None),
+                ],
+            )
+            .unwrap_err();
+            assert_eq!(e.code, "INVALID_RESUME_PAYLOAD", "{typo}");
+            assert_eq!(e.status, StatusCode::UNPROCESSABLE_ENTITY, "{typo}");
+        }
         // good, in pending order
         let r = answers(
             &p,

@@ -123,6 +123,16 @@ impl Interrupt {
         prompt_text(&self.reason)
     }
 
+    /// Whether the interrupt is answered with an [`Approval`]: it is bound to an action (it
+    /// has a fingerprint: every intervention `Confirm`, a sub-agent's Confirm raised at its
+    /// parent, a hook's interrupt bound with [`with_fingerprint`](Self::with_fingerprint)).
+    /// Other interrupts — a tool's or a hook's own question, a Confirm stored by a release
+    /// before fingerprints — take any JSON. Answers from another process to one that does go
+    /// through [`Approval::from_wire`].
+    pub fn takes_an_approval(&self) -> bool {
+        self.fingerprint.is_some()
+    }
+
     /// Records the tool use the interrupt is about.
     pub fn with_tool_use_id(mut self, tool_use_id: impl Into<String>) -> Self {
         self.tool_use_id = Some(tool_use_id.into());
@@ -381,6 +391,67 @@ impl Approval {
     }
 }
 
+/// The one shape an approval from another process may have (see [`Approval::from_wire`]).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireApproval {
+    approved: bool,
+    #[serde(default)]
+    edit: Option<Value>,
+    #[serde(default)]
+    note: Option<String>,
+}
+
+impl Approval {
+    /// The strict reading of an approval that reached Rein over a wire (Restate's ingress,
+    /// AG-UI): `true`, `false`, or `{"approved": true|false, "edit"?, "note"?}` and nothing
+    /// else. A typo (`{"approve": true}`), an empty object, a string (`"yes please"`), a
+    /// number, `null` or an unknown key is an error saying what was expected, so the caller
+    /// gets a 400 and the interrupt still waits — never a silent rejection. (In one process,
+    /// [`parse`](Self::parse) also takes the plain answers a terminal prompt gives: `"y"`,
+    /// `"yes"`.)
+    ///
+    /// ```
+    /// use rein_core::interrupt::Approval;
+    /// use serde_json::json;
+    /// assert_eq!(Approval::from_wire(&json!(true)), Ok(Approval::approve()));
+    /// assert_eq!(
+    ///     Approval::from_wire(&json!({"approved": false, "note": "not now"})),
+    ///     Ok(Approval::reject().with_note("not now"))
+    /// );
+    /// for typo in [json!({"approve": true}), json!({}), json!("yes please"), json!(null)] {
+    ///     assert!(Approval::from_wire(&typo).is_err(), "{typo}");
+    /// }
+    /// ```
+    pub fn from_wire(answer: &Value) -> Result<Self, String> {
+        const SHAPE: &str =
+            "an approval is true, false or {\"approved\": true|false, \"edit\"?, \"note\"?}";
+        match answer {
+            Value::Bool(true) => Ok(Self::approve()),
+            Value::Bool(false) => Ok(Self::reject()),
+            Value::Object(_) => WireApproval::deserialize(answer)
+                .map(|w| Self {
+                    approved: w.approved,
+                    edit: w.edit,
+                    note: w.note,
+                })
+                .map_err(|e| format!("{SHAPE}: {e}")),
+            other => Err(format!("{SHAPE}, not {}", json_kind(other))),
+        }
+    }
+}
+
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
 impl From<Approval> for Value {
     fn from(a: Approval) -> Self {
         serde_json::to_value(a).unwrap_or(Value::Null)
@@ -413,6 +484,45 @@ mod tests {
                     .with_note("ok")
             ))
         );
+    }
+
+    /// Issue #37: over a wire, a typo or a plain string is an error, not a silent "no".
+    #[test]
+    fn a_wire_approval_has_one_shape() {
+        for bad in [
+            json!({"approve": true}),
+            json!({}),
+            json!("yes please"),
+            json!("yes"),
+            json!(1),
+            json!(null),
+            json!([true]),
+            json!({"approved": "yes"}),
+            json!({"approved": true, "trust": true}),
+        ] {
+            let err = Approval::from_wire(&bad).unwrap_err();
+            assert!(err.starts_with("an approval is "), "{bad}: {err}");
+        }
+        let typo = Approval::from_wire(&json!({"approve": true})).unwrap_err();
+        assert!(typo.contains("unknown field `approve`"), "{typo}");
+        assert_eq!(
+            Approval::from_wire(&json!({"approved": true, "edit": {"x": 1}})),
+            Ok(Approval::approve().with_edit(json!({"x": 1})))
+        );
+        assert_eq!(Approval::from_wire(&json!(false)), Ok(Approval::reject()));
+    }
+
+    #[test]
+    fn bound_interrupts_take_approvals() {
+        let id = crate::audit::EventKind::AfterToolCall.interrupt_id("t1", "guard");
+        let confirm = Interrupt::new(id.clone(), "guard", "ok?").with_fingerprint("f");
+        assert!(confirm.takes_an_approval());
+        // A hook's own question on the same event (same id shape, no fingerprint) takes any
+        // JSON: its hook reads the answer.
+        assert!(!Interrupt::new(id, "ask", "Count?").takes_an_approval());
+        let tools_own = Interrupt::new("v1:tool_call:t1:x", "ask", "Which city?");
+        assert!(!tools_own.takes_an_approval());
+        assert!(tools_own.with_fingerprint("f").takes_an_approval());
     }
 
     /// An answer applies to a confirm only if it was given for the confirm's fingerprint: one

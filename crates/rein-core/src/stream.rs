@@ -695,7 +695,10 @@ mod tests {
         assert_eq!(u.provider_state.as_ref().unwrap().data["n"], 4);
         // Without state, a tool use's JSON is what it always was (stored sessions, fingerprints).
         let plain = serde_json::to_value(ToolUse::new("t", "f", serde_json::json!({}))).unwrap();
-        assert_eq!(plain, serde_json::json!({"toolUseId": "t", "name": "f", "input": {}}));
+        assert_eq!(
+            plain,
+            serde_json::json!({"toolUseId": "t", "name": "f", "input": {}})
+        );
         let back: ToolUse = serde_json::from_value(serde_json::to_value(&**u).unwrap()).unwrap();
         assert_eq!(back, **u);
     }

@@ -78,7 +78,7 @@ pub use rein_core::{
     },
     tool::{BoxFuture, ToolSpec},
 };
-pub use scripted::{ScriptedModel, ScriptedModelBuilder, ScriptedResponse};
+pub use scripted::{ConversationModel, ScriptedModel, ScriptedModelBuilder, ScriptedResponse};
 
 /// `docs/providers.md`: its Rust snippets run as doc tests, with `rein-models` alone.
 #[cfg(all(

@@ -539,6 +539,78 @@ impl Model for ScriptedModel {
     }
 }
 
+/// A scripted model that keeps nothing between calls: it answers from the conversation alone.
+/// The n-th model turn after the user's latest text message (counted by the assistant messages
+/// since) gets the n-th response of the script; a turn past the script is an error
+/// (`ScriptExhausted`), never a response from the top again.
+///
+/// [`ScriptedModel`] keeps its place in the script in itself: built in a durable worker's
+/// factory, which runs for every invocation, it starts over each time — the model asks for
+/// finished steps and the same approval again, forever. This model, built anew or replayed,
+/// gives the same history the same answer (docs/durable-execution.md: models and tools keep no
+/// per-process state across invocations). An injected user message starts the count again.
+///
+/// ```
+/// use rein_models::{ConversationModel, ScriptedResponse};
+/// use serde_json::json;
+/// let model = ConversationModel::new([
+///     ScriptedResponse::new().tool_use("t1", "delete", json!({"path": "a.txt"})),
+///     ScriptedResponse::new().text("Deleted."),
+/// ]);
+/// # let _ = model;
+/// ```
+#[derive(Debug, Clone)]
+pub struct ConversationModel {
+    turns: Arc<[ScriptedResponse]>,
+}
+
+impl ConversationModel {
+    /// The responses to the first, second... model turn after the user's message.
+    pub fn new(turns: impl IntoIterator<Item = ScriptedResponse>) -> Self {
+        Self {
+            turns: turns.into_iter().collect(),
+        }
+    }
+
+    /// Which model turn `messages` ask for: the assistant messages after the user's latest
+    /// message with text (a tool result is a user message too, but not the user's).
+    fn turn(messages: &[rein_core::Message]) -> usize {
+        let is_users = |m: &rein_core::Message| {
+            m.role == Role::User
+                && m.content
+                    .iter()
+                    .any(|b| matches!(b, rein_core::ContentBlock::Text(_)))
+        };
+        let start = messages.iter().rposition(is_users).map_or(0, |i| i + 1);
+        messages[start..]
+            .iter()
+            .filter(|m| m.role == Role::Assistant)
+            .count()
+    }
+}
+
+impl Model for ConversationModel {
+    fn info(&self) -> ModelInfo {
+        ModelInfo::new("scripted", "conversation")
+    }
+
+    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
+        let turn = Self::turn(&request.messages);
+        let response = self.turns.get(turn).ok_or_else(|| {
+            ModelError::new(
+                ModelErrorKind::ScriptExhausted,
+                format!(
+                    "the conversation model has {} responses; model turn {} after the user's \
+                     message has none",
+                    self.turns.len(),
+                    turn + 1
+                ),
+            )
+        })?;
+        Ok(Box::pin(stream::iter(response.to_events(0))))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -578,6 +650,46 @@ mod tests {
         let e = run(&m).await.unwrap_err();
         assert_eq!(e.kind(), ModelErrorKind::ScriptExhausted);
         assert_eq!(m.requests().len(), 4);
+    }
+
+    /// Issue #37: built anew for every call (a durable factory), it goes on where the
+    /// conversation stands, and a turn past the script fails instead of starting over.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_conversation_model_answers_from_the_history_alone() {
+        use rein_core::{ContentBlock, Message, ToolResult, ToolUse};
+        let ask = |messages: Vec<Message>| async move {
+            let model = ConversationModel::new([
+                ScriptedResponse::new().tool_use("t1", "delete", json!({})),
+                ScriptedResponse::new().text("Deleted."),
+            ]);
+            let mut s = model.stream(ModelRequest::new(messages)).await?;
+            let mut a = StreamAssembler::new();
+            while let Some(ev) = s.next().await {
+                a.push(ev?).map_err(ModelError::from)?;
+            }
+            a.finish().map_err(ModelError::from)
+        };
+        let user = Message::user("delete it");
+        let first = ask(vec![user.clone()]).await.unwrap();
+        assert!(first.message.tool_uses().any(|u| u.tool_use_id == "t1"));
+        let tool_use = Message::new(
+            Role::Assistant,
+            vec![ContentBlock::from(ToolUse::new("t1", "delete", json!({})))],
+        );
+        let result = Message::new(
+            Role::User,
+            vec![ContentBlock::from(ToolResult::success("t1", "deleted"))],
+        );
+        let second = ask(vec![user.clone(), tool_use.clone(), result.clone()])
+            .await
+            .unwrap();
+        assert_eq!(second.message.text(), "Deleted.");
+        let done = Message::assistant("Deleted.");
+        let e = ask(vec![user, tool_use, result, done]).await.unwrap_err();
+        assert_eq!(e.kind(), ModelErrorKind::ScriptExhausted);
+        // A new user message starts a new count.
+        let again = ask(vec![Message::user("once more")]).await.unwrap();
+        assert!(again.message.tool_uses().any(|u| u.tool_use_id == "t1"));
     }
 
     #[tokio::test(flavor = "current_thread")]

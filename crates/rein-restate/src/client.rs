@@ -142,15 +142,9 @@ impl Client {
         if let Some(authorization) = &self.authorization {
             request = request.header(reqwest::header::AUTHORIZATION, authorization.clone());
         }
-        let response = request
-            .send()
-            .await
-            .map_err(|e| Error::Unreachable(e.without_url().to_string()))?;
+        let response = request.send().await.map_err(Error::unreachable)?;
         let status = response.status().as_u16();
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| Error::Unreachable(e.without_url().to_string()))?;
+        let bytes = response.bytes().await.map_err(Error::unreachable)?;
         if status >= 300 {
             #[derive(serde::Deserialize)]
             struct Failure {

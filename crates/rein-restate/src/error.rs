@@ -12,9 +12,11 @@ pub enum Error {
     /// client's bearer token that is not a header value.
     #[error("configuration refused: {0}")]
     Config(String),
-    /// Restate (ingress or admin API) could not be reached.
-    #[error("cannot reach Restate: {0}")]
-    Unreachable(String),
+    /// Restate (ingress or admin API) could not be reached; the cause (the HTTP client's
+    /// error, with its own cause: a refused connection, a timeout...) is its
+    /// [`source`](std::error::Error::source).
+    #[error("cannot reach Restate")]
+    Unreachable(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// Restate or the session refused the request: HTTP status and Restate's message (a 4xx is
     /// the caller's: unknown session, no pending interrupts, a malformed request...).
     #[error("HTTP {status}: {message}")]
@@ -33,11 +35,49 @@ pub enum Error {
 }
 
 impl Error {
+    /// Restate could not be reached: the HTTP client's error (the URL left out of it) kept
+    /// as the cause.
+    pub(crate) fn unreachable(e: reqwest::Error) -> Self {
+        Self::Unreachable(Box::new(e.without_url()))
+    }
+
     /// The HTTP status Restate answered with, if it answered.
     pub fn status(&self) -> Option<u16> {
         match self {
             Self::Refused { status, .. } => Some(*status),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue #37: the cause of an unreachable Restate is kept (it was dropped).
+    #[tokio::test]
+    async fn an_unreachable_restate_keeps_its_cause() {
+        // A port nothing listens on (bound, then closed).
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .unwrap_or(9);
+        let client = crate::Client::new(&format!("http://127.0.0.1:{port}"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let e = client
+            .session("s")
+            .await
+            .expect_err("nothing listens there");
+        assert!(matches!(e, Error::Unreachable(_)), "{e}");
+        let mut chain = Vec::new();
+        let mut cause = std::error::Error::source(&e);
+        while let Some(c) = cause {
+            chain.push(c.to_string());
+            cause = c.source();
+        }
+        assert!(
+            chain.iter().any(|c| c.to_lowercase().contains("connect")),
+            "{chain:?}"
+        );
     }
 }

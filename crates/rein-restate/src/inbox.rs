@@ -74,6 +74,17 @@ struct Meta {
     oldest: u64,
     /// Bytes of message JSON queued.
     queued_bytes: u64,
+    /// The `invoke` that claimed the session for its run, until the run ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    claim: Option<Claim>,
+}
+
+/// An `invoke`'s claim on the session: its invocation, and the status it found (restored when
+/// its run is refused or fails before it starts).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Claim {
+    by: String,
+    before: RunStatus,
 }
 
 /// One accepted message: its id, where it stands, and its message while it is queued.
@@ -272,6 +283,41 @@ impl ReinInbox {
         }
     }
 
+    /// An `invoke` claims the session for a new run: `false` when a run goes (the invoke is
+    /// refused); the claim holds until the run ends (`close`) or the invoke `release`s it.
+    #[handler(ingress_private)]
+    async fn claim(
+        &self,
+        ctx: ObjectContext<'_>,
+        by: Json<String>,
+    ) -> Result<Json<bool>, HandlerError> {
+        let mut meta = load(&ctx).await?;
+        if meta.status == RunStatus::Running {
+            return Ok(Json(false));
+        }
+        meta.claim = Some(Claim {
+            by: by.into_inner(),
+            before: meta.status,
+        });
+        meta.status = RunStatus::Running;
+        ctx.set(META, Json(meta));
+        Ok(Json(true))
+    }
+
+    /// The claiming `invoke` is done: if its run never closed the inbox (refused, or failed
+    /// before it started), the inbox is as the claim found it.
+    #[handler(ingress_private)]
+    async fn release(&self, ctx: ObjectContext<'_>, by: Json<String>) -> Result<(), HandlerError> {
+        let mut meta = load(&ctx).await?;
+        let Some(claim) = meta.claim.take_if(|c| c.by == by.0) else {
+            return Ok(());
+        };
+        meta.status = claim.before;
+        meta.invocation = None;
+        ctx.set(META, Json(meta));
+        Ok(())
+    }
+
     /// A run starts (called by the session's `ReinAgent`; not through the ingress: whoever
     /// could name the invocation here could cancel any invocation of the cluster).
     #[handler(ingress_private)]
@@ -341,6 +387,7 @@ impl ReinInbox {
     async fn close(&self, ctx: ObjectContext<'_>, paused: Json<bool>) -> Result<(), HandlerError> {
         let mut meta = load(&ctx).await?;
         meta.invocation = None;
+        meta.claim = None;
         if paused.into_inner() {
             meta.status = RunStatus::Paused;
         } else {
@@ -507,6 +554,7 @@ mod legacy {
                     head,
                     oldest: oldest.min(head),
                     queued_bytes,
+                    claim: None,
                 },
                 items: items.into_iter().collect(),
             }
@@ -543,6 +591,7 @@ mod tests {
                 head: 1,
                 oldest: 0,
                 queued_bytes: 45,
+                claim: None,
             }
         );
         let items: Vec<(u64, Item)> = converted.items;

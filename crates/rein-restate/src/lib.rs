@@ -11,14 +11,14 @@
 //!
 //! ```no_run
 //! use rein_agent::Agent;
-//! use rein_models::ScriptedModel;
+//! use rein_models::{ConversationModel, ScriptedResponse};
 //! use rein_core::state::InvocationState;
 //! use rein_restate::{Client, Worker, wire::InvokeRequest};
 //!
 //! # async fn run() -> Result<(), rein_restate::Error> {
 //! // A worker process (run several; each registers the same address or its own). On
 //! // loopback, for anyone who reaches the ingress (see `Worker` for a signed, authenticated one).
-//! let worker = Worker::new(|_session| Ok(Agent::builder().model(ScriptedModel::repeating_text("Hi."))))
+//! let worker = Worker::new(|_session| Ok(Agent::builder().model(ConversationModel::new([ScriptedResponse::new().text("Hi.")]))))
 //!     .authenticate(|_caller| Ok(InvocationState::new()))
 //!     .bind("127.0.0.1:9080".parse().unwrap())
 //!     .listen()
@@ -37,6 +37,7 @@
 
 mod caller;
 mod client;
+mod drain;
 mod error;
 mod inbox;
 mod object;
@@ -48,7 +49,5 @@ pub use client::Client;
 pub use error::Error;
 pub use worker::{BoundWorker, Worker, register, shutdown_signal};
 
-// The guide is compiled as a doc test, so it stays true.
-#[cfg(doctest)]
-#[doc = include_str!("../../../docs/durable-execution.md")]
-struct DurableExecutionGuide;
+// docs/durable-execution.md is compiled as the facade's doc test (feature `restate`), against
+// `rein::restate`.

@@ -1,6 +1,7 @@
 //! The two Restate virtual objects, keyed by session id:
-//! - `ReinAgent` runs the session's agent: `invoke`, `resume` (exclusive: one run per session
-//!   across the cluster) and `session` (shared: reads while a run goes on);
+//! - `ReinAgent` runs the session's agent: `run_input` (behind `invoke`) and `resume`
+//!   (exclusive: one run per session across the cluster); `invoke` (shared: it refuses new input
+//!   while a run goes, unless asked to queue) and `session` (shared: reads while a run goes on);
 //! - `ReinInbox` takes what other processes send a running session — injected messages and a
 //!   cancel — because the agent's own object is busy while it runs.
 //!
@@ -15,8 +16,15 @@ use rein_agent::{
     Agent, AgentBuilder, Checkpoint, Input,
     journal::{Journal, JournalStep},
 };
-use rein_core::{Error, Message, id::InjectionId, tool::BoxFuture};
+use rein_core::{
+    Error, Map, Message,
+    id::InjectionId,
+    interrupt::{Approval, Interrupt},
+    message::InterruptResponse,
+    tool::BoxFuture,
+};
 use restate_sdk::prelude::*;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
@@ -39,11 +47,14 @@ pub(crate) struct ReinAgent {
 
 #[restate_sdk::object]
 impl ReinAgent {
-    /// Runs the session's agent on new input.
+    /// Runs the session's agent on new input. Shared, so that a second `invoke` during a run
+    /// is refused at once (409, `RunInProgress`) instead of waiting in Restate's queue behind
+    /// the run — unless it asks to queue (`"queue": true`). The run itself is the exclusive
+    /// `run_input`.
     #[handler]
     async fn invoke(
         &self,
-        ctx: ObjectContext<'_>,
+        ctx: SharedObjectContext<'_>,
         request: Json<InvokeRequest>,
     ) -> Result<Json<RunReport>, HandlerError> {
         let decision = self
@@ -66,8 +77,46 @@ impl ReinAgent {
                 TerminalError::new_with_code(400, "invoke needs `text` or `messages`").into(),
             );
         }
+        let key = ctx.key().to_owned();
+        let input = Json(RunInput { messages, state });
+        let run = || {
+            ctx.object_client::<ReinAgentClient>(key.clone())
+                .run_input(input)
+        };
+        if request.queue {
+            return Ok(run().call().await?);
+        }
+        // The inbox, one exclusive call, says whether a run goes: two invokes at once cannot
+        // both see none.
+        let inbox = || ctx.object_client::<ReinInboxClient>(key.clone());
+        let claim = ctx.invocation_id().to_owned();
+        let Json(claimed) = inbox().claim(Json(claim.clone())).call().await?;
+        if !claimed {
+            return Err(TerminalError::new_with_code(
+                409,
+                "a run is going on this session (RunInProgress): wait for it, cancel it, or \
+                 send `\"queue\": true` to run after it",
+            )
+            .into());
+        }
+        let report = run().call().await;
+        // A run that ended closed the inbox (and the claim with it); one refused or failed
+        // before it opened leaves the inbox as it was.
+        inbox().release(Json(claim)).call().await?;
+        Ok(report?)
+    }
+
+    /// Runs the session's agent on the input `invoke` checked (ingress-private: only `invoke`
+    /// calls it).
+    #[handler(ingress_private)]
+    async fn run_input(
+        &self,
+        ctx: ObjectContext<'_>,
+        input: Json<RunInput>,
+    ) -> Result<Json<RunReport>, HandlerError> {
+        let RunInput { messages, state } = input.into_inner();
         let input = Input::messages(messages).with_state(state);
-        self.run(ctx, input, false).await
+        self.run(ctx, Request::Invoke(input)).await
     }
 
     /// Answers the session's pending interrupts and continues its run.
@@ -91,7 +140,7 @@ impl ReinAgent {
         if answers.is_empty() {
             return Err(TerminalError::new_with_code(400, "resume needs `answers`").into());
         }
-        self.run(ctx, Input::resume(answers), true).await
+        self.run(ctx, Request::Resume(answers)).await
     }
 
     /// The session's messages, pending interrupts and last run (while a run goes on: as of
@@ -126,20 +175,25 @@ impl ReinAgent {
     async fn run(
         &self,
         ctx: ObjectContext<'_>,
-        input: Input,
-        resume: bool,
+        request: Request,
     ) -> Result<Json<RunReport>, HandlerError> {
         let key = ctx.key().to_owned();
         let stored: Option<Json<Checkpoint>> = ctx.get(SESSION).await?;
         let stored = stored.map(Json::into_inner);
-        if resume && stored.as_ref().is_none_or(|s| s.paused.is_none()) {
-            let what = if stored.is_none() {
-                (404, "unknown session")
-            } else {
-                (409, "the session has no pending interrupts")
-            };
-            return Err(TerminalError::new_with_code(what.0, what.1).into());
-        }
+        let input = match request {
+            Request::Invoke(input) => input,
+            Request::Resume(answers) => {
+                let Some(stored) = &stored else {
+                    return Err(TerminalError::new_with_code(404, "unknown session").into());
+                };
+                let Some(paused) = &stored.paused else {
+                    let message = "the session has no pending interrupts";
+                    return Err(TerminalError::new_with_code(409, message).into());
+                };
+                strict_answers(&paused.interrupts(), &answers)?;
+                Input::resume(answers)
+            }
+        };
         let (tx, mut rx) = mpsc::unbounded_channel();
         let builder = (self.factory)(&key).map_err(|e| TerminalError::new(e.to_string()))?;
         let mut agent = builder
@@ -211,6 +265,48 @@ impl ReinAgent {
             .await?;
         Ok(Json(report))
     }
+}
+
+/// New input for a run, as `invoke` checked it: the messages and the invocation state.
+#[derive(Serialize, Deserialize)]
+pub(crate) struct RunInput {
+    messages: Vec<Message>,
+    state: Map,
+}
+
+/// What a `ReinAgent` handler asks its run for.
+enum Request {
+    /// New input.
+    Invoke(Input),
+    /// Answers to the pending interrupts.
+    Resume(Vec<InterruptResponse>),
+}
+
+/// An answer from the ingress to an interrupt that takes an approval must be one, strictly
+/// ([`Approval::from_wire`]): a typo such as `{"approve": true}` or a string such as
+/// `"yes please"` is a 400 and nothing is applied (the interrupt still waits), never read as a
+/// rejection. Unknown ids are left to the agent (400 too).
+fn strict_answers(
+    pending: &[Interrupt],
+    answers: &[InterruptResponse],
+) -> Result<(), TerminalError> {
+    for answer in answers {
+        let Some(interrupt) = pending
+            .iter()
+            .find(|i| i.resume_id() == answer.interrupt_id)
+        else {
+            continue;
+        };
+        if interrupt.takes_an_approval() {
+            Approval::from_wire(&answer.response).map_err(|why| {
+                TerminalError::new_with_code(
+                    400,
+                    format!("the answer to interrupt {}: {why}", answer.interrupt_id),
+                )
+            })?;
+        }
+    }
+    Ok(())
 }
 
 /// The HTTP status of an error that is the caller's: the run did not start.

@@ -33,6 +33,10 @@ pub struct InvokeRequest {
     /// never from here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<Value>,
+    /// Run after the run going on, if any, instead of being refused (409 `RunInProgress`):
+    /// the request then waits in Restate's queue for that run to end.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub queue: bool,
 }
 
 impl InvokeRequest {
@@ -44,6 +48,12 @@ impl InvokeRequest {
         }
     }
 
+    /// The same request, run after the run going on instead of refused (`"queue": true`).
+    pub fn queued(mut self) -> Self {
+        self.queue = true;
+        self
+    }
+
     /// The same request with an invocation state.
     pub fn with_state(mut self, state: Value) -> Self {
         self.state = Some(state);
@@ -51,16 +61,22 @@ impl InvokeRequest {
     }
 }
 
-/// `POST /ReinAgent/{session}/resume`: answers to the session's pending interrupts.
+/// `POST /ReinAgent/{session}/resume`: answers to the session's pending interrupts. On the
+/// wire (camelCase: the Rust field `interrupt_id` is `interruptId`):
+///
+/// ```json
+/// {"answers": [{"interruptId": "v1:before_tool_call:del-1:…#5f1c",
+///               "fingerprint": "…", "response": {"approved": true}}]}
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct ResumeRequest {
-    /// One answer per interrupt: `{"interruptId", "fingerprint"?, "response"}` — the id a
-    /// resume names (`Interrupt::resume_id`: the interrupt's `id`, then `#` and its `nonce`
-    /// when it has one) and, for an interrupt bound to an action, the `fingerprint` it carries
-    /// (answered without it, or with another, it is refused with 409; `Interrupt::answer`
-    /// makes such an answer). An approval is `{"approved": true}` or
-    /// `{"approved": true, "edit": ...}` (SPEC §3.10).
+    /// One answer per interrupt: `interruptId` is the id a resume names
+    /// (`Interrupt::resume_id`: the interrupt's `id`, then `#` and its `nonce` when it has
+    /// one); `fingerprint`, for an interrupt bound to an action, the one it carries (answered
+    /// without it, or with another, it is refused with 409; `Interrupt::answer` makes such an
+    /// answer). An approval is `true`, `false`, `{"approved": true|false}` or
+    /// `{"approved": true, "edit": ..., "note": ...}` (SPEC §3.10) and nothing else (400).
     pub answers: Vec<InterruptResponse>,
 }
 

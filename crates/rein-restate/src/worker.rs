@@ -17,6 +17,7 @@ use tokio::net::TcpListener;
 
 use crate::Error;
 use crate::caller::{Authenticate, Caller, Callers, Refusal};
+use crate::drain::{InFlight, Tracked};
 use crate::object::{Factory, endpoint};
 
 /// Serves a session's agent to Restate: Restate calls the worker for every step of every
@@ -29,12 +30,13 @@ use crate::object::{Factory, endpoint};
 ///
 /// ```no_run
 /// use rein_agent::Agent;
-/// use rein_models::ScriptedModel;
+/// use rein_models::{ConversationModel, ScriptedResponse};
 /// use rein_restate::{Refusal, Worker};
 ///
 /// # async fn run() -> Result<(), rein_restate::Error> {
 /// let worker = Worker::new(|_session: &str| {
-///     Ok(Agent::builder().model(ScriptedModel::repeating_text("Hello.")))
+///     // Answers from the conversation alone: the factory runs for every invocation.
+///     Ok(Agent::builder().model(ConversationModel::new([ScriptedResponse::new().text("Hello.")])))
 /// })
 /// // Restate's public request-identity key (it logs it at start).
 /// .identity_key("publickeyv1_w7YHemBctH5Ck2nQRQ47iBBqhNHy4FV7t2Usbye2A6f")
@@ -184,7 +186,10 @@ impl Worker {
         let listener = TcpListener::from_std(socket.into())?;
         Ok(BoundWorker {
             listener,
-            endpoint: HyperEndpoint::new(endpoint(builder, self.factory, callers)),
+            service: Tracked {
+                endpoint: HyperEndpoint::new(endpoint(builder, self.factory, callers)),
+                in_flight: InFlight::default(),
+            },
             grace: self.grace,
         })
     }
@@ -193,7 +198,7 @@ impl Worker {
 /// A worker listening, not yet serving.
 pub struct BoundWorker {
     listener: TcpListener,
-    endpoint: HyperEndpoint,
+    service: Tracked,
     grace: Duration,
 }
 
@@ -204,7 +209,9 @@ impl BoundWorker {
     }
 
     /// Serves until `shutdown` completes, then stops accepting and lets the runs in progress
-    /// finish (up to the grace period).
+    /// finish (up to the grace period) before it closes the connections: new runs meanwhile
+    /// are refused (503; Restate retries them on another worker), the calls the runs in
+    /// progress make are served.
     pub async fn serve(self, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
         let graceful = GracefulShutdown::new();
         let builder = auto::Builder::new(TokioExecutor::new());
@@ -225,7 +232,7 @@ impl BoundWorker {
             // Restate's short steps are small writes: without this each waits for a delayed ACK
             // (≈40 ms).
             let _ = stream.set_nodelay(true);
-            let conn = builder.serve_connection(TokioIo::new(stream), self.endpoint.clone());
+            let conn = builder.serve_connection(TokioIo::new(stream), self.service.clone());
             let conn = graceful.watch(conn.into_owned());
             tokio::spawn(async move {
                 if let Err(e) = conn.await {
@@ -234,9 +241,15 @@ impl BoundWorker {
             });
         }
         drop(self.listener);
-        if tokio::time::timeout(self.grace, graceful.shutdown())
-            .await
-            .is_err()
+        // Closing a connection (GOAWAY) makes Restate drop its runs: wait for them first.
+        let deadline = tokio::time::Instant::now() + self.grace;
+        let in_flight = self.service.in_flight;
+        in_flight.drain();
+        let finished = tokio::time::timeout_at(deadline, in_flight.idle()).await;
+        if finished.is_err()
+            || tokio::time::timeout_at(deadline, graceful.shutdown())
+                .await
+                .is_err()
         {
             tracing::warn!("runs still in progress after the grace period; Restate retries them");
         }
@@ -277,7 +290,7 @@ pub async fn register(admin_url: &str, deployment_url: &str) -> Result<(), Error
         .body(body.to_string())
         .send()
         .await
-        .map_err(|e| Error::Unreachable(e.without_url().to_string()))?;
+        .map_err(Error::unreachable)?;
     let status = response.status().as_u16();
     if status >= 300 {
         let message = response.text().await.unwrap_or_default();

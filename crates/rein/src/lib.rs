@@ -36,6 +36,11 @@ pub use rein_sessions as sessions;
 #[cfg(feature = "agui")]
 pub use rein_agui as agui;
 
+/// Durable agents on Restate: a worker serving them, a typed client of Restate's ingress
+/// (feature `restate`; guide: docs/durable-execution.md).
+#[cfg(feature = "restate")]
+pub use rein_restate as restate;
+
 pub use rein_agent::{
     Agent, AgentBuilder, AgentEvent, AgentStream, AgentTool, CancelHandle, ConversationBuilder,
     Handoff, Input, Limits, OnRetryLimit, RetryStrategy, SlidingWindow, ToolExecutor,
@@ -173,6 +178,9 @@ struct MultiAgentGuide;
 #[cfg(all(doctest, feature = "agui"))]
 #[doc = include_str!("../../../docs/web.md")]
 struct WebGuide;
+#[cfg(all(doctest, feature = "restate"))]
+#[doc = include_str!("../../../docs/durable-execution.md")]
+struct DurableExecutionGuide;
 // docs/providers.md runs as rein-models' doc tests (it needs rein-models alone).
 #[cfg(all(doctest, feature = "macros", feature = "mcp-http"))]
 #[doc = include_str!("../../../docs/tools.md")]

@@ -102,6 +102,20 @@ async fn runs_and_typed_errors_through_the_ingress() {
         Some(400)
     );
     assert_eq!(client.session("s2").await.unwrap().pending.len(), 1);
+    // Issue #37: a typo, an empty object, a string are refused too (they were read as a
+    // rejection: 200, the approval lost); the error says what an approval is.
+    for typo in [
+        json!({"approve": true}),
+        json!({}),
+        json!("yes please"),
+        json!(null),
+    ] {
+        let bad = ResumeRequest::new(vec![paused.interrupts[0].answer(typo.clone())]);
+        let e = client.resume("s2", bad).await.unwrap_err();
+        assert_eq!(e.status(), Some(400), "{typo}: {e}");
+        assert!(e.to_string().contains("an approval is"), "{typo}: {e}");
+        assert_eq!(client.session("s2").await.unwrap().pending.len(), 1);
+    }
 
     // Malformed requests (raw HTTP, as any caller might send them).
     let http = reqwest_client();
@@ -503,4 +517,164 @@ async fn a_worker_stops_gracefully_on_sigterm_while_another_serves() {
             .unwrap();
         assert_eq!(report.text, "Finished 5 steps.");
     }
+}
+
+/// Issue #37: a second `invoke` while a run goes is refused at once (409 `RunInProgress`)
+/// instead of waiting silently in Restate's queue — unless it asks to queue, and then it runs
+/// after the first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_invoke_during_a_run_is_refused_unless_it_asks_to_queue() {
+    let Some(restate) = Restate::start("second").await else {
+        return;
+    };
+    let ledger = restate.ledger();
+    let _worker = Worker::start(
+        &restate,
+        WorkerOptions {
+            tool_delay_ms: 20,
+            ledger: Some(&ledger),
+            ..Default::default()
+        },
+    )
+    .await;
+    let client = Client::new(&restate.ingress).unwrap();
+    let first = client
+        .start("b", InvokeRequest::text("steps 20"))
+        .await
+        .unwrap();
+    // The run goes once its first step is in the ledger.
+    while ledger_lines(&ledger).is_empty() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let e = client
+        .invoke("b", InvokeRequest::text("say hi"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), Some(409), "{e}");
+    assert!(e.to_string().contains("RunInProgress"), "{e}");
+    let queued = client
+        .start("b", InvokeRequest::text("say later").queued())
+        .await
+        .unwrap();
+    assert_eq!(
+        client.attach(&first).await.unwrap().text,
+        "Finished 20 steps."
+    );
+    assert_eq!(
+        client.attach(&queued).await.unwrap().text,
+        "You said: say later"
+    );
+    assert_eq!(ledger_lines(&ledger).len(), 20);
+    let view = client.session("b").await.unwrap();
+    let history = serde_json::to_string(&view.messages).unwrap();
+    assert!(!history.contains("say hi"), "the refused input ran");
+    assert_answered(&view.messages);
+    // Once the runs ended, an invoke runs at once.
+    let next = client
+        .invoke("b", InvokeRequest::text("say again"))
+        .await
+        .unwrap();
+    assert_eq!(next.text, "You said: say again");
+}
+
+/// Restate's `idempotency-key` header: the same key twice is one effect for `invoke`, `resume`
+/// and `inject` (the second request gets the first's answer).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_idempotency_key_twice_is_one_invoke_resume_or_inject() {
+    let Some(restate) = Restate::start("idempotent").await else {
+        return;
+    };
+    let ledger = restate.ledger();
+    let _worker = Worker::start(
+        &restate,
+        WorkerOptions {
+            ledger: Some(&ledger),
+            ..Default::default()
+        },
+    )
+    .await;
+    let client = Client::new(&restate.ingress).unwrap();
+    let http = reqwest_client();
+    let post = |path: &str, key: &str, body: Value| {
+        let request = http
+            .post(format!("{}/{path}", restate.ingress))
+            .header("content-type", "application/json")
+            .header("idempotency-key", key)
+            .body(body.to_string());
+        async move {
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            let body: Value = serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
+            assert_eq!(status, 200, "{body}");
+            body
+        }
+    };
+
+    let invoke = json!({"text": "steps 3"});
+    let a = post("ReinAgent/k/invoke", "inv-1", invoke.clone()).await;
+    let b = post("ReinAgent/k/invoke", "inv-1", invoke).await;
+    assert_eq!(a, b);
+    assert_eq!(ledger_lines(&ledger).len(), 3, "one run, not two");
+    assert_eq!(client.session("k").await.unwrap().messages.len(), 8);
+
+    let paused = client
+        .invoke("d", InvokeRequest::text("delete /x"))
+        .await
+        .unwrap();
+    let injected = json!({"message": "hello"});
+    let a = post("ReinInbox/d/inject", "inj-1", injected.clone()).await;
+    let b = post("ReinInbox/d/inject", "inj-1", injected).await;
+    assert_eq!(a, b);
+    let resume = json!({"answers": [paused.interrupts[0].answer(json!({"approved": true}))]});
+    let a = post("ReinAgent/d/resume", "res-1", resume.clone()).await;
+    // Without the key this would be a 409: nothing is pending any more.
+    let b = post("ReinAgent/d/resume", "res-1", resume).await;
+    assert_eq!(a, b);
+    assert_eq!(a["text"], "Deleted.");
+    let view = client.session("d").await.unwrap();
+    let history = serde_json::to_string(&view.messages).unwrap();
+    assert_eq!(history.matches("hello").count(), 1);
+    assert_eq!(
+        history.matches("deleted \\\"/x\\\"").count(),
+        1,
+        "{history}"
+    );
+}
+
+/// Issue #37: SIGTERM lets the run in flight finish on the worker (within its grace period, 5 s
+/// for the demo worker) before the worker exits, as the guide says. No other worker serves:
+/// a run cut off by the shutdown would be left unfinished.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_the_run_in_flight_finish_before_the_worker_exits() {
+    let Some(restate) = Restate::start("sigterm").await else {
+        return;
+    };
+    let ledger = restate.ledger();
+    let mut worker = Worker::start(
+        &restate,
+        WorkerOptions {
+            tool_delay_ms: 50,
+            ledger: Some(&ledger),
+            ..Default::default()
+        },
+    )
+    .await;
+    let client = Client::new(&restate.ingress).unwrap();
+    let invocation = client
+        .start("term", InvokeRequest::text("steps 20"))
+        .await
+        .unwrap();
+    while ledger_lines(&ledger).is_empty() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let status = tokio::task::spawn_blocking(move || worker.terminate())
+        .await
+        .unwrap();
+    assert!(status.success(), "the worker exits cleanly: {status}");
+    assert_eq!(
+        ledger_lines(&ledger).len(),
+        20,
+        "every step ran before the worker exited"
+    );
+    assert_eq!(invocation_status(&restate, &invocation).await, "completed");
 }

@@ -206,6 +206,16 @@ impl Drop for Durable {
     }
 }
 
+/// The scenario's answer as a caller sends it through the ingress: an approval in its one wire
+/// shape (issue #37: the in-process `"yes"` is `true` there, a string is a 400); a tool's own
+/// question takes any JSON.
+fn wire_answer(interrupt: &rein_core::interrupt::Interrupt, answer: &Value) -> Value {
+    match answer {
+        Value::String(s) if interrupt.takes_an_approval() && s == "yes" => Value::Bool(true),
+        _ => answer.clone(),
+    }
+}
+
 fn fixture(name: &str) -> Fixture {
     let path = fixtures().join(format!("{name}.json"));
     serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
@@ -240,7 +250,7 @@ async fn restate_sessions_of_release_0_1_load_and_resume() {
                     let answers = written
                         .interrupts
                         .iter()
-                        .map(|i| i.answer(answer.clone()))
+                        .map(|i| i.answer(wire_answer(i, answer)))
                         .collect();
                     client.resume(&key, ResumeRequest::new(answers)).await
                 }

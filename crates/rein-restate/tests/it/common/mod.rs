@@ -357,3 +357,22 @@ pub fn ledger_lines(path: &Path) -> Vec<(u128, String, String)> {
         })
         .collect()
 }
+
+/// An invocation's status as Restate's admin API reports it (`completed`, `running`,
+/// `backing-off`...): answered by the server alone, with no worker serving.
+pub async fn invocation_status(restate: &Restate, invocation: &str) -> String {
+    let query = format!("SELECT status FROM sys_invocation WHERE id = '{invocation}'");
+    let response = reqwest_client()
+        .post(format!("{}/query", restate.admin))
+        .header("content-type", "application/json")
+        .header("accept", "application/json")
+        .body(serde_json::json!({ "query": query }).to_string())
+        .send()
+        .await
+        .unwrap();
+    let body: serde_json::Value = serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
+    body["rows"][0]["status"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no status in {body}"))
+        .to_owned()
+}
