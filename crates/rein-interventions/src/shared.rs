@@ -17,8 +17,7 @@ use crate::error::HandlerError;
 use crate::handler::{InterventionContext, InterventionHandler, Mode};
 use crate::list::for_each_intervention_event;
 #[cfg(feature = "policy")]
-use crate::policy::decide::Decide;
-use crate::policy::handler::PolicyHandler;
+use crate::policy::{decide::Decide, handler::PolicyHandler};
 use crate::set::EventSet;
 
 /// A type-erased, shareable handler: what the registry is built from. Any

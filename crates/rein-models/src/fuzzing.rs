@@ -8,6 +8,7 @@
 #[cfg(any(
     feature = "openai",
     feature = "anthropic",
+    feature = "gemini",
     feature = "ollama",
     feature = "bedrock"
 ))]
@@ -18,6 +19,7 @@ use rein_core::stream::{StreamAssembler, StreamEvent};
 #[cfg(any(
     feature = "openai",
     feature = "anthropic",
+    feature = "gemini",
     feature = "ollama",
     feature = "bedrock"
 ))]

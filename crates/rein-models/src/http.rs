@@ -865,6 +865,7 @@ impl Blocks {
 #[cfg(any(
     feature = "openai",
     feature = "anthropic",
+    feature = "gemini",
     feature = "ollama",
     feature = "bedrock"
 ))]
@@ -919,6 +920,7 @@ macro_rules! http_builder_methods {
 #[cfg(any(
     feature = "openai",
     feature = "anthropic",
+    feature = "gemini",
     feature = "ollama",
     feature = "bedrock"
 ))]
