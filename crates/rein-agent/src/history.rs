@@ -244,12 +244,14 @@ impl History {
             return Ok(());
         };
         let messages = self.conv.ids().iter().copied();
-        let checkpoint = Checkpoint::new(
+        // Boxed: held across the store's await, inline it would grow every invocation's future
+        // by its size (1 104 → 1 336 B), session or not.
+        let checkpoint = Box::new(Checkpoint::new(
             messages.zip(self.conv.messages().iter().cloned()).collect(),
             agent_state,
             conversation_manager_state,
             pending_interrupts.cloned(),
-        );
+        ));
         b.sync(&checkpoint).await
     }
 }
