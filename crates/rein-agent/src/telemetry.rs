@@ -127,6 +127,24 @@ pub(crate) fn finish_reasons(span: &tracing::Span, stop: StopReason) {
     }
 }
 
+/// Records the prompt-cache tokens of `usage` on a `chat` or `invoke_agent` span, when there
+/// are any (the GenAI conventions' `gen_ai.usage.cache_read.input_tokens` and
+/// `cache_creation.input_tokens`).
+pub(crate) fn cache_tokens(span: &tracing::Span, usage: &rein_core::stream::Usage) {
+    if usage.cache_read_input_tokens > 0 {
+        span.record(
+            "gen_ai.usage.cache_read.input_tokens",
+            int(usage.cache_read_input_tokens),
+        );
+    }
+    if usage.cache_write_input_tokens > 0 {
+        span.record(
+            "gen_ai.usage.cache_creation.input_tokens",
+            int(usage.cache_write_input_tokens),
+        );
+    }
+}
+
 fn action_str(a: DecisionAction) -> &'static str {
     match a {
         DecisionAction::Deny => "deny",

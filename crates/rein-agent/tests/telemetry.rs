@@ -10,7 +10,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 
 use common::*;
-use rein_models::{ScriptedModel, ScriptedResponse};
+use rein_models::{ScriptedModel, ScriptedResponse, Usage};
 use serde_json::json;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
@@ -72,7 +72,11 @@ fn spans_carry_gen_ai_attributes() {
         rt.block_on(async {
             let model = ScriptedModel::builder()
                 .response(ScriptedResponse::new().tool_use("t1", "echo", json!({"text": "x"})))
-                .text("done")
+                .response(
+                    ScriptedResponse::new()
+                        .text("done")
+                        .usage(Usage::new(12, 4).with_cache_tokens(10, 2)),
+                )
                 .build();
             let mut agent = agent(model)
                 .name("support")
@@ -97,6 +101,21 @@ fn spans_carry_gen_ai_attributes() {
     assert_eq!(
         field(chat, "gen_ai.response.finish_reasons"),
         Some("tool_call")
+    );
+    // Prompt-cache tokens, where the provider reported some: on that call and on the run.
+    assert_eq!(field(chat, "gen_ai.usage.cache_read.input_tokens"), None);
+    let cached = &spans[3].1;
+    assert_eq!(
+        field(cached, "gen_ai.usage.cache_read.input_tokens"),
+        Some("10")
+    );
+    assert_eq!(
+        field(cached, "gen_ai.usage.cache_creation.input_tokens"),
+        Some("2")
+    );
+    assert_eq!(
+        field(inv, "gen_ai.usage.cache_read.input_tokens"),
+        Some("10")
     );
     let tool = &spans[2].1;
     assert_eq!(field(tool, "gen_ai.tool.name"), Some("echo"));

@@ -213,6 +213,7 @@ impl Agent {
                 let usage = &r.usage;
                 span.record("gen_ai.usage.input_tokens", int(usage.input_tokens));
                 span.record("gen_ai.usage.output_tokens", int(usage.output_tokens));
+                crate::telemetry::cache_tokens(&span, usage);
                 span.record("rein.stop_reason", r.stop_reason.as_str());
             }
             Err(e) => {

@@ -94,6 +94,8 @@ impl Driver<'_> {
             rein.model_call_index = int(index),
             gen_ai.usage.input_tokens = tracing::field::Empty,
             gen_ai.usage.output_tokens = tracing::field::Empty,
+            gen_ai.usage.cache_read.input_tokens = tracing::field::Empty,
+            gen_ai.usage.cache_creation.input_tokens = tracing::field::Empty,
             gen_ai.response.finish_reasons = tracing::field::Empty,
             gen_ai.system_instructions = tracing::field::Empty,
             gen_ai.input.messages = tracing::field::Empty,
@@ -480,6 +482,7 @@ impl Agent {
                     "gen_ai.usage.output_tokens",
                     int(response.usage.output_tokens),
                 );
+                crate::telemetry::cache_tokens(span, &response.usage);
                 crate::telemetry::finish_reasons(span, response.stop_reason);
                 inv.run.add_usage(&response.usage);
                 cycle.usage = response.usage;

@@ -76,6 +76,8 @@ impl Agent {
             gen_ai.conversation.id = %cx.invocation_id,
             gen_ai.usage.input_tokens = tracing::field::Empty,
             gen_ai.usage.output_tokens = tracing::field::Empty,
+            gen_ai.usage.cache_read.input_tokens = tracing::field::Empty,
+            gen_ai.usage.cache_creation.input_tokens = tracing::field::Empty,
             rein.stop_reason = tracing::field::Empty,
         );
         let config = &self.core.config;
