@@ -16,7 +16,7 @@ use rein_hooks::HookRegistry;
 use rein_interventions::InterventionRegistry;
 use rein_models::{ModelInfo, SharedModel};
 
-use crate::cancel::{Cancel, CancelHandle};
+use crate::cancel::{CancelHandle, CancelSlot};
 use crate::checkpoint::{Pause, PausedRun, QueuedInjection};
 use crate::conversation::{Conversation, ConversationManager, HistoryEdit, Manager};
 use crate::history::{History, TOOL_INTERRUPTED, closing_results};
@@ -250,7 +250,7 @@ pub struct Agent {
     /// Boxed: rare, and 384 bytes inline would triple every idle agent's size.
     pub(crate) pending: Option<Box<PausedRun>>,
     pub(crate) manager: Manager,
-    pub(crate) cancel: Cancel,
+    pub(crate) cancel: CancelSlot,
     pub(crate) interceptor: Injections,
     /// The agents control can pass to, by name (itself included); `None` without handoffs
     /// (an agent makes no allocation for it then).

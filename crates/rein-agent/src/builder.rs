@@ -18,7 +18,7 @@ use rein_models::{Model, SharedModel};
 use crate::agent::{
     Agent, AgentConfig, AgentCore, DEFAULT_STREAM_HOLD_BACK, Limits, OnRetryLimit, Team,
 };
-use crate::cancel::Cancel;
+use crate::cancel::CancelSlot;
 use crate::conversation::{Conversation, ConversationManager, Manager, NoConversationManager};
 use crate::handoff::{Handoff, TransferTool};
 use crate::history::History;
@@ -523,7 +523,7 @@ impl ConversationBuilder {
             run_state: RunState::new(),
             pending: None,
             manager: self.manager,
-            cancel: Cancel::default(),
+            cancel: CancelSlot::default(),
             interceptor: Injections::default(),
             team: self.team,
         }

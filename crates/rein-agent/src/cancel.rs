@@ -103,9 +103,9 @@ impl CancelHandle {
 /// An agent's cancel handle, made when first asked for: an agent nobody can cancel makes no
 /// allocation for it, and its runs take no lock for it.
 #[derive(Debug, Default)]
-pub(crate) struct Cancel(OnceLock<CancelHandle>);
+pub(crate) struct CancelSlot(OnceLock<CancelHandle>);
 
-impl Cancel {
+impl CancelSlot {
     /// The handle (made now if none was).
     pub(crate) fn handle(&self) -> CancelHandle {
         self.0.get_or_init(CancelHandle::default).clone()

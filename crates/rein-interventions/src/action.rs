@@ -239,7 +239,7 @@ impl fmt::Debug for Confirm {
 pub(crate) use rein_core::interrupt::prompt_text;
 
 /// The action types' shared internal form.
-pub(crate) enum Verdict<D> {
+pub(crate) enum ActionVerdict<D> {
     Proceed,
     Deny(String),
     Guide(String),
@@ -250,10 +250,10 @@ pub(crate) enum Verdict<D> {
 /// An action type, as the dispatch pass reads it: only through its verdict, so what the pass
 /// asks of an action (is it a deny, to cancel a parallel group early?) is asked of the verdict
 /// and holds for every action type alike.
-pub(crate) trait Decided {
+pub(crate) trait IntoVerdict {
     /// The writable part of its event.
     type Draft: Send;
-    fn into_verdict(self) -> Verdict<Self::Draft>;
+    fn into_verdict(self) -> ActionVerdict<Self::Draft>;
 }
 
 macro_rules! common_constructors {
@@ -526,81 +526,81 @@ macro_rules! into_handler_result {
 
 for_each_intervention_event!(into_handler_result);
 
-impl Decided for BeforeInvocationAction {
+impl IntoVerdict for BeforeInvocationAction {
     type Draft = Vec<Message>;
 
-    fn into_verdict(self) -> Verdict<Vec<Message>> {
+    fn into_verdict(self) -> ActionVerdict<Vec<Message>> {
         match self {
-            Self::Proceed => Verdict::Proceed,
-            Self::Deny { reason } => Verdict::Deny(reason),
-            Self::Guide { feedback } => Verdict::Guide(feedback),
-            Self::Confirm(c) => Verdict::Confirm(c),
-            Self::Transform(t) => Verdict::Transform(t),
+            Self::Proceed => ActionVerdict::Proceed,
+            Self::Deny { reason } => ActionVerdict::Deny(reason),
+            Self::Guide { feedback } => ActionVerdict::Guide(feedback),
+            Self::Confirm(c) => ActionVerdict::Confirm(c),
+            Self::Transform(t) => ActionVerdict::Transform(t),
         }
     }
 }
 
-impl Decided for BeforeModelCallAction {
+impl IntoVerdict for BeforeModelCallAction {
     type Draft = ModelRequest;
 
-    fn into_verdict(self) -> Verdict<ModelRequest> {
+    fn into_verdict(self) -> ActionVerdict<ModelRequest> {
         match self {
-            Self::Proceed => Verdict::Proceed,
-            Self::Deny { reason } => Verdict::Deny(reason),
-            Self::Guide { feedback } => Verdict::Guide(feedback),
-            Self::Confirm(c) => Verdict::Confirm(c),
-            Self::Transform(t) => Verdict::Transform(t),
+            Self::Proceed => ActionVerdict::Proceed,
+            Self::Deny { reason } => ActionVerdict::Deny(reason),
+            Self::Guide { feedback } => ActionVerdict::Guide(feedback),
+            Self::Confirm(c) => ActionVerdict::Confirm(c),
+            Self::Transform(t) => ActionVerdict::Transform(t),
         }
     }
 }
 
-impl Decided for AfterModelCallAction {
+impl IntoVerdict for AfterModelCallAction {
     type Draft = Message;
 
-    fn into_verdict(self) -> Verdict<Message> {
+    fn into_verdict(self) -> ActionVerdict<Message> {
         match self {
-            Self::Proceed => Verdict::Proceed,
-            Self::Guide { feedback } => Verdict::Guide(feedback),
-            Self::Confirm(c) => Verdict::Confirm(c),
-            Self::Transform(t) => Verdict::Transform(t),
+            Self::Proceed => ActionVerdict::Proceed,
+            Self::Guide { feedback } => ActionVerdict::Guide(feedback),
+            Self::Confirm(c) => ActionVerdict::Confirm(c),
+            Self::Transform(t) => ActionVerdict::Transform(t),
         }
     }
 }
 
-impl Decided for ModelOutputAction {
+impl IntoVerdict for ModelOutputAction {
     type Draft = String;
 
-    fn into_verdict(self) -> Verdict<String> {
+    fn into_verdict(self) -> ActionVerdict<String> {
         match self {
-            Self::Proceed => Verdict::Proceed,
-            Self::Deny { reason } => Verdict::Deny(reason),
-            Self::Transform(t) => Verdict::Transform(t),
+            Self::Proceed => ActionVerdict::Proceed,
+            Self::Deny { reason } => ActionVerdict::Deny(reason),
+            Self::Transform(t) => ActionVerdict::Transform(t),
         }
     }
 }
 
-impl Decided for BeforeToolCallAction {
+impl IntoVerdict for BeforeToolCallAction {
     type Draft = ToolUseDraft;
 
-    fn into_verdict(self) -> Verdict<ToolUseDraft> {
+    fn into_verdict(self) -> ActionVerdict<ToolUseDraft> {
         match self {
-            Self::Proceed => Verdict::Proceed,
-            Self::Deny { reason } => Verdict::Deny(reason),
-            Self::Guide { feedback } => Verdict::Guide(feedback),
-            Self::Confirm(c) => Verdict::Confirm(c),
-            Self::Transform(t) => Verdict::Transform(t),
+            Self::Proceed => ActionVerdict::Proceed,
+            Self::Deny { reason } => ActionVerdict::Deny(reason),
+            Self::Guide { feedback } => ActionVerdict::Guide(feedback),
+            Self::Confirm(c) => ActionVerdict::Confirm(c),
+            Self::Transform(t) => ActionVerdict::Transform(t),
         }
     }
 }
 
-impl Decided for AfterToolCallAction {
+impl IntoVerdict for AfterToolCallAction {
     type Draft = ToolResultDraft;
 
-    fn into_verdict(self) -> Verdict<ToolResultDraft> {
+    fn into_verdict(self) -> ActionVerdict<ToolResultDraft> {
         match self {
-            Self::Proceed => Verdict::Proceed,
-            Self::Confirm(c) => Verdict::Confirm(c),
-            Self::Transform(t) => Verdict::Transform(t),
+            Self::Proceed => ActionVerdict::Proceed,
+            Self::Confirm(c) => ActionVerdict::Confirm(c),
+            Self::Transform(t) => ActionVerdict::Transform(t),
         }
     }
 }

@@ -6,7 +6,7 @@ use std::future::Future;
 use rein_core::{audit::OnError, event::AfterInvocationEvent, tool::BoxFuture};
 
 use crate::action::IntoHandlerResult;
-use crate::decision::Decision;
+use crate::decision::PendingDecision;
 use crate::error::HandlerError;
 use crate::handler::{InterventionContext, InterventionHandler, Mode};
 use crate::list::for_each_intervention_event;
@@ -37,11 +37,15 @@ impl<E, A: Default> Slot<E, A> {
     }
 
     #[inline(always)]
-    pub(crate) fn call<'a>(&'a self, ev: &'a E, cx: &'a InterventionContext) -> Decision<'a, A> {
+    pub(crate) fn call<'a>(
+        &'a self,
+        ev: &'a E,
+        cx: &'a InterventionContext,
+    ) -> PendingDecision<'a, A> {
         match self {
-            Self::Empty => Decision::ready(Ok(A::default())),
-            Self::Sync(f) => Decision::ready(f(ev, cx)),
-            Self::Async(f) => Decision::Boxed(f(ev, cx)),
+            Self::Empty => PendingDecision::ready(Ok(A::default())),
+            Self::Sync(f) => PendingDecision::ready(f(ev, cx)),
+            Self::Async(f) => PendingDecision::Boxed(f(ev, cx)),
         }
     }
 }

@@ -11,12 +11,12 @@ use crate::error::HandlerError;
 /// The decision of one handler call: ready at once (sync closures and policy handlers, no
 /// allocation) or a boxed future (async closures and every other handler). The dispatch pass
 /// matches it; it is also a future, for a closure handler called through the handler trait.
-pub(crate) enum Decision<'a, A> {
+pub(crate) enum PendingDecision<'a, A> {
     Ready(Option<Result<A, HandlerError>>),
     Boxed(BoxFuture<'a, Result<A, HandlerError>>),
 }
 
-impl<A> Decision<'_, A> {
+impl<A> PendingDecision<'_, A> {
     /// A decision that is ready.
     #[inline]
     pub(crate) fn ready(result: Result<A, HandlerError>) -> Self {
@@ -26,9 +26,9 @@ impl<A> Decision<'_, A> {
 
 // Nothing is pinned structurally inside (`A` is moved out by value, the boxed future is pinned
 // on the heap), so the decision may be moved freely.
-impl<A> Unpin for Decision<'_, A> {}
+impl<A> Unpin for PendingDecision<'_, A> {}
 
-impl<A> Future for Decision<'_, A> {
+impl<A> Future for PendingDecision<'_, A> {
     type Output = Result<A, HandlerError>;
 
     #[inline]

@@ -14,7 +14,7 @@ use rein_core::{
 };
 use rein_hooks::{HookEvent, HookOrder};
 
-use crate::action::{Decided, ToolResultDraft, ToolUseDraft};
+use crate::action::{IntoVerdict, ToolResultDraft, ToolUseDraft};
 use crate::list::for_each_intervention_event;
 use crate::registry::InterventionRegistry;
 use crate::shared::Route;
@@ -30,7 +30,7 @@ pub(crate) enum GuideEffect {
     InjectAndRetry,
 }
 
-pub(crate) trait PassEvent: Route<Action: Decided> + HookEvent + Common {
+pub(crate) trait PassEvent: Route<Action: IntoVerdict> + HookEvent + Common {
     const GUIDE: GuideEffect;
     /// The position of the event in the list of events.
     const POSITION: usize = Self::SET.position();
@@ -77,7 +77,7 @@ pub(crate) trait PassEvent: Route<Action: Decided> + HookEvent + Common {
 }
 
 /// The writable part of an event: what its transforms edit.
-pub(crate) type Draft<E> = <<E as Route>::Action as Decided>::Draft;
+pub(crate) type Draft<E> = <<E as Route>::Action as IntoVerdict>::Draft;
 
 /// What every intervention event offers alike, through a trait.
 pub(crate) trait Common {

@@ -15,8 +15,8 @@ use rein_core::{
 };
 use serde_json::Value;
 
-use crate::action::{Confirm, Decided, Verdict};
-use crate::decision::Decision;
+use crate::action::{ActionVerdict, Confirm, IntoVerdict};
+use crate::decision::PendingDecision;
 use crate::error::HandlerError;
 use crate::event::{Draft, GuideEffect, PassEvent};
 use crate::handler::{InterventionContext, Mode, Recheck, RecheckAnswer};
@@ -92,9 +92,9 @@ fn call_handler<'a, E: PassEvent>(
     entry: &'a Entry,
     event: &'a E,
     cx: &'a InterventionContext,
-) -> Decision<'a, E::Action> {
+) -> PendingDecision<'a, E::Action> {
     catch_unwind(AssertUnwindSafe(|| entry.handler.call(event, cx)))
-        .unwrap_or_else(|panic| Decision::ready(Err(HandlerError::from_panic(panic))))
+        .unwrap_or_else(|panic| PendingDecision::ready(Err(HandlerError::from_panic(panic))))
 }
 
 /// Awaits a handler's future; its panics are handler errors.
@@ -138,11 +138,11 @@ macro_rules! pass {
             )?
             let started = shared.audit_timing.then(Instant::now);
             let result = match call_handler(entry, &*event, &cx) {
-                Decision::Ready(Some(result)) => result,
-                Decision::Ready(None) => Err(HandlerError::new("decision already taken")),
-                Decision::Boxed($future) => $settle,
+                PendingDecision::Ready(Some(result)) => result,
+                PendingDecision::Ready(None) => Err(HandlerError::new("decision already taken")),
+                PendingDecision::Boxed($future) => $settle,
             };
-            let result = result.map(Decided::into_verdict);
+            let result = result.map(IntoVerdict::into_verdict);
             let detail = cx.take_detail();
             if let Flow::Stop = step(&mut pass, entry, event, result, detail, started)? {
                 break;
@@ -161,7 +161,7 @@ pub(crate) async fn run_pass<E: PassEvent>(shared: &Shared, event: &mut E) -> Re
 
 /// A member's result once known, as a verdict, and how long it took since its group started
 /// (with timing).
-type Settled<D> = (Result<Verdict<D>, HandlerError>, Option<Duration>);
+type Settled<D> = (Result<ActionVerdict<D>, HandlerError>, Option<Duration>);
 
 /// Runs a parallel group (SPEC §3.7): its members are awaited together against the event as it
 /// stands, then their results go through `step` in registration order, as if they had run one
@@ -239,15 +239,15 @@ async fn gather<'a, E: PassEvent>(
     let mut running = FuturesUnordered::new();
     for (i, (entry, cx)) in members.iter().zip(contexts).enumerate() {
         let result = match call_handler(entry, event, cx) {
-            Decision::Ready(Some(result)) => result,
-            Decision::Ready(None) => Err(HandlerError::new("decision already taken")),
-            Decision::Boxed(future) => {
+            PendingDecision::Ready(Some(result)) => result,
+            PendingDecision::Ready(None) => Err(HandlerError::new("decision already taken")),
+            PendingDecision::Boxed(future) => {
                 running.push(settle(future).map(move |result| (i, result)));
                 continue;
             }
         };
         if let Some(slot) = results.get_mut(i) {
-            *slot = Some((result.map(Decided::into_verdict), took()));
+            *slot = Some((result.map(IntoVerdict::into_verdict), took()));
         }
         if stopped(members, &results, &mut resolved) {
             return results;
@@ -255,7 +255,7 @@ async fn gather<'a, E: PassEvent>(
     }
     while let Some((i, result)) = running.next().await {
         if let Some(slot) = results.get_mut(i) {
-            *slot = Some((result.map(Decided::into_verdict), took()));
+            *slot = Some((result.map(IntoVerdict::into_verdict), took()));
         }
         if stopped(members, &results, &mut resolved) {
             // Dropping `running` cancels the members still running.
@@ -277,7 +277,7 @@ fn stopped<D>(members: &[Entry], results: &[Option<Settled<D>>], resolved: &mut 
     {
         let stops = entry.mode != Mode::Shadow
             && match result {
-                Ok(verdict) => matches!(verdict, Verdict::Deny(_)),
+                Ok(verdict) => matches!(verdict, ActionVerdict::Deny(_)),
                 Err(_) => entry.on_error != OnError::Proceed,
             };
         if stops {
@@ -303,13 +303,13 @@ fn step<E: PassEvent>(
     pass: &mut Pass<Draft<E>>,
     entry: &Entry,
     event: &mut E,
-    result: Result<Verdict<Draft<E>>, HandlerError>,
+    result: Result<ActionVerdict<Draft<E>>, HandlerError>,
     detail: Option<Box<Value>>,
     started: Option<Instant>,
 ) -> Result<Flow, Error> {
     match result {
         Ok(verdict) => match verdict {
-            Verdict::Proceed if detail.is_none() => Ok(Flow::Continue),
+            ActionVerdict::Proceed if detail.is_none() => Ok(Flow::Continue),
             verdict => decided(pass, entry, event, verdict, detail, started),
         },
         // An error record carries the detail too (a judge's usage for an unparsable verdict);
@@ -324,12 +324,12 @@ fn decided<E: PassEvent>(
     pass: &mut Pass<Draft<E>>,
     entry: &Entry,
     event: &mut E,
-    verdict: Verdict<Draft<E>>,
+    verdict: ActionVerdict<Draft<E>>,
     detail: Option<Box<Value>>,
     started: Option<Instant>,
 ) -> Result<Flow, Error> {
     let detail = match (&verdict, detail) {
-        (Verdict::Proceed, Some(detail)) => {
+        (ActionVerdict::Proceed, Some(detail)) => {
             let (outcome, tag) = if entry.mode == Mode::Shadow {
                 (DecisionOutcome::Shadowed, Tag::Fixed)
             } else {
@@ -373,13 +373,13 @@ fn decide<E: PassEvent>(
     pass: &mut Pass<Draft<E>>,
     entry: &Entry,
     event: &mut E,
-    verdict: Verdict<Draft<E>>,
+    verdict: ActionVerdict<Draft<E>>,
     started: Option<Instant>,
 ) -> Result<Flow, HandlerError> {
     let shadow = entry.mode == Mode::Shadow;
     match verdict {
-        Verdict::Proceed => Ok(Flow::Continue),
-        Verdict::Deny(reason) => {
+        ActionVerdict::Proceed => Ok(Flow::Continue),
+        ActionVerdict::Deny(reason) => {
             let outcome = if shadow {
                 DecisionOutcome::Shadowed
             } else {
@@ -400,7 +400,7 @@ fn decide<E: PassEvent>(
             pass.denied = Some(format!("DENIED: {reason}"));
             Ok(Flow::Stop)
         }
-        Verdict::Guide(feedback) => {
+        ActionVerdict::Guide(feedback) => {
             let (outcome, tag) = if shadow {
                 (DecisionOutcome::Shadowed, Tag::Fixed)
             } else {
@@ -420,8 +420,10 @@ fn decide<E: PassEvent>(
             }
             Ok(Flow::Continue)
         }
-        Verdict::Confirm(confirm) => confirm_step(pass, entry, event, confirm, shadow, started),
-        Verdict::Transform(transform) => {
+        ActionVerdict::Confirm(confirm) => {
+            confirm_step(pass, entry, event, confirm, shadow, started)
+        }
+        ActionVerdict::Transform(transform) => {
             let Some(mut draft) = event.draft() else {
                 return Ok(Flow::Continue);
             };

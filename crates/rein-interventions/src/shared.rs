@@ -12,7 +12,7 @@ use std::sync::Arc;
 use rein_core::{audit::OnError, event::AfterInvocationEvent, tool::BoxFuture};
 
 use crate::closure::{Intervention, Slot};
-use crate::decision::Decision;
+use crate::decision::PendingDecision;
 use crate::error::HandlerError;
 use crate::handler::{InterventionContext, InterventionHandler, Mode};
 use crate::list::for_each_intervention_event;
@@ -133,12 +133,12 @@ impl Repr {
         &'a self,
         event: &'a E,
         cx: &'a InterventionContext,
-    ) -> Decision<'a, E::Action> {
+    ) -> PendingDecision<'a, E::Action> {
         match self {
             Self::Closure(i) => E::slot(i).call(event, cx),
             #[cfg(feature = "policy")]
-            Self::Policy(p) => Decision::ready(E::decide(p, event, cx)),
-            Self::Erased(h) => Decision::Boxed(E::erased(&**h, event, cx)),
+            Self::Policy(p) => PendingDecision::ready(E::decide(p, event, cx)),
+            Self::Erased(h) => PendingDecision::Boxed(E::erased(&**h, event, cx)),
         }
     }
 

@@ -57,7 +57,7 @@ use rein_core::{
 use rein_hooks::HookEvent;
 use serde_json::Value;
 
-use crate::action::{Decided as _, ToolResultDraft, ToolUseDraft, Transform, Verdict};
+use crate::action::{ActionVerdict, IntoVerdict as _, ToolResultDraft, ToolUseDraft, Transform};
 use crate::error::HandlerError;
 use crate::event::PassEvent;
 use crate::registry::InterventionRegistry;
@@ -101,11 +101,11 @@ macro_rules! event {
                 action: Self::Action,
             ) -> Result<Option<Transform<Self::Draft>>, &'static str> {
                 match action.into_verdict() {
-                    Verdict::Proceed => Ok(None),
-                    Verdict::Transform(t) => Ok(Some(t)),
-                    Verdict::Deny(_) => Err("deny"),
-                    Verdict::Guide(_) => Err("guide"),
-                    Verdict::Confirm(_) => Err("confirm"),
+                    ActionVerdict::Proceed => Ok(None),
+                    ActionVerdict::Transform(t) => Ok(Some(t)),
+                    ActionVerdict::Deny(_) => Err("deny"),
+                    ActionVerdict::Guide(_) => Err("guide"),
+                    ActionVerdict::Confirm(_) => Err("confirm"),
                 }
             }
         }

@@ -9,7 +9,7 @@ use rein_core::{
     result::{HandoffRecord, InjectionOutcome, InjectionRecord},
 };
 
-use super::machine::Fed;
+use super::machine::StepReport;
 use super::{Driver, listeners};
 use crate::agent::ACTIVE_AGENT_KEY;
 use crate::checkpoint::PendingHandoff;
@@ -18,7 +18,7 @@ use crate::stream::AgentEvent;
 
 impl Driver<'_> {
     /// Delivers the injected messages queued so far, and the parked ones a human answered.
-    pub(super) async fn drain_injections(&mut self) -> Result<Fed, Error> {
+    pub(super) async fn drain_injections(&mut self) -> Result<StepReport, Error> {
         // A handoff the tools asked for happens first: what was queued for the agent that
         // had control is stale from here on.
         if let Some(handoff) = self.inv.handoff.take()
@@ -127,7 +127,7 @@ impl Driver<'_> {
                 message: delivered,
             });
         }
-        Ok(Fed::Done)
+        Ok(StepReport::Done)
     }
 
     /// Passes control to another agent of the team (SPEC §9.2); whether its input filter

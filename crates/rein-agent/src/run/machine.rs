@@ -1,6 +1,6 @@
 //! The run as a sans-IO state machine: it decides the loop, the driver does the IO.
 //!
-//! The driver feeds the machine what happened ([`Fed`]) and gets back what to do next
+//! The driver feeds the machine what happened ([`StepReport`]) and gets back what to do next
 //! ([`Step`]), until a [`Step::Finish`]. The machine holds the decisions of the loop itself —
 //! limits, model-error retries and their back-off, hook-retry caps, what a verdict on a model
 //! response means, when the tool phase and the injection drain happen, how a run ends — and
@@ -152,7 +152,7 @@ pub(crate) enum Step {
 
 /// What happened since the last step.
 #[derive(Debug)]
-pub(crate) enum Fed {
+pub(crate) enum StepReport {
     /// The run starts.
     Start,
     /// The step was done (for steps that have nothing to report).
@@ -359,9 +359,9 @@ impl Run {
 
     /// The next step, given what happened.
     #[inline]
-    pub(crate) fn next(&mut self, fed: Fed) -> Step {
+    pub(crate) fn next(&mut self, fed: StepReport) -> Step {
         let step = match fed {
-            Fed::Start => {
+            StepReport::Start => {
                 self.phase = Phase::Admitting;
                 if self.resume == Resume::Input {
                     Step::Resume
@@ -369,32 +369,32 @@ impl Run {
                     Step::AdmitInput
                 }
             }
-            Fed::InputDenied(text) => Step::Finish(Outcome::Reply {
+            StepReport::InputDenied(text) => Step::Finish(Outcome::Reply {
                 message: Message::assistant(text),
                 stop_reason: StopReason::EndTurn,
             }),
-            Fed::InputHeld {
+            StepReport::InputHeld {
                 messages,
                 interrupts,
             } => Step::Finish(Outcome::HeldInput {
                 messages,
                 interrupts,
             }),
-            Fed::RequestHeld {
+            StepReport::RequestHeld {
                 interrupts,
                 model_call_index,
             } => Step::Finish(Outcome::HeldRequest {
                 interrupts,
                 model_call_index,
             }),
-            Fed::ModelCalled(verdict) => self.on_verdict(verdict),
-            Fed::Reduced { reduced: true, .. } => self.call_model(),
-            Fed::Reduced { error, .. } => self.backoff_or_fail(error),
-            Fed::EndedTurn(message) => Step::Finish(Outcome::Reply {
+            StepReport::ModelCalled(verdict) => self.on_verdict(verdict),
+            StepReport::Reduced { reduced: true, .. } => self.call_model(),
+            StepReport::Reduced { error, .. } => self.backoff_or_fail(error),
+            StepReport::EndedTurn(message) => Step::Finish(Outcome::Reply {
                 message,
                 stop_reason: StopReason::EndTurn,
             }),
-            Fed::Accepted {
+            StepReport::Accepted {
                 index,
                 has_tool_use: true,
                 invalid_inputs,
@@ -407,27 +407,27 @@ impl Run {
                     invalid_inputs,
                 }
             }
-            Fed::Accepted {
+            StepReport::Accepted {
                 index, stop_reason, ..
             } => Step::Finish(Outcome::Stored {
                 index: Some(index),
                 stop_reason,
             }),
-            Fed::ToolsDone(ToolsEnd::Interrupted {
+            StepReport::ToolsDone(ToolsEnd::Interrupted {
                 message,
                 interrupts,
             }) => Step::Finish(Outcome::Interrupted {
                 message,
                 interrupts,
             }),
-            Fed::ToolsDone(ToolsEnd::Completed {
+            StepReport::ToolsDone(ToolsEnd::Completed {
                 cancel_requested: true,
             }) => Step::Finish(Outcome::CancelledAfterTools),
-            Fed::ToolsDone(ToolsEnd::Completed { .. }) => {
+            StepReport::ToolsDone(ToolsEnd::Completed { .. }) => {
                 self.phase = Phase::Draining;
                 Step::DrainInjections
             }
-            Fed::Done => match (self.phase, self.resume) {
+            StepReport::Done => match (self.phase, self.resume) {
                 (Phase::Admitting, Resume::Tools) => {
                     self.phase = Phase::Tools;
                     Step::Resume
@@ -852,16 +852,16 @@ mod tests {
         ModelResponse::new(Message::assistant(text), StopReason::EndTurn)
     }
 
-    fn accept(text: &str) -> Fed {
-        Fed::ModelCalled(ModelCallVerdict::Accept {
+    fn accept(text: &str) -> StepReport {
+        StepReport::ModelCalled(ModelCallVerdict::Accept {
             response: text_response(text),
             edited: false,
         })
     }
 
     /// A stored response with tool uses.
-    fn with_tools() -> Fed {
-        Fed::Accepted {
+    fn with_tools() -> StepReport {
+        StepReport::Accepted {
             index: 1,
             stop_reason: StopReason::ToolUse,
             has_tool_use: true,
@@ -869,15 +869,18 @@ mod tests {
         }
     }
 
-    fn tools_done() -> Fed {
-        Fed::ToolsDone(ToolsEnd::Completed {
+    fn tools_done() -> StepReport {
+        StepReport::ToolsDone(ToolsEnd::Completed {
             cancel_requested: false,
         })
     }
 
     fn started(r: &mut Run) {
-        assert!(matches!(r.next(Fed::Start), Step::AdmitInput));
-        assert!(matches!(r.next(Fed::Done), Step::CallModel { index: 0 }));
+        assert!(matches!(r.next(StepReport::Start), Step::AdmitInput));
+        assert!(matches!(
+            r.next(StepReport::Done),
+            Step::CallModel { index: 0 }
+        ));
     }
 
     #[test]
@@ -888,7 +891,7 @@ mod tests {
             r.next(accept("hi")),
             Step::Accept { edited: false, .. }
         ));
-        let step = r.next(Fed::Accepted {
+        let step = r.next(StepReport::Accepted {
             index: 1,
             stop_reason: StopReason::EndTurn,
             has_tool_use: false,
@@ -906,8 +909,8 @@ mod tests {
     #[test]
     fn a_denied_input_ends_the_run_with_its_text_and_calls_no_model() {
         let mut r = run(Limits::default(), 3);
-        assert!(matches!(r.next(Fed::Start), Step::AdmitInput));
-        match r.next(Fed::InputDenied("no".into())) {
+        assert!(matches!(r.next(StepReport::Start), Step::AdmitInput));
+        match r.next(StepReport::InputDenied("no".into())) {
             Step::Finish(Outcome::Reply {
                 message,
                 stop_reason,
@@ -934,7 +937,10 @@ mod tests {
         ));
         let step = r.next(tools_done());
         assert!(matches!(step, Step::DrainInjections));
-        assert!(matches!(r.next(Fed::Done), Step::CallModel { index: 1 }));
+        assert!(matches!(
+            r.next(StepReport::Done),
+            Step::CallModel { index: 1 }
+        ));
     }
 
     #[test]
@@ -942,7 +948,7 @@ mod tests {
         let mut r = run(Limits::default(), 3);
         started(&mut r);
         r.next(with_tools());
-        let step = r.next(Fed::ToolsDone(ToolsEnd::Interrupted {
+        let step = r.next(StepReport::ToolsDone(ToolsEnd::Interrupted {
             message: Message::assistant("x"),
             interrupts: vec![Interrupt::new("i", "n", "why")],
         }));
@@ -951,7 +957,7 @@ mod tests {
         let mut r = run(Limits::default(), 3);
         started(&mut r);
         r.next(with_tools());
-        let step = r.next(Fed::ToolsDone(ToolsEnd::Completed {
+        let step = r.next(StepReport::ToolsDone(ToolsEnd::Completed {
             cancel_requested: true,
         }));
         assert!(matches!(step, Step::Finish(Outcome::CancelledAfterTools)));
@@ -960,11 +966,14 @@ mod tests {
     #[test]
     fn a_resume_runs_the_pending_tools_before_any_model_call() {
         let mut r = Run::new(Limits::default(), 3, RetryStrategy::none(), Resume::Tools);
-        assert!(matches!(r.next(Fed::Start), Step::AdmitInput));
-        assert!(matches!(r.next(Fed::Done), Step::Resume));
+        assert!(matches!(r.next(StepReport::Start), Step::AdmitInput));
+        assert!(matches!(r.next(StepReport::Done), Step::Resume));
         let step = r.next(tools_done());
         assert!(matches!(step, Step::DrainInjections));
-        assert!(matches!(r.next(Fed::Done), Step::CallModel { index: 0 }));
+        assert!(matches!(
+            r.next(StepReport::Done),
+            Step::CallModel { index: 0 }
+        ));
     }
 
     #[test]
@@ -976,17 +985,20 @@ mod tests {
         let mut r = run(limits, 5);
         started(&mut r);
         let retry = || {
-            Fed::ModelCalled(ModelCallVerdict::Retry {
+            StepReport::ModelCalled(ModelCallVerdict::Retry {
                 guidance: vec![],
                 error: None,
             })
         };
         assert!(matches!(r.next(retry()), Step::Discard { .. }));
-        assert!(matches!(r.next(Fed::Done), Step::StoreGuidance(_)));
-        assert!(matches!(r.next(Fed::Done), Step::CallModel { index: 1 }));
+        assert!(matches!(r.next(StepReport::Done), Step::StoreGuidance(_)));
+        assert!(matches!(
+            r.next(StepReport::Done),
+            Step::CallModel { index: 1 }
+        ));
         r.next(retry());
-        r.next(Fed::Done);
-        let step = r.next(Fed::Done);
+        r.next(StepReport::Done);
+        let step = r.next(StepReport::Done);
         assert!(matches!(
             step,
             Step::Finish(Outcome::Stored {
@@ -1007,7 +1019,7 @@ mod tests {
         r.add_usage(&Usage::new(2, 10));
         r.next(with_tools());
         r.next(tools_done());
-        let step = r.next(Fed::Done);
+        let step = r.next(StepReport::Done);
         assert!(matches!(
             step,
             Step::Finish(Outcome::Stored {
@@ -1022,7 +1034,7 @@ mod tests {
         let mut r = run(Limits::default(), 2);
         started(&mut r);
         let retry = || {
-            Fed::ModelCalled(ModelCallVerdict::Retry {
+            StepReport::ModelCalled(ModelCallVerdict::Retry {
                 guidance: vec!["again".into()],
                 error: None,
             })
@@ -1032,8 +1044,8 @@ mod tests {
                 Step::Discard { reason, .. } => assert_eq!(reason, "retry requested by a hook"),
                 other => panic!("{other:?}"),
             }
-            assert!(matches!(r.next(Fed::Done), Step::StoreGuidance(g) if g == ["again"]));
-            assert!(matches!(r.next(Fed::Done), Step::CallModel { index } if index == i));
+            assert!(matches!(r.next(StepReport::Done), Step::StoreGuidance(g) if g == ["again"]));
+            assert!(matches!(r.next(StepReport::Done), Step::CallModel { index } if index == i));
         }
         // The third request is refused: its guides are overridden, the turn ends.
         let verdict = ModelCallVerdict::Retry {
@@ -1048,11 +1060,11 @@ mod tests {
         )];
         r.settle_decisions(&verdict, &mut decisions);
         assert_eq!(decisions[0].outcome, DecisionOutcome::Overridden);
-        match r.next(Fed::ModelCalled(verdict)) {
+        match r.next(StepReport::ModelCalled(verdict)) {
             Step::Discard { reason, .. } => assert_eq!(reason, "DENIED: retry limit (2) reached"),
             other => panic!("{other:?}"),
         }
-        match r.next(Fed::Done) {
+        match r.next(StepReport::Done) {
             Step::EndTurn { text, record } => {
                 assert_eq!(text, "DENIED: retry limit (2) reached");
                 let record = record.expect("a retry-limit record");
@@ -1063,7 +1075,7 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        let step = r.next(Fed::EndedTurn(Message::assistant("x")));
+        let step = r.next(StepReport::EndedTurn(Message::assistant("x")));
         assert!(matches!(step, Step::Finish(Outcome::Reply { .. })));
     }
 
@@ -1072,17 +1084,17 @@ mod tests {
         let mut r = run(Limits::default(), 1);
         started(&mut r);
         let retry = || {
-            Fed::ModelCalled(ModelCallVerdict::Retry {
+            StepReport::ModelCalled(ModelCallVerdict::Retry {
                 guidance: vec![],
                 error: None,
             })
         };
         r.next(retry());
-        r.next(Fed::Done);
-        r.next(Fed::Done);
+        r.next(StepReport::Done);
+        r.next(StepReport::Done);
         r.next(with_tools());
         r.next(tools_done());
-        r.next(Fed::Done);
+        r.next(StepReport::Done);
         // The new turn may retry again.
         assert!(matches!(
             r.next(retry()),
@@ -1094,12 +1106,12 @@ mod tests {
     fn a_withheld_response_is_discarded_and_its_text_ends_the_turn() {
         let mut r = run(Limits::default(), 3);
         started(&mut r);
-        let step = r.next(Fed::ModelCalled(ModelCallVerdict::Withhold {
+        let step = r.next(StepReport::ModelCalled(ModelCallVerdict::Withhold {
             text: "DENIED: no".into(),
         }));
         assert!(matches!(step, Step::Discard { reason, .. } if reason == "DENIED: no"));
         assert!(matches!(
-            r.next(Fed::Done),
+            r.next(StepReport::Done),
             Step::EndTurn { text, record: None } if text == "DENIED: no"
         ));
     }
@@ -1108,18 +1120,19 @@ mod tests {
     fn retryable_model_errors_back_off_then_fail_with_the_error() {
         let mut r = run(Limits::default(), 3);
         started(&mut r);
-        let failed = || Fed::ModelCalled(ModelCallVerdict::Failed(ModelError::server("boom")));
+        let failed =
+            || StepReport::ModelCalled(ModelCallVerdict::Failed(ModelError::server("boom")));
         for (i, ms) in [(1, 10), (2, 20)] {
             assert!(matches!(r.next(failed()), Step::Discard { .. }));
             assert!(matches!(
-                r.next(Fed::Done),
+                r.next(StepReport::Done),
                 Step::Backoff(d) if d == Duration::from_millis(ms)
             ));
-            assert!(matches!(r.next(Fed::Done), Step::CallModel { index } if index == i));
+            assert!(matches!(r.next(StepReport::Done), Step::CallModel { index } if index == i));
         }
         r.next(failed());
         assert!(matches!(
-            r.next(Fed::Done),
+            r.next(StepReport::Done),
             Step::Finish(Outcome::Failed(Error::Model(_)))
         ));
     }
@@ -1129,18 +1142,21 @@ mod tests {
         let mut r = Run::new(Limits::default(), 1, RetryStrategy::none(), Resume::No);
         started(&mut r);
         let retry = || {
-            Fed::ModelCalled(ModelCallVerdict::Retry {
+            StepReport::ModelCalled(ModelCallVerdict::Retry {
                 guidance: vec!["g".into()],
                 error: Some(ModelError::server("boom")),
             })
         };
         assert!(matches!(r.next(retry()), Step::Discard { .. }));
-        assert!(matches!(r.next(Fed::Done), Step::StoreGuidance(_)));
-        assert!(matches!(r.next(Fed::Done), Step::CallModel { index: 1 }));
+        assert!(matches!(r.next(StepReport::Done), Step::StoreGuidance(_)));
+        assert!(matches!(
+            r.next(StepReport::Done),
+            Step::CallModel { index: 1 }
+        ));
         // At the cap the error takes its normal course: no retry strategy, so it fails.
         r.next(retry());
         assert!(matches!(
-            r.next(Fed::Done),
+            r.next(StepReport::Done),
             Step::Finish(Outcome::Failed(Error::Model(_)))
         ));
     }
@@ -1150,17 +1166,21 @@ mod tests {
         let mut r = run(Limits::default(), 3);
         started(&mut r);
         let overflow = || ModelError::context_window_overflow("too long");
-        r.next(Fed::ModelCalled(ModelCallVerdict::Failed(overflow())));
-        assert!(matches!(r.next(Fed::Done), Step::ReduceContext(_)));
-        let step = r.next(Fed::Reduced {
+        r.next(StepReport::ModelCalled(
+            ModelCallVerdict::Failed(overflow()),
+        ));
+        assert!(matches!(r.next(StepReport::Done), Step::ReduceContext(_)));
+        let step = r.next(StepReport::Reduced {
             reduced: true,
             error: overflow(),
         });
         assert!(matches!(step, Step::CallModel { index: 1 }));
-        r.next(Fed::ModelCalled(ModelCallVerdict::Failed(overflow())));
-        r.next(Fed::Done);
+        r.next(StepReport::ModelCalled(
+            ModelCallVerdict::Failed(overflow()),
+        ));
+        r.next(StepReport::Done);
         // Nothing left to reduce: not retryable, so the run fails.
-        let step = r.next(Fed::Reduced {
+        let step = r.next(StepReport::Reduced {
             reduced: false,
             error: overflow(),
         });
@@ -1175,7 +1195,7 @@ mod tests {
         let mut r = run(Limits::default(), 3);
         started(&mut r);
         let response = ModelResponse::new(Message::assistant("rewritten"), StopReason::ToolUse);
-        match r.next(Fed::ModelCalled(ModelCallVerdict::Accept {
+        match r.next(StepReport::ModelCalled(ModelCallVerdict::Accept {
             response,
             edited: true,
         })) {

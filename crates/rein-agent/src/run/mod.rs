@@ -40,7 +40,7 @@ use crate::agent::{Agent, Input};
 use crate::checkpoint::{Pause, PausedRun, PendingHandoff, PendingInterrupt};
 use crate::history::Listeners;
 use crate::stream::{AgentEvent, Sink};
-use machine::{Fed, Outcome, Run, Step, ToolPhase};
+use machine::{Outcome, Run, Step, StepReport, ToolPhase};
 
 /// What one invocation accumulates besides the machine's decisions.
 pub(crate) struct Invocation {
@@ -149,7 +149,7 @@ impl Driver<'_> {
     /// invocation's future small. By value: its future holds the three pointers, not a pointer
     /// to them.)
     async fn drive(mut self) -> Outcome {
-        let mut fed = Fed::Start;
+        let mut fed = StepReport::Start;
         loop {
             let done = match self.inv.run.next(fed) {
                 Step::Finish(outcome) => return outcome,
@@ -167,7 +167,7 @@ impl Driver<'_> {
                 Step::Discard { reason, handler } => {
                     let handler = handler.map(str::to_owned).or(self.inv.discarded_by.take());
                     self.sink.discard(reason, handler);
-                    Ok(Fed::Done)
+                    Ok(StepReport::Done)
                 }
                 Step::StoreGuidance(guidance) => self.store_guidance(guidance).await,
                 Step::ReduceContext(error) => Ok(self.agent.reduce_context(error)),
@@ -175,7 +175,7 @@ impl Driver<'_> {
                     if !delay.is_zero() {
                         tokio::time::sleep(delay).await;
                     }
-                    Ok(Fed::Done)
+                    Ok(StepReport::Done)
                 }
                 Step::EndTurn { text, record } => self.end_turn(text, record).await,
                 Step::Accept { response, edited } => self.accept(response, edited).await,

@@ -18,7 +18,7 @@ use rein_core::{
     tool::BoxFuture,
 };
 
-use super::machine::{Fed, RETRY_LIMIT};
+use super::machine::{RETRY_LIMIT, StepReport};
 use super::output::{Guarded, OutputGuard};
 use super::{Driver, Invocation, listeners};
 use crate::agent::Agent;
@@ -72,7 +72,7 @@ enum Stop {
 impl Driver<'_> {
     /// Model call `index`: the request, BeforeModelCall, the call (unless denied), and the
     /// verdict of AfterModelCall.
-    pub(super) async fn model_call(&mut self, index: u32) -> Result<Fed, Error> {
+    pub(super) async fn model_call(&mut self, index: u32) -> Result<StepReport, Error> {
         // The span covers the guards too: their run_guardrail spans are its children. Its
         // sampler-relevant attributes are set here, at creation.
         let config = &self.agent.core.config.inference;
@@ -104,7 +104,11 @@ impl Driver<'_> {
         crate::telemetry::in_span!(&span, self.model_call_in(index, &span))
     }
 
-    async fn model_call_in(&mut self, index: u32, span: &tracing::Span) -> Result<Fed, Error> {
+    async fn model_call_in(
+        &mut self,
+        index: u32,
+        span: &tracing::Span,
+    ) -> Result<StepReport, Error> {
         // The call's future is made in a block: the request, a local moved out of in part,
         // would otherwise be carried whole across the call.
         let call = {
@@ -122,7 +126,7 @@ impl Driver<'_> {
                     Either::Right(std::future::ready(Ok(Called::Done(Ok(denied)))))
                 }
                 Request::Held(interrupts) => {
-                    return Ok(Fed::RequestHeld {
+                    return Ok(StepReport::RequestHeld {
                         interrupts,
                         model_call_index: index,
                     });
@@ -211,7 +215,7 @@ impl Driver<'_> {
         &mut self,
         called: Called,
         index: u32,
-    ) -> impl Future<Output = Result<Fed, Error>> + Send + '_ {
+    ) -> impl Future<Output = Result<StepReport, Error>> + Send + '_ {
         self.inv.discarded_by = None;
         let (outcome, withheld) = match called {
             Called::Done(outcome) => (outcome, None),
@@ -225,7 +229,7 @@ impl Driver<'_> {
             }
         };
         if !self.agent.core.hooks.has::<AfterModelCallEvent>() {
-            return Either::Left(std::future::ready(Ok(Fed::ModelCalled(
+            return Either::Left(std::future::ready(Ok(StepReport::ModelCalled(
                 match (outcome, withheld) {
                     (_, Some(text)) => ModelCallVerdict::Withhold { text },
                     (Ok(response), None) => ModelCallVerdict::Accept {
@@ -278,12 +282,15 @@ impl Driver<'_> {
                 self.inv.discarded_by = decided;
             }
             self.record(decisions);
-            Ok(Fed::ModelCalled(verdict))
+            Ok(StepReport::ModelCalled(verdict))
         })
     }
 
     /// Stores guidance before the model is called again.
-    pub(super) async fn store_guidance(&mut self, guidance: Vec<String>) -> Result<Fed, Error> {
+    pub(super) async fn store_guidance(
+        &mut self,
+        guidance: Vec<String>,
+    ) -> Result<StepReport, Error> {
         let to = listeners(&self.agent.core.hooks, self.inv, self.sink);
         for g in guidance {
             self.agent
@@ -291,7 +298,7 @@ impl Driver<'_> {
                 .append_user(vec![ContentBlock::Text(g)], &to)
                 .await?;
         }
-        Ok(Fed::Done)
+        Ok(StepReport::Done)
     }
 
     /// Stores a stand-in reply (a withheld response, the retry limit) that ends the turn.
@@ -299,12 +306,12 @@ impl Driver<'_> {
         &mut self,
         text: String,
         record: Option<Box<DecisionRecord>>,
-    ) -> Result<Fed, Error> {
+    ) -> Result<StepReport, Error> {
         self.record(record.into_iter().map(|r| *r).collect());
         let message = Message::assistant(text);
         let to = listeners(&self.agent.core.hooks, self.inv, self.sink);
         self.agent.history.add(message.clone(), &to).await?;
-        Ok(Fed::EndedTurn(message))
+        Ok(StepReport::EndedTurn(message))
     }
 
     /// Stores the accepted response; the stream learns that the deltas it showed stand (or were
@@ -313,7 +320,7 @@ impl Driver<'_> {
         &mut self,
         response: ModelResponse,
         edited: bool,
-    ) -> Result<Fed, Error> {
+    ) -> Result<StepReport, Error> {
         self.sink.verdict(true);
         if edited {
             self.sink.emit(|| AgentEvent::ResponseReplaced {
@@ -323,7 +330,7 @@ impl Driver<'_> {
         let has_tool_use = response.message.has_tool_use();
         let to = listeners(&self.agent.core.hooks, self.inv, self.sink);
         let index = self.agent.history.add(response.message, &to).await?;
-        Ok(Fed::Accepted {
+        Ok(StepReport::Accepted {
             index,
             stop_reason: response.stop_reason,
             has_tool_use,
@@ -517,10 +524,10 @@ impl Agent {
     }
 
     /// After a context overflow: whether the conversation manager could shrink the history.
-    pub(super) fn reduce_context(&mut self, error: ModelError) -> Fed {
+    pub(super) fn reduce_context(&mut self, error: ModelError) -> StepReport {
         let mut edit = HistoryEdit::new(self.history.conv_mut());
         let reduced = self.manager.reduce_on_overflow(&mut edit);
-        Fed::Reduced { reduced, error }
+        StepReport::Reduced { reduced, error }
     }
 }
 

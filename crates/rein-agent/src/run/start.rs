@@ -17,7 +17,7 @@ use rein_core::{
 };
 use serde_json::Value;
 
-use super::machine::{Fed, RETRY_LIMIT, Resume, Run, ToolPhase};
+use super::machine::{RETRY_LIMIT, Resume, Run, StepReport, ToolPhase};
 use super::model::Called;
 use super::{Driver, Invocation, listeners};
 use crate::agent::{Agent, Input, OnRetryLimit};
@@ -121,7 +121,10 @@ impl Agent {
 
 impl Driver<'_> {
     /// BeforeInvocation on the input, then the input is stored (unless denied or held).
-    pub(super) async fn admit_input(&mut self, mut messages: Vec<Message>) -> Result<Fed, Error> {
+    pub(super) async fn admit_input(
+        &mut self,
+        mut messages: Vec<Message>,
+    ) -> Result<StepReport, Error> {
         // A stream dropped mid-run (its future dropped during the tool phase) leaves tool uses
         // without results: answer them first, through the message path.
         if self.agent.pending.is_none() {
@@ -147,12 +150,12 @@ impl Driver<'_> {
             messages = match ev.into_verdict() {
                 InputVerdict::Admit(messages) => messages,
                 // Nothing is stored: neither the denied input nor the cancel text.
-                InputVerdict::Deny(text) => return Ok(Fed::InputDenied(text)),
+                InputVerdict::Deny(text) => return Ok(StepReport::InputDenied(text)),
                 InputVerdict::Hold {
                     messages,
                     interrupts,
                 } => {
-                    return Ok(Fed::InputHeld {
+                    return Ok(StepReport::InputHeld {
                         messages,
                         interrupts,
                     });
@@ -161,13 +164,16 @@ impl Driver<'_> {
         }
         let to = listeners(&self.agent.core.hooks, self.inv, self.sink);
         self.agent.history.add_all(messages, &to).await?;
-        Ok(Fed::Done)
+        Ok(StepReport::Done)
     }
 
     /// A resume: takes the paused run with the caller's answers (checked, bound to what they
     /// answer, edits applied) and goes on from where it stopped — the one way a paused run
     /// goes on.
-    pub(super) async fn resume(&mut self, responses: Vec<InterruptResponse>) -> Result<Fed, Error> {
+    pub(super) async fn resume(
+        &mut self,
+        responses: Vec<InterruptResponse>,
+    ) -> Result<StepReport, Error> {
         let resumed = self.take_paused(responses)?;
         // The paused run is consumed by the resume.
         self.agent.session_sync().await?;
@@ -200,7 +206,7 @@ impl Driver<'_> {
         held: ResponsePause,
         interrupts: &[PendingInterrupt],
         edited_response: bool,
-    ) -> Result<Fed, Error> {
+    ) -> Result<StepReport, Error> {
         let mut response = ModelResponse::new(held.message, held.stop_reason);
         response.usage = held.usage;
         // A human answered the retry cap's question: that answer decides, not another pass
@@ -240,7 +246,7 @@ impl Driver<'_> {
                     text: format!("CONFIRMATION_FAILED: {prompt}"),
                 }
             };
-            return Ok(Fed::ModelCalled(verdict));
+            return Ok(StepReport::ModelCalled(verdict));
         }
         self.after_model_call(Called::Done(Ok(response)), held.model_call_index)
             .await

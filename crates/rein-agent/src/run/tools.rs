@@ -22,7 +22,7 @@ use rein_core::{
 };
 use rein_hooks::HookRegistry;
 
-use super::machine::{Fed, PhaseEnd, ToolPhase, ToolRetries, ToolsEnd, retry_limit_record};
+use super::machine::{PhaseEnd, StepReport, ToolPhase, ToolRetries, ToolsEnd, retry_limit_record};
 use super::{Driver, Invocation, listeners};
 use crate::agent::Agent;
 use crate::agent_tool::{ParentLink, RunsAgent, SubAgentPaused};
@@ -58,7 +58,7 @@ impl Driver<'_> {
     pub(super) async fn tool_phase(
         &mut self,
         invalid_inputs: &[(String, String)],
-    ) -> Result<Fed, Error> {
+    ) -> Result<StepReport, Error> {
         // Two futures one after the other: what running the tools needs is not carried while
         // their results are stored, nor the other way round.
         let index = self.run_tools(invalid_inputs).await?;
@@ -199,7 +199,7 @@ impl Driver<'_> {
     }
 
     /// Stores the results of the phase's tool uses, or pauses it on their interrupts.
-    async fn settle_tool_phase(&mut self, index: usize) -> Result<Fed, Error> {
+    async fn settle_tool_phase(&mut self, index: usize) -> Result<StepReport, Error> {
         // The phase is used up in a block: a borrowed local is carried across every await
         // that follows, and only its end is needed after the rewrites are stored.
         let (model_call_index, end) = {
@@ -245,7 +245,7 @@ impl Driver<'_> {
                 }));
                 self.agent.pending = Some(Box::new(self.inv.pause(at, interrupts)));
                 self.agent.session_sync().await?;
-                Ok(Fed::ToolsDone(ToolsEnd::Interrupted {
+                Ok(StepReport::ToolsDone(ToolsEnd::Interrupted {
                     message: assistant,
                     interrupts: wire,
                 }))
@@ -255,7 +255,7 @@ impl Driver<'_> {
                 self.agent.history.append_user(blocks, &to).await?;
                 // Answers are cleared once the tool cycle completes.
                 self.inv.answers = InterruptAnswers::default();
-                Ok(Fed::ToolsDone(ToolsEnd::Completed {
+                Ok(StepReport::ToolsDone(ToolsEnd::Completed {
                     cancel_requested: self.agent.cancel.after_tools_requested(),
                 }))
             }

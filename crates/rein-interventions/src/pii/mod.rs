@@ -221,7 +221,7 @@ impl PiiGuard {
     }
 
     /// What to do about the kinds found: `None` when nothing was found.
-    fn verdict(&self, found: &Found, target: PiiTarget) -> Option<Verdict> {
+    fn verdict(&self, found: &Found, target: PiiTarget) -> Option<ActionVerdict> {
         let action = found
             .kinds
             .iter()
@@ -236,11 +236,11 @@ impl PiiGuard {
             .collect::<Vec<_>>()
             .join(", ");
         Some(match action {
-            PiiAction::Redact => Verdict::Redact,
+            PiiAction::Redact => ActionVerdict::Redact,
             PiiAction::Deny => {
-                Verdict::Deny(format!("personal data in {}: {kinds}", target.place()))
+                ActionVerdict::Deny(format!("personal data in {}: {kinds}", target.place()))
             }
-            PiiAction::Guide => Verdict::Guide(format!(
+            PiiAction::Guide => ActionVerdict::Guide(format!(
                 "remove personal data from the {} ({kinds})",
                 target.place()
             )),
@@ -268,9 +268,9 @@ impl PiiGuard {
         }
         match self.verdict(&found, PiiTarget::Prompt) {
             None => BeforeInvocationAction::Proceed,
-            Some(Verdict::Deny(r)) => BeforeInvocationAction::deny(r),
-            Some(Verdict::Guide(f)) => BeforeInvocationAction::guide(f),
-            Some(Verdict::Redact) => {
+            Some(ActionVerdict::Deny(r)) => BeforeInvocationAction::deny(r),
+            Some(ActionVerdict::Guide(f)) => BeforeInvocationAction::guide(f),
+            Some(ActionVerdict::Redact) => {
                 let d = self.detector;
                 BeforeInvocationAction::transform(move |messages: &mut Vec<Message>| {
                     for m in messages {
@@ -294,9 +294,9 @@ impl PiiGuard {
         }
         match self.verdict(&found, PiiTarget::ModelRequest) {
             None => BeforeModelCallAction::Proceed,
-            Some(Verdict::Deny(r)) => BeforeModelCallAction::deny(r),
-            Some(Verdict::Guide(f)) => BeforeModelCallAction::guide(f),
-            Some(Verdict::Redact) => {
+            Some(ActionVerdict::Deny(r)) => BeforeModelCallAction::deny(r),
+            Some(ActionVerdict::Guide(f)) => BeforeModelCallAction::guide(f),
+            Some(ActionVerdict::Redact) => {
                 let d = self.detector;
                 BeforeModelCallAction::transform(move |request| {
                     if let Some(s) = request.system_prompt.as_deref()
@@ -321,9 +321,9 @@ impl PiiGuard {
         found.value(&self.detector, &call.input);
         match self.verdict(&found, PiiTarget::ToolInput) {
             None => BeforeToolCallAction::Proceed,
-            Some(Verdict::Deny(r)) => BeforeToolCallAction::deny(r),
-            Some(Verdict::Guide(f)) => BeforeToolCallAction::guide(f),
-            Some(Verdict::Redact) => {
+            Some(ActionVerdict::Deny(r)) => BeforeToolCallAction::deny(r),
+            Some(ActionVerdict::Guide(f)) => BeforeToolCallAction::guide(f),
+            Some(ActionVerdict::Redact) => {
                 let d = self.detector;
                 BeforeToolCallAction::transform(move |draft| redact_value(&d, &mut draft.input))
             }
@@ -340,14 +340,14 @@ impl PiiGuard {
         // with the text the model would have got for a denied or guided call.
         let error = match self.verdict(&found, PiiTarget::ToolResult) {
             None => return AfterToolCallAction::Proceed,
-            Some(Verdict::Redact) => {
+            Some(ActionVerdict::Redact) => {
                 let d = self.detector;
                 return AfterToolCallAction::transform(move |draft| {
                     redact_result(&d, &mut draft.content);
                 });
             }
-            Some(Verdict::Deny(r)) => format!("DENIED: {r}"),
-            Some(Verdict::Guide(f)) => format!("GUIDANCE: [{}] {f}", self.name),
+            Some(ActionVerdict::Deny(r)) => format!("DENIED: {r}"),
+            Some(ActionVerdict::Guide(f)) => format!("GUIDANCE: [{}] {f}", self.name),
         };
         AfterToolCallAction::transform(move |draft| {
             draft.status = ToolResultStatus::Error;
@@ -368,8 +368,8 @@ impl PiiGuard {
         }
         match self.verdict(&found, PiiTarget::ModelOutput) {
             None => AfterModelCallAction::Proceed,
-            Some(Verdict::Guide(f)) => AfterModelCallAction::guide(f),
-            Some(Verdict::Redact) => {
+            Some(ActionVerdict::Guide(f)) => AfterModelCallAction::guide(f),
+            Some(ActionVerdict::Redact) => {
                 let d = self.detector;
                 AfterModelCallAction::transform(move |m: &mut Message| {
                     for b in &mut m.content {
@@ -381,18 +381,20 @@ impl PiiGuard {
             }
             // A response cannot be denied after the fact: its text is replaced by the denial
             // (tool uses stay; their inputs are checked before they run).
-            Some(Verdict::Deny(r)) => AfterModelCallAction::transform(move |m: &mut Message| {
-                let mut replaced = false;
-                m.content.retain_mut(|b| match b {
-                    ContentBlock::Text(t) if !replaced => {
-                        replaced = true;
-                        *t = format!("DENIED: {r}");
-                        true
-                    }
-                    ContentBlock::Text(_) => false,
-                    _ => true,
-                });
-            }),
+            Some(ActionVerdict::Deny(r)) => {
+                AfterModelCallAction::transform(move |m: &mut Message| {
+                    let mut replaced = false;
+                    m.content.retain_mut(|b| match b {
+                        ContentBlock::Text(t) if !replaced => {
+                            replaced = true;
+                            *t = format!("DENIED: {r}");
+                            true
+                        }
+                        ContentBlock::Text(_) => false,
+                        _ => true,
+                    });
+                })
+            }
         }
     }
 
@@ -408,9 +410,9 @@ impl PiiGuard {
         found.kinds.extend(matches.iter().map(|m| m.kind));
         match self.verdict(&found, PiiTarget::Stream) {
             None => ModelOutputAction::Proceed,
-            Some(Verdict::Deny(r)) => ModelOutputAction::deny(r),
+            Some(ActionVerdict::Deny(r)) => ModelOutputAction::deny(r),
             // A stream cannot be guided: what would be guided is redacted before it is shown.
-            Some(Verdict::Redact | Verdict::Guide(_)) => {
+            Some(ActionVerdict::Redact | ActionVerdict::Guide(_)) => {
                 ModelOutputAction::transform(move |pending: &mut String| {
                     if let std::borrow::Cow::Owned(new) = detect::redact_matches(pending, &matches)
                     {
@@ -422,7 +424,7 @@ impl PiiGuard {
     }
 }
 
-enum Verdict {
+enum ActionVerdict {
     Redact,
     Deny(String),
     Guide(String),
