@@ -281,15 +281,11 @@ fn cache_control() -> Value {
     json!({"type": "ephemeral"})
 }
 
-/// The history's cache breakpoints (`CachePoints::history`): the last message, and the user
-/// message before it — where the previous request of a tool loop ended, so a turn that adds more
-/// blocks than Anthropic looks back over still reads the cache. With the tools' and the system
-/// prompt's, never more than Anthropic's four.
+/// The history's cache breakpoints (`CachePoints::history`, placed by
+/// [`http::history_cache_points`]); with the tools' and the system prompt's, never more than
+/// Anthropic's four.
 fn mark_history(messages: &mut [Value]) {
-    let last = messages.len().checked_sub(1);
-    let previous_user =
-        last.and_then(|last| messages[..last].iter().rposition(|m| m["role"] == "user"));
-    for i in [last, previous_user].into_iter().flatten() {
+    for i in http::history_cache_points(messages).into_iter().flatten() {
         // Thinking blocks cannot carry a breakpoint: the last block that can.
         let block = messages[i]["content"].as_array_mut().and_then(|blocks| {
             blocks
@@ -309,12 +305,7 @@ fn b64(bytes: &[u8]) -> String {
 
 fn image_block(img: &ImageBlock) -> Value {
     let bytes = http::media_bytes(&img.source);
-    let mime = match img.format.as_str() {
-        "jpg" | "jpeg" => "image/jpeg",
-        "gif" => "image/gif",
-        "webp" => "image/webp",
-        _ => "image/png",
-    };
+    let mime = http::image_mime(&img.format);
     json!({"type": "image", "source": {"type": "base64", "media_type": mime, "data": b64(bytes)}})
 }
 

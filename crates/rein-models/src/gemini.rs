@@ -10,7 +10,7 @@ use std::fmt;
 use base64::Engine as _;
 use rein_core::{
     ContentBlock, Error, ModelError, ProviderState, Role, ToolUse,
-    message::{DocumentBlock, ImageBlock, ReasoningContent, ToolResultContent},
+    message::{DocumentBlock, ImageBlock, ToolResultContent},
     request::{ModelRequest, ToolChoice},
     stream::{BlockDelta, BlockStart, StopReason, StreamEvent, Usage},
 };
@@ -275,12 +275,7 @@ fn b64(bytes: &[u8]) -> String {
 }
 
 fn image_part(img: &ImageBlock) -> Value {
-    let mime = match img.format.as_str() {
-        "jpg" | "jpeg" => "image/jpeg",
-        "gif" => "image/gif",
-        "webp" => "image/webp",
-        _ => "image/png",
-    };
+    let mime = http::image_mime(&img.format);
     json!({"inlineData": {"mimeType": mime, "data": b64(http::media_bytes(&img.source))}})
 }
 
@@ -364,10 +359,8 @@ fn model_parts(content: &[ContentBlock], source: &str) -> Vec<Value> {
                 }
                 parts.push(Value::Object(part));
             }
-            // Thought summaries are not sent back; what Gemini needs of its thinking is the
-            // signatures.
-            ContentBlock::ReasoningContent(r)
-                if matches!(**r, ReasoningContent::ReasoningText(_)) => {}
+            // Thought summaries are not sent back: what Gemini needs of its thinking is the
+            // signatures, which travel on the calls.
             _ => {}
         }
     }

@@ -145,6 +145,26 @@ pub(crate) fn media_bytes(source: &MediaSource) -> &[u8] {
     }
 }
 
+/// The MIME type of an image block's format (`png` unless it names another one).
+pub(crate) fn image_mime(format: &str) -> &'static str {
+    match format {
+        "jpg" | "jpeg" => "image/jpeg",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        _ => "image/png",
+    }
+}
+
+/// The encoded messages that get the history's prompt-cache points (`CachePoints::history`):
+/// the last one, and the user message before it — where the previous request of a tool loop
+/// ended, so a turn that adds many blocks still reads what the previous one cached.
+pub(crate) fn history_cache_points(messages: &[serde_json::Value]) -> [Option<usize>; 2] {
+    let last = messages.len().checked_sub(1);
+    let previous_user =
+        last.and_then(|last| messages[..last].iter().rposition(|m| m["role"] == "user"));
+    [last, previous_user]
+}
+
 /// A header value marked sensitive (hidden from HTTP-level debug output), for credentials.
 pub(crate) fn secret_header(value: &str) -> Result<reqwest::header::HeaderValue, ModelError> {
     let mut v = reqwest::header::HeaderValue::from_str(value)

@@ -290,12 +290,7 @@ fn b64(bytes: &[u8]) -> String {
 /// An image as a `data:` URL.
 pub(crate) fn image_data_url(img: &ImageBlock) -> String {
     let bytes = http::media_bytes(&img.source);
-    let mime = match img.format.as_str() {
-        "jpg" | "jpeg" => "image/jpeg",
-        "gif" => "image/gif",
-        "webp" => "image/webp",
-        _ => "image/png",
-    };
+    let mime = http::image_mime(&img.format);
     format!("data:{mime};base64,{}", b64(bytes))
 }
 

@@ -224,14 +224,11 @@ fn cache_point() -> Value {
     json!({"cachePoint": {"type": "default"}})
 }
 
-/// The history's cache checkpoints (`CachePoints::history`): after the last message, and after
-/// the user message before it (where the previous request of a tool loop ended). With the
-/// system prompt's and the tools', never more than Bedrock's four.
+/// The history's cache checkpoints (`CachePoints::history`, placed by
+/// [`http::history_cache_points`]); with the system prompt's and the tools', never more than
+/// Bedrock's four.
 fn mark_history(messages: &mut [Value]) {
-    let last = messages.len().checked_sub(1);
-    let previous_user =
-        last.and_then(|last| messages[..last].iter().rposition(|m| m["role"] == "user"));
-    for i in [last, previous_user].into_iter().flatten() {
+    for i in http::history_cache_points(messages).into_iter().flatten() {
         if let Some(content) = messages[i]["content"].as_array_mut() {
             content.push(cache_point());
         }
