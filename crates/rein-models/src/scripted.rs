@@ -515,10 +515,9 @@ impl Model for ScriptedModel {
         ModelInfo::new("scripted", self.inner.model_id.clone())
     }
 
-    // A plain fn returning the call's future: the request is recorded (or dropped) at once, so
-    // the future that waits out the delay holds the model and the delay only (it is boxed per
-    // call, and it is what every call in flight keeps). The entry is still taken after the
-    // delay: a call dropped while it waits (a timeout) consumes nothing.
+    // A plain fn returning the call's future: the request is recorded (or dropped) at once
+    // (docs/performance.md, layout rule 3). The entry is still taken after the delay: a call
+    // dropped while it waits (a timeout) consumes nothing.
     fn stream(
         &self,
         request: ModelRequest,
