@@ -1,6 +1,6 @@
 //! A test server: scripted models chosen by the thread id's prefix, a `delete_file` tool that
 //! needs approval (an intervention `Confirm`), a `clock`, a slow tool and a gate.
-#![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
+#![allow(unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
