@@ -154,7 +154,7 @@ pub fn unauthenticated_server(store: MemorySessionStore, models: Models) -> Agui
             .tool(ToolHandle::from_sync_fn(
                 "delete_file",
                 "Deletes a file.",
-                json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+                json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"], "additionalProperties": false}),
                 |input, _| Ok(format!("deleted {}", input["path"].as_str().unwrap_or("?")).into()),
             ))
             .tool(ToolHandle::from_fn(
