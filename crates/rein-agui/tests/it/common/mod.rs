@@ -154,7 +154,8 @@ pub fn unauthenticated_server(store: MemorySessionStore, models: Models) -> Agui
             .tool(ToolHandle::from_sync_fn(
                 "delete_file",
                 "Deletes a file.",
-                json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"], "additionalProperties": false}),
+                // A file name in the working directory: no path (an edit may not reach elsewhere).
+                json!({"type": "object", "properties": {"path": {"type": "string", "pattern": "^[^/]+$"}}, "required": ["path"], "additionalProperties": false}),
                 |input, _| Ok(format!("deleted {}", input["path"].as_str().unwrap_or("?")).into()),
             ))
             .tool(ToolHandle::from_fn(
