@@ -96,7 +96,7 @@ $("signin").addEventListener("submit", (e) => {
   restore();
 });
 
-$("sign-out").addEventListener("click", (e) => {
+$("sign-out-link").addEventListener("click", (e) => {
   e.preventDefault();
   localStorage.removeItem(TOKEN_KEY);
   signIn("Signed out.");
@@ -487,6 +487,49 @@ $("new-thread").addEventListener("click", (e) => {
   renderApprovals();
   showThread();
 });
+
+// ---- the inbox: what waits across conversations (`GET approvals`, where the server has it) ----
+
+let inboxNext = null;
+async function showInbox(more) {
+  $("inbox").hidden = false;
+  const list = $("inbox-list");
+  const u = new URL("approvals", base);
+  if (more && inboxNext) u.searchParams.set("cursor", inboxNext);
+  let res;
+  try {
+    res = await fetch(u, { headers: headers() });
+  } catch (e) {
+    showError("The server cannot be reached.", e.message);
+    return;
+  }
+  if (!more) list.replaceChildren();
+  $("inbox-more").hidden = true;
+  if (res.status === 404) { list.replaceChildren(el("p", "note", "No inbox on this server: open a conversation's link.")); return; }
+  if (!res.ok) { await refused(res); return; }
+  const j = await res.json();
+  for (const a of j.approvals || []) list.appendChild(inboxItem(a));
+  if (!list.children.length) list.appendChild(el("p", "note", "Nothing waits for you."));
+  inboxNext = j.next || null;
+  $("inbox-more").hidden = !inboxNext;
+}
+
+function inboxItem(a) {
+  const row = el("a", "inbox-item");
+  row.href = `?thread=${encodeURIComponent(a.threadId)}`;
+  row.appendChild(el("strong", "", a.toolName ? `${words(a.toolName)} needs your approval` : "The agent needs your answer"));
+  if (fields(a.input)) row.appendChild(el("div", "", fields(a.input)));
+  const when = a.askedAt ? new Date(a.askedAt) : null;
+  const meta = [a.reason, a.requester ? `asked by ${a.requester}` : "", when && !isNaN(when) ? when.toLocaleString() : ""];
+  row.appendChild(el("div", "note", meta.filter(Boolean).join(" · ")));
+  return row;
+}
+
+$("inbox-link").addEventListener("click", (e) => {
+  e.preventDefault();
+  if ($("inbox").hidden) showInbox(false); else $("inbox").hidden = true;
+});
+$("inbox-more").addEventListener("click", () => showInbox(true));
 
 // The conversation as the store holds it (AG-UI messages).
 function showMessages(messages, omitted) {

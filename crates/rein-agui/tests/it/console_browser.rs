@@ -120,6 +120,11 @@ async fn approve_in_the_console_in_a_real_browser() {
         "{page}"
     );
     assert!(text(&page, "refusalDetails").contains("INTERRUPTS_PENDING"));
+    // This server has no inbox route: the inbox view says so.
+    assert!(
+        text(&page, "inbox").contains("No inbox on this server"),
+        "{page}"
+    );
     keep("console-approval-1280.png", "agui-console.png");
 }
 
