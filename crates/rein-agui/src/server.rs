@@ -705,9 +705,11 @@ async fn thread(
         let snapshot = stored(&inner, &thread_id)
             .await?
             .ok_or_else(|| unknown_thread(&thread_id))?;
-        // The agent as built (its tools' schemas), nothing loaded into it.
-        let agent = build_agent(&inner, &thread_id)?;
-        let pending = Asking::new(snapshot.pending_interrupts.as_ref(), &agent).pending();
+        // With the agent as built (its tools' schemas, for the edit), nothing loaded into it.
+        let pending = match &snapshot.pending_interrupts {
+            Some(paused) => Asking::new(Some(paused), &build_agent(&inner, &thread_id)?).pending(),
+            None => Vec::new(),
+        };
         let messages = snapshot.active_messages();
         let shown = messages.len().saturating_sub(TRANSCRIPT_MESSAGES);
         let (running, parked) = inner

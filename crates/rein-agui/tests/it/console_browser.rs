@@ -223,6 +223,32 @@ async fn reject_with_a_reason() {
     keep("console-reject-390.png", "agui-console-reject-phone.png");
 }
 
+/// Issue 38, item 8: where the handler takes it (human_approval), "Always allow" approves and
+/// trusts the tool for the session: the next call runs without asking.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn always_allow_where_the_handler_takes_it() {
+    if browser().is_none() {
+        return;
+    }
+    let server = common::start(MemorySessionStore::new()).await;
+    let page = drive(&server.url(), "always", 390, "always-1").await;
+    server.shutdown().await.unwrap();
+    let card = text(&page, "card");
+    for shown in ["Refund needs your approval", "Amount", "250", "Order", "17"] {
+        assert!(card.contains(shown), "{shown:?} not in {card}");
+    }
+    assert_eq!(text(&page, "always"), "Always allow refund");
+    let transcript = text(&page, "transcript");
+    for shown in [
+        "← refunded 250 to order 17",
+        "← refunded 80 to order 18",
+        "Refunded again.",
+    ] {
+        assert!(transcript.contains(shown), "{shown:?} not in {transcript}");
+    }
+    assert!(text(&page, "approvals").contains("Nothing waits for you."));
+}
+
 /// Issue 38, item 7: at 390 px nothing is wider than the screen and Approve and Reject are on
 /// it; at 1280 px likewise.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

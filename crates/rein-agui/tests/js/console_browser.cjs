@@ -9,6 +9,7 @@
 //                 call come back; an edit the server refuses leaves the card working; an edit
 //                 through the form is approved
 //   reject        reject with a reason
+//   always        human_approval's "always": approve and trust the tool for the session
 //   layout        the page with an approval waiting (for the phone layout's measurements)
 const { createRequire } = require("node:module");
 const fs = require("node:fs");
@@ -131,6 +132,26 @@ const scenarios = {
     await page.waitForFunction(() => document.getElementById("status").textContent === "idle");
     out.transcript = await text(page, "#transcript");
     out.decisions = await text(page, "#decisions");
+    out.approvals = await text(page, "#approvals");
+  },
+
+  async always(page, context, out) {
+    await page.goto(withToken(url, thread));
+    await page.fill("#prompt", "Refund order 17");
+    await page.click("#send");
+    const always = page.locator("#approvals [data-action=always]");
+    await always.waitFor(wait);
+    out.card = await text(page, "#approvals .approval");
+    out.always = await always.innerText();
+    await always.click();
+    await page.getByText("Refunded.").waitFor(wait);
+    await page.waitForFunction(() => document.getElementById("status").textContent === "idle");
+    // The tool is trusted for the session: the next refund runs without asking.
+    await page.fill("#prompt", "Refund order 18");
+    await page.click("#send");
+    await page.getByText("Refunded again.").waitFor(wait);
+    await page.waitForFunction(() => document.getElementById("status").textContent === "idle");
+    out.transcript = await text(page, "#transcript");
     out.approvals = await text(page, "#approvals");
   },
 
