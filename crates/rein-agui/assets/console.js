@@ -495,7 +495,7 @@ async function showInbox(more) {
   $("inbox").hidden = false;
   const list = $("inbox-list");
   const u = new URL("approvals", base);
-  if (more && inboxNext) u.searchParams.set("cursor", inboxNext);
+  if (more && inboxNext) u.searchParams.set("after", inboxNext);
   let res;
   try {
     res = await fetch(u, { headers: headers() });
@@ -519,7 +519,8 @@ function inboxItem(a) {
   row.href = `?thread=${encodeURIComponent(a.threadId)}`;
   row.appendChild(el("strong", "", a.toolName ? `${words(a.toolName)} needs your approval` : "The agent needs your answer"));
   if (fields(a.input)) row.appendChild(el("div", "", fields(a.input)));
-  const when = a.askedAt ? new Date(a.askedAt) : null;
+  // An RFC 3339 time, or seconds / milliseconds since the epoch.
+  const when = a.askedAt ? new Date(typeof a.askedAt === "number" && a.askedAt < 1e12 ? a.askedAt * 1000 : a.askedAt) : null;
   const meta = [a.reason, a.requester ? `asked by ${a.requester}` : "", when && !isNaN(when) ? when.toLocaleString() : ""];
   row.appendChild(el("div", "note", meta.filter(Boolean).join(" · ")));
   return row;
