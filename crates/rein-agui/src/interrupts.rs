@@ -634,4 +634,28 @@ mod tests {
         .unwrap();
         assert_eq!(r[0].response, json!({"approved": true, "trust": true}));
     }
+
+    /// A tool schema's own definitions still resolve inside the approval's schema, so the
+    /// edit is checked against the whole of it.
+    #[test]
+    fn the_edit_schema_keeps_the_tools_definitions() {
+        let tool = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "properties": {"refund": {"$ref": "#/$defs/money"}},
+            "required": ["refund"],
+            "additionalProperties": false,
+            "$defs": {"money": {"type": "number", "minimum": 0}}
+        });
+        let schema = approval_schema(false, Some(&tool), false);
+        let ok = json!({"approved": true, "edit": {"refund": 12.5}});
+        assert_eq!(check(&schema, &ok), Ok(()));
+        for bad in [
+            json!({"approved": true, "edit": {"refund": -1}}),
+            json!({"approved": true, "edit": {"refund": "12"}}),
+            json!({"approved": true, "edit": {"refund": 1, "to": "me"}}),
+        ] {
+            assert!(check(&schema, &bad).is_err(), "{bad}");
+        }
+    }
 }
