@@ -563,7 +563,11 @@ async function restore() {
   $("sign-out").hidden = !token();
   loaded = true;
   if (res.status === 404) { renderApprovals(); status("idle"); return; } // a new conversation
-  if (!res.ok) { await refused(res); return; }
+  if (!res.ok) {
+    await refused(res);
+    $("approvals").replaceChildren(el("p", "note", "What waits here could not be loaded (see above)."));
+    return;
+  }
   const t = await res.json();
   showMessages(t.messages, t.messagesOmitted);
   parked = [];
