@@ -1,11 +1,11 @@
 //! One run: the agent's stream translated into AG-UI events.
 
-use rein_agent::{Agent, AgentEvent, Input, PausedRun};
+use rein_agent::{Agent, AgentEvent, Input};
 use rein_core::{Error, Role, result::AgentResult, stream::StopReason};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
-use crate::interrupts::{parked, to_wire};
+use crate::interrupts::{Asking, parked, to_wire};
 use crate::wire::WireEvent;
 
 /// The agent-state key where the server keeps the ids of the last resume's interrupts (so a
@@ -327,8 +327,7 @@ pub(crate) async fn drive(
     };
     let outcome = match stop_reason {
         StopReason::Interrupt => {
-            let pending = agent.pending_interrupts().map(PausedRun::pending);
-            let interrupts: Vec<_> = pending.unwrap_or_default().iter().map(to_wire).collect();
+            let interrupts = Asking::new(agent.pending_interrupts(), &agent).pending();
             json!({"type": "interrupt", "interrupts": interrupts})
         }
         StopReason::Cancelled => json!({"type": "cancelled"}),
