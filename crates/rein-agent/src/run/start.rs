@@ -96,7 +96,8 @@ impl Agent {
                 config.retry.clone(),
                 resume,
             )
-            .escalating(config.on_retry_limit == OnRetryLimit::Confirm),
+            .escalating(config.on_retry_limit == OnRetryLimit::Confirm)
+            .with_output_retries(self.core.output.as_ref().map_or(0, |o| o.max_retries)),
             metrics: InvocationMetrics::default(),
             decisions: Vec::new(),
             answers: InterruptAnswers::default(),
@@ -248,7 +249,7 @@ impl Driver<'_> {
             };
             return Ok(StepReport::ModelCalled(verdict));
         }
-        self.after_model_call(Called::Done(Ok(response)), held.model_call_index)
+        self.answered(Called::Done(Ok(response)), held.model_call_index)
             .await
     }
 
@@ -421,9 +422,28 @@ impl Agent {
                 return Ok(Some(Edit::Input(messages)));
             }
             (Some(InterruptEvent::AfterModelCall), Pause::Response(held)) => {
-                let Value::String(text) = edit else {
-                    return Err(invalid("the edit of a response is its new text".into()));
+                // A typed answer's edit is checked before it is accepted (SPEC §3.12); it may
+                // be given as the JSON value itself.
+                let typed = self
+                    .core
+                    .output
+                    .as_deref()
+                    .filter(|_| !held.message.has_tool_use());
+                let text = match (edit, typed) {
+                    (Value::String(text), _) => text,
+                    (value, Some(_)) => value.to_string(),
+                    (_, None) => {
+                        return Err(invalid("the edit of a response is its new text".into()));
+                    }
                 };
+                if let Some(spec) = typed {
+                    spec.check(&text).map_err(|errors| {
+                        invalid(format!(
+                            "the edited answer does not match the output schema: {}",
+                            errors.join("; ")
+                        ))
+                    })?;
+                }
                 // The text blocks become the edited text; tool uses stay.
                 let mut message = held.message.clone();
                 message
