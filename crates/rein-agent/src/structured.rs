@@ -23,8 +23,9 @@ use crate::schema_cache;
 pub enum OutputStrategy {
     /// The provider's own constrained output ([`OutputFormat`] on the request: OpenAI's
     /// `response_format`, Anthropic's `output_config.format`, Ollama's `format` ...). Providers
-    /// that cannot constrain an answer while tools are offered leave it out on those calls; the
-    /// schema is then also stated in the system prompt.
+    /// that cannot constrain an answer while tools are offered (or to an open schema) leave it
+    /// out on those calls, so the schema is also stated in the system prompt unless the agent
+    /// has no tools and the schema is closed.
     Native,
     /// A final-answer tool ([`FINAL_ANSWER_TOOL`]) whose input is the answer: for models that
     /// only do tools. Its call ends the run (it never runs as a tool).
@@ -131,7 +132,10 @@ impl OutputSpec {
         let strategy = strategy.unwrap_or_else(|| default_strategy(provider));
         let schema_text = format.schema.to_string();
         let stated = match strategy {
-            OutputStrategy::Native if tools.is_empty() => None,
+            // Stated unless every provider that maps the format constrains this call to it: a
+            // call without tools, with a closed schema (Anthropic takes only those; Ollama and
+            // Gemini constrain only calls without tools).
+            OutputStrategy::Native if tools.is_empty() && format.strict => None,
             OutputStrategy::Native | OutputStrategy::Prompt => Some(format!(
                 "When you give your final answer (after any tool calls you need), answer with \
                  only a JSON value, no prose and no code fence, that matches this JSON Schema \
