@@ -390,7 +390,7 @@ impl AgentBuilder {
 
     /// Asks for a typed final answer: JSON that matches `T`'s JSON Schema (schemars) and
     /// deserializes into `T`, read with [`AgentResult::output`](rein_core::result::AgentResult::output)
-    /// (SPEC §3.12). The model may call tools first; only its final answer is checked, and a
+    /// (SPEC §13). The model may call tools first; only its final answer is checked, and a
     /// failing one is sent back with its errors, at most
     /// [`max_output_retries`](Self::max_output_retries) times.
     pub fn output<T>(mut self) -> Self

@@ -137,7 +137,7 @@ pub struct ResponsePause {
     #[serde(default)]
     pub hook_retries: u32,
     /// How many typed answers of the invocation had been refused (the resume goes on counting
-    /// towards `max_output_retries` from there; SPEC §3.12).
+    /// towards `max_output_retries` from there; SPEC §13).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub output_retries: u32,
     /// The call's index in the invocation.

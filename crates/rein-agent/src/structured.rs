@@ -1,4 +1,4 @@
-//! Typed answers (structured output, SPEC §3.12): the schema an agent's final answer must
+//! Typed answers (structured output, SPEC §13): the schema an agent's final answer must
 //! match, how the model is asked for it (the strategy), and the check of each answer — size,
 //! JSON, JSON Schema, then the Rust type.
 

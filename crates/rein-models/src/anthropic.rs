@@ -264,7 +264,7 @@ pub(crate) fn encode_request(
     if !c.stop_sequences.is_empty() {
         body.insert("stop_sequences".into(), json!(c.stop_sequences));
     }
-    // The typed answer (SPEC §3.12) as `output_config.format`, which tools coexist with. Only a
+    // The typed answer (SPEC §13) as `output_config.format`, which tools coexist with. Only a
     // closed schema (every object `additionalProperties: false`) is sent: Anthropic rejects
     // others; the agent states the schema in the system prompt then.
     if let Some(f) = request.output_format.as_ref().filter(|f| f.strict) {
@@ -845,7 +845,7 @@ mod tests {
     }
 }
 
-/// The typed answer's encoding (SPEC §3.12).
+/// The typed answer's encoding (SPEC §13).
 #[cfg(test)]
 mod output_format_tests {
     use super::*;

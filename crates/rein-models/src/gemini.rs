@@ -261,7 +261,7 @@ fn encode_request(model: &GeminiModel, request: &ModelRequest) -> Value {
     if model.include_thoughts {
         generation.insert("thinkingConfig".into(), json!({"includeThoughts": true}));
     }
-    // The typed answer (SPEC §3.12), only on calls without tools: Gemini models before 3 reject
+    // The typed answer (SPEC §13), only on calls without tools: Gemini models before 3 reject
     // a response schema beside function calling.
     if let Some(f) = request
         .output_format
@@ -639,7 +639,7 @@ impl WireDecoder for GeminiDecoder {
     }
 }
 
-/// The typed answer's encoding (SPEC §3.12).
+/// The typed answer's encoding (SPEC §13).
 #[cfg(test)]
 mod output_format_tests {
     use super::*;

@@ -304,7 +304,7 @@ pub(crate) fn encode_request(
     // Ollama has no tool choice: `None` sends no tools, the rest lets the model choose.
     let offers_tools =
         !request.tools.is_empty() && !matches!(request.tool_choice, ToolChoice::None);
-    // The typed answer (SPEC §3.12) as `format`, only on calls without tools: Ollama's format
+    // The typed answer (SPEC §13) as `format`, only on calls without tools: Ollama's format
     // constrains the whole output, which would rule tool calls out.
     if let Some(f) = request.output_format.as_ref().filter(|_| !offers_tools) {
         body["format"] = (*f.schema).clone();
@@ -648,7 +648,7 @@ mod tests {
     }
 }
 
-/// The typed answer's encoding (SPEC §3.12).
+/// The typed answer's encoding (SPEC §13).
 #[cfg(test)]
 mod output_format_tests {
     use super::*;

@@ -277,7 +277,7 @@ pub(crate) fn encode_request(
     if let Some(s) = c.seed {
         body.insert("seed".into(), json!(s));
     }
-    // The typed answer (SPEC §3.12): OpenAI applies it to the answer, not to tool calls, so it
+    // The typed answer (SPEC §13): OpenAI applies it to the answer, not to tool calls, so it
     // goes with tools too (llama.cpp's server honours the same field).
     if let Some(f) = &request.output_format {
         body.insert(
@@ -1031,7 +1031,7 @@ mod tests {
     }
 }
 
-/// The typed answer's encoding (SPEC §3.12).
+/// The typed answer's encoding (SPEC §13).
 #[cfg(test)]
 mod output_format_tests {
     use super::*;

@@ -218,7 +218,7 @@ fn encode_request(model: &OpenAiResponsesModel, request: &ModelRequest) -> Value
         body.insert("top_p".into(), json!(p));
     }
     // The Responses API has no stop sequences and no seed: they are not sent.
-    // The typed answer (SPEC §3.12), which tools coexist with.
+    // The typed answer (SPEC §13), which tools coexist with.
     if let Some(f) = &request.output_format {
         body.insert(
             "text".into(),
@@ -668,7 +668,7 @@ impl WireDecoder for ResponsesDecoder {
     }
 }
 
-/// The typed answer's encoding (SPEC §3.12).
+/// The typed answer's encoding (SPEC §13).
 #[cfg(test)]
 mod output_format_tests {
     use super::*;

@@ -43,7 +43,7 @@ pub(crate) fn tool_loop(cache: CachePoints) -> ModelRequest {
         .with_config(config)
 }
 
-/// A request for a typed answer (SPEC §3.12): a closed (strict) or open schema, with or
+/// A request for a typed answer (SPEC §13): a closed (strict) or open schema, with or
 /// without a tool offered.
 pub(crate) fn typed(tools: bool, strict: bool) -> ModelRequest {
     use rein_core::request::OutputFormat;

@@ -181,6 +181,9 @@ struct HumanInTheLoopGuide;
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/multi-agent.md")]
 struct MultiAgentGuide;
+#[cfg(all(doctest, feature = "macros"))]
+#[doc = include_str!("../../../docs/structured-output.md")]
+struct StructuredOutputGuide;
 #[cfg(all(doctest, feature = "agui"))]
 #[doc = include_str!("../../../docs/web.md")]
 struct WebGuide;

@@ -325,7 +325,7 @@ impl Run {
         }
     }
 
-    /// How many refused typed answers are sent back (SPEC §3.12).
+    /// How many refused typed answers are sent back (SPEC §13).
     pub(crate) fn with_output_retries(mut self, max: u32) -> Self {
         self.max_output_retries = max;
         self

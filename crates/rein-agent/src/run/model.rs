@@ -147,7 +147,7 @@ impl Driver<'_> {
         self.answered(called, index).await
     }
 
-    /// AfterModelCall on a call, with a typed answer checked first (SPEC §3.12): a final answer
+    /// AfterModelCall on a call, with a typed answer checked first (SPEC §13): a final answer
     /// that fails the check is refused before any handler sees it; handlers see only valid
     /// answers, their guidance on one counts in the same budget, and an answer they rewrote is
     /// checked again. Responses with tool uses are not checked (the model may call tools

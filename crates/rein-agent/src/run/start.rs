@@ -422,7 +422,7 @@ impl Agent {
                 return Ok(Some(Edit::Input(messages)));
             }
             (Some(InterruptEvent::AfterModelCall), Pause::Response(held)) => {
-                // A typed answer's edit is checked before it is accepted (SPEC §3.12); it may
+                // A typed answer's edit is checked before it is accepted (SPEC §13); it may
                 // be given as the JSON value itself.
                 let typed = self
                     .core

@@ -1,4 +1,4 @@
-//! Typed answers (SPEC §3.12) on the scripted model: the check, the bounded retry, the
+//! Typed answers (SPEC §13) on the scripted model: the check, the bounded retry, the
 //! strategies' requests, and interventions on the typed answer, across a pause and a resume.
 
 use crate::common;
