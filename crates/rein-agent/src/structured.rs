@@ -49,6 +49,10 @@ pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 256 * 1024;
 /// At most this many schema errors are reported per answer (to the model and in the audit).
 const MAX_ERRORS: usize = 8;
 
+/// The longest error reported (bytes): a schema error quotes the value at fault, which the
+/// model wrote and may be as large as the answer.
+const MAX_ERROR_LEN: usize = 300;
+
 /// What the builder was told about the typed answer.
 #[derive(Clone)]
 pub(crate) struct OutputRequest {
@@ -239,18 +243,24 @@ impl OutputSpec {
             .take(MAX_ERRORS)
             .map(|e| {
                 let path = e.instance_path().to_string();
-                if path.is_empty() {
+                let error = if path.is_empty() {
                     e.to_string()
                 } else {
                     format!("at {path}: {e}")
-                }
+                };
+                cut(error, MAX_ERROR_LEN)
             })
             .collect();
         if !errors.is_empty() {
             return Err(errors);
         }
         if let Some(check) = self.type_check {
-            check(&value).map_err(|e| vec![format!("the answer does not fit the type: {e}")])?;
+            check(&value).map_err(|e| {
+                vec![cut(
+                    format!("the answer does not fit the type: {e}"),
+                    MAX_ERROR_LEN,
+                )]
+            })?;
         }
         Ok(value)
     }
@@ -288,12 +298,18 @@ impl OutputSpec {
 
     /// The raw text of an answer, cut to the size bound (what an exhausted outcome carries).
     pub(crate) fn raw(&self, text: &str) -> String {
-        let mut end = text.len().min(self.max_bytes);
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text[..end].to_owned()
+        cut(text.to_owned(), self.max_bytes)
     }
+}
+
+/// `text` cut to at most `max` bytes, on a character boundary.
+fn cut(mut text: String, max: usize) -> String {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    text
 }
 
 /// The strategy for a provider when the builder names none: the provider's own constrained
@@ -376,6 +392,23 @@ where
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn an_error_quoting_a_huge_value_is_cut() {
+        let settings = OutputSettings {
+            request: OutputRequest {
+                format: OutputFormat::new("n", json!({"type": "integer"})),
+                type_check: None,
+            },
+            strategy: None,
+            max_retries: 0,
+            max_bytes: 1 << 20,
+        };
+        let spec = OutputSpec::build(settings, "x", None, &Arc::default()).unwrap();
+        let huge = serde_json::to_string(&"é".repeat(100_000)).unwrap();
+        let errors = spec.check(&huge).unwrap_err();
+        assert!(errors[0].len() <= MAX_ERROR_LEN, "{}", errors[0].len());
+    }
 
     #[test]
     fn fences_are_taken_off_whole_answers_only() {
