@@ -112,9 +112,10 @@ impl Driver<'_> {
     ) -> Result<StepReport, Error> {
         // The call's future is made in a block: the request, a local moved out of in part,
         // would otherwise be carried whole across the call.
-        let call = {
+        let (call, denied) = {
             let request = self.before_model_call(index).await?;
-            match request {
+            let denied = matches!(request, Request::Denied(_));
+            let call = match request {
                 Request::Send(request) => {
                     // Split: the model's future reads the agent while the call writes the
                     // invocation.
@@ -132,7 +133,8 @@ impl Driver<'_> {
                         model_call_index: index,
                     });
                 }
-            }
+            };
+            (call, denied)
         };
         let called = call.await;
         self.inv.streaming_response = false;
@@ -144,6 +146,11 @@ impl Driver<'_> {
             };
             self.sink.discard(error.to_string(), handler);
         })?;
+        // A denied call's stand-in is no answer of the model's: it is not checked (sending it
+        // back would only be denied again, until the budget ran out).
+        if denied {
+            return self.after_model_call(called, index).await;
+        }
         self.answered(called, index).await
     }
 

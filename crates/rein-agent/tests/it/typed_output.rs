@@ -658,3 +658,21 @@ async fn a_tool_call_then_a_typed_answer_from_smollm2() {
     assert!(!w.city.is_empty());
     assert_history(&agent);
 }
+
+#[tokio::test]
+async fn a_denied_model_call_is_not_an_answer_to_send_back() {
+    let model = ScriptedModel::builder().text(ADA).cycle().build();
+    let mut agent =
+        agent(model.clone())
+            .output::<Invoice>()
+            .intervention(Intervention::named("offline").before_model_call(|_, _| {
+                rein_interventions::BeforeModelCallAction::deny("offline")
+            }))
+            .build()
+            .unwrap();
+    let r = agent.invoke("Invoice?").await.unwrap();
+    assert!(r.text().contains("offline"), "{}", r.text());
+    assert!(r.output.is_none());
+    assert!(checks(&r.decisions).is_empty(), "{:?}", r.decisions);
+    assert!(model.requests().is_empty());
+}
