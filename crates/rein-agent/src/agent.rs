@@ -94,6 +94,8 @@ pub(crate) struct AgentCore {
     /// The conversation manager a new conversation of this agent gets a copy of, as built
     /// (`None`: the default).
     pub(crate) manager: Option<Box<Manager>>,
+    /// The typed answer asked for, if any (SPEC §13).
+    pub(crate) output: Option<Box<crate::structured::OutputSpec>>,
 }
 
 impl AgentCore {

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
+use rein_core::request::OutputFormat;
 use rein_core::{
     Error, Map, Message, ToolHandle,
     error::BuildError,
@@ -26,6 +27,7 @@ use crate::inject::Injections;
 use crate::journal::{Journal, SharedJournal};
 use crate::retry::RetryStrategy;
 use crate::session::{SessionBinding, SharedBinding};
+use crate::structured::{OutputRequest, OutputSettings, OutputSpec, OutputStrategy};
 use crate::tools::{ToolExecutor, ToolSet};
 
 // Here, not in agent.rs: the agent does not depend on its builders.
@@ -89,6 +91,7 @@ pub struct AgentBuilder {
     audit_timing: bool,
     handoffs: Vec<Handoff>,
     journal: Option<SharedJournal>,
+    output: Option<OutputSettings>,
 }
 
 /// The name of an agent not given one.
@@ -123,6 +126,7 @@ impl Default for AgentBuilder {
             audit_timing: false,
             handoffs: Vec::new(),
             journal: None,
+            output: None,
         }
     }
 }
@@ -384,6 +388,64 @@ impl AgentBuilder {
         self
     }
 
+    /// Asks for a typed final answer: JSON that matches `T`'s JSON Schema (schemars) and
+    /// deserializes into `T`, read with [`AgentResult::output`](rein_core::result::AgentResult::output)
+    /// (SPEC §13). The model may call tools first; only its final answer is checked, and a
+    /// failing one is sent back with its errors, at most
+    /// [`max_output_retries`](Self::max_output_retries) times.
+    pub fn output<T>(mut self) -> Self
+    where
+        T: schemars::JsonSchema + serde::de::DeserializeOwned,
+    {
+        self.output_settings().request = crate::structured::request_for::<T>();
+        self
+    }
+
+    /// Asks for a typed final answer given as a JSON Schema at run time (`name`:
+    /// `[a-zA-Z0-9_-]`, at most 64): as [`output`](Self::output), without the type check.
+    pub fn output_schema(mut self, name: impl Into<String>, schema: serde_json::Value) -> Self {
+        self.output_settings().request = OutputRequest {
+            format: OutputFormat::new(name, schema),
+            type_check: None,
+        };
+        self
+    }
+
+    /// How the model is asked for the typed answer (default: per provider, see
+    /// docs/providers.md).
+    pub fn output_strategy(mut self, strategy: OutputStrategy) -> Self {
+        self.output_settings().strategy = Some(strategy);
+        self
+    }
+
+    /// How many times a refused typed answer is sent back (default
+    /// [`DEFAULT_MAX_OUTPUT_RETRIES`](crate::DEFAULT_MAX_OUTPUT_RETRIES)); guidance a handler
+    /// gives on the answer counts too. After the last, the run fails with
+    /// `OutputError::Exhausted`.
+    pub fn max_output_retries(mut self, n: u32) -> Self {
+        self.output_settings().max_retries = n;
+        self
+    }
+
+    /// The largest typed answer checked, in bytes (default
+    /// [`DEFAULT_MAX_OUTPUT_BYTES`](crate::DEFAULT_MAX_OUTPUT_BYTES)); a larger one is refused.
+    pub fn max_output_bytes(mut self, n: usize) -> Self {
+        self.output_settings().max_bytes = n;
+        self
+    }
+
+    fn output_settings(&mut self) -> &mut OutputSettings {
+        self.output.get_or_insert_with(|| OutputSettings {
+            request: OutputRequest {
+                format: OutputFormat::new("output", serde_json::json!({})),
+                type_check: None,
+            },
+            strategy: None,
+            max_retries: crate::structured::DEFAULT_MAX_OUTPUT_RETRIES,
+            max_bytes: crate::structured::DEFAULT_MAX_OUTPUT_BYTES,
+        })
+    }
+
     /// Builds the agent: fails on a missing model, duplicate tool, plugin or intervention handler
     /// names, or a tool input schema that does not compile.
     pub fn build(mut self) -> Result<Agent, Error> {
@@ -424,6 +486,15 @@ impl AgentBuilder {
             }
         }
         let tools = ToolSet::new(tools)?;
+        let output = match self.output {
+            Some(settings) => Some(Box::new(OutputSpec::build(
+                settings,
+                &model.info().provider,
+                self.system_prompt.as_deref(),
+                &tools.specs(),
+            )?)),
+            None => None,
+        };
         let manager = (!self.manager.is_default()).then(|| Box::new(self.manager.clone()));
         let core = Arc::new(AgentCore {
             name: self.name,
@@ -436,6 +507,7 @@ impl AgentBuilder {
             config: self.config,
             journal: self.journal,
             manager,
+            output,
         });
         if !team.is_empty() && team.insert(core.name.clone(), core.clone()).is_some() {
             return Err(BuildError::DuplicateAgent(core.name.to_string()).into());

@@ -136,9 +136,17 @@ pub struct ResponsePause {
     /// goes on counting towards `max_hook_retries` from there).
     #[serde(default)]
     pub hook_retries: u32,
+    /// How many typed answers of the invocation had been refused (the resume goes on counting
+    /// towards `max_output_retries` from there; SPEC §13).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub output_retries: u32,
     /// The call's index in the invocation.
     #[serde(default)]
     pub model_call_index: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A tool phase waiting for answers.

@@ -42,6 +42,7 @@ mod run;
 mod schema_cache;
 mod session;
 mod stream;
+mod structured;
 pub mod telemetry;
 mod tools;
 
@@ -63,4 +64,7 @@ pub use rein_core::{Error, result::AgentResult};
 pub use retry::RetryStrategy;
 pub use session::SessionBinding;
 pub use stream::{AgentEvent, AgentStream};
+pub use structured::{
+    DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_OUTPUT_RETRIES, FINAL_ANSWER_TOOL, OutputStrategy,
+};
 pub use tools::ToolExecutor;

@@ -103,6 +103,10 @@ pub enum Error {
     /// `rein_sessions::SessionError` (its `of` finds it), e.g. a conflict with another writer.
     #[error("session store: {0}")]
     Session(#[source] BoxError),
+    /// No typed answer: the model never gave a valid one within the budget, the run ended
+    /// without one, or it does not fit the type asked for.
+    #[error(transparent)]
+    Output(Box<crate::result::OutputError>),
     /// A broken invariant inside Rein: a bug, not something the caller did.
     #[error("internal error (a bug in Rein; please report it): {0}")]
     Internal(&'static str),

@@ -101,6 +101,40 @@ impl CachePoints {
     }
 }
 
+/// The shape the model's final answer must have (structured output): a JSON Schema under a
+/// name. Provider-neutral: each provider maps it to its own constrained output where it has one
+/// (OpenAI's `response_format`, the Responses API's `text.format`, Anthropic's
+/// `output_config.format`, Ollama's `format`, Gemini's `responseJsonSchema`) and ignores it
+/// where it has none; the agent validates the answer either way.
+///
+/// ```
+/// use rein_core::request::OutputFormat;
+/// let f = OutputFormat::new("ticket", serde_json::json!({"type": "object"}));
+/// assert_eq!(f.name, "ticket");
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct OutputFormat {
+    /// A name for the schema (`[a-zA-Z0-9_-]`, as providers require).
+    pub name: String,
+    /// The JSON Schema of the answer.
+    pub schema: Arc<serde_json::Value>,
+    /// Whether the schema meets strict constrained decoding (every object closed, every
+    /// property required): providers that have a strict mode ask for it only then.
+    pub strict: bool,
+}
+
+impl OutputFormat {
+    /// An output format.
+    pub fn new(name: impl Into<String>, schema: serde_json::Value) -> Self {
+        Self {
+            name: name.into(),
+            schema: Arc::new(schema),
+            strict: false,
+        }
+    }
+}
+
 /// The request of one model call. Fields are shared (`Arc`) so building it costs no copy of the
 /// history; a `BeforeModelCall` hook that edits it copies on write (`Arc::make_mut`), so stored
 /// history is never touched.
@@ -119,6 +153,9 @@ pub struct ModelRequest {
     pub config: InferenceConfig,
     /// The caller's invocation state (read-only for the model).
     pub invocation_state: InvocationState,
+    /// The shape a final answer must have, when the agent asks for a typed answer and its
+    /// strategy is the provider's own constrained output.
+    pub output_format: Option<OutputFormat>,
 }
 
 impl ModelRequest {
@@ -171,6 +208,7 @@ impl ModelRequest {
             tool_choice: ToolChoice::default(),
             config: InferenceConfig::default(),
             invocation_state,
+            output_format: None,
         }
     }
 
@@ -195,6 +233,12 @@ impl ModelRequest {
     /// Sets the sampling settings.
     pub fn with_config(mut self, config: InferenceConfig) -> Self {
         self.config = config;
+        self
+    }
+
+    /// Sets the shape a final answer must have.
+    pub fn with_output_format(mut self, format: OutputFormat) -> Self {
+        self.output_format = Some(format);
         self
     }
 

@@ -74,6 +74,9 @@ pub struct AgentResult {
     pub sub_agent_usage: BTreeMap<String, Usage>,
     /// Transfers of control to another agent during the invocation, in order.
     pub handoffs: Vec<HandoffRecord>,
+    /// The typed answer, validated against the agent's output schema (when it asks for one
+    /// and the run ended with an answer); [`AgentResult::output`] reads it as a type.
+    pub output: Option<serde_json::Value>,
 }
 
 /// A transfer of control from one agent to another (a handoff).
@@ -152,11 +155,63 @@ impl AgentResult {
             injections: Vec::new(),
             sub_agent_usage: BTreeMap::new(),
             handoffs: Vec::new(),
+            output: None,
         }
     }
 
     /// The final message's text.
     pub fn text(&self) -> String {
         self.message.text()
+    }
+
+    /// The typed answer as `T`: [`OutputError::Missing`] when the run ended without one (a
+    /// pause, a limit, a cancel, an agent that asks for none), [`OutputError::Type`] when it
+    /// does not deserialize into `T` (a `T` other than the agent's output type).
+    ///
+    /// ```
+    /// use rein_core::{Message, id::InvocationId, result::AgentResult, stream::StopReason};
+    /// let mut r = AgentResult::new(StopReason::EndTurn, Message::assistant("{}"), InvocationId::new());
+    /// assert!(r.output::<serde_json::Value>().is_err());
+    /// r.output = Some(serde_json::json!({"n": 1}));
+    /// assert_eq!(r.output::<serde_json::Value>().unwrap()["n"], 1);
+    /// ```
+    pub fn output<T: serde::de::DeserializeOwned>(&self) -> Result<T, crate::Error> {
+        let value = self.output.as_ref().ok_or(OutputError::Missing {
+            stop_reason: self.stop_reason,
+        })?;
+        T::deserialize(value).map_err(|e| OutputError::Type(e.to_string()).into())
+    }
+}
+
+/// Why there is no typed answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum OutputError {
+    /// The model gave no valid answer within the agent's output retries: every attempt (the
+    /// first answer and each retry) failed the schema, its type, the size bound or a handler's
+    /// guidance. Never a placeholder: the raw text of the last attempt and its errors.
+    #[error("no valid answer after {attempts} attempts: {}", errors.join("; "))]
+    Exhausted {
+        /// Answers the model gave (the first one and each retry).
+        attempts: u32,
+        /// What was wrong with the last one.
+        errors: Vec<String>,
+        /// The last answer as the model gave it (cut to the size bound).
+        raw: String,
+    },
+    /// The run ended without an answer (why: its stop reason).
+    #[error("the run ended without a typed answer (stop reason {stop_reason:?})")]
+    Missing {
+        /// Why the run stopped.
+        stop_reason: StopReason,
+    },
+    /// The answer does not deserialize into the type asked for.
+    #[error("the answer does not fit the type asked for: {0}")]
+    Type(String),
+}
+
+impl From<OutputError> for crate::Error {
+    fn from(e: OutputError) -> Self {
+        crate::Error::Output(Box::new(e))
     }
 }

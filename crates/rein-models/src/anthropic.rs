@@ -264,6 +264,15 @@ pub(crate) fn encode_request(
     if !c.stop_sequences.is_empty() {
         body.insert("stop_sequences".into(), json!(c.stop_sequences));
     }
+    // The typed answer (SPEC §13) as `output_config.format`, which tools coexist with. Only a
+    // closed schema (every object `additionalProperties: false`) is sent: Anthropic rejects
+    // others; the agent states the schema in the system prompt then.
+    if let Some(f) = request.output_format.as_ref().filter(|f| f.strict) {
+        body.insert(
+            "output_config".into(),
+            json!({"format": {"type": "json_schema", "schema": *f.schema}}),
+        );
+    }
     if let Some(budget) = thinking_budget {
         body.insert(
             "thinking".into(),
@@ -833,5 +842,24 @@ mod tests {
         assert_eq!(u[0]["type"], "tool_result");
         assert_eq!(u[0]["is_error"], true);
         assert_eq!(u[1], json!({"type": "text", "text": "note"}));
+    }
+}
+
+/// The typed answer's encoding (SPEC §13).
+#[cfg(test)]
+mod output_format_tests {
+    use super::*;
+    use crate::test_requests::typed;
+
+    #[test]
+    fn a_closed_typed_answer_is_output_config_format_beside_tools() {
+        let body = encode_request("m", &typed(true, true), 1024, None, &Map::new());
+        let f = &body["output_config"]["format"];
+        assert_eq!(f["type"], "json_schema");
+        assert_eq!(f["schema"]["additionalProperties"], false);
+        assert_eq!(body["tools"][0]["name"], "lookup");
+        // An open schema is rejected by Anthropic: not sent (the agent states it instead).
+        let body = encode_request("m", &typed(true, false), 1024, None, &Map::new());
+        assert!(body.get("output_config").is_none());
     }
 }

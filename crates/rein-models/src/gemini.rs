@@ -261,6 +261,16 @@ fn encode_request(model: &GeminiModel, request: &ModelRequest) -> Value {
     if model.include_thoughts {
         generation.insert("thinkingConfig".into(), json!({"includeThoughts": true}));
     }
+    // The typed answer (SPEC §13), only on calls without tools: Gemini models before 3 reject
+    // a response schema beside function calling.
+    if let Some(f) = request
+        .output_format
+        .as_ref()
+        .filter(|_| request.tools.is_empty())
+    {
+        generation.insert("responseMimeType".into(), json!("application/json"));
+        generation.insert("responseJsonSchema".into(), (*f.schema).clone());
+    }
     if !generation.is_empty() {
         body.insert("generationConfig".into(), Value::Object(generation));
     }
@@ -626,5 +636,24 @@ impl WireDecoder for GeminiDecoder {
 
     fn usage(&self) -> Usage {
         self.usage
+    }
+}
+
+/// The typed answer's encoding (SPEC §13).
+#[cfg(test)]
+mod output_format_tests {
+    use super::*;
+    use crate::test_requests::typed;
+
+    #[test]
+    fn a_typed_answer_is_a_response_json_schema_on_calls_without_tools_only() {
+        let model = GeminiModel::builder("m").api_key("k").build().unwrap();
+        let body = encode_request(&model, &typed(false, false));
+        let g = &body["generationConfig"];
+        assert_eq!(g["responseMimeType"], "application/json");
+        assert_eq!(g["responseJsonSchema"]["required"], json!(["total"]));
+        let body = encode_request(&model, &typed(true, false));
+        assert!(body.get("generationConfig").is_none());
+        assert!(body.get("tools").is_some());
     }
 }

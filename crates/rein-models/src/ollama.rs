@@ -302,7 +302,14 @@ pub(crate) fn encode_request(
         body["options"] = Value::Object(opts);
     }
     // Ollama has no tool choice: `None` sends no tools, the rest lets the model choose.
-    if !request.tools.is_empty() && !matches!(request.tool_choice, ToolChoice::None) {
+    let offers_tools =
+        !request.tools.is_empty() && !matches!(request.tool_choice, ToolChoice::None);
+    // The typed answer (SPEC §13) as `format`, only on calls without tools: Ollama's format
+    // constrains the whole output, which would rule tool calls out.
+    if let Some(f) = request.output_format.as_ref().filter(|_| !offers_tools) {
+        body["format"] = (*f.schema).clone();
+    }
+    if offers_tools {
         let tools: Vec<Value> = request
             .tools
             .iter()
@@ -638,5 +645,22 @@ mod tests {
             err.map(|e| e.kind()),
             Some(rein_core::error::ModelErrorKind::ResponseTooLarge)
         );
+    }
+}
+
+/// The typed answer's encoding (SPEC §13).
+#[cfg(test)]
+mod output_format_tests {
+    use super::*;
+    use crate::test_requests::typed;
+
+    #[test]
+    fn a_typed_answer_is_the_format_on_calls_without_tools_only() {
+        let body = encode_request("m", &typed(false, false), &Map::new());
+        assert_eq!(body["format"]["required"], json!(["total"]));
+        // Ollama's format constrains the whole output: with tools it would rule calls out.
+        let body = encode_request("m", &typed(true, false), &Map::new());
+        assert!(body.get("format").is_none());
+        assert_eq!(body["tools"][0]["function"]["name"], "lookup");
     }
 }

@@ -277,6 +277,16 @@ pub(crate) fn encode_request(
     if let Some(s) = c.seed {
         body.insert("seed".into(), json!(s));
     }
+    // The typed answer (SPEC §13): OpenAI applies it to the answer, not to tool calls, so it
+    // goes with tools too (llama.cpp's server honours the same field).
+    if let Some(f) = &request.output_format {
+        body.insert(
+            "response_format".into(),
+            json!({"type": "json_schema", "json_schema": {
+                "name": f.name, "schema": *f.schema, "strict": f.strict,
+            }}),
+        );
+    }
     for (k, v) in extra {
         body.insert(k.clone(), v.clone());
     }
@@ -1018,5 +1028,34 @@ mod tests {
             body["messages"][0]["content"][1]["image_url"]["url"],
             "data:image/png;base64,AQID"
         );
+    }
+}
+
+/// The typed answer's encoding (SPEC §13).
+#[cfg(test)]
+mod output_format_tests {
+    use super::*;
+    use crate::test_requests::typed;
+
+    const OPTIONS: Options<'static> = Options {
+        include_usage: true,
+        max_completion_tokens: false,
+        send_reasoning_back: true,
+        source: "openai@127.0.0.1:8080",
+    };
+
+    #[test]
+    fn a_typed_answer_is_a_json_schema_response_format_beside_tools() {
+        for strict in [true, false] {
+            let body = encode_request("m", &typed(true, strict), &OPTIONS, &Map::new());
+            let f = &body["response_format"];
+            assert_eq!(f["type"], "json_schema");
+            assert_eq!(f["json_schema"]["name"], "invoice");
+            assert_eq!(f["json_schema"]["strict"], strict);
+            assert_eq!(f["json_schema"]["schema"]["required"], json!(["total"]));
+            assert_eq!(body["tools"][0]["function"]["name"], "lookup");
+        }
+        let plain = encode_request("m", &ModelRequest::new(Vec::new()), &OPTIONS, &Map::new());
+        assert!(plain.get("response_format").is_none());
     }
 }

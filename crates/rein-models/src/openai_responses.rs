@@ -218,6 +218,15 @@ fn encode_request(model: &OpenAiResponsesModel, request: &ModelRequest) -> Value
         body.insert("top_p".into(), json!(p));
     }
     // The Responses API has no stop sequences and no seed: they are not sent.
+    // The typed answer (SPEC §13), which tools coexist with.
+    if let Some(f) = &request.output_format {
+        body.insert(
+            "text".into(),
+            json!({"format": {
+                "type": "json_schema", "name": f.name, "schema": *f.schema, "strict": f.strict,
+            }}),
+        );
+    }
     for (k, v) in &model.extra_body {
         body.insert(k.clone(), v.clone());
     }
@@ -656,5 +665,27 @@ impl WireDecoder for ResponsesDecoder {
 
     fn usage(&self) -> Usage {
         self.usage
+    }
+}
+
+/// The typed answer's encoding (SPEC §13).
+#[cfg(test)]
+mod output_format_tests {
+    use super::*;
+    use crate::test_requests::typed;
+
+    #[test]
+    fn a_typed_answer_is_a_json_schema_text_format_beside_tools() {
+        let model = OpenAiResponsesModel::builder("m")
+            .api_key("k")
+            .build()
+            .unwrap();
+        let body = encode_request(&model, &typed(true, true));
+        let f = &body["text"]["format"];
+        assert_eq!(f["type"], "json_schema");
+        assert_eq!(f["name"], "invoice");
+        assert_eq!(f["strict"], true);
+        assert_eq!(f["schema"]["additionalProperties"], false);
+        assert_eq!(body["tools"][0]["name"], "lookup");
     }
 }

@@ -42,3 +42,25 @@ pub(crate) fn tool_loop(cache: CachePoints) -> ModelRequest {
         .with_tools(vec![tool("get_weather"), tool("get_time")])
         .with_config(config)
 }
+
+/// A request for a typed answer (SPEC §13): a closed (strict) or open schema, with or
+/// without a tool offered.
+pub(crate) fn typed(tools: bool, strict: bool) -> ModelRequest {
+    use rein_core::request::OutputFormat;
+    let mut schema = json!({"type": "object", "properties": {"total": {"type": "integer"}},
+        "required": ["total"]});
+    if strict {
+        schema["additionalProperties"] = json!(false);
+    }
+    let mut format = OutputFormat::new("invoice", schema);
+    format.strict = strict;
+    let mut request = ModelRequest::new(vec![Message::user("Total?")]).with_output_format(format);
+    if tools {
+        request = request.with_tools(vec![ToolSpec::new(
+            "lookup",
+            "a tool",
+            json!({"type": "object"}),
+        )]);
+    }
+    request
+}

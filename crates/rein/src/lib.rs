@@ -43,14 +43,20 @@ pub use rein_restate as restate;
 
 pub use rein_agent::{
     Agent, AgentBuilder, AgentEvent, AgentStream, AgentTool, CancelHandle, ConversationBuilder,
-    Handoff, Input, Limits, OnRetryLimit, RetryStrategy, SlidingWindow, ToolExecutor,
+    Handoff, Input, Limits, OnRetryLimit, OutputStrategy, RetryStrategy, SlidingWindow,
+    ToolExecutor,
 };
-pub use rein_core::{Error, Message, ToolHandle, result::AgentResult, stream::StopReason};
+pub use rein_core::{
+    Error, Message, ToolHandle,
+    result::{AgentResult, OutputError},
+    stream::StopReason,
+};
 
 /// The names most programs use.
 pub mod prelude {
     pub use rein_agent::{
-        Agent, AgentEvent, AgentTool, CancelHandle, Handoff, Input, RetryStrategy, ToolExecutor,
+        Agent, AgentEvent, AgentTool, CancelHandle, Handoff, Input, OutputStrategy, RetryStrategy,
+        ToolExecutor,
     };
     pub use rein_core::{
         ContentBlock, Message, Role, Tool, ToolHandle,
@@ -60,7 +66,7 @@ pub mod prelude {
         },
         interrupt::Approval,
         message::InterruptResponse,
-        result::AgentResult,
+        result::{AgentResult, OutputError},
         stream::StopReason,
         tool::{ToolContext, ToolError, ToolOutput, ToolSpec},
     };
@@ -175,6 +181,9 @@ struct HumanInTheLoopGuide;
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/multi-agent.md")]
 struct MultiAgentGuide;
+#[cfg(all(doctest, feature = "macros"))]
+#[doc = include_str!("../../../docs/structured-output.md")]
+struct StructuredOutputGuide;
 #[cfg(all(doctest, feature = "agui"))]
 #[doc = include_str!("../../../docs/web.md")]
 struct WebGuide;

@@ -466,3 +466,17 @@ fn approved_once_counts_the_approved_call_once() {
     );
     assert!(!run("approved_once").contains("ran    search {\"q\":\"more\"}"));
 }
+
+#[test]
+fn invoice_extractor_sends_a_bad_answer_back_and_returns_the_typed_one() {
+    check(
+        "invoice_extractor",
+        &[
+            "decision  rein:output Guide  at /total_cents: \"570.50\" is not of type \"integer\"",
+            "decision  rein:output Proceed",
+            "customer  C-042",
+            "line      Travel 12050",
+            "total     57050",
+        ],
+    );
+}

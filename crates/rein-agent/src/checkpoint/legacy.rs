@@ -139,6 +139,7 @@ pub(super) fn paused_run(value: Value) -> Result<PausedRun, Error> {
             stop_reason: held.stop_reason,
             usage: held.usage,
             hook_retries: held.hook_retries,
+            output_retries: 0,
             model_call_index: p.model_call_index,
         }))
     } else {

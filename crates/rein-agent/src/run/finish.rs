@@ -72,7 +72,15 @@ impl Driver<'_> {
                 let message = stored
                     .cloned()
                     .unwrap_or_else(|| Message::new(Role::Assistant, Vec::new()));
-                Ok(self.completed(stop_reason, message))
+                // The typed answer is read from what was stored, checked again: a turn that
+                // ended on anything but a valid answer (a limit, a stand-in) has none.
+                let output = match (&self.agent.core.output, index) {
+                    (Some(spec), Some(_)) => spec.answer_of(&message),
+                    _ => None,
+                };
+                let mut r = self.completed(stop_reason, message);
+                r.output = output;
+                Ok(r)
             }
             Outcome::Interrupted {
                 message,
@@ -97,6 +105,7 @@ impl Driver<'_> {
                     stop_reason: response.stop_reason,
                     usage: response.usage,
                     hook_retries: self.inv.run.hook_retries().0,
+                    output_retries: self.inv.run.output_retries().0,
                     model_call_index,
                 }));
                 self.agent.pending = Some(Box::new(self.inv.pause(at, pending)));

@@ -17,6 +17,7 @@ use rein_core::{
     audit::{DecisionAction, DecisionOutcome, DecisionRecord, EventKind},
     event::ModelCallVerdict,
     interrupt::Interrupt,
+    result::OutputError,
     stream::{ModelResponse, StopReason, Usage},
 };
 
@@ -48,6 +49,9 @@ pub(crate) fn retry_limit_record(event: EventKind, n: u32) -> DecisionRecord {
     )
     .with_text(retry_limit_reason(n))
 }
+
+/// The name under which the typed-answer check decides in the audit and the stream.
+pub(crate) const OUTPUT_CHECK: &str = "rein:output";
 
 /// How a run ends: every way out of the loop is one of these.
 #[derive(Debug)]
@@ -185,6 +189,13 @@ pub(crate) enum StepReport {
     EndedTurn(Message),
     /// The tool phase is over.
     ToolsDone(ToolsEnd),
+    /// A final answer was refused (it failed the typed-answer check, or a handler guided it):
+    /// `errors` say why, `raw` is the answer, `guidance` what the model is told on a retry.
+    OutputRefused {
+        errors: Vec<String>,
+        raw: String,
+        guidance: String,
+    },
 }
 
 /// How a tool phase ended.
@@ -234,8 +245,12 @@ pub(crate) enum Resume {
     Input,
     /// A model call (BeforeModelCall interrupts).
     Request,
-    /// A response (AfterModelCall interrupts), held after `hook_retries` retries of its turn.
-    Response { hook_retries: u32 },
+    /// A response (AfterModelCall interrupts), held after `hook_retries` retries of its turn
+    /// and `output_retries` refused typed answers.
+    Response {
+        hook_retries: u32,
+        output_retries: u32,
+    },
     /// A tool phase (tool interrupts; held results among them).
     Tools,
 }
@@ -247,6 +262,7 @@ impl From<&Pause> for Resume {
             Pause::Request { .. } => Self::Request,
             Pause::Response(r) => Self::Response {
                 hook_retries: r.hook_retries,
+                output_retries: r.output_retries,
             },
             Pause::Tools(_) => Self::Tools,
         }
@@ -272,6 +288,9 @@ pub(crate) struct Run {
     error_attempts: u32,
     /// What follows a discard under way (boxed: layout rule 1).
     after_discard: Option<Box<AfterDiscard>>,
+    /// Typed answers refused so far, and how many refusals the invocation allows.
+    output_retries: u32,
+    max_output_retries: u32,
 }
 
 impl Run {
@@ -282,9 +301,12 @@ impl Run {
         resume: Resume,
     ) -> Self {
         // A held response's turn goes on counting its retries.
-        let hook_retries = match resume {
-            Resume::Response { hook_retries } => hook_retries,
-            _ => 0,
+        let (hook_retries, output_retries) = match resume {
+            Resume::Response {
+                hook_retries,
+                output_retries,
+            } => (hook_retries, output_retries),
+            _ => (0, 0),
         };
         Self {
             limits,
@@ -298,7 +320,20 @@ impl Run {
             hook_retries,
             error_attempts: 0,
             after_discard: None,
+            output_retries,
+            max_output_retries: 0,
         }
+    }
+
+    /// How many refused typed answers are sent back (SPEC §13).
+    pub(crate) fn with_output_retries(mut self, max: u32) -> Self {
+        self.max_output_retries = max;
+        self
+    }
+
+    /// Typed answers refused so far, and the cap.
+    pub(crate) fn output_retries(&self) -> (u32, u32) {
+        (self.output_retries, self.max_output_retries)
     }
 
     /// At the hook-retry cap, a human is asked instead of a hard deny.
@@ -388,6 +423,11 @@ impl Run {
                 model_call_index,
             }),
             StepReport::ModelCalled(verdict) => self.on_verdict(verdict),
+            StepReport::OutputRefused {
+                errors,
+                raw,
+                guidance,
+            } => self.on_output_refused(errors, raw, guidance),
             StepReport::Reduced { reduced: true, .. } => self.call_model(),
             StepReport::Reduced { error, .. } => self.backoff_or_fail(error),
             StepReport::EndedTurn(message) => Step::Finish(Outcome::Reply {
@@ -571,6 +611,29 @@ impl Run {
         self.phase = Phase::Discarded;
         self.after_discard = Some(Box::new(then));
         Step::Discard { reason, handler }
+    }
+
+    /// A refused typed answer: sent back with its errors while the budget lasts, else the run
+    /// fails with them — never a placeholder answer.
+    fn on_output_refused(&mut self, errors: Vec<String>, raw: String, guidance: String) -> Step {
+        self.error_attempts = 0;
+        if self.output_retries >= self.max_output_retries {
+            return Step::Finish(Outcome::Failed(
+                OutputError::Exhausted {
+                    attempts: self.output_retries + 1,
+                    errors,
+                    raw,
+                }
+                .into(),
+            ));
+        }
+        self.output_retries += 1;
+        self.phase = Phase::Discarded;
+        self.after_discard = Some(Box::new(AfterDiscard::Retry(vec![guidance])));
+        Step::Discard {
+            reason: "the answer does not match the output schema".into(),
+            handler: Some(OUTPUT_CHECK),
+        }
     }
 
     fn after_discard(&mut self) -> Step {

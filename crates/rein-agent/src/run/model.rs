@@ -18,12 +18,13 @@ use rein_core::{
     tool::BoxFuture,
 };
 
-use super::machine::{RETRY_LIMIT, StepReport};
+use super::machine::{OUTPUT_CHECK, RETRY_LIMIT, StepReport};
 use super::output::{Guarded, OutputGuard};
 use super::{Driver, Invocation, listeners};
 use crate::agent::Agent;
 use crate::conversation::{ConversationManager as _, HistoryEdit};
 use crate::stream::{AgentEvent, Sink};
+use crate::structured::OutputSpec;
 use crate::telemetry::int;
 use rein_models::ModelStream;
 
@@ -110,9 +111,10 @@ impl Driver<'_> {
         span: &tracing::Span,
     ) -> Result<StepReport, Error> {
         // The call's future is made in a block (layout rule 3).
-        let call = {
+        let (call, denied) = {
             let request = self.before_model_call(index).await?;
-            match request {
+            let denied = matches!(request, Request::Denied(_));
+            let call = match request {
                 Request::Send(request) => {
                     // Split: the model's future reads the agent while the call writes the
                     // invocation.
@@ -130,7 +132,8 @@ impl Driver<'_> {
                         model_call_index: index,
                     });
                 }
-            }
+            };
+            (call, denied)
         };
         let called = call.await;
         self.inv.streaming_response = false;
@@ -142,7 +145,89 @@ impl Driver<'_> {
             };
             self.sink.discard(error.to_string(), handler);
         })?;
-        self.after_model_call(called, index).await
+        // A denied call's stand-in is no answer of the model's: it is not checked (sending it
+        // back would only be denied again, until the budget ran out).
+        if denied {
+            return self.after_model_call(called, index).await;
+        }
+        self.answered(called, index).await
+    }
+
+    /// AfterModelCall on a call, with a typed answer checked first (SPEC §13): a final answer
+    /// that fails the check is refused before any handler sees it; handlers see only valid
+    /// answers, their guidance on one counts in the same budget, and an answer they rewrote is
+    /// checked again. Responses with tool uses are not checked (the model may call tools
+    /// first).
+    pub(super) async fn answered(
+        &mut self,
+        called: Called,
+        index: u32,
+    ) -> Result<StepReport, Error> {
+        if self.agent.core.output.is_none() {
+            return self.after_model_call(called, index).await;
+        }
+        // Boxed: only an agent that asks for a typed answer carries the check's state.
+        Box::pin(self.typed_answer(called, index)).await
+    }
+
+    async fn typed_answer(&mut self, mut called: Called, index: u32) -> Result<StepReport, Error> {
+        let core = self.agent.core.clone();
+        let (Some(spec), Called::Done(Ok(response))) = (core.output.as_deref(), &mut called) else {
+            return self.after_model_call(called, index).await;
+        };
+        spec.take_final_answer_tool(response);
+        if response.message.has_tool_use() {
+            return self.after_model_call(called, index).await;
+        }
+        let raw = response.message.text();
+        if let Err(errors) = spec.check(&raw) {
+            return Ok(self.refuse(spec, errors, &raw));
+        }
+        let report = self.after_model_call(called, index).await?;
+        Ok(match report {
+            StepReport::ModelCalled(ModelCallVerdict::Retry {
+                guidance,
+                error: None,
+            }) => self.refuse(spec, guidance, &raw),
+            StepReport::ModelCalled(ModelCallVerdict::Accept { response, edited })
+                if !response.message.has_tool_use() =>
+            {
+                let text = response.message.text();
+                match spec.check(&text) {
+                    Err(errors) => self.refuse(spec, errors, &text),
+                    Ok(_) => {
+                        self.record(vec![output_record(
+                            DecisionAction::Proceed,
+                            format!("the answer matches `{}`", spec.format.name),
+                        )]);
+                        StepReport::ModelCalled(ModelCallVerdict::Accept { response, edited })
+                    }
+                }
+            }
+            other => other,
+        })
+    }
+
+    /// Refuses a typed answer: recorded (a guide while the budget lasts, else the deny that
+    /// ends the run) and reported to the machine, which decides.
+    fn refuse(&mut self, spec: &OutputSpec, errors: Vec<String>, raw: &str) -> StepReport {
+        let (used, max) = self.inv.run.output_retries();
+        let action = if used < max {
+            DecisionAction::Guide
+        } else {
+            DecisionAction::Deny
+        };
+        let mut record = output_record(action, errors.join("; "));
+        record.detail = Some(Box::new(serde_json::json!({
+            "attempt": used + 1,
+            "max_retries": max,
+        })));
+        self.record(vec![record]);
+        StepReport::OutputRefused {
+            guidance: spec.guidance(&errors),
+            errors,
+            raw: spec.raw(raw),
+        }
     }
 
     /// The request for this call, as BeforeModelCall leaves it; its guidance is stored and
@@ -158,6 +243,15 @@ impl Driver<'_> {
             request.system_prompt = self.agent.core.system_prompt.clone();
             request.tool_choice = self.agent.core.config.tool_choice.clone();
             request.config = self.agent.core.config.inference.clone();
+            if let Some(spec) = &self.agent.core.output {
+                if let Some(prompt) = &spec.system_prompt {
+                    request.system_prompt = Some(prompt.clone());
+                }
+                if let Some(tools) = &spec.tools {
+                    request.tools = tools.clone();
+                }
+                request.output_format = spec.request_format().cloned();
+            }
             request
         };
         if !self.agent.core.hooks.has::<BeforeModelCallEvent>() {
@@ -521,6 +615,17 @@ impl Agent {
         let reduced = self.manager.reduce_on_overflow(&mut edit);
         StepReport::Reduced { reduced, error }
     }
+}
+
+/// An audit record of the typed-answer check.
+fn output_record(action: DecisionAction, text: String) -> DecisionRecord {
+    DecisionRecord::new(
+        OUTPUT_CHECK,
+        EventKind::AfterModelCall,
+        action,
+        DecisionOutcome::Applied,
+    )
+    .with_text(text)
 }
 
 /// The text of the question a retry cap puts to a human (`OnRetryLimit::Confirm`).

@@ -94,7 +94,8 @@ impl Agent {
                 config.retry.clone(),
                 resume,
             )
-            .escalating(config.on_retry_limit == OnRetryLimit::Confirm),
+            .escalating(config.on_retry_limit == OnRetryLimit::Confirm)
+            .with_output_retries(self.core.output.as_ref().map_or(0, |o| o.max_retries)),
             metrics: InvocationMetrics::default(),
             decisions: Vec::new(),
             answers: InterruptAnswers::default(),
@@ -246,7 +247,7 @@ impl Driver<'_> {
             };
             return Ok(StepReport::ModelCalled(verdict));
         }
-        self.after_model_call(Called::Done(Ok(response)), held.model_call_index)
+        self.answered(Called::Done(Ok(response)), held.model_call_index)
             .await
     }
 
@@ -419,9 +420,28 @@ impl Agent {
                 return Ok(Some(Edit::Input(messages)));
             }
             (Some(InterruptEvent::AfterModelCall), Pause::Response(held)) => {
-                let Value::String(text) = edit else {
-                    return Err(invalid("the edit of a response is its new text".into()));
+                // A typed answer's edit is checked before it is accepted (SPEC §13); it may
+                // be given as the JSON value itself.
+                let typed = self
+                    .core
+                    .output
+                    .as_deref()
+                    .filter(|_| !held.message.has_tool_use());
+                let text = match (edit, typed) {
+                    (Value::String(text), _) => text,
+                    (value, Some(_)) => value.to_string(),
+                    (_, None) => {
+                        return Err(invalid("the edit of a response is its new text".into()));
+                    }
                 };
+                if let Some(spec) = typed {
+                    spec.check(&text).map_err(|errors| {
+                        invalid(format!(
+                            "the edited answer does not match the output schema: {}",
+                            errors.join("; ")
+                        ))
+                    })?;
+                }
                 // The text blocks become the edited text; tool uses stay.
                 let mut message = held.message.clone();
                 message

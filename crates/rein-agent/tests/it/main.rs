@@ -23,3 +23,4 @@ mod journal;
 mod judge;
 mod stream_guard;
 mod streaming;
+mod typed_output;
