@@ -166,7 +166,7 @@ impl Driver<'_> {
         if self.agent.core.output.is_none() {
             return self.after_model_call(called, index).await;
         }
-        // Boxed: only an agent that asks for a typed answer carries the check's state.
+        // Boxed (layout rule 1).
         Box::pin(self.typed_answer(called, index)).await
     }
 
