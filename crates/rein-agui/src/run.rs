@@ -1,10 +1,12 @@
 //! One run: the agent's stream translated into AG-UI events.
 
 use rein_agent::{Agent, AgentEvent, Input, PausedRun};
+use rein_core::state::{APPROVER_KEY, InvocationState, PRINCIPAL_KEY};
 use rein_core::{Error, Role, result::AgentResult, stream::StopReason};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
+use crate::auth::Principal;
 use crate::interrupts::{parked, to_wire};
 use crate::wire::WireEvent;
 
@@ -21,6 +23,22 @@ pub(crate) struct Answerer {
     pub(crate) about: Option<String>,
     pub(crate) principal: String,
     pub(crate) claimed: Option<String>,
+}
+
+/// The invocation state of a run started by `who`: who it is for, under `principal` — from the
+/// server's authentication only; the request's `state` and `forwardedProps` never reach it.
+pub(crate) fn requester_state(who: &Principal) -> InvocationState {
+    let mut map = Map::new();
+    map.insert(PRINCIPAL_KEY.into(), Value::String(who.id().to_owned()));
+    InvocationState::from_map(map)
+}
+
+/// The invocation state of a resume answered by `who`: the paused run's (its requester kept
+/// under `principal`) with `approver` set to `who`.
+pub(crate) fn approver_state(paused: &InvocationState, who: &Principal) -> InvocationState {
+    let mut map = paused.as_map().clone();
+    map.insert(APPROVER_KEY.into(), Value::String(who.id().to_owned()));
+    InvocationState::from_map(map)
 }
 
 /// What the server allows one run.

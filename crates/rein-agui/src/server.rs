@@ -25,11 +25,13 @@ use tokio::sync::{Semaphore, mpsc, oneshot};
 use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::timeout::TimeoutLayer;
 
-use crate::auth::{Auth, Authorize, Principal, Secret, Sites, ThreadAction, loopback_hosts};
+use crate::auth::{
+    Auth, Authorize, Principal, Secret, Sites, ThreadAction, check_four_eyes, loopback_hosts,
+};
 use crate::error::{AguiError, ProtocolError};
 use crate::interrupts::{already_applied, answers, parked, to_wire};
 use crate::limits::{ServerLimits, ThreadBudget};
-use crate::run::{ANSWERED_KEY, Answerer, RunBounds, drive};
+use crate::run::{ANSWERED_KEY, Answerer, RunBounds, approver_state, drive, requester_state};
 use crate::wire::{RunAgentInput, WireEvent};
 
 /// Where each request's agent comes from.
@@ -71,6 +73,7 @@ pub struct AguiServer {
     /// `None`: a token made up when the server is bound.
     auth: Option<Auth>,
     authorize: Option<Arc<Authorize>>,
+    four_eyes: bool,
     while_running: WhileRunning,
     console: bool,
     cors: Option<Cors>,
@@ -83,6 +86,7 @@ struct Inner {
     make_agent: Arc<MakeAgent>,
     auth: Auth,
     authorize: Option<Arc<Authorize>>,
+    four_eyes: bool,
     while_running: WhileRunning,
     limits: ServerLimits,
     new_threads: ThreadBudget,
@@ -95,6 +99,9 @@ struct ActiveRun {
     interceptor: TurnInterceptor,
     /// Messages injected into it so far.
     injections: u32,
+    /// Who injected each message (by injection id): the requester four-eyes checks an answer
+    /// to a parked injection against.
+    injected_by: HashMap<String, String>,
 }
 
 impl std::fmt::Debug for AguiServer {
@@ -107,6 +114,7 @@ impl std::fmt::Debug for AguiServer {
         f.debug_struct("AguiServer")
             .field("auth", &auth)
             .field("authorize", &self.authorize.is_some())
+            .field("four_eyes", &self.four_eyes)
             .field("while_running", &self.while_running)
             .field("console", &self.console)
             .field("cors", &self.cors)
@@ -162,6 +170,7 @@ impl AguiServer {
             make_agent: Arc::new(make_agent),
             auth: None,
             authorize: None,
+            four_eyes: false,
             while_running: WhileRunning::default(),
             console: true,
             cors: None,
@@ -212,6 +221,18 @@ impl AguiServer {
         F: Fn(&Principal, &str, ThreadAction) -> bool + Send + Sync + 'static,
     {
         self.authorize = Some(Arc::new(allow));
+        self
+    }
+
+    /// Four-eyes (default: off): the principal who requested an action — who sent the message
+    /// whose run asks for approval — may not approve it. Their approval is refused with `403
+    /// FOUR_EYES`, nothing is applied and the interrupts wait for another approver; a
+    /// rejection (withdrawing the request) is allowed. The requester is stored with the pause
+    /// (the invocation state's `principal`), so the rule holds across a restart; a pause that
+    /// records no requester (one stored by an earlier release) can then be approved by no one
+    /// here. Per-thread rules stay [`authorize`](Self::authorize)'s.
+    pub fn four_eyes(mut self, on: bool) -> Self {
+        self.four_eyes = on;
         self
     }
 
@@ -287,6 +308,7 @@ impl AguiServer {
             make_agent: Arc::clone(&self.make_agent),
             auth: auth.clone(),
             authorize: self.authorize.clone(),
+            four_eyes: self.four_eyes,
             while_running: self.while_running,
             new_threads: ThreadBudget::new(limits.new_threads_per_minute),
             limits: limits.clone(),
@@ -838,8 +860,21 @@ async fn start(
                 if resume.is_empty() || named.len() != resume.len() {
                     return Err(refuse("a resume must wait for it to finish"));
                 }
+                let responses = answers(&named, resume)?;
+                if inner.four_eyes {
+                    for p in &named {
+                        let injector = run.injected_by.get(&p.point.subject).map(String::as_str);
+                        let one = std::slice::from_ref(p);
+                        let answer: Vec<_> = responses
+                            .iter()
+                            .filter(|r| r.interrupt_id == p.interrupt.resume_id())
+                            .cloned()
+                            .collect();
+                        check_four_eyes(&thread_id, injector, &who, one, &answer)?;
+                    }
+                }
                 let mut answered = Vec::new();
-                for r in answers(&named, resume)? {
+                for r in responses {
                     let interrupt_id = r.interrupt_id.clone();
                     let injection = run.interceptor.answer(r).map_err(|e| {
                         ProtocolError::new(
@@ -893,6 +928,7 @@ async fn start(
                 .inject(Message::user(text))
                 .map_err(|e| refuse(&format!("the message could not be injected ({e})")))?;
             run.injections += 1;
+            run.injected_by.insert(id.to_string(), who.id().to_owned());
             return Ok(short_run(
                 &thread_id,
                 &input.run_id,
@@ -921,6 +957,10 @@ async fn start(
     }
     let agent = load(&inner, &thread_id).await?;
     let pending = agent.pending_interrupts().map(|p| p.pending().to_vec());
+    let paused_state = agent
+        .pending_interrupts()
+        .map(|p| p.invocation_state().clone())
+        .unwrap_or_default();
     // Idempotent resume: the answers last applied, again — while nothing is pending, or after
     // the run paused again (their ids, of an earlier pause, name nothing pending now) — change
     // nothing and succeed.
@@ -942,6 +982,15 @@ async fn start(
     let (agent_input, answered_by) = match (&input.resume, pending) {
         (Some(resume), Some(pending)) => {
             let responses = answers(&pending, resume)?;
+            if inner.four_eyes {
+                check_four_eyes(
+                    &thread_id,
+                    paused_state.principal(),
+                    &who,
+                    &pending,
+                    &responses,
+                )?;
+            }
             let ids: Vec<Value> = responses
                 .iter()
                 .map(|r| Value::String(r.interrupt_id.clone()))
@@ -976,7 +1025,8 @@ async fn start(
                     }
                 })
                 .collect();
-            (Input::resume(responses), by)
+            let state = approver_state(&paused_state, &who);
+            (Input::resume(responses).with_state(state), by)
         }
         (Some(resume), None) => {
             // Not the answers last applied: they name interrupts that are not pending.
@@ -1014,7 +1064,10 @@ async fn start(
                     )
                 })?;
             }
-            (Input::text(text), Vec::new())
+            (
+                Input::text(text).with_state(requester_state(&who)),
+                Vec::new(),
+            )
         }
     };
 
@@ -1038,6 +1091,7 @@ async fn start(
                 run_id: run_id.clone(),
                 interceptor: agent.interceptor(),
                 injections: 0,
+                injected_by: HashMap::new(),
             },
         );
     }

@@ -10,6 +10,7 @@ mod console_browser;
 mod cross_site_browser;
 mod hostile_clients;
 mod hostile_input;
+mod identity;
 mod limits;
 mod protocol;
 mod security;
