@@ -10,7 +10,7 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Path, Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -19,6 +19,7 @@ use futures_util::stream;
 use rein_agent::PendingInterrupt;
 use rein_agent::{Agent, AgentBuilder, Input, TurnInterceptor};
 use rein_core::Message;
+use rein_core::interrupt::Approval;
 use rein_sessions::{SessionManager, SessionSnapshot, SessionStore, SharedSessionStore};
 use serde_json::{Value, json};
 use tokio::sync::{Semaphore, mpsc, oneshot};
@@ -29,9 +30,12 @@ use crate::auth::{
     Auth, Authorize, Principal, Secret, Sites, ThreadAction, check_four_eyes, loopback_hosts,
 };
 use crate::error::{AguiError, ProtocolError};
-use crate::interrupts::{already_applied, answers, parked, to_wire};
+use crate::inbox::record_to_wire;
+use crate::interrupts::{already_applied, answers, parked, takes_an_approval, to_wire};
 use crate::limits::{ServerLimits, ThreadBudget};
-use crate::run::{ANSWERED_KEY, Answerer, RunBounds, approver_state, drive, requester_state};
+use crate::run::{
+    ANSWERED_KEY, Answerer, Recorder, RunBounds, approver_state, drive, requester_state,
+};
 use crate::wire::{RunAgentInput, WireEvent};
 
 /// Where each request's agent comes from.
@@ -317,6 +321,7 @@ impl AguiServer {
         let mut router = Router::new()
             .route("/agent", post(run))
             .route("/threads/{thread_id}", get(thread))
+            .route("/approvals", get(approvals))
             // What the API answers is for the caller only.
             .route_layer(SetResponseHeaderLayer::overriding(
                 header::CACHE_CONTROL,
@@ -703,6 +708,21 @@ async fn load(inner: &Inner, thread_id: &str) -> Result<Agent, ProtocolError> {
     Ok(agent)
 }
 
+/// `GET /approvals`: the inbox — pending approvals across the threads the principal may answer
+/// (`authorize` with [`ThreadAction::Resume`]), a page at a time (see `inbox.rs`).
+async fn approvals(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap) -> Response {
+    let result = async {
+        let who = inner.auth.authenticate(&headers)?;
+        let may_answer = |thread: &str| permit(&inner, &who, thread, ThreadAction::Resume).is_ok();
+        crate::inbox::page(&inner.store, &uri, may_answer).await
+    }
+    .await;
+    match result {
+        Ok(page) => axum::Json(page).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
 /// `GET /threads/{id}`: what the store holds for a thread: its pending interrupts, how many
 /// messages, its state (404 `UNKNOWN_THREAD` when the store has no such session). Read from the
 /// store itself, so looking never writes.
@@ -751,6 +771,7 @@ async fn thread(
             "runningRunId": running,
             "parkedInjections": parked,
             "state": state,
+            "approvals": snapshot.approvals.iter().map(record_to_wire).collect::<Vec<_>>(),
         })))
     }
     .await;
@@ -979,6 +1000,11 @@ async fn start(
             ));
         }
     }
+    // Who the run is for: the paused run's requester on a resume, else who sent the message.
+    let requester = match &input.resume {
+        Some(_) => paused_state.principal().map(str::to_owned),
+        None => Some(who.id().to_owned()),
+    };
     let (agent_input, answered_by) = match (&input.resume, pending) {
         (Some(resume), Some(pending)) => {
             let responses = answers(&pending, resume)?;
@@ -1018,10 +1044,22 @@ async fn start(
                         .iter()
                         .find(|p| p.interrupt.resume_id() == r.interrupt_id)
                         .map(|p| &p.point);
+                    let asked = pending
+                        .iter()
+                        .find(|p| p.interrupt.resume_id() == r.interrupt_id);
                     Answerer {
                         about: point.map(|p| p.parent.as_ref().unwrap_or(&p.subject).clone()),
                         principal: who.id().to_owned(),
                         claimed,
+                        interrupt_id: r.interrupt_id.clone(),
+                        handler: asked.map(|p| p.interrupt.name.clone()).unwrap_or_default(),
+                        reason: asked.map(|p| p.interrupt.prompt_text()).unwrap_or_default(),
+                        approval: asked
+                            .filter(|p| takes_an_approval(p))
+                            .and_then(|_| {
+                                responses.iter().find(|a| a.interrupt_id == r.interrupt_id)
+                            })
+                            .and_then(|a| Approval::from_wire(&a.response).ok()),
                     }
                 })
                 .collect();
@@ -1100,21 +1138,17 @@ async fn start(
     let bounds = RunBounds {
         max_turns: inner.limits.max_turns_per_run,
     };
+    let recorder = Recorder {
+        store: inner.store.clone(),
+        requester,
+        answered_by,
+    };
     tokio::spawn(async move {
         let guard = ActiveGuard {
             inner: task_inner,
             thread_id: thread_id.clone(),
         };
-        drive(
-            agent,
-            agent_input,
-            thread_id,
-            run_id,
-            answered_by,
-            bounds,
-            tx,
-        )
-        .await;
+        drive(agent, agent_input, thread_id, run_id, recorder, bounds, tx).await;
         drop(guard);
     });
     Ok(rx)

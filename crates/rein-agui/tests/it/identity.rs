@@ -15,13 +15,13 @@ use serde_json::{Value, json};
 
 use crate::common::{Models, events, request, run_input};
 
-const ALICE: [(&str, &str); 1] = [("Authorization", "Bearer alice-token-0123456789")];
-const BOB: [(&str, &str); 1] = [("Authorization", "Bearer bob-token-0123456789")];
+pub(crate) const ALICE: [(&str, &str); 1] = [("Authorization", "Bearer alice-token-0123456789")];
+pub(crate) const BOB: [(&str, &str); 1] = [("Authorization", "Bearer bob-token-0123456789")];
 
 /// An ops assistant: every thread's model asks for a refund of 250. On `cedar-*` threads a
 /// Cedar policy permits refunds for alice only; on other threads a handler asks a person to
-/// approve, naming the requester it reads from the invocation state.
-fn ops(store: MemorySessionStore, models: Models) -> AguiServer {
+/// approve refunds over 100, naming the requester it reads from the invocation state.
+pub(crate) fn ops(store: MemorySessionStore, models: Models) -> AguiServer {
     AguiServer::new(store, move |thread| {
         let model = models
             .lock()
@@ -66,6 +66,12 @@ fn ops(store: MemorySessionStore, models: Models) -> AguiServer {
             builder.intervention(Intervention::named("refund-approval").before_tool_call(
                 |ev, cx| {
                     let who = cx.invocation_state().principal().unwrap_or("nobody");
+                    let amount = ev.tool_use().input["amount"].as_f64().unwrap_or(0.0);
+                    if amount <= 100.0 {
+                        // A proceed that says why: it goes into the approval record.
+                        cx.record_detail(json!({"underThreshold": amount}));
+                        return BeforeToolCallAction::Proceed;
+                    }
                     BeforeToolCallAction::confirm(format!(
                         "Refund {} requested by {who}?",
                         ev.tool_use().input["amount"]
@@ -81,11 +87,11 @@ fn ops(store: MemorySessionStore, models: Models) -> AguiServer {
     })
 }
 
-async fn start(server: AguiServer) -> ServerHandle {
+pub(crate) async fn start(server: AguiServer) -> ServerHandle {
     server.bind_local(0).await.unwrap().spawn()
 }
 
-fn tool_result(body: &str) -> String {
+pub(crate) fn tool_result(body: &str) -> String {
     events(body)
         .iter()
         .find(|e| e["type"] == "TOOL_CALL_RESULT")
@@ -132,7 +138,7 @@ fn approve(asked: &Value, approved: bool) -> Value {
         "metadata": {"answeredBy": "alice"}}])
 }
 
-async fn pending(addr: std::net::SocketAddr, thread: &str) -> Vec<Value> {
+pub(crate) async fn pending(addr: std::net::SocketAddr, thread: &str) -> Vec<Value> {
     let (got, _, body) = request(addr, "GET", &format!("/threads/{thread}"), &ALICE, "").await;
     assert_eq!(got, 200, "{body}");
     serde_json::from_str::<Value>(&body).unwrap()["pendingInterrupts"]

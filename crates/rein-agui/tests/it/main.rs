@@ -6,6 +6,7 @@
 mod common;
 
 mod agui_client;
+mod approvals;
 mod console_browser;
 mod cross_site_browser;
 mod hostile_clients;
