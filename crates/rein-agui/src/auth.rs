@@ -159,7 +159,7 @@ pub(crate) fn check_four_eyes(
         let approval = pending
             .iter()
             .find(|p| p.interrupt.resume_id() == r.interrupt_id)
-            .is_some_and(|p| takes_an_approval(p));
+            .is_some_and(takes_an_approval);
         if approval {
             Approval::from_wire(&r.response).is_ok_and(|a| !a.approved)
         } else {

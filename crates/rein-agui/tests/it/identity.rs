@@ -244,3 +244,83 @@ async fn four_eyes_lets_the_requester_reject() {
     assert!(pending(addr, "approve-3").await.is_empty());
     server.shutdown().await.unwrap();
 }
+
+/// Four-eyes for a message injected into a going run and parked on a confirm: whoever injected
+/// it may not approve it; another principal may.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_eyes_holds_for_a_parked_injection() {
+    let server = crate::common::server(MemorySessionStore::new())
+        .bearer_auth(|t| match t {
+            "alice-token-0123456789" => Some(Principal::new("alice")),
+            "bob-token-0123456789" => Some(Principal::new("bob")),
+            _ => None,
+        })
+        .four_eyes(true);
+    let server = start(server).await;
+    let addr = server.local_addr();
+    let main = tokio::spawn(async move {
+        request(
+            addr,
+            "POST",
+            "/agent",
+            &ALICE,
+            &run_input("parked-fe", Some("go"), None),
+        )
+        .await
+    });
+    // The run is going once the thread shows it (a poll, not a timed wait).
+    for _ in 0..3000 {
+        let (_, _, t) = request(addr, "GET", "/threads/parked-fe", &ALICE, "").await;
+        if serde_json::from_str::<Value>(&t).is_ok_and(|t| t["runningRunId"].is_string()) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let (got, _, body) = request(
+        addr,
+        "POST",
+        "/agent",
+        &BOB,
+        &run_input("parked-fe", Some("also X"), None),
+    )
+    .await;
+    assert_eq!(got, 200, "{body}");
+    assert!(body.contains("rein.injection_queued"), "{body}");
+    let mut asked = Value::Null;
+    for _ in 0..500 {
+        let (_, _, t) = request(addr, "GET", "/threads/parked-fe", &ALICE, "").await;
+        let t: Value = serde_json::from_str(&t).unwrap();
+        if let Some(p) = t["parkedInjections"].as_array().and_then(|p| p.first()) {
+            asked = p["interrupts"][0].clone();
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(asked.is_object(), "never parked");
+    let answer = json!([{"interruptId": asked["id"], "status": "resolved",
+        "payload": {"approved": true,
+            "approvedActionFingerprint": asked["metadata"]["governance"]["actionFingerprint"]}}]);
+    let (got, _, body) = request(
+        addr,
+        "POST",
+        "/agent",
+        &BOB,
+        &run_input("parked-fe", None, Some(answer.clone())),
+    )
+    .await;
+    assert_eq!(got, 403, "{body}");
+    assert!(body.contains("FOUR_EYES"), "{body}");
+    let (got, _, body) = request(
+        addr,
+        "POST",
+        "/agent",
+        &ALICE,
+        &run_input("parked-fe", None, Some(answer)),
+    )
+    .await;
+    assert_eq!(got, 200, "{body}");
+    assert!(body.contains("rein.injection_answered"), "{body}");
+    let (_, _, body) = main.await.unwrap();
+    assert!(body.contains("rein.injection_consumed"), "{body}");
+    server.shutdown().await.unwrap();
+}
