@@ -247,7 +247,7 @@ pub struct Agent {
     /// The current run's state: empty between runs, kept (and persisted with `pending`) while
     /// interrupts wait.
     pub(crate) run_state: RunState,
-    /// Boxed: rare, and 384 bytes inline would triple every idle agent's size.
+    /// Boxed (layout rule 1): 384 B inline would triple an idle agent's size.
     pub(crate) pending: Option<Box<PausedRun>>,
     pub(crate) manager: Manager,
     pub(crate) cancel: CancelSlot,
@@ -271,9 +271,7 @@ impl std::fmt::Debug for Agent {
 impl Agent {
     /// Runs one invocation to its end.
     pub async fn invoke(&mut self, input: impl Into<Input>) -> Result<AgentResult, Error> {
-        // Not boxed: a 3 KiB allocation per call costs glibc's large-chunk path
-        // (malloc_consolidate), ≈2 µs per tool-heavy invocation, more than the smaller spawned
-        // task saves (see docs/performance.md).
+        // Not boxed: layout rule 2 (a 3 KiB box costs more than the smaller task saves).
         self.run(input.into(), Sink::disabled()).await
     }
 
@@ -341,6 +339,12 @@ impl Agent {
     /// The names of the agent's tools.
     pub fn tool_names(&self) -> Vec<&str> {
         self.core.tools.names().collect()
+    }
+
+    /// The spec of the tool `name` (its description and input schema), if the agent has it:
+    /// what a UI builds an edit form from.
+    pub fn tool_spec(&self, name: &str) -> Option<&rein_core::tool::ToolSpec> {
+        self.core.tools.get(name).map(rein_core::ToolHandle::spec)
     }
 
     /// Hands the conversation to the agent `name` (one of its handoffs, or the agent it was

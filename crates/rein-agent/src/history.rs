@@ -55,8 +55,8 @@ impl Listeners<'_> {
     }
 }
 
-/// The hooks' pass over an owned event, boxed: the event lives across the hooks' awaits, and
-/// inline it would size every step that stores a message, in runs without such a hook too.
+/// The hooks' pass over an owned event, boxed (layout rule 1: runs without such a hook must not
+/// carry the event across the hooks' awaits).
 fn fire<E: HookEvent>(
     hooks: &HookRegistry,
     mut ev: E,
@@ -244,8 +244,7 @@ impl History {
             return Ok(());
         };
         let messages = self.conv.ids().iter().copied();
-        // Boxed: held across the store's await, inline it would grow every invocation's future
-        // by its size (1 104 → 1 336 B), session or not.
+        // Boxed (layout rule 1): held across the store's await.
         let checkpoint = Box::new(Checkpoint::new(
             messages.zip(self.conv.messages().iter().cloned()).collect(),
             agent_state,

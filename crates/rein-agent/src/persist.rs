@@ -115,7 +115,7 @@ impl Agent {
     /// Restores the session before the first invocation.
     pub(crate) async fn session_begin(&mut self) -> Result<(), Error> {
         if self.history.session().is_some() && !self.history.is_loaded() {
-            // Boxed: once per agent, and inline it would size every invocation's future.
+            // Boxed: once per agent (layout rule 1).
             Box::pin(self.load_session()).await?;
         }
         Ok(())

@@ -1,25 +1,26 @@
 // Rein approval console: a small client of the AG-UI wire protocol (HTTP POST of a
-// RunAgentInput, the run's events as server-sent events, `resume` entries to answer interrupts).
+// RunAgentInput, the run's events as server-sent events, `resume` entries to answer interrupts)
+// and of the server's `GET threads/{id}` (what a thread waits for, its conversation).
 const $ = (id) => document.getElementById(id);
 // crypto.randomUUID needs a secure context (https or localhost); elsewhere, random hex will do.
 const uuid = () => (crypto.randomUUID ? crypto.randomUUID()
   : Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, "0")).join(""));
-const endpoint = new URL("agent", location.origin + location.pathname).toString();
+const base = location.origin + location.pathname;
+const endpoint = new URL("agent", base).toString();
 const params = new URLSearchParams(location.search);
 let threadId = params.get("thread") || uuid();
-// The token: from the URL the server printed (`?token=`, as Jupyter's), kept in this origin's
-// localStorage and taken out of the address bar; sent as `Authorization: Bearer` — a header, not
-// a cookie, so no other site's page can make the browser send it.
+// The token: from the URL the server printed (`?token=`, as Jupyter's) or typed into the
+// sign-in form; kept in this origin's localStorage and sent as `Authorization: Bearer` — a
+// header, not a cookie, so no other site's page can make the browser send it (no CSRF), and
+// the page's policy lets no script but this one run to read it.
 const TOKEN_KEY = "rein-agui-token";
-if (params.get("token")) {
-  localStorage.setItem(TOKEN_KEY, params.get("token"));
-}
-$("token").value = localStorage.getItem(TOKEN_KEY) || "";
-$("token").addEventListener("change", () => localStorage.setItem(TOKEN_KEY, $("token").value.trim()));
+if (params.get("token")) localStorage.setItem(TOKEN_KEY, params.get("token"));
+const token = () => localStorage.getItem(TOKEN_KEY) || "";
 let pending = []; // the open interrupts of the thread
 let parked = []; // interrupts of injected messages parked on a confirm while a run goes
+let loaded = false; // whether the page knows what the thread waits for
 const answers = new Map(); // interrupt id -> resume entry
-const toolArgs = new Map(); // tool call id -> {name, args}
+const calls = new Map(); // tool call id -> {name, input}
 let running = 0;
 
 function showThread() {
@@ -40,20 +41,113 @@ function add(node) {
   return node;
 }
 
-function showError(text) {
-  const box = $("error");
-  box.textContent = text;
-  box.style.display = text ? "block" : "none";
+// A banner in plain words; what the server said exactly goes in its details.
+function showError(text, raw) {
+  $("error-text").textContent = text;
+  $("error-raw").textContent = raw || "";
+  $("error-details").hidden = !raw;
+  $("error").style.display = text ? "block" : "none";
 }
 
 function status(text) { $("status").textContent = text; }
 
 function headers() {
   const h = { "Content-Type": "application/json", Accept: "text/event-stream" };
-  const token = $("token").value.trim();
-  if (token) h.Authorization = `Bearer ${token}`;
+  if (token()) h.Authorization = `Bearer ${token()}`;
   return h;
 }
+
+// `delete_file` / `issueRefund` as words: "Delete file", "Issue refund".
+function words(name) {
+  const w = String(name).replace(/([a-z0-9])([A-Z])/g, "$1 $2").replace(/[_\-.]+/g, " ").trim().toLowerCase();
+  return w.charAt(0).toUpperCase() + w.slice(1);
+}
+
+function shown(v) { return typeof v === "string" ? v : JSON.stringify(v); }
+
+// A tool input's fields, one `key: value` each.
+function fields(input) {
+  if (input && typeof input === "object" && !Array.isArray(input)) {
+    return Object.entries(input).map(([k, v]) => `${words(k).toLowerCase()}: ${shown(v)}`).join(", ");
+  }
+  return input === undefined || input === null ? "" : shown(input);
+}
+
+function parseArgs(text) { try { return JSON.parse(text); } catch { return text; } }
+
+// ---- signing in ----
+
+function signIn(why) {
+  loaded = false;
+  $("signin").hidden = false;
+  $("signin-why").textContent = why || "";
+  $("sign-out").hidden = true;
+  $("approvals").replaceChildren(el("p", "note", "Sign in to see what waits for you."));
+  status("signed out");
+  $("token").focus();
+}
+
+$("signin").addEventListener("submit", (e) => {
+  e.preventDefault();
+  localStorage.setItem(TOKEN_KEY, $("token").value.trim());
+  $("token").value = "";
+  $("signin").hidden = true;
+  showError("");
+  restore();
+});
+
+$("sign-out-link").addEventListener("click", (e) => {
+  e.preventDefault();
+  localStorage.removeItem(TOKEN_KEY);
+  signIn("Signed out.");
+});
+
+// ---- the server's refusals, in plain words ----
+
+const REFUSALS = {
+  FORBIDDEN: "You are not allowed to do this in this conversation.",
+  INTERRUPTS_PENDING: "This conversation waits for an approval first (see “Waiting for you”).",
+  FINGERPRINT_MISMATCH: "The request changed since it was shown to you. Reload the page to see it as it is now.",
+  RUN_IN_PROGRESS: "The agent is still working on this conversation: try again when it is done.",
+  UNKNOWN_INTERRUPT: "This approval was already answered (perhaps in another window). Reload the page.",
+  TOO_MANY_RUNS: "The server is busy: try again in a moment.",
+  TOO_MANY_THREADS: "The server is busy: try again in a moment.",
+};
+
+// What the server says about an answer, without its ids: "`7` is not a string (field: path)".
+function plainReason(message) {
+  let m = message;
+  for (const i of [...pending, ...parked]) m = m.split(i.id).join("");
+  m = m.replace(/^the answer to interrupt\s*( does not match its response schema)?:\s*/, "");
+  return m.replace(/\(at `\/edit\/([^`]*)`\)/, (_, p) => `(field: ${p.split("/").join(" › ")})`)
+    .replace(/\(at `\/edit`\)/, "(the changed request)");
+}
+
+async function refused(res) {
+  const text = await res.text();
+  let j = {};
+  try { j = JSON.parse(text); } catch { /* plain text */ }
+  const raw = `HTTP ${res.status} ${j.code || ""}: ${j.message || text}`;
+  if (res.status === 401) { signIn("The server did not accept the token: sign in again."); return; }
+  if (j.code === "INTERRUPTS_PENDING" && j.details && j.details.interrupts) {
+    pending = j.details.interrupts; answers.clear(); renderApprovals();
+  }
+  if (j.code === "INVALID_RESUME_PAYLOAD") {
+    showError(`The server refused this answer: ${plainReason(j.message || "")}`, raw);
+  } else {
+    showError(REFUSALS[j.code] || "The server refused the request.", raw);
+  }
+}
+
+// After a refused answer every card can be answered again (what was typed stays).
+function reopenCards() {
+  answers.clear();
+  document.querySelectorAll("#approvals .approval").forEach((card) => {
+    card.querySelectorAll("button, input, textarea, select").forEach((b) => { b.disabled = false; });
+  });
+}
+
+// ---- a run ----
 
 // POST one RunAgentInput and apply its events as they arrive.
 async function runAgent(messages, resume) {
@@ -61,13 +155,12 @@ async function runAgent(messages, resume) {
   if (resume) body.resume = resume;
   showError("");
   running++;
-  status("running…");
+  status("working…");
   try {
     const res = await fetch(endpoint, { method: "POST", headers: headers(), body: JSON.stringify(body) });
     if (!res.ok) {
-      let detail = await res.text();
-      try { const j = JSON.parse(detail); detail = `${j.code}: ${j.message}`; } catch { /* plain text */ }
-      showError(`HTTP ${res.status} — ${detail}`);
+      await refused(res);
+      if (resume) reopenCards();
       return;
     }
     const reader = res.body.getReader();
@@ -85,29 +178,37 @@ async function runAgent(messages, resume) {
       }
     }
   } catch (e) {
-    showError(`connection failed: ${e.message}`);
+    showError("The server cannot be reached.", e.message);
+    if (resume) reopenCards();
   } finally {
     running--;
-    status(running ? "running…" : pending.length ? "waiting for approval" : "idle");
+    status(running ? "working…" : pending.length ? "waiting for approval" : "idle");
   }
 }
 
+function showCall(id, name, input) {
+  calls.set(id, { name, input });
+  add(el("div", "msg tool call", `→ ${words(name)}${fields(input) ? ` (${fields(input)})` : ""}`));
+}
+
 const open = new Map(); // text message id -> element
+const streaming = new Map(); // tool call id -> {name, args}
 function apply(ev) {
   switch (ev.type) {
     case "TEXT_MESSAGE_START": open.set(ev.messageId, add(el("div", "msg assistant", ""))); break;
     case "TEXT_MESSAGE_CONTENT": { const m = open.get(ev.messageId); if (m) m.textContent += ev.delta; break; }
     case "TEXT_MESSAGE_END": open.delete(ev.messageId); break;
-    case "TOOL_CALL_START": toolArgs.set(ev.toolCallId, { name: ev.toolCallName, args: "" }); break;
-    case "TOOL_CALL_ARGS": { const t = toolArgs.get(ev.toolCallId); if (t) t.args += ev.delta; break; }
-    case "TOOL_CALL_END": { const t = toolArgs.get(ev.toolCallId); if (t) add(el("div", "msg tool call", `→ ${t.name} ${t.args}`)); break; }
+    case "TOOL_CALL_START": streaming.set(ev.toolCallId, { name: ev.toolCallName, args: "" }); break;
+    case "TOOL_CALL_ARGS": { const t = streaming.get(ev.toolCallId); if (t) t.args += ev.delta; break; }
+    case "TOOL_CALL_END": { const t = streaming.get(ev.toolCallId); if (t) showCall(ev.toolCallId, t.name, parseArgs(t.args)); break; }
     case "TOOL_CALL_RESULT": add(el("div", "msg tool result", `← ${ev.content}`)); break;
     case "CUSTOM": custom(ev.name, ev.value); break;
-    case "RUN_ERROR": showError(`run failed — ${ev.code || "ERROR"}: ${ev.message}`); break;
+    case "RUN_ERROR": showError("The agent stopped with an error.", `${ev.code || "ERROR"}: ${ev.message}`); break;
     case "RUN_FINISHED":
+      loaded = true;
       if (ev.outcome && ev.outcome.type === "interrupt") { pending = ev.outcome.interrupts; answers.clear(); renderApprovals(); }
       else if (!(ev.result && ev.result.injected)) { pending = []; renderApprovals(); }
-      if (ev.outcome && ev.outcome.type === "cancelled") add(el("div", "note", "(cancelled)"));
+      if (ev.outcome && ev.outcome.type === "cancelled") add(el("div", "note", "(stopped)"));
       break;
     default: break;
   }
@@ -115,7 +216,7 @@ function apply(ev) {
 
 function custom(name, v) {
   if (name === "rein.decision") return decision(v);
-  if (name === "rein.injection_queued") return add(el("div", "note", `injected into the running run (${v.injectionId})`));
+  if (name === "rein.injection_queued") return add(el("div", "note", "passed on to the agent while it works"));
   if (name === "rein.injection_awaiting_approval") {
     parked.push(...v.interrupts.map((i) => ({ ...i, injectionId: v.injectionId })));
     return renderApprovals();
@@ -123,77 +224,228 @@ function custom(name, v) {
   if (name === "rein.injection_consumed" || name === "rein.injection_rejected") {
     parked = parked.filter((i) => i.injectionId !== v.injectionId);
     renderApprovals();
-    return add(el("div", "note", name === "rein.injection_consumed" ? `the agent took in: ${v.text}` : `injection refused: ${v.reason}`));
+    return add(el("div", "note", name === "rein.injection_consumed" ? `the agent took in: ${v.text}` : `message refused: ${v.reason}`));
   }
-  if (name === "rein.response_discarded") return add(el("div", "note", `(response withdrawn: ${v.reason})`));
-  if (name === "rein.response_replaced") return add(el("div", "note", `(response replaced: ${v.text})`));
+  if (name === "rein.response_discarded") return add(el("div", "note", `(answer withdrawn: ${v.reason})`));
+  if (name === "rein.response_replaced") return add(el("div", "note", `(answer replaced: ${v.text})`));
 }
 
+// What a rule decided, in words; which handler at which point stays in the row's tooltip.
+const ACTIONS = { deny: "Blocked", guide: "Redirected", transform: "Changed", error: "Failed", proceed: "Allowed" };
+const CONFIRMED = { asked: "Asked for approval", approved: "Approved", rejected: "Rejected" };
 function decision(d) {
   const list = $("decisions");
-  if (list.querySelector(".note")) list.innerHTML = "";
+  if (list.querySelector(".note")) list.replaceChildren();
   const row = el("div", "decision");
-  const action = d.action === "confirm" && d.confirmation ? `confirm ${d.confirmation.status}` : d.action;
+  const status = d.confirmation && d.confirmation.status;
+  const action = d.action === "confirm" ? (CONFIRMED[status] || words(status || "confirm")) : (ACTIONS[d.action] || words(d.action));
   const kind = ["deny", "guide", "transform", "confirm", "error"].includes(d.action) ? d.action : "other";
   row.appendChild(el("span", `tag ${kind}`, action));
-  row.appendChild(document.createTextNode(` ${d.handler} @ ${d.event}${d.text ? ": " + d.text : ""}`));
-  if (d.outcome && d.outcome !== "applied") row.appendChild(el("span", "note", ` (${d.outcome})`));
-  if (d.confirmation && d.confirmation.answer !== undefined) {
-    const claimed = d.claimedAnsweredBy && d.claimedAnsweredBy !== d.answeredBy ? ` (as "${d.claimedAnsweredBy}")` : "";
-    const by = d.answeredBy ? ` by ${d.answeredBy}${claimed}` : "";
-    row.appendChild(el("div", "note", `answered${by}: ${JSON.stringify(d.confirmation.answer)}`));
+  const call = d.tool_use_id && calls.get(d.tool_use_id);
+  const what = call ? words(call.name) : "";
+  const text = d.confirmation && status !== "asked" ? "" : d.text || "";
+  row.appendChild(document.createTextNode(` ${[what, text].filter(Boolean).join(": ")}`));
+  if (d.answeredBy) {
+    // Who answered is who the server authenticated; a name the answer claimed is shown beside.
+    const claimed = d.claimedAnsweredBy && d.claimedAnsweredBy !== d.answeredBy ? ` (said “${d.claimedAnsweredBy}”)` : "";
+    row.appendChild(el("span", "note", ` by ${d.answeredBy}${claimed}`));
   }
-  row.dataset.action = action;
+  const answer = d.confirmation && d.confirmation.answer;
+  if (answer && typeof answer === "object" && answer.note) row.appendChild(el("div", "note", `reason: ${answer.note}`));
+  if (answer && typeof answer === "object" && answer.edit !== undefined) row.appendChild(el("div", "note", `changed to: ${fields(answer.edit)}`));
+  row.title = `${d.handler} @ ${d.event}${d.outcome && d.outcome !== "applied" ? ` (${d.outcome})` : ""}`;
+  row.dataset.action = d.action === "confirm" ? `confirm ${status}` : d.action;
   list.prepend(row);
+}
+
+// ---- the cards ----
+
+// The call an interrupt holds: as the server sends it, as the run streamed it, or as
+// human_approval's question names it.
+function callOf(i) {
+  const rein = (i.metadata && i.metadata.rein) || {};
+  if (rein.toolCall) return rein.toolCall;
+  const seen = i.toolCallId && calls.get(i.toolCallId);
+  if (seen) return seen;
+  const r = rein.reason;
+  if (r && typeof r === "object" && r.tool) return { name: r.tool, input: r.input };
+  return null;
 }
 
 function renderApprovals() {
   const box = $("approvals");
-  box.innerHTML = "";
+  box.replaceChildren();
+  if (!loaded) { box.appendChild(el("p", "note", "Loading…")); return; }
   if (!pending.length && !parked.length) { box.appendChild(el("p", "note", "Nothing waits for you.")); return; }
-  for (const i of [...pending, ...parked]) {
-    const card = el("div", "approval");
-    card.dataset.interruptId = i.id;
-    card.appendChild(el("div", "q", i.message || i.reason));
-    const call = i.toolCallId && toolArgs.get(i.toolCallId);
-    if (call) card.appendChild(el("pre", "", `${call.name} ${call.args}`));
-    const isApproval = i.responseSchema && i.responseSchema.properties && i.responseSchema.properties.approved;
-    const buttons = el("div");
-    const approve = el("button", "approve", "Approve");
-    approve.dataset.action = "approve";
-    approve.onclick = () => answer(i, isApproval ? { approved: true } : "yes");
-    const reject = el("button", "reject", "Reject");
-    reject.dataset.action = "reject";
-    reject.onclick = () => answer(i, null);
-    buttons.append(approve, " ", reject);
-    if (isApproval) {
-      const edit = el("button", "", "Edit…");
-      edit.dataset.action = "edit";
-      edit.onclick = () => {
-        const area = el("textarea");
-        area.rows = 4;
-        area.value = call ? call.args : "";
-        const ok = el("button", "approve", "Approve with edit");
-        ok.dataset.action = "approve-edit";
-        ok.onclick = () => {
-          let v = area.value;
-          try { v = JSON.parse(v); } catch { /* a text edit */ }
-          answer(i, { approved: true, edit: v });
-        };
-        card.append(area, ok);
-        edit.disabled = true;
-      };
-      buttons.append(" ", edit);
+  for (const i of [...pending, ...parked]) box.appendChild(card(i));
+}
+
+function card(i) {
+  const c = el("div", "approval");
+  c.dataset.interruptId = i.id;
+  const call = callOf(i);
+  const question = i.message || "";
+  if (call) {
+    c.appendChild(el("h3", "q", `${words(call.name)} needs your approval`));
+    if (question && !question.startsWith("Allow ")) c.appendChild(el("p", "ask", question));
+    const input = call.input;
+    if (input && typeof input === "object" && !Array.isArray(input)) {
+      const list = el("dl", "fields");
+      for (const [k, v] of Object.entries(input)) list.append(el("dt", "", words(k)), el("dd", "", shown(v)));
+      c.appendChild(list);
+    } else if (input !== undefined && input !== null) {
+      c.appendChild(el("p", "ask", shown(input)));
     }
-    card.appendChild(buttons);
-    box.appendChild(card);
+  } else {
+    c.appendChild(el("h3", "q", i.injectionId ? "A message for the agent needs your approval" : question || "The agent needs your answer"));
+    if (i.injectionId) c.appendChild(el("p", "ask", i.text ? `“${i.text}” — ${question}` : question));
   }
+  const props = (i.responseSchema && i.responseSchema.properties) || {};
+  const isApproval = !!props.approved;
+  const buttons = el("div", "buttons");
+  const button = (text, cls, action, onclick) => {
+    const b = el("button", cls, text);
+    b.type = "button";
+    b.dataset.action = action;
+    b.onclick = onclick;
+    buttons.append(b);
+    return b;
+  };
+  button("Approve", "approve", "approve", () => answer(i, isApproval ? { approved: true } : "yes"));
+  const reason = el("div", "reason");
+  reason.hidden = true;
+  button("Reject…", "reject", "reject", () => { reason.hidden = false; reason.querySelector("textarea").focus(); });
+  if (isApproval) button("Change…", "", "edit", () => { form.hidden = false; });
+  if (props.trust) {
+    button(call ? `Always allow ${words(call.name).toLowerCase()}` : "Always allow", "", "always",
+      () => answer(i, { approved: true, trust: true }));
+  }
+  c.appendChild(buttons);
+
+  const why = el("textarea", "note-input");
+  why.rows = 2;
+  why.placeholder = "Why? (optional, kept with the decision)";
+  why.setAttribute("aria-label", "Reason for rejecting");
+  const send = el("button", "reject", "Reject");
+  send.type = "button";
+  send.dataset.action = "confirm-reject";
+  send.onclick = () => {
+    const note = why.value.trim();
+    answer(i, isApproval ? { approved: false, ...(note ? { note } : {}) } : null);
+  };
+  reason.append(why, send);
+  c.appendChild(reason);
+
+  const form = editForm(props.edit, call ? call.input : undefined, (edit) => answer(i, { approved: true, edit }));
+  form.hidden = true;
+  if (isApproval) c.appendChild(form);
+
+  const details = el("details", "tech");
+  details.appendChild(el("summary", "", "Technical details"));
+  const rein = (i.metadata && i.metadata.rein) || {};
+  details.appendChild(el("pre", "", [
+    `interrupt ${i.id}`,
+    rein.name ? `asked by ${rein.name}${rein.point ? ` at ${rein.point}` : ""}` : "",
+    call ? `${call.name} ${JSON.stringify(call.input)}` : "",
+  ].filter(Boolean).join("\n")));
+  c.appendChild(details);
+  return c;
+}
+
+const typeOf = (s) => (Array.isArray(s.type) ? s.type.find((t) => t !== "null") : s.type);
+
+// A form for the call's new input, built from the tool's input schema and filled with the
+// current input. It submits the whole object: a field the form does not show is kept as it was.
+function editForm(schema, value, submit) {
+  const form = el("form", "edit");
+  const props = schema && schema.properties;
+  const current = value && typeof value === "object" && !Array.isArray(value) ? value : null;
+  const readers = [];
+  const problem = el("p", "field-error");
+  if (props && (current || value === undefined)) {
+    const required = new Set(schema.required || []);
+    for (const [key, s] of Object.entries(props)) {
+      const row = el("label", "field");
+      row.appendChild(el("span", "", `${words(key)}${required.has(key) ? "" : " (optional)"}`));
+      const has = current && key in current;
+      const v = has ? current[key] : undefined;
+      const type = typeOf(s || {});
+      let input;
+      let read;
+      if (Array.isArray(s.enum)) {
+        input = el("select");
+        if (!required.has(key)) input.appendChild(el("option", "", ""));
+        for (const option of s.enum) {
+          const o = el("option", "", shown(option));
+          o.value = JSON.stringify(option);
+          input.appendChild(o);
+        }
+        if (has) input.value = JSON.stringify(v);
+        read = () => (input.value === "" ? undefined : JSON.parse(input.value));
+      } else if (type === "boolean") {
+        input = el("input");
+        input.type = "checkbox";
+        input.checked = v === true;
+        read = () => (input.checked || has || required.has(key) ? input.checked : undefined);
+      } else if (type === "number" || type === "integer") {
+        input = el("input");
+        input.type = "number";
+        input.step = type === "integer" ? "1" : "any";
+        if (has) input.value = String(v);
+        read = () => (input.value === "" ? undefined : Number(input.value));
+      } else if (type === "string") {
+        input = el("input");
+        input.type = "text";
+        if (has) input.value = v;
+        read = () => (input.value === "" && !has && !required.has(key) ? undefined : input.value);
+      } else {
+        input = el("textarea");
+        input.rows = 3;
+        if (has) input.value = JSON.stringify(v, null, 2);
+        read = () => {
+          if (input.value.trim() === "") return undefined;
+          try { return JSON.parse(input.value); } catch { throw new Error(`${words(key)} is not valid JSON`); }
+        };
+      }
+      input.name = key;
+      row.appendChild(input);
+      form.appendChild(row);
+      readers.push([key, read]);
+    }
+  } else {
+    // No schema to build from (or an input that is not an object): the new value as text.
+    const area = el("textarea");
+    area.rows = 4;
+    area.name = "edit";
+    area.value = value === undefined ? "" : typeof value === "string" ? value : JSON.stringify(value, null, 2);
+    form.appendChild(area);
+    readers.push([null, () => parseArgs(area.value)]);
+  }
+  const ok = el("button", "approve", "Approve with these changes");
+  ok.type = "submit";
+  ok.dataset.action = "approve-edit";
+  form.append(problem, ok);
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    problem.textContent = "";
+    try {
+      if (readers.length === 1 && readers[0][0] === null) return submit(readers[0][1]());
+      const edit = { ...(current || {}) };
+      for (const [key, read] of readers) {
+        const v = read();
+        if (v === undefined) delete edit[key]; else edit[key] = v;
+      }
+      submit(edit);
+    } catch (err) {
+      problem.textContent = err.message;
+    }
+  });
+  return form;
 }
 
 // Records one answer; once every open interrupt has one, resumes the run (the protocol wants
-// them all in one resume).
+// them all in one resume). Who answers is who the token says: the console claims no name.
 function answer(interrupt, payload) {
-  const who = $("who").value.trim();
   // An approval names the action it approves: the fingerprint the interrupt carries, echoed
   // (the server refuses it for any other action).
   const governance = interrupt.metadata && interrupt.metadata.governance;
@@ -203,9 +455,8 @@ function answer(interrupt, payload) {
   const entry = payload === null
     ? { interruptId: interrupt.id, status: "cancelled" }
     : { interruptId: interrupt.id, status: "resolved", payload };
-  if (who) entry.metadata = { answeredBy: who };
-  const card = document.querySelector(`[data-interrupt-id="${CSS.escape(interrupt.id)}"]`);
-  if (card) card.querySelectorAll("button").forEach((b) => { b.disabled = true; });
+  const c = document.querySelector(`[data-interrupt-id="${CSS.escape(interrupt.id)}"]`);
+  if (c) c.querySelectorAll("button, input, textarea, select").forEach((b) => { b.disabled = true; });
   // A parked injected message is answered on its own, into the run that is going.
   if (parked.some((i) => i.id === interrupt.id)) {
     parked = parked.filter((i) => i.id !== interrupt.id);
@@ -231,28 +482,101 @@ $("ask").addEventListener("submit", (e) => {
 $("new-thread").addEventListener("click", (e) => {
   e.preventDefault();
   threadId = uuid();
-  pending = []; answers.clear();
-  $("transcript").innerHTML = "";
+  pending = []; parked = []; answers.clear();
+  $("transcript").replaceChildren();
   renderApprovals();
   showThread();
 });
 
-// A reloaded page picks up what the thread waits for.
+// ---- the inbox: what waits across conversations (`GET approvals`, where the server has it) ----
+
+let inboxNext = null;
+async function showInbox(more) {
+  $("inbox").hidden = false;
+  const list = $("inbox-list");
+  const u = new URL("approvals", base);
+  if (more && inboxNext) u.searchParams.set("after", inboxNext);
+  let res;
+  try {
+    res = await fetch(u, { headers: headers() });
+  } catch (e) {
+    showError("The server cannot be reached.", e.message);
+    return;
+  }
+  if (!more) list.replaceChildren();
+  $("inbox-more").hidden = true;
+  if (res.status === 404) { list.replaceChildren(el("p", "note", "No inbox on this server: open a conversation's link.")); return; }
+  if (!res.ok) { await refused(res); return; }
+  const j = await res.json();
+  for (const a of j.approvals || []) list.appendChild(inboxItem(a));
+  if (!list.children.length) list.appendChild(el("p", "note", "Nothing waits for you."));
+  inboxNext = j.next || null;
+  $("inbox-more").hidden = !inboxNext;
+}
+
+function inboxItem(a) {
+  const row = el("a", "inbox-item");
+  row.href = `?thread=${encodeURIComponent(a.threadId)}`;
+  row.appendChild(el("strong", "", a.toolName ? `${words(a.toolName)} needs your approval` : "The agent needs your answer"));
+  if (fields(a.input)) row.appendChild(el("div", "", fields(a.input)));
+  // An RFC 3339 time, or seconds / milliseconds since the epoch.
+  const when = a.askedAt ? new Date(typeof a.askedAt === "number" && a.askedAt < 1e12 ? a.askedAt * 1000 : a.askedAt) : null;
+  const meta = [a.reason, a.requester ? `asked by ${a.requester}` : "", when && !isNaN(when) ? when.toLocaleString() : ""];
+  row.appendChild(el("div", "note", meta.filter(Boolean).join(" · ")));
+  return row;
+}
+
+$("inbox-link").addEventListener("click", (e) => {
+  e.preventDefault();
+  if ($("inbox").hidden) showInbox(false); else $("inbox").hidden = true;
+});
+$("inbox-more").addEventListener("click", () => showInbox(true));
+
+// The conversation as the store holds it (AG-UI messages).
+function showMessages(messages, omitted) {
+  $("transcript").replaceChildren();
+  if (omitted) add(el("div", "note", `(${omitted} earlier messages not shown)`));
+  for (const m of messages || []) {
+    if (m.role === "user") add(el("div", "msg user", m.content));
+    else if (m.role === "assistant") {
+      if (m.content) add(el("div", "msg assistant", m.content));
+      for (const t of m.toolCalls || []) showCall(t.id, t.function.name, parseArgs(t.function.arguments));
+    } else if (m.role === "tool") add(el("div", "msg tool result", `← ${m.content}`));
+  }
+}
+
+// A (re)loaded page shows the conversation and what it waits for — once signed in.
 async function restore() {
   showThread();
-  const res = await fetch(new URL(`threads/${encodeURIComponent(threadId)}`, location.origin + location.pathname), { headers: headers() });
-  if (res.status === 401) { showError("the server wants its token: open the URL `rein serve` printed, or fill in the token field"); return; }
-  if (!res.ok) return;
+  let res;
+  try {
+    res = await fetch(new URL(`threads/${encodeURIComponent(threadId)}`, base), { headers: headers() });
+  } catch (e) {
+    showError("The server cannot be reached.", e.message);
+    return;
+  }
+  if (res.status === 401) {
+    signIn(token() ? "The server did not accept the token: sign in again." : "");
+    return;
+  }
+  $("signin").hidden = true;
+  $("sign-out").hidden = !token();
+  loaded = true;
+  if (res.status === 404) { renderApprovals(); status("idle"); return; } // a new conversation
+  if (!res.ok) {
+    await refused(res);
+    $("approvals").replaceChildren(el("p", "note", "What waits here could not be loaded (see above)."));
+    return;
+  }
   const t = await res.json();
+  showMessages(t.messages, t.messagesOmitted);
+  parked = [];
   for (const p of t.parkedInjections || []) {
-    parked.push(...p.interrupts.map((i) => ({ ...i, message: `${i.message} — "${p.text}"`, injectionId: p.injectionId })));
+    parked.push(...p.interrupts.map((i) => ({ ...i, text: p.text, injectionId: p.injectionId })));
   }
-  if (parked.length) renderApprovals();
-  if (t.pendingInterrupts && t.pendingInterrupts.length) {
-    pending = t.pendingInterrupts;
-    add(el("div", "note", `this thread waits for ${pending.length} approval(s)`));
-    renderApprovals();
-    status("waiting for approval");
-  }
+  pending = t.pendingInterrupts || [];
+  answers.clear();
+  renderApprovals();
+  status(t.runningRunId ? "working…" : pending.length ? "waiting for approval" : "idle");
 }
 restore();

@@ -73,7 +73,7 @@ pub fn run_input(data: &[u8]) -> Verdict {
         };
     };
     let pending = pending();
-    match answers(&pending, resume) {
+    match answers(&pending, &crate::interrupts::Asking::default(), resume) {
         Err(e) => refused(&e),
         Ok(responses) => {
             assert_eq!(

@@ -10,11 +10,11 @@
 use std::collections::HashSet;
 
 use axum::http::StatusCode;
-use rein_agent::PendingInterrupt;
+use rein_agent::{Agent, Pause, PausedRun, PendingInterrupt};
 use rein_core::{
     id::InjectionId,
     interrupt::{Approval, Interrupt, InterruptEvent, InterruptPoint},
-    message::InterruptResponse,
+    message::{InterruptResponse, ToolUse},
 };
 use serde_json::{Value, json};
 
@@ -63,8 +63,11 @@ pub(crate) fn parked(injection: InjectionId, interrupts: &[Interrupt]) -> Vec<Pe
 }
 
 /// The response schema of an approval `{approved, edit?, note?}` (SPEC §3.10); for an
-/// interrupt bound to an action, with the fingerprint it approves, required.
-pub(crate) fn approval_schema(bound: bool) -> Value {
+/// interrupt bound to an action, with the fingerprint it approves, required. `edit` is the
+/// tool's input schema when the interrupt holds a tool call (a client builds its edit form
+/// from it, and the server checks the edit against it); `trust` is offered when the handler
+/// takes "approve and trust the tool for the session" (human_approval's `always`).
+pub(crate) fn approval_schema(bound: bool, edit: Option<&Value>, trust: bool) -> Value {
     let mut schema = json!({
         "type": "object",
         "properties": {
@@ -75,6 +78,27 @@ pub(crate) fn approval_schema(bound: bool) -> Value {
         "required": ["approved"],
         "additionalProperties": false
     });
+    if let Some(Value::Object(input)) = edit {
+        let mut input = input.clone();
+        input.remove("$schema");
+        // The tool schema's own definitions move to the root, where its `#/$defs/...`
+        // references resolve.
+        for defs in ["$defs", "definitions"] {
+            if let Some(d) = input.remove(defs) {
+                schema[defs] = d;
+            }
+        }
+        input
+            .entry("description")
+            .or_insert_with(|| json!("approve with an edit: the tool call's new input, whole"));
+        schema["properties"]["edit"] = Value::Object(input);
+    }
+    if trust {
+        schema["properties"]["trust"] = json!({
+            "type": "boolean",
+            "description": "with approved: true, trust this tool for the rest of the session"
+        });
+    }
     if bound {
         schema["properties"][APPROVED_FINGERPRINT] = json!({
             "type": "string",
@@ -83,6 +107,81 @@ pub(crate) fn approval_schema(bound: bool) -> Value {
         schema["required"] = json!(["approved", APPROVED_FINGERPRINT]);
     }
     schema
+}
+
+/// What the wire shows of a pending interrupt beyond the interrupt itself: the tool call it
+/// holds (from the paused run, so a client that saw none of the run shows it in full) and
+/// that tool's input schema (from the agent). Without them (`Asking::default()`) an interrupt
+/// goes out as it is.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct Asking<'a> {
+    paused: Option<&'a PausedRun>,
+    agent: Option<&'a Agent>,
+}
+
+impl<'a> Asking<'a> {
+    /// The interrupts of `paused`, the run of `agent`.
+    pub(crate) fn new(paused: Option<&'a PausedRun>, agent: &'a Agent) -> Self {
+        Self {
+            paused,
+            agent: Some(agent),
+        }
+    }
+
+    /// The pending interrupts as they go out.
+    pub(crate) fn pending(&self) -> Vec<WireInterrupt> {
+        self.paused
+            .map(|p| p.pending().iter().map(|i| self.wire(i)).collect())
+            .unwrap_or_default()
+    }
+
+    /// The tool call this agent's interrupt holds (not a sub-agent's: that call is its own).
+    fn call(&self, p: &PendingInterrupt) -> Option<&'a ToolUse> {
+        let id = p.interrupt.tool_use_id.as_deref()?;
+        if p.point.parent.is_some() {
+            return None;
+        }
+        let message = match self.paused?.pause() {
+            Pause::Tools(t) => &t.message,
+            Pause::Response(r) => &r.message,
+            _ => return None,
+        };
+        message.tool_uses().find(|u| u.tool_use_id == id)
+    }
+
+    /// `p` as an AG-UI interrupt: [`to_wire`], with the call it holds in
+    /// `metadata.rein.toolCall` and, for a call held before it runs, the tool's input schema
+    /// as the schema of the approval's `edit`.
+    pub(crate) fn wire(&self, p: &PendingInterrupt) -> WireInterrupt {
+        let mut w = to_wire(p);
+        let Some(call) = self.call(p) else {
+            return w;
+        };
+        w.metadata["rein"]["toolCall"] =
+            json!({"id": call.tool_use_id, "name": call.name, "input": call.input});
+        let input_schema = self
+            .agent
+            .filter(|_| p.point.event == InterruptEvent::BeforeToolCall)
+            .and_then(|a| a.tool_spec(&call.name))
+            .map(|s| &s.input_schema);
+        if takes_an_approval(p) && input_schema.is_some() {
+            w.response_schema = approval_schema(
+                p.interrupt.fingerprint.is_some(),
+                input_schema,
+                offers_trust(&p.interrupt),
+            );
+        }
+        w
+    }
+}
+
+/// Whether the handler takes "approve and trust the tool for the session": its question lists
+/// `always` among its answers (human_approval with trust on).
+fn offers_trust(i: &Interrupt) -> bool {
+    i.reason
+        .get("answers")
+        .and_then(Value::as_array)
+        .is_some_and(|a| a.iter().any(|v| v == "always"))
 }
 
 /// A Rein interrupt as an AG-UI interrupt: its id is the one a resume names (with the pause's
@@ -107,7 +206,7 @@ pub(crate) fn to_wire(p: &PendingInterrupt) -> WireInterrupt {
         message: Some(i.prompt_text()),
         tool_call_id: i.tool_use_id.clone(),
         response_schema: if takes_an_approval(p) {
-            approval_schema(i.fingerprint.is_some())
+            approval_schema(i.fingerprint.is_some(), None, offers_trust(i))
         } else {
             json!({})
         },
@@ -123,6 +222,7 @@ pub(crate) fn to_wire(p: &PendingInterrupt) -> WireInterrupt {
 /// `false` otherwise), bound to the interrupt's action: a rejection approves nothing.
 pub(crate) fn answers(
     pending: &[PendingInterrupt],
+    asking: &Asking<'_>,
     resume: &[ResumeEntry],
 ) -> Result<Vec<InterruptResponse>, ProtocolError> {
     let open: Vec<String> = pending.iter().map(|p| p.interrupt.resume_id()).collect();
@@ -181,7 +281,7 @@ pub(crate) fn answers(
             }
             ResumeStatus::Resolved => {
                 let mut payload = r.payload.clone().unwrap_or(Value::Null);
-                let schema = to_wire(p).response_schema;
+                let schema = asking.wire(p).response_schema;
                 check(&schema, &payload).map_err(|why| {
                     ProtocolError::new(
                         StatusCode::UNPROCESSABLE_ENTITY,
@@ -202,7 +302,12 @@ pub(crate) fn answers(
                     }
                     // The one strict reading every wire shares (Restate's ingress too): what
                     // the schema lets through is an approval, never read as a silent "no".
-                    Approval::from_wire(&payload).map_err(|why| {
+                    // `trust` (offered by the schema) rides beside the approval.
+                    let mut approval = payload.clone();
+                    if let Some(o) = approval.as_object_mut() {
+                        o.remove("trust");
+                    }
+                    Approval::from_wire(&approval).map_err(|why| {
                         ProtocolError::new(
                             StatusCode::UNPROCESSABLE_ENTITY,
                             "INVALID_RESUME_PAYLOAD",
@@ -345,16 +450,23 @@ mod tests {
         // unknown id
         let e = answers(
             &p,
+            &Asking::default(),
             &[entry("nope", ResumeStatus::Resolved, Some(ok.clone()))],
         )
         .unwrap_err();
         assert_eq!(e.code, "UNKNOWN_INTERRUPT");
         // one left open
-        let e = answers(&p, &[entry(&a, ResumeStatus::Resolved, Some(ok.clone()))]).unwrap_err();
+        let e = answers(
+            &p,
+            &Asking::default(),
+            &[entry(&a, ResumeStatus::Resolved, Some(ok.clone()))],
+        )
+        .unwrap_err();
         assert_eq!(e.code, "INTERRUPTS_UNANSWERED");
         // twice
         let e = answers(
             &p,
+            &Asking::default(),
             &[
                 entry(&a, ResumeStatus::Resolved, Some(ok.clone())),
                 entry(&a, ResumeStatus::Cancelled, None),
@@ -365,6 +477,7 @@ mod tests {
         // schema
         let e = answers(
             &p,
+            &Asking::default(),
             &[
                 entry(&a, ResumeStatus::Resolved, Some(json!({"approved": "yes"}))),
                 entry(&b, ResumeStatus::Cancelled, None),
@@ -374,6 +487,7 @@ mod tests {
         assert_eq!(e.code, "INVALID_RESUME_PAYLOAD");
         let e = answers(
             &p,
+            &Asking::default(),
             &[
                 entry(&a, ResumeStatus::Resolved, None),
                 entry(&b, ResumeStatus::Cancelled, None),
@@ -391,6 +505,7 @@ mod tests {
         ] {
             let e = answers(
                 &p,
+                &Asking::default(),
                 &[
                     entry(&a, ResumeStatus::Resolved, Some(typo.clone())),
                     entry(&b, ResumeStatus::Cancelled, None),
@@ -403,6 +518,7 @@ mod tests {
         // good, in pending order
         let r = answers(
             &p,
+            &Asking::default(),
             &[
                 entry(&b, ResumeStatus::Cancelled, None),
                 entry(
@@ -444,7 +560,11 @@ mod tests {
             if let Some(f) = fingerprint {
                 payload["approvedActionFingerprint"] = json!(f);
             }
-            answers(&p, &[entry(&id, ResumeStatus::Resolved, Some(payload))])
+            answers(
+                &p,
+                &Asking::default(),
+                &[entry(&id, ResumeStatus::Resolved, Some(payload))],
+            )
         };
         // None named: the schema wants it.
         assert_eq!(with(None).unwrap_err().code, "INVALID_RESUME_PAYLOAD");
@@ -460,7 +580,12 @@ mod tests {
         assert_eq!(r[0].response, json!({"approved": true}));
         assert_eq!(r[0].fingerprint.as_deref(), Some("fp-1"));
         // A cancel approves nothing: bound to the pending action without being named.
-        let r = answers(&p, &[entry(&id, ResumeStatus::Cancelled, None)]).unwrap();
+        let r = answers(
+            &p,
+            &Asking::default(),
+            &[entry(&id, ResumeStatus::Cancelled, None)],
+        )
+        .unwrap();
         assert_eq!(r[0].response, json!({"approved": false}));
         assert_eq!(r[0].fingerprint.as_deref(), Some("fp-1"));
     }
@@ -475,7 +600,62 @@ mod tests {
             ResumeStatus::Resolved,
             Some(json!({"approved": true, "approvedActionFingerprint": "fp-1"})),
         );
-        let e = answers(&[now], &[replay]).unwrap_err();
+        let e = answers(&[now], &Asking::default(), &[replay]).unwrap_err();
         assert_eq!(e.code, "UNKNOWN_INTERRUPT");
+    }
+
+    /// human_approval's "always" (approve and trust the tool for the session) is offered on the
+    /// wire only where the handler takes it, and passes through to it.
+    #[test]
+    fn trust_is_offered_where_the_handler_takes_it() {
+        let mut p = asked("t1", "fp-1", "n1");
+        let (id, trust) = (
+            p.interrupt.resume_id(),
+            json!({"approved": true, "trust": true, "approvedActionFingerprint": "fp-1"}),
+        );
+        let e = answers(
+            std::slice::from_ref(&p),
+            &Asking::default(),
+            &[entry(&id, ResumeStatus::Resolved, Some(trust.clone()))],
+        )
+        .unwrap_err();
+        assert_eq!(e.code, "INVALID_RESUME_PAYLOAD");
+        p.interrupt.reason =
+            json!({"prompt": "Allow delete_file?", "answers": ["yes", "no", "always"]});
+        assert_eq!(
+            to_wire(&p).response_schema["properties"]["trust"]["type"],
+            "boolean"
+        );
+        let r = answers(
+            &[p],
+            &Asking::default(),
+            &[entry(&id, ResumeStatus::Resolved, Some(trust))],
+        )
+        .unwrap();
+        assert_eq!(r[0].response, json!({"approved": true, "trust": true}));
+    }
+
+    /// A tool schema's own definitions still resolve inside the approval's schema, so the
+    /// edit is checked against the whole of it.
+    #[test]
+    fn the_edit_schema_keeps_the_tools_definitions() {
+        let tool = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "properties": {"refund": {"$ref": "#/$defs/money"}},
+            "required": ["refund"],
+            "additionalProperties": false,
+            "$defs": {"money": {"type": "number", "minimum": 0}}
+        });
+        let schema = approval_schema(false, Some(&tool), false);
+        let ok = json!({"approved": true, "edit": {"refund": 12.5}});
+        assert_eq!(check(&schema, &ok), Ok(()));
+        for bad in [
+            json!({"approved": true, "edit": {"refund": -1}}),
+            json!({"approved": true, "edit": {"refund": "12"}}),
+            json!({"approved": true, "edit": {"refund": 1, "to": "me"}}),
+        ] {
+            assert!(check(&schema, &bad).is_err(), "{bad}");
+        }
     }
 }

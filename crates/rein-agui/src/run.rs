@@ -1,6 +1,6 @@
 //! One run: the agent's stream translated into AG-UI events.
 
-use rein_agent::{Agent, AgentEvent, Input, PausedRun, PendingInterrupt};
+use rein_agent::{Agent, AgentEvent, Input, PendingInterrupt};
 use rein_core::audit::DecisionAction;
 use rein_core::interrupt::Approval;
 use rein_core::state::{APPROVER_KEY, InvocationState, PRINCIPAL_KEY};
@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
 use crate::auth::Principal;
-use crate::interrupts::{parked, to_wire};
+use crate::interrupts::{Asking, parked, to_wire};
 use crate::wire::WireEvent;
 
 /// The agent-state key where the server keeps the ids of the last resume's interrupts (so a
@@ -538,8 +538,7 @@ pub(crate) async fn drive(
     };
     let outcome = match stop_reason {
         StopReason::Interrupt => {
-            let pending = agent.pending_interrupts().map(PausedRun::pending);
-            let interrupts: Vec<_> = pending.unwrap_or_default().iter().map(to_wire).collect();
+            let interrupts = Asking::new(agent.pending_interrupts(), &agent).pending();
             json!({"type": "interrupt", "interrupts": interrupts})
         }
         StopReason::Cancelled => json!({"type": "cancelled"}),

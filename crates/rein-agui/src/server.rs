@@ -31,12 +31,12 @@ use crate::auth::{
 };
 use crate::error::{AguiError, ProtocolError};
 use crate::inbox::record_to_wire;
-use crate::interrupts::{already_applied, answers, parked, takes_an_approval, to_wire};
+use crate::interrupts::{Asking, already_applied, answers, parked, takes_an_approval, to_wire};
 use crate::limits::{ServerLimits, ThreadBudget};
 use crate::run::{
     ANSWERED_KEY, Answerer, Recorder, RunBounds, approver_state, drive, requester_state,
 };
-use crate::wire::{RunAgentInput, WireEvent};
+use crate::wire::{RunAgentInput, WireEvent, snapshot_messages};
 
 /// Where each request's agent comes from.
 enum MakeAgent {
@@ -691,16 +691,21 @@ pub(crate) fn parse_run_input(body: &[u8]) -> Result<RunAgentInput, ProtocolErro
     Ok(input)
 }
 
-/// Builds the thread's agent and restores it from the store.
-async fn load(inner: &Inner, thread_id: &str) -> Result<Agent, ProtocolError> {
+/// Builds the thread's agent, bound to its session (nothing loaded yet).
+fn build_agent(inner: &Inner, thread_id: &str) -> Result<Agent, ProtocolError> {
     let session = SessionManager::new(inner.store.clone(), thread_id);
-    let mut agent = match &*inner.make_agent {
+    Ok(match &*inner.make_agent {
         MakeAgent::Builder(make) => make(thread_id)
             .session(session)
             .build()
             .map_err(|e| ProtocolError::internal("the agent could not be built", &e))?,
         MakeAgent::Conversations(agent) => agent.new_conversation().session(session).build(),
-    };
+    })
+}
+
+/// Builds the thread's agent and restores it from the store.
+async fn load(inner: &Inner, thread_id: &str) -> Result<Agent, ProtocolError> {
+    let mut agent = build_agent(inner, thread_id)?;
     agent
         .load_session()
         .await
@@ -723,8 +728,12 @@ async fn approvals(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap
     }
 }
 
-/// `GET /threads/{id}`: what the store holds for a thread: its pending interrupts, how many
-/// messages, its state (404 `UNKNOWN_THREAD` when the store has no such session). Read from the
+/// The most messages `GET /threads/{id}` shows (the latest): an answer of bounded size.
+const TRANSCRIPT_MESSAGES: usize = 500;
+
+/// `GET /threads/{id}`: what the store holds for a thread: its pending interrupts (each with
+/// the call it holds and that tool's input schema), its conversation as AG-UI messages, its
+/// state (404 `UNKNOWN_THREAD` when the store has no such session). Read from the
 /// store itself, so looking never writes.
 async fn thread(
     State(inner): State<Arc<Inner>>,
@@ -738,11 +747,13 @@ async fn thread(
         let snapshot = stored(&inner, &thread_id)
             .await?
             .ok_or_else(|| unknown_thread(&thread_id))?;
-        let pending: Vec<_> = snapshot
-            .pending_interrupts
-            .as_ref()
-            .map(|p| p.pending().iter().map(to_wire).collect())
-            .unwrap_or_default();
+        // With the agent as built (its tools' schemas, for the edit), nothing loaded into it.
+        let pending = match &snapshot.pending_interrupts {
+            Some(paused) => Asking::new(Some(paused), &build_agent(&inner, &thread_id)?).pending(),
+            None => Vec::new(),
+        };
+        let messages = snapshot.active_messages();
+        let shown = messages.len().saturating_sub(TRANSCRIPT_MESSAGES);
         let (running, parked) = inner
             .active
             .lock()
@@ -766,7 +777,11 @@ async fn thread(
         state.remove(ANSWERED_KEY);
         Ok::<_, ProtocolError>(axum::Json(json!({
             "threadId": thread_id,
-            "messageCount": snapshot.active_messages().len(),
+            "messageCount": messages.len(),
+            // The conversation, as AG-UI's MESSAGES_SNAPSHOT carries it (the latest part of a
+            // long one: `messagesOmitted` say how many came before).
+            "messages": snapshot_messages(&messages[shown..]),
+            "messagesOmitted": shown,
             "pendingInterrupts": pending,
             "runningRunId": running,
             "parkedInjections": parked,
@@ -881,7 +896,7 @@ async fn start(
                 if resume.is_empty() || named.len() != resume.len() {
                     return Err(refuse("a resume must wait for it to finish"));
                 }
-                let responses = answers(&named, resume)?;
+                let responses = answers(&named, &Asking::default(), resume)?;
                 if inner.four_eyes {
                     for p in &named {
                         let injector = run.injected_by.get(&p.point.subject).map(String::as_str);
@@ -1007,7 +1022,8 @@ async fn start(
     };
     let (agent_input, answered_by) = match (&input.resume, pending) {
         (Some(resume), Some(pending)) => {
-            let responses = answers(&pending, resume)?;
+            let asking = Asking::new(agent.pending_interrupts(), &agent);
+            let responses = answers(&pending, &asking, resume)?;
             if inner.four_eyes {
                 check_four_eyes(
                     &thread_id,
@@ -1076,8 +1092,8 @@ async fn start(
             )
             .with_details(json!({"unknownInterruptIds": ids})));
         }
-        (None, Some(pending)) => {
-            let asks: Vec<_> = pending.iter().map(to_wire).collect();
+        (None, Some(_)) => {
+            let asks = Asking::new(agent.pending_interrupts(), &agent).pending();
             return Err(ProtocolError::new(
                 StatusCode::CONFLICT,
                 "INTERRUPTS_PENDING",

@@ -6,8 +6,10 @@
 //! 1.0 — no `RUN_FINISHED` outcome, no interrupts, no `resume` — so it cannot speak to the
 //! current `@ag-ui/client`. The tests check these types against that client.
 
+use rein_core::Role;
+use rein_sessions::StoredMessage;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// The AG-UI protocol version this crate speaks.
 pub const PROTOCOL_VERSION: &str = "1.0";
@@ -140,6 +142,54 @@ impl WireEvent {
     }
 }
 
+/// A stored conversation as AG-UI messages (the `messages` of a `MESSAGES_SNAPSHOT` event):
+/// a user message's text; an assistant message's text and its tool calls (`toolCalls`,
+/// arguments as a JSON string); each tool result as a `tool` message of its own. Blocks AG-UI
+/// has no message for (reasoning, interrupt answers, images) are left out; a message left with
+/// nothing is too.
+pub(crate) fn snapshot_messages(stored: &[StoredMessage]) -> Vec<Value> {
+    let mut out = Vec::with_capacity(stored.len());
+    for StoredMessage { id, message, .. } in stored {
+        let text = message.text();
+        match message.role {
+            Role::Assistant => {
+                let calls: Vec<Value> = message
+                    .tool_uses()
+                    .map(|t| {
+                        json!({"id": t.tool_use_id, "type": "function",
+                            "function": {"name": t.name, "arguments": t.input.to_string()}})
+                    })
+                    .collect();
+                if text.is_empty() && calls.is_empty() {
+                    continue;
+                }
+                let mut m = json!({"id": id.to_string(), "role": "assistant"});
+                if !text.is_empty() {
+                    m["content"] = Value::String(text);
+                }
+                if !calls.is_empty() {
+                    m["toolCalls"] = Value::Array(calls);
+                }
+                out.push(m);
+            }
+            Role::User => {
+                for r in message.tool_results() {
+                    let mut m = json!({"id": format!("{id}:{}", r.tool_use_id), "role": "tool",
+                        "toolCallId": r.tool_use_id, "content": r.text()});
+                    if r.is_error() {
+                        m["error"] = Value::String(r.text());
+                    }
+                    out.push(m);
+                }
+                if !text.is_empty() {
+                    out.push(json!({"id": id.to_string(), "role": "user", "content": text}));
+                }
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -174,5 +224,55 @@ mod tests {
         )
         .unwrap();
         assert_eq!(m.text().as_deref(), Some("a\nb"));
+    }
+
+    #[test]
+    fn a_stored_conversation_becomes_agui_messages() {
+        use rein_core::id::MessageId;
+        use rein_core::message::{ContentBlock, Message, ToolResult, ToolUse};
+        let call = ToolUse::new("d1", "delete_file", json!({"path": "a.txt"}));
+        let stored: Vec<StoredMessage> = [
+            Message::user("Please delete a.txt"),
+            Message::new(
+                Role::Assistant,
+                vec![ContentBlock::text("On it."), ContentBlock::from(call)],
+            ),
+            Message::new(
+                Role::User,
+                vec![ContentBlock::from(ToolResult::success(
+                    "d1",
+                    "deleted a.txt",
+                ))],
+            ),
+            Message::assistant("Done."),
+        ]
+        .into_iter()
+        .map(|m| StoredMessage::new(MessageId::new(), m))
+        .collect();
+        let m = snapshot_messages(&stored);
+        let shape: Vec<(&str, &str)> = m
+            .iter()
+            .map(|m| {
+                (
+                    m["role"].as_str().unwrap(),
+                    m["content"].as_str().unwrap_or(""),
+                )
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                ("user", "Please delete a.txt"),
+                ("assistant", "On it."),
+                ("tool", "deleted a.txt"),
+                ("assistant", "Done.")
+            ]
+        );
+        assert_eq!(
+            m[1]["toolCalls"],
+            json!([{"id": "d1", "type": "function",
+                "function": {"name": "delete_file", "arguments": r#"{"path":"a.txt"}"#}}])
+        );
+        assert_eq!(m[2]["toolCallId"], "d1");
     }
 }

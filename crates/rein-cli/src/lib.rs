@@ -22,6 +22,7 @@ mod policies;
 pub mod replay;
 mod scenario;
 mod serve;
+mod users;
 
 /// Rein's command line.
 #[derive(Debug, Parser)]

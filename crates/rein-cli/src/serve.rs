@@ -8,7 +8,12 @@ use std::process::ExitCode;
 
 use rein_agent::Agent;
 use rein_agui::{AguiError, AguiServer, Cors, ServerLimits};
-use rein_sessions::{FileSessionStore, MemorySessionStore};
+use rein_sessions::{
+    FileSessionStore, MemorySessionStore, PostgresSessionStore, SharedSessionStore,
+    SqliteSessionStore, TlsMode, TlsRoots,
+};
+
+use crate::users::Users;
 
 /// Options of `rein serve`.
 #[derive(Debug, clap::Args)]
@@ -22,15 +27,31 @@ pub(crate) struct ServeArgs {
     /// The port (0 picks a free one).
     #[arg(long, default_value_t = 8080)]
     port: u16,
-    /// Keep the threads (sessions) in this directory, so they survive a restart and another
-    /// `rein serve` on the same directory can resume them. Default: in memory.
+    /// Where the threads (sessions) are kept, so they survive a restart and another `rein
+    /// serve` on the same store can resume them: a directory (files), `sqlite:PATH` (one
+    /// SQLite database file) or a `postgres://user:password@host/db` URL (also read from
+    /// `REIN_SERVE_SESSIONS`; TLS to any host but this machine). Default: in memory.
+    #[arg(long, env = "REIN_SERVE_SESSIONS", hide_env_values = true)]
+    sessions: Option<Sessions>,
+    /// The CA certificates (PEM) that sign the PostgreSQL server's certificate, for a private
+    /// CA; default: the public web roots.
     #[arg(long)]
-    sessions: Option<PathBuf>,
+    postgres_ca: Option<PathBuf>,
     /// The token the AG-UI routes require (`Authorization: Bearer <token>`; at least 16
     /// characters; also read from `REIN_SERVE_TOKEN`). Default: a random token, made up at start
     /// and printed in the console's URL (`/?token=...`), as Jupyter does.
-    #[arg(long, env = "REIN_SERVE_TOKEN", hide_env_values = true)]
+    #[arg(
+        long,
+        env = "REIN_SERVE_TOKEN",
+        hide_env_values = true,
+        conflicts_with = "users"
+    )]
     token: Option<Token>,
+    /// A TOML file naming each operator and the SHA-256 of their token (`[[user]] name =
+    /// "alice"`, `token_sha256 = "<64 hex digits>"`): each request is then from the user whose
+    /// token it carries, and approvals are recorded as theirs. Instead of `--token`.
+    #[arg(long)]
+    users: Option<PathBuf>,
     /// Allow pages from this origin to call the server (CORS and the Origin check); repeat for
     /// more; `*` for any (the token still decides). Default: only the server's own pages.
     #[arg(long = "cors-origin")]
@@ -65,6 +86,43 @@ impl std::fmt::Debug for Token {
     }
 }
 
+/// Where `rein serve` keeps its threads.
+#[derive(Clone)]
+enum Sessions {
+    Files(PathBuf),
+    Sqlite(PathBuf),
+    /// The URL holds a password: never shown by `Debug`.
+    Postgres(String),
+}
+
+impl std::str::FromStr for Sessions {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.starts_with("postgres://") || s.starts_with("postgresql://") {
+            Ok(Self::Postgres(s.to_owned()))
+        } else if let Some(path) = s.strip_prefix("sqlite:") {
+            if path.is_empty() {
+                return Err("`sqlite:` needs a file path, e.g. sqlite:threads.db".into());
+            }
+            Ok(Self::Sqlite(PathBuf::from(path)))
+        } else if s.is_empty() {
+            Err("a directory, sqlite:PATH or a postgres:// URL is needed".into())
+        } else {
+            Ok(Self::Files(PathBuf::from(s)))
+        }
+    }
+}
+
+impl std::fmt::Debug for Sessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Files(dir) => write!(f, "Files({dir:?})"),
+            Self::Sqlite(path) => write!(f, "Sqlite({path:?})"),
+            Self::Postgres(_) => f.write_str("Postgres(..)"),
+        }
+    }
+}
+
 /// Entry point of `rein serve`.
 pub(crate) fn main(args: ServeArgs) -> ExitCode {
     let crate::chat::AgentParts {
@@ -94,23 +152,13 @@ pub(crate) fn main(args: ServeArgs) -> ExitCode {
         }
         b
     };
-    let mut server = match &args.sessions {
-        Some(dir) => AguiServer::new(FileSessionStore::new(dir), make_agent),
-        None => AguiServer::new(MemorySessionStore::new(), make_agent),
+    let users = match args.users.as_deref().map(Users::load).transpose() {
+        Ok(u) => u,
+        Err(e) => {
+            eprintln!("rein serve: {e}");
+            return ExitCode::from(2);
+        }
     };
-    server = server
-        .allow_hosts(args.allow_hosts.clone())
-        .limits(ServerLimits::default().max_turns_per_run(max_turns));
-    if let Some(Token(token)) = args.token.clone() {
-        server = server.token(token);
-    }
-    if !args.cors_origins.is_empty() {
-        server = server.cors(if args.cors_origins.iter().any(|o| o == "*") {
-            Cors::AnyOrigin
-        } else {
-            Cors::Origins(args.cors_origins.clone())
-        });
-    }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -123,6 +171,14 @@ pub(crate) fn main(args: ServeArgs) -> ExitCode {
     };
     let addr = format!("{}:{}", args.host, args.port);
     runtime.block_on(async move {
+        let store = match open_store(&args).await {
+            Ok(store) => store,
+            Err(e) => {
+                eprintln!("rein serve: cannot open the sessions store: {e}");
+                return ExitCode::from(1);
+            }
+        };
+        let server = configure(AguiServer::new(store, make_agent), &args, users);
         let bound = match server.bind(&addr).await {
             Ok(b) => b,
             Err(e @ AguiError::Config(_)) => {
@@ -166,4 +222,45 @@ pub(crate) fn main(args: ServeArgs) -> ExitCode {
             _ = tokio::signal::ctrl_c() => ExitCode::SUCCESS,
         }
     })
+}
+
+/// The store of `--sessions`, opened.
+async fn open_store(args: &ServeArgs) -> Result<SharedSessionStore, rein_sessions::SessionError> {
+    Ok(match &args.sessions {
+        None => SharedSessionStore::new(MemorySessionStore::new()),
+        Some(Sessions::Files(dir)) => SharedSessionStore::new(FileSessionStore::new(dir)),
+        Some(Sessions::Sqlite(path)) => {
+            SharedSessionStore::new(SqliteSessionStore::open(path).await?)
+        }
+        Some(Sessions::Postgres(url)) => {
+            let mut builder = PostgresSessionStore::builder(url).application_name("rein-serve");
+            if let Some(ca) = &args.postgres_ca {
+                builder = builder.tls(TlsMode::Require {
+                    ca: TlsRoots::PemFile(ca.clone()),
+                });
+            }
+            SharedSessionStore::new(builder.build().await?)
+        }
+    })
+}
+
+/// The server's settings from the options, whatever its store.
+fn configure(server: AguiServer, args: &ServeArgs, users: Option<Users>) -> AguiServer {
+    let mut server = server
+        .allow_hosts(args.allow_hosts.clone())
+        .limits(ServerLimits::default().max_turns_per_run(args.max_turns.max(1)));
+    if let Some(Token(token)) = args.token.clone() {
+        server = server.token(token);
+    }
+    if let Some(users) = users {
+        server = server.bearer_auth(move |token| users.principal(token));
+    }
+    if !args.cors_origins.is_empty() {
+        server = server.cors(if args.cors_origins.iter().any(|o| o == "*") {
+            Cors::AnyOrigin
+        } else {
+            Cors::Origins(args.cors_origins.clone())
+        });
+    }
+    server
 }

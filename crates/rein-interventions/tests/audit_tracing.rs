@@ -5,6 +5,8 @@
 // Its own binary: it reads what tracing hands a scoped subscriber, and tracing caches per
 // process whether a callsite is of interest; a test on another thread that reaches a callsite
 // first, with no subscriber, can leave it cached as uninteresting (seen in the shared binary).
+// The `it` binary's helpers, of which this binary uses a few.
+#[allow(dead_code)]
 #[path = "it/common/mod.rs"]
 mod common;
 

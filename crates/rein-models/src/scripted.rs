@@ -515,10 +515,9 @@ impl Model for ScriptedModel {
         ModelInfo::new("scripted", self.inner.model_id.clone())
     }
 
-    // A plain fn returning the call's future: the request is recorded (or dropped) at once, so
-    // the future that waits out the delay holds the model and the delay only (it is boxed per
-    // call, and it is what every call in flight keeps). The entry is still taken after the
-    // delay: a call dropped while it waits (a timeout) consumes nothing.
+    // A plain fn returning the call's future: the request is recorded (or dropped) at once
+    // (docs/performance.md, layout rule 3). The entry is still taken after the delay: a call
+    // dropped while it waits (a timeout) consumes nothing.
     fn stream(
         &self,
         request: ModelRequest,
@@ -550,42 +549,77 @@ impl Model for ScriptedModel {
 /// gives the same history the same answer (docs/durable-execution.md: models and tools keep no
 /// per-process state across invocations). An injected user message starts the count again.
 ///
+/// One model can serve many conversations at once (a server's threads, a test's sessions) with
+/// a script per kind of request: [`when`](Self::when) picks the script by what the user's latest
+/// message says, so a restarted server or another worker answers each thread where it stands.
+///
 /// ```
 /// use rein_models::{ConversationModel, ScriptedResponse};
 /// use serde_json::json;
-/// let model = ConversationModel::new([
-///     ScriptedResponse::new().tool_use("t1", "delete", json!({"path": "a.txt"})),
-///     ScriptedResponse::new().text("Deleted."),
-/// ]);
+/// let model = ConversationModel::new([ScriptedResponse::new().text("I can look up or refund orders.")])
+///     .when("refund", [
+///         ScriptedResponse::new().tool_use("t1", "refund", json!({"order": 17, "amount": 250})),
+///         ScriptedResponse::new().text("Refunded."),
+///     ])
+///     .when("status", [ScriptedResponse::new().text("Order 17 shipped yesterday.")]);
 /// # let _ = model;
 /// ```
 #[derive(Debug, Clone)]
 pub struct ConversationModel {
     turns: Arc<[ScriptedResponse]>,
+    /// Scripts for user messages containing a phrase (lower-cased), first match wins.
+    rules: Arc<[(String, Arc<[ScriptedResponse]>)]>,
 }
 
 impl ConversationModel {
-    /// The responses to the first, second... model turn after the user's message.
+    /// The responses to the first, second... model turn after the user's message (any message
+    /// no [`when`](Self::when) rule matches).
     pub fn new(turns: impl IntoIterator<Item = ScriptedResponse>) -> Self {
         Self {
             turns: turns.into_iter().collect(),
+            rules: Arc::new([]),
         }
     }
 
-    /// Which model turn `messages` ask for: the assistant messages after the user's latest
-    /// message with text (a tool result is a user message too, but not the user's).
-    fn turn(messages: &[rein_core::Message]) -> usize {
+    /// Answers with `turns` instead when the user's latest message contains `phrase` (ignoring
+    /// case). Rules are tried in the order they were added; the first that matches wins.
+    #[must_use]
+    pub fn when(
+        mut self,
+        phrase: impl Into<String>,
+        turns: impl IntoIterator<Item = ScriptedResponse>,
+    ) -> Self {
+        let mut rules = self.rules.to_vec();
+        rules.push((phrase.into().to_lowercase(), turns.into_iter().collect()));
+        self.rules = rules.into();
+        self
+    }
+
+    /// The script for `messages` and which of its turns they ask for: the assistant messages
+    /// after the user's latest message with text (a tool result is a user message too, but not
+    /// the user's).
+    fn turn(&self, messages: &[rein_core::Message]) -> (&[ScriptedResponse], usize) {
         let is_users = |m: &rein_core::Message| {
             m.role == Role::User
                 && m.content
                     .iter()
                     .any(|b| matches!(b, rein_core::ContentBlock::Text(_)))
         };
-        let start = messages.iter().rposition(is_users).map_or(0, |i| i + 1);
-        messages[start..]
+        let at = messages.iter().rposition(is_users);
+        let start = at.map_or(0, |i| i + 1);
+        let turn = messages[start..]
             .iter()
             .filter(|m| m.role == Role::Assistant)
-            .count()
+            .count();
+        let said = at.map(|i| messages[i].text().to_lowercase());
+        let script = said
+            .and_then(|said| {
+                self.rules
+                    .iter()
+                    .find(|(phrase, _)| said.contains(phrase.as_str()))
+            })
+            .map_or(&*self.turns, |(_, turns)| &**turns);
+        (script, turn)
     }
 }
 
@@ -595,14 +629,14 @@ impl Model for ConversationModel {
     }
 
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
-        let turn = Self::turn(&request.messages);
-        let response = self.turns.get(turn).ok_or_else(|| {
+        let (script, turn) = self.turn(&request.messages);
+        let response = script.get(turn).ok_or_else(|| {
             ModelError::new(
                 ModelErrorKind::ScriptExhausted,
                 format!(
-                    "the conversation model has {} responses; model turn {} after the user's \
-                     message has none",
-                    self.turns.len(),
+                    "the conversation model's script for this message has {} responses; model \
+                     turn {} after the user's message has none",
+                    script.len(),
                     turn + 1
                 ),
             )
@@ -690,6 +724,55 @@ mod tests {
         // A new user message starts a new count.
         let again = ask(vec![Message::user("once more")]).await.unwrap();
         assert!(again.message.tool_uses().any(|u| u.tool_use_id == "t1"));
+    }
+
+    /// Two threads of one server, interleaved, each answered where it stands, by the script
+    /// its user's words pick — as a model built after a restart would answer them.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_conversation_model_picks_each_threads_script_by_what_its_user_said() {
+        use rein_core::{ContentBlock, Message, ToolResult};
+        let model = ConversationModel::new([ScriptedResponse::new().text("How can I help?")])
+            .when(
+                "Refund",
+                [
+                    ScriptedResponse::new().tool_use("r1", "refund", json!({"amount": 250})),
+                    ScriptedResponse::new().text("Refunded."),
+                ],
+            )
+            .when("status", [ScriptedResponse::new().text("Shipped.")]);
+        let ask = |messages: Vec<Message>| {
+            let model = model.clone();
+            async move {
+                let mut s = model.stream(ModelRequest::new(messages)).await?;
+                let mut a = StreamAssembler::new();
+                while let Some(ev) = s.next().await {
+                    a.push(ev?).map_err(ModelError::from)?;
+                }
+                a.finish().map_err(ModelError::from)
+            }
+        };
+        let refund = vec![Message::user("please REFUND order 17")];
+        let status = vec![Message::user("what is the status of 18?")];
+        let first = ask(refund.clone()).await.unwrap();
+        assert!(first.message.tool_uses().any(|u| u.tool_use_id == "r1"));
+        assert_eq!(ask(status).await.unwrap().message.text(), "Shipped.");
+        let mut refund = refund;
+        refund.push(first.message);
+        refund.push(Message::new(
+            Role::User,
+            vec![ContentBlock::from(ToolResult::success("r1", "ok"))],
+        ));
+        assert_eq!(ask(refund).await.unwrap().message.text(), "Refunded.");
+        let other = ask(vec![Message::user("hello")]).await.unwrap();
+        assert_eq!(other.message.text(), "How can I help?");
+        // The status script has one turn: a second one is an error, not the default script.
+        let e = ask(vec![
+            Message::user("status?"),
+            Message::assistant("Shipped."),
+        ])
+        .await
+        .unwrap_err();
+        assert_eq!(e.kind(), ModelErrorKind::ScriptExhausted);
     }
 
     #[tokio::test(flavor = "current_thread")]

@@ -5,6 +5,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 // Its own binary: these tests restart the shared server, which the tests of `it` use.
+// The `it` binary's helpers, of which this binary uses a few.
+#[allow(dead_code)]
 #[path = "it/common/mod.rs"]
 mod common;
 

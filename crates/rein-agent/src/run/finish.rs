@@ -47,8 +47,7 @@ impl Driver<'_> {
         self.inv.metrics.duration = started.elapsed();
         match outcome {
             Outcome::Failed(e) => {
-                // Boxed, as below: a rare path; every invocation's future is as large as its
-                // largest state.
+                // Boxed (layout rule 1).
                 let _ = Box::pin(self.close_tool_phase(TOOL_INTERRUPTED)).await;
                 Err(e)
             }
@@ -202,7 +201,7 @@ impl Agent {
             p.run_state = cx.run_state.snapshot();
         }
         self.keep_injections();
-        // Boxed: only an agent with a session pays for its store's future.
+        // Boxed (layout rule 1).
         let result = if self.has_session() {
             Box::pin(self.session_end(result)).await
         } else {
@@ -222,7 +221,7 @@ impl Agent {
             }
         }
         let result = if self.core.hooks.has::<AfterInvocationEvent>() {
-            // Boxed: only an agent with AfterInvocation hooks carries their state.
+            // Boxed (layout rule 1).
             Box::pin(async {
                 let mut ev = AfterInvocationEvent::new(cx.clone(), result);
                 let dispatched = self.core.hooks.dispatch(&mut ev).instrument(span).await;

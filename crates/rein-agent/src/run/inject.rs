@@ -48,8 +48,7 @@ impl Driver<'_> {
                     .into_iter()
                     .map(|item| (item, Default::default(), Default::default())),
             );
-        // (`let … else`, not `while let`: the latter's scrutinee would live across the awaits
-        // of the loop body.)
+        // (`let … else`, not `while let`: layout rule 3.)
         #[allow(clippy::while_let_loop)]
         loop {
             let Some((item, answers, given)) = items.next() else {
@@ -72,7 +71,7 @@ impl Driver<'_> {
                 .as_injected(item.id)
                 .with_answers(answers);
                 let checked = match &self.agent.core.interventions {
-                    // Boxed: a pass is large, and an injection is rare.
+                    // Boxed (layout rule 1).
                     Some(interventions) => Box::pin(interventions.check_injected(&mut ev)).await,
                     None => Ok(()),
                 };
@@ -110,7 +109,7 @@ impl Driver<'_> {
                     }
                 };
             }
-            // (Dropped here: a local left unmoved on one path is carried across the awaits.)
+            // (Dropped here: layout rule 3.)
             drop(given);
             let delivered = messages.first().cloned().unwrap_or(item.message);
             let to = listeners(&self.agent.core.hooks, self.inv, self.sink);

@@ -68,7 +68,7 @@ pub(crate) enum Outcome {
         interrupts: Vec<Interrupt>,
     },
     /// A response waits for answers to these interrupts (AfterModelCall); nothing is stored.
-    /// (Boxed, as the record below: a rare state that would size every step the driver holds.)
+    /// (Boxed: layout rule 1.)
     Held {
         response: Box<ModelResponse>,
         interrupts: Vec<Interrupt>,
@@ -270,7 +270,7 @@ pub(crate) struct Run {
     hook_retries: u32,
     /// Consecutive failed model calls of this turn.
     error_attempts: u32,
-    /// What follows a discard under way (boxed: rare, and the run's state stays small).
+    /// What follows a discard under way (boxed: layout rule 1).
     after_discard: Option<Box<AfterDiscard>>,
 }
 

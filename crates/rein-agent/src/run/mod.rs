@@ -10,6 +10,9 @@
 //! 4. `inject.rs` — injected messages delivered at the turn boundary;
 //! 5. `finish.rs` — how the run ends: history repaired, session saved, AfterInvocation.
 //!
+//! Comments citing a "layout rule N" refer to the rules that keep the invocation's future small,
+//! written once in `docs/performance.md` ("Layout rules").
+//!
 //! Every way a run ends is a [`machine::Outcome`]: the machine finishes with one, an IO error
 //! becomes `Outcome::Failed`, a cancel `Outcome::Cancelled`. `finish.rs` turns it into the
 //! result.
@@ -71,8 +74,8 @@ pub(crate) struct Invocation {
     journal: Option<crate::journal::SharedJournal>,
     /// The run's `invoke_agent` span (confirm answers and injections are its events).
     span: tracing::Span,
-    /// The input's messages and a resume's answers, until the step that takes them. (Here, not
-    /// arguments of the driver: an async fn's arguments are carried through all its awaits.)
+    /// The input's messages and a resume's answers, until the step that takes them (here, not
+    /// the driver's arguments: layout rule 3).
     input: Vec<Message>,
     responses: Vec<InterruptResponse>,
     /// The nonce of this invocation's pause (it pauses at most once), drawn when the first
@@ -144,10 +147,8 @@ impl Driver<'_> {
         self.inv.record(decisions, self.sink);
     }
 
-    /// Feeds the machine until it finishes, doing each step's IO. (One function, not one per
-    /// step: a step's fields move straight into the future that does it, which keeps the
-    /// invocation's future small. By value: its future holds the three pointers, not a pointer
-    /// to them.)
+    /// Feeds the machine until it finishes, doing each step's IO (layout rule 3; by value, so
+    /// its future holds the three pointers, not a pointer to them).
     async fn drive(mut self) -> Outcome {
         let mut fed = StepReport::Start;
         loop {
@@ -157,8 +158,7 @@ impl Driver<'_> {
                     let messages = std::mem::take(&mut self.inv.input);
                     self.admit_input(messages).await
                 }
-                // A resume is boxed: its step is the largest state, and only a resume should
-                // pay for it (every invocation's future is as large as its largest).
+                // Boxed (layout rule 1): a resume's step is the largest state.
                 Step::Resume => {
                     let responses = std::mem::take(&mut self.inv.responses);
                     Box::pin(self.resume(responses)).await
@@ -223,7 +223,7 @@ impl Agent {
         // A session is restored before the first invocation; input errors are returned before
         // anything fires.
         self.session_begin().await?;
-        // Checked and begun in a block: a borrowed local would be carried through the run.
+        // Checked and begun in a block (layout rule 3).
         let (mut inv, span) = {
             let input = input;
             self.check_input(&input)?;
@@ -250,8 +250,7 @@ impl Agent {
             })
             .await
         };
-        // Two futures one after the other: the outcome is not carried while the result is
-        // delivered, nor the result while the outcome is settled.
+        // Two futures one after the other (layout rule 3).
         let driver = Driver {
             agent: self,
             inv: &mut inv,

@@ -109,8 +109,7 @@ impl Driver<'_> {
         index: u32,
         span: &tracing::Span,
     ) -> Result<StepReport, Error> {
-        // The call's future is made in a block: the request, a local moved out of in part,
-        // would otherwise be carried whole across the call.
+        // The call's future is made in a block (layout rule 3).
         let call = {
             let request = self.before_model_call(index).await?;
             match request {
@@ -149,8 +148,7 @@ impl Driver<'_> {
     /// The request for this call, as BeforeModelCall leaves it; its guidance is stored and
     /// sent on this very call.
     async fn before_model_call(&mut self, index: u32) -> Result<Request, Error> {
-        // Made in a block: a field assigned in place borrows the local it belongs to, and a
-        // borrowed local is carried across every await that follows.
+        // Made in a block (layout rule 3: fields assigned in place borrow the local).
         let request = {
             let mut request = ModelRequest::shared(
                 self.agent.history.conv().snapshot(),
@@ -165,8 +163,7 @@ impl Driver<'_> {
         if !self.agent.core.hooks.has::<BeforeModelCallEvent>() {
             return Ok(Request::Send(request));
         }
-        // The event's pass in a block, for the same reason: the event is not carried while
-        // its guidance is stored.
+        // The event's pass in a block (layout rule 3).
         let (mut verdict, guidance) = {
             let mut ev = BeforeModelCallEvent::new(self.inv.cx.clone(), request)
                 .with_model_call_index(index)
@@ -207,9 +204,7 @@ impl Driver<'_> {
     }
 
     /// AfterModelCall: the hooks' verdict on the call, with its decisions recorded.
-    ///
-    /// The call is taken apart and the event made before the future: an `async fn` keeps its
-    /// parameters for the whole of its future, and the future only holds the event.
+    /// A plain function that returns the future (layout rule 3).
     #[inline]
     pub(super) fn after_model_call(
         &mut self,
@@ -344,9 +339,7 @@ impl Agent {
     /// through the stream guard when something subscribes to `ModelOutput`. `Err` is a failed
     /// guard (the model's own errors are in [`Called::Done`]).
     ///
-    /// The call starts here and the returned future reads it: the request moves into the
-    /// model's (boxed) call at once, so the future that waits on the model carries a pointer
-    /// instead of the request.
+    /// The call starts here and the returned future reads it (layout rule 3).
     #[inline]
     fn call_model<'a>(
         &'a self,
@@ -372,19 +365,19 @@ impl Agent {
         }
         let open: BoxFuture<'a, Result<ModelStream, ModelError>> = match inv.journal.clone() {
             None => self.core.model.stream(request),
-            // Boxed: only a journaled run carries the journal's future.
+            // Boxed (layout rule 1).
             Some(journal) => Box::pin(async move {
                 let model_id = &self.core.model_info().model_id;
                 crate::journal::model_call(&*journal, &self.core.model, model_id, request).await
             }),
         };
         async move {
-            // The error boxed: the stream is read with a pointer beside it, not the error.
+            // The error boxed (layout rule 1).
             let stream = open.await.map_err(Box::new);
             let mut first = None;
             let result = match stream {
                 Err(error) => Err(Stop::Model(*error)),
-                // Boxed: only guarded runs carry a guard's state in their future.
+                // Boxed (layout rule 1).
                 Ok(stream) if guarded => {
                     Box::pin(self.read_guarded(stream, inv, index, started, &mut first, sink)).await
                 }
@@ -409,8 +402,7 @@ impl Agent {
         sink: &Sink,
     ) -> Result<Streamed, Stop> {
         let hold_back = self.core.config.hold_back;
-        // Boxed apart from this (boxed) future: each stays in the allocator's per-thread cache
-        // (under 1 KiB), where one box of both would not.
+        // Boxed apart from this (boxed) future (layout rule 2).
         let mut guard = Box::new(OutputGuard::new(
             &self.core.hooks,
             inv.cx.clone(),
@@ -568,8 +560,7 @@ async fn read(
 ) -> Result<Streamed, Stop> {
     let mut asm = StreamAssembler::new();
     let mut tool_id = String::new();
-    // (`let … else`, not `while let`: the latter's scrutinee would live across the awaits of
-    // the loop body.)
+    // (`let … else`, not `while let`: layout rule 3.)
     loop {
         let Some(ev) = stream.next().await else { break };
         let ev = ev.map_err(Stop::Model)?;
@@ -589,8 +580,7 @@ fn assembled(asm: StreamAssembler) -> Result<Streamed, Stop> {
 }
 
 /// Adds `ev` to the response and hands its delta to the caller, if one is streaming; returns
-/// whether a delta went out. (A function of its own, not inline in the stream loop: its
-/// locals then are not carried across the loop's awaits.)
+/// whether a delta went out. (A function of its own: layout rule 3.)
 #[inline]
 fn assemble(
     ev: StreamEvent,

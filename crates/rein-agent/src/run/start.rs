@@ -85,9 +85,7 @@ impl Agent {
             Some(p) if is_resume => Resume::from(&p.at),
             _ => Resume::No,
         };
-        // Boxed: carried inline, its 720 bytes would be half of every invocation's future, and
-        // the spawned task's size is what 100 000 invocations in flight pay for (a box this
-        // size comes from the allocator's per-thread cache).
+        // Boxed (layout rules 1, 2): 720 B inline would be half the invocation's future.
         let inv = Box::new(Invocation {
             cx,
             run: Run::new(

@@ -59,8 +59,7 @@ impl Driver<'_> {
         &mut self,
         invalid_inputs: &[(String, String)],
     ) -> Result<StepReport, Error> {
-        // Two futures one after the other: what running the tools needs is not carried while
-        // their results are stored, nor the other way round.
+        // Two futures one after the other (layout rule 3).
         let index = self.run_tools(invalid_inputs).await?;
         self.settle_tool_phase(index).await
     }
@@ -92,13 +91,13 @@ impl Driver<'_> {
                 .map(|(i, u)| {
                     let held = phase.take_held(&u.tool_use_id);
                     let child = phase.take_child(&u.tool_use_id);
-                    // Boxed: nearly every tool use carries nothing.
+                    // Boxed (layout rule 1): nearly every tool use carries nothing.
                     let carried = (held.is_some() || child.is_some())
                         .then(|| Box::new(Carried { held, child }));
                     (i, phase.take_edit(u), carried)
                 })
                 .collect(),
-            // (Dropped here, not at the end: a local left unmoved on one path is carried.)
+            // (Dropped here: layout rule 3.)
             None => {
                 drop(open);
                 Vec::new()
@@ -147,9 +146,7 @@ impl Driver<'_> {
             ToolExecutor::Sequential => {
                 let mut todo = todo.into_iter();
                 loop {
-                    // The call is made in a block and awaited here, not through `run`: what
-                    // starting it borrows, and its arguments, are then not carried while the
-                    // tool runs (nor is a `for` loop's item).
+                    // Made in a block, awaited here, no `for` (layout rule 3).
                     let (i, span, call) = {
                         let Some((i, tool_use, carried)) = todo.next() else {
                             break;
@@ -158,9 +155,7 @@ impl Driver<'_> {
                         let ToolCall { span, outcome } = run.start(tool_use, bad, carried);
                         (i, span, outcome)
                     };
-                    // Boxed (under 1 KiB: from the allocator's per-thread cache): the default,
-                    // concurrent executor keeps its calls on the heap too, and a run waiting on
-                    // its model should not carry a tool call's state.
+                    // Boxed (layout rules 1, 2), as the concurrent executor holds its calls.
                     let out = crate::telemetry::in_span!(&span.span, Box::pin(call));
                     span.close(out.as_ref());
                     if self.inv.settle_tool(i, out?, self.sink) {
@@ -172,9 +167,7 @@ impl Driver<'_> {
                 let mut results = futures_util::stream::iter(todo)
                     .map(|(i, tool_use, carried)| {
                         let bad = invalid(&tool_use.tool_use_id);
-                        // Started here and the call boxed apart from its task: two allocations
-                        // from the allocator's per-thread cache instead of one (over 1 KiB)
-                        // past it, and the tool use is not carried twice.
+                        // Started here, the call boxed apart from its task (layout rules 2, 3).
                         let ToolCall { span, outcome } = run.start(tool_use, bad, carried);
                         let outcome = Box::pin(outcome);
                         async move {
@@ -200,8 +193,7 @@ impl Driver<'_> {
 
     /// Stores the results of the phase's tool uses, or pauses it on their interrupts.
     async fn settle_tool_phase(&mut self, index: usize) -> Result<StepReport, Error> {
-        // The phase is used up in a block: a borrowed local is carried across every await
-        // that follows, and only its end is needed after the rewrites are stored.
+        // The phase is used up in a block (layout rule 3).
         let (model_call_index, end) = {
             let mut phase = self.inv.tool_phase.take().unwrap_or_default();
             // Tool-use rewrites (hooks, transforms) are committed to the stored message.
@@ -307,15 +299,15 @@ impl Invocation {
 struct ToolOutcome {
     /// `None` when the tool is waiting for an interrupt answer.
     result: Option<ToolResult>,
-    /// The result of a tool that ran, held for an answer (AfterToolCall interrupts). Boxed, as
-    /// the rewrite: rare, and an outcome is carried while its tool runs.
+    /// The result of a tool that ran, held for an answer (AfterToolCall interrupts); boxed
+    /// (layout rule 1).
     held: Option<Box<ToolResult>>,
     interrupts: Vec<PendingInterrupt>,
     /// A committed rewrite of the tool use (hooks or transforms).
     rewritten: Option<Box<ToolUse>>,
     decisions: Vec<DecisionRecord>,
     ran: Option<(String, Duration, bool)>,
-    /// What an agent running as the tool left (boxed: rare).
+    /// What an agent running as the tool left (boxed: layout rule 1).
     sub_run: Option<Box<SubRun>>,
 }
 
@@ -479,7 +471,7 @@ impl ToolRun<'_> {
         invalid_json: Option<&str>,
         carried: Option<Box<Carried>>,
     ) -> Result<ToolOutcome, Error> {
-        // A held result boxed: nearly every call has none, and it is carried across the call.
+        // A held result boxed (layout rule 1).
         let (mut held, child) = match carried {
             Some(c) => (c.held.map(Box::new), c.child),
             None => (None, None),
@@ -500,11 +492,10 @@ impl ToolRun<'_> {
         };
         let mut retries = ToolRetries::new(self.max_hook_retries);
         // The tool use moves through the events and comes back out of them: no copies on the
-        // common path. It is only ever moved, never borrowed: a borrowed local is carried
-        // across every await that follows.
+        // common path; only ever moved, never borrowed (layout rule 3).
         let mut current = original;
         loop {
-            // (`if let`, not a `match` on both: a scrutinee would live across the awaits.)
+            // (`if let`, not a `match` on both: layout rule 3.)
             let (tool_use, selected, result) = if let Some(result) = held.take() {
                 // The tool ran before the pause; its result waits for AfterToolCall's answer.
                 let (current, selected) = self.with_tool(current);
@@ -515,8 +506,7 @@ impl ToolRun<'_> {
                 let result = ToolResult::error(&current.tool_use_id, invalid_json_text(detail));
                 (current, selected, result)
             } else {
-                // The event and its verdict are taken apart in a block: their bytes are then
-                // reused by the tool's future instead of adding to them.
+                // The event and its verdict are taken apart in a block (layout rule 3).
                 let (mut tool_use, tool, cancelled) = {
                     let (current, selected) = self.with_tool(current);
                     let mut ev = BeforeToolCallEvent::new(self.cx.clone(), current)
@@ -568,8 +558,7 @@ impl ToolRun<'_> {
                 };
                 (tool_use, tool, result)
             };
-            // AfterToolCall, inline: a future of its own would move the tool use and the
-            // result into it once more per call.
+            // AfterToolCall inline: a future of its own would move the tool use and result again.
             let verdict = if self.hooks.has::<AfterToolCallEvent>() {
                 let mut ev = AfterToolCallEvent::new(self.cx.clone(), tool_use, result)
                     .with_selected_tool(selected)
@@ -672,7 +661,7 @@ impl ToolRun<'_> {
         };
         let ran = match self.journal.as_deref() {
             // An agent running as this tool journals its own steps (it runs in this one).
-            // Boxed: only a journaled run carries the journal's future.
+            // Boxed (layout rule 1).
             Some(journal) if link.is_none() => {
                 let handle = tool.clone();
                 let call =
@@ -683,8 +672,7 @@ impl ToolRun<'_> {
                 }
             }
             // The tool's future is made under `catch_unwind` too, so a panic while making it
-            // (a sync tool) is caught like one while it runs; then only the (boxed) future is
-            // carried while the tool runs.
+            // (a sync tool) is caught like one while it runs.
             _ => match std::panic::catch_unwind(AssertUnwindSafe(|| tool.call(input, tcx.clone())))
             {
                 Ok(call) => AssertUnwindSafe(call).catch_unwind().await,

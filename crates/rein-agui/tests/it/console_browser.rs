@@ -1,7 +1,9 @@
 //! The approval console in a real browser (headless Debian chromium, driven by playwright-core
-//! from Node): type a request, see the approval, click approve, see the tool result and the
-//! final answer. Screenshots are kept under `target/tmp/rein-agui-console/`; with
-//! `REIN_AGUI_UPDATE_SCREENSHOT=1` the approval one is copied to docs/images
+//! from Node: `tests/js/console_browser.cjs`), at 1280 px and at a phone's 390 px: approve,
+//! approve after a restart and a reload with auth on (sign in first), edit through the form
+//! (a refused edit leaves the card working), reject with a reason, the phone layout.
+//! Screenshots are kept under `target/tmp/rein-agui-console/`; with
+//! `REIN_AGUI_UPDATE_SCREENSHOT=1` those the docs show are copied to docs/images
 //! (`bash docs/images/agui-console.sh`). SKIPPED without `REIN_AGUI_NODE_MODULES` and
 //! `REIN_AGUI_CHROMIUM` (`.ci/peers-agui.sh`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -9,81 +11,275 @@
 use crate::common;
 
 use rein_sessions::MemorySessionStore;
-use serde_json::Value;
+use serde_json::{Value, json};
+
+/// The browser peer, or `None` (the test is skipped).
+fn browser() -> Option<(String, String)> {
+    match (
+        std::env::var("REIN_AGUI_NODE_MODULES"),
+        std::env::var("REIN_AGUI_CHROMIUM"),
+    ) {
+        (Ok(m), Ok(c)) => Some((m, c)),
+        _ => {
+            println!(
+                "SKIPPED: REIN_AGUI_NODE_MODULES / REIN_AGUI_CHROMIUM not set (bash .ci/peers-agui.sh DIR)"
+            );
+            None
+        }
+    }
+}
+
+fn shots() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("rein-agui-console")
+}
+
+/// Runs `scenario` of the driver at `width` px on `thread`: what the page showed.
+async fn drive(url: &str, scenario: &str, width: u32, thread: &str) -> Value {
+    let (modules, chromium) = browser().expect("checked by the caller");
+    let shots = shots().to_string_lossy().into_owned();
+    let width = width.to_string();
+    let stdout = common::node(
+        "console_browser.cjs",
+        &[&modules, &chromium, url, &shots, scenario, &width, thread],
+    )
+    .await;
+    let page: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(page["pageErrors"], json!([]), "{page}");
+    page
+}
+
+fn text<'a>(page: &'a Value, k: &str) -> &'a str {
+    page[k].as_str().unwrap_or_default()
+}
+
+/// With `REIN_AGUI_UPDATE_SCREENSHOT=1`, the screenshot `name` becomes docs/images/`doc`.
+fn keep(name: &str, doc: &str) {
+    let shot = shots().join(name);
+    assert!(shot.metadata().unwrap().len() > 10_000, "{name}");
+    if std::env::var("REIN_AGUI_UPDATE_SCREENSHOT").is_ok_and(|v| v == "1") {
+        let docs = format!("{}/../../docs/images/{doc}", env!("CARGO_MANIFEST_DIR"));
+        std::fs::copy(shot, docs).unwrap();
+    }
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approve_in_the_console_in_a_real_browser() {
-    let (Ok(modules), Ok(chromium)) = (
-        std::env::var("REIN_AGUI_NODE_MODULES"),
-        std::env::var("REIN_AGUI_CHROMIUM"),
-    ) else {
-        println!(
-            "SKIPPED: REIN_AGUI_NODE_MODULES / REIN_AGUI_CHROMIUM not set (bash .ci/peers-agui.sh DIR)"
-        );
+    if browser().is_none() {
         return;
-    };
+    }
     let server = common::start(MemorySessionStore::new()).await;
-    let shots = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("rein-agui-console");
-    let url = server.url();
-    let shots_arg = shots.to_string_lossy().into_owned();
-    let stdout = common::node(
-        "console_browser.cjs",
-        &[&modules, &chromium, &url, &shots_arg],
-    )
-    .await;
+    let page = drive(&server.url(), "approve", 1280, "browser-approve-1").await;
     server.shutdown().await.unwrap();
-    let page: Value = serde_json::from_str(stdout.trim()).unwrap();
-    let text = |k: &str| page[k].as_str().unwrap_or_default().to_owned();
 
-    assert_eq!(text("question"), "Delete a.txt?");
     // The page took its token out of the address bar (it keeps it for its requests).
-    assert!(!text("addressBar").contains("token"), "{page}");
-    assert!(text("addressBar").contains("?thread=browser-"), "{page}");
+    assert!(!text(&page, "addressBar").contains("token"), "{page}");
+    assert!(text(&page, "addressBar").contains("?thread=browser-approve-1"));
+    // Plain words: what the tool is and its input; the handler's question beside it.
+    assert_eq!(text(&page, "title"), "Delete file needs your approval");
+    let card = text(&page, "card");
+    for shown in ["Delete a.txt?", "Path", "a.txt"] {
+        assert!(card.contains(shown), "{shown:?} not in {card}");
+    }
     assert!(
-        text("askedCall").contains(r#"delete_file {"path":"a.txt"}"#),
+        text(&page, "askedDecision").contains("Asked for approval"),
         "{page}"
     );
-    assert!(text("askedDecision").contains("confirm asked"), "{page}");
-    let transcript = text("transcript");
+    let transcript = text(&page, "transcript");
     for shown in [
         "Please delete a.txt",
-        "→ delete_file",
+        "→ Delete file (path: a.txt)",
         "← deleted a.txt",
         "Done: I asked before deleting.",
     ] {
         assert!(transcript.contains(shown), "{shown:?} not in {transcript}");
     }
-    let decisions = text("decisions");
-    assert!(decisions.contains("confirm approved"), "{decisions}");
-    // Who answered: the token's principal; the name typed in the page is a claim beside it.
+    // Who answered: the token's principal; the page claims no name.
+    let decisions = text(&page, "decisions");
     assert!(
-        decisions.contains(r#"answered by token holder (as "web console")"#),
+        decisions.contains("Approved Delete file by token holder"),
         "{decisions}"
     );
+    assert!(!decisions.contains("before_tool_call"), "{decisions}");
+    assert!(text(&page, "approvals").contains("Nothing waits for you."));
+    assert_eq!(text(&page, "error"), "");
+    // A reload shows the finished conversation, from the store.
+    let reloaded = text(&page, "reloadedTranscript");
+    for shown in [
+        "Please delete a.txt",
+        "→ Delete file (path: a.txt)",
+        "← deleted a.txt",
+        "Done: I asked before deleting.",
+    ] {
+        assert!(reloaded.contains(shown), "{shown:?} not in {reloaded}");
+    }
+    // Another tab on the thread sees the open approval, and its new request is refused in
+    // plain words (the code in the details).
+    assert!(text(&page, "reloadedApprovals").contains("Delete a.txt?"));
     assert!(
-        text("approvals").contains("Nothing waits for you."),
+        text(&page, "refusal").contains("waits for an approval first"),
         "{page}"
     );
-    assert_eq!(text("error"), "");
-    // Another tab on the thread sees the open approval, and its new request is refused.
+    assert!(text(&page, "refusalDetails").contains("INTERRUPTS_PENDING"));
+    // This server has no inbox route: the inbox view says so.
     assert!(
-        text("reloadedApprovals").contains("Delete a.txt?"),
+        text(&page, "inbox").contains("No inbox on this server"),
         "{page}"
     );
-    assert!(text("refusal").contains("INTERRUPTS_PENDING"), "{page}");
-    assert_eq!(page["pageErrors"], serde_json::json!([]));
+    keep("console-approval-1280.png", "agui-console.png");
+}
 
-    for name in ["console-approval.png", "console-approved.png"] {
+/// Issue 38, items 1 and 6: with auth on, after a restart and a reload the console asks for
+/// the token before it shows anything (never "Nothing waits for you"), then shows the
+/// conversation and the pending call in full; the edit form is filled with the call's input;
+/// an edit the server refuses is explained in plain words and leaves the card working; an edit
+/// through the form is approved and runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_restart_and_a_reload_sign_in_then_edit_through_the_form() {
+    if browser().is_none() {
+        return;
+    }
+    for width in [1280, 390] {
+        let store = MemorySessionStore::new();
+        let models = common::Models::default();
+        let thread = format!("approve-reload-{width}");
+        let before = common::start_with(store.clone(), models.clone()).await;
+        let (status, body) = common::http(
+            before.local_addr(),
+            "POST",
+            "/agent",
+            &common::run_input(&thread, Some("Please delete a.txt"), None),
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        before.shutdown().await.unwrap();
+        let server = common::start_with(store, models).await;
+        let url = format!("http://{}/", server.local_addr());
+        let page = drive(&url, "reload-auth", width, &thread).await;
+        server.shutdown().await.unwrap();
+
+        let signed_out = text(&page, "signedOutApprovals");
+        assert!(signed_out.contains("Sign in"), "{width}: {page}");
+        assert!(!signed_out.contains("Nothing waits"), "{width}: {page}");
+        let card = text(&page, "card");
+        for shown in ["Delete file needs your approval", "Delete a.txt?", "a.txt"] {
+            assert!(card.contains(shown), "{width}: {shown:?} not in {card}");
+        }
         assert!(
-            shots.join(name).metadata().unwrap().len() > 10_000,
-            "{name}"
+            text(&page, "transcript").contains("Please delete a.txt"),
+            "{width}: {page}"
         );
-    }
-    if std::env::var("REIN_AGUI_UPDATE_SCREENSHOT").is_ok_and(|v| v == "1") {
-        let docs = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../docs/images/agui-console.png"
+        assert_eq!(text(&page, "prefilled"), "a.txt", "{width}");
+        let refusal = text(&page, "refusal");
+        assert!(
+            refusal.starts_with("The server refused this answer:")
+                && refusal.contains("(field: path)"),
+            "{width}: {refusal}"
         );
-        std::fs::copy(shots.join("console-approval.png"), docs).unwrap();
+        assert!(
+            !refusal.contains("v1:"),
+            "an interrupt id in the banner: {refusal}"
+        );
+        assert!(text(&page, "refusalDetails").contains("INVALID_RESUME_PAYLOAD"));
+        assert_eq!(
+            page["buttonsAfterRefusal"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|d| **d == json!(true))
+                .count(),
+            0,
+            "{width}: {page}"
+        );
+        assert!(
+            text(&page, "transcriptAfter").contains("← deleted b.txt"),
+            "{width}: {page}"
+        );
+        let decisions = text(&page, "decisions");
+        assert!(decisions.contains("changed to: path: b.txt"), "{decisions}");
+        assert!(text(&page, "approvals").contains("Nothing waits for you."));
     }
+    keep("console-signin-1280.png", "agui-console-signin.png");
+    keep("console-edit-1280.png", "agui-console-edit.png");
+}
+
+/// Issue 38, item 8: a rejection carries the reason typed with it, kept with the decision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reject_with_a_reason() {
+    if browser().is_none() {
+        return;
+    }
+    let server = common::start(MemorySessionStore::new()).await;
+    for width in [1280, 390] {
+        let page = drive(&server.url(), "reject", width, &format!("reject-{width}")).await;
+        let decisions = text(&page, "decisions");
+        assert!(decisions.contains("Rejected Delete file"), "{decisions}");
+        assert!(
+            decisions.contains("reason: not this file, it is the ledger"),
+            "{decisions}"
+        );
+        assert!(!text(&page, "transcript").contains("← deleted"), "{page}");
+    }
+    server.shutdown().await.unwrap();
+    keep("console-reject-390.png", "agui-console-reject-phone.png");
+}
+
+/// Issue 38, item 8: where the handler takes it (human_approval), "Always allow" approves and
+/// trusts the tool for the session: the next call runs without asking.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn always_allow_where_the_handler_takes_it() {
+    if browser().is_none() {
+        return;
+    }
+    let server = common::start(MemorySessionStore::new()).await;
+    let page = drive(&server.url(), "always", 390, "always-1").await;
+    server.shutdown().await.unwrap();
+    let card = text(&page, "card");
+    for shown in ["Refund needs your approval", "Amount", "250", "Order", "17"] {
+        assert!(card.contains(shown), "{shown:?} not in {card}");
+    }
+    assert_eq!(text(&page, "always"), "Always allow refund");
+    let transcript = text(&page, "transcript");
+    for shown in [
+        "← refunded 250 to order 17",
+        "← refunded 80 to order 18",
+        "Refunded again.",
+    ] {
+        assert!(transcript.contains(shown), "{shown:?} not in {transcript}");
+    }
+    assert!(text(&page, "approvals").contains("Nothing waits for you."));
+}
+
+/// Issue 38, item 7: at 390 px nothing is wider than the screen and Approve and Reject are on
+/// it; at 1280 px likewise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_fits_a_phone() {
+    if browser().is_none() {
+        return;
+    }
+    let server = common::start(MemorySessionStore::new()).await;
+    for width in [390, 1280] {
+        let page = drive(
+            &server.url(),
+            "layout",
+            width,
+            &format!("browser-layout-{width}"),
+        )
+        .await;
+        let l = &page["layout"];
+        let f = |v: &Value| v.as_f64().unwrap();
+        assert_eq!(f(&l["innerWidth"]), f64::from(width), "{l}");
+        assert!(f(&l["scrollWidth"]) <= f(&l["innerWidth"]), "{width}: {l}");
+        for button in ["approve", "reject"] {
+            let b = &l[button];
+            assert!(
+                f(&b["left"]) >= 0.0
+                    && f(&b["right"]) <= f(&l["innerWidth"])
+                    && f(&b["top"]) >= 0.0
+                    && f(&b["bottom"]) <= f(&l["innerHeight"]),
+                "{width}: {button} off the screen: {l}"
+            );
+        }
+    }
+    server.shutdown().await.unwrap();
+    keep("console-layout-390.png", "agui-console-phone.png");
 }

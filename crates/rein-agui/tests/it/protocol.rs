@@ -186,18 +186,31 @@ async fn pending_interrupts_block_and_bad_answers_change_nothing_and_another_ser
             "{resp}"
         );
     }
-    // An edit that fails the tool's schema: the run reports it, the interrupt stays pending.
-    let (status, body) = http(
-        a.local_addr(),
-        "POST",
-        "/agent",
-        &run_input("approve-1", json!([]), Some(json!([{"interruptId": id, "status": "resolved", "payload": approval(&asked, json!({"edit": {"path": 7}}))}]))),
-    )
-    .await;
-    assert_eq!(status, 200);
-    let last = events(&body).pop().unwrap();
-    assert_eq!(last["type"], "RUN_ERROR", "{body}");
-    assert_eq!(last["code"], "INVALID_ANSWER");
+    // An edit that fails the tool's schema (ill-typed, a field the tool does not take, a field
+    // left out): refused before anything runs, saying where; the interrupt stays pending.
+    for (edit, at) in [
+        (json!({"path": 7}), "/edit/path"),
+        (json!({"path": "b.txt", "force": true}), "/edit"),
+        (json!({}), "/edit"),
+    ] {
+        let (status, resp) = http(
+            a.local_addr(),
+            "POST",
+            "/agent",
+            &run_input("approve-1", json!([]), Some(json!([{"interruptId": id, "status": "resolved", "payload": approval(&asked, json!({"edit": edit}))}]))),
+        )
+        .await;
+        assert_eq!(status, 422, "{edit} -> {resp}");
+        let v: Value = serde_json::from_str(&resp).unwrap();
+        assert_eq!(v["code"], "INVALID_RESUME_PAYLOAD", "{resp}");
+        assert!(
+            v["message"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("(at `{at}`)")),
+            "{resp}"
+        );
+    }
     let after = thread_info(a.local_addr(), "approve-1").await;
     assert_eq!(after["pendingInterrupts"], before["pendingInterrupts"]);
     assert_eq!(after["messageCount"], before["messageCount"]);
@@ -205,6 +218,29 @@ async fn pending_interrupts_block_and_bad_answers_change_nothing_and_another_ser
     // Server A goes away; server B, over the same store, takes the approval.
     a.shutdown().await.unwrap();
     let b = common::start_with(store, models).await;
+    // After the restart the thread shows its conversation and the pending call in full, with
+    // the tool's input schema as the edit's (a client builds its edit form from it).
+    let reopened = thread_info(b.local_addr(), "approve-1").await;
+    let pending = &reopened["pendingInterrupts"][0];
+    assert_eq!(
+        pending["metadata"]["rein"]["toolCall"],
+        json!({"id": "d1", "name": "delete_file", "input": {"path": "a.txt"}})
+    );
+    let edit = &pending["responseSchema"]["properties"]["edit"];
+    assert_eq!(edit["properties"]["path"]["type"], "string", "{pending}");
+    assert_eq!(edit["additionalProperties"], false, "{pending}");
+    let roles: Vec<&str> = reopened["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "assistant"], "{reopened}");
+    assert_eq!(reopened["messages"][0]["content"], "delete a.txt");
+    assert_eq!(
+        reopened["messages"][1]["toolCalls"][0]["function"]["name"],
+        "delete_file"
+    );
     let (status, body) = http(
         b.local_addr(),
         "POST",

@@ -266,3 +266,135 @@ fn rein_serve_makes_up_a_token_and_refuses_cross_site_requests() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("too short"));
 }
+
+/// The SHA-256 of `token`, in hex, as a `--users` file holds it.
+fn sha256_hex(token: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(token.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Issue 38, item 9: `rein serve --users FILE` (per-user tokens) and `--sessions sqlite:PATH`.
+/// Bob asks for a deletion; the server restarts on the same SQLite file; Alice approves while
+/// her client claims to be someone else: the approval is recorded as Alice's, the claim kept
+/// beside it; a token in no entry, or the file's hash sent as a token, is refused.
+#[test]
+fn rein_serve_knows_each_user_by_their_token_and_keeps_threads_in_sqlite() {
+    let dir = std::env::temp_dir().join(format!("rein-serve-users-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (alice, bob) = ("alice-token-0123456789abcdef", "bob-token-0123456789abcdef");
+    let users = dir.join("users.toml");
+    std::fs::write(
+        &users,
+        format!(
+            "[[user]]\nname = \"alice\"\ntoken_sha256 = \"{}\"\n\n[[user]]\nname = \"bob\"\ntoken_sha256 = \"{}\"\n",
+            sha256_hex(alice),
+            sha256_hex(bob)
+        ),
+    )
+    .unwrap();
+    let db = format!("sqlite:{}", dir.join("threads.db").display());
+    let args = [
+        "--model".as_ref(),
+        "demo".as_ref(),
+        "--root".as_ref(),
+        dir.as_os_str(),
+        "--users".as_ref(),
+        users.as_os_str(),
+        "--sessions".as_ref(),
+        db.as_ref(),
+    ];
+    let run = json!({"threadId": "t-users", "runId": "r1",
+        "messages": [{"id": "m1", "role": "user", "content": "delete notes.txt"}]});
+    let interrupt = {
+        let served = serve(&args, None);
+        // No made-up token when users are configured.
+        assert_eq!(served.url_token, None, "{}", served.first);
+        let (status, _) = http(
+            &served.addr,
+            "carol-token-0123456789",
+            "POST",
+            "/agent",
+            &run.to_string(),
+        );
+        assert_eq!(status, 401);
+        let (status, _) = http(
+            &served.addr,
+            &sha256_hex(alice),
+            "POST",
+            "/agent",
+            &run.to_string(),
+        );
+        assert_eq!(status, 401, "the stored hash is no token");
+        let (status, body) = http(&served.addr, bob, "POST", "/agent", &run.to_string());
+        assert_eq!(status, 200, "{body}");
+        let evs = events(&body);
+        let last = evs.last().unwrap();
+        assert_eq!(last["outcome"]["type"], "interrupt", "{body}");
+        last["outcome"]["interrupts"][0].clone()
+    };
+    // Restarted on the same database: the thread and its pending approval are there.
+    let served = serve(&args, None);
+    let (status, body) = http(&served.addr, alice, "GET", "/threads/t-users", "");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(interrupt["id"].as_str().unwrap()), "{body}");
+    let resume = json!({"threadId": "t-users", "runId": "r2", "messages": [],
+        "resume": [{"interruptId": interrupt["id"], "status": "resolved",
+            "metadata": {"answeredBy": "mallory"},
+            "payload": {"approved": true,
+                "approvedActionFingerprint": interrupt["metadata"]["governance"]["actionFingerprint"]}}]});
+    let (status, body) = http(&served.addr, alice, "POST", "/agent", &resume.to_string());
+    assert_eq!(status, 200, "{body}");
+    let evs = events(&body);
+    let decision = evs
+        .iter()
+        .find(|e| e["name"] == "rein.decision" && e["value"]["answeredBy"].is_string())
+        .unwrap_or_else(|| panic!("no answered decision: {body}"));
+    assert_eq!(decision["value"]["answeredBy"], "alice", "{decision}");
+    assert_eq!(decision["value"]["claimedAnsweredBy"], "mallory");
+    assert_eq!(evs.last().unwrap()["outcome"]["type"], "success", "{body}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn rein_serve_refuses_a_bad_users_file_and_users_with_a_token() {
+    let dir = std::env::temp_dir().join(format!("rein-serve-badusers-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let users = dir.join("users.toml");
+    std::fs::write(
+        &users,
+        "[[user]]\nname = \"alice\"\ntoken_sha256 = \"not-a-hash\"\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_rein"))
+        .args(["serve", "--port", "0", "--model", "demo", "--users"])
+        .arg(&users)
+        .env_remove("REIN_SERVE_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("token_sha256 must be 64 hex digits"),
+        "{stderr}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_rein"))
+        .args([
+            "serve",
+            "--port",
+            "0",
+            "--model",
+            "demo",
+            "--token",
+            "x-token-0123456789",
+            "--users",
+        ])
+        .arg(&users)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be used with"));
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -434,6 +434,9 @@ impl Decide<BeforeToolCallEvent, BeforeToolCallAction> for PolicyHandler {
         cx: &InterventionContext,
     ) -> Result<BeforeToolCallAction, HandlerError> {
         self.fail(EventKind::BeforeToolCall)?;
+        if !self.applies(ev.tool_use(), cx) {
+            return Ok(BeforeToolCallAction::Proceed);
+        }
         if let Rule::Pii(g) = &self.rule {
             return Ok(g.decide_before_tool_call(ev));
         }
@@ -552,6 +555,9 @@ impl Decide<AfterToolCallEvent, AfterToolCallAction> for PolicyHandler {
         cx: &InterventionContext,
     ) -> Result<AfterToolCallAction, HandlerError> {
         self.fail(EventKind::AfterToolCall)?;
+        if !self.applies(ev.tool_use(), cx) {
+            return Ok(AfterToolCallAction::Proceed);
+        }
         if let Rule::Pii(g) = &self.rule {
             return Ok(g.decide_after_tool_call(ev));
         }

@@ -11,6 +11,7 @@ use rein_core::{
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::condition::Condition;
 use super::config::{PolicyKind, RedactTarget, Scope};
 use super::error::PolicyError;
 use super::template::Template;
@@ -271,6 +272,8 @@ pub struct PolicyHandler {
     pub(super) mode: Mode,
     pub(super) parallel: bool,
     pub(super) rule: Rule,
+    /// Only tool calls for which this holds (`when`); `None`: every call the rule matches.
+    pub(super) when: Option<Condition>,
 }
 
 fn compile(pattern: &str, name: &str) -> Result<Regex, PolicyError> {
@@ -499,6 +502,7 @@ impl PolicyHandler {
             mode: Mode::Enforce,
             parallel: false,
             rule,
+            when: None,
         })
     }
 
@@ -527,6 +531,7 @@ impl PolicyHandler {
                 event,
                 message: message.into(),
             },
+            when: None,
         })
     }
 
@@ -547,6 +552,51 @@ impl PolicyHandler {
     pub fn with_parallel(mut self, parallel: bool) -> Self {
         self.parallel = parallel;
         self
+    }
+
+    /// Applies the handler only to tool calls for which `condition` holds: a CEL expression
+    /// over `input` (the tool's input), `tool` (its name) and `state` (the invocation state),
+    /// e.g. `input.amount > 100`. A condition that cannot be decided for a call (a missing
+    /// field, a type mismatch, not a boolean) counts as true: the policy applies, the closed way.
+    /// Only for kinds that act on tool calls (`deny_tools`, `confirm_tools`, `human_approval`,
+    /// `confirm_tool_output`, `max_tool_calls`, ...): others are refused.
+    ///
+    /// ```
+    /// use rein_interventions::policy::{ConfirmTools, PolicyHandler};
+    /// let big_refunds = PolicyHandler::new("big-refunds", ConfirmTools {
+    ///     tools: vec!["refund".into()],
+    ///     prompt: "Refund {input.amount}?".into(),
+    ///     response: None,
+    /// })?
+    /// .with_condition("input.amount > 100")?;
+    /// # let _ = big_refunds;
+    /// # Ok::<(), rein_interventions::policy::PolicyError>(())
+    /// ```
+    pub fn with_condition(mut self, condition: &str) -> Result<Self, PolicyError> {
+        let tool_calls = EventSet::BEFORE_TOOL_CALL.union(EventSet::AFTER_TOOL_CALL);
+        let events = self.event_set();
+        if events.is_empty() || !tool_calls.contains(events) {
+            return Err(PolicyError::new(format!(
+                "`when` applies only to kinds that act on tool calls, not `{}`",
+                self.kind
+            ))
+            .field("when")
+            .handler(&self.name));
+        }
+        self.when = Some(Condition::compile(condition, &self.name)?);
+        Ok(self)
+    }
+
+    /// Whether the handler applies to this tool call (its `when`, if it has one).
+    pub(super) fn applies(&self, tool_use: &rein_core::ToolUse, cx: &InterventionContext) -> bool {
+        self.when.as_ref().is_none_or(|c| {
+            c.holds(
+                &self.name,
+                &tool_use.name,
+                &tool_use.input,
+                cx.invocation_state().as_map(),
+            )
+        })
     }
 
     /// The handler's name.

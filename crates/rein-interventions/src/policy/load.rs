@@ -49,8 +49,9 @@ impl LoadOptions {
 ///
 /// A file is a JSON array of specs (or an object whose `policy` key holds one), or TOML
 /// `[[policy]]` tables. Each spec has `name` (unique), `kind`, the kind's fields, and optional
-/// `on_error` (`throw` | `proceed` | `deny`), `mode` (`enforce` | `shadow`) and `parallel`
-/// (a boolean; default `false`).
+/// `on_error` (`throw` | `proceed` | `deny`), `mode` (`enforce` | `shadow`), `parallel`
+/// (a boolean; default `false`) and, for kinds that act on tool calls, `when` (a CEL condition
+/// on the call: [`PolicyHandler::with_condition`]).
 ///
 /// ```
 /// use rein_interventions::policy::Policy;
@@ -273,6 +274,7 @@ fn load_one(spec: Value, options: &LoadOptions) -> Result<PolicyHandler, PolicyE
             .handler(&name));
         }
     };
+    let when = take_string(&mut obj, "when").map_err(|e| e.handler(&name))?;
     let parallel = match obj.remove("parallel") {
         None => false,
         Some(Value::Bool(b)) => b,
@@ -362,6 +364,9 @@ fn load_one(spec: Value, options: &LoadOptions) -> Result<PolicyHandler, PolicyE
     let mut handler = handler.with_mode(mode).with_parallel(parallel);
     if let Some(on_error) = on_error {
         handler = handler.with_on_error(on_error);
+    }
+    if let Some(condition) = when {
+        handler = handler.with_condition(&condition)?;
     }
     Ok(handler)
 }

@@ -33,6 +33,7 @@
 //!
 //! See `docs/policies.md` in the repository for every kind.
 
+mod condition;
 mod config;
 pub(crate) mod decide;
 mod error;

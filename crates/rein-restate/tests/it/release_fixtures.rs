@@ -12,6 +12,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::common;
+// rein-sessions' scenarios, of which this binary uses all but three helpers.
+#[allow(dead_code)]
 #[path = "../../../rein-sessions/tests/it/common/scenarios.rs"]
 mod scenarios;
 

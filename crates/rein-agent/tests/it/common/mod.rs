@@ -1,5 +1,5 @@
 //! Shared test helpers.
-#![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
+#![allow(unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -23,9 +23,6 @@ impl Log {
     }
     pub fn take(&self) -> Vec<String> {
         std::mem::take(&mut *self.0.lock().unwrap())
-    }
-    pub fn snapshot(&self) -> Vec<String> {
-        self.0.lock().unwrap().clone()
     }
 }
 

@@ -1,6 +1,6 @@
 //! A test server: scripted models chosen by the thread id's prefix, a `delete_file` tool that
 //! needs approval (an intervention `Confirm`), a `clock`, a slow tool and a gate.
-#![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
+#![allow(unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -9,6 +9,7 @@ use std::time::Duration;
 use rein_agent::Agent;
 use rein_agui::{AguiServer, ServerHandle};
 use rein_core::ToolHandle;
+use rein_interventions::approval::HumanApproval;
 use rein_interventions::{
     AfterToolCallAction, BeforeInvocationAction, BeforeToolCallAction, Intervention,
 };
@@ -16,9 +17,9 @@ use rein_models::{ScriptedModel, SharedModel};
 use rein_sessions::MemorySessionStore;
 use serde_json::json;
 
-const SCRIPTS: [&str; 12] = [
+const SCRIPTS: [&str; 13] = [
     "tool", "output", "browser", "approve", "reject", "edit", "refuse", "inject", "parked",
-    "replay", "gate", "pair",
+    "replay", "gate", "pair", "always",
 ];
 
 fn script(thread_id: &str) -> ScriptedModel {
@@ -46,6 +47,13 @@ fn script(thread_id: &str) -> ScriptedModel {
         "inject" => b
             .tool_use("s1", "slow", json!({}))
             .text("Finished the slow thing."),
+        // Two refunds: human_approval asks about the first; "always" trusts the tool, so the
+        // second runs without asking.
+        "always" => b
+            .tool_use("r1", "refund", json!({"amount": 250, "order": 17}))
+            .text("Refunded.")
+            .tool_use("r2", "refund", json!({"amount": 80, "order": 18}))
+            .text("Refunded again."),
         "gate" => b
             .tool_use("g1", "gate", json!({}))
             .text("Through the gate."),
@@ -143,8 +151,21 @@ pub fn unauthenticated_server(store: MemorySessionStore, models: Models) -> Agui
                     BeforeInvocationAction::Proceed
                 }
             });
+        // On `always-*` threads human_approval asks before a refund (and takes "always").
+        let asked: &[&str] = if thread_id.starts_with("always-") {
+            &["refund"]
+        } else {
+            &[]
+        };
+        let refunds = HumanApproval::new("refund-approval").tools(asked);
         Agent::builder()
             .shared_model(model)
+            .tool(ToolHandle::from_sync_fn(
+                "refund",
+                "Refunds an order.",
+                json!({"type": "object", "properties": {"amount": {"type": "number"}, "order": {"type": "integer"}}, "required": ["amount", "order"]}),
+                |input, _| Ok(format!("refunded {} to order {}", input["amount"], input["order"]).into()),
+            ))
             .tool(ToolHandle::from_sync_fn(
                 "clock",
                 "The time.",
@@ -154,7 +175,8 @@ pub fn unauthenticated_server(store: MemorySessionStore, models: Models) -> Agui
             .tool(ToolHandle::from_sync_fn(
                 "delete_file",
                 "Deletes a file.",
-                json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+                // A file name in the working directory: no path (an edit may not reach elsewhere).
+                json!({"type": "object", "properties": {"path": {"type": "string", "pattern": "^[^/]+$"}}, "required": ["path"], "additionalProperties": false}),
                 |input, _| Ok(format!("deleted {}", input["path"].as_str().unwrap_or("?")).into()),
             ))
             .tool(ToolHandle::from_fn(
@@ -182,6 +204,7 @@ pub fn unauthenticated_server(store: MemorySessionStore, models: Models) -> Agui
             .intervention(guard)
             .intervention(output_check)
             .intervention(injected_check)
+            .intervention(refunds)
     })
 }
 

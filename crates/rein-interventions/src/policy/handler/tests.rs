@@ -1101,3 +1101,86 @@ fn per_invocation_counters_survive_interleaved_invocations() {
     assert!(!guided(&a));
     assert!(!guided(&b));
 }
+
+/// `when` (issue 38, item 9): "confirm refunds over 100", from a policy file, on numbers as
+/// numbers; a call the condition cannot decide is confirmed (closed), never let through.
+#[test]
+fn a_condition_confirms_only_the_calls_it_holds_for_and_fails_closed() {
+    let asks = |input: Value, state: Value| {
+        let h = Policy::from_toml_str(
+            r#"
+            [[policy]]
+            name = "big-refunds"
+            kind = "confirm_tools"
+            tools = ["refund"]
+            prompt = "Refund {amount}?"
+            when = "input.amount > 100 && state.role != 'manager'"
+            "#,
+        )
+        .unwrap()
+        .into_handlers()
+        .remove(0);
+        let mut ev = tool_ev(&cx(state), "t1", "refund", input);
+        run(h, &mut ev);
+        assert_eq!(ev.cancel_tool, Cancel::No);
+        !ev.interrupts().is_empty()
+    };
+    let clerk = json!({"role": "clerk"});
+    assert!(asks(json!({"amount": 250}), clerk.clone()));
+    assert!(
+        asks(json!({"amount": 100.5}), clerk.clone()),
+        "a float compares as a number"
+    );
+    assert!(!asks(json!({"amount": 100}), clerk.clone()));
+    assert!(!asks(json!({"amount": 7.25}), clerk.clone()));
+    assert!(!asks(json!({"amount": 250}), json!({"role": "manager"})));
+    // Undecidable: asked, not let through.
+    assert!(asks(json!({"order": 17}), clerk.clone()), "a missing field");
+    assert!(asks(json!({"amount": "250"}), clerk.clone()), "a string");
+    assert!(
+        asks(json!({"amount": 250}), json!({})),
+        "a missing state key"
+    );
+}
+
+#[test]
+fn a_condition_gates_denies_and_human_approval_too_and_is_checked_when_loaded() {
+    let policy = Policy::from_json_str(
+        r#"[
+        {"name": "no-big-wires", "kind": "deny_tools", "tools": ["wire"],
+         "when": "input.amount >= 10000", "reason": "too big"},
+        {"name": "ask", "kind": "human_approval", "tools": ["wire"],
+         "when": "tool == 'wire' && input.currency != 'EUR'"}
+        ]"#,
+    )
+    .unwrap();
+    let registry = hooks(policy.into_handlers());
+    let dispatch = |input: Value| {
+        let mut ev = tool("wire", input);
+        block_on(registry.dispatch(&mut ev)).unwrap();
+        ev
+    };
+    let ev = dispatch(json!({"amount": 20000, "currency": "EUR"}));
+    assert_eq!(cancel_text(&ev).as_deref(), Some("DENIED: too big"));
+    let ev = dispatch(json!({"amount": 20, "currency": "EUR"}));
+    assert!(ev.interrupts().is_empty());
+    assert_eq!(ev.cancel_tool, Cancel::No);
+    let ev = dispatch(json!({"amount": 20, "currency": "USD"}));
+    assert_eq!(ev.interrupts().len(), 1);
+    assert_eq!(ev.interrupts()[0].name, "ask");
+
+    let err = |spec: &str| Policy::from_json_str(spec).unwrap_err().to_string();
+    let e = err(r#"[{"name": "a", "kind": "deny_prompt_match", "pattern": "x", "when": "true"}]"#);
+    assert!(e.contains("when") && e.contains("tool calls"), "{e}");
+    let e =
+        err(r#"[{"name": "a", "kind": "deny_tools", "tools": ["x"], "when": "input.amount >"}]"#);
+    assert!(e.starts_with("policy[0].when") || e.contains("when"), "{e}");
+    assert!(e.contains("invalid condition"), "{e}");
+    let e = err(r#"[{"name": "a", "kind": "deny_tools", "tools": ["x"], "when": 3}]"#);
+    assert!(e.contains("expected a string"), "{e}");
+    let long = format!(
+        r#"[{{"name": "a", "kind": "deny_tools", "tools": ["x"], "when": "{}"}}]"#,
+        "true && ".repeat(600) + "true"
+    );
+    assert!(err(&long).contains("at most 4096"));
+}

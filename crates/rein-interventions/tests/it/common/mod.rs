@@ -1,5 +1,5 @@
 //! Helpers shared by the integration tests.
-#![allow(dead_code, unreachable_pub)]
+#![allow(unreachable_pub)]
 
 use std::collections::HashMap;
 use std::sync::Arc;

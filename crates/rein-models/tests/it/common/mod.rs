@@ -1,5 +1,5 @@
 //! Helpers shared by the provider test files.
-#![allow(clippy::unwrap_used, dead_code)]
+#![allow(clippy::unwrap_used)]
 
 use futures_util::StreamExt as _;
 use rein_core::{

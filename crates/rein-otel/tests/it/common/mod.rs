@@ -1,5 +1,5 @@
 //! What the tests against Phoenix share: its address, and reading spans back from its REST API.
-#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -1,6 +1,6 @@
 //! A Restate server and worker processes for the tests, on 127.0.0.1 only, with their data in
 //! a directory of the test's; all are killed when dropped.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, unreachable_pub)]
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)]
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -1,5 +1,5 @@
 //! Helpers shared by the session tests.
-#![allow(dead_code, unreachable_pub)]
+#![allow(unreachable_pub)]
 
 use std::path::PathBuf;
 

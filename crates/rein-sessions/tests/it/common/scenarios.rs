@@ -2,7 +2,7 @@
 //! that wrote the fixture and by the one that loads it, with a scripted model that holds only
 //! what its process is asked. Shared by rein-sessions' stores and rein-restate's object state
 //! (`#[path]`-included there), so both stores hold the same sessions.
-#![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
+#![allow(unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
