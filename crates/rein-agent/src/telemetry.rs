@@ -219,7 +219,11 @@ pub(crate) fn int(n: impl TryInto<i64>) -> i64 {
 /// One `run_guardrail {handler}` span per record of a pass, children of the current span (the
 /// span of the event the pass guarded), and the confirm answers as events on `invocation` (the
 /// `invoke_agent` span of the run that asked or resumed). `records` are one pass's, in order.
-pub(crate) fn decisions(records: &[DecisionRecord], invocation: &tracing::Span) {
+pub(crate) fn decisions(
+    records: &[DecisionRecord],
+    invocation: &tracing::Span,
+    state: &rein_core::state::InvocationState,
+) {
     let content = capture_content();
     let experimental = experimental_conventions();
     for (order, d) in records.iter().enumerate() {
@@ -288,7 +292,7 @@ pub(crate) fn decisions(records: &[DecisionRecord], invocation: &tracing::Span) 
             span.record("gen_ai.security.target.subtype", subtype);
         }
         if let Some(c) = &d.confirmation {
-            confirmation_event(d, c.status, invocation);
+            confirmation_event(d, c.status, invocation, state);
         }
         // Entered and left at once: the span ends here, after its event's pass.
         drop(span);
@@ -304,7 +308,16 @@ fn join(prefix: &str, name: &str) -> String {
     s
 }
 
-fn confirmation_event(d: &DecisionRecord, status: ConfirmationStatus, invocation: &tracing::Span) {
+/// A confirm's question or answer as an event of the invocation, with who the run is for
+/// (`rein.approval.requester`: the invocation state's `principal`) and, on an answer, who gave
+/// it (`rein.approval.approver`: its `approver`, set by a server from its authentication) and
+/// whether it approved with an edit — the approval record's who and what, without the input.
+fn confirmation_event(
+    d: &DecisionRecord,
+    status: ConfirmationStatus,
+    invocation: &tracing::Span,
+    state: &rein_core::state::InvocationState,
+) {
     let source = d
         .confirmation
         .as_ref()
@@ -313,6 +326,13 @@ fn confirmation_event(d: &DecisionRecord, status: ConfirmationStatus, invocation
             rein_core::audit::AnswerSource::Preemptive => "preemptive",
             _ => "resume",
         });
+    let answered = status != ConfirmationStatus::Asked;
+    let edited = d
+        .confirmation
+        .as_ref()
+        .and_then(|c| c.answer.as_ref())
+        .and_then(|a| a.get("edit"))
+        .is_some_and(|e| !e.is_null());
     tracing::event!(
         target: "rein::intervention",
         parent: invocation,
@@ -322,6 +342,9 @@ fn confirmation_event(d: &DecisionRecord, status: ConfirmationStatus, invocation
         rein.intervention.tool_call.id = d.tool_use_id.as_deref(),
         rein.intervention.confirmation = status.as_str(),
         rein.intervention.answer_source = source,
+        rein.approval.requester = state.principal(),
+        rein.approval.approver = answered.then(|| state.approver()).flatten(),
+        rein.approval.edited = answered.then_some(edited),
         "rein.confirm.{}",
         status.as_str()
     );

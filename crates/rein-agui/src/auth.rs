@@ -6,7 +6,13 @@ use std::sync::Arc;
 use axum::http::{HeaderMap, StatusCode, header};
 use subtle::ConstantTimeEq;
 
+use rein_agent::PendingInterrupt;
+use rein_core::interrupt::Approval;
+use rein_core::message::InterruptResponse;
+use serde_json::Value;
+
 use crate::error::ProtocolError;
+use crate::interrupts::takes_an_approval;
 
 /// Who a request is from, as the server's authentication says (never as the request claims):
 /// the principal given to the [`authorize`](crate::AguiServer::authorize) hook and recorded as
@@ -135,6 +141,56 @@ impl Auth {
             )
         })
     }
+}
+
+/// Four-eyes ([`AguiServer::four_eyes`](crate::AguiServer::four_eyes)): `who` may not approve
+/// what `requester` asked for. A rejection is allowed (the requester may withdraw); any other
+/// answer from the requester — an approval, an approval with an edit, a hook question's
+/// answer — is refused, and so is every answer when the requester is unknown (a pause stored
+/// without one: closed, not open). Nothing is applied then: the interrupts still wait.
+pub(crate) fn check_four_eyes(
+    thread_id: &str,
+    requester: Option<&str>,
+    who: &Principal,
+    pending: &[PendingInterrupt],
+    responses: &[InterruptResponse],
+) -> Result<(), ProtocolError> {
+    let withdraws = |r: &InterruptResponse| {
+        let approval = pending
+            .iter()
+            .find(|p| p.interrupt.resume_id() == r.interrupt_id)
+            .is_some_and(takes_an_approval);
+        if approval {
+            Approval::from_wire(&r.response).is_ok_and(|a| !a.approved)
+        } else {
+            r.response == Value::Bool(false)
+        }
+    };
+    let own = match requester {
+        Some(r) => r == who.id(),
+        None => true,
+    };
+    if !own || responses.iter().all(withdraws) {
+        return Ok(());
+    }
+    tracing::info!(
+        target: "rein_agui::audit",
+        thread_id,
+        requester,
+        principal = who.id(),
+        "four-eyes refused an answer"
+    );
+    let message = if requester.is_some() {
+        "four-eyes: the principal who requested this action may not approve it; another \
+         approver must answer (the interrupts still wait)"
+    } else {
+        "four-eyes: this pause does not record who requested it, so no one may approve it \
+         here (the interrupts still wait)"
+    };
+    Err(
+        ProtocolError::new(StatusCode::FORBIDDEN, "FOUR_EYES", message)
+            .with_details(serde_json::json!({"requester": requester, "principal": who.id()})),
+    )
 }
 
 /// Which `Host` and `Origin` headers the server answers.

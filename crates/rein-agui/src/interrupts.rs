@@ -45,7 +45,7 @@ fn confirm_point(point: &InterruptPoint) -> Option<&'static str> {
 
 /// Whether the interrupt is answered with an approval: a Confirm, or any interrupt bound to an
 /// action (a fingerprint: a sub-agent's Confirm raised at its parent, a hook's own binding).
-fn takes_an_approval(p: &PendingInterrupt) -> bool {
+pub(crate) fn takes_an_approval(p: &PendingInterrupt) -> bool {
     p.interrupt.fingerprint.is_some() || confirm_point(&p.point).is_some()
 }
 

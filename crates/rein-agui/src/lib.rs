@@ -101,6 +101,7 @@ mod error;
 #[cfg(feature = "test-util")]
 #[doc(hidden)]
 pub mod fuzzing;
+mod inbox;
 mod interrupts;
 mod limits;
 mod run;

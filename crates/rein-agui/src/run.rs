@@ -1,10 +1,18 @@
 //! One run: the agent's stream translated into AG-UI events.
 
-use rein_agent::{Agent, AgentEvent, Input};
+use rein_agent::{Agent, AgentEvent, Input, PendingInterrupt};
+use rein_core::audit::DecisionAction;
+use rein_core::interrupt::Approval;
+use rein_core::state::{APPROVER_KEY, InvocationState, PRINCIPAL_KEY};
 use rein_core::{Error, Role, result::AgentResult, stream::StopReason};
+use rein_core::{Message, ToolUse};
+use rein_sessions::{
+    ApprovalOutcome, ApprovalRecord, SessionStore, SessionWrite, SharedSessionStore,
+};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
+use crate::auth::Principal;
 use crate::interrupts::{Asking, parked, to_wire};
 use crate::wire::WireEvent;
 
@@ -21,6 +29,37 @@ pub(crate) struct Answerer {
     pub(crate) about: Option<String>,
     pub(crate) principal: String,
     pub(crate) claimed: Option<String>,
+    /// The interrupt answered (its resume id), the handler that asked and what it said.
+    pub(crate) interrupt_id: String,
+    pub(crate) handler: String,
+    pub(crate) reason: String,
+    /// The answer, when the interrupt takes an approval (what the approval record keeps).
+    pub(crate) approval: Option<Approval>,
+}
+
+/// What a run records in the thread's approval record: who it is for, who answered what, and
+/// where to write it.
+pub(crate) struct Recorder {
+    pub(crate) store: SharedSessionStore,
+    /// Who the run is for (its invocation state's `principal`).
+    pub(crate) requester: Option<String>,
+    pub(crate) answered_by: Vec<Answerer>,
+}
+
+/// The invocation state of a run started by `who`: who it is for, under `principal` — from the
+/// server's authentication only; the request's `state` and `forwardedProps` never reach it.
+pub(crate) fn requester_state(who: &Principal) -> InvocationState {
+    let mut map = Map::new();
+    map.insert(PRINCIPAL_KEY.into(), Value::String(who.id().to_owned()));
+    InvocationState::from_map(map)
+}
+
+/// The invocation state of a resume answered by `who`: the paused run's (its requester kept
+/// under `principal`) with `approver` set to `who`.
+pub(crate) fn approver_state(paused: &InvocationState, who: &Principal) -> InvocationState {
+    let mut map = paused.as_map().clone();
+    map.insert(APPROVER_KEY.into(), Value::String(who.id().to_owned()));
+    InvocationState::from_map(map)
 }
 
 /// What the server allows one run.
@@ -38,6 +77,9 @@ struct Translator {
     /// The text message of the current model response, the parent of its tool calls.
     response_text_id: Option<String>,
     answered_by: Vec<Answerer>,
+    requester: Option<String>,
+    /// Answers and explained proceeds seen so far, for the approval record.
+    records: Vec<ApprovalRecord>,
 }
 
 impl Translator {
@@ -154,6 +196,16 @@ impl Translator {
                             obj.insert("claimedAnsweredBy".into(), Value::String(claimed.clone()));
                         }
                     }
+                } else if d.action == DecisionAction::Proceed
+                    && let Some(detail) = &d.detail
+                {
+                    let mut r = ApprovalRecord::new(ApprovalOutcome::Proceeded, d.handler.clone());
+                    r.tool_use_id.clone_from(&d.tool_use_id);
+                    r.reason.clone_from(&d.text);
+                    r.detail = Some((**detail).clone());
+                    r.requester.clone_from(&self.requester);
+                    r.answered_at = Some(now_ms());
+                    self.records.push(r);
                 }
                 self.send(WireEvent::custom("rein.decision", value));
             }
@@ -184,6 +236,129 @@ impl Translator {
         }
         None
     }
+}
+
+/// The record of an answer: who (principal, claimed name beside it), when, the answer, its
+/// edit and note. What was asked (tool, input, when) is filled in from the thread's record of
+/// the question when it is written ([`write_records`]).
+fn answer_record(who: &Answerer, approval: &Approval, requester: Option<&str>) -> ApprovalRecord {
+    let outcome = if approval.approved {
+        ApprovalOutcome::Approved
+    } else {
+        ApprovalOutcome::Rejected
+    };
+    let mut r = ApprovalRecord::new(outcome, who.handler.clone());
+    r.interrupt_id = Some(who.interrupt_id.clone());
+    r.tool_use_id.clone_from(&who.about);
+    r.reason = Some(who.reason.clone());
+    r.requester = requester.map(str::to_owned);
+    r.approver = Some(who.principal.clone());
+    r.claimed_approver.clone_from(&who.claimed);
+    r.edit.clone_from(&approval.edit);
+    r.note.clone_from(&approval.note);
+    r.answered_at = Some(now_ms());
+    r
+}
+
+/// The record of a question the run stopped on: the handler, the tool call as it was asked
+/// about (its input before any edit), who the run is for, when.
+fn asked_record(
+    p: &PendingInterrupt,
+    messages: &[Message],
+    requester: Option<&str>,
+) -> ApprovalRecord {
+    let mut r = ApprovalRecord::new(ApprovalOutcome::Asked, p.interrupt.name.clone());
+    r.interrupt_id = Some(p.interrupt.resume_id());
+    r.reason = Some(p.interrupt.prompt_text());
+    r.requester = requester.map(str::to_owned);
+    r.asked_at = Some(now_ms());
+    if let Some(tool_use) = asked_about(p, messages) {
+        r.tool_use_id = Some(tool_use.tool_use_id.clone());
+        r.tool_name = Some(tool_use.name.clone());
+        r.asked = tool_use.input.clone();
+    }
+    r
+}
+
+/// The tool call a pending interrupt asks about, found in the history (the newest use of its
+/// id: a model may repeat ids across responses).
+pub(crate) fn asked_about<'m, I>(p: &PendingInterrupt, messages: I) -> Option<&'m ToolUse>
+where
+    I: IntoIterator<Item = &'m Message>,
+    I::IntoIter: DoubleEndedIterator,
+{
+    let id = p.interrupt.tool_use_id.as_ref().unwrap_or(&p.point.subject);
+    messages
+        .into_iter()
+        .rev()
+        .flat_map(Message::tool_uses)
+        .find(|t| &t.tool_use_id == id)
+}
+
+/// Milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Appends `records` to the thread's approval record, an answer completed from the record of
+/// its question (what was asked, when). A write that loses to another writer is tried again
+/// on the new version; a record that cannot be written is logged (the run itself stands).
+async fn write_records(
+    store: &SharedSessionStore,
+    thread_id: &str,
+    mut records: Vec<ApprovalRecord>,
+) {
+    if records.is_empty() {
+        return;
+    }
+    for _ in 0..3 {
+        let snapshot = match store.load(thread_id).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(thread_id, error = %e, "AG-UI run: approval records not written");
+                return;
+            }
+        };
+        let version = snapshot.as_ref().map_or(0, |s| s.version);
+        let asked = snapshot
+            .as_ref()
+            .map(|s| s.approvals.as_slice())
+            .unwrap_or_default();
+        for r in records
+            .iter_mut()
+            .filter(|r| r.outcome != ApprovalOutcome::Asked)
+        {
+            let question = asked.iter().rev().find(|q| {
+                q.outcome == ApprovalOutcome::Asked
+                    && q.interrupt_id.is_some()
+                    && q.interrupt_id == r.interrupt_id
+            });
+            if let Some(q) = question {
+                r.tool_use_id.clone_from(&q.tool_use_id);
+                r.tool_name.clone_from(&q.tool_name);
+                r.asked = q.asked.clone();
+                r.asked_at = q.asked_at;
+                if r.requester.is_none() {
+                    r.requester.clone_from(&q.requester);
+                }
+            }
+        }
+        let write = vec![SessionWrite::AppendApprovals(records.clone())];
+        match store.write(thread_id, version, write).await {
+            Ok(_) => return,
+            Err(e) if e.is_conflict() => continue,
+            Err(e) => {
+                tracing::warn!(thread_id, error = %e, "AG-UI run: approval records not written");
+                return;
+            }
+        }
+    }
+    tracing::warn!(
+        thread_id,
+        "AG-UI run: approval records not written (kept conflicting)"
+    );
 }
 
 pub(crate) fn new_id() -> String {
@@ -243,7 +418,7 @@ pub(crate) async fn drive(
     input: Input,
     thread_id: String,
     run_id: String,
-    answered_by: Vec<Answerer>,
+    recorder: Recorder,
     bounds: RunBounds,
     tx: mpsc::UnboundedSender<WireEvent>,
 ) {
@@ -259,7 +434,9 @@ pub(crate) async fn drive(
         tx,
         open_text: None,
         response_text_id: None,
-        answered_by,
+        answered_by: recorder.answered_by,
+        requester: recorder.requester,
+        records: Vec::new(),
     };
     t.send(WireEvent::RunStarted {
         thread_id: thread_id.clone(),
@@ -298,6 +475,40 @@ pub(crate) async fn drive(
     }
     watcher.abort();
     t.close_text();
+    // The answers the run took (an answer it refused leaves its interrupt pending), each
+    // recorded; then what it explained; then what it asks now.
+    let still: Vec<String> = agent
+        .pending_interrupts()
+        .map(|p| {
+            p.pending()
+                .iter()
+                .map(|p| p.interrupt.resume_id())
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut records: Vec<ApprovalRecord> = t
+        .answered_by
+        .iter()
+        .filter(|a| !still.contains(&a.interrupt_id))
+        .filter_map(|a| {
+            Some(answer_record(
+                a,
+                a.approval.as_ref()?,
+                t.requester.as_deref(),
+            ))
+        })
+        .collect();
+    records.append(&mut t.records);
+    if let Some(paused) = agent.pending_interrupts() {
+        let requester = paused.invocation_state().principal();
+        records.extend(
+            paused
+                .pending()
+                .iter()
+                .map(|p| asked_record(p, agent.messages(), requester)),
+        );
+    }
+    write_records(&recorder.store, &thread_id, records).await;
     let result = match (result, failure) {
         (_, Some(e)) => {
             t.send(run_error(&e, &thread_id, &run_id));

@@ -10,7 +10,7 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Path, Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -19,17 +19,23 @@ use futures_util::stream;
 use rein_agent::PendingInterrupt;
 use rein_agent::{Agent, AgentBuilder, Input, TurnInterceptor};
 use rein_core::Message;
+use rein_core::interrupt::Approval;
 use rein_sessions::{SessionManager, SessionSnapshot, SessionStore, SharedSessionStore};
 use serde_json::{Value, json};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::timeout::TimeoutLayer;
 
-use crate::auth::{Auth, Authorize, Principal, Secret, Sites, ThreadAction, loopback_hosts};
+use crate::auth::{
+    Auth, Authorize, Principal, Secret, Sites, ThreadAction, check_four_eyes, loopback_hosts,
+};
 use crate::error::{AguiError, ProtocolError};
-use crate::interrupts::{Asking, already_applied, answers, parked, to_wire};
+use crate::inbox::record_to_wire;
+use crate::interrupts::{Asking, already_applied, answers, parked, takes_an_approval, to_wire};
 use crate::limits::{ServerLimits, ThreadBudget};
-use crate::run::{ANSWERED_KEY, Answerer, RunBounds, drive};
+use crate::run::{
+    ANSWERED_KEY, Answerer, Recorder, RunBounds, approver_state, drive, requester_state,
+};
 use crate::wire::{RunAgentInput, WireEvent, snapshot_messages};
 
 /// Where each request's agent comes from.
@@ -71,6 +77,7 @@ pub struct AguiServer {
     /// `None`: a token made up when the server is bound.
     auth: Option<Auth>,
     authorize: Option<Arc<Authorize>>,
+    four_eyes: bool,
     while_running: WhileRunning,
     console: bool,
     cors: Option<Cors>,
@@ -83,6 +90,7 @@ struct Inner {
     make_agent: Arc<MakeAgent>,
     auth: Auth,
     authorize: Option<Arc<Authorize>>,
+    four_eyes: bool,
     while_running: WhileRunning,
     limits: ServerLimits,
     new_threads: ThreadBudget,
@@ -95,6 +103,9 @@ struct ActiveRun {
     interceptor: TurnInterceptor,
     /// Messages injected into it so far.
     injections: u32,
+    /// Who injected each message (by injection id): the requester four-eyes checks an answer
+    /// to a parked injection against.
+    injected_by: HashMap<String, String>,
 }
 
 impl std::fmt::Debug for AguiServer {
@@ -107,6 +118,7 @@ impl std::fmt::Debug for AguiServer {
         f.debug_struct("AguiServer")
             .field("auth", &auth)
             .field("authorize", &self.authorize.is_some())
+            .field("four_eyes", &self.four_eyes)
             .field("while_running", &self.while_running)
             .field("console", &self.console)
             .field("cors", &self.cors)
@@ -162,6 +174,7 @@ impl AguiServer {
             make_agent: Arc::new(make_agent),
             auth: None,
             authorize: None,
+            four_eyes: false,
             while_running: WhileRunning::default(),
             console: true,
             cors: None,
@@ -212,6 +225,18 @@ impl AguiServer {
         F: Fn(&Principal, &str, ThreadAction) -> bool + Send + Sync + 'static,
     {
         self.authorize = Some(Arc::new(allow));
+        self
+    }
+
+    /// Four-eyes (default: off): the principal who requested an action — who sent the message
+    /// whose run asks for approval — may not approve it. Their approval is refused with `403
+    /// FOUR_EYES`, nothing is applied and the interrupts wait for another approver; a
+    /// rejection (withdrawing the request) is allowed. The requester is stored with the pause
+    /// (the invocation state's `principal`), so the rule holds across a restart; a pause that
+    /// records no requester (one stored by an earlier release) can then be approved by no one
+    /// here. Per-thread rules stay [`authorize`](Self::authorize)'s.
+    pub fn four_eyes(mut self, on: bool) -> Self {
+        self.four_eyes = on;
         self
     }
 
@@ -287,6 +312,7 @@ impl AguiServer {
             make_agent: Arc::clone(&self.make_agent),
             auth: auth.clone(),
             authorize: self.authorize.clone(),
+            four_eyes: self.four_eyes,
             while_running: self.while_running,
             new_threads: ThreadBudget::new(limits.new_threads_per_minute),
             limits: limits.clone(),
@@ -295,6 +321,7 @@ impl AguiServer {
         let mut router = Router::new()
             .route("/agent", post(run))
             .route("/threads/{thread_id}", get(thread))
+            .route("/approvals", get(approvals))
             // What the API answers is for the caller only.
             .route_layer(SetResponseHeaderLayer::overriding(
                 header::CACHE_CONTROL,
@@ -686,6 +713,21 @@ async fn load(inner: &Inner, thread_id: &str) -> Result<Agent, ProtocolError> {
     Ok(agent)
 }
 
+/// `GET /approvals`: the inbox — pending approvals across the threads the principal may answer
+/// (`authorize` with [`ThreadAction::Resume`]), a page at a time (see `inbox.rs`).
+async fn approvals(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap) -> Response {
+    let result = async {
+        let who = inner.auth.authenticate(&headers)?;
+        let may_answer = |thread: &str| permit(&inner, &who, thread, ThreadAction::Resume).is_ok();
+        crate::inbox::page(&inner.store, &uri, may_answer).await
+    }
+    .await;
+    match result {
+        Ok(page) => axum::Json(page).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
 /// The most messages `GET /threads/{id}` shows (the latest): an answer of bounded size.
 const TRANSCRIPT_MESSAGES: usize = 500;
 
@@ -744,6 +786,7 @@ async fn thread(
             "runningRunId": running,
             "parkedInjections": parked,
             "state": state,
+            "approvals": snapshot.approvals.iter().map(record_to_wire).collect::<Vec<_>>(),
         })))
     }
     .await;
@@ -853,8 +896,21 @@ async fn start(
                 if resume.is_empty() || named.len() != resume.len() {
                     return Err(refuse("a resume must wait for it to finish"));
                 }
+                let responses = answers(&named, &Asking::default(), resume)?;
+                if inner.four_eyes {
+                    for p in &named {
+                        let injector = run.injected_by.get(&p.point.subject).map(String::as_str);
+                        let one = std::slice::from_ref(p);
+                        let answer: Vec<_> = responses
+                            .iter()
+                            .filter(|r| r.interrupt_id == p.interrupt.resume_id())
+                            .cloned()
+                            .collect();
+                        check_four_eyes(&thread_id, injector, &who, one, &answer)?;
+                    }
+                }
                 let mut answered = Vec::new();
-                for r in answers(&named, &Asking::default(), resume)? {
+                for r in responses {
                     let interrupt_id = r.interrupt_id.clone();
                     let injection = run.interceptor.answer(r).map_err(|e| {
                         ProtocolError::new(
@@ -908,6 +964,7 @@ async fn start(
                 .inject(Message::user(text))
                 .map_err(|e| refuse(&format!("the message could not be injected ({e})")))?;
             run.injections += 1;
+            run.injected_by.insert(id.to_string(), who.id().to_owned());
             return Ok(short_run(
                 &thread_id,
                 &input.run_id,
@@ -936,6 +993,10 @@ async fn start(
     }
     let agent = load(&inner, &thread_id).await?;
     let pending = agent.pending_interrupts().map(|p| p.pending().to_vec());
+    let paused_state = agent
+        .pending_interrupts()
+        .map(|p| p.invocation_state().clone())
+        .unwrap_or_default();
     // Idempotent resume: the answers last applied, again — while nothing is pending, or after
     // the run paused again (their ids, of an earlier pause, name nothing pending now) — change
     // nothing and succeed.
@@ -954,10 +1015,24 @@ async fn start(
             ));
         }
     }
+    // Who the run is for: the paused run's requester on a resume, else who sent the message.
+    let requester = match &input.resume {
+        Some(_) => paused_state.principal().map(str::to_owned),
+        None => Some(who.id().to_owned()),
+    };
     let (agent_input, answered_by) = match (&input.resume, pending) {
         (Some(resume), Some(pending)) => {
             let asking = Asking::new(agent.pending_interrupts(), &agent);
             let responses = answers(&pending, &asking, resume)?;
+            if inner.four_eyes {
+                check_four_eyes(
+                    &thread_id,
+                    paused_state.principal(),
+                    &who,
+                    &pending,
+                    &responses,
+                )?;
+            }
             let ids: Vec<Value> = responses
                 .iter()
                 .map(|r| Value::String(r.interrupt_id.clone()))
@@ -985,14 +1060,27 @@ async fn start(
                         .iter()
                         .find(|p| p.interrupt.resume_id() == r.interrupt_id)
                         .map(|p| &p.point);
+                    let asked = pending
+                        .iter()
+                        .find(|p| p.interrupt.resume_id() == r.interrupt_id);
                     Answerer {
                         about: point.map(|p| p.parent.as_ref().unwrap_or(&p.subject).clone()),
                         principal: who.id().to_owned(),
                         claimed,
+                        interrupt_id: r.interrupt_id.clone(),
+                        handler: asked.map(|p| p.interrupt.name.clone()).unwrap_or_default(),
+                        reason: asked.map(|p| p.interrupt.prompt_text()).unwrap_or_default(),
+                        approval: asked
+                            .filter(|p| takes_an_approval(p))
+                            .and_then(|_| {
+                                responses.iter().find(|a| a.interrupt_id == r.interrupt_id)
+                            })
+                            .and_then(|a| Approval::from_wire(&a.response).ok()),
                     }
                 })
                 .collect();
-            (Input::resume(responses), by)
+            let state = approver_state(&paused_state, &who);
+            (Input::resume(responses).with_state(state), by)
         }
         (Some(resume), None) => {
             // Not the answers last applied: they name interrupts that are not pending.
@@ -1030,7 +1118,10 @@ async fn start(
                     )
                 })?;
             }
-            (Input::text(text), Vec::new())
+            (
+                Input::text(text).with_state(requester_state(&who)),
+                Vec::new(),
+            )
         }
     };
 
@@ -1054,6 +1145,7 @@ async fn start(
                 run_id: run_id.clone(),
                 interceptor: agent.interceptor(),
                 injections: 0,
+                injected_by: HashMap::new(),
             },
         );
     }
@@ -1062,21 +1154,17 @@ async fn start(
     let bounds = RunBounds {
         max_turns: inner.limits.max_turns_per_run,
     };
+    let recorder = Recorder {
+        store: inner.store.clone(),
+        requester,
+        answered_by,
+    };
     tokio::spawn(async move {
         let guard = ActiveGuard {
             inner: task_inner,
             thread_id: thread_id.clone(),
         };
-        drive(
-            agent,
-            agent_input,
-            thread_id,
-            run_id,
-            answered_by,
-            bounds,
-            tx,
-        )
-        .await;
+        drive(agent, agent_input, thread_id, run_id, recorder, bounds, tx).await;
         drop(guard);
     });
     Ok(rx)

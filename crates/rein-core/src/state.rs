@@ -60,6 +60,42 @@ impl InvocationState {
     pub fn is_empty(&self) -> bool {
         self.as_map().is_empty()
     }
+
+    /// Who the invocation is for — who sent the message that started the run: the id under
+    /// [`PRINCIPAL_KEY`], a string or an object's `id` (the shape Cedar's principal resolver
+    /// also reads). A server sets it from its authentication (rein-agui does), never from
+    /// what the client sends.
+    ///
+    /// ```
+    /// use rein_core::state::InvocationState;
+    /// let s = InvocationState::from_value(serde_json::json!({"principal": "bob", "approver": "alice"}));
+    /// assert_eq!((s.principal(), s.approver()), (Some("bob"), Some("alice")));
+    /// ```
+    pub fn principal(&self) -> Option<&str> {
+        principal_id(self.get(PRINCIPAL_KEY)?)
+    }
+
+    /// Who answered the interrupts this invocation resumes from (under [`APPROVER_KEY`], read
+    /// as [`principal`](Self::principal) is); `None` in an invocation that is no resume.
+    pub fn approver(&self) -> Option<&str> {
+        principal_id(self.get(APPROVER_KEY)?)
+    }
+}
+
+/// The invocation-state key of who the invocation is for ([`InvocationState::principal`]).
+pub const PRINCIPAL_KEY: &str = "principal";
+
+/// The invocation-state key of who answered the interrupts a resume answers
+/// ([`InvocationState::approver`]).
+pub const APPROVER_KEY: &str = "approver";
+
+/// A principal's id: a string, or an object's `id` string.
+fn principal_id(value: &Value) -> Option<&str> {
+    match value {
+        Value::String(id) => Some(id),
+        Value::Object(o) => o.get("id")?.as_str(),
+        _ => None,
+    }
 }
 
 impl PartialEq for InvocationState {

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use opentelemetry::trace::{SpanKind, Status};
 use opentelemetry_sdk::metrics::InMemoryMetricExporter;
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
-use rein_agent::{Agent, AgentBuilder, CancelHandle, OnRetryLimit};
+use rein_agent::{Agent, AgentBuilder, CancelHandle, Input, OnRetryLimit};
 use rein_core::ModelError;
 use rein_core::error::ModelErrorKind;
 use rein_core::stream::StopReason;
@@ -522,6 +522,69 @@ fn a_confirm_is_asked_in_one_run_and_approved_in_the_run_that_resumes() {
     assert!(is_child(approved, tool));
     assert!(is_child(tool, resumed));
     assert_eq!(attr(tool, "gen_ai.tool.status").as_deref(), Some("success"));
+}
+
+/// Issue 38: the confirm events carry who the run is for and who answered (the invocation
+/// state's `principal` and `approver`, as rein-agui sets them) and whether the answer edited.
+#[test]
+fn confirm_events_say_who_asked_and_who_answered_with_an_edit() {
+    let h = harness(false, false);
+    let paused = h.run(|| async {
+        let mut agent = agent(echo_then_done("x"))
+            .intervention(confirm_echo())
+            .build()
+            .unwrap();
+        let r = agent
+            .invoke(Input::from("hi").with_state(json!({"principal": "bob"})))
+            .await
+            .unwrap();
+        let id = r.interrupts[0].clone();
+        (agent, id)
+    });
+    let first = h.spans();
+    h.spans.reset();
+    let (mut agent, id) = paused;
+    h.run(|| async move {
+        let answer = id.answer(json!({"approved": true, "edit": {"text": "y"}}));
+        let state = json!({"principal": "bob", "approver": "alice"});
+        agent
+            .invoke(Input::resume(vec![answer]).with_state(state))
+            .await
+            .unwrap();
+    });
+    let second = h.spans();
+    let event = |spans: &[SpanData], name: &str| {
+        let run = one(spans, "invoke_agent support");
+        run.events
+            .iter()
+            .find(|e| e.name == name)
+            .map(|e| {
+                e.attributes
+                    .iter()
+                    .map(|kv| (kv.key.to_string(), kv.value.to_string()))
+                    .collect::<std::collections::HashMap<_, _>>()
+            })
+            .unwrap_or_else(|| panic!("no {name} event"))
+    };
+    let asked = event(&first, "rein.confirm.asked");
+    assert_eq!(
+        asked.get("rein.approval.requester").map(String::as_str),
+        Some("bob")
+    );
+    assert!(!asked.contains_key("rein.approval.approver"), "{asked:?}");
+    let approved = event(&second, "rein.confirm.approved");
+    assert_eq!(
+        approved.get("rein.approval.requester").map(String::as_str),
+        Some("bob")
+    );
+    assert_eq!(
+        approved.get("rein.approval.approver").map(String::as_str),
+        Some("alice")
+    );
+    assert_eq!(
+        approved.get("rein.approval.edited").map(String::as_str),
+        Some("true")
+    );
 }
 
 #[test]

@@ -84,6 +84,10 @@ pub enum SessionError {
     /// CA certificates that are not PEM certificates. Nothing was connected.
     #[error("invalid session store setting: {0}")]
     Config(String),
+    /// The store does not do this (a store of your own without the optional
+    /// [`pending_sessions`](crate::SessionStore::pending_sessions), say).
+    #[error("this session store does not support {0}")]
+    Unsupported(String),
 }
 
 impl SessionError {

@@ -123,20 +123,154 @@ impl SessionStore for FileSessionStore {
         let id = session_id.to_owned();
         let compact_after = self.compact_after;
         Self::blocking(move || {
-            write_dir(&root, &dir, &id, expected_version, &writes, compact_after)
+            let pending = sets_pending(&writes);
+            if pending == Some(true) {
+                // Marked before the write: the index may name more than wait, never fewer.
+                mark_pending(&root, &id, true)?;
+            }
+            let version = write_dir(&root, &dir, &id, expected_version, &writes, compact_after)?;
+            if pending == Some(false) {
+                mark_pending(&root, &id, false)?;
+                // A later write may have paused again after the mark was checked: keep it.
+                if head(&dir)? != version {
+                    mark_pending(&root, &id, true)?;
+                }
+            }
+            Ok(version)
         })
         .await
     }
 
+    async fn pending_sessions(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<String>, SessionError> {
+        let root = self.root.clone();
+        let after = after.map(str::to_owned);
+        Self::blocking(move || pending_dir(&root, after.as_deref(), limit)).await
+    }
+
     async fn delete(&self, session_id: &str) -> Result<(), SessionError> {
         let dir = self.session_dir(session_id)?;
-        Self::blocking(move || match fs::remove_dir_all(&dir) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(io_err("deleting the session", &dir, e)),
+        let root = self.root.clone();
+        let id = session_id.to_owned();
+        Self::blocking(move || {
+            match fs::remove_dir_all(&dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_err("deleting the session", &dir, e)),
+            }
+            mark_pending(&root, &id, false)
         })
         .await
     }
+}
+
+/// The index of sessions with pending interrupts: an empty file per session, named by its id,
+/// in a directory no session id can name (ids do not start with `.`).
+const PENDING_INDEX: &str = ".pending";
+
+/// In [`PENDING_INDEX`] once every session of the root was indexed (sessions written by a
+/// release without the index are added by the first listing).
+const INDEXED: &str = ".indexed";
+
+/// Whether `writes` leave the session paused (`Some(true)`), not paused (`Some(false)`), or do
+/// not say.
+fn sets_pending(writes: &[SessionWrite]) -> Option<bool> {
+    writes.iter().rev().find_map(|w| match w {
+        SessionWrite::SetPendingInterrupts(p) => Some(p.is_some()),
+        _ => None,
+    })
+}
+
+/// Adds the session to the pending index, or takes it out.
+fn mark_pending(root: &Path, session_id: &str, pending: bool) -> Result<(), SessionError> {
+    let index = root.join(PENDING_INDEX);
+    let path = index.join(session_id);
+    if pending {
+        private_dirs(&index).map_err(|e| io_err("creating", &index, e))?;
+        new_private_file()
+            .open(&path)
+            .map(drop)
+            .or_else(|e| match e.kind() {
+                io::ErrorKind::AlreadyExists => Ok(()),
+                _ => Err(io_err("marking a pending session", &path, e)),
+            })
+    } else {
+        match fs::remove_file(&path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                Err(io_err("unmarking a pending session", &path, e))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Session ids with pending interrupts, in id order, after `after`, at most `limit`: the
+/// index's names, each checked against the session (a name left by a write that crashed
+/// before its unmarking is skipped).
+fn pending_dir(
+    root: &Path,
+    after: Option<&str>,
+    limit: usize,
+) -> Result<Vec<String>, SessionError> {
+    let index = root.join(PENDING_INDEX);
+    if !index.join(INDEXED).exists() {
+        index_root(root)?;
+    }
+    let mut ids: Vec<String> = fs::read_dir(&index)
+        .map_err(|e| io_err("listing", &index, e))?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|id| validate_session_id(id).is_ok())
+        .filter(|id| after.is_none_or(|a| id.as_str() > a))
+        .collect();
+    ids.sort_unstable();
+    let mut out = Vec::new();
+    for id in ids {
+        if out.len() >= limit {
+            break;
+        }
+        if is_paused(&root.join(&id), &id) {
+            out.push(id);
+        }
+    }
+    Ok(out)
+}
+
+/// Whether the session has pending interrupts; one that cannot be read is left out of the
+/// listing (its load reports why), not allowed to fail it for every other session.
+fn is_paused(dir: &Path, session_id: &str) -> bool {
+    matches!(load_dir(dir, session_id), Ok(Some(s)) if s.pending_interrupts.is_some())
+}
+
+/// Indexes every session of the root once (those written before the index existed).
+fn index_root(root: &Path) -> Result<(), SessionError> {
+    let index = root.join(PENDING_INDEX);
+    private_dirs(&index).map_err(|e| io_err("creating", &index, e))?;
+    let entries = match fs::read_dir(root) {
+        Ok(entries) => entries,
+        Err(e) => return Err(io_err("listing", root, e)),
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let Ok(id) = entry.file_name().into_string() else {
+            continue;
+        };
+        if validate_session_id(&id).is_err() || !entry.path().is_dir() {
+            continue;
+        }
+        if is_paused(&entry.path(), &id) {
+            mark_pending(root, &id, true)?;
+        }
+    }
+    let sentinel = index.join(INDEXED);
+    new_private_file()
+        .open(&sentinel)
+        .map(drop)
+        .or_else(|e| match e.kind() {
+            io::ErrorKind::AlreadyExists => Ok(()),
+            _ => Err(io_err("creating", &sentinel, e)),
+        })
 }
 
 /// One log file: the writes that made one version.

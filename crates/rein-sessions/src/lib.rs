@@ -52,6 +52,7 @@
 //! See `docs/sessions.md` for the layouts, versioning and conflicts, and
 //! `docs/human-in-the-loop.md` for approvals given in a later request.
 
+mod approvals;
 mod error;
 mod file;
 mod manager;
@@ -64,6 +65,7 @@ mod sql;
 mod sqlite;
 mod store;
 
+pub use approvals::{ApprovalOutcome, ApprovalRecord};
 pub use error::SessionError;
 pub use file::FileSessionStore;
 pub use manager::SessionManager;

@@ -3,6 +3,7 @@
 use rein_agent::{Checkpoint, PausedRun};
 use rein_core::{Map, Message, id::MessageId};
 
+use crate::approvals::ApprovalRecord;
 use crate::error::SessionError;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -58,6 +59,8 @@ pub enum SessionWrite {
     /// The paused run ([`Checkpoint::paused`]; `None` clears it). Boxed: large and rare, it would make
     /// every write as big.
     SetPendingInterrupts(Option<Box<PausedRun>>),
+    /// Appends entries to the session's approval record ([`SessionSnapshot::approvals`]).
+    AppendApprovals(Vec<ApprovalRecord>),
 }
 
 /// A session as a store holds it at one version: the agent's [`Checkpoint`], laid out the way
@@ -91,6 +94,10 @@ pub struct SessionSnapshot {
     /// interrupts load into it).
     #[serde(default)]
     pub pending_interrupts: Option<PausedRun>,
+    /// The approval record: every question asked of a person, every answer, every proceed a
+    /// handler explained, oldest first (empty for sessions of earlier releases).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<ApprovalRecord>,
 }
 
 impl SessionSnapshot {
@@ -105,6 +112,7 @@ impl SessionSnapshot {
             agent_state: Map::new(),
             conversation_manager_state: Value::Null,
             pending_interrupts: None,
+            approvals: Vec::new(),
         }
     }
 
@@ -152,6 +160,9 @@ impl SessionSnapshot {
                 }
                 SessionWrite::SetPendingInterrupts(p) => {
                     self.pending_interrupts = p.as_deref().cloned();
+                }
+                SessionWrite::AppendApprovals(records) => {
+                    self.approvals.extend(records.iter().cloned());
                 }
             }
         }

@@ -22,6 +22,13 @@ CREATE TABLE IF NOT EXISTS rein_sessions (
     pending_interrupts TEXT,
     updated_at {timestamp}
 );
+-- Before the messages' index: created (once, on upgrade) while holding no other table's lock.
+CREATE TABLE IF NOT EXISTS rein_session_approvals (
+    session_id TEXT NOT NULL REFERENCES rein_sessions(session_id) ON DELETE CASCADE,
+    seq {int64} NOT NULL,
+    record TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)
+);
 CREATE TABLE IF NOT EXISTS rein_session_messages (
     session_id TEXT NOT NULL REFERENCES rein_sessions(session_id) ON DELETE CASCADE,
     seq {int64} NOT NULL,
@@ -33,6 +40,14 @@ CREATE INDEX IF NOT EXISTS rein_session_messages_id ON rein_session_messages (se
 "
     )
 }
+
+/// The index of paused sessions ([`SessionStore::pending_sessions`](crate::SessionStore::pending_sessions)):
+/// only the rows with pending interrupts. Not in [`schema`]: `CREATE INDEX` locks the sessions
+/// table even when the index exists, and a schema step that waits on it while writers hold it
+/// deadlocks with them (PostgreSQL creates it, when it is missing, in a transaction of its
+/// own).
+pub(crate) const PENDING_INDEX: &str = "CREATE INDEX IF NOT EXISTS rein_sessions_pending \
+    ON rein_sessions (session_id) WHERE pending_interrupts IS NOT NULL";
 
 /// A result whose error is a [`SessionError`].
 pub(crate) type Result<T, E = SessionError> = std::result::Result<T, E>;
@@ -84,6 +99,10 @@ pub(crate) trait SqlTransaction: Sized {
     async fn insert_msg(&self, id: &str, seq: i64, msg_id: &str, json: &str) -> Result<()>;
     /// Rewrites the message `msg_id` as `json` (nothing when there is none).
     async fn update_msg(&self, id: &str, msg_id: &str, json: &str) -> Result<()>;
+    /// The session's approval records (JSON), oldest first.
+    async fn approvals(&self, id: &str) -> Result<Vec<String>>;
+    /// Appends an approval record (JSON) after the session's last.
+    async fn insert_approval(&self, id: &str, json: &str) -> Result<()>;
     /// Deletes all the session's messages.
     async fn delete_msgs(&self, id: &str) -> Result<()>;
     /// Sets one column of the session's row.
@@ -101,8 +120,9 @@ pub(crate) async fn load<T: SqlTransaction>(
         return Ok(None);
     };
     let messages = tx.messages(session_id).await?;
+    let approvals = tx.approvals(session_id).await?;
     tx.commit().await?;
-    snapshot(session_id, row, messages).map(Some)
+    snapshot(session_id, row, messages, approvals).map(Some)
 }
 
 /// The versioned write, in `tx`: the first statement claims the version (creates the row for
@@ -186,6 +206,12 @@ async fn apply<T: SqlTransaction>(
             tx.set(id, Column::PendingInterrupts, ColumnValue::Text(v))
                 .await?;
         }
+        SessionWrite::AppendApprovals(records) => {
+            for r in records {
+                tx.insert_approval(id, &encode("an approval record", r)?)
+                    .await?;
+            }
+        }
     }
     Ok(())
 }
@@ -233,6 +259,7 @@ fn snapshot(
     session_id: &str,
     row: SessionRow,
     messages: Vec<(String, String)>,
+    approvals: Vec<String>,
 ) -> Result<SessionSnapshot> {
     // Before anything is decoded: a newer release may have changed the columns' shapes.
     let schema = u64::try_from(row.schema_version).unwrap_or(0);
@@ -264,7 +291,12 @@ fn snapshot(
             Ok(StoredMessage::new(MessageId(id), message))
         })
         .collect::<Result<Vec<_>>>()?;
+    let approvals = approvals
+        .iter()
+        .map(|text| serde_json::from_str(text).map_err(|e| bad("an approval record", e)))
+        .collect::<Result<Vec<_>>>()?;
     let mut s = SessionSnapshot::empty(session_id);
+    s.approvals = approvals;
     s.schema_version = u32::try_from(row.schema_version).unwrap_or(u32::MAX);
     s.version = from_i64(row.version);
     s.history_start = from_i64(row.history_start);

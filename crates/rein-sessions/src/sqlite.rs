@@ -60,6 +60,7 @@ impl SqliteSessionStore {
                 "INTEGER",
                 "TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP",
             ))?;
+            conn.execute_batch(sql::PENDING_INDEX)?;
             Ok::<_, rusqlite::Error>(conn)
         })
         .await
@@ -119,6 +120,30 @@ impl SessionStore for SqliteSessionStore {
             conn.execute("DELETE FROM rein_sessions WHERE session_id = ?1", [&id])
                 .map_err(db_err)?;
             Ok(())
+        })
+        .await
+    }
+
+    async fn pending_sessions(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<String>, SessionError> {
+        let after = after.unwrap_or_default().to_owned();
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.with_conn(move |conn| {
+            // The partial index `rein_sessions_pending` holds only paused sessions.
+            let mut st = conn
+                .prepare_cached(
+                    "SELECT session_id FROM rein_sessions \
+                     WHERE pending_interrupts IS NOT NULL AND session_id > ?1 \
+                     ORDER BY session_id LIMIT ?2",
+                )
+                .map_err(db_err)?;
+            st.query_map(params![after, limit], |r| r.get(0))
+                .map_err(db_err)?
+                .collect::<rusqlite::Result<Vec<String>>>()
+                .map_err(db_err)
         })
         .await
     }
@@ -242,6 +267,27 @@ impl SqlTransaction for Transaction<'_> {
             "UPDATE rein_session_messages SET message = ?3 \
              WHERE session_id = ?1 AND message_id = ?2",
             params![id, msg_id, json],
+        )
+        .map(drop)
+    }
+
+    async fn approvals(&self, id: &str) -> sql::Result<Vec<String>> {
+        let mut st = self
+            .prepare_cached(
+                "SELECT record FROM rein_session_approvals WHERE session_id = ?1 ORDER BY seq",
+            )
+            .map_err(db_err)?;
+        st.query_map([id], |r| r.get(0))
+            .map_err(db_err)?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(db_err)
+    }
+
+    async fn insert_approval(&self, id: &str, json: &str) -> sql::Result<()> {
+        exec(
+            self,
+            "INSERT INTO rein_session_approvals (session_id, seq, record)              SELECT ?1, COALESCE(MAX(seq) + 1, 0), ?2 FROM rein_session_approvals              WHERE session_id = ?1",
+            params![id, json],
         )
         .map(drop)
     }

@@ -59,6 +59,24 @@ pub trait SessionStore: Send + Sync + 'static {
 
     /// Deletes the session (nothing happens when it does not exist).
     fn delete(&self, session_id: &str) -> impl Future<Output = Result<(), SessionError>> + Send;
+
+    /// The ids of sessions with pending interrupts (a paused run), in id order: those after
+    /// `after` (a cursor: the last id of the previous page), at most `limit`. The stores of
+    /// this crate keep an index for it (SQL: a partial index; files: a marker per session), so
+    /// it reads only paused sessions. The default — for a store of your own that keeps no
+    /// index — is [`SessionError::Unsupported`].
+    fn pending_sessions(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<String>, SessionError>> + Send {
+        let _ = (after, limit);
+        async {
+            Err(SessionError::Unsupported(
+                "listing the sessions with pending interrupts".into(),
+            ))
+        }
+    }
 }
 
 /// The object-safe twin of [`SessionStore`].
@@ -74,6 +92,11 @@ trait ErasedSessionStore: Send + Sync {
         writes: Vec<SessionWrite>,
     ) -> BoxFuture<'a, Result<u64, SessionError>>;
     fn delete_erased<'a>(&'a self, session_id: &'a str) -> BoxFuture<'a, Result<(), SessionError>>;
+    fn pending_erased<'a>(
+        &'a self,
+        after: Option<&'a str>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<String>, SessionError>>;
 }
 
 impl<S: SessionStore> ErasedSessionStore for S {
@@ -93,6 +116,13 @@ impl<S: SessionStore> ErasedSessionStore for S {
     }
     fn delete_erased<'a>(&'a self, session_id: &'a str) -> BoxFuture<'a, Result<(), SessionError>> {
         Box::pin(self.delete(session_id))
+    }
+    fn pending_erased<'a>(
+        &'a self,
+        after: Option<&'a str>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<Vec<String>, SessionError>> {
+        Box::pin(self.pending_sessions(after, limit))
     }
 }
 
@@ -130,6 +160,13 @@ impl SessionStore for SharedSessionStore {
     }
     async fn delete(&self, session_id: &str) -> Result<(), SessionError> {
         self.0.delete_erased(session_id).await
+    }
+    async fn pending_sessions(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<String>, SessionError> {
+        self.0.pending_erased(after, limit).await
     }
 }
 
@@ -185,5 +222,22 @@ impl SessionStore for MemorySessionStore {
             .unwrap_or_else(PoisonError::into_inner)
             .remove(session_id);
         Ok(())
+    }
+
+    async fn pending_sessions(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<String>, SessionError> {
+        let map = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut ids: Vec<String> = map
+            .values()
+            .filter(|s| s.pending_interrupts.is_some())
+            .map(|s| s.session_id.clone())
+            .filter(|id| after.is_none_or(|a| id.as_str() > a))
+            .collect();
+        ids.sort_unstable();
+        ids.truncate(limit);
+        Ok(ids)
     }
 }

@@ -440,6 +440,21 @@ fn agui_server_streams_a_run_and_takes_the_approval() {
     );
 }
 
+#[test]
+fn ops_approvals_refuses_the_requester_and_records_the_edit() {
+    check(
+        "ops_approvals",
+        &[
+            "bob asked: \"Refund 250 requested by bob?\"",
+            "inbox: \"order-7\" \"refund\" {\"order\":7,\"amount\":250} requested by \"bob\" -> \"./?thread=order-7\"",
+            "bob approves his own: 403 \"FOUR_EYES\"",
+            "tool: \"refunded 90 on order 7 for bob, approved by alice\"",
+            "record: Asked by - asked {\"order\":7,\"amount\":250} edit null note -",
+            "record: Approved by alice asked {\"order\":7,\"amount\":250} edit {\"order\":7,\"amount\":90} note partial refund",
+        ],
+    );
+}
+
 /// The shipped chat policy, tested as a user's `cargo test` would: its scenarios under
 /// `examples/policies/chat-scenarios/` name it (`policy_file`) and are compared with their blessed
 /// transcripts; `--policy` (here `.policy(..)`) gives the file explicitly.

@@ -208,7 +208,7 @@ impl Invocation {
         if decisions.is_empty() {
             return;
         }
-        crate::telemetry::decisions(&decisions, &self.span);
+        crate::telemetry::decisions(&decisions, &self.span, &self.cx.invocation_state);
         if sink.is_enabled() {
             for d in &decisions {
                 sink.push(AgentEvent::Decision(d.clone()));

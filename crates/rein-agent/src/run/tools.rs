@@ -728,7 +728,7 @@ impl ToolRun<'_> {
 
     /// Streams a tool call's decisions and keeps them for the invocation's audit.
     fn record(&self, decisions: Vec<DecisionRecord>, outcome: &mut ToolOutcome) {
-        crate::telemetry::decisions(&decisions, self.invocation);
+        crate::telemetry::decisions(&decisions, self.invocation, &self.cx.invocation_state);
         if self.sink.is_enabled() {
             for d in &decisions {
                 self.sink.push(AgentEvent::Decision(d.clone()));

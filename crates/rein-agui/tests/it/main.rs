@@ -6,10 +6,12 @@
 mod common;
 
 mod agui_client;
+mod approvals;
 mod console_browser;
 mod cross_site_browser;
 mod hostile_clients;
 mod hostile_input;
+mod identity;
 mod limits;
 mod protocol;
 mod security;

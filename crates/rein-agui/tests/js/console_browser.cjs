@@ -78,7 +78,7 @@ const scenarios = {
     await other.locator("#error").waitFor({ state: "visible", ...wait });
     out.refusal = await text(other, "#error-text");
     out.refusalDetails = await other.locator("#error-raw").textContent();
-    // The inbox view, on a server without the inbox route.
+    // The inbox view: what waits across the threads.
     await other.click("#inbox-link");
     await other.locator("#inbox-list .note").waitFor(wait);
     out.inbox = await text(other, "#inbox-list");

@@ -234,6 +234,27 @@ impl Attempt for CreateSchema {
                     .await
                     .map_err(db_err)?;
             }
+            tx.commit().await.map_err(db_err)?;
+            // The paused-session index in a transaction of its own, created only when it is
+            // missing: CREATE INDEX locks the sessions table even when the index exists, and
+            // waiting for that lock while holding the messages table's (the schema above)
+            // deadlocks with a writer holding the sessions table and waiting for the messages.
+            let tx = client.transaction().await.map_err(db_err)?;
+            tx.execute("SELECT pg_advisory_xact_lock(7310553)", &[])
+                .await
+                .map_err(db_err)?;
+            let has_pending_index = tx
+                .query_opt(
+                    "SELECT 1 FROM pg_indexes WHERE schemaname = current_schema() \
+                     AND indexname = 'rein_sessions_pending'",
+                    &[],
+                )
+                .await
+                .map_err(db_err)?
+                .is_some();
+            if !has_pending_index {
+                tx.batch_execute(sql::PENDING_INDEX).await.map_err(db_err)?;
+            }
             tx.commit().await.map_err(db_err)
         })
     }
@@ -397,6 +418,53 @@ impl SessionStore for PostgresSessionStore {
         validate_session_id(session_id)?;
         self.with_retries(&Delete { session_id }).await
     }
+
+    async fn pending_sessions(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<String>, SessionError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.with_retries(&Pending {
+            after: after.unwrap_or_default(),
+            limit,
+        })
+        .await
+    }
+}
+
+/// Listing paused sessions (the partial index `rein_sessions_pending`): a read, simply run
+/// again.
+struct Pending<'a> {
+    after: &'a str,
+    limit: i64,
+}
+
+impl Attempt for Pending<'_> {
+    type Output = Vec<String>;
+    fn what(&self) -> String {
+        "listing the sessions with pending interrupts".into()
+    }
+    fn run<'c>(
+        &'c self,
+        client: &'c mut Client,
+    ) -> BoxFuture<'c, Result<Self::Output, SessionError>> {
+        Box::pin(async move {
+            client
+                .query(
+                    "SELECT session_id FROM rein_sessions \
+                     WHERE pending_interrupts IS NOT NULL AND session_id > $1 \
+                     ORDER BY session_id LIMIT $2",
+                    &[&self.after, &self.limit],
+                )
+                .await
+                .map_err(db_err)?
+                .into_iter()
+                .map(|r| r.try_get(0))
+                .collect::<Result<_, tokio_postgres::Error>>()
+                .map_err(db_err)
+        })
+    }
 }
 
 /// A transaction of the store: a load's, or a write's with its [`WriteTag`].
@@ -537,6 +605,30 @@ impl SqlTransaction for PgTx<'_> {
             "UPDATE rein_session_messages SET message = $3 \
              WHERE session_id = $1 AND message_id = $2",
             &[&id, &msg_id, &json],
+        )
+        .await
+        .map(drop)
+    }
+
+    async fn approvals(&self, id: &str) -> sql::Result<Vec<String>> {
+        self.tx
+            .query(
+                "SELECT record FROM rein_session_approvals WHERE session_id = $1 ORDER BY seq",
+                &[&id],
+            )
+            .await
+            .map_err(db_err)?
+            .into_iter()
+            .map(|r| r.try_get(0))
+            .collect::<Result<_, tokio_postgres::Error>>()
+            .map_err(db_err)
+    }
+
+    async fn insert_approval(&self, id: &str, json: &str) -> sql::Result<()> {
+        exec(
+            self,
+            "INSERT INTO rein_session_approvals (session_id, seq, record)              SELECT $1, COALESCE(MAX(seq) + 1, 0), $2 FROM rein_session_approvals              WHERE session_id = $1",
+            &[&id, &json],
         )
         .await
         .map(drop)

@@ -8,6 +8,7 @@
 mod common;
 
 mod agent;
+mod approvals;
 mod confirm_points;
 mod nested;
 mod processes;
