@@ -52,6 +52,10 @@ pub(crate) struct ServeArgs {
     /// token it carries, and approvals are recorded as theirs. Instead of `--token`.
     #[arg(long)]
     users: Option<PathBuf>,
+    /// Four-eyes: whoever sent the message that asks for an approval may not approve it (with
+    /// `--users`, another operator must; a rejection is allowed).
+    #[arg(long, requires = "users")]
+    four_eyes: bool,
     /// Allow pages from this origin to call the server (CORS and the Origin check); repeat for
     /// more; `*` for any (the token still decides). Default: only the server's own pages.
     #[arg(long = "cors-origin")]
@@ -253,7 +257,9 @@ fn configure(server: AguiServer, args: &ServeArgs, users: Option<Users>) -> Agui
         server = server.token(token);
     }
     if let Some(users) = users {
-        server = server.bearer_auth(move |token| users.principal(token));
+        server = server
+            .bearer_auth(move |token| users.principal(token))
+            .four_eyes(args.four_eyes);
     }
     if !args.cors_origins.is_empty() {
         server = server.cors(if args.cors_origins.iter().any(|o| o == "*") {

@@ -276,10 +276,11 @@ fn sha256_hex(token: &str) -> String {
         .collect()
 }
 
-/// Issue 38, item 9: `rein serve --users FILE` (per-user tokens) and `--sessions sqlite:PATH`.
-/// Bob asks for a deletion; the server restarts on the same SQLite file; Alice approves while
-/// her client claims to be someone else: the approval is recorded as Alice's, the claim kept
-/// beside it; a token in no entry, or the file's hash sent as a token, is refused.
+/// Issue 38, item 9: `rein serve --users FILE` (per-user tokens), `--sessions sqlite:PATH` and
+/// `--four-eyes`. Bob asks for a deletion; the server restarts on the same SQLite file; Bob's own
+/// approval is refused; Alice approves while her client claims to be someone else: the approval
+/// is recorded as Alice's, the claim kept beside it; a token in no entry, or the file's hash
+/// sent as a token, is refused.
 #[test]
 fn rein_serve_knows_each_user_by_their_token_and_keeps_threads_in_sqlite() {
     let dir = std::env::temp_dir().join(format!("rein-serve-users-{}", std::process::id()));
@@ -305,6 +306,7 @@ fn rein_serve_knows_each_user_by_their_token_and_keeps_threads_in_sqlite() {
         users.as_os_str(),
         "--sessions".as_ref(),
         db.as_ref(),
+        "--four-eyes".as_ref(),
     ];
     let run = json!({"threadId": "t-users", "runId": "r1",
         "messages": [{"id": "m1", "role": "user", "content": "delete notes.txt"}]});
@@ -340,6 +342,14 @@ fn rein_serve_knows_each_user_by_their_token_and_keeps_threads_in_sqlite() {
     let (status, body) = http(&served.addr, alice, "GET", "/threads/t-users", "");
     assert_eq!(status, 200, "{body}");
     assert!(body.contains(interrupt["id"].as_str().unwrap()), "{body}");
+    // Four-eyes: bob asked, so bob may not approve; the approval still waits for another.
+    let own = json!({"threadId": "t-users", "runId": "r2", "messages": [],
+        "resume": [{"interruptId": interrupt["id"], "status": "resolved",
+            "payload": {"approved": true,
+                "approvedActionFingerprint": interrupt["metadata"]["governance"]["actionFingerprint"]}}]});
+    let (status, body) = http(&served.addr, bob, "POST", "/agent", &own.to_string());
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("FOUR_EYES"), "{body}");
     let resume = json!({"threadId": "t-users", "runId": "r2", "messages": [],
         "resume": [{"interruptId": interrupt["id"], "status": "resolved",
             "metadata": {"answeredBy": "mallory"},
