@@ -276,7 +276,7 @@ pub struct SkippedModel {
     /// The HTTP status of its failure, when there was one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
-    /// Its error's message (the provider's body left out: it is the provider's to word).
+    /// Its error's message, at most 500 characters (the provider's body left out).
     pub message: String,
 }
 
@@ -292,7 +292,8 @@ impl SkippedModel {
             model_id: model_id.into(),
             kind: error.kind(),
             status: error.status(),
-            message: error.message().to_owned(),
+            // Bounded: it is kept in every audit that records the hop.
+            message: error.message().chars().take(500).collect(),
         }
     }
 }

@@ -109,19 +109,29 @@ impl Model for FallbackModel {
             let info = model.info();
             let error = match model.stream(request.clone()).await {
                 Ok(mut stream) => {
-                    // A message start says nothing to the caller yet: held back until the
-                    // first event with content (or a failure that moves on) decides.
+                    // A message start says nothing to the caller yet, nor does the route of a
+                    // chain nested in this one: held back until the first event with content
+                    // (or a failure that moves on) decides.
                     let mut held = Vec::new();
+                    let mut nested = None;
                     let first = loop {
                         match stream.next().await {
                             Some(Ok(ev @ StreamEvent::MessageStart { .. })) => held.push(ev),
+                            Some(Ok(StreamEvent::Fallback(route))) => nested = Some(route),
                             first => break first,
                         }
                     };
                     match first {
                         Some(Err(error)) if self.moves_on(&error) => error,
                         first => {
-                            let route = FallbackRoute::new(info.provider, info.model_id, skipped);
+                            let route = match nested {
+                                // One route: this chain's skips, then the nested chain's.
+                                Some(inner) => {
+                                    skipped.extend(inner.skipped);
+                                    FallbackRoute::new(inner.provider, inner.model_id, skipped)
+                                }
+                                None => FallbackRoute::new(info.provider, info.model_id, skipped),
+                            };
                             let head = std::iter::once(StreamEvent::Fallback(Box::new(route)))
                                 .chain(held)
                                 .map(Ok)

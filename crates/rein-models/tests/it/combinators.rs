@@ -386,3 +386,34 @@ async fn a_limited_fallback_chain_waits_for_its_model_rather_than_moving_on() {
     }
     assert_eq!(t0.elapsed(), Duration::from_secs(60));
 }
+
+#[tokio::test]
+async fn a_nested_chain_gives_one_route() {
+    let inner = FallbackModel::new(scripted("inner-a").server_error().build())
+        .with_fallback(scripted("inner-b").text("deep").build());
+    let outer = FallbackModel::new(scripted("outer").throttled().build()).with_fallback(inner);
+    let (events, error) = collect(&outer, ModelRequest::default()).await;
+    assert!(error.is_none());
+    let routes = events
+        .iter()
+        .filter(|e| matches!(e, StreamEvent::Fallback(_)))
+        .count();
+    assert_eq!(routes, 1);
+    let route = assemble(&events).fallback.unwrap();
+    assert_eq!(route.model_id, "inner-b");
+    let skipped: Vec<_> = route.skipped.iter().map(|s| s.model_id.as_str()).collect();
+    assert_eq!(skipped, ["outer", "inner-a"]);
+}
+
+#[tokio::test]
+async fn a_skipped_models_message_is_bounded() {
+    let chain = FallbackModel::new(
+        scripted("primary")
+            .error(ModelError::server("x".repeat(100_000)))
+            .build(),
+    )
+    .with_fallback(scripted("backup").text("ok").build());
+    let (events, _) = collect(&chain, ModelRequest::default()).await;
+    let route = assemble(&events).fallback.unwrap();
+    assert_eq!(route.skipped[0].message.chars().count(), 500);
+}
