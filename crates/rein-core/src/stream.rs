@@ -314,7 +314,8 @@ pub struct ModelResponse {
     /// is `{}`; the agent answers them with an error result instead of running the tool.
     pub invalid_tool_inputs: Vec<(String, String)>,
     /// When a fallback chain answered: which of its models did, and the ones it skipped.
-    pub fallback: Option<FallbackRoute>,
+    /// Boxed: most responses have none, and a response lives in every in-flight invocation.
+    pub fallback: Option<Box<FallbackRoute>>,
 }
 
 impl ModelResponse {
@@ -376,7 +377,7 @@ pub struct StreamAssembler {
     usage: Usage,
     metrics: StreamMetrics,
     invalid: Vec<(String, String)>,
-    fallback: Option<FallbackRoute>,
+    fallback: Option<Box<FallbackRoute>>,
 }
 
 impl StreamAssembler {
@@ -432,7 +433,7 @@ impl StreamAssembler {
                 Ok(())
             }
             StreamEvent::Fallback(route) => {
-                self.fallback = Some(*route);
+                self.fallback = Some(route);
                 Ok(())
             }
         }
