@@ -154,6 +154,7 @@ fn action_str(a: DecisionAction) -> &'static str {
         DecisionAction::Error => "error",
         DecisionAction::Handoff => "handoff",
         DecisionAction::Proceed => "proceed",
+        DecisionAction::Fallback => "fallback",
         _ => "none",
     }
 }
@@ -480,8 +481,13 @@ pub(crate) fn error_type(e: &rein_core::Error) -> &'static str {
 
 /// `error.type` of a model error: its kind.
 pub(crate) fn model_error_type(e: &rein_core::ModelError) -> &'static str {
+    model_error_kind(e.kind())
+}
+
+/// The `error.type` of a model error of kind `kind`.
+pub(crate) fn model_error_kind(kind: rein_core::error::ModelErrorKind) -> &'static str {
     use rein_core::error::ModelErrorKind as K;
-    match e.kind() {
+    match kind {
         K::Auth => "auth",
         K::Throttled => "throttled",
         K::ContextWindowOverflow => "context_window_overflow",

@@ -124,3 +124,69 @@ fn spans_carry_gen_ai_attributes() {
     assert_eq!(field(tool, "gen_ai.tool.call.id"), Some("t1"));
     assert_eq!(field(tool, "gen_ai.tool.status"), Some("success"));
 }
+
+/// The events a scoped subscriber saw: each event's fields.
+#[derive(Default, Clone)]
+struct Events(Arc<Mutex<Vec<Fieldset>>>);
+
+type Fieldset = Vec<(String, String)>;
+
+impl<S: tracing::Subscriber> Layer<S> for Events {
+    fn on_event(&self, event: &tracing::Event<'_>, _ctx: Context<'_, S>) {
+        let mut f = Vec::new();
+        event.record(&mut Fields(&mut f));
+        self.0.lock().unwrap().push(f);
+    }
+}
+
+/// Issue 40, item 6: a fallback chain's answer names its model on the `chat` span
+/// (`gen_ai.response.model`, the request's model being the chain's first), each hop is a
+/// `rein.fallback` event on it and a `run_guardrail rein:fallback` span.
+#[test]
+fn a_fallback_hop_is_on_the_chat_span() {
+    let (spans, events) = (Spans::default(), Events::default());
+    let subscriber = tracing_subscriber::registry()
+        .with(spans.clone())
+        .with(events.clone());
+    tracing::subscriber::with_default(subscriber, || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let chain = rein_models::FallbackModel::new(
+                ScriptedModel::builder()
+                    .model_id("primary")
+                    .throttled()
+                    .build(),
+            )
+            .with_fallback(
+                ScriptedModel::builder()
+                    .model_id("backup")
+                    .text("hi")
+                    .build(),
+            );
+            let mut agent = rein_agent::Agent::builder().model(chain).build().unwrap();
+            agent.invoke("hi").await.unwrap();
+        });
+    });
+    let spans = spans.0.lock().unwrap().clone();
+    let chat = &spans.iter().find(|(n, _)| n == "chat").unwrap().1;
+    assert_eq!(field(chat, "gen_ai.request.model"), Some("primary"));
+    assert_eq!(field(chat, "gen_ai.response.model"), Some("backup"));
+    let guard = &spans.iter().find(|(n, _)| n == "run_guardrail").unwrap().1;
+    assert_eq!(
+        field(guard, "rein.intervention.handler"),
+        Some("rein:fallback")
+    );
+    assert_eq!(field(guard, "rein.intervention.action"), Some("fallback"));
+    let events = events.0.lock().unwrap().clone();
+    let hop = events
+        .iter()
+        .find(|f| field(f, "message") == Some("rein.fallback"))
+        .unwrap();
+    assert_eq!(field(hop, "rein.fallback.from"), Some("scripted/primary"));
+    assert_eq!(field(hop, "rein.fallback.to"), Some("scripted/backup"));
+    assert_eq!(field(hop, "error.type"), Some("throttled"));
+    assert_eq!(field(hop, "rein.fallback.status"), Some("429"));
+}

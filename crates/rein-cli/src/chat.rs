@@ -515,6 +515,8 @@ fn decision_line(d: &DecisionRecord) -> String {
         DecisionAction::None => style("skipped".to_owned()).dim(),
         // Recorded for its detail (an LLM judge's verdict): the call went ahead.
         DecisionAction::Proceed => style("proceed".to_owned()).green(),
+        // A fallback chain moved on to its next model.
+        DecisionAction::Fallback => style("fallback".to_owned()).yellow(),
         _ => style("decision".to_owned()).bold(),
     };
     let outcome = match d.outcome {

@@ -115,6 +115,9 @@ pub enum DecisionAction {
     /// A proceed, recorded only when the handler attached a
     /// [`detail`](DecisionRecord::detail) to it (an LLM judge's verdict, say).
     Proceed,
+    /// A fallback chain moved on from a failed model to the next (recorded by `rein:fallback`;
+    /// the text says from which model to which and why).
+    Fallback,
 }
 
 /// What became of a decision.

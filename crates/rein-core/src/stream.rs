@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::Map;
-use crate::error::Error;
+use crate::error::{Error, ModelErrorKind};
 use crate::message::{
     ContentBlock, Message, ProviderState, ReasoningContent, ReasoningText, Role, ToolUse,
 };
@@ -230,6 +230,72 @@ pub enum StreamEvent {
         /// Timing.
         metrics: StreamMetrics,
     },
+    /// Which model of a fallback chain answers, and the ones it skipped: sent first by a
+    /// fallback chain (`rein_models::FallbackModel`), never by a provider.
+    Fallback(Box<FallbackRoute>),
+}
+
+/// The way a fallback chain took to the model that answered (see [`StreamEvent::Fallback`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct FallbackRoute {
+    /// The provider of the model that answered.
+    pub provider: String,
+    /// The id of the model that answered.
+    pub model_id: String,
+    /// The models tried before it, in order, each with the failure that moved the chain on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<SkippedModel>,
+}
+
+impl FallbackRoute {
+    /// The model that answered, after skipping `skipped`.
+    pub fn new(
+        provider: impl Into<String>,
+        model_id: impl Into<String>,
+        skipped: Vec<SkippedModel>,
+    ) -> Self {
+        Self {
+            provider: provider.into(),
+            model_id: model_id.into(),
+            skipped,
+        }
+    }
+}
+
+/// A model a fallback chain moved on from, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct SkippedModel {
+    /// Its provider.
+    pub provider: String,
+    /// Its model id.
+    pub model_id: String,
+    /// The kind of its failure.
+    pub kind: ModelErrorKind,
+    /// The HTTP status of its failure, when there was one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// Its error's message, at most 500 characters (the provider's body left out).
+    pub message: String,
+}
+
+impl SkippedModel {
+    /// The model `provider`/`model_id`, skipped for `error`.
+    pub fn new(
+        provider: impl Into<String>,
+        model_id: impl Into<String>,
+        error: &crate::ModelError,
+    ) -> Self {
+        Self {
+            provider: provider.into(),
+            model_id: model_id.into(),
+            kind: error.kind(),
+            status: error.status(),
+            // Bounded: it is kept in every audit that records the hop.
+            message: error.message().chars().take(500).collect(),
+        }
+    }
 }
 
 /// A complete model response assembled from a stream.
@@ -247,6 +313,9 @@ pub struct ModelResponse {
     /// Tool uses whose input JSON did not parse: tool-use id → parser error. Their stored input
     /// is `{}`; the agent answers them with an error result instead of running the tool.
     pub invalid_tool_inputs: Vec<(String, String)>,
+    /// When a fallback chain answered: which of its models did, and the ones it skipped.
+    /// Boxed: most responses have none, and a response lives in every in-flight invocation.
+    pub fallback: Option<Box<FallbackRoute>>,
 }
 
 impl ModelResponse {
@@ -258,6 +327,7 @@ impl ModelResponse {
             usage: Usage::default(),
             metrics: StreamMetrics::default(),
             invalid_tool_inputs: Vec::new(),
+            fallback: None,
         }
     }
 
@@ -307,6 +377,7 @@ pub struct StreamAssembler {
     usage: Usage,
     metrics: StreamMetrics,
     invalid: Vec<(String, String)>,
+    fallback: Option<Box<FallbackRoute>>,
 }
 
 impl StreamAssembler {
@@ -359,6 +430,10 @@ impl StreamAssembler {
             StreamEvent::Metadata { usage, metrics } => {
                 self.usage = usage;
                 self.metrics = metrics;
+                Ok(())
+            }
+            StreamEvent::Fallback(route) => {
+                self.fallback = Some(route);
                 Ok(())
             }
         }
@@ -495,6 +570,7 @@ impl StreamAssembler {
             usage: self.usage,
             metrics: self.metrics,
             invalid_tool_inputs: self.invalid,
+            fallback: self.fallback,
         })
     }
 }

@@ -14,12 +14,18 @@
 //! | `test-util` | [`conformance`]: the provider-conformance suite and its local fixture server |
 //! | `http-kit` | [`http`]: the provider kit, the HTTP plumbing the providers above are built on (enabled by each of them) |
 //!
+//! Combinators wrap any model: [`FallbackModel`] tries its models in order, moving on by error
+//! class; [`LimitedModel`] calls through a shared [`RateLimiter`] (in flight, requests and
+//! tokens per minute).
+//!
 //! HTTP failures become typed [`ModelError`]s (see `docs/providers.md` for the mapping):
 //! `is_retryable()` and `retry_after()` drive the agent's retry strategy.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod fallback;
 #[cfg(feature = "http-kit")]
 pub mod http;
+mod limit;
 mod model;
 mod scripted;
 #[cfg(all(test, any(feature = "anthropic", feature = "bedrock")))]
@@ -50,8 +56,10 @@ pub use anthropic::{
 };
 #[cfg(feature = "bedrock")]
 pub use bedrock::{AwsCredentials, AwsCredentialsProvider, BedrockModel, BedrockModelBuilder};
+pub use fallback::FallbackModel;
 #[cfg(feature = "gemini")]
 pub use gemini::{GEMINI_DEFAULT_BASE_URL, GeminiModel, GeminiModelBuilder};
+pub use limit::{LimitedModel, RateLimiter, RateLimiterBuilder};
 pub use model::{Model, ModelInfo, ModelStream, SharedModel};
 #[cfg(feature = "ollama")]
 pub use ollama::{OLLAMA_DEFAULT_BASE_URL, OllamaModel, OllamaModelBuilder};
@@ -73,8 +81,8 @@ pub use rein_core::{
     },
     request::{CachePoints, InferenceConfig, ModelRequest, ToolChoice},
     stream::{
-        BlockDelta, BlockStart, ModelResponse, StopReason, StreamAssembler, StreamEvent,
-        StreamMetrics, Usage,
+        BlockDelta, BlockStart, FallbackRoute, ModelResponse, SkippedModel, StopReason,
+        StreamAssembler, StreamEvent, StreamMetrics, Usage,
     },
     tool::{BoxFuture, ToolSpec},
 };

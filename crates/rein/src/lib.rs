@@ -77,7 +77,10 @@ pub mod prelude {
         HandlerError, Intervention, InterventionContext, InterventionHandler, Mode,
         ModelOutputAction, OnError, Transform,
     };
-    pub use rein_models::{ConversationModel, Model, ScriptedModel, ScriptedResponse};
+    pub use rein_models::{
+        ConversationModel, FallbackModel, LimitedModel, Model, RateLimiter, ScriptedModel,
+        ScriptedResponse,
+    };
     pub use rein_sessions::{FileSessionStore, SessionError, SessionManager, SessionStore};
 
     #[cfg(feature = "macros")]

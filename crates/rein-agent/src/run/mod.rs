@@ -17,6 +17,7 @@
 //! becomes `Outcome::Failed`, a cancel `Outcome::Cancelled`. `finish.rs` turns it into the
 //! result.
 
+mod fallback;
 mod finish;
 mod inject;
 mod machine;

@@ -98,6 +98,7 @@ impl Driver<'_> {
             gen_ai.usage.cache_read.input_tokens = tracing::field::Empty,
             gen_ai.usage.cache_creation.input_tokens = tracing::field::Empty,
             gen_ai.response.finish_reasons = tracing::field::Empty,
+            gen_ai.response.model = tracing::field::Empty,
             gen_ai.system_instructions = tracing::field::Empty,
             gen_ai.input.messages = tracing::field::Empty,
             gen_ai.output.messages = tracing::field::Empty,
@@ -136,6 +137,7 @@ impl Driver<'_> {
             (call, denied)
         };
         let called = call.await;
+        self.record_fallback(&called, span);
         self.inv.streaming_response = false;
         let called = called.inspect_err(|error| {
             // A stream guard failed: what the caller was shown is withdrawn.

@@ -405,3 +405,46 @@ async fn a_journal_that_fails_fails_the_step_not_the_process() {
     assert!(err.to_string().contains("engine down"), "{err}");
     assert!(agent.messages().len() <= 1);
 }
+
+/// Issue 40, item 6: a fallback chain's route is journaled with its call: a replay records the
+/// same `rein:fallback` hops without calling a model.
+#[tokio::test]
+async fn a_replay_records_the_fallback_hops_again() {
+    let tape = Tape::default();
+    let chain = rein_models::FallbackModel::new(
+        ScriptedModel::builder()
+            .model_id("primary")
+            .throttled()
+            .build(),
+    )
+    .with_fallback(
+        ScriptedModel::builder()
+            .model_id("backup")
+            .text("ok")
+            .build(),
+    );
+    let mut live = Agent::builder()
+        .model(chain)
+        .retry_strategy(rein_agent::RetryStrategy::none())
+        .journal(tape.clone())
+        .build()
+        .unwrap();
+    let first = live.invoke("go").await.unwrap();
+    let hops = |r: &rein_core::result::AgentResult| -> Vec<Option<String>> {
+        r.decisions
+            .iter()
+            .filter(|d| d.handler == "rein:fallback")
+            .map(|d| d.text.clone())
+            .collect()
+    };
+    assert_eq!(hops(&first).len(), 1);
+
+    let mut again = Agent::builder()
+        .model(ScriptedModel::builder().build())
+        .journal(tape.replaying())
+        .build()
+        .unwrap();
+    let second = again.invoke("go").await.unwrap();
+    assert_eq!(second.text(), "ok");
+    assert_eq!(hops(&second), hops(&first));
+}

@@ -15,6 +15,7 @@ mod confirm_anywhere;
 mod conversations;
 mod e2e_llmock;
 mod event_loop;
+mod fallback;
 mod handoff;
 mod inject;
 mod interrupts;

@@ -7,6 +7,7 @@
 mod common;
 
 mod bedrock;
+mod combinators;
 mod conformance;
 mod e2e;
 mod gemini;
