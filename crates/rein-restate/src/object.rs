@@ -30,11 +30,36 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::caller::{AUTHENTICATE, Callers, Operation};
 use crate::inbox::{InboxOutcome, ReinInbox, ReinInboxClient};
+use crate::tail::{self, TAIL, TailBinding, TailEntry, TailHead, entry_key};
 use crate::wire::{InvokeRequest, ResumeRequest, RunReport, SessionView};
 
 /// Builds the agent of a session (its model, tools, interventions): called for every
 /// invocation, on whichever worker runs it.
 pub(crate) type Factory = Arc<dyn Fn(&str) -> Result<AgentBuilder, Error> + Send + Sync>;
+
+/// The tail a run that never finished left: its head, its entries and how many keys it wrote.
+/// (A macro: `get` borrows its key for the context's lifetime, which a shared function over
+/// both kinds of context cannot name.)
+macro_rules! read_tail {
+    ($ctx:expr) => {{
+        let head: Option<Json<TailHead>> = $ctx.get(TAIL).await?;
+        match head {
+            None => None,
+            Some(Json(head)) => {
+                let mut entries = Vec::new();
+                let mut written = 0u64;
+                loop {
+                    let key = entry_key(written);
+                    let entry: Option<Json<TailEntry>> = $ctx.get(&key).await?;
+                    let Some(Json(entry)) = entry else { break };
+                    entries.push(entry);
+                    written += 1;
+                }
+                Some((head, entries, written))
+            }
+        }
+    }};
+}
 
 const SESSION: &str = "session";
 const LAST_RUN: &str = "last_run";
@@ -143,8 +168,10 @@ impl ReinAgent {
         self.run(ctx, Request::Resume(answers)).await
     }
 
-    /// The session's messages, pending interrupts and last run (while a run goes on: as of
-    /// its start).
+    /// The session's messages, pending interrupts and last run. While a run goes on, its
+    /// messages so far are there too (a tool call still running shows as interrupted until
+    /// its result is in); a run that never finished left its messages, its open tool uses
+    /// closed as interrupted.
     #[handler]
     async fn session(
         &self,
@@ -160,7 +187,12 @@ impl ReinAgent {
             .admitted()?;
         let stored: Option<Json<Checkpoint>> = ctx.get(SESSION).await?;
         let last_run: Option<Json<RunReport>> = ctx.get(LAST_RUN).await?;
-        let Some(stored) = stored.map(Json::into_inner) else {
+        let mut stored = stored.map(Json::into_inner);
+        let unfinished = read_tail!(ctx);
+        if let Some((head, entries, _)) = unfinished {
+            stored = Some(tail::fold(stored, &head, entries));
+        }
+        let Some(stored) = stored else {
             return Err(TerminalError::new_with_code(404, "unknown session").into());
         };
         Ok(Json(SessionView {
@@ -179,7 +211,17 @@ impl ReinAgent {
     ) -> Result<Json<RunReport>, HandlerError> {
         let key = ctx.key().to_owned();
         let stored: Option<Json<Checkpoint>> = ctx.get(SESSION).await?;
-        let stored = stored.map(Json::into_inner);
+        let mut stored = stored.map(Json::into_inner);
+        // A run that never finished (killed, abandoned, its worker gone for good) left its
+        // history in the tail: it joins the session first, so that this run's tail starts
+        // afresh. (A replay of this invocation reads what its first attempt read.)
+        let unfinished = read_tail!(ctx);
+        if let Some((head, entries, written)) = unfinished {
+            let folded = tail::fold(stored, &head, entries);
+            ctx.set(SESSION, Json(folded.clone()));
+            clear_tail(&ctx, written);
+            stored = Some(folded);
+        }
         let input = match request {
             Request::Invoke(input) => input,
             Request::Resume(answers) => {
@@ -196,15 +238,14 @@ impl ReinAgent {
         };
         let (tx, mut rx) = mpsc::unbounded_channel();
         let builder = (self.factory)(&key).map_err(|e| TerminalError::new(e.to_string()))?;
+        // The session binding restores the agent (the agent in control after a handoff and a
+        // repaired tail come back as a session store would restore them) and sends each
+        // message added to the tail.
         let mut agent = builder
             .journal(ChannelJournal { tx: tx.clone() })
+            .session(TailBinding::new(tx.clone(), stored))
             .build()
             .map_err(|e| TerminalError::new(e.to_string()))?;
-        // The agent in control after a handoff and a repaired tail come back as a session
-        // store would restore them.
-        if let Some(stored) = stored {
-            agent.restore(stored);
-        }
         let outcomes = tx.clone();
         agent.interceptor().on_consumed(move |id, _| {
             let _ = outcomes.send(Op::Outcome(id, InboxOutcome::consumed()));
@@ -220,6 +261,7 @@ impl ReinAgent {
             .await?;
 
         let cancel = agent.cancel_handle();
+        let mut written = 0;
         let result = {
             let run = agent.invoke(input);
             tokio::pin!(run);
@@ -227,19 +269,22 @@ impl ReinAgent {
                 tokio::select! {
                     biased;
                     result = &mut run => break result,
-                    Some(op) = rx.recv() => serve(&ctx, &key, op, &cancel).await,
+                    Some(op) = rx.recv() => serve(&ctx, &key, op, &cancel, &mut written).await,
                 }
             }
         };
         // What the run's end reported (rejections of items still queued) is journaled too.
         while let Ok(op) = rx.try_recv() {
-            serve(&ctx, &key, op, &cancel).await;
+            serve(&ctx, &key, op, &cancel, &mut written).await;
         }
         let report = match &result {
             Ok(result) => RunReport::of(&key, result),
             Err(e) => match answer_error(e) {
                 // The input or the answers were wrong: nothing ran, nothing changed.
                 Some(status) => {
+                    if written > 0 {
+                        clear_tail(&ctx, written);
+                    }
                     inbox()
                         .close(Json(agent.pending_interrupts().is_some()))
                         .call()
@@ -259,6 +304,9 @@ impl ReinAgent {
             .await?;
         ctx.set(SESSION, Json(stored));
         ctx.set(LAST_RUN, Json(report.clone()));
+        if written > 0 {
+            clear_tail(&ctx, written);
+        }
         inbox()
             .close(Json(agent.pending_interrupts().is_some()))
             .call()
@@ -325,23 +373,13 @@ fn answer_error(e: &Error) -> Option<u16> {
 
 fn failed_report(key: &str, agent: &Agent, e: &Error) -> RunReport {
     RunReport {
-        session: key.to_owned(),
-        stop_reason: rein_core::stream::StopReason::EndTurn,
-        text: agent
-            .messages()
-            .last()
-            .map(Message::text)
-            .unwrap_or_default(),
-        interrupts: Vec::new(),
-        usage: Default::default(),
-        injections: Vec::new(),
-        decisions: Vec::new(),
         error: Some(e.to_string()),
+        ..RunReport::empty(key, agent.messages().last())
     }
 }
 
 /// What the agent asks of the handler.
-enum Op {
+pub(crate) enum Op {
     Step {
         step: JournalStep,
         run: BoxFuture<'static, Value>,
@@ -351,11 +389,35 @@ enum Op {
         reply: oneshot::Sender<Result<Vec<(InjectionId, Message)>, Error>>,
     },
     Outcome(InjectionId, InboxOutcome),
+    /// A message added or rewritten: saved to the tail at once.
+    Tail(TailEntry),
+}
+
+/// Clears a tail of `written` entries (the checkpoint holds them now).
+fn clear_tail(ctx: &ObjectContext<'_>, written: u64) {
+    for n in 0..written {
+        ctx.clear(&entry_key(n));
+    }
+    ctx.clear(TAIL);
 }
 
 /// Carries out one of the agent's requests on the Restate context.
-async fn serve(ctx: &ObjectContext<'_>, key: &str, op: Op, cancel: &rein_agent::CancelHandle) {
+async fn serve(
+    ctx: &ObjectContext<'_>,
+    key: &str,
+    op: Op,
+    cancel: &rein_agent::CancelHandle,
+    written: &mut u64,
+) {
     match op {
+        Op::Tail(entry) => {
+            if *written == 0 {
+                let run = ctx.invocation_id().to_owned();
+                ctx.set(TAIL, Json(TailHead { run }));
+            }
+            ctx.set(&entry_key(*written), Json(entry));
+            *written += 1;
+        }
         Op::Step { step, run, reply } => {
             let done = ctx
                 .run(|| async move { Ok(Json(run.await)) })

@@ -376,3 +376,47 @@ pub async fn invocation_status(restate: &Restate, invocation: &str) -> String {
         .unwrap_or_else(|| panic!("no status in {body}"))
         .to_owned()
 }
+
+/// The id of the session's run that has not completed (`run_input` or `resume`), if any.
+pub async fn running_run(restate: &Restate, session: &str) -> Option<String> {
+    let query = format!(
+        "SELECT id FROM sys_invocation WHERE target_service_name = 'ReinAgent' AND \
+         target_service_key = '{session}' AND target_handler_name IN ('run_input', 'resume') \
+         AND status != 'completed'"
+    );
+    let response = reqwest_client()
+        .post(format!("{}/query", restate.admin))
+        .header("content-type", "application/json")
+        .header("accept", "application/json")
+        .body(serde_json::json!({ "query": query }).to_string())
+        .send()
+        .await
+        .unwrap();
+    let body: serde_json::Value = serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
+    body["rows"][0]["id"].as_str().map(str::to_owned)
+}
+
+/// Kills an invocation through Restate's admin API (what `restate invocations kill` does): it
+/// ends at once, wherever it stands, without running anything more of it.
+pub async fn kill_invocation(restate: &Restate, invocation: &str) {
+    let response = reqwest_client()
+        .patch(format!("{}/invocations/{invocation}/kill", restate.admin))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    assert!(
+        status.is_success(),
+        "kill {invocation}: {status} {}",
+        response.text().await.unwrap_or_default()
+    );
+}
+
+/// Waits (up to 60 s) until `ready` holds.
+pub async fn wait_until(what: &str, mut ready: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !ready().await {
+        assert!(Instant::now() < deadline, "waited 60 s for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
