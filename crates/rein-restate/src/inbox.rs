@@ -8,8 +8,8 @@
 //! resume. Injecting when no run is going or paused is a 409 (`NoActiveRun`).
 //!
 //! Only `inject`, `status` and `cancel` are reachable through Restate's ingress (each asks the
-//! worker's authenticator first); `open`, `take`, `report` and `close` are the run's own and
-//! ingress-private. The state is kept per item (`item/{seq}`, with the indexes `id/{id}` and
+//! worker's authenticator first); `claim`, `release`, `open`, `take`, `report`, `close`,
+//! `running` and `abandoned` are the run's own (and `abandon`'s) and ingress-private. The state is kept per item (`item/{seq}`, with the indexes `id/{id}` and
 //! `key/{idempotency key}`) beside a small `meta` record, and read lazily: a call reads and
 //! writes the few keys it needs, never the whole inbox. The queue and what is remembered are
 //! bounded (see the constants). The earlier release's one-record state (`inbox`) is converted
@@ -385,27 +385,67 @@ impl ReinInbox {
     /// The run ended (`paused`: on interrupts, keeping its queue for the resume).
     #[handler(ingress_private)]
     async fn close(&self, ctx: ObjectContext<'_>, paused: Json<bool>) -> Result<(), HandlerError> {
-        let mut meta = load(&ctx).await?;
-        meta.invocation = None;
-        meta.claim = None;
-        if paused.into_inner() {
-            meta.status = RunStatus::Paused;
-        } else {
-            meta.status = RunStatus::Idle;
-            for seq in meta.head..meta.next {
-                if let Some(mut item) = item(&ctx, seq).await? {
-                    item.message = None;
-                    item.status = InjectionStatus::Rejected;
-                    item.reason = Some("run ended".into());
-                    ctx.set(&item_key(seq), Json(item));
-                }
-            }
-            meta.head = meta.next;
-            meta.queued_bytes = 0;
-        }
-        ctx.set(META, Json(meta));
-        Ok(())
+        let meta = load(&ctx).await?;
+        close(&ctx, meta, paused.into_inner()).await
     }
+
+    /// The running run's invocation and the `invoke` that claimed the session for it, if a
+    /// run is going (for `abandon`).
+    #[handler(ingress_private)]
+    async fn running(
+        &self,
+        ctx: ObjectContext<'_>,
+    ) -> Result<Json<Option<(String, Option<String>)>>, HandlerError> {
+        let meta = load(&ctx).await?;
+        let claimant = meta.claim.map(|c| c.by);
+        Ok(Json(
+            meta.invocation
+                .filter(|_| meta.status == RunStatus::Running)
+                .map(|run| (run, claimant)),
+        ))
+    }
+
+    /// The run `invocation` was abandoned (killed): the inbox closes as that run's end would
+    /// have closed it — its claim cleared, so new invokes are taken. `false` (nothing done)
+    /// when another run has opened the inbox since.
+    #[handler(ingress_private)]
+    async fn abandoned(
+        &self,
+        ctx: ObjectContext<'_>,
+        run: Json<(String, bool)>,
+    ) -> Result<Json<bool>, HandlerError> {
+        let (invocation, paused) = run.into_inner();
+        let meta = load(&ctx).await?;
+        if meta.invocation.as_deref() != Some(invocation.as_str()) {
+            return Ok(Json(false));
+        }
+        close(&ctx, meta, paused).await?;
+        Ok(Json(true))
+    }
+}
+
+/// Closes the inbox at a run's end (`paused`: on interrupts, keeping its queue for the resume;
+/// else what is still queued is rejected).
+async fn close(ctx: &ObjectContext<'_>, mut meta: Meta, paused: bool) -> Result<(), HandlerError> {
+    meta.invocation = None;
+    meta.claim = None;
+    if paused {
+        meta.status = RunStatus::Paused;
+    } else {
+        meta.status = RunStatus::Idle;
+        for seq in meta.head..meta.next {
+            if let Some(mut item) = item(ctx, seq).await? {
+                item.message = None;
+                item.status = InjectionStatus::Rejected;
+                item.reason = Some("run ended".into());
+                ctx.set(&item_key(seq), Json(item));
+            }
+        }
+        meta.head = meta.next;
+        meta.queued_bytes = 0;
+    }
+    ctx.set(META, Json(meta));
+    Ok(())
 }
 
 fn refused(status: u16, message: impl Into<String>) -> HandlerError {

@@ -68,6 +68,9 @@ const LAST_RUN: &str = "last_run";
 pub(crate) struct ReinAgent {
     pub(crate) factory: Factory,
     pub(crate) callers: Arc<Callers>,
+    /// Restate's admin API, through which `abandon` kills a stuck run (none: the operator
+    /// kills it).
+    pub(crate) admin: Option<Arc<str>>,
 }
 
 #[restate_sdk::object]
@@ -166,6 +169,113 @@ impl ReinAgent {
             return Err(TerminalError::new_with_code(400, "resume needs `answers`").into());
         }
         self.run(ctx, Request::Resume(answers)).await
+    }
+
+    /// Ends the session's run that cannot go on — stuck in a journal mismatch after a deploy,
+    /// or on a deployment that is gone — and saves what it did: the run is killed through
+    /// Restate's admin API (when the worker has its URL: `Worker::admin_url`; else the operator
+    /// kills it, `restate invocations kill <id>`, and this waits for its end), its finished
+    /// steps stay in the session, its open tool uses are closed as interrupted, the last run's
+    /// report says it was abandoned, and the session takes new invokes again. 409 when no run
+    /// is going.
+    #[handler]
+    async fn abandon(&self, ctx: SharedObjectContext<'_>) -> Result<Json<RunReport>, HandlerError> {
+        let decision = self
+            .callers
+            .decide(ctx.headers(), Operation::Abandon, ctx.key());
+        ctx.run(|| async move { Ok(decision) })
+            .name(AUTHENTICATE)
+            .await?
+            .into_inner()
+            .admitted()?;
+        let key = ctx.key().to_owned();
+        let Json(running) = ctx
+            .object_client::<ReinInboxClient>(key.clone())
+            .running()
+            .call()
+            .await?;
+        let Some((run, claimant)) = running else {
+            return Err(
+                TerminalError::new_with_code(409, "no run is going on this session").into(),
+            );
+        };
+        match self.admin.clone() {
+            Some(admin) => {
+                // The `invoke` waiting for the run is stuck on the same deployment: it goes too.
+                let targets: Vec<String> = std::iter::once(run.clone()).chain(claimant).collect();
+                ctx.run(|| async move {
+                    for target in &targets {
+                        kill(&admin, target).await?;
+                    }
+                    Ok(())
+                })
+                .name("kill the abandoned run")
+                .await?;
+            }
+            None => tracing::warn!(
+                session = %key,
+                invocation = %run,
+                "abandon waits for the run to end: kill it (`restate invocations kill {run}`), \
+                 or give the worker Restate's admin URL (Worker::admin_url)"
+            ),
+        }
+        Ok(ctx
+            .object_client::<ReinAgentClient>(key)
+            .settle(Json(run))
+            .call()
+            .await?)
+    }
+
+    /// After `abandon` ended the run `run`: what it did joins the session, its report is the
+    /// last run's, and the inbox takes new runs.
+    #[handler(ingress_private)]
+    async fn settle(
+        &self,
+        ctx: ObjectContext<'_>,
+        run: Json<String>,
+    ) -> Result<Json<RunReport>, HandlerError> {
+        let run = run.into_inner();
+        let key = ctx.key().to_owned();
+        let stored: Option<Json<Checkpoint>> = ctx.get(SESSION).await?;
+        let mut stored = stored.map(Json::into_inner);
+        let mut its_tail = false;
+        let unfinished = read_tail!(ctx);
+        if let Some((head, entries, written)) = unfinished {
+            its_tail = head.run == run;
+            let folded = tail::fold(stored, &head, entries);
+            ctx.set(SESSION, Json(folded.clone()));
+            clear_tail(&ctx, written);
+            stored = Some(folded);
+        }
+        let paused = stored.as_ref().is_some_and(|s| s.paused.is_some());
+        let Json(closed) = ctx
+            .object_client::<ReinInboxClient>(key.clone())
+            .abandoned(Json((run.clone(), paused)))
+            .call()
+            .await?;
+        let report = RunReport {
+            stop_reason: rein_core::stream::StopReason::Cancelled,
+            interrupts: stored
+                .as_ref()
+                .and_then(|s| s.paused.as_ref())
+                .map(|p| p.interrupts())
+                .unwrap_or_default(),
+            error: Some(format!(
+                "abandoned: run {run} was ended by an operator; its finished steps are kept"
+            )),
+            ..RunReport::empty(
+                &key,
+                stored
+                    .as_ref()
+                    .and_then(|s| s.messages.last())
+                    .map(|(_, m)| m),
+            )
+        };
+        // Unless a later run has ended since (and its report is the last).
+        if its_tail || closed {
+            ctx.set(LAST_RUN, Json(report.clone()));
+        }
+        Ok(Json(report))
     }
 
     /// The session's messages, pending interrupts and last run. While a run goes on, its
@@ -378,6 +488,33 @@ fn failed_report(key: &str, agent: &Agent, e: &Error) -> RunReport {
     }
 }
 
+/// Kills an invocation through Restate's admin API. One that has ended already is fine.
+async fn kill(admin: &str, invocation: &str) -> Result<(), HandlerError> {
+    let http = rein_models::http::client(std::time::Duration::from_secs(10))
+        .map_err(|e| TerminalError::new(e.to_string()))?;
+    let url = format!(
+        "{}/invocations/{invocation}/kill",
+        admin.trim_end_matches('/')
+    );
+    // Unreachable: an error Restate retries (the admin API may be restarting).
+    let response = http
+        .patch(url)
+        .send()
+        .await
+        .map_err(|e| HandlerError::from(std::io::Error::other(e.without_url())))?;
+    match response.status().as_u16() {
+        200..=299 | 404 => Ok(()),
+        status => {
+            let message = response.text().await.unwrap_or_default();
+            Err(TerminalError::new_with_code(
+                502,
+                format!("Restate's admin API refused to kill run {invocation}: {status} {message}"),
+            )
+            .into())
+        }
+    }
+}
+
 /// What the agent asks of the handler.
 pub(crate) enum Op {
     Step {
@@ -500,11 +637,13 @@ pub(crate) fn endpoint(
     builder: restate_sdk::endpoint::Builder,
     factory: Factory,
     callers: Arc<Callers>,
+    admin: Option<Arc<str>>,
 ) -> restate_sdk::endpoint::Endpoint {
     builder
         .bind(ReinAgent {
             factory,
             callers: callers.clone(),
+            admin,
         })
         .bind(ReinInbox { callers })
         .build()

@@ -241,6 +241,10 @@ async fn main() {
     for key in identity_keys {
         worker = worker.identity_key(key);
     }
+    // `abandon` kills a stuck run through the admin API it registers with.
+    if let Some((admin, _)) = &register {
+        worker = worker.admin_url(admin.clone());
+    }
     let worker = match worker
         .bind(bind)
         .reuse_port(reuse_port)

@@ -8,7 +8,7 @@ use crate::common;
 use std::collections::BTreeSet;
 
 use common::*;
-use rein_core::{ContentBlock, Message, id::MessageId};
+use rein_core::{ContentBlock, Message, id::MessageId, stream::StopReason};
 use rein_restate::{Client, wire::InvokeRequest};
 
 /// The tool uses and the ids of their results, in the history.
@@ -96,5 +96,79 @@ async fn a_killed_run_keeps_every_completed_tool_call() {
     assert_eq!(next.text, "You said: say hi");
     let view = client.session("k").await.unwrap();
     assert_history_holds(&view.messages, &done);
+    assert_eq!(ledger_lines(&ledger).len(), done.len(), "nothing ran again");
+}
+
+/// A run on a deployment that is gone (its only worker killed; a new worker is another
+/// deployment, and a run stays on the deployment it started on): `abandon` ends it, the session
+/// keeps what it did and says so, and takes new invokes again (the `invoke` stuck with the run
+/// held its claim on the session: every invoke was a 409).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abandon_ends_a_run_stuck_on_a_dead_deployment_and_keeps_its_history() {
+    let Some(restate) = Restate::start("abandon").await else {
+        return;
+    };
+    let ledger = restate.ledger();
+    let mut a = Worker::start(
+        &restate,
+        WorkerOptions {
+            tool_delay_ms: 30,
+            ledger: Some(&ledger),
+            ..Default::default()
+        },
+    )
+    .await;
+    let client = Client::new(&restate.ingress).unwrap();
+    let e = client.abandon("z").await.unwrap_err();
+    assert_eq!(e.status(), Some(409), "no run: {e}");
+    client
+        .start("z", InvokeRequest::text("steps 200"))
+        .await
+        .unwrap();
+    wait_until("3 ledger lines", async || ledger_lines(&ledger).len() >= 3).await;
+    a.kill();
+    let done = ledger_lines(&ledger);
+    let _b = Worker::start(
+        &restate,
+        WorkerOptions {
+            ledger: Some(&ledger),
+            ..Default::default()
+        },
+    )
+    .await;
+    let e = client
+        .invoke("z", InvokeRequest::text("say hi"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.status(),
+        Some(409),
+        "the stuck run holds the session: {e}"
+    );
+
+    let report = client.abandon("z").await.unwrap();
+    assert_eq!(report.stop_reason, StopReason::Cancelled, "{report:?}");
+    assert!(
+        report
+            .error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("abandoned"),
+        "{report:?}"
+    );
+    wait_until("the run ended", async || {
+        running_run(&restate, "z").await.is_none()
+    })
+    .await;
+    let view = client.session("z").await.unwrap();
+    assert_history_holds(&view.messages, &done);
+    assert_eq!(view.last_run.unwrap().error, report.error);
+
+    let next = client
+        .invoke("z", InvokeRequest::text("say hi"))
+        .await
+        .unwrap();
+    assert_eq!(next.text, "You said: say hi");
+    assert_history_holds(&client.session("z").await.unwrap().messages, &done);
     assert_eq!(ledger_lines(&ledger).len(), done.len(), "nothing ran again");
 }
