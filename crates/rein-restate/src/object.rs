@@ -189,19 +189,39 @@ impl ReinAgent {
             .into_inner()
             .admitted()?;
         let key = ctx.key().to_owned();
+        // Calls of the session stuck with the run (on its dead deployment, or failing as it
+        // does) hold the objects: the inbox's own among them, which would block the next step.
+        let mut killed = 0;
+        if let Some(admin) = self.admin.clone() {
+            let session = key.clone();
+            killed = ctx
+                .run(|| async move { kill_stuck(&admin, &session).await.map(Json) })
+                .name("kill the session's stuck calls")
+                .await?
+                .into_inner();
+        }
         let Json(running) = ctx
             .object_client::<ReinInboxClient>(key.clone())
             .running()
             .call()
             .await?;
+        // The stuck `invoke` killed may have freed the inbox already: the run is still
+        // settled.
         let Some((run, claimant)) = running else {
-            return Err(
-                TerminalError::new_with_code(409, "no run is going on this session").into(),
-            );
+            if killed == 0 {
+                return Err(
+                    TerminalError::new_with_code(409, "no run is going on this session").into(),
+                );
+            }
+            return Ok(ctx
+                .object_client::<ReinAgentClient>(key)
+                .settle(Json(None))
+                .call()
+                .await?);
         };
         match self.admin.clone() {
             Some(admin) => {
-                // The `invoke` waiting for the run is stuck on the same deployment: it goes too.
+                // The `invoke` waiting for the run goes too.
                 let targets: Vec<String> = std::iter::once(run.clone()).chain(claimant).collect();
                 ctx.run(|| async move {
                     for target in &targets {
@@ -221,38 +241,46 @@ impl ReinAgent {
         }
         Ok(ctx
             .object_client::<ReinAgentClient>(key)
-            .settle(Json(run))
+            .settle(Json(Some(run)))
             .call()
             .await?)
     }
 
-    /// After `abandon` ended the run `run`: what it did joins the session, its report is the
-    /// last run's, and the inbox takes new runs.
+    /// After `abandon` ended the run `run` (the inbox's; none when the inbox had been freed
+    /// already): what it did joins the session, its report is the last run's, and the inbox
+    /// takes new runs.
     #[handler(ingress_private)]
     async fn settle(
         &self,
         ctx: ObjectContext<'_>,
-        run: Json<String>,
+        run: Json<Option<String>>,
     ) -> Result<Json<RunReport>, HandlerError> {
-        let run = run.into_inner();
+        let mut run = run.into_inner();
         let key = ctx.key().to_owned();
         let stored: Option<Json<Checkpoint>> = ctx.get(SESSION).await?;
         let mut stored = stored.map(Json::into_inner);
         let mut its_tail = false;
         let unfinished = read_tail!(ctx);
         if let Some((head, entries, written)) = unfinished {
-            its_tail = head.run == run;
+            its_tail = run.as_ref().is_none_or(|run| *run == head.run);
             let folded = tail::fold(stored, &head, entries);
             ctx.set(SESSION, Json(folded.clone()));
             clear_tail(&ctx, written);
             stored = Some(folded);
+            run.get_or_insert(head.run);
         }
         let paused = stored.as_ref().is_some_and(|s| s.paused.is_some());
-        let Json(closed) = ctx
-            .object_client::<ReinInboxClient>(key.clone())
-            .abandoned(Json((run.clone(), paused)))
-            .call()
-            .await?;
+        let closed = match &run {
+            Some(run) => {
+                ctx.object_client::<ReinInboxClient>(key.clone())
+                    .abandoned(Json((run.clone(), paused)))
+                    .call()
+                    .await?
+                    .0
+            }
+            None => false,
+        };
+        let run = run.unwrap_or_default();
         let report = RunReport {
             stop_reason: rein_core::stream::StopReason::Cancelled,
             interrupts: stored
@@ -320,6 +348,7 @@ impl ReinAgent {
         request: Request,
     ) -> Result<Json<RunReport>, HandlerError> {
         let key = ctx.key().to_owned();
+        crate::drain::note_run(&key, ctx.invocation_id());
         let stored: Option<Json<Checkpoint>> = ctx.get(SESSION).await?;
         let mut stored = stored.map(Json::into_inner);
         // A run that never finished (killed, abandoned, its worker gone for good) left its
@@ -488,31 +517,85 @@ fn failed_report(key: &str, agent: &Agent, e: &Error) -> RunReport {
     }
 }
 
+/// Kills, through Restate's admin API, the calls of the session's two objects that Restate is
+/// retrying or has paused after retrying (`backing-off`, `paused`): stuck with a run on a
+/// deployment that is gone, or failing as it does. Calls waiting their turn or running are left.
+/// Returns how many it killed.
+async fn kill_stuck(admin: &str, session: &str) -> Result<usize, HandlerError> {
+    // A SQL string literal: its quotes doubled (the session id is the caller's).
+    let literal = session.replace('\'', "''");
+    let query = format!(
+        "SELECT id FROM sys_invocation WHERE target_service_name IN ('ReinAgent', 'ReinInbox') \
+         AND target_service_key = '{literal}' AND status IN ('backing-off', 'paused')"
+    );
+    #[derive(Deserialize)]
+    struct Rows {
+        rows: Vec<Row>,
+    }
+    #[derive(Deserialize)]
+    struct Row {
+        id: String,
+    }
+    let response = admin_http()?
+        .post(format!("{}/query", admin.trim_end_matches('/')))
+        .header("content-type", "application/json")
+        .header("accept", "application/json")
+        .body(serde_json::json!({ "query": query }).to_string())
+        .send()
+        .await
+        .map_err(unreachable_admin)?;
+    let status = response.status().as_u16();
+    let body = response.bytes().await.map_err(unreachable_admin)?;
+    if status >= 300 {
+        return Err(admin_refused("list the session's calls", status, &body));
+    }
+    let rows: Rows = serde_json::from_slice(&body).map_err(|e| {
+        TerminalError::new_with_code(502, format!("Restate's admin API answered: {e}"))
+    })?;
+    for row in &rows.rows {
+        kill(admin, &row.id).await?;
+    }
+    Ok(rows.rows.len())
+}
+
+fn admin_http() -> Result<reqwest::Client, HandlerError> {
+    rein_models::http::client(std::time::Duration::from_secs(10))
+        .map_err(|e| TerminalError::new(e.to_string()).into())
+}
+
+/// Restate's admin API cannot be reached: an error Restate retries (it may be restarting).
+fn unreachable_admin(e: reqwest::Error) -> HandlerError {
+    HandlerError::from(std::io::Error::other(e.without_url()))
+}
+
+fn admin_refused(what: &str, status: u16, body: &[u8]) -> HandlerError {
+    let message = String::from_utf8_lossy(body);
+    TerminalError::new_with_code(
+        502,
+        format!("Restate's admin API refused to {what}: {status} {message}"),
+    )
+    .into()
+}
+
 /// Kills an invocation through Restate's admin API. One that has ended already is fine.
 async fn kill(admin: &str, invocation: &str) -> Result<(), HandlerError> {
-    let http = rein_models::http::client(std::time::Duration::from_secs(10))
-        .map_err(|e| TerminalError::new(e.to_string()))?;
+    let http = admin_http()?;
     let url = format!(
         "{}/invocations/{invocation}/kill",
         admin.trim_end_matches('/')
     );
-    // Unreachable: an error Restate retries (the admin API may be restarting).
-    let response = http
-        .patch(url)
-        .send()
-        .await
-        .map_err(|e| HandlerError::from(std::io::Error::other(e.without_url())))?;
-    match response.status().as_u16() {
-        200..=299 | 404 => Ok(()),
-        status => {
-            let message = response.text().await.unwrap_or_default();
-            Err(TerminalError::new_with_code(
-                502,
-                format!("Restate's admin API refused to kill run {invocation}: {status} {message}"),
-            )
-            .into())
-        }
+    let response = http.patch(url).send().await.map_err(unreachable_admin)?;
+    let status = response.status().as_u16();
+    // 404: unknown; 409: completed already (killed by an earlier step, say).
+    if (200..300).contains(&status) || status == 404 || status == 409 {
+        return Ok(());
     }
+    let body = response.bytes().await.unwrap_or_default();
+    Err(admin_refused(
+        &format!("kill run {invocation}"),
+        status,
+        &body,
+    ))
 }
 
 /// What the agent asks of the handler.

@@ -89,8 +89,7 @@ async fn a_killed_run_keeps_every_completed_tool_call() {
     assert_history_holds(&view.messages, &done);
 
     // The next run starts from that history and keeps it.
-    let next = client
-        .invoke("k", InvokeRequest::text("say hi"))
+    let next = answered(client.invoke("k", InvokeRequest::text("say hi")))
         .await
         .unwrap();
     assert_eq!(next.text, "You said: say hi");
@@ -136,17 +135,16 @@ async fn abandon_ends_a_run_stuck_on_a_dead_deployment_and_keeps_its_history() {
         },
     )
     .await;
-    let e = client
-        .invoke("z", InvokeRequest::text("say hi"))
+    // An invoke meanwhile finds the session held by the stuck run (it may wait behind the
+    // stuck run's own inbox call first).
+    let early = client
+        .start("z", InvokeRequest::text("say hi"))
         .await
-        .unwrap_err();
-    assert_eq!(
-        e.status(),
-        Some(409),
-        "the stuck run holds the session: {e}"
-    );
+        .unwrap();
 
-    let report = client.abandon("z").await.unwrap();
+    let report = answered(client.abandon("z")).await.unwrap();
+    let e = answered(client.attach(&early)).await.unwrap_err();
+    assert_eq!(e.status(), Some(409), "the stuck run held the session: {e}");
     assert_eq!(report.stop_reason, StopReason::Cancelled, "{report:?}");
     assert!(
         report
@@ -164,11 +162,76 @@ async fn abandon_ends_a_run_stuck_on_a_dead_deployment_and_keeps_its_history() {
     assert_history_holds(&view.messages, &done);
     assert_eq!(view.last_run.unwrap().error, report.error);
 
-    let next = client
-        .invoke("z", InvokeRequest::text("say hi"))
+    let next = answered(client.invoke("z", InvokeRequest::text("say hi")))
         .await
         .unwrap();
     assert_eq!(next.text, "You said: say hi");
     assert_history_holds(&client.session("z").await.unwrap().messages, &done);
     assert_eq!(ledger_lines(&ledger).len(), done.len(), "nothing ran again");
+}
+
+/// A deploy that changes the agent under a run in flight (one more intervention): Restate
+/// replays the run on the new code, which takes another path (RT0016). The worker logs it
+/// with the session and the invocation; `abandon` ends the run and keeps its finished steps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_journal_mismatch_after_a_deploy_is_logged_and_the_run_can_be_abandoned() {
+    let Some(restate) = Restate::start("mismatch").await else {
+        return;
+    };
+    let ledger = restate.ledger();
+    let log = restate.dir.join("worker-2.log");
+    let port = free_port();
+    let mut first = Worker::start(
+        &restate,
+        WorkerOptions {
+            port,
+            tool_delay_ms: 30,
+            ledger: Some(&ledger),
+            ..Default::default()
+        },
+    )
+    .await;
+    let client = Client::new(&restate.ingress).unwrap();
+    client
+        .start("m", InvokeRequest::text("steps 200"))
+        .await
+        .unwrap();
+    wait_until("3 ledger lines", async || ledger_lines(&ledger).len() >= 3).await;
+    let run = running_run(&restate, "m").await.expect("the run goes");
+    first.kill();
+    let done = ledger_lines(&ledger);
+    // Revision 2 at the same address: Restate replays the run there.
+    let _second = Worker::start(
+        &restate,
+        WorkerOptions {
+            port,
+            ledger: Some(&ledger),
+            revision: 2,
+            log: Some(&log),
+            ..Default::default()
+        },
+    )
+    .await;
+    wait_until("the mismatch in the worker's log", async || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("journal mismatch")
+    })
+    .await;
+    let logged = std::fs::read_to_string(&log).unwrap();
+    let line = logged
+        .lines()
+        .find(|l| l.contains("journal mismatch"))
+        .unwrap();
+    assert!(line.contains("session=\"m\""), "{line}");
+    assert!(line.contains(&run), "the invocation {run}: {line}");
+
+    let report = answered(client.abandon("m")).await.unwrap();
+    assert!(report.error.unwrap().contains("abandoned"));
+    let view = client.session("m").await.unwrap();
+    assert_history_holds(&view.messages, &done);
+    let next = answered(client.invoke("m", InvokeRequest::text("say hi")))
+        .await
+        .unwrap();
+    assert_eq!(next.text, "You said: say hi");
 }

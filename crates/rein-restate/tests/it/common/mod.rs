@@ -259,6 +259,10 @@ pub struct WorkerOptions<'a> {
     pub model_delay_ms: u64,
     pub tool_delay_ms: u64,
     pub ledger: Option<&'a Path>,
+    /// The demo agent's revision (`REIN_DEMO_REVISION`; 0: the first).
+    pub revision: u32,
+    /// Where the worker's log goes (its errors), instead of nowhere.
+    pub log: Option<&'a Path>,
 }
 
 impl Default for WorkerOptions<'_> {
@@ -270,6 +274,8 @@ impl Default for WorkerOptions<'_> {
             model_delay_ms: 0,
             tool_delay_ms: 0,
             ledger: None,
+            revision: 0,
+            log: None,
         }
     }
 }
@@ -290,8 +296,17 @@ impl Worker {
             .args(["--identity-key", &restate.identity.public])
             .env("REIN_MODEL_DELAY_MS", options.model_delay_ms.to_string())
             .env("REIN_TOOL_DELAY_MS", options.tool_delay_ms.to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
+            .env("REIN_DEMO_REVISION", options.revision.to_string())
+            .stdout(Stdio::piped());
+        match options.log {
+            Some(log) => {
+                let file = std::fs::File::create(log).unwrap();
+                cmd.env("RUST_LOG", "rein_restate=error").stderr(file);
+            }
+            None => {
+                cmd.stderr(Stdio::null());
+            }
+        }
         if options.reuse_port {
             cmd.arg("--reuse-port");
         }
@@ -419,4 +434,12 @@ pub async fn wait_until(what: &str, mut ready: impl AsyncFnMut() -> bool) {
         assert!(Instant::now() < deadline, "waited 60 s for {what}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// The answer of a call that must come (within 60 s: a hang fails the test instead of
+/// blocking it).
+pub async fn answered<T>(call: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(60), call)
+        .await
+        .expect("an answer within 60 s")
 }
