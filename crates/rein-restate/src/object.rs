@@ -665,7 +665,14 @@ async fn serve(
                 .call()
                 .await;
             let items = match taken {
-                Ok(Json(items)) => Ok(items),
+                Ok(Json(turn)) => {
+                    // Cancelled: the run stops here, between turns — every tool it ran has
+                    // finished and its result is in the history.
+                    if turn.stop {
+                        cancel.cancel();
+                    }
+                    Ok(turn.items)
+                }
                 // Cancelled (or failed for good): the run stops as a cancelled run does.
                 Err(_) => {
                     cancel.cancel();

@@ -235,3 +235,58 @@ async fn a_journal_mismatch_after_a_deploy_is_logged_and_the_run_can_be_abandone
         .unwrap();
     assert_eq!(next.text, "You said: say hi");
 }
+
+/// Honest cancel: cancels at random points of runs calling a ledger tool; each run stops
+/// cancelled, and its history holds exactly the calls the ledger saw, each with its result (a
+/// tool whose effect happened is never reported cancelled: the run stops at its next turn
+/// boundary, once its tools have finished).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_at_any_point_keeps_the_result_of_every_tool_that_ran() {
+    let Some(restate) = Restate::start("honest-cancel").await else {
+        return;
+    };
+    let ledger = restate.ledger();
+    let _worker = Worker::start(
+        &restate,
+        WorkerOptions {
+            tool_delay_ms: 25,
+            model_delay_ms: 5,
+            ledger: Some(&ledger),
+            ..Default::default()
+        },
+    )
+    .await;
+    let client = Client::new(&restate.ingress).unwrap();
+    let mut seed = std::process::id() as u64;
+    let mut runs = Vec::new();
+    for i in 0..6 {
+        let session = format!("c{i}");
+        let invocation = client
+            .start(&session, InvokeRequest::text("steps 200"))
+            .await
+            .unwrap();
+        runs.push((session, invocation));
+    }
+    for (session, _) in &runs {
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+        let wait = 30 + (seed >> 33) % 400;
+        tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+        assert!(
+            answered(client.cancel(session)).await.unwrap(),
+            "{session} runs"
+        );
+    }
+    for (session, invocation) in &runs {
+        let report = answered(client.attach(invocation)).await.unwrap();
+        assert_eq!(report.stop_reason, StopReason::Cancelled, "{report:?}");
+        let ran: BTreeSet<String> = ledger_lines(&ledger)
+            .into_iter()
+            .filter(|(_, s, _)| s == session)
+            .map(|(_, _, id)| id)
+            .collect();
+        let view = client.session(session).await.unwrap();
+        let (uses, results) = calls(&view.messages);
+        assert_eq!(results, ran, "{session}: results are the ledger's calls");
+        assert_eq!(uses, ran, "{session}: every tool use ran and was answered");
+    }
+}
