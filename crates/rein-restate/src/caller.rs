@@ -33,6 +33,9 @@ pub enum Operation {
     InjectionStatus,
     /// `ReinInbox/{session}/cancel`: cancels the running run.
     Cancel,
+    /// `ReinAgent/{session}/abandon`: ends a run that cannot go on (stuck in a journal
+    /// mismatch after a deploy, its deployment gone) and saves what it did.
+    Abandon,
 }
 
 /// A caller of a session operation: what the authenticator decides on.

@@ -110,6 +110,13 @@ impl Client {
         self.call("ReinInbox", session, "cancel", None::<&()>).await
     }
 
+    /// Ends the session's run that cannot go on and saves what it did (see the guide's
+    /// "Abandon a run"): the abandoned run's report.
+    pub async fn abandon(&self, session: &str) -> Result<RunReport, Error> {
+        self.call("ReinAgent", session, "abandon", None::<&()>)
+            .await
+    }
+
     /// The session's messages, pending interrupts and last run.
     pub async fn session(&self, session: &str) -> Result<SessionView, Error> {
         self.call("ReinAgent", session, "session", None::<&()>)

@@ -8,8 +8,8 @@
 //! resume. Injecting when no run is going or paused is a 409 (`NoActiveRun`).
 //!
 //! Only `inject`, `status` and `cancel` are reachable through Restate's ingress (each asks the
-//! worker's authenticator first); `open`, `take`, `report` and `close` are the run's own and
-//! ingress-private. The state is kept per item (`item/{seq}`, with the indexes `id/{id}` and
+//! worker's authenticator first); `claim`, `release`, `open`, `take`, `report`, `close`,
+//! `running`, `abandoned` and `cancel_now` are the run's own (and `abandon`'s) and ingress-private. The state is kept per item (`item/{seq}`, with the indexes `id/{id}` and
 //! `key/{idempotency key}`) beside a small `meta` record, and read lazily: a call reads and
 //! writes the few keys it needs, never the whole inbox. The queue and what is remembered are
 //! bounded (see the constants). The earlier release's one-record state (`inbox`) is converted
@@ -38,6 +38,9 @@ pub(crate) const MAX_QUEUED_BYTES: u64 = 8 << 20;
 pub(crate) const MAX_MESSAGE_BYTES: usize = 1 << 20;
 /// The longest idempotency key (then 400).
 pub(crate) const MAX_IDEMPOTENCY_KEY_BYTES: usize = 256;
+/// How long a cancelled run may take to reach its next turn boundary (its tools finishing)
+/// before Restate cancels it where it stands (Kubernetes' default grace period).
+pub(crate) const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
 
 fn item_key(seq: u64) -> String {
     format!("item/{seq}")
@@ -77,6 +80,18 @@ struct Meta {
     /// The `invoke` that claimed the session for its run, until the run ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     claim: Option<Claim>,
+    /// The running run was cancelled: it stops at its next turn boundary.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    stop: bool,
+}
+
+/// What the run gets at a turn boundary: the queued messages, or the word to stop (the
+/// messages then stay queued, and are rejected when the run ends).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub(crate) struct Turn {
+    pub(crate) items: Vec<(InjectionId, Message)>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) stop: bool,
 }
 
 /// An `invoke`'s claim on the session: its invocation, and the status it found (restored when
@@ -262,7 +277,10 @@ impl ReinInbox {
             .ok_or_else(|| refused(404, "unknown injection id"))
     }
 
-    /// Cancels the session's running run (its history stays valid; see SPEC §6).
+    /// Cancels the session's running run: it stops at its next turn boundary, once the tools
+    /// it runs have finished and their results are in its history (a tool whose effect
+    /// happened is never reported cancelled); a run that has not reached one within
+    /// [`CANCEL_GRACE`] is cancelled through Restate where it stands (SPEC §6, §12).
     #[handler]
     async fn cancel(&self, ctx: ObjectContext<'_>) -> Result<Json<bool>, HandlerError> {
         let decision = self
@@ -273,14 +291,37 @@ impl ReinInbox {
             .await?
             .into_inner()
             .admitted()?;
-        let meta = load(&ctx).await?;
-        match (meta.status, meta.invocation) {
-            (RunStatus::Running, Some(invocation)) => {
-                ctx.invocation_handle(invocation).cancel();
-                Ok(Json(true))
-            }
-            _ => Ok(Json(false)),
+        let mut meta = load(&ctx).await?;
+        let Some(invocation) = meta
+            .invocation
+            .clone()
+            .filter(|_| meta.status == RunStatus::Running)
+        else {
+            return Ok(Json(false));
+        };
+        if !meta.stop {
+            meta.stop = true;
+            ctx.set(META, Json(meta));
+            ctx.object_client::<ReinInboxClient>(ctx.key().to_owned())
+                .cancel_now(Json(invocation))
+                .send_after(CANCEL_GRACE);
         }
+        Ok(Json(true))
+    }
+
+    /// The grace of a cancel is over: the run, if it still goes, is cancelled through Restate.
+    #[handler(ingress_private)]
+    async fn cancel_now(
+        &self,
+        ctx: ObjectContext<'_>,
+        invocation: Json<String>,
+    ) -> Result<(), HandlerError> {
+        let meta = load(&ctx).await?;
+        let invocation = invocation.into_inner();
+        if meta.status == RunStatus::Running && meta.invocation.as_deref() == Some(&invocation) {
+            ctx.invocation_handle(invocation).cancel();
+        }
+        Ok(())
     }
 
     /// An `invoke` claims the session for a new run: `false` when a run goes (the invoke is
@@ -329,17 +370,21 @@ impl ReinInbox {
         let mut meta = load(&ctx).await?;
         meta.status = RunStatus::Running;
         meta.invocation = Some(invocation.into_inner());
+        meta.stop = false;
         ctx.set(META, Json(meta));
         Ok(())
     }
 
-    /// The run's turn boundary: everything queued, in order.
+    /// The run's turn boundary: everything queued, in order — or the word to stop.
     #[handler(ingress_private)]
-    async fn take(
-        &self,
-        ctx: ObjectContext<'_>,
-    ) -> Result<Json<Vec<(InjectionId, Message)>>, HandlerError> {
+    async fn take(&self, ctx: ObjectContext<'_>) -> Result<Json<Turn>, HandlerError> {
         let mut meta = load(&ctx).await?;
+        if meta.stop {
+            return Ok(Json(Turn {
+                items: Vec::new(),
+                stop: true,
+            }));
+        }
         let mut items = Vec::new();
         for seq in meta.head..meta.next {
             if let Some(mut item) = item(&ctx, seq).await?
@@ -355,7 +400,7 @@ impl ReinInbox {
             meta.queued_bytes = 0;
             ctx.set(META, Json(meta));
         }
-        Ok(Json(items))
+        Ok(Json(Turn { items, stop: false }))
     }
 
     /// What became of one item the run took.
@@ -385,27 +430,68 @@ impl ReinInbox {
     /// The run ended (`paused`: on interrupts, keeping its queue for the resume).
     #[handler(ingress_private)]
     async fn close(&self, ctx: ObjectContext<'_>, paused: Json<bool>) -> Result<(), HandlerError> {
-        let mut meta = load(&ctx).await?;
-        meta.invocation = None;
-        meta.claim = None;
-        if paused.into_inner() {
-            meta.status = RunStatus::Paused;
-        } else {
-            meta.status = RunStatus::Idle;
-            for seq in meta.head..meta.next {
-                if let Some(mut item) = item(&ctx, seq).await? {
-                    item.message = None;
-                    item.status = InjectionStatus::Rejected;
-                    item.reason = Some("run ended".into());
-                    ctx.set(&item_key(seq), Json(item));
-                }
-            }
-            meta.head = meta.next;
-            meta.queued_bytes = 0;
-        }
-        ctx.set(META, Json(meta));
-        Ok(())
+        let meta = load(&ctx).await?;
+        close(&ctx, meta, paused.into_inner()).await
     }
+
+    /// The running run's invocation and the `invoke` that claimed the session for it, if a
+    /// run is going (for `abandon`).
+    #[handler(ingress_private)]
+    async fn running(
+        &self,
+        ctx: ObjectContext<'_>,
+    ) -> Result<Json<Option<(String, Option<String>)>>, HandlerError> {
+        let meta = load(&ctx).await?;
+        let claimant = meta.claim.map(|c| c.by);
+        Ok(Json(
+            meta.invocation
+                .filter(|_| meta.status == RunStatus::Running)
+                .map(|run| (run, claimant)),
+        ))
+    }
+
+    /// The run `invocation` was abandoned (killed): the inbox closes as that run's end would
+    /// have closed it — its claim cleared, so new invokes are taken. `false` (nothing done)
+    /// when another run has opened the inbox since.
+    #[handler(ingress_private)]
+    async fn abandoned(
+        &self,
+        ctx: ObjectContext<'_>,
+        run: Json<(String, bool)>,
+    ) -> Result<Json<bool>, HandlerError> {
+        let (invocation, paused) = run.into_inner();
+        let meta = load(&ctx).await?;
+        if meta.invocation.as_deref() != Some(invocation.as_str()) {
+            return Ok(Json(false));
+        }
+        close(&ctx, meta, paused).await?;
+        Ok(Json(true))
+    }
+}
+
+/// Closes the inbox at a run's end (`paused`: on interrupts, keeping its queue for the resume;
+/// else what is still queued is rejected).
+async fn close(ctx: &ObjectContext<'_>, mut meta: Meta, paused: bool) -> Result<(), HandlerError> {
+    meta.invocation = None;
+    meta.claim = None;
+    meta.stop = false;
+    if paused {
+        meta.status = RunStatus::Paused;
+    } else {
+        meta.status = RunStatus::Idle;
+        for seq in meta.head..meta.next {
+            if let Some(mut item) = item(ctx, seq).await? {
+                item.message = None;
+                item.status = InjectionStatus::Rejected;
+                item.reason = Some("run ended".into());
+                ctx.set(&item_key(seq), Json(item));
+            }
+        }
+        meta.head = meta.next;
+        meta.queued_bytes = 0;
+    }
+    ctx.set(META, Json(meta));
+    Ok(())
 }
 
 fn refused(status: u16, message: impl Into<String>) -> HandlerError {
@@ -555,6 +641,7 @@ mod legacy {
                     oldest: oldest.min(head),
                     queued_bytes,
                     claim: None,
+                    stop: false,
                 },
                 items: items.into_iter().collect(),
             }
@@ -592,6 +679,7 @@ mod tests {
                 oldest: 0,
                 queued_bytes: 45,
                 claim: None,
+                stop: false,
             }
         );
         let items: Vec<(u64, Item)> = converted.items;

@@ -41,6 +41,7 @@ mod drain;
 mod error;
 mod inbox;
 mod object;
+mod tail;
 pub mod wire;
 mod worker;
 

@@ -30,11 +30,36 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::caller::{AUTHENTICATE, Callers, Operation};
 use crate::inbox::{InboxOutcome, ReinInbox, ReinInboxClient};
+use crate::tail::{self, TAIL, TailBinding, TailEntry, TailHead, entry_key};
 use crate::wire::{InvokeRequest, ResumeRequest, RunReport, SessionView};
 
 /// Builds the agent of a session (its model, tools, interventions): called for every
 /// invocation, on whichever worker runs it.
 pub(crate) type Factory = Arc<dyn Fn(&str) -> Result<AgentBuilder, Error> + Send + Sync>;
+
+/// The tail a run that never finished left: its head, its entries and how many keys it wrote.
+/// (A macro: `get` borrows its key for the context's lifetime, which a shared function over
+/// both kinds of context cannot name.)
+macro_rules! read_tail {
+    ($ctx:expr) => {{
+        let head: Option<Json<TailHead>> = $ctx.get(TAIL).await?;
+        match head {
+            None => None,
+            Some(Json(head)) => {
+                let mut entries = Vec::new();
+                let mut written = 0u64;
+                loop {
+                    let key = entry_key(written);
+                    let entry: Option<Json<TailEntry>> = $ctx.get(&key).await?;
+                    let Some(Json(entry)) = entry else { break };
+                    entries.push(entry);
+                    written += 1;
+                }
+                Some((head, entries, written))
+            }
+        }
+    }};
+}
 
 const SESSION: &str = "session";
 const LAST_RUN: &str = "last_run";
@@ -43,6 +68,9 @@ const LAST_RUN: &str = "last_run";
 pub(crate) struct ReinAgent {
     pub(crate) factory: Factory,
     pub(crate) callers: Arc<Callers>,
+    /// Restate's admin API, through which `abandon` kills a stuck run (none: the operator
+    /// kills it).
+    pub(crate) admin: Option<Arc<str>>,
 }
 
 #[restate_sdk::object]
@@ -143,8 +171,145 @@ impl ReinAgent {
         self.run(ctx, Request::Resume(answers)).await
     }
 
-    /// The session's messages, pending interrupts and last run (while a run goes on: as of
-    /// its start).
+    /// Ends the session's run that cannot go on — stuck in a journal mismatch after a deploy,
+    /// or on a deployment that is gone — and saves what it did: the run is killed through
+    /// Restate's admin API (when the worker has its URL: `Worker::admin_url`; else the operator
+    /// kills it, `restate invocations kill <id>`, and this waits for its end), its finished
+    /// steps stay in the session, its open tool uses are closed as interrupted, the last run's
+    /// report says it was abandoned, and the session takes new invokes again. 409 when no run
+    /// is going.
+    #[handler]
+    async fn abandon(&self, ctx: SharedObjectContext<'_>) -> Result<Json<RunReport>, HandlerError> {
+        let decision = self
+            .callers
+            .decide(ctx.headers(), Operation::Abandon, ctx.key());
+        ctx.run(|| async move { Ok(decision) })
+            .name(AUTHENTICATE)
+            .await?
+            .into_inner()
+            .admitted()?;
+        let key = ctx.key().to_owned();
+        // Calls of the session stuck with the run (on its dead deployment, or failing as it
+        // does) hold the objects: the inbox's own among them, which would block the next step.
+        let mut killed = 0;
+        if let Some(admin) = self.admin.clone() {
+            let session = key.clone();
+            killed = ctx
+                .run(|| async move { kill_stuck(&admin, &session).await.map(Json) })
+                .name("kill the session's stuck calls")
+                .await?
+                .into_inner();
+        }
+        let Json(running) = ctx
+            .object_client::<ReinInboxClient>(key.clone())
+            .running()
+            .call()
+            .await?;
+        // The stuck `invoke` killed may have freed the inbox already: the run is still
+        // settled.
+        let Some((run, claimant)) = running else {
+            if killed == 0 {
+                return Err(
+                    TerminalError::new_with_code(409, "no run is going on this session").into(),
+                );
+            }
+            return Ok(ctx
+                .object_client::<ReinAgentClient>(key)
+                .settle(Json(None))
+                .call()
+                .await?);
+        };
+        match self.admin.clone() {
+            Some(admin) => {
+                // The `invoke` waiting for the run goes too.
+                let targets: Vec<String> = std::iter::once(run.clone()).chain(claimant).collect();
+                ctx.run(|| async move {
+                    for target in &targets {
+                        kill(&admin, target).await?;
+                    }
+                    Ok(())
+                })
+                .name("kill the abandoned run")
+                .await?;
+            }
+            None => tracing::warn!(
+                session = %key,
+                invocation = %run,
+                "abandon waits for the run to end: kill it (`restate invocations kill {run}`), \
+                 or give the worker Restate's admin URL (Worker::admin_url)"
+            ),
+        }
+        Ok(ctx
+            .object_client::<ReinAgentClient>(key)
+            .settle(Json(Some(run)))
+            .call()
+            .await?)
+    }
+
+    /// After `abandon` ended the run `run` (the inbox's; none when the inbox had been freed
+    /// already): what it did joins the session, its report is the last run's, and the inbox
+    /// takes new runs.
+    #[handler(ingress_private)]
+    async fn settle(
+        &self,
+        ctx: ObjectContext<'_>,
+        run: Json<Option<String>>,
+    ) -> Result<Json<RunReport>, HandlerError> {
+        let mut run = run.into_inner();
+        let key = ctx.key().to_owned();
+        let stored: Option<Json<Checkpoint>> = ctx.get(SESSION).await?;
+        let mut stored = stored.map(Json::into_inner);
+        let mut its_tail = false;
+        let unfinished = read_tail!(ctx);
+        if let Some((head, entries, written)) = unfinished {
+            its_tail = run.as_ref().is_none_or(|run| *run == head.run);
+            let folded = tail::fold(stored, &head, entries);
+            ctx.set(SESSION, Json(folded.clone()));
+            clear_tail(&ctx, written);
+            stored = Some(folded);
+            run.get_or_insert(head.run);
+        }
+        let paused = stored.as_ref().is_some_and(|s| s.paused.is_some());
+        let closed = match &run {
+            Some(run) => {
+                ctx.object_client::<ReinInboxClient>(key.clone())
+                    .abandoned(Json((run.clone(), paused)))
+                    .call()
+                    .await?
+                    .0
+            }
+            None => false,
+        };
+        let run = run.unwrap_or_default();
+        let report = RunReport {
+            stop_reason: rein_core::stream::StopReason::Cancelled,
+            interrupts: stored
+                .as_ref()
+                .and_then(|s| s.paused.as_ref())
+                .map(|p| p.interrupts())
+                .unwrap_or_default(),
+            error: Some(format!(
+                "abandoned: run {run} was ended by an operator; its finished steps are kept"
+            )),
+            ..RunReport::empty(
+                &key,
+                stored
+                    .as_ref()
+                    .and_then(|s| s.messages.last())
+                    .map(|(_, m)| m),
+            )
+        };
+        // Unless a later run has ended since (and its report is the last).
+        if its_tail || closed {
+            ctx.set(LAST_RUN, Json(report.clone()));
+        }
+        Ok(Json(report))
+    }
+
+    /// The session's messages, pending interrupts and last run. While a run goes on, its
+    /// messages so far are there too (a tool call still running shows as interrupted until
+    /// its result is in); a run that never finished left its messages, its open tool uses
+    /// closed as interrupted.
     #[handler]
     async fn session(
         &self,
@@ -160,7 +325,12 @@ impl ReinAgent {
             .admitted()?;
         let stored: Option<Json<Checkpoint>> = ctx.get(SESSION).await?;
         let last_run: Option<Json<RunReport>> = ctx.get(LAST_RUN).await?;
-        let Some(stored) = stored.map(Json::into_inner) else {
+        let mut stored = stored.map(Json::into_inner);
+        let unfinished = read_tail!(ctx);
+        if let Some((head, entries, _)) = unfinished {
+            stored = Some(tail::fold(stored, &head, entries));
+        }
+        let Some(stored) = stored else {
             return Err(TerminalError::new_with_code(404, "unknown session").into());
         };
         Ok(Json(SessionView {
@@ -178,8 +348,19 @@ impl ReinAgent {
         request: Request,
     ) -> Result<Json<RunReport>, HandlerError> {
         let key = ctx.key().to_owned();
+        crate::drain::note_run(&key, ctx.invocation_id());
         let stored: Option<Json<Checkpoint>> = ctx.get(SESSION).await?;
-        let stored = stored.map(Json::into_inner);
+        let mut stored = stored.map(Json::into_inner);
+        // A run that never finished (killed, abandoned, its worker gone for good) left its
+        // history in the tail: it joins the session first, so that this run's tail starts
+        // afresh. (A replay of this invocation reads what its first attempt read.)
+        let unfinished = read_tail!(ctx);
+        if let Some((head, entries, written)) = unfinished {
+            let folded = tail::fold(stored, &head, entries);
+            ctx.set(SESSION, Json(folded.clone()));
+            clear_tail(&ctx, written);
+            stored = Some(folded);
+        }
         let input = match request {
             Request::Invoke(input) => input,
             Request::Resume(answers) => {
@@ -196,15 +377,14 @@ impl ReinAgent {
         };
         let (tx, mut rx) = mpsc::unbounded_channel();
         let builder = (self.factory)(&key).map_err(|e| TerminalError::new(e.to_string()))?;
+        // The session binding restores the agent (the agent in control after a handoff and a
+        // repaired tail come back as a session store would restore them) and sends each
+        // message added to the tail.
         let mut agent = builder
             .journal(ChannelJournal { tx: tx.clone() })
+            .session(TailBinding::new(tx.clone(), stored))
             .build()
             .map_err(|e| TerminalError::new(e.to_string()))?;
-        // The agent in control after a handoff and a repaired tail come back as a session
-        // store would restore them.
-        if let Some(stored) = stored {
-            agent.restore(stored);
-        }
         let outcomes = tx.clone();
         agent.interceptor().on_consumed(move |id, _| {
             let _ = outcomes.send(Op::Outcome(id, InboxOutcome::consumed()));
@@ -220,6 +400,7 @@ impl ReinAgent {
             .await?;
 
         let cancel = agent.cancel_handle();
+        let mut written = 0;
         let result = {
             let run = agent.invoke(input);
             tokio::pin!(run);
@@ -227,19 +408,22 @@ impl ReinAgent {
                 tokio::select! {
                     biased;
                     result = &mut run => break result,
-                    Some(op) = rx.recv() => serve(&ctx, &key, op, &cancel).await,
+                    Some(op) = rx.recv() => serve(&ctx, &key, op, &cancel, &mut written).await,
                 }
             }
         };
         // What the run's end reported (rejections of items still queued) is journaled too.
         while let Ok(op) = rx.try_recv() {
-            serve(&ctx, &key, op, &cancel).await;
+            serve(&ctx, &key, op, &cancel, &mut written).await;
         }
         let report = match &result {
             Ok(result) => RunReport::of(&key, result),
             Err(e) => match answer_error(e) {
                 // The input or the answers were wrong: nothing ran, nothing changed.
                 Some(status) => {
+                    if written > 0 {
+                        clear_tail(&ctx, written);
+                    }
                     inbox()
                         .close(Json(agent.pending_interrupts().is_some()))
                         .call()
@@ -259,6 +443,9 @@ impl ReinAgent {
             .await?;
         ctx.set(SESSION, Json(stored));
         ctx.set(LAST_RUN, Json(report.clone()));
+        if written > 0 {
+            clear_tail(&ctx, written);
+        }
         inbox()
             .close(Json(agent.pending_interrupts().is_some()))
             .call()
@@ -325,23 +512,94 @@ fn answer_error(e: &Error) -> Option<u16> {
 
 fn failed_report(key: &str, agent: &Agent, e: &Error) -> RunReport {
     RunReport {
-        session: key.to_owned(),
-        stop_reason: rein_core::stream::StopReason::EndTurn,
-        text: agent
-            .messages()
-            .last()
-            .map(Message::text)
-            .unwrap_or_default(),
-        interrupts: Vec::new(),
-        usage: Default::default(),
-        injections: Vec::new(),
-        decisions: Vec::new(),
         error: Some(e.to_string()),
+        ..RunReport::empty(key, agent.messages().last())
     }
 }
 
+/// Kills, through Restate's admin API, the calls of the session's two objects that Restate is
+/// retrying or has paused after retrying (`backing-off`, `paused`): stuck with a run on a
+/// deployment that is gone, or failing as it does. Calls waiting their turn or running are left.
+/// Returns how many it killed.
+async fn kill_stuck(admin: &str, session: &str) -> Result<usize, HandlerError> {
+    // A SQL string literal: its quotes doubled (the session id is the caller's).
+    let literal = session.replace('\'', "''");
+    let query = format!(
+        "SELECT id FROM sys_invocation WHERE target_service_name IN ('ReinAgent', 'ReinInbox') \
+         AND target_service_key = '{literal}' AND status IN ('backing-off', 'paused')"
+    );
+    #[derive(Deserialize)]
+    struct Rows {
+        rows: Vec<Row>,
+    }
+    #[derive(Deserialize)]
+    struct Row {
+        id: String,
+    }
+    let response = admin_http()?
+        .post(format!("{}/query", admin.trim_end_matches('/')))
+        .header("content-type", "application/json")
+        .header("accept", "application/json")
+        .body(serde_json::json!({ "query": query }).to_string())
+        .send()
+        .await
+        .map_err(unreachable_admin)?;
+    let status = response.status().as_u16();
+    let body = response.bytes().await.map_err(unreachable_admin)?;
+    if status >= 300 {
+        return Err(admin_refused("list the session's calls", status, &body));
+    }
+    let rows: Rows = serde_json::from_slice(&body).map_err(|e| {
+        TerminalError::new_with_code(502, format!("Restate's admin API answered: {e}"))
+    })?;
+    for row in &rows.rows {
+        kill(admin, &row.id).await?;
+    }
+    Ok(rows.rows.len())
+}
+
+fn admin_http() -> Result<reqwest::Client, HandlerError> {
+    rein_models::http::client(std::time::Duration::from_secs(10))
+        .map_err(|e| TerminalError::new(e.to_string()).into())
+}
+
+/// Restate's admin API cannot be reached: an error Restate retries (it may be restarting).
+fn unreachable_admin(e: reqwest::Error) -> HandlerError {
+    HandlerError::from(std::io::Error::other(e.without_url()))
+}
+
+fn admin_refused(what: &str, status: u16, body: &[u8]) -> HandlerError {
+    let message = String::from_utf8_lossy(body);
+    TerminalError::new_with_code(
+        502,
+        format!("Restate's admin API refused to {what}: {status} {message}"),
+    )
+    .into()
+}
+
+/// Kills an invocation through Restate's admin API. One that has ended already is fine.
+async fn kill(admin: &str, invocation: &str) -> Result<(), HandlerError> {
+    let http = admin_http()?;
+    let url = format!(
+        "{}/invocations/{invocation}/kill",
+        admin.trim_end_matches('/')
+    );
+    let response = http.patch(url).send().await.map_err(unreachable_admin)?;
+    let status = response.status().as_u16();
+    // 404: unknown; 409: completed already (killed by an earlier step, say).
+    if (200..300).contains(&status) || status == 404 || status == 409 {
+        return Ok(());
+    }
+    let body = response.bytes().await.unwrap_or_default();
+    Err(admin_refused(
+        &format!("kill run {invocation}"),
+        status,
+        &body,
+    ))
+}
+
 /// What the agent asks of the handler.
-enum Op {
+pub(crate) enum Op {
     Step {
         step: JournalStep,
         run: BoxFuture<'static, Value>,
@@ -351,11 +609,35 @@ enum Op {
         reply: oneshot::Sender<Result<Vec<(InjectionId, Message)>, Error>>,
     },
     Outcome(InjectionId, InboxOutcome),
+    /// A message added or rewritten: saved to the tail at once.
+    Tail(TailEntry),
+}
+
+/// Clears a tail of `written` entries (the checkpoint holds them now).
+fn clear_tail(ctx: &ObjectContext<'_>, written: u64) {
+    for n in 0..written {
+        ctx.clear(&entry_key(n));
+    }
+    ctx.clear(TAIL);
 }
 
 /// Carries out one of the agent's requests on the Restate context.
-async fn serve(ctx: &ObjectContext<'_>, key: &str, op: Op, cancel: &rein_agent::CancelHandle) {
+async fn serve(
+    ctx: &ObjectContext<'_>,
+    key: &str,
+    op: Op,
+    cancel: &rein_agent::CancelHandle,
+    written: &mut u64,
+) {
     match op {
+        Op::Tail(entry) => {
+            if *written == 0 {
+                let run = ctx.invocation_id().to_owned();
+                ctx.set(TAIL, Json(TailHead { run }));
+            }
+            ctx.set(&entry_key(*written), Json(entry));
+            *written += 1;
+        }
         Op::Step { step, run, reply } => {
             let done = ctx
                 .run(|| async move { Ok(Json(run.await)) })
@@ -383,7 +665,14 @@ async fn serve(ctx: &ObjectContext<'_>, key: &str, op: Op, cancel: &rein_agent::
                 .call()
                 .await;
             let items = match taken {
-                Ok(Json(items)) => Ok(items),
+                Ok(Json(turn)) => {
+                    // Cancelled: the run stops here, between turns — every tool it ran has
+                    // finished and its result is in the history.
+                    if turn.stop {
+                        cancel.cancel();
+                    }
+                    Ok(turn.items)
+                }
                 // Cancelled (or failed for good): the run stops as a cancelled run does.
                 Err(_) => {
                     cancel.cancel();
@@ -438,11 +727,13 @@ pub(crate) fn endpoint(
     builder: restate_sdk::endpoint::Builder,
     factory: Factory,
     callers: Arc<Callers>,
+    admin: Option<Arc<str>>,
 ) -> restate_sdk::endpoint::Endpoint {
     builder
         .bind(ReinAgent {
             factory,
             callers: callers.clone(),
+            admin,
         })
         .bind(ReinInbox { callers })
         .build()

@@ -114,6 +114,20 @@ pub struct RunReport {
 }
 
 impl RunReport {
+    /// A report of nothing but the session and the last message's text.
+    pub(crate) fn empty(session: &str, last: Option<&Message>) -> Self {
+        Self {
+            session: session.to_owned(),
+            stop_reason: StopReason::EndTurn,
+            text: last.map(Message::text).unwrap_or_default(),
+            interrupts: Vec::new(),
+            usage: Usage::default(),
+            injections: Vec::new(),
+            decisions: Vec::new(),
+            error: None,
+        }
+    }
+
     pub(crate) fn of(session: &str, result: &AgentResult) -> Self {
         Self {
             session: session.to_owned(),

@@ -63,6 +63,7 @@ pub struct Worker {
     identity_keys: Vec<String>,
     authenticate: Option<Arc<Authenticate>>,
     state_keys: BTreeSet<String>,
+    admin: Option<Arc<str>>,
 }
 
 impl Worker {
@@ -79,6 +80,7 @@ impl Worker {
             identity_keys: Vec::new(),
             authenticate: None,
             state_keys: BTreeSet::new(),
+            admin: None,
         }
     }
 
@@ -112,6 +114,14 @@ impl Worker {
     /// caller's.
     pub fn caller_state_keys(mut self, keys: impl IntoIterator<Item = impl Into<String>>) -> Self {
         self.state_keys = keys.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Restate's admin API (`http://restate:9070`): `abandon` kills a stuck run through it.
+    /// Without it, the operator kills the run (`restate invocations kill <id>`) and `abandon`
+    /// waits for its end.
+    pub fn admin_url(mut self, url: impl Into<String>) -> Self {
+        self.admin = Some(url.into().into());
         self
     }
 
@@ -187,7 +197,7 @@ impl Worker {
         Ok(BoundWorker {
             listener,
             service: Tracked {
-                endpoint: HyperEndpoint::new(endpoint(builder, self.factory, callers)),
+                endpoint: HyperEndpoint::new(endpoint(builder, self.factory, callers, self.admin)),
                 in_flight: InFlight::default(),
             },
             grace: self.grace,

@@ -252,3 +252,58 @@ async fn a_stream_dropped_mid_tool_leaves_history_repairable() {
         "the dropped run's injection is never delivered"
     );
 }
+
+/// Issue #37 (honest cancel), in process: cancelled at any point, a run's history answers
+/// exactly the tool calls whose effect happened (the ledger's) with their results; a call cut
+/// short did nothing and says cancelled.
+#[tokio::test(start_paused = true)]
+async fn a_cancel_at_any_point_keeps_the_result_of_every_tool_that_ran() {
+    use rein_core::{ToolHandle, tool::ToolOutput};
+    use std::sync::{Arc, Mutex};
+
+    for point in 0..40u64 {
+        let ledger: Arc<Mutex<Vec<String>>> = Arc::default();
+        let written = ledger.clone();
+        let tool = ToolHandle::from_fn(
+            "ledger",
+            "Records a step.",
+            json!({"type": "object"}),
+            move |_, cx| {
+                let (written, id) = (written.clone(), cx.tool_use_id().to_owned());
+                async move {
+                    tokio::time::sleep(Duration::from_millis(25)).await;
+                    written.lock().unwrap().push(id);
+                    Ok::<_, rein_core::tool::ToolError>(ToolOutput::text("recorded"))
+                }
+            },
+        );
+        let mut script = ScriptedModel::builder().call_delay(Duration::from_millis(5));
+        for i in 0..20 {
+            script = script.tool_use(format!("step-{i}"), "ledger", json!({}));
+        }
+        let mut agent = agent(script.text("done").build())
+            .tool(tool)
+            .build()
+            .unwrap();
+        let handle = agent.cancel_handle();
+        // Cancel points 7 ms apart: in model calls, in tools, between them.
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(1 + point * 7)).await;
+            handle.cancel();
+        });
+        let r = agent.invoke("go").await.unwrap();
+        assert_eq!(r.stop_reason, StopReason::Cancelled, "point {point}");
+        assert_history_valid(agent.messages());
+        let ran = ledger.lock().unwrap().clone();
+        for m in agent.messages() {
+            for (id, text, _) in results_of(m) {
+                let effect = ran.contains(&id);
+                assert_eq!(
+                    text == "recorded",
+                    effect,
+                    "point {point}: {id} says {text:?}, its effect happened: {effect}"
+                );
+            }
+        }
+    }
+}

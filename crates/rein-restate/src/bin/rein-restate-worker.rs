@@ -23,6 +23,10 @@
 //!   from then on with `Support: <text>`;
 //! - anything else: `You said: <text>`.
 //!
+//! `REIN_DEMO_REVISION=2` deploys a revision of the agent with one more intervention (it
+//! denies every `ledger` call): a run journaled by the first revision no longer replays on it
+//! (a journal mismatch).
+//!
 //! The `ledger` tool takes `REIN_TOOL_DELAY_MS`, then appends `<millis> <session> <tool use id>`
 //! to the file `REIN_LEDGER` (when set): one line per execution. SIGTERM or Ctrl-C stops the
 //! worker gracefully.
@@ -185,7 +189,19 @@ fn agent(session: &str) -> Result<rein_agent::AgentBuilder, rein_core::Error> {
         .name("support")
         .model(SupportModel)
         .build()?;
-    Ok(Agent::builder()
+    let builder = Agent::builder();
+    let builder = if std::env::var("REIN_DEMO_REVISION").as_deref() == Ok("2") {
+        builder.intervention(Intervention::named("freeze").before_tool_call(|ev, _| {
+            if ev.tool_use().name == "ledger" {
+                BeforeToolCallAction::deny("the ledger is frozen")
+            } else {
+                BeforeToolCallAction::Proceed
+            }
+        }))
+    } else {
+        builder
+    };
+    Ok(builder
         .handoff(support)
         .name("ops")
         .model(OpsModel {
@@ -207,6 +223,7 @@ async fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let mut args = std::env::args().skip(1).peekable();
     if args.peek().map(String::as_str) == Some("inject") {
@@ -240,6 +257,10 @@ async fn main() {
         .authenticate(|_caller| Ok(InvocationState::new()));
     for key in identity_keys {
         worker = worker.identity_key(key);
+    }
+    // `abandon` kills a stuck run through the admin API it registers with.
+    if let Some((admin, _)) = &register {
+        worker = worker.admin_url(admin.clone());
     }
     let worker = match worker
         .bind(bind)

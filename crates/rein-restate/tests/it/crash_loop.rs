@@ -64,6 +64,7 @@ async fn runs_survive_workers_killed_at_random_points() {
         model_delay_ms: 15,
         tool_delay_ms: 15,
         ledger: Some(&ledger),
+        ..Default::default()
     };
     // Two worker processes behind one deployment address.
     let workers = vec![
@@ -120,6 +121,7 @@ async fn runs_survive_workers_killed_at_random_points() {
                     model_delay_ms: 15,
                     tool_delay_ms: 15,
                     ledger: Some(&ledger),
+                    ..Default::default()
                 };
                 workers[i] = Worker::start(&restate, options).await;
             }

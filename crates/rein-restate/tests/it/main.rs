@@ -7,6 +7,7 @@ mod common;
 
 mod crash_loop;
 mod durable;
+mod history;
 mod release_fixtures;
 mod scale;
 mod security;

@@ -214,9 +214,22 @@ async fn the_inbox_internal_handlers_are_refused_by_the_ingress() {
             Some(json!([note.id, {"consumed": false, "reason": "eaten"}])),
         ),
         ("open", Some(json!(paused.session))),
+        ("running", None),
+        ("abandoned", Some(json!([paused.session, false]))),
+        ("claim", Some(json!("inv_forged"))),
+        ("release", Some(json!("inv_forged"))),
     ];
-    for (handler, body) in attacks {
-        let mut request = http.post(format!("{}/ReinInbox/victim/{handler}", restate.ingress));
+    // The session's own: settle the pause as if abandoned, run input without `invoke`.
+    let agent_attacks = [
+        ("settle", Some(json!("inv_forged"))),
+        ("run_input", Some(json!({"messages": [], "state": {}}))),
+    ];
+    let targets = attacks
+        .into_iter()
+        .map(|a| ("ReinInbox", a))
+        .chain(agent_attacks.into_iter().map(|a| ("ReinAgent", a)));
+    for (object, (handler, body)) in targets {
+        let mut request = http.post(format!("{}/{object}/victim/{handler}", restate.ingress));
         if let Some(body) = body {
             request = request
                 .header("content-type", "application/json")

@@ -259,6 +259,10 @@ pub struct WorkerOptions<'a> {
     pub model_delay_ms: u64,
     pub tool_delay_ms: u64,
     pub ledger: Option<&'a Path>,
+    /// The demo agent's revision (`REIN_DEMO_REVISION`; 0: the first).
+    pub revision: u32,
+    /// Where the worker's log goes (its errors), instead of nowhere.
+    pub log: Option<&'a Path>,
 }
 
 impl Default for WorkerOptions<'_> {
@@ -270,6 +274,8 @@ impl Default for WorkerOptions<'_> {
             model_delay_ms: 0,
             tool_delay_ms: 0,
             ledger: None,
+            revision: 0,
+            log: None,
         }
     }
 }
@@ -290,8 +296,17 @@ impl Worker {
             .args(["--identity-key", &restate.identity.public])
             .env("REIN_MODEL_DELAY_MS", options.model_delay_ms.to_string())
             .env("REIN_TOOL_DELAY_MS", options.tool_delay_ms.to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
+            .env("REIN_DEMO_REVISION", options.revision.to_string())
+            .stdout(Stdio::piped());
+        match options.log {
+            Some(log) => {
+                let file = std::fs::File::create(log).unwrap();
+                cmd.env("RUST_LOG", "rein_restate=error").stderr(file);
+            }
+            None => {
+                cmd.stderr(Stdio::null());
+            }
+        }
         if options.reuse_port {
             cmd.arg("--reuse-port");
         }
@@ -375,4 +390,56 @@ pub async fn invocation_status(restate: &Restate, invocation: &str) -> String {
         .as_str()
         .unwrap_or_else(|| panic!("no status in {body}"))
         .to_owned()
+}
+
+/// The id of the session's run that has not completed (`run_input` or `resume`), if any.
+pub async fn running_run(restate: &Restate, session: &str) -> Option<String> {
+    let query = format!(
+        "SELECT id FROM sys_invocation WHERE target_service_name = 'ReinAgent' AND \
+         target_service_key = '{session}' AND target_handler_name IN ('run_input', 'resume') \
+         AND status != 'completed'"
+    );
+    let response = reqwest_client()
+        .post(format!("{}/query", restate.admin))
+        .header("content-type", "application/json")
+        .header("accept", "application/json")
+        .body(serde_json::json!({ "query": query }).to_string())
+        .send()
+        .await
+        .unwrap();
+    let body: serde_json::Value = serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
+    body["rows"][0]["id"].as_str().map(str::to_owned)
+}
+
+/// Kills an invocation through Restate's admin API (what `restate invocations kill` does): it
+/// ends at once, wherever it stands, without running anything more of it.
+pub async fn kill_invocation(restate: &Restate, invocation: &str) {
+    let response = reqwest_client()
+        .patch(format!("{}/invocations/{invocation}/kill", restate.admin))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    assert!(
+        status.is_success(),
+        "kill {invocation}: {status} {}",
+        response.text().await.unwrap_or_default()
+    );
+}
+
+/// Waits (up to 60 s) until `ready` holds.
+pub async fn wait_until(what: &str, mut ready: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !ready().await {
+        assert!(Instant::now() < deadline, "waited 60 s for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The answer of a call that must come (within 60 s: a hang fails the test instead of
+/// blocking it).
+pub async fn answered<T>(call: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(60), call)
+        .await
+        .expect("an answer within 60 s")
 }
