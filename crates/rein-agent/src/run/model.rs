@@ -136,8 +136,12 @@ impl Driver<'_> {
             };
             (call, denied)
         };
-        let called = call.await;
-        self.record_fallback(&called, span);
+        // In a block: a borrowed local is carried across every later await (layout rule 3).
+        let called = {
+            let called = call.await;
+            self.record_fallback(&called, span);
+            called
+        };
         self.inv.streaming_response = false;
         let called = called.inspect_err(|error| {
             // A stream guard failed: what the caller was shown is withdrawn.
@@ -160,16 +164,19 @@ impl Driver<'_> {
     /// answers, their guidance on one counts in the same budget, and an answer they rewrote is
     /// checked again. Responses with tool uses are not checked (the model may call tools
     /// first).
-    pub(super) async fn answered(
+    ///
+    /// A plain function that returns the future (layout rule 3: an `async fn` would carry
+    /// `called` beside AfterModelCall's future).
+    pub(super) fn answered(
         &mut self,
         called: Called,
         index: u32,
-    ) -> Result<StepReport, Error> {
+    ) -> impl Future<Output = Result<StepReport, Error>> + Send + '_ {
         if self.agent.core.output.is_none() {
-            return self.after_model_call(called, index).await;
+            return Either::Left(self.after_model_call(called, index));
         }
         // Boxed (layout rule 1).
-        Box::pin(self.typed_answer(called, index)).await
+        Either::Right(Box::pin(self.typed_answer(called, index)))
     }
 
     async fn typed_answer(&mut self, mut called: Called, index: u32) -> Result<StepReport, Error> {
