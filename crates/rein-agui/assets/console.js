@@ -235,7 +235,8 @@ const ACTIONS = { deny: "Blocked", guide: "Redirected", transform: "Changed", er
 const CONFIRMED = { asked: "Asked for approval", approved: "Approved", rejected: "Rejected" };
 function decision(d) {
   const list = $("decisions");
-  if (list.querySelector(".note")) list.replaceChildren();
+  // The placeholder goes; a row's own notes (who answered, the reason) are no placeholder.
+  if (list.querySelector(":scope > p.note")) list.replaceChildren();
   const row = el("div", "decision");
   const status = d.confirmation && d.confirmation.status;
   const action = d.action === "confirm" ? (CONFIRMED[status] || words(status || "confirm")) : (ACTIONS[d.action] || words(d.action));
@@ -256,6 +257,22 @@ function decision(d) {
   row.title = `${d.handler} @ ${d.event}${d.outcome && d.outcome !== "applied" ? ` (${d.outcome})` : ""}`;
   row.dataset.action = d.action === "confirm" ? `confirm ${status}` : d.action;
   list.prepend(row);
+}
+
+// A stored approval record (`GET threads/{id}`'s `approvals`), shown like the decision it was
+// when it happened: who asked, who answered (the authenticated principal), the edit, the reason.
+function record(r) {
+  const proceeded = r.outcome === "proceeded";
+  decision({
+    action: proceeded ? "proceed" : "confirm",
+    confirmation: proceeded ? undefined : { status: r.outcome, answer: { note: r.note ?? undefined, edit: r.edit ?? undefined } },
+    tool_use_id: r.toolCallId,
+    text: r.reason || "",
+    answeredBy: r.approver,
+    claimedAnsweredBy: r.claimedApprover,
+    handler: r.handler,
+    event: "stored",
+  });
 }
 
 // ---- the cards ----
@@ -506,6 +523,7 @@ async function showInbox(more) {
   if (!more) list.replaceChildren();
   $("inbox-more").hidden = true;
   if (res.status === 404) { list.replaceChildren(el("p", "note", "No inbox on this server: open a conversation's link.")); return; }
+  if (res.status === 501) { list.replaceChildren(el("p", "note", "This server's store cannot list what waits: open a conversation's link.")); return; }
   if (!res.ok) { await refused(res); return; }
   const j = await res.json();
   for (const a of j.approvals || []) list.appendChild(inboxItem(a));
@@ -570,6 +588,9 @@ async function restore() {
   }
   const t = await res.json();
   showMessages(t.messages, t.messagesOmitted);
+  $("decisions").replaceChildren();
+  for (const r of t.approvals || []) record(r);
+  if (!$("decisions").children.length) $("decisions").appendChild(el("p", "note", "Decisions appear here as they happen."));
   parked = [];
   for (const p of t.parkedInjections || []) {
     parked.push(...p.interrupts.map((i) => ({ ...i, text: p.text, injectionId: p.injectionId })));

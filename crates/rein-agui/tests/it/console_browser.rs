@@ -112,6 +112,17 @@ async fn approve_in_the_console_in_a_real_browser() {
     ] {
         assert!(reloaded.contains(shown), "{shown:?} not in {reloaded}");
     }
+    // ... and what was decided, from the stored approval records (issue 38, item 3): who was
+    // asked and who approved, as the server authenticated them.
+    let decided = text(&page, "reloadedDecisions");
+    assert!(
+        decided.contains("Asked for approval Delete file"),
+        "{decided}"
+    );
+    assert!(
+        decided.contains("Approved Delete file by token holder"),
+        "{decided}"
+    );
     // Another tab on the thread sees the open approval, and its new request is refused in
     // plain words (the code in the details).
     assert!(text(&page, "reloadedApprovals").contains("Delete a.txt?"));

@@ -65,6 +65,7 @@ const scenarios = {
     await page.reload();
     await page.getByText("Done: I asked before deleting.").waitFor(wait);
     out.reloadedTranscript = await text(page, "#transcript");
+    out.reloadedDecisions = await text(page, "#decisions");
     // A second request on the same thread while it waits is refused, and the page says so.
     await page.fill("#prompt", "Please delete a.txt");
     await page.click("#send");
