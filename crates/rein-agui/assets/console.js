@@ -106,6 +106,7 @@ $("sign-out-link").addEventListener("click", (e) => {
 
 const REFUSALS = {
   FORBIDDEN: "You are not allowed to do this in this conversation.",
+  FOUR_EYES: "You asked for this yourself: another person must approve it (four-eyes). It still waits for them; you may reject it.",
   INTERRUPTS_PENDING: "This conversation waits for an approval first (see “Waiting for you”).",
   FINGERPRINT_MISMATCH: "The request changed since it was shown to you. Reload the page to see it as it is now.",
   RUN_IN_PROGRESS: "The agent is still working on this conversation: try again when it is done.",

@@ -1,7 +1,7 @@
 //! The approval console in a real browser (headless Debian chromium, driven by playwright-core
 //! from Node: `tests/js/console_browser.cjs`), at 1280 px and at a phone's 390 px: approve,
 //! approve after a restart and a reload with auth on (sign in first), edit through the form
-//! (a refused edit leaves the card working), reject with a reason, the phone layout.
+//! (a refused edit leaves the card working), reject with a reason, four-eyes, the phone layout.
 //! Screenshots are kept under `target/tmp/rein-agui-console/`; with
 //! `REIN_AGUI_UPDATE_SCREENSHOT=1` those the docs show are copied to docs/images
 //! (`bash docs/images/agui-console.sh`). SKIPPED without `REIN_AGUI_NODE_MODULES` and
@@ -293,4 +293,51 @@ async fn the_page_fits_a_phone() {
     }
     server.shutdown().await.unwrap();
     keep("console-layout-390.png", "agui-console-phone.png");
+}
+
+/// Issue 38, item 4: four-eyes in the console — bob asks for a refund over the threshold and may
+/// not approve it himself (a plain refusal; the approval still waits); alice signs in on the
+/// same page and approves; the tool sees both names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_eyes_in_the_console() {
+    if browser().is_none() {
+        return;
+    }
+    let server = crate::identity::start(
+        crate::identity::ops(MemorySessionStore::new(), common::Models::default()).four_eyes(true),
+    )
+    .await;
+    for width in [1280, 390] {
+        let page = drive(
+            &server.url(),
+            "four-eyes",
+            width,
+            &format!("four-eyes-{width}"),
+        )
+        .await;
+        let refusal = text(&page, "refusal");
+        assert!(
+            refusal.contains("another person must approve it"),
+            "{width}: {page}"
+        );
+        assert!(
+            text(&page, "refusalDetails").contains("FOUR_EYES"),
+            "{page}"
+        );
+        assert!(
+            text(&page, "stillWaiting").contains("Refund needs your approval"),
+            "{width}: {page}"
+        );
+        let transcript = text(&page, "transcript");
+        assert!(
+            transcript.contains("refunded 250 for bob approved by alice"),
+            "{width}: {transcript}"
+        );
+        let decisions = text(&page, "decisions");
+        assert!(
+            decisions.contains("Approved Refund by alice"),
+            "{decisions}"
+        );
+    }
+    server.shutdown().await.unwrap();
 }

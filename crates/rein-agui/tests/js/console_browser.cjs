@@ -11,6 +11,8 @@
 //   reject        reject with a reason
 //   always        human_approval's "always": approve and trust the tool for the session
 //   layout        the page with an approval waiting (for the phone layout's measurements)
+//   four-eyes     bob asks for a refund and may not approve it himself; alice signs in and does
+//                 (the tokens of the identity tests' server: bob-token-…, alice-token-…)
 const { createRequire } = require("node:module");
 const fs = require("node:fs");
 const os = require("node:os");
@@ -154,6 +156,38 @@ const scenarios = {
     await page.waitForFunction(() => document.getElementById("status").textContent === "idle");
     out.transcript = await text(page, "#transcript");
     out.approvals = await text(page, "#approvals");
+  },
+
+  async "four-eyes"(page, context, out) {
+    const as = (who) => {
+      const start = new URL(url);
+      start.searchParams.set("thread", thread);
+      start.searchParams.set("token", `${who}-token-0123456789`);
+      return start.toString();
+    };
+    await page.goto(as("bob"));
+    await page.fill("#prompt", "Refund order 17");
+    await page.click("#send");
+    const approve = page.locator("#approvals [data-action=approve]");
+    await approve.waitFor(wait);
+    await approve.click();
+    await page.locator("#error").waitFor({ state: "visible", ...wait });
+    out.refusal = await text(page, "#error-text");
+    out.refusalDetails = await page.locator("#error-raw").textContent();
+    await page.waitForFunction(() => !document.querySelector("#approvals [data-action=approve]").disabled);
+    out.stillWaiting = await text(page, "#approvals");
+    await page.screenshot({ path: path.join(shots, `console-four-eyes-${width}.png`) });
+    // Alice signs in on the same page and approves.
+    await page.click("#sign-out-link");
+    await page.locator("#signin").waitFor({ state: "visible", ...wait });
+    await page.fill("#token", "alice-token-0123456789");
+    await page.click("#signin-submit");
+    await approve.waitFor(wait);
+    await approve.click();
+    await page.getByText("Done.").waitFor(wait);
+    await page.waitForFunction(() => document.getElementById("status").textContent === "idle");
+    out.transcript = await text(page, "#transcript");
+    out.decisions = await text(page, "#decisions");
   },
 
   async layout(page, context, out) {
