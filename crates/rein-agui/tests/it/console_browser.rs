@@ -68,74 +68,76 @@ async fn approve_in_the_console_in_a_real_browser() {
         return;
     }
     let server = common::start(MemorySessionStore::new()).await;
-    let page = drive(&server.url(), "approve", 1280, "browser-approve-1").await;
+    for width in [1280, 390] {
+        let thread = format!("browser-approve-{width}");
+        let page = drive(&server.url(), "approve", width, &thread).await;
+        // The page took its token out of the address bar (it keeps it for its requests).
+        assert!(!text(&page, "addressBar").contains("token"), "{page}");
+        assert!(text(&page, "addressBar").contains(&format!("?thread={thread}")));
+        // Plain words: what the tool is and its input; the handler's question beside it.
+        assert_eq!(text(&page, "title"), "Delete file needs your approval");
+        let card = text(&page, "card");
+        for shown in ["Delete a.txt?", "Path", "a.txt"] {
+            assert!(card.contains(shown), "{shown:?} not in {card}");
+        }
+        assert!(
+            text(&page, "askedDecision").contains("Asked for approval"),
+            "{page}"
+        );
+        let transcript = text(&page, "transcript");
+        for shown in [
+            "Please delete a.txt",
+            "→ Delete file (path: a.txt)",
+            "← deleted a.txt",
+            "Done: I asked before deleting.",
+        ] {
+            assert!(transcript.contains(shown), "{shown:?} not in {transcript}");
+        }
+        // Who answered: the token's principal; the page claims no name.
+        let decisions = text(&page, "decisions");
+        assert!(
+            decisions.contains("Approved Delete file by token holder"),
+            "{decisions}"
+        );
+        assert!(!decisions.contains("before_tool_call"), "{decisions}");
+        assert!(text(&page, "approvals").contains("Nothing waits for you."));
+        assert_eq!(text(&page, "error"), "");
+        // A reload shows the finished conversation, from the store.
+        let reloaded = text(&page, "reloadedTranscript");
+        for shown in [
+            "Please delete a.txt",
+            "→ Delete file (path: a.txt)",
+            "← deleted a.txt",
+            "Done: I asked before deleting.",
+        ] {
+            assert!(reloaded.contains(shown), "{shown:?} not in {reloaded}");
+        }
+        // ... and what was decided, from the stored approval records (issue 38, item 3): who was
+        // asked and who approved, as the server authenticated them.
+        let decided = text(&page, "reloadedDecisions");
+        assert!(
+            decided.contains("Asked for approval Delete file"),
+            "{decided}"
+        );
+        assert!(
+            decided.contains("Approved Delete file by token holder"),
+            "{decided}"
+        );
+        // Another tab on the thread sees the open approval, and its new request is refused in
+        // plain words (the code in the details).
+        assert!(text(&page, "reloadedApprovals").contains("Delete a.txt?"));
+        assert!(
+            text(&page, "refusal").contains("waits for an approval first"),
+            "{page}"
+        );
+        assert!(text(&page, "refusalDetails").contains("INTERRUPTS_PENDING"));
+        // The inbox (GET approvals) lists the thread's open approval, with its question and who
+        // asked.
+        let inbox = text(&page, "inbox");
+        assert!(inbox.contains("Delete a.txt?"), "{page}");
+        assert!(inbox.contains("asked by token holder"), "{page}");
+    }
     server.shutdown().await.unwrap();
-
-    // The page took its token out of the address bar (it keeps it for its requests).
-    assert!(!text(&page, "addressBar").contains("token"), "{page}");
-    assert!(text(&page, "addressBar").contains("?thread=browser-approve-1"));
-    // Plain words: what the tool is and its input; the handler's question beside it.
-    assert_eq!(text(&page, "title"), "Delete file needs your approval");
-    let card = text(&page, "card");
-    for shown in ["Delete a.txt?", "Path", "a.txt"] {
-        assert!(card.contains(shown), "{shown:?} not in {card}");
-    }
-    assert!(
-        text(&page, "askedDecision").contains("Asked for approval"),
-        "{page}"
-    );
-    let transcript = text(&page, "transcript");
-    for shown in [
-        "Please delete a.txt",
-        "→ Delete file (path: a.txt)",
-        "← deleted a.txt",
-        "Done: I asked before deleting.",
-    ] {
-        assert!(transcript.contains(shown), "{shown:?} not in {transcript}");
-    }
-    // Who answered: the token's principal; the page claims no name.
-    let decisions = text(&page, "decisions");
-    assert!(
-        decisions.contains("Approved Delete file by token holder"),
-        "{decisions}"
-    );
-    assert!(!decisions.contains("before_tool_call"), "{decisions}");
-    assert!(text(&page, "approvals").contains("Nothing waits for you."));
-    assert_eq!(text(&page, "error"), "");
-    // A reload shows the finished conversation, from the store.
-    let reloaded = text(&page, "reloadedTranscript");
-    for shown in [
-        "Please delete a.txt",
-        "→ Delete file (path: a.txt)",
-        "← deleted a.txt",
-        "Done: I asked before deleting.",
-    ] {
-        assert!(reloaded.contains(shown), "{shown:?} not in {reloaded}");
-    }
-    // ... and what was decided, from the stored approval records (issue 38, item 3): who was
-    // asked and who approved, as the server authenticated them.
-    let decided = text(&page, "reloadedDecisions");
-    assert!(
-        decided.contains("Asked for approval Delete file"),
-        "{decided}"
-    );
-    assert!(
-        decided.contains("Approved Delete file by token holder"),
-        "{decided}"
-    );
-    // Another tab on the thread sees the open approval, and its new request is refused in
-    // plain words (the code in the details).
-    assert!(text(&page, "reloadedApprovals").contains("Delete a.txt?"));
-    assert!(
-        text(&page, "refusal").contains("waits for an approval first"),
-        "{page}"
-    );
-    assert!(text(&page, "refusalDetails").contains("INTERRUPTS_PENDING"));
-    // The inbox (GET approvals) lists the thread's open approval, with its question and who
-    // asked.
-    let inbox = text(&page, "inbox");
-    assert!(inbox.contains("Delete a.txt?"), "{page}");
-    assert!(inbox.contains("asked by token holder"), "{page}");
     keep("console-approval-1280.png", "agui-console.png");
 }
 

@@ -83,7 +83,7 @@ const scenarios = {
     out.refusalDetails = await other.locator("#error-raw").textContent();
     // The inbox view: what waits across the threads.
     await other.click("#inbox-link");
-    await other.locator("#inbox-list .note").waitFor(wait);
+    await other.locator("#inbox-list .note").first().waitFor(wait);
     out.inbox = await text(other, "#inbox-list");
   },
 
