@@ -152,11 +152,13 @@ impl Driver<'_> {
             self.sink.discard(error.to_string(), handler);
         })?;
         // A denied call's stand-in is no answer of the model's: it is not checked (sending it
-        // back would only be denied again, until the budget ran out).
-        if denied {
+        // back would only be denied again, until the budget ran out). Awaited here rather than
+        // through `answered`: the common path then builds no wrapping future.
+        if denied || self.agent.core.output.is_none() {
             return self.after_model_call(called, index).await;
         }
-        self.answered(called, index).await
+        // Boxed (layout rule 1).
+        Box::pin(self.typed_answer(called, index)).await
     }
 
     /// AfterModelCall on a call, with a typed answer checked first (SPEC §13): a final answer
