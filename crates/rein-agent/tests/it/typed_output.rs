@@ -676,3 +676,41 @@ async fn a_denied_model_call_is_not_an_answer_to_send_back() {
     assert!(checks(&r.decisions).is_empty(), "{:?}", r.decisions);
     assert!(model.requests().is_empty());
 }
+
+/// Issue 39, item 5: a sub-agent with a typed answer, used as a tool, gives its parent JSON that
+/// validates — its own refused answer is sent back and retried inside the tool call, and the
+/// parent never sees it.
+#[tokio::test]
+async fn a_sub_agent_with_a_typed_answer_gives_its_parent_valid_json() {
+    let child_model = ScriptedModel::builder()
+        .text("Ada owes twelve euros.")
+        .text(ADA)
+        .build();
+    let child = child_model.clone();
+    let extractor = rein_agent::AgentTool::new("extractor", "Extracts an invoice.", move || {
+        agent(child_model.clone()).output::<Invoice>().build()
+    });
+    let parent_model = ScriptedModel::builder()
+        .tool_use("t1", "extractor", json!({"input": "Ada owes 12 euros"}))
+        .text("Filed.")
+        .build();
+    let mut parent = agent(parent_model.clone()).tool(extractor).build().unwrap();
+    let r = parent.invoke("file Ada's invoice").await.unwrap();
+    assert_eq!(r.text(), "Filed.");
+    assert_history_valid(parent.messages());
+    let results: Vec<_> = parent.messages().iter().flat_map(results_of).collect();
+    assert_eq!(results.len(), 1, "{results:?}");
+    let (id, text, is_error) = &results[0];
+    assert_eq!((id.as_str(), *is_error), ("t1", false));
+    let given: Invoice = serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert_eq!(given, ada());
+    // The child was asked twice: its first answer was refused and sent back ...
+    assert_eq!(child.requests().len(), 2);
+    // ... and never reached the parent's model.
+    let seen = parent_model.requests();
+    assert!(
+        seen.iter()
+            .all(|req| req.messages.iter().all(|m| !m.text().contains("twelve"))),
+        "the parent saw the refused answer"
+    );
+}
