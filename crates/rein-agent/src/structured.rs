@@ -119,13 +119,7 @@ impl OutputSpec {
             max_bytes,
         } = settings;
         let mut format = request.format;
-        if format.name.is_empty()
-            || format.name.len() > 64
-            || !format
-                .name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-        {
+        if !ToolSpec::is_valid_name(&format.name) {
             return Err(invalid(format!(
                 "the name '{}' is not 1 to 64 of [a-zA-Z0-9_-]",
                 format.name
@@ -371,19 +365,8 @@ where
     T: schemars::JsonSchema + serde::de::DeserializeOwned,
 {
     let schema = schemars::schema_for!(T).to_value();
-    let name: String = T::schema_name()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(64)
-        .collect();
     OutputRequest {
-        format: OutputFormat::new(name, schema),
+        format: OutputFormat::new(ToolSpec::name_from(&T::schema_name()), schema),
         type_check: Some(|v| T::deserialize(v).map(drop).map_err(|e| e.to_string())),
     }
 }

@@ -44,6 +44,37 @@ impl ToolSpec {
             input_schema,
         }
     }
+
+    /// Whether `name` is what every model provider accepts as a tool (or output format) name:
+    /// 1 to 64 of `[a-zA-Z0-9_-]`.
+    pub fn is_valid_name(name: &str) -> bool {
+        (1..=64).contains(&name.len())
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    }
+
+    /// `text` made a valid name: any other character becomes `_`, cut to 64 (`_` when empty).
+    ///
+    /// ```
+    /// use rein_core::tool::ToolSpec;
+    /// assert_eq!(ToolSpec::name_from("files/read v2"), "files_read_v2");
+    /// assert!(ToolSpec::is_valid_name(&ToolSpec::name_from("")));
+    /// ```
+    pub fn name_from(text: &str) -> String {
+        let name: String = text
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .take(64)
+            .collect();
+        if name.is_empty() { "_".into() } else { name }
+    }
 }
 
 /// What a tool returns on success (or, with `status: Error`, a failure it reports itself).

@@ -723,21 +723,7 @@ impl McpClient {
             Some(p) if !p.is_empty() => format!("{p}_{remote}"),
             _ => remote.to_owned(),
         };
-        let mut name: String = full
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .take(64)
-            .collect();
-        if name.is_empty() {
-            name.push('_');
-        }
-        name
+        ToolSpec::name_from(&full)
     }
 }
 
