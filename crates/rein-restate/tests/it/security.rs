@@ -385,7 +385,11 @@ async fn a_principal_claimed_in_the_request_body_does_not_pass_admin_policies() 
 
     // The other operations ask the authenticator too; a client carries a token.
     let http = reqwest_client();
-    for (object, handler) in [("ReinAgent", "session"), ("ReinInbox", "cancel")] {
+    for (object, handler) in [
+        ("ReinAgent", "session"),
+        ("ReinAgent", "abandon"),
+        ("ReinInbox", "cancel"),
+    ] {
         let url = format!("{}/{object}/s4/{handler}", restate.ingress);
         let status = http.post(url).send().await.unwrap().status().as_u16();
         assert_eq!(status, 401, "{object}/{handler}");
