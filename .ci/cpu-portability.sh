@@ -7,14 +7,14 @@
 # llama-server once was: SIGILL on an AVX2-only AMD EPYC) makes CI red on the others only.
 #
 # usage: cpu-portability.sh DIR [PEER...]   (DIR as given to .ci/peers-*.sh, after they ran;
-#        PEER among: llm llmock restate phoenix postgres chromium node; default: all)
-# CI runs the quick ones (see .ci/run); phoenix (≈80 s emulated) and chromium (≈50 s) are checked
-# by hand when their version changes.
+#        PEER among: llm llmock litellm restate phoenix postgres chromium node; default: all)
+# CI runs the quick ones (see .ci/run); phoenix (≈80 s emulated), litellm (≈160 s emulated on a
+# busy machine) and chromium (≈50 s) are checked by hand when their version changes.
 set -euo pipefail
 D=$(cd "${1:?usage: cpu-portability.sh DIR [PEER...]}" && pwd)
 shift
 PEERS=("$@")
-[ ${#PEERS[@]} -gt 0 ] || PEERS=(llm llmock restate phoenix postgres chromium node)
+[ ${#PEERS[@]} -gt 0 ] || PEERS=(llm llmock litellm restate phoenix postgres chromium node)
 HERE=$(cd "$(dirname "$0")" && pwd)
 W=$(mktemp -d)
 PIDS=()
@@ -76,6 +76,22 @@ for peer in "${PEERS[@]}"; do
     PIDS+=($!)
     wait_http llmock http://127.0.0.1:18390/v1/models 300 $! || fail llmock "not up: $(tail -n 3 "$W/llmock.log")"
     ok llmock "served /v1/models"
+    ;;
+  litellm)
+    # Its native wheels (pydantic-core, orjson, uvloop, tokenizers) load at start; a Gemini-format
+    # request runs its translation (the backend is llama-server on :18080 if up, else a 5xx that
+    # still proves the proxy ran).
+    [ -x "$D/litellm/bin/litellm" ] || fail litellm "no venv in $D/litellm (run .ci/peers-litellm.sh first)"
+    LITELLM_LOCAL_MODEL_COST_MAP=True LITELLM_TELEMETRY=False "${QEMU[@]}" "$D/litellm/bin/python" \
+      "$D/litellm/bin/litellm" --config "$D/litellm/config.yaml" --host 127.0.0.1 --port 18420 \
+      > "$W/litellm.log" 2>&1 &
+    PIDS+=($!)
+    wait_http litellm http://127.0.0.1:18420/health/liveliness 600 $! || fail litellm "not up: $(tail -n 3 "$W/litellm.log")"
+    code=$(curl -s -m 300 -o /dev/null -w '%{http_code}' http://127.0.0.1:18420/v1beta/models/smollm2:generateContent \
+      -H 'x-goog-api-key: rein-e2e-key' -H 'Content-Type: application/json' \
+      -d '{"contents":[{"role":"user","parts":[{"text":"Hi"}]}],"generationConfig":{"maxOutputTokens":2}}')
+    [ "$code" != 000 ] || fail litellm "no answer to a generateContent request: $(tail -n 3 "$W/litellm.log")"
+    ok litellm "served a Gemini-format request (HTTP $code)"
     ;;
   restate)
     BIN="$D/restate/node_modules/@restatedev/restate-server-linux-x64/bin/restate-server"
