@@ -181,7 +181,8 @@ impl Model for AnthropicModel {
                 "text/event-stream",
                 KeyHeader::Named("x-api-key"),
                 body.to_string(),
-            )?
+            )
+            .await?
             .header("anthropic-version", self.version.as_str());
         self.http
             .stream_sse(PROVIDER, rb, MessagesDecoder::default())

@@ -64,6 +64,8 @@ pub struct GeminiModelBuilder {
     model_id: String,
     extra_body: Map<String, Value>,
     include_thoughts: bool,
+    /// Why `vertex(..)`'s project or location cannot go into a URL, reported by `build`.
+    invalid_vertex: Option<String>,
 }
 
 impl fmt::Debug for GeminiModelBuilder {
@@ -84,7 +86,60 @@ impl GeminiModel {
             model_id: model_id.into(),
             extra_body: Map::new(),
             include_thoughts: false,
+            invalid_vertex: None,
         }
+    }
+
+    /// A builder for `model_id` on Vertex AI in `project` and `location` (`us-central1`,
+    /// `europe-west4`, `global`…): the same wire format at
+    /// `https://{location}-aiplatform.googleapis.com/v1/projects/{project}/locations/{location}/publishers/google`.
+    /// Vertex AI takes an OAuth access token, not an API key: set a
+    /// [`token_provider`](GeminiModelBuilder::token_provider) that keeps one fresh.
+    ///
+    /// ```
+    /// use rein_core::ModelError;
+    /// use rein_models::{GeminiModel, http::TokenProvider};
+    ///
+    /// struct Adc; // e.g. Application Default Credentials, refreshed before they expire
+    /// impl TokenProvider for Adc {
+    ///     async fn token(&self) -> Result<String, ModelError> {
+    ///         Ok("ya29.example".into())
+    ///     }
+    /// }
+    ///
+    /// let model = GeminiModel::vertex("my-project", "europe-west4", "gemini-2.5-flash")
+    ///     .token_provider(Adc)
+    ///     .build()?;
+    /// # let _ = model;
+    /// assert!(GeminiModel::vertex("p/../x", "us-central1", "gemini-2.5-flash").build().is_err());
+    /// # Ok::<(), rein_core::Error>(())
+    /// ```
+    pub fn vertex(
+        project: impl AsRef<str>,
+        location: impl AsRef<str>,
+        model_id: impl Into<String>,
+    ) -> GeminiModelBuilder {
+        let (project, location) = (project.as_ref(), location.as_ref());
+        let mut b = Self::builder(model_id);
+        // Both go into the URL (the location into its host): letters, digits, `-` and `_` only.
+        let valid = |s: &str| {
+            !s.is_empty()
+                && s.bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
+        };
+        if !valid(project) || !valid(location) {
+            b.invalid_vertex = Some(format!(
+                "`{project}` / `{location}` is not a Vertex AI project and location (letters, digits, `-`, `_`)"
+            ));
+            return b;
+        }
+        let host = match location {
+            "global" => "aiplatform.googleapis.com".to_owned(),
+            _ => format!("{location}-aiplatform.googleapis.com"),
+        };
+        b.http.base_url =
+            format!("https://{host}/v1/projects/{project}/locations/{location}/publishers/google");
+        b
     }
 
     /// A builder pre-filled from the environment: `GEMINI_BASE_URL` (else the Gemini API's URL)
@@ -119,6 +174,14 @@ impl GeminiModelBuilder {
 
     /// Builds the model. Fails on an invalid base URL, header or model id.
     pub fn build(self) -> Result<GeminiModel, Error> {
+        if let Some(reason) = self.invalid_vertex {
+            return Err(rein_core::error::BuildError::InvalidSetting {
+                component: "model provider",
+                setting: "Vertex AI project and location",
+                reason,
+            }
+            .into());
+        }
         let name = self
             .model_id
             .strip_prefix("models/")
@@ -167,11 +230,14 @@ impl Model for GeminiModel {
 
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
         let body = encode_request(self, &request);
-        let rb = self.http.post(
-            "text/event-stream",
-            KeyHeader::Named("x-goog-api-key"),
-            body.to_string(),
-        )?;
+        let rb = self
+            .http
+            .post(
+                "text/event-stream",
+                KeyHeader::Named("x-goog-api-key"),
+                body.to_string(),
+            )
+            .await?;
         let decoder = GeminiDecoder::new(self.source.clone());
         self.http.stream_sse(PROVIDER, rb, decoder).await
     }

@@ -18,6 +18,9 @@
 //!   [`ModelError`] (401/403 auth, 408 timeout, 429/529 throttled, context-overflow wording,
 //!   4xx bad request, 5xx server), [`retry_after`] / [`parse_retry_after`]: `retry-after-ms`,
 //!   `retry-after` seconds, decimal seconds or HTTP date;
+//! - [`TokenProvider`]: a bearer token fetched per request, for credentials that rotate (Vertex
+//!   AI, Azure OpenAI with Microsoft Entra ID), set on any provider's builder with
+//!   `token_provider(..)` instead of a fixed key;
 //! - [`LineDecoder`]: newline-delimited framing with a line-length bound; [`Blocks`]: opens
 //!   and closes content blocks so a decoder emits a valid event sequence; [`parse_json`].
 //!
@@ -37,7 +40,9 @@
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures_core::Stream;
@@ -138,6 +143,57 @@ impl fmt::Debug for Secret {
 }
 
 /// The bytes of an image or document source.
+/// Supplies the bearer token of each request, for credentials that rotate: Vertex AI's OAuth
+/// access tokens, Azure OpenAI with Microsoft Entra ID, a gateway's short-lived tokens. Set it on
+/// a provider's builder with `token_provider(..)` instead of `api_key(..)`; the token is sent as
+/// `Authorization: Bearer <token>`, whatever header the provider's API key goes in.
+///
+/// It is called before every request (each attempt of a retry, each model of a fallback chain),
+/// so keep the token and refresh it shortly before it expires rather than fetching one per call.
+/// A failure ends the call with the error returned: [`ModelError::auth`] for a refused
+/// credential, [`ModelError::transport`] or [`ModelError::timeout`] for a token endpoint that
+/// could not be reached (those are retried like any model call). The token never appears in
+/// `Debug`, logs or errors.
+///
+/// ```
+/// use rein_core::ModelError;
+/// use rein_models::http::TokenProvider;
+///
+/// /// A token another task keeps fresh (e.g. from `gcloud auth print-access-token`).
+/// struct Refreshed(tokio::sync::watch::Receiver<String>);
+///
+/// impl TokenProvider for Refreshed {
+///     async fn token(&self) -> Result<String, ModelError> {
+///         Ok(self.0.borrow().clone())
+///     }
+/// }
+/// ```
+pub trait TokenProvider: Send + Sync + 'static {
+    /// A token valid now.
+    fn token(&self) -> impl Future<Output = Result<String, ModelError>> + Send;
+}
+
+/// [`TokenProvider`] made object-safe, so the settings hold any provider behind one pointer.
+trait ErasedTokenProvider: Send + Sync {
+    fn token(&self) -> Pin<Box<dyn Future<Output = Result<String, ModelError>> + Send + '_>>;
+}
+
+impl<T: TokenProvider> ErasedTokenProvider for T {
+    fn token(&self) -> Pin<Box<dyn Future<Output = Result<String, ModelError>> + Send + '_>> {
+        Box::pin(TokenProvider::token(self))
+    }
+}
+
+/// A provider's [`TokenProvider`], shared by its clones.
+#[derive(Clone)]
+pub(crate) struct SharedTokenProvider(Arc<dyn ErasedTokenProvider>);
+
+impl SharedTokenProvider {
+    pub(crate) fn new(provider: impl TokenProvider) -> Self {
+        Self(Arc::new(provider))
+    }
+}
+
 pub(crate) fn media_bytes(source: &MediaSource) -> &[u8] {
     match source {
         MediaSource::Bytes(b) => &b.0,
@@ -277,6 +333,7 @@ pub fn tls_config() -> Result<rustls::ClientConfig, Error> {
 pub(crate) struct HttpSettings {
     pub(crate) base_url: String,
     pub(crate) api_key: Option<Secret>,
+    pub(crate) token_provider: Option<SharedTokenProvider>,
     pub(crate) headers: Vec<(String, String)>,
     pub(crate) connect_timeout: Duration,
     pub(crate) idle_timeout: Duration,
@@ -289,6 +346,7 @@ impl fmt::Debug for HttpSettings {
         f.debug_struct("HttpSettings")
             .field("base_url", &self.base_url)
             .field("api_key", &self.api_key)
+            .field("token_provider", &self.token_provider.is_some())
             .field(
                 "headers",
                 &self.headers.iter().map(|(n, _)| n).collect::<Vec<_>>(),
@@ -306,6 +364,7 @@ impl HttpSettings {
         Self {
             base_url: base_url.to_owned(),
             api_key: None,
+            token_provider: None,
             headers: Vec::new(),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
@@ -333,6 +392,12 @@ impl HttpSettings {
         self.base_url = check_base_url(&self.base_url)?;
         if let Some(key) = &self.api_key {
             check_key(key)?;
+            if self.token_provider.is_some() {
+                return Err(invalid(
+                    "token provider",
+                    "set an API key or a token provider, not both",
+                ));
+            }
         }
         for (name, value) in &self.headers {
             check_header(name, value)?;
@@ -410,8 +475,8 @@ impl HttpEndpoint {
     }
 
     /// A JSON `POST` to the endpoint's URL accepting `accept`, with the API key (sent as `key`)
-    /// and the extra headers.
-    pub(crate) fn post(
+    /// or the token provider's token, and the extra headers.
+    pub(crate) async fn post(
         &self,
         accept: &str,
         key: KeyHeader,
@@ -423,7 +488,15 @@ impl HttpEndpoint {
             .header("accept", accept)
             .header("content-type", "application/json")
             .body(body);
-        if let Some(k) = &self.settings.api_key {
+        if let Some(provider) = &self.settings.token_provider {
+            let token = provider.0.token().await?;
+            rb = rb.header(
+                "authorization",
+                secret_header(&format!("Bearer {token}")).map_err(|_| {
+                    ModelError::auth("the token provider's token is not a valid HTTP header value")
+                })?,
+            );
+        } else if let Some(k) = &self.settings.api_key {
             rb = match key {
                 KeyHeader::Bearer => rb.header(
                     "authorization",
@@ -900,6 +973,15 @@ macro_rules! http_builder_methods {
         #[doc = $api_key_doc]
         pub fn api_key(mut self, key: impl Into<String>) -> Self {
             self.http.api_key = Some($crate::http::Secret::new(key));
+            self
+        }
+
+        /// Where each request's bearer token comes from, instead of a fixed API key (Vertex
+        /// AI, Azure OpenAI with Microsoft Entra ID): sent as `Authorization: Bearer`, fetched
+        /// before every request. Setting both this and an API key fails the build. See
+        /// [`TokenProvider`](crate::http::TokenProvider).
+        pub fn token_provider(mut self, provider: impl $crate::http::TokenProvider) -> Self {
+            self.http.token_provider = Some($crate::http::SharedTokenProvider::new(provider));
             self
         }
 

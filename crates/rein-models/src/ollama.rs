@@ -181,7 +181,8 @@ impl Model for OllamaModel {
         }
         let rb = self
             .http
-            .post("application/x-ndjson", KeyHeader::Bearer, body.to_string())?;
+            .post("application/x-ndjson", KeyHeader::Bearer, body.to_string())
+            .await?;
         let decoder = NdjsonDecoder::with_max_line(self.http.limits().max_line);
         self.http
             .stream_body(PROVIDER, rb, decoder, http::default_error)

@@ -189,7 +189,8 @@ impl Model for OpenAiModel {
         );
         let rb = self
             .http
-            .post("text/event-stream", KeyHeader::Bearer, body.to_string())?;
+            .post("text/event-stream", KeyHeader::Bearer, body.to_string())
+            .await?;
         self.http
             .stream_sse(PROVIDER, rb, ChatDecoder::new(self.source.clone()))
             .await

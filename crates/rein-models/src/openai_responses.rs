@@ -161,7 +161,8 @@ impl Model for OpenAiResponsesModel {
         let body = encode_request(self, &request);
         let rb = self
             .http
-            .post("text/event-stream", KeyHeader::Bearer, body.to_string())?;
+            .post("text/event-stream", KeyHeader::Bearer, body.to_string())
+            .await?;
         let decoder = ResponsesDecoder::new(self.source.clone());
         self.http.stream_sse(PROVIDER, rb, decoder).await
     }

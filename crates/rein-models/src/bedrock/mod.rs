@@ -354,7 +354,10 @@ impl Model for BedrockModel {
             .headers(&self.url, CONTENT_TYPE, body.as_bytes(), &self.region)
             .await?;
         // No key in the endpoint's settings: `auth` carries the bearer token or the signature.
-        let mut rb = self.http.post(EVENT_STREAM, KeyHeader::Bearer, body)?;
+        let mut rb = self
+            .http
+            .post(EVENT_STREAM, KeyHeader::Bearer, body)
+            .await?;
         for (name, value) in auth {
             rb = rb.header(name, value);
         }

@@ -173,3 +173,97 @@ async fn a_blocked_prompt_is_a_typed_error_and_a_bad_model_id_never_reaches_the_
         assert!(GeminiModel::builder(good).build().is_ok(), "{good:?}");
     }
 }
+
+/// A token provider whose token changes on every call (as a rotating OAuth token does), or fails.
+struct Rotating {
+    calls: std::sync::atomic::AtomicUsize,
+    fail: bool,
+}
+
+impl rein_models::http::TokenProvider for Rotating {
+    async fn token(&self) -> Result<String, rein_core::ModelError> {
+        let n = self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if self.fail {
+            return Err(rein_core::ModelError::auth(
+                "token endpoint refused the credentials",
+            ));
+        }
+        Ok(format!("ya29.token-{n}"))
+    }
+}
+
+fn rotating(fail: bool) -> Rotating {
+    Rotating {
+        calls: std::sync::atomic::AtomicUsize::new(0),
+        fail,
+    }
+}
+
+#[tokio::test]
+async fn a_token_provider_gives_each_request_its_bearer_token_in_place_of_the_key() {
+    let server = FixtureServer::start().await.unwrap();
+    for _ in 0..2 {
+        server.push(FixtureResponse::sse(fixture!("text.sse")));
+    }
+    let m = GeminiModel::builder("gemini-2.5-flash")
+        .base_url(format!("{}/v1beta", server.base_url()))
+        .token_provider(rotating(false))
+        .build()
+        .unwrap();
+    assert!(!format!("{m:?}").contains("ya29"), "{m:?}");
+    for _ in 0..2 {
+        turn(&m, ModelRequest::new(vec![Message::user("hi")])).await;
+    }
+    let requests = server.requests();
+    for (n, r) in requests.iter().enumerate() {
+        // Fetched per request: a rotated token is used as soon as the provider has it.
+        let expected = format!("Bearer ya29.token-{n}");
+        assert_eq!(r.header("authorization"), Some(expected.as_str()));
+        assert_eq!(r.header("x-goog-api-key"), None, "no key besides the token");
+    }
+
+    // The same hook on the OpenAI-compatible provider (Azure OpenAI with Entra ID).
+    #[cfg(feature = "openai")]
+    {
+        let server = FixtureServer::start().await.unwrap();
+        server.push(FixtureResponse::sse(include_str!(
+            "../fixtures/openai/text.sse"
+        )));
+        let m = rein_models::OpenAiModel::builder("gpt-4.1")
+            .base_url(format!("{}/v1", server.base_url()))
+            .token_provider(rotating(false))
+            .build()
+            .unwrap();
+        let _ = crate::common::stored_reply(&m, ModelRequest::new(vec![Message::user("hi")]))
+            .await
+            .unwrap();
+        assert_eq!(
+            server.requests()[0].header("authorization"),
+            Some("Bearer ya29.token-0")
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_failing_token_provider_ends_the_call_before_anything_is_sent() {
+    let server = FixtureServer::start().await.unwrap();
+    server.push(FixtureResponse::sse(fixture!("text.sse")));
+    let m = GeminiModel::builder("gemini-2.5-flash")
+        .base_url(format!("{}/v1beta", server.base_url()))
+        .token_provider(rotating(true))
+        .build()
+        .unwrap();
+    let e = crate::common::stored_reply(&m, ModelRequest::new(vec![Message::user("hi")]))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ModelErrorKind::Auth, "{e}");
+    assert!(e.to_string().contains("refused the credentials"), "{e}");
+    assert!(server.requests().is_empty(), "nothing sent without a token");
+
+    // A key and a token provider together are a configuration mistake, said at build time.
+    let both = GeminiModel::builder("gemini-2.5-flash")
+        .api_key(FIXTURE_API_KEY)
+        .token_provider(rotating(false))
+        .build();
+    assert!(both.unwrap_err().to_string().contains("not both"));
+}
