@@ -97,8 +97,7 @@ impl GeminiModel {
     /// [`token_provider`](GeminiModelBuilder::token_provider) that keeps one fresh.
     ///
     /// ```
-    /// use rein_core::ModelError;
-    /// use rein_models::{GeminiModel, http::TokenProvider};
+    /// use rein_models::{GeminiModel, ModelError, http::TokenProvider};
     ///
     /// struct Adc; // e.g. Application Default Credentials, refreshed before they expire
     /// impl TokenProvider for Adc {
@@ -112,7 +111,7 @@ impl GeminiModel {
     ///     .build()?;
     /// # let _ = model;
     /// assert!(GeminiModel::vertex("p/../x", "us-central1", "gemini-2.5-flash").build().is_err());
-    /// # Ok::<(), rein_core::Error>(())
+    /// # Ok::<(), rein_models::Error>(())
     /// ```
     pub fn vertex(
         project: impl AsRef<str>,

@@ -156,8 +156,7 @@ impl fmt::Debug for Secret {
 /// `Debug`, logs or errors.
 ///
 /// ```
-/// use rein_core::ModelError;
-/// use rein_models::http::TokenProvider;
+/// use rein_models::{ModelError, http::TokenProvider};
 ///
 /// /// A token another task keeps fresh (e.g. from `gcloud auth print-access-token`).
 /// struct Refreshed(tokio::sync::watch::Receiver<String>);
