@@ -27,6 +27,11 @@ const MINUTE: Duration = Duration::from_secs(60);
 ///   are below T. A call's own tokens are not known before it runs: one call may overshoot T,
 ///   and the next calls wait until it ages out of the window.
 ///
+/// - **A provider's throttling**: when a call through the limiter is refused as throttled (429)
+///   with a `retry-after`, no call through the limiter starts until that time has passed — the
+///   account is throttled, not one request — capped at 60 seconds (a server cannot stall every
+///   agent for longer with one header).
+///
 /// A waiting call holds nothing: dropping its future (a cancelled run, a timeout) leaves the
 /// limiter as if it never asked. Time is tokio's clock (a paused clock in tests).
 ///
@@ -60,6 +65,8 @@ struct Window {
     tokens: VecDeque<(Instant, u64)>,
     /// The sum of `tokens`.
     token_sum: u64,
+    /// No call starts before this: the provider throttled a call and said when to come back.
+    paused_until: Option<Instant>,
 }
 
 impl Window {
@@ -154,7 +161,10 @@ impl RateLimiter {
                     .is_some_and(|max| window.token_sum >= max);
                 // The oldest entry holding the limit: when it ages out, look again. (A full
                 // window is never empty: each limit is at least 1.)
-                let blocker = if requests_full {
+                let paused = window.paused_until.filter(|t| *t > now);
+                let blocker = if paused.is_some() {
+                    paused
+                } else if requests_full {
                     window.starts.front().map(|t| *t + MINUTE)
                 } else if tokens_spent {
                     window.tokens.front().map(|(t, _)| *t + MINUTE)
@@ -173,6 +183,16 @@ impl RateLimiter {
             };
             tokio::time::sleep_until(wait_until).await;
         }
+    }
+
+    /// Holds every call back until the `retry-after` of a throttled call (at most a minute).
+    fn pause_for(&self, error: &ModelError) {
+        let Some(after) = error.retry_after().filter(|_| error.is_throttled()) else {
+            return;
+        };
+        let until = Instant::now() + after.min(MINUTE);
+        let mut window = self.window();
+        window.paused_until = Some(window.paused_until.map_or(until, |t| t.max(until)));
     }
 
     /// Counts the tokens a call reported.
@@ -219,13 +239,21 @@ impl Model for LimitedModel {
 
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
         let permit = self.limiter.admit().await;
-        let stream = self.model.stream(request).await?;
+        let stream = match self.model.stream(request).await {
+            Ok(stream) => stream,
+            Err(e) => {
+                self.limiter.pause_for(&e);
+                return Err(e);
+            }
+        };
         let limiter = self.limiter.clone();
         // The stream holds the call's slot in flight until it ends or is dropped.
         Ok(Box::pin(stream.inspect(move |event| {
             let _slot = &permit;
-            if let Ok(StreamEvent::Metadata { usage, .. }) = event {
-                limiter.spend(usage.total_tokens);
+            match event {
+                Ok(StreamEvent::Metadata { usage, .. }) => limiter.spend(usage.total_tokens),
+                Err(e) => limiter.pause_for(e),
+                Ok(_) => {}
             }
         })))
     }

@@ -417,3 +417,43 @@ async fn a_skipped_models_message_is_bounded() {
     let route = assemble(&events).fallback.unwrap();
     assert_eq!(route.skipped[0].message.chars().count(), 500);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_throttled_call_holds_every_model_sharing_the_limiter_until_its_retry_after() {
+    let limiter = RateLimiter::builder().max_in_flight(8).build();
+    let throttled = LimitedModel::new(
+        scripted("a")
+            .error(
+                ModelError::throttled("slow down")
+                    .with_status(429)
+                    .with_retry_after(Duration::from_secs(7)),
+            )
+            .build(),
+        limiter.clone(),
+    );
+    let probe = Probe::default();
+    let other = LimitedModel::new(probe.clone(), limiter.clone());
+    let t0 = Instant::now();
+    let (_, err) = collect(&throttled, ModelRequest::default()).await;
+    assert!(err.is_some_and(|e| e.is_throttled()));
+    // The account is throttled, not the one request: the next call through the limiter waits.
+    collect(&other, ModelRequest::default()).await;
+    assert_eq!(t0.elapsed(), Duration::from_secs(7));
+    assert_eq!(probe.calls.load(Ordering::SeqCst), 1);
+
+    // A hostile retry-after holds calls back for a minute at most.
+    let hostile = LimitedModel::new(
+        scripted("b")
+            .error(
+                ModelError::throttled("go away")
+                    .with_status(429)
+                    .with_retry_after(Duration::from_secs(86_400)),
+            )
+            .build(),
+        limiter,
+    );
+    let t1 = Instant::now();
+    collect(&hostile, ModelRequest::default()).await;
+    collect(&other, ModelRequest::default()).await;
+    assert_eq!(t1.elapsed(), Duration::from_secs(60));
+}
