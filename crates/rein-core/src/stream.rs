@@ -551,6 +551,12 @@ impl StreamAssembler {
         }
     }
 
+    /// Takes the fallback route fed so far: a response cut short (withheld by a stream guard)
+    /// still says which model answered and which were skipped.
+    pub fn take_fallback(&mut self) -> Option<Box<FallbackRoute>> {
+        self.fallback.take()
+    }
+
     /// Finishes the message. A stream that ended without a message stop is a typed error.
     pub fn finish(mut self) -> Result<ModelResponse, Error> {
         let Some(mut stop_reason) = self.stop_reason else {

@@ -18,7 +18,8 @@ impl Driver<'_> {
     /// Records the route of a response a fallback chain gave: `gen_ai.response.model` and a
     /// `rein.fallback` event per hop on `span` (the call's), and a decision per hop.
     pub(super) fn record_fallback(&mut self, called: &Result<Called, Error>, span: &tracing::Span) {
-        let Ok(Called::Done(Ok(response))) = called else {
+        let (Ok(Called::Done(Ok(response))) | Ok(Called::Withheld { response, .. })) = called
+        else {
             return;
         };
         let Some(route) = &response.fallback else {

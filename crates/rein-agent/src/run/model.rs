@@ -14,7 +14,10 @@ use rein_core::{
     interrupt::Interrupt,
     request::ModelRequest,
     result::CycleMetrics,
-    stream::{BlockDelta, BlockStart, ModelResponse, StopReason, StreamAssembler, StreamEvent},
+    stream::{
+        BlockDelta, BlockStart, FallbackRoute, ModelResponse, StopReason, StreamAssembler,
+        StreamEvent,
+    },
     tool::BoxFuture,
 };
 
@@ -60,6 +63,8 @@ enum Streamed {
         released: String,
         text: String,
         handler: Option<String>,
+        /// The fallback chain's route, when one answered: its hops stay in the audit.
+        fallback: Option<Box<FallbackRoute>>,
     },
 }
 
@@ -534,6 +539,7 @@ impl Agent {
                         released: guard.into_released(),
                         text,
                         handler,
+                        fallback: asm.take_fallback(),
                     });
                 }
             };
@@ -550,6 +556,7 @@ impl Agent {
                 released: guard.into_released(),
                 text,
                 handler,
+                fallback: asm.take_fallback(),
             });
         }
         assembled(asm)
@@ -596,11 +603,17 @@ impl Agent {
                 released,
                 text,
                 handler,
-            }) => Ok(Called::Withheld {
-                response: ModelResponse::new(Message::assistant(released), StopReason::EndTurn),
-                text,
-                handler,
-            }),
+                fallback,
+            }) => {
+                let mut response =
+                    ModelResponse::new(Message::assistant(released), StopReason::EndTurn);
+                response.fallback = fallback;
+                Ok(Called::Withheld {
+                    response,
+                    text,
+                    handler,
+                })
+            }
             Err(Stop::Model(error)) => {
                 let kind = crate::telemetry::model_error_type(&error);
                 span.record("otel.status_code", "error");

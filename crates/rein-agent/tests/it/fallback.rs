@@ -104,3 +104,39 @@ async fn without_retries_the_chains_error_names_every_model() {
     );
     assert!(error.is_retryable());
 }
+
+#[tokio::test]
+async fn a_withheld_answer_keeps_its_fallback_hops_in_the_audit() {
+    use rein_interventions::policy::{DenyStreamMatch, PolicyHandler};
+    // The backup's answer is withheld by a stream guard: what it said is not shown, but that the
+    // primary was skipped and the backup answered still is.
+    let chain = FallbackModel::new(scripted("primary").throttled().build())
+        .with_fallback(scripted("backup").text("a FORBIDDEN answer").build());
+    let mut agent = Agent::builder()
+        .model(chain)
+        .retry_strategy(RetryStrategy::none())
+        .intervention(
+            PolicyHandler::new(
+                "no-forbidden",
+                DenyStreamMatch {
+                    pattern: "FORBIDDEN".into(),
+                    reason: None,
+                },
+            )
+            .unwrap(),
+        )
+        .build()
+        .unwrap();
+    let r = agent.invoke("hi").await.unwrap();
+    assert!(!r.text().contains("FORBIDDEN"), "{}", r.text());
+    let hops: Vec<_> = r
+        .decisions
+        .iter()
+        .filter(|d| d.handler == FALLBACK)
+        .collect();
+    assert_eq!(hops.len(), 1, "{:?}", r.decisions);
+    assert_eq!(
+        hops[0].text.as_deref(),
+        Some("scripted/primary failed (throttled, HTTP 429): moved on to scripted/backup")
+    );
+}
