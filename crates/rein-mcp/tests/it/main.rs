@@ -3,5 +3,6 @@
 //! share go in a `common` module here.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod elicitation;
 mod hostile_server;
 mod servers;

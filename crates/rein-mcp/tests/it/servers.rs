@@ -22,7 +22,7 @@ use rein_mcp::{McpClient, McpError};
 use serde_json::{Value, json};
 
 /// The server command from `var`, or `None` (after a loud SKIPPED) when it is not set.
-fn server(var: &str) -> Option<Vec<String>> {
+pub(crate) fn server(var: &str) -> Option<Vec<String>> {
     match std::env::var(var) {
         Ok(cmd) if !cmd.trim().is_empty() => {
             Some(cmd.split_whitespace().map(str::to_owned).collect())
@@ -41,7 +41,7 @@ fn server(var: &str) -> Option<Vec<String>> {
     }
 }
 
-async fn connect(
+pub(crate) async fn connect(
     var: &str,
     extra_args: &[&str],
     builder: rein_mcp::McpClientBuilder,
@@ -73,14 +73,14 @@ fn cx(name: &str) -> ToolContext {
     )
 }
 
-fn find<'a>(tools: &'a [ToolHandle], name: &str) -> &'a ToolHandle {
+pub(crate) fn find<'a>(tools: &'a [ToolHandle], name: &str) -> &'a ToolHandle {
     tools
         .iter()
         .find(|t| t.name() == name)
         .unwrap_or_else(|| panic!("no tool {name} in {tools:?}"))
 }
 
-fn only_text(out: &ToolOutput) -> &str {
+pub(crate) fn only_text(out: &ToolOutput) -> &str {
     match out.content.as_slice() {
         [ToolResultContent::Text(t)] => t,
         other => panic!("expected one text block, got {other:?}"),
