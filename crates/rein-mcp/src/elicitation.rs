@@ -268,18 +268,21 @@ pub(crate) enum Stop {
     Failed(McpError),
 }
 
-/// One tool call that elicitations may belong to.
+/// One tool call that elicitations and progress notifications may belong to.
 pub(crate) struct Call {
     cx: Option<ToolContext>,
+    /// The server's name of the tool.
+    tool: String,
     asked: AtomicUsize,
     stop: Mutex<Option<Stop>>,
     stopped: tokio::sync::Notify,
 }
 
 impl Call {
-    pub(crate) fn new(cx: Option<ToolContext>) -> Self {
+    fn new(cx: Option<ToolContext>, tool: &str) -> Self {
         Self {
             cx,
+            tool: tool.to_owned(),
             asked: AtomicUsize::new(0),
             stop: Mutex::new(None),
             stopped: tokio::sync::Notify::new(),
@@ -315,12 +318,15 @@ impl Call {
     }
 }
 
-/// What the client answers elicitations with: its policy and limits, and the calls under way.
+/// What the client answers a server's requests and notifications with: its elicitation policy
+/// and limits, the calls under way, and whether the tool list changed.
 pub(crate) struct Elicitor {
     pub(crate) server: std::sync::OnceLock<String>,
     pub(crate) policy: ElicitationPolicy,
     pub(crate) limits: McpLimits,
     calls: Mutex<Vec<Arc<Call>>>,
+    /// Set by `notifications/tools/list_changed`, cleared when the tools are listed again.
+    pub(crate) tools_changed: std::sync::atomic::AtomicBool,
 }
 
 impl fmt::Debug for Elicitor {
@@ -358,6 +364,7 @@ impl Elicitor {
             policy,
             limits,
             calls: Mutex::new(Vec::new()),
+            tools_changed: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -365,8 +372,8 @@ impl Elicitor {
         self.server.get().cloned().unwrap_or_default()
     }
 
-    pub(crate) fn register(&self, cx: Option<ToolContext>) -> Registered<'_> {
-        let call = Arc::new(Call::new(cx));
+    pub(crate) fn register(&self, cx: Option<ToolContext>, tool: &str) -> Registered<'_> {
+        let call = Arc::new(Call::new(cx, tool));
         self.calls
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -377,18 +384,45 @@ impl Elicitor {
         }
     }
 
+    /// A progress notification: logged (event `MCP progress`, target `rein_mcp`, at `info`)
+    /// with the server, the numbers and — when exactly one call is under way, so it is that
+    /// call's — the tool. Rein's tools have no channel to the agent's event stream, so tracing
+    /// is where it surfaces. (The MCP SDK gives each request a progress token of its own and
+    /// does not say which, so the call under way is how the tool is known.)
+    pub(crate) fn on_progress(&self, params: &rmcp::model::ProgressNotificationParam) {
+        let tool = match self.sole_call() {
+            Some(call) => call.tool.clone(),
+            None => String::new(),
+        };
+        tracing::info!(
+            target: "rein_mcp",
+            server = %self.server(),
+            tool = %tool,
+            progress = params.progress,
+            total = params.total,
+            message = params.message.as_deref().unwrap_or_default(),
+            "MCP progress"
+        );
+    }
+
+    /// The call under way, when there is exactly one.
+    fn sole_call(&self) -> Option<Arc<Call>> {
+        match self
+            .calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_slice()
+        {
+            [call] => Some(call.clone()),
+            _ => None,
+        }
+    }
+
     /// An `elicitation/create` request from the server. Over stdio nothing says which tool
     /// call it belongs to: with exactly one call under way it is that call's; otherwise it is
     /// cancelled (an answer must never reach a question asked for another call).
     pub(crate) fn on_request(&self, params: &ElicitRequestParams) -> ElicitResult {
-        let call = {
-            let calls = self.calls.lock().unwrap_or_else(PoisonError::into_inner);
-            match calls.as_slice() {
-                [call] => Some(call.clone()),
-                _ => None,
-            }
-        };
-        match call {
+        match self.sole_call() {
             Some(call) => self.elicit(&call, params),
             None => {
                 tracing::warn!(

@@ -44,10 +44,12 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::fmt;
 use std::process::Stdio;
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -59,8 +61,9 @@ use rein_core::{
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
     ContentBlock, ElicitRequestParams, ElicitResult, Implementation, InputRequest, InputResponses,
+    ProgressNotificationParam,
 };
-use rmcp::service::{RequestContext, RunningService};
+use rmcp::service::{NotificationContext, RequestContext, RunningService};
 use rmcp::{Peer, RoleClient, ServiceExt};
 use serde_json::Value;
 use tokio::sync::Mutex;
@@ -492,6 +495,7 @@ impl McpClientBuilder {
                 server_name,
                 instructions,
                 elicitor,
+                listed: std::sync::Mutex::new(None),
             }),
             prefix: self.prefix,
             timeout: self.timeout,
@@ -509,6 +513,9 @@ struct Inner {
     server_name: Option<String>,
     instructions: Option<String>,
     elicitor: Arc<Elicitor>,
+    /// The server's names of the tools it listed last, once `tools()` ran: a tool it no longer
+    /// lists is unknown.
+    listed: std::sync::Mutex<Option<HashSet<String>>>,
 }
 
 /// What the client does with the server's requests: elicitations go to the tool call under way.
@@ -523,6 +530,18 @@ impl rmcp::ClientHandler for Handler {
         _context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, rmcp::ErrorData> {
         Ok(self.elicitor.on_request(&request))
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.elicitor.on_progress(&params);
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.elicitor.tools_changed.store(true, Ordering::SeqCst);
     }
 
     fn get_info(&self) -> ClientConfig {
@@ -621,17 +640,13 @@ impl McpClient {
     /// with characters other than ASCII letters, digits, `_` and `-` replaced by `_` (and cut to
     /// 64 characters) so every model provider accepts the name; the server is called with its
     /// own name.
+    ///
+    /// The server may change its tools later (`notifications/tools/list_changed`):
+    /// [`tools_changed`](Self::tools_changed) says so, and a tool the server no longer lists
+    /// answers a call with the agent's own `Unknown tool: <name>` error result, without
+    /// calling the server. Call `tools()` again to give the agent the new list.
     pub async fn tools(&self) -> Result<Vec<ToolHandle>, McpError> {
-        let listed = match tokio::time::timeout(self.connect_timeout, self.list_all()).await {
-            Err(_) => {
-                return Err(McpError::Timeout {
-                    server: self.inner.server.clone(),
-                    what: "tools/list".into(),
-                    timeout: self.connect_timeout,
-                });
-            }
-            Ok(listed) => listed?,
-        };
+        let listed = self.relist().await?;
         listed
             .into_iter()
             .map(|t| {
@@ -651,6 +666,51 @@ impl McpClient {
                 }))
             })
             .collect()
+    }
+
+    /// Whether the server said its tool list changed since [`tools`](Self::tools) last listed
+    /// it: build the agent's next turn with `tools()` again to offer the new list.
+    pub fn tools_changed(&self) -> bool {
+        self.inner.elicitor.tools_changed.load(Ordering::SeqCst)
+    }
+
+    /// `tools/list` (every page) within the connect timeout, recorded as what the server lists
+    /// now. The change flag is cleared first, so a change announced meanwhile is kept.
+    async fn relist(&self) -> Result<Vec<rmcp::model::Tool>, McpError> {
+        self.inner
+            .elicitor
+            .tools_changed
+            .store(false, Ordering::SeqCst);
+        let listed = match tokio::time::timeout(self.connect_timeout, self.list_all()).await {
+            Err(_) => {
+                return Err(McpError::Timeout {
+                    server: self.inner.server.clone(),
+                    what: "tools/list".into(),
+                    timeout: self.connect_timeout,
+                });
+            }
+            Ok(listed) => listed?,
+        };
+        let names = listed.iter().map(|t| t.name.to_string()).collect();
+        *self
+            .inner
+            .listed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(names);
+        Ok(listed)
+    }
+
+    /// Whether the server still lists its tool `remote`, listing again after a change.
+    async fn still_listed(&self, remote: &str) -> Result<bool, McpError> {
+        if self.tools_changed() {
+            self.relist().await?;
+        }
+        let listed = self
+            .inner
+            .listed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        Ok(listed.as_ref().is_none_or(|names| names.contains(remote)))
     }
 
     /// Every page of `tools/list`, at most `max_tools` tools in all.
@@ -752,7 +812,7 @@ impl McpClient {
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
         }
-        let registered = self.inner.elicitor.register(cx);
+        let registered = self.inner.elicitor.register(cx, name);
         let call = &registered.call;
         // An elicitation that stops the call (a human must answer, a limit) ends it at once:
         // dropping the request sends the server `notifications/cancelled`.
@@ -904,6 +964,16 @@ impl Tool for McpTool {
     }
 
     async fn call(&self, input: Value, cx: ToolContext) -> Result<ToolOutput, ToolError> {
+        // A tool the server removed is unknown, as the agent says of a tool it never had.
+        if !self.client.still_listed(&self.remote).await? {
+            return Ok(ToolOutput::new(
+                ToolResultStatus::Error,
+                vec![ToolResultContent::Text(format!(
+                    "Unknown tool: {}",
+                    self.spec.name
+                ))],
+            ));
+        }
         self.client.call(&self.remote, input, Some(cx)).await
     }
 }

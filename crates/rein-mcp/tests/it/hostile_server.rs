@@ -27,20 +27,71 @@ fn hostile_server_process() {
     let mut page = 0u64;
     // A tools/call left unanswered (mode `elicit_concurrent`), answered with the next one.
     let mut held = None;
+    // Mode `hang`: the request ids of calls left unanswered, and those the client cancelled.
+    let (mut hanging, mut cancelled) = (Vec::<Value>::new(), Vec::<Value>::new());
+    // Mode `shrinking`: whether `b` was removed from the list.
+    let mut shrunk = false;
     while let Some(Ok(line)) = lines.next() {
         let Ok(msg) = serde_json::from_str::<Value>(&line) else {
             continue;
         };
+        if msg["method"] == "notifications/cancelled" {
+            cancelled.push(msg["params"]["requestId"].clone());
+        }
         let Some(id) = msg.get("id").cloned() else {
             continue; // a notification
         };
+        if msg.get("method").is_none() {
+            continue; // an answer to a request of ours
+        }
+        let called = msg["params"]["name"].as_str().unwrap_or_default();
         let result = match msg["method"].as_str().unwrap_or_default() {
             "initialize" => json!({
                 "protocolVersion": msg["params"]["protocolVersion"],
                 "capabilities": {"tools": {}},
                 "serverInfo": {"name": "hostile", "version": "1"},
             }),
+            "tools/list" if mode == "hang" => {
+                json!({"tools": [tool("hang", "never answers", json!({"type": "object"})), tool("report", "what was cancelled", json!({"type": "object"}))]})
+            }
+            "tools/list" if mode == "shrinking" => {
+                let names: &[&str] = if shrunk { &["a"] } else { &["a", "b"] };
+                let tools: Vec<Value> = names
+                    .iter()
+                    .map(|n| tool(n, "a tool", json!({"type": "object"})))
+                    .collect();
+                json!({"tools": tools})
+            }
             "tools/list" => tools_page(&mode, &mut page),
+            "tools/call" if mode == "hang" && called == "hang" => {
+                // Says it has the call (a question the test's policy sees), then never answers.
+                send(
+                    &json!({"jsonrpc": "2.0", "id": "signal", "method": "elicitation/create", "params": form("Got it.", "x")}),
+                );
+                hanging.push(id);
+                continue;
+            }
+            "tools/call" if mode == "hang" => {
+                // Waits until the client cancelled a hanging call (or closes).
+                while !hanging.iter().any(|h| cancelled.contains(h)) {
+                    let Some(Ok(line)) = lines.next() else { return };
+                    let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+                        continue;
+                    };
+                    if msg["method"] == "notifications/cancelled" {
+                        cancelled.push(msg["params"]["requestId"].clone());
+                    }
+                }
+                let text = json!({"hanging": hanging, "cancelled": cancelled}).to_string();
+                json!({"content": [{"type": "text", "text": text}]})
+            }
+            "tools/call" if mode == "shrinking" => {
+                if called == "a" && !shrunk {
+                    shrunk = true;
+                    send(&json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+                }
+                json!({"content": [{"type": "text", "text": format!("called {called}")}]})
+            }
             "tools/call" if mode == "elicit_concurrent" && held.is_none() => {
                 held = Some(id);
                 continue;
@@ -462,4 +513,81 @@ async fn the_stateless_input_required_round_is_an_interrupt_too() {
         v,
         json!({"answers": {"who": {"action": "accept", "content": {"name": "Ada"}}}, "state": "opaque-1"})
     );
+}
+
+// Living tool lists and cancellation (issue 42, item 4).
+
+#[tokio::test]
+async fn a_tool_the_server_removed_is_an_unknown_tool() {
+    let client = McpClient::builder()
+        .quiet(true)
+        .command(server_command("shrinking"))
+        .await
+        .unwrap();
+    let tools = client.tools().await.unwrap();
+    assert_eq!(tools.len(), 2);
+    assert!(!client.tools_changed());
+    let text = |o: rein_core::tool::ToolOutput| format!("{:?} {:?}", o.status, o.content);
+    // Calling `a` makes the server drop `b` and say so.
+    let out = tools[0].call(json!({}), tool_cx(&[])).await.unwrap();
+    assert_eq!(text(out), r#"Success [Text("called a")]"#);
+    // The notification is handled on the connection's task: wait for it (a failure, not a hang,
+    // if it never comes).
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while !client.tools_changed() {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("notifications/tools/list_changed was handled");
+    let out = tools[1].call(json!({}), tool_cx(&[])).await.unwrap();
+    assert_eq!(text(out), r#"Error [Text("Unknown tool: b")]"#);
+    // The list was read again: the flag is down, `tools()` gives the new list, `a` still works.
+    assert!(!client.tools_changed());
+    let names: Vec<String> = client
+        .tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name().to_owned())
+        .collect();
+    assert_eq!(names, ["a"]);
+    let out = tools[0].call(json!({}), tool_cx(&[])).await.unwrap();
+    assert_eq!(text(out), r#"Success [Text("called a")]"#);
+    client.close().await;
+}
+
+#[tokio::test]
+async fn a_dropped_call_is_cancelled_on_the_server() {
+    let has_the_call = std::sync::Arc::new(tokio::sync::Notify::new());
+    let signal = has_the_call.clone();
+    let client = McpClient::builder()
+        .on_elicitation(move |_| {
+            signal.notify_one();
+            rein_mcp::ElicitationVerdict::Decline
+        })
+        .quiet(true)
+        .command(server_command("hang"))
+        .await
+        .unwrap();
+    let tools = client.tools().await.unwrap();
+    let hang = tools[0].clone();
+    // A run's cancel drops the tool's future (SPEC §6); so does this abort.
+    let call = tokio::spawn(async move { hang.call(json!({}), tool_cx(&[])).await });
+    has_the_call.notified().await;
+    call.abort();
+    let out = client.call_tool("report", json!({})).await.unwrap();
+    let [rein_core::message::ToolResultContent::Text(text)] = out.content.as_slice() else {
+        panic!("{out:?}");
+    };
+    let report: Value = serde_json::from_str(text).unwrap();
+    assert_eq!(report["hanging"].as_array().unwrap().len(), 1, "{report}");
+    assert!(
+        report["cancelled"]
+            .as_array()
+            .unwrap()
+            .contains(&report["hanging"][0]),
+        "{report}"
+    );
+    client.close().await;
 }
