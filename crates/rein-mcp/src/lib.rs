@@ -69,10 +69,14 @@ use serde_json::Value;
 use tokio::sync::Mutex;
 
 mod elicitation;
+mod resources;
 
 use elicitation::{Call, ElicitationPolicy, Elicitor, Stop};
 pub use elicitation::{
     ELICITATION_INTERRUPT, Elicitation, ElicitationAnswer, ElicitationRequest, ElicitationVerdict,
+};
+pub use resources::{
+    McpPrompt, McpPromptArgument, McpResource, McpResourceContents, McpResourceTemplate,
 };
 
 /// The default timeout of one tool call.

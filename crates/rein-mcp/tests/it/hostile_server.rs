@@ -48,7 +48,7 @@ fn hostile_server_process() {
         let result = match msg["method"].as_str().unwrap_or_default() {
             "initialize" => json!({
                 "protocolVersion": msg["params"]["protocolVersion"],
-                "capabilities": {"tools": {}},
+                "capabilities": {"tools": {}, "resources": {}},
                 "serverInfo": {"name": "hostile", "version": "1"},
             }),
             "tools/list" if mode == "hang" => {
@@ -63,6 +63,18 @@ fn hostile_server_process() {
                 json!({"tools": tools})
             }
             "tools/list" => tools_page(&mode, &mut page),
+            // Pages of 100 resources without end; one resource of 5 MiB.
+            "resources/list" => {
+                page += 1;
+                let resources: Vec<Value> = (0..100)
+                    .map(|i| json!({"uri": format!("r://{page}/{i}"), "name": "r"}))
+                    .collect();
+                json!({"resources": resources, "nextCursor": format!("page-{page}")})
+            }
+            "resources/read" => {
+                let text = "x".repeat(5 * 1024 * 1024);
+                json!({"contents": [{"uri": msg["params"]["uri"], "text": text}]})
+            }
             "tools/call" if mode == "hang" && called == "hang" => {
                 // Says it has the call (a question the test's policy sees), then never answers.
                 send(
@@ -588,6 +600,22 @@ async fn a_dropped_call_is_cancelled_on_the_server() {
             .unwrap()
             .contains(&report["hanging"][0]),
         "{report}"
+    );
+    client.close().await;
+}
+
+// Resources (issue 42, item 3) from a hostile server.
+
+#[tokio::test]
+async fn endless_resource_lists_and_huge_resources_are_refused() {
+    let client = connect("plain").await;
+    let e = client.resources().await.unwrap_err();
+    assert_eq!(too_large(&e), ("the list of resources", 1000), "{e}");
+    let e = client.read_resource("r://big").await.unwrap_err();
+    assert_eq!(
+        too_large(&e),
+        ("the resource 'r://big' (bytes)", 4 * 1024 * 1024),
+        "{e}"
     );
     client.close().await;
 }

@@ -5,4 +5,5 @@
 
 mod elicitation;
 mod hostile_server;
+mod resources;
 mod servers;
