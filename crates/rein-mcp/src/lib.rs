@@ -19,11 +19,15 @@
 //! version of it is not a breaking change for Rein users.
 //!
 //! An MCP server is not trusted with Rein's resources: one message is at most 16 MiB (rmcp's
-//! bound on a stdio line, an HTTP body or event), the tool list, each tool's input schema and
-//! each tool result and the elicitations of a tool call are bounded by [`McpLimits`] (a [`McpError::TooLarge`] past one), the HTTP
-//! transport follows redirects within the server's origin only (307 and 308: the bearer token
-//! and the session never reach another host), and a stdio server gets a minimal environment
-//! ([`DEFAULT_INHERITED_ENV`]).
+//! bound on a stdio line, an HTTP body or event); the tool list, each tool's input schema, each
+//! tool result, resources, prompts and the elicitations of a tool call are bounded by
+//! [`McpLimits`] (a [`McpError::TooLarge`] past one); the HTTP transport follows redirects
+//! within the server's origin only (307 and 308: the bearer token and the session never reach
+//! another host), and a stdio server gets a minimal environment ([`DEFAULT_INHERITED_ENV`]).
+//!
+//! Resources and prompts are read from code ([`McpClient::resources`],
+//! [`McpClient::read_resource`], [`McpClient::prompt`]...) and reach the model only through
+//! [`McpClient::resource_tools`], where the application opts in.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), rein_mcp::McpError> {

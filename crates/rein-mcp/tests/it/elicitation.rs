@@ -4,14 +4,7 @@
 //! restart — re-issues the call, the server asks the same question again, and the stored
 //! answer goes to it.
 
-use std::collections::HashMap;
-
-use rein_core::{
-    id::InvocationId,
-    interrupt::{Interrupt, InterruptAnswer, InterruptAnswers},
-    state::{AgentState, InvocationState},
-    tool::ToolContext,
-};
+use rein_core::{interrupt::Interrupt, tool::ToolContext};
 use rein_mcp::{ELICITATION_INTERRUPT, ElicitationAnswer, McpClient, McpError};
 use serde_json::{Value, json};
 
@@ -20,24 +13,7 @@ use crate::servers::{connect, find, only_text};
 const TOOL: &str = "trigger-elicitation-request";
 
 fn cx(answers: &[(&str, Value)]) -> ToolContext {
-    let answers = answers
-        .iter()
-        .map(|(id, response)| {
-            let answer = InterruptAnswer {
-                response: response.clone(),
-                fingerprint: None,
-            };
-            ((*id).to_owned(), answer)
-        })
-        .collect::<HashMap<_, _>>();
-    ToolContext::new(
-        "tu-elicit",
-        TOOL,
-        InvocationId::new(),
-        InvocationState::new(),
-        AgentState::new(),
-        InterruptAnswers::new(answers),
-    )
+    crate::common::answered_cx("tu-elicit", TOOL, answers)
 }
 
 /// The interrupt the first call raises, as a session store keeps it (JSON round trip).

@@ -367,25 +367,7 @@ async fn the_http_transport_sends_no_token_to_another_origin() {
 // Elicitation (issue 42, item 1) from a hostile or fake server.
 
 fn tool_cx(answers: &[(&str, Value)]) -> rein_core::tool::ToolContext {
-    use rein_core::interrupt::{InterruptAnswer, InterruptAnswers};
-    let answers = answers
-        .iter()
-        .map(|(id, response)| {
-            let answer = InterruptAnswer {
-                response: response.clone(),
-                fingerprint: None,
-            };
-            ((*id).to_owned(), answer)
-        })
-        .collect();
-    rein_core::tool::ToolContext::new(
-        "tu-1",
-        "ask",
-        rein_core::id::InvocationId::new(),
-        rein_core::state::InvocationState::new(),
-        rein_core::state::AgentState::new(),
-        InterruptAnswers::new(answers),
-    )
+    crate::common::answered_cx("tu-1", "ask", answers)
 }
 
 async fn ask(

@@ -137,16 +137,7 @@ async fn everything_resources_as_opt_in_tools() {
         names,
         ["everything_list_resources", "everything_read_resource"]
     );
-    let cx = || {
-        rein_core::tool::ToolContext::new(
-            "tu-r",
-            "r",
-            rein_core::id::InvocationId::new(),
-            rein_core::state::InvocationState::new(),
-            rein_core::state::AgentState::new(),
-            rein_core::interrupt::InterruptAnswers::default(),
-        )
-    };
+    let cx = || crate::servers::cx("read_resource");
     let out = find(&tools, "everything_list_resources")
         .call(json!({}), cx())
         .await

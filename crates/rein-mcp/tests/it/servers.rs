@@ -62,7 +62,7 @@ pub(crate) async fn connect(
     )
 }
 
-fn cx(name: &str) -> ToolContext {
+pub(crate) fn cx(name: &str) -> ToolContext {
     ToolContext::new(
         "tu-1",
         name,
