@@ -7,15 +7,27 @@
 //! Rein tools: calling one forwards the call to the server with a timeout (60 s by default) and
 //! maps the result (see [`McpClient::call_tool`] for the content mapping).
 //!
+//! A server that asks the user for input during a tool call (an *elicitation*, form or URL
+//! mode) pauses the run with a durable interrupt named [`ELICITATION_INTERRUPT`]: a human
+//! answers with an [`ElicitationAnswer`], maybe in another process, and the resumed run issues
+//! the tool call again; the server's repeated question is answered from the stored answer,
+//! which is bound to exactly that question (message and schema or URL). A policy
+//! ([`McpClientBuilder::on_elicitation`]) may decline without a human: by default a form
+//! asking for a secret is declined.
+//!
 //! The MCP SDK used underneath (`rmcp`) does not appear in this crate's API, so a new major
 //! version of it is not a breaking change for Rein users.
 //!
 //! An MCP server is not trusted with Rein's resources: one message is at most 16 MiB (rmcp's
-//! bound on a stdio line, an HTTP body or event), the tool list, each tool's input schema and
-//! each tool result are bounded by [`McpLimits`] (a [`McpError::TooLarge`] past one), the HTTP
-//! transport follows redirects within the server's origin only (307 and 308: the bearer token
-//! and the session never reach another host), and a stdio server gets a minimal environment
-//! ([`DEFAULT_INHERITED_ENV`]).
+//! bound on a stdio line, an HTTP body or event); the tool list, each tool's input schema, each
+//! tool result, resources, prompts and the elicitations of a tool call are bounded by
+//! [`McpLimits`] (a [`McpError::TooLarge`] past one); the HTTP transport follows redirects
+//! within the server's origin only (307 and 308: the bearer token and the session never reach
+//! another host), and a stdio server gets a minimal environment ([`DEFAULT_INHERITED_ENV`]).
+//!
+//! Resources and prompts are read from code ([`McpClient::resources`],
+//! [`McpClient::read_resource`], [`McpClient::prompt`]...) and reach the model only through
+//! [`McpClient::resource_tools`], where the application opts in.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), rein_mcp::McpError> {
@@ -36,23 +48,40 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::fmt;
 use std::process::Stdio;
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use base64::Engine as _;
 use rein_core::{
     Tool, ToolHandle,
     message::{Bytes, ImageBlock, MediaSource, ToolResultContent, ToolResultStatus},
-    tool::{ToolContext, ToolError, ToolOutput, ToolSpec},
+    tool::{InterruptRaised, ToolContext, ToolError, ToolOutput, ToolSpec},
 };
-use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock};
-use rmcp::service::RunningService;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
+    ContentBlock, ElicitRequestParams, ElicitResult, Implementation, InputRequest, InputResponses,
+    ProgressNotificationParam,
+};
+use rmcp::service::{NotificationContext, RequestContext, RunningService};
 use rmcp::{Peer, RoleClient, ServiceExt};
 use serde_json::Value;
 use tokio::sync::Mutex;
+
+mod elicitation;
+mod resources;
+
+use elicitation::{Call, ElicitationPolicy, Elicitor, Stop};
+pub use elicitation::{
+    ELICITATION_INTERRUPT, Elicitation, ElicitationAnswer, ElicitationRequest, ElicitationVerdict,
+};
+pub use resources::{
+    McpPrompt, McpPromptArgument, McpResource, McpResourceContents, McpResourceTemplate,
+};
 
 /// The default timeout of one tool call.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -109,7 +138,7 @@ pub enum McpError {
         timeout: Duration,
     },
     /// The server answered in a way this client does not support (e.g. a tool call that
-    /// needs client-side input or became a long-running task).
+    /// asks for sampling or became a long-running task).
     #[error("MCP server {server}: {message}")]
     Unsupported {
         /// The server: its name from the handshake, else the program or the URL (never the
@@ -119,7 +148,7 @@ pub enum McpError {
         message: String,
     },
     /// The server sent more than a limit of [`McpLimits`] allows (the tool list, a schema, a
-    /// tool result).
+    /// tool result, elicitations).
     #[error("MCP server {server}: {what} exceeds the limit of {limit} (McpLimits)")]
     TooLarge {
         /// The server: its name from the handshake, else the program or the URL.
@@ -128,6 +157,15 @@ pub enum McpError {
         what: String,
         /// The limit.
         limit: usize,
+    },
+    /// The stored answer to an elicitation is not a valid answer to the question the server
+    /// asked (not an [`ElicitationAnswer`], or content the form does not accept).
+    #[error("MCP server {server}: invalid answer to its elicitation: {message}")]
+    InvalidAnswer {
+        /// The server: its name from the handshake, else the program or the URL.
+        server: String,
+        /// Why the answer is invalid.
+        message: String,
     },
     /// The connection was closed with [`McpClient::close`].
     #[error("MCP client for {server} is closed")]
@@ -163,6 +201,7 @@ pub struct McpClientBuilder {
     #[cfg_attr(not(feature = "http"), allow(dead_code))]
     bearer_token: Option<String>,
     limits: McpLimits,
+    elicitation_policy: ElicitationPolicy,
 }
 
 /// Shows the names of the environment variables, not their values, and whether a bearer token
@@ -181,7 +220,7 @@ impl fmt::Debug for McpClientBuilder {
                 &self.bearer_token.as_ref().map(|_| "<redacted>"),
             )
             .field("limits", &self.limits)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -208,6 +247,11 @@ pub struct McpLimits {
     /// The largest tool result, as JSON (default 4 MiB); a larger one is a tool error the
     /// model sees.
     pub max_result_bytes: usize,
+    /// The most elicitations one tool call may make (default 10, the protocol SDKs' bound on
+    /// `input_required` rounds); past it the call fails.
+    pub max_elicitations: usize,
+    /// The largest elicitation request, as JSON (default 64 KiB): a human reads it.
+    pub max_elicitation_bytes: usize,
 }
 
 impl Default for McpLimits {
@@ -217,6 +261,8 @@ impl Default for McpLimits {
             max_tool_bytes: 64 * 1024,
             max_schema_depth: 32,
             max_result_bytes: 4 * 1024 * 1024,
+            max_elicitations: 10,
+            max_elicitation_bytes: 64 * 1024,
         }
     }
 }
@@ -256,6 +302,7 @@ impl Default for McpClientBuilder {
             env: Vec::new(),
             bearer_token: None,
             limits: McpLimits::default(),
+            elicitation_policy: elicitation::default_policy(),
         }
     }
 }
@@ -308,6 +355,31 @@ impl McpClientBuilder {
     /// What the server may send (see [`McpLimits`]; default [`McpLimits::default`]).
     pub fn limits(mut self, limits: McpLimits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// Decides, for each elicitation of the server (it asks the user for input during a tool
+    /// call), whether a human is asked — the run then pauses with an interrupt named
+    /// [`ELICITATION_INTERRUPT`] — or the server gets `decline` or `cancel` at once. The default
+    /// declines a form asking for a secret ([`Elicitation::asks_for_secret`]: the protocol
+    /// forbids servers to ask for those in a form) and asks a human about anything else.
+    ///
+    /// ```
+    /// use rein_mcp::{ElicitationVerdict, McpClient};
+    /// let builder = McpClient::builder().on_elicitation(|e| {
+    ///     if e.asks_for_secret() || e.field_names().any(|f| f == "email") {
+    ///         ElicitationVerdict::Decline
+    ///     } else {
+    ///         ElicitationVerdict::Ask
+    ///     }
+    /// });
+    /// # let _ = builder;
+    /// ```
+    pub fn on_elicitation(
+        mut self,
+        policy: impl Fn(&Elicitation) -> ElicitationVerdict + Send + Sync + 'static,
+    ) -> Self {
+        self.elicitation_policy = Arc::new(policy);
         self
     }
 
@@ -389,7 +461,11 @@ impl McpClientBuilder {
         T: rmcp::transport::IntoTransport<RoleClient, E, A> + Send + 'static,
         E: std::error::Error + Send + Sync + 'static,
     {
-        let connect = ().serve(transport);
+        let elicitor = Arc::new(Elicitor::new(self.elicitation_policy.clone(), self.limits));
+        let handler = Handler {
+            elicitor: elicitor.clone(),
+        };
+        let connect = handler.serve(transport);
         let service = match tokio::time::timeout(self.connect_timeout, connect).await {
             Err(_) => {
                 return Err(McpError::Timeout {
@@ -418,6 +494,7 @@ impl McpClientBuilder {
             Some(name) if !name.is_empty() => format!("'{name}'"),
             _ => server,
         };
+        let _ = elicitor.server.set(server.clone());
         Ok(McpClient {
             inner: Arc::new(Inner {
                 server,
@@ -425,6 +502,8 @@ impl McpClientBuilder {
                 service: Mutex::new(Some(service)),
                 server_name,
                 instructions,
+                elicitor,
+                listed: std::sync::Mutex::new(None),
             }),
             prefix: self.prefix,
             timeout: self.timeout,
@@ -438,9 +517,51 @@ struct Inner {
     /// How errors name the server: its handshake name, else the program or URL.
     server: String,
     peer: Peer<RoleClient>,
-    service: Mutex<Option<RunningService<RoleClient, ()>>>,
+    service: Mutex<Option<RunningService<RoleClient, Handler>>>,
     server_name: Option<String>,
     instructions: Option<String>,
+    elicitor: Arc<Elicitor>,
+    /// The server's names of the tools it listed last, once `tools()` ran: a tool it no longer
+    /// lists is unknown.
+    listed: std::sync::Mutex<Option<HashSet<String>>>,
+}
+
+/// What the client does with the server's requests: elicitations go to the tool call under way.
+struct Handler {
+    elicitor: Arc<Elicitor>,
+}
+
+impl rmcp::ClientHandler for Handler {
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, rmcp::ErrorData> {
+        Ok(self.elicitor.on_request(&request))
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.elicitor.on_progress(&params);
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.elicitor.tools_changed.store(true, Ordering::SeqCst);
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        // Elicitation in both modes: each becomes an interrupt (or a policy's answer).
+        let capabilities: ClientCapabilities =
+            serde_json::from_value(serde_json::json!({"elicitation": {"form": {}, "url": {}}}))
+                .unwrap_or_default();
+        ClientConfig::new(
+            capabilities,
+            Implementation::new("rein", env!("CARGO_PKG_VERSION")),
+        )
+    }
 }
 
 /// A connection to one MCP server. Cloning is cheap and shares the connection.
@@ -527,17 +648,13 @@ impl McpClient {
     /// with characters other than ASCII letters, digits, `_` and `-` replaced by `_` (and cut to
     /// 64 characters) so every model provider accepts the name; the server is called with its
     /// own name.
+    ///
+    /// The server may change its tools later (`notifications/tools/list_changed`):
+    /// [`tools_changed`](Self::tools_changed) says so, and a tool the server no longer lists
+    /// answers a call with the agent's own `Unknown tool: <name>` error result, without
+    /// calling the server. Call `tools()` again to give the agent the new list.
     pub async fn tools(&self) -> Result<Vec<ToolHandle>, McpError> {
-        let listed = match tokio::time::timeout(self.connect_timeout, self.list_all()).await {
-            Err(_) => {
-                return Err(McpError::Timeout {
-                    server: self.inner.server.clone(),
-                    what: "tools/list".into(),
-                    timeout: self.connect_timeout,
-                });
-            }
-            Ok(listed) => listed?,
-        };
+        let listed = self.relist().await?;
         listed
             .into_iter()
             .map(|t| {
@@ -557,6 +674,51 @@ impl McpClient {
                 }))
             })
             .collect()
+    }
+
+    /// Whether the server said its tool list changed since [`tools`](Self::tools) last listed
+    /// it: build the agent's next turn with `tools()` again to offer the new list.
+    pub fn tools_changed(&self) -> bool {
+        self.inner.elicitor.tools_changed.load(Ordering::SeqCst)
+    }
+
+    /// `tools/list` (every page) within the connect timeout, recorded as what the server lists
+    /// now. The change flag is cleared first, so a change announced meanwhile is kept.
+    async fn relist(&self) -> Result<Vec<rmcp::model::Tool>, McpError> {
+        self.inner
+            .elicitor
+            .tools_changed
+            .store(false, Ordering::SeqCst);
+        let listed = match tokio::time::timeout(self.connect_timeout, self.list_all()).await {
+            Err(_) => {
+                return Err(McpError::Timeout {
+                    server: self.inner.server.clone(),
+                    what: "tools/list".into(),
+                    timeout: self.connect_timeout,
+                });
+            }
+            Ok(listed) => listed?,
+        };
+        let names = listed.iter().map(|t| t.name.to_string()).collect();
+        *self
+            .inner
+            .listed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(names);
+        Ok(listed)
+    }
+
+    /// Whether the server still lists its tool `remote`, listing again after a change.
+    async fn still_listed(&self, remote: &str) -> Result<bool, McpError> {
+        if self.tools_changed() {
+            self.relist().await?;
+        }
+        let listed = self
+            .inner
+            .listed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        Ok(listed.as_ref().is_none_or(|names| names.contains(remote)))
     }
 
     /// Every page of `tools/list`, at most `max_tools` tools in all.
@@ -623,7 +785,22 @@ impl McpClient {
     /// link or audio → a short text describing it. An empty result becomes the text
     /// `(no output)`. A transport or protocol error, a closed client or a timeout is a
     /// [`ToolError`] (its source is an [`McpError`]).
+    ///
+    /// Called from code, outside a run, nobody can answer an elicitation: the server gets
+    /// `cancel` (the tools of [`tools`](Self::tools) raise an interrupt instead).
     pub async fn call_tool(&self, name: &str, arguments: Value) -> Result<ToolOutput, ToolError> {
+        self.call(name, arguments, None).await
+    }
+
+    /// [`call_tool`](Self::call_tool) within a tool call of a run (`cx`): an elicitation of
+    /// the server raises an interrupt there. Without `cx` nobody can answer: the server gets
+    /// `cancel`.
+    async fn call(
+        &self,
+        name: &str,
+        arguments: Value,
+        cx: Option<ToolContext>,
+    ) -> Result<ToolOutput, ToolError> {
         let arguments = match arguments {
             Value::Null => None,
             Value::Object(m) => Some(m),
@@ -643,13 +820,23 @@ impl McpClient {
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
         }
-        let response = match tokio::time::timeout(
-            self.timeout,
-            self.inner.peer.call_tool_once(params),
-        )
-        .await
-        {
-            Err(_) => {
+        let registered = self.inner.elicitor.register(cx, name);
+        let call = &registered.call;
+        // An elicitation that stops the call (a human must answer, a limit) ends it at once:
+        // dropping the request sends the server `notifications/cancelled`.
+        let ran = tokio::select! {
+            ran = tokio::time::timeout(self.timeout, self.rounds(name, params, call)) => Some(ran),
+            () = call.stopped() => None,
+        };
+        if let Some(stop) = call.take_stop() {
+            return Err(match stop {
+                Stop::Interrupted(id) => InterruptRaised(id).into(),
+                Stop::Failed(e) => e.into(),
+            });
+        }
+        let result = match ran {
+            None => return Err(ToolError::msg("MCP tool call stopped")),
+            Some(Err(_)) => {
                 return Err(McpError::Timeout {
                     server: self.inner.server.clone(),
                     what: format!("tool '{name}'"),
@@ -657,41 +844,86 @@ impl McpClient {
                 }
                 .into());
             }
-            Ok(Err(e)) => return Err(self.request_error("tools/call", e).into()),
-            Ok(Ok(r)) => r,
+            Some(Ok(Err(e))) => return Err(e.into()),
+            // Stopped by an elicitation: `take_stop` above had it.
+            Some(Ok(Ok(None))) => return Err(ToolError::msg("MCP tool call stopped")),
+            Some(Ok(Ok(Some(result)))) => result,
         };
-        match response {
-            CallToolResponse::Complete(result) => {
-                if json_size(&result) > self.limits.max_result_bytes {
-                    return Err(self
-                        .too_large(
-                            &format!("the result of tool '{name}' (bytes)"),
-                            self.limits.max_result_bytes,
-                        )
-                        .into());
+        if json_size(&result) > self.limits.max_result_bytes {
+            return Err(self
+                .too_large(
+                    &format!("the result of tool '{name}' (bytes)"),
+                    self.limits.max_result_bytes,
+                )
+                .into());
+        }
+        Ok(map_result(result))
+    }
+
+    /// Sends `tools/call` until the server answers with a result, answering the requests of
+    /// an `input_required` answer (the stateless protocol's elicitation) on the way, at most
+    /// [`rmcp::model::DEFAULT_MRTR_MAX_ROUNDS`] rounds. `None`: an elicitation stopped it.
+    async fn rounds(
+        &self,
+        name: &str,
+        mut params: CallToolRequestParams,
+        call: &Call,
+    ) -> Result<Option<CallToolResult>, McpError> {
+        for _ in 0..rmcp::model::DEFAULT_MRTR_MAX_ROUNDS {
+            let response = self
+                .inner
+                .peer
+                .call_tool_once(params.clone())
+                .await
+                .map_err(|e| self.request_error("tools/call", e))?;
+            let input = match response {
+                CallToolResponse::Complete(result) => return Ok(Some(result)),
+                CallToolResponse::InputRequired(input) => input,
+                CallToolResponse::Task(_) => {
+                    return Err(self.unsupported(format!(
+                        "tool '{name}' started a long-running task, which Rein does not poll"
+                    )));
                 }
-                Ok(map_result(result))
+                #[allow(unreachable_patterns)]
+                _ => {
+                    return Err(
+                        self.unsupported(format!("tool '{name}' gave an unknown kind of response"))
+                    );
+                }
+            };
+            let mut responses = InputResponses::new();
+            for (key, request) in input.input_requests.unwrap_or_default() {
+                let response = match request {
+                    InputRequest::Elicitation(request) => {
+                        let answer = self.inner.elicitor.elicit(call, &request.params);
+                        serde_json::to_value(answer).unwrap_or(Value::Null)
+                    }
+                    InputRequest::ListRoots(_) => serde_json::json!({"roots": []}),
+                    _ => {
+                        return Err(self.unsupported(format!(
+                            "tool '{name}' asked for client-side input other than elicitation \
+                             (sampling), which Rein does not provide"
+                        )));
+                    }
+                };
+                responses.insert(key, response);
             }
-            CallToolResponse::InputRequired(_) => Err(McpError::Unsupported {
-                server: self.inner.server.clone(),
-                message: format!(
-                    "tool '{name}' asked for client-side input, which Rein does not provide"
-                ),
+            if call.is_stopped() {
+                return Ok(None);
             }
-            .into()),
-            CallToolResponse::Task(_) => Err(McpError::Unsupported {
-                server: self.inner.server.clone(),
-                message: format!(
-                    "tool '{name}' started a long-running task, which Rein does not poll"
-                ),
-            }
-            .into()),
-            #[allow(unreachable_patterns)]
-            _ => Err(McpError::Unsupported {
-                server: self.inner.server.clone(),
-                message: format!("tool '{name}' gave an unknown kind of response"),
-            }
-            .into()),
+            params.input_responses = Some(responses);
+            params.request_state = input.request_state;
+        }
+        Err(self.too_large(
+            &format!("the input_required rounds of tool '{name}'"),
+            rmcp::model::DEFAULT_MRTR_MAX_ROUNDS,
+        ))
+    }
+
+    fn unsupported(&self, message: String) -> McpError {
+        McpError::Unsupported {
+            server: self.inner.server.clone(),
+            message,
         }
     }
 
@@ -739,8 +971,18 @@ impl Tool for McpTool {
         self.spec.clone()
     }
 
-    async fn call(&self, input: Value, _cx: ToolContext) -> Result<ToolOutput, ToolError> {
-        self.client.call_tool(&self.remote, input).await
+    async fn call(&self, input: Value, cx: ToolContext) -> Result<ToolOutput, ToolError> {
+        // A tool the server removed is unknown, as the agent says of a tool it never had.
+        if !self.client.still_listed(&self.remote).await? {
+            return Ok(ToolOutput::new(
+                ToolResultStatus::Error,
+                vec![ToolResultContent::Text(format!(
+                    "Unknown tool: {}",
+                    self.spec.name
+                ))],
+            ));
+        }
+        self.client.call(&self.remote, input, Some(cx)).await
     }
 }
 

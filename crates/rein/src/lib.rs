@@ -197,3 +197,6 @@ struct DurableExecutionGuide;
 #[cfg(all(doctest, feature = "macros", feature = "mcp-http"))]
 #[doc = include_str!("../../../docs/tools.md")]
 struct ToolsGuide;
+#[cfg(all(doctest, feature = "mcp"))]
+#[doc = include_str!("../../../docs/mcp.md")]
+struct McpGuide;

@@ -262,6 +262,26 @@ fn mcp_tools() {
 }
 
 #[test]
+fn mcp_elicitation_answered_in_another_process() {
+    // Both steps, each in its own process, each with its own server process.
+    if std::env::var_os("REIN_MCP_EVERYTHING").is_some() {
+        check(
+            "mcp_elicitation",
+            &[
+                "[ask] stop reason: Interrupt",
+                "[ask] mcp_elicitation asks: Please provide inputs for the following fields: (fields: [",
+                "[answer] Please provide inputs for the following fields: -> {\"name\":\"Ada Lovelace\",\"check\":true}",
+                "[answer] the server got: - Name: Ada Lovelace",
+                "[answer] the server got: - Agreed to terms: true",
+                "[answer] reply: You are signed up.",
+            ],
+        );
+    } else {
+        check("mcp_elicitation", &["No MCP server given."]);
+    }
+}
+
+#[test]
 fn run_budget_lasts_the_run_across_a_resume_by_a_new_agent() {
     check(
         "run_budget",

@@ -23,34 +23,186 @@ fn hostile_server_process() {
         return;
     };
     let stdin = std::io::stdin();
-    let mut out = std::io::stdout();
+    let mut lines = stdin.lock().lines();
     let mut page = 0u64;
-    for line in stdin.lock().lines() {
-        let Ok(line) = line else { return };
+    // A tools/call left unanswered (mode `elicit_concurrent`), answered with the next one.
+    let mut held = None;
+    // Mode `hang`: the request ids of calls left unanswered, and those the client cancelled.
+    let (mut hanging, mut cancelled) = (Vec::<Value>::new(), Vec::<Value>::new());
+    // Mode `shrinking`: whether `b` was removed from the list.
+    let mut shrunk = false;
+    while let Some(Ok(line)) = lines.next() {
         let Ok(msg) = serde_json::from_str::<Value>(&line) else {
             continue;
         };
+        if msg["method"] == "notifications/cancelled" {
+            cancelled.push(msg["params"]["requestId"].clone());
+        }
         let Some(id) = msg.get("id").cloned() else {
             continue; // a notification
         };
+        if msg.get("method").is_none() {
+            continue; // an answer to a request of ours
+        }
+        let called = msg["params"]["name"].as_str().unwrap_or_default();
         let result = match msg["method"].as_str().unwrap_or_default() {
             "initialize" => json!({
                 "protocolVersion": msg["params"]["protocolVersion"],
-                "capabilities": {"tools": {}},
+                "capabilities": {"tools": {}, "resources": {}},
                 "serverInfo": {"name": "hostile", "version": "1"},
             }),
+            "tools/list" if mode == "hang" => {
+                json!({"tools": [tool("hang", "never answers", json!({"type": "object"})), tool("report", "what was cancelled", json!({"type": "object"}))]})
+            }
+            "tools/list" if mode == "shrinking" => {
+                let names: &[&str] = if shrunk { &["a"] } else { &["a", "b"] };
+                let tools: Vec<Value> = names
+                    .iter()
+                    .map(|n| tool(n, "a tool", json!({"type": "object"})))
+                    .collect();
+                json!({"tools": tools})
+            }
             "tools/list" => tools_page(&mode, &mut page),
+            // Pages of 100 resources without end; one resource of 5 MiB.
+            "resources/list" => {
+                page += 1;
+                let resources: Vec<Value> = (0..100)
+                    .map(|i| json!({"uri": format!("r://{page}/{i}"), "name": "r"}))
+                    .collect();
+                json!({"resources": resources, "nextCursor": format!("page-{page}")})
+            }
+            "resources/read" => {
+                let text = "x".repeat(5 * 1024 * 1024);
+                json!({"contents": [{"uri": msg["params"]["uri"], "text": text}]})
+            }
+            "tools/call" if mode == "hang" && called == "hang" => {
+                // Says it has the call (a question the test's policy sees), then never answers.
+                send(
+                    &json!({"jsonrpc": "2.0", "id": "signal", "method": "elicitation/create", "params": form("Got it.", "x")}),
+                );
+                hanging.push(id);
+                continue;
+            }
+            "tools/call" if mode == "hang" => {
+                // Waits until the client cancelled a hanging call (or closes).
+                while !hanging.iter().any(|h| cancelled.contains(h)) {
+                    let Some(Ok(line)) = lines.next() else { return };
+                    let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+                        continue;
+                    };
+                    if msg["method"] == "notifications/cancelled" {
+                        cancelled.push(msg["params"]["requestId"].clone());
+                    }
+                }
+                let text = json!({"hanging": hanging, "cancelled": cancelled}).to_string();
+                json!({"content": [{"type": "text", "text": text}]})
+            }
+            "tools/call" if mode == "shrinking" => {
+                if called == "a" && !shrunk {
+                    shrunk = true;
+                    send(&json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+                }
+                json!({"content": [{"type": "text", "text": format!("called {called}")}]})
+            }
+            "tools/call" if mode == "elicit_concurrent" && held.is_none() => {
+                held = Some(id);
+                continue;
+            }
+            "tools/call" if mode.starts_with("elicit") => {
+                let result = elicit(&mode, &msg["params"], &mut lines);
+                if let Some(first) = held.take() {
+                    send(&json!({"jsonrpc": "2.0", "id": first, "result": result}));
+                }
+                result
+            }
             "tools/call" => {
                 let text = "x".repeat(5 * 1024 * 1024);
                 json!({"content": [{"type": "text", "text": text}]})
             }
             _ => json!({}),
         };
-        let reply = json!({"jsonrpc": "2.0", "id": id, "result": result});
-        if writeln!(out, "{reply}").and_then(|()| out.flush()).is_err() {
+        if !send(&json!({"jsonrpc": "2.0", "id": id, "result": result})) {
             return;
         }
     }
+}
+
+fn send(message: &Value) -> bool {
+    let mut out = std::io::stdout();
+    writeln!(out, "{message}")
+        .and_then(|()| out.flush())
+        .is_ok()
+}
+
+/// A form asking for one field.
+fn form(message: &str, field: &str) -> Value {
+    json!({
+        "mode": "form",
+        "message": message,
+        "requestedSchema": {"type": "object", "properties": {field: {"type": "string"}}, "required": [field]},
+    })
+}
+
+/// A tools/call in an `elicit*` mode: sends elicitation requests (all at once), reads their
+/// answers and returns them as the tool's text (one JSON array of results). Mode `elicit_mrtr`
+/// uses the stateless protocol's `input_required` result instead.
+fn elicit(
+    mode: &str,
+    call: &Value,
+    lines: &mut impl Iterator<Item = std::io::Result<String>>,
+) -> Value {
+    let requests: Vec<Value> = match mode {
+        "elicit_secret" => vec![form("Your login, please.", "password")],
+        "elicit_big" => vec![form(&"m".repeat(100 * 1024), "name")],
+        "elicit_deep" => {
+            let mut schema = json!({"type": "string"});
+            for _ in 0..40 {
+                schema = json!({"type": "object", "properties": {"a": schema}});
+            }
+            vec![json!({"mode": "form", "message": "deep", "requestedSchema": schema})]
+        }
+        "elicit_flood" => (0..50)
+            .map(|i| form(&format!("question {i}"), "name"))
+            .collect(),
+        // The question changes with the process: a resume in another process asks another one.
+        "elicit_changing" => vec![form(
+            &format!("Name for run {}?", std::process::id()),
+            "name",
+        )],
+        "elicit_mrtr" => {
+            let answers = &call["inputResponses"];
+            if answers.is_object() {
+                let text = json!({"answers": answers, "state": call["requestState"]}).to_string();
+                return json!({"content": [{"type": "text", "text": text}]});
+            }
+            return json!({
+                "resultType": "input_required",
+                "inputRequests": {"who": {"method": "elicitation/create", "params": form("Who?", "name")}},
+                "requestState": "opaque-1",
+            });
+        }
+        _ => vec![form("Your name?", "name")],
+    };
+    for (i, params) in requests.iter().enumerate() {
+        send(
+            &json!({"jsonrpc": "2.0", "id": format!("e{i}"), "method": "elicitation/create", "params": params}),
+        );
+    }
+    let mut results = Vec::new();
+    while results.len() < requests.len() {
+        let Some(Ok(line)) = lines.next() else { break };
+        let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        if msg.get("method").is_none() {
+            results.push(
+                msg.get("result")
+                    .cloned()
+                    .unwrap_or_else(|| msg["error"].clone()),
+            );
+        }
+    }
+    json!({"content": [{"type": "text", "text": Value::Array(results).to_string()}]})
 }
 
 fn tool(name: &str, description: &str, schema: Value) -> Value {
@@ -58,6 +210,9 @@ fn tool(name: &str, description: &str, schema: Value) -> Value {
 }
 
 fn tools_page(mode: &str, page: &mut u64) -> Value {
+    if mode.starts_with("elicit") {
+        return json!({"tools": [tool("ask", "asks the user", json!({"type": "object"}))]});
+    }
     let plain = || json!({"type": "object"});
     match mode {
         // Pages of 100 tools, each pointing to a next one, without end.
@@ -207,4 +362,242 @@ async fn the_http_transport_sends_no_token_to_another_origin() {
         first.requests()[0].header("authorization"),
         Some("Bearer mcp-secret-token")
     );
+}
+
+// Elicitation (issue 42, item 1) from a hostile or fake server.
+
+fn tool_cx(answers: &[(&str, Value)]) -> rein_core::tool::ToolContext {
+    crate::common::answered_cx("tu-1", "ask", answers)
+}
+
+async fn ask(
+    builder: rein_mcp::McpClientBuilder,
+    mode: &str,
+    cx: &rein_core::tool::ToolContext,
+) -> Result<String, rein_core::tool::ToolError> {
+    let client = builder
+        .quiet(true)
+        .command(server_command(mode))
+        .await
+        .unwrap();
+    let tools = client.tools().await.unwrap();
+    let out = tools[0].call(json!({}), cx.clone()).await;
+    client.close().await;
+    out.map(|o| match o.content.as_slice() {
+        [rein_core::message::ToolResultContent::Text(t)] => t.clone(),
+        other => panic!("{other:?}"),
+    })
+}
+
+fn mcp_error(e: &rein_core::tool::ToolError) -> &McpError {
+    e.source()
+        .and_then(|s| s.downcast_ref::<McpError>())
+        .unwrap_or_else(|| panic!("an McpError source: {e}"))
+}
+
+#[tokio::test]
+async fn a_form_asking_for_a_password_is_declined_without_a_human() {
+    let cx = tool_cx(&[]);
+    let text = ask(McpClient::builder(), "elicit_secret", &cx)
+        .await
+        .unwrap();
+    assert_eq!(text, r#"[{"action":"decline"}]"#);
+    assert!(cx.raised_interrupts().is_empty());
+    // A policy that asks anyway gets an interrupt.
+    let cx = tool_cx(&[]);
+    let builder = McpClient::builder().on_elicitation(|_| rein_mcp::ElicitationVerdict::Ask);
+    ask(builder, "elicit_secret", &cx).await.unwrap_err();
+    assert_eq!(cx.raised_interrupts().len(), 1);
+}
+
+#[tokio::test]
+async fn oversized_or_too_deep_elicitations_are_refused() {
+    let cx = tool_cx(&[]);
+    let e = ask(McpClient::builder(), "elicit_big", &cx)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        too_large(mcp_error(&e)),
+        ("an elicitation request (bytes)", 64 * 1024)
+    );
+    assert!(cx.raised_interrupts().is_empty());
+    // A nested schema is not a form (the protocol allows flat objects of primitives): the
+    // server gets an error, nobody is asked.
+    let text = ask(McpClient::builder(), "elicit_deep", &cx).await.unwrap();
+    assert!(text.starts_with(r#"[{"code":"#), "{text}");
+    assert!(cx.raised_interrupts().is_empty());
+}
+
+#[tokio::test]
+async fn a_flood_of_elicitations_raises_one_interrupt_or_hits_the_limit() {
+    // Asked: the first question pauses the call; the 49 others are cancelled.
+    let cx = tool_cx(&[]);
+    let e = ask(McpClient::builder(), "elicit_flood", &cx)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().starts_with("interrupt raised"), "{e}");
+    let raised = cx.raised_interrupts();
+    assert_eq!(raised.len(), 1, "{raised:?}");
+    assert_eq!(raised[0].prompt_text(), "question 0");
+    // Declined by policy: the call goes on until the limit of 10.
+    let cx = tool_cx(&[]);
+    let builder = McpClient::builder().on_elicitation(|_| rein_mcp::ElicitationVerdict::Decline);
+    let e = ask(builder, "elicit_flood", &cx).await.unwrap_err();
+    assert_eq!(
+        too_large(mcp_error(&e)),
+        ("the number of elicitations in one tool call", 10)
+    );
+    assert!(cx.raised_interrupts().is_empty());
+}
+
+#[tokio::test]
+async fn a_stored_answer_never_answers_a_changed_question() {
+    let cx = tool_cx(&[]);
+    ask(McpClient::builder(), "elicit_changing", &cx)
+        .await
+        .unwrap_err();
+    let first = cx.raised_interrupts().remove(0);
+    // The same answer on a new server process, which asks another question: asked again.
+    let answer = rein_mcp::ElicitationAnswer::accept(json!({"name": "Ada"}));
+    let cx = tool_cx(&[(&first.id, answer.into())]);
+    ask(McpClient::builder(), "elicit_changing", &cx)
+        .await
+        .unwrap_err();
+    let second = cx.raised_interrupts();
+    assert_eq!(second.len(), 1);
+    assert_ne!(second[0].id, first.id);
+    assert_ne!(second[0].reason["message"], first.reason["message"]);
+}
+
+#[tokio::test]
+async fn an_elicitation_during_two_concurrent_calls_is_cancelled() {
+    let client = McpClient::builder()
+        .quiet(true)
+        .command(server_command("elicit_concurrent"))
+        .await
+        .unwrap();
+    let tools = client.tools().await.unwrap();
+    let (a, b) = (tool_cx(&[]), tool_cx(&[]));
+    let first = tools[0].call(json!({}), a.clone());
+    // The server holds the call that reaches it first and elicits in the other.
+    let second = tools[0].call(json!({}), b.clone());
+    let (x, y) = tokio::join!(first, second);
+    for out in [x, y] {
+        let text = format!("{:?}", out.unwrap().content);
+        assert!(text.contains(r#"\"action\":\"cancel\""#), "{text}");
+    }
+    assert!(a.raised_interrupts().is_empty() && b.raised_interrupts().is_empty());
+    client.close().await;
+}
+
+#[tokio::test]
+async fn the_stateless_input_required_round_is_an_interrupt_too() {
+    let cx = tool_cx(&[]);
+    let e = ask(McpClient::builder(), "elicit_mrtr", &cx)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().starts_with("interrupt raised"), "{e}");
+    let raised = cx.raised_interrupts();
+    assert_eq!(raised[0].prompt_text(), "Who?");
+    let answer = rein_mcp::ElicitationAnswer::accept(json!({"name": "Ada"}));
+    let cx = tool_cx(&[(&raised[0].id, answer.into())]);
+    let text = ask(McpClient::builder(), "elicit_mrtr", &cx).await.unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        v,
+        json!({"answers": {"who": {"action": "accept", "content": {"name": "Ada"}}}, "state": "opaque-1"})
+    );
+}
+
+// Living tool lists and cancellation (issue 42, item 4).
+
+#[tokio::test]
+async fn a_tool_the_server_removed_is_an_unknown_tool() {
+    let client = McpClient::builder()
+        .quiet(true)
+        .command(server_command("shrinking"))
+        .await
+        .unwrap();
+    let tools = client.tools().await.unwrap();
+    assert_eq!(tools.len(), 2);
+    assert!(!client.tools_changed());
+    let text = |o: rein_core::tool::ToolOutput| format!("{:?} {:?}", o.status, o.content);
+    // Calling `a` makes the server drop `b` and say so.
+    let out = tools[0].call(json!({}), tool_cx(&[])).await.unwrap();
+    assert_eq!(text(out), r#"Success [Text("called a")]"#);
+    // The notification is handled on the connection's task: wait for it (a failure, not a hang,
+    // if it never comes).
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while !client.tools_changed() {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("notifications/tools/list_changed was handled");
+    let out = tools[1].call(json!({}), tool_cx(&[])).await.unwrap();
+    assert_eq!(text(out), r#"Error [Text("Unknown tool: b")]"#);
+    // The list was read again: the flag is down, `tools()` gives the new list, `a` still works.
+    assert!(!client.tools_changed());
+    let names: Vec<String> = client
+        .tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name().to_owned())
+        .collect();
+    assert_eq!(names, ["a"]);
+    let out = tools[0].call(json!({}), tool_cx(&[])).await.unwrap();
+    assert_eq!(text(out), r#"Success [Text("called a")]"#);
+    client.close().await;
+}
+
+#[tokio::test]
+async fn a_dropped_call_is_cancelled_on_the_server() {
+    let has_the_call = std::sync::Arc::new(tokio::sync::Notify::new());
+    let signal = has_the_call.clone();
+    let client = McpClient::builder()
+        .on_elicitation(move |_| {
+            signal.notify_one();
+            rein_mcp::ElicitationVerdict::Decline
+        })
+        .quiet(true)
+        .command(server_command("hang"))
+        .await
+        .unwrap();
+    let tools = client.tools().await.unwrap();
+    let hang = tools[0].clone();
+    // A run's cancel drops the tool's future (SPEC §6); so does this abort.
+    let call = tokio::spawn(async move { hang.call(json!({}), tool_cx(&[])).await });
+    has_the_call.notified().await;
+    call.abort();
+    let out = client.call_tool("report", json!({})).await.unwrap();
+    let [rein_core::message::ToolResultContent::Text(text)] = out.content.as_slice() else {
+        panic!("{out:?}");
+    };
+    let report: Value = serde_json::from_str(text).unwrap();
+    assert_eq!(report["hanging"].as_array().unwrap().len(), 1, "{report}");
+    assert!(
+        report["cancelled"]
+            .as_array()
+            .unwrap()
+            .contains(&report["hanging"][0]),
+        "{report}"
+    );
+    client.close().await;
+}
+
+// Resources (issue 42, item 3) from a hostile server.
+
+#[tokio::test]
+async fn endless_resource_lists_and_huge_resources_are_refused() {
+    let client = connect("plain").await;
+    let e = client.resources().await.unwrap_err();
+    assert_eq!(too_large(&e), ("the list of resources", 1000), "{e}");
+    let e = client.read_resource("r://big").await.unwrap_err();
+    assert_eq!(
+        too_large(&e),
+        ("the resource 'r://big' (bytes)", 4 * 1024 * 1024),
+        "{e}"
+    );
+    client.close().await;
 }

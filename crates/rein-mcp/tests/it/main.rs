@@ -3,5 +3,47 @@
 //! share go in a `common` module here.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod elicitation;
 mod hostile_server;
+mod resources;
 mod servers;
+
+/// Helpers several test files share.
+mod common {
+    use std::collections::HashMap;
+
+    use rein_core::{
+        id::InvocationId,
+        interrupt::{InterruptAnswer, InterruptAnswers},
+        state::{AgentState, InvocationState},
+        tool::ToolContext,
+    };
+    use serde_json::Value;
+
+    /// The context of the tool use `tool_use_id` of `tool`, resumed with `answers` (interrupt
+    /// id → response, bound to no fingerprint, as a tool's own interrupts are).
+    pub(crate) fn answered_cx(
+        tool_use_id: &str,
+        tool: &str,
+        answers: &[(&str, Value)],
+    ) -> ToolContext {
+        let answers = answers
+            .iter()
+            .map(|(id, response)| {
+                let answer = InterruptAnswer {
+                    response: response.clone(),
+                    fingerprint: None,
+                };
+                ((*id).to_owned(), answer)
+            })
+            .collect::<HashMap<_, _>>();
+        ToolContext::new(
+            tool_use_id,
+            tool,
+            InvocationId::new(),
+            InvocationState::new(),
+            AgentState::new(),
+            InterruptAnswers::new(answers),
+        )
+    }
+}

@@ -22,7 +22,7 @@ use rein_mcp::{McpClient, McpError};
 use serde_json::{Value, json};
 
 /// The server command from `var`, or `None` (after a loud SKIPPED) when it is not set.
-fn server(var: &str) -> Option<Vec<String>> {
+pub(crate) fn server(var: &str) -> Option<Vec<String>> {
     match std::env::var(var) {
         Ok(cmd) if !cmd.trim().is_empty() => {
             Some(cmd.split_whitespace().map(str::to_owned).collect())
@@ -41,7 +41,7 @@ fn server(var: &str) -> Option<Vec<String>> {
     }
 }
 
-async fn connect(
+pub(crate) async fn connect(
     var: &str,
     extra_args: &[&str],
     builder: rein_mcp::McpClientBuilder,
@@ -62,7 +62,7 @@ async fn connect(
     )
 }
 
-fn cx(name: &str) -> ToolContext {
+pub(crate) fn cx(name: &str) -> ToolContext {
     ToolContext::new(
         "tu-1",
         name,
@@ -73,14 +73,14 @@ fn cx(name: &str) -> ToolContext {
     )
 }
 
-fn find<'a>(tools: &'a [ToolHandle], name: &str) -> &'a ToolHandle {
+pub(crate) fn find<'a>(tools: &'a [ToolHandle], name: &str) -> &'a ToolHandle {
     tools
         .iter()
         .find(|t| t.name() == name)
         .unwrap_or_else(|| panic!("no tool {name} in {tools:?}"))
 }
 
-fn only_text(out: &ToolOutput) -> &str {
+pub(crate) fn only_text(out: &ToolOutput) -> &str {
     match out.content.as_slice() {
         [ToolResultContent::Text(t)] => t,
         other => panic!("expected one text block, got {other:?}"),
@@ -554,4 +554,51 @@ net.Server.prototype.listen = function (...args) {
     );
     client.close().await;
     child.kill().await.unwrap();
+}
+
+/// A writer the progress test's subscriber logs into.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Issue 42, item 4: a call carries a progress token of its own, and the server's progress
+/// notifications for it are logged (event `MCP progress`) with the server and the tool.
+#[tokio::test]
+async fn everything_progress_is_traced_with_the_tool() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::INFO)
+        .finish();
+    // The test's runtime has one thread: the connection's tasks log into this subscriber.
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let Some(client) = connect("REIN_MCP_EVERYTHING", &[], McpClient::builder()).await else {
+        return;
+    };
+    let tools = client.tools().await.unwrap();
+    let slow = find(&tools, "trigger-long-running-operation");
+    slow.call(json!({"duration": 0.3, "steps": 3}), cx("slow"))
+        .await
+        .unwrap();
+    client.close().await;
+    let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let lines: Vec<&str> = log.lines().filter(|l| l.contains("MCP progress")).collect();
+    assert!(!lines.is_empty(), "{log}");
+    for l in &lines {
+        assert!(l.contains("tool=trigger-long-running-operation"), "{l}");
+        assert!(l.contains("total=3.0"), "{l}");
+        assert!(l.contains(" rein_mcp: MCP progress"), "{l}");
+    }
+    assert!(lines.iter().any(|l| l.contains("progress=1.0")), "{log}");
 }

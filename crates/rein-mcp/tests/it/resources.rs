@@ -1,0 +1,171 @@
+//! Resources and prompts from code, and resources as opt-in tools (issue 42, item 3), against
+//! server-everything.
+
+use rein_core::{
+    Message,
+    message::{ContentBlock, Role, ToolResultContent, ToolResultStatus},
+};
+use rein_mcp::{McpClient, McpResourceContents};
+use serde_json::{Value, json};
+
+use crate::servers::{connect, find};
+
+#[tokio::test]
+async fn everything_resources_templates_and_reads() {
+    let Some(client) = connect("REIN_MCP_EVERYTHING", &[], McpClient::builder()).await else {
+        return;
+    };
+    let resources = client.resources().await.unwrap();
+    assert!(!resources.is_empty());
+    assert!(
+        resources.iter().all(|r| r.uri.starts_with("demo://")),
+        "{resources:?}"
+    );
+    let templates = client.resource_templates().await.unwrap();
+    let uris: Vec<&str> = templates.iter().map(|t| t.uri_template.as_str()).collect();
+    assert!(
+        uris.contains(&"demo://resource/dynamic/text/{resourceId}"),
+        "{uris:?}"
+    );
+    assert!(
+        uris.contains(&"demo://resource/dynamic/blob/{resourceId}"),
+        "{uris:?}"
+    );
+
+    let text = client
+        .read_resource("demo://resource/dynamic/text/3")
+        .await
+        .unwrap();
+    let [
+        McpResourceContents::Text {
+            uri,
+            mime_type,
+            text,
+        },
+    ] = text.as_slice()
+    else {
+        panic!("{text:?}");
+    };
+    assert_eq!(uri, "demo://resource/dynamic/text/3");
+    assert_eq!(mime_type.as_deref(), Some("text/plain"));
+    assert!(
+        text.starts_with("Resource 3: This is a plaintext resource"),
+        "{text}"
+    );
+
+    let blob = client
+        .read_resource("demo://resource/dynamic/blob/4")
+        .await
+        .unwrap();
+    let [McpResourceContents::Blob { data, .. }] = blob.as_slice() else {
+        panic!("{blob:?}");
+    };
+    let decoded = String::from_utf8(data.clone()).unwrap();
+    assert!(
+        decoded.starts_with("Resource 4: This is a base64 blob"),
+        "{decoded}"
+    );
+
+    // A resource the server does not have is a typed error.
+    let e = client
+        .read_resource("demo://resource/dynamic/text/0")
+        .await
+        .unwrap_err();
+    assert!(matches!(e, rein_mcp::McpError::Request { .. }), "{e}");
+    client.close().await;
+}
+
+#[tokio::test]
+async fn everything_prompts_as_rein_messages() {
+    let Some(client) = connect("REIN_MCP_EVERYTHING", &[], McpClient::builder()).await else {
+        return;
+    };
+    let prompts = client.prompts().await.unwrap();
+    let args = prompts
+        .iter()
+        .find(|p| p.name == "args-prompt")
+        .expect("args-prompt");
+    let required: Vec<(&str, bool)> = args
+        .arguments
+        .iter()
+        .map(|a| (a.name.as_str(), a.required))
+        .collect();
+    assert_eq!(required, [("city", true), ("state", false)]);
+
+    let simple = client.prompt("simple-prompt", Value::Null).await.unwrap();
+    assert_eq!(
+        simple,
+        vec![Message::user("This is a simple prompt without arguments.")]
+    );
+    let messages = client
+        .prompt("args-prompt", json!({"city": "Paris", "state": "TX"}))
+        .await
+        .unwrap();
+    assert_eq!(messages.len(), 1);
+    assert_eq!(messages[0].role, Role::User);
+    assert_eq!(
+        messages[0].content,
+        vec![ContentBlock::Text("What's weather in Paris, TX?".into())]
+    );
+    assert!(client.prompt("no-such-prompt", Value::Null).await.is_err());
+    client.close().await;
+}
+
+#[tokio::test]
+async fn everything_resources_as_opt_in_tools() {
+    let Some(client) = connect(
+        "REIN_MCP_EVERYTHING",
+        &[],
+        McpClient::builder().prefix("everything"),
+    )
+    .await
+    else {
+        return;
+    };
+    // Not among the server's tools: opted in with `resource_tools()`.
+    assert!(
+        client
+            .tools()
+            .await
+            .unwrap()
+            .iter()
+            .all(|t| !t.name().ends_with("_resource") && !t.name().ends_with("_resources"))
+    );
+    let tools = client.resource_tools();
+    let names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
+    assert_eq!(
+        names,
+        ["everything_list_resources", "everything_read_resource"]
+    );
+    let cx = || crate::servers::cx("read_resource");
+    let out = find(&tools, "everything_list_resources")
+        .call(json!({}), cx())
+        .await
+        .unwrap();
+    let [ToolResultContent::Json(Value::Array(listed))] = out.content.as_slice() else {
+        panic!("{out:?}");
+    };
+    assert!(listed.iter().all(|r| r["uri"].is_string()));
+    let out = find(&tools, "everything_read_resource")
+        .call(json!({"uri": "demo://resource/dynamic/text/2"}), cx())
+        .await
+        .unwrap();
+    assert_eq!(out.status, ToolResultStatus::Success);
+    let [ToolResultContent::Text(t)] = out.content.as_slice() else {
+        panic!("{out:?}");
+    };
+    assert!(
+        t.starts_with("Resource 2: This is a plaintext resource"),
+        "{t}"
+    );
+    // A blob that is not an image is described, not dumped.
+    let out = find(&tools, "everything_read_resource")
+        .call(json!({"uri": "demo://resource/dynamic/blob/2"}), cx())
+        .await
+        .unwrap();
+    let [ToolResultContent::Text(t)] = out.content.as_slice() else {
+        panic!("{out:?}");
+    };
+    assert!(t.contains("bytes of binary data: not shown"), "{t}");
+    client.close().await;
+}
