@@ -1,14 +1,14 @@
 //! One run: the agent's stream translated into AG-UI events.
 
-use rein_agent::{Agent, AgentEvent, Input, PendingInterrupt};
-use rein_core::audit::DecisionAction;
+use std::sync::{Mutex, PoisonError};
+
+use rein_agent::{Agent, AgentEvent, Checkpoint, Input, PausedRun, PendingInterrupt};
+use rein_core::audit::{DecisionAction, DecisionRecord};
 use rein_core::interrupt::Approval;
 use rein_core::state::{APPROVER_KEY, InvocationState, PRINCIPAL_KEY};
 use rein_core::{Error, Role, result::AgentResult, stream::StopReason};
 use rein_core::{Message, ToolUse};
-use rein_sessions::{
-    ApprovalOutcome, ApprovalRecord, SessionStore, SessionWrite, SharedSessionStore,
-};
+use rein_sessions::{ApprovalOutcome, ApprovalRecord, RecordApprovals, SessionSnapshot};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
@@ -37,13 +37,124 @@ pub(crate) struct Answerer {
     pub(crate) approval: Option<Approval>,
 }
 
-/// What a run records in the thread's approval record: who it is for, who answered what, and
-/// where to write it.
-pub(crate) struct Recorder {
-    pub(crate) store: SharedSessionStore,
+/// What a run records in the thread's approval record, written by the thread's session
+/// manager with the agent's own writes ([`RecordApprovals`]): a question with the pause that
+/// asks it, an answer with the write that consumes the pause, an explained proceed with the
+/// invocation's last write. Who answered is set before the run starts ([`Ledger::answered`]).
+#[derive(Default)]
+pub(crate) struct Ledger {
+    run: Mutex<LedgerRun>,
+}
+
+#[derive(Default)]
+struct LedgerRun {
     /// Who the run is for (its invocation state's `principal`).
-    pub(crate) requester: Option<String>,
-    pub(crate) answered_by: Vec<Answerer>,
+    requester: Option<String>,
+    answered_by: Vec<Answerer>,
+    /// Proceeds a handler explained, for the invocation's last write.
+    proceeded: Vec<ApprovalRecord>,
+}
+
+impl Ledger {
+    fn run(&self) -> std::sync::MutexGuard<'_, LedgerRun> {
+        self.run.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The run about to start is for `requester`, answering as `answered_by` says.
+    pub(crate) fn answered(&self, requester: Option<String>, answered_by: Vec<Answerer>) {
+        let mut run = self.run();
+        run.requester = requester;
+        run.answered_by = answered_by;
+    }
+
+    /// Who answered, for the run's events.
+    fn answered_by(&self) -> Vec<Answerer> {
+        self.run().answered_by.clone()
+    }
+}
+
+/// The resume ids of a paused run's interrupts.
+fn pending_ids(paused: Option<&PausedRun>) -> Vec<String> {
+    paused
+        .map(|p| {
+            p.pending()
+                .iter()
+                .map(|p| p.interrupt.resume_id())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+impl RecordApprovals for Ledger {
+    fn records(&self, stored: &SessionSnapshot, next: &Checkpoint) -> Vec<ApprovalRecord> {
+        let was = pending_ids(stored.pending_interrupts.as_ref());
+        let now = pending_ids(next.paused.as_ref());
+        let mut run = self.run();
+        // The answers this write takes (an answer the run refused leaves its interrupt
+        // pending), each completed from the record of its question; then what the run
+        // explained; then what it asks now.
+        let mut records: Vec<ApprovalRecord> = run
+            .answered_by
+            .iter()
+            .filter(|a| was.contains(&a.interrupt_id) && !now.contains(&a.interrupt_id))
+            .filter_map(|a| {
+                let mut r = answer_record(a, a.approval.as_ref()?, run.requester.as_deref());
+                complete(&mut r, &stored.approvals);
+                Some(r)
+            })
+            .collect();
+        records.append(&mut run.proceeded);
+        if let Some(paused) = &next.paused {
+            let requester = paused.invocation_state().principal();
+            let messages = next.messages.iter().map(|(_, m)| m);
+            records.extend(
+                paused
+                    .pending()
+                    .iter()
+                    .filter(|p| !was.contains(&p.interrupt.resume_id()))
+                    .map(|p| asked_record(p, messages.clone(), requester)),
+            );
+        }
+        records
+    }
+
+    fn invocation_decisions(&self, decisions: &[DecisionRecord]) {
+        let mut run = self.run();
+        let requester = run.requester.clone();
+        let explained = decisions.iter().filter(|d| {
+            d.action == DecisionAction::Proceed
+                && d.detail.is_some()
+                && !d.confirmation.as_ref().is_some_and(|c| c.answer.is_some())
+        });
+        for d in explained {
+            let mut r = ApprovalRecord::new(ApprovalOutcome::Proceeded, d.handler.clone());
+            r.tool_use_id.clone_from(&d.tool_use_id);
+            r.reason.clone_from(&d.text);
+            r.detail = d.detail.as_deref().cloned();
+            r.requester.clone_from(&requester);
+            r.answered_at = Some(now_ms());
+            run.proceeded.push(r);
+        }
+    }
+}
+
+/// Completes an answer's record from the thread's record of its question: what was asked
+/// (tool, input, when) and, when the answer does not know it, who for.
+fn complete(r: &mut ApprovalRecord, recorded: &[ApprovalRecord]) {
+    let question = recorded.iter().rev().find(|q| {
+        q.outcome == ApprovalOutcome::Asked
+            && q.interrupt_id.is_some()
+            && q.interrupt_id == r.interrupt_id
+    });
+    if let Some(q) = question {
+        r.tool_use_id.clone_from(&q.tool_use_id);
+        r.tool_name.clone_from(&q.tool_name);
+        r.asked = q.asked.clone();
+        r.asked_at = q.asked_at;
+        if r.requester.is_none() {
+            r.requester.clone_from(&q.requester);
+        }
+    }
 }
 
 /// The invocation state of a run started by `who`: who it is for, under `principal` — from the
@@ -77,9 +188,6 @@ struct Translator {
     /// The text message of the current model response, the parent of its tool calls.
     response_text_id: Option<String>,
     answered_by: Vec<Answerer>,
-    requester: Option<String>,
-    /// Answers and explained proceeds seen so far, for the approval record.
-    records: Vec<ApprovalRecord>,
 }
 
 impl Translator {
@@ -196,16 +304,6 @@ impl Translator {
                             obj.insert("claimedAnsweredBy".into(), Value::String(claimed.clone()));
                         }
                     }
-                } else if d.action == DecisionAction::Proceed
-                    && let Some(detail) = &d.detail
-                {
-                    let mut r = ApprovalRecord::new(ApprovalOutcome::Proceeded, d.handler.clone());
-                    r.tool_use_id.clone_from(&d.tool_use_id);
-                    r.reason.clone_from(&d.text);
-                    r.detail = Some((**detail).clone());
-                    r.requester.clone_from(&self.requester);
-                    r.answered_at = Some(now_ms());
-                    self.records.push(r);
                 }
                 self.send(WireEvent::custom("rein.decision", value));
             }
@@ -240,7 +338,7 @@ impl Translator {
 
 /// The record of an answer: who (principal, claimed name beside it), when, the answer, its
 /// edit and note. What was asked (tool, input, when) is filled in from the thread's record of
-/// the question when it is written ([`write_records`]).
+/// the question when it is written ([`complete`]).
 fn answer_record(who: &Answerer, approval: &Approval, requester: Option<&str>) -> ApprovalRecord {
     let outcome = if approval.approved {
         ApprovalOutcome::Approved
@@ -262,11 +360,11 @@ fn answer_record(who: &Answerer, approval: &Approval, requester: Option<&str>) -
 
 /// The record of a question the run stopped on: the handler, the tool call as it was asked
 /// about (its input before any edit), who the run is for, when.
-fn asked_record(
-    p: &PendingInterrupt,
-    messages: &[Message],
-    requester: Option<&str>,
-) -> ApprovalRecord {
+fn asked_record<'m, I>(p: &PendingInterrupt, messages: I, requester: Option<&str>) -> ApprovalRecord
+where
+    I: IntoIterator<Item = &'m Message>,
+    I::IntoIter: DoubleEndedIterator,
+{
     let mut r = ApprovalRecord::new(ApprovalOutcome::Asked, p.interrupt.name.clone());
     r.interrupt_id = Some(p.interrupt.resume_id());
     r.reason = Some(p.interrupt.prompt_text());
@@ -300,65 +398,6 @@ pub(crate) fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
-/// Appends `records` to the thread's approval record, an answer completed from the record of
-/// its question (what was asked, when). A write that loses to another writer is tried again
-/// on the new version; a record that cannot be written is logged (the run itself stands).
-async fn write_records(
-    store: &SharedSessionStore,
-    thread_id: &str,
-    mut records: Vec<ApprovalRecord>,
-) {
-    if records.is_empty() {
-        return;
-    }
-    for _ in 0..3 {
-        let snapshot = match store.load(thread_id).await {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(thread_id, error = %e, "AG-UI run: approval records not written");
-                return;
-            }
-        };
-        let version = snapshot.as_ref().map_or(0, |s| s.version);
-        let asked = snapshot
-            .as_ref()
-            .map(|s| s.approvals.as_slice())
-            .unwrap_or_default();
-        for r in records
-            .iter_mut()
-            .filter(|r| r.outcome != ApprovalOutcome::Asked)
-        {
-            let question = asked.iter().rev().find(|q| {
-                q.outcome == ApprovalOutcome::Asked
-                    && q.interrupt_id.is_some()
-                    && q.interrupt_id == r.interrupt_id
-            });
-            if let Some(q) = question {
-                r.tool_use_id.clone_from(&q.tool_use_id);
-                r.tool_name.clone_from(&q.tool_name);
-                r.asked = q.asked.clone();
-                r.asked_at = q.asked_at;
-                if r.requester.is_none() {
-                    r.requester.clone_from(&q.requester);
-                }
-            }
-        }
-        let write = vec![SessionWrite::AppendApprovals(records.clone())];
-        match store.write(thread_id, version, write).await {
-            Ok(_) => return,
-            Err(e) if e.is_conflict() => continue,
-            Err(e) => {
-                tracing::warn!(thread_id, error = %e, "AG-UI run: approval records not written");
-                return;
-            }
-        }
-    }
-    tracing::warn!(
-        thread_id,
-        "AG-UI run: approval records not written (kept conflicting)"
-    );
 }
 
 pub(crate) fn new_id() -> String {
@@ -418,7 +457,7 @@ pub(crate) async fn drive(
     input: Input,
     thread_id: String,
     run_id: String,
-    recorder: Recorder,
+    ledger: &Ledger,
     bounds: RunBounds,
     tx: mpsc::UnboundedSender<WireEvent>,
 ) {
@@ -434,9 +473,7 @@ pub(crate) async fn drive(
         tx,
         open_text: None,
         response_text_id: None,
-        answered_by: recorder.answered_by,
-        requester: recorder.requester,
-        records: Vec::new(),
+        answered_by: ledger.answered_by(),
     };
     t.send(WireEvent::RunStarted {
         thread_id: thread_id.clone(),
@@ -475,40 +512,6 @@ pub(crate) async fn drive(
     }
     watcher.abort();
     t.close_text();
-    // The answers the run took (an answer it refused leaves its interrupt pending), each
-    // recorded; then what it explained; then what it asks now.
-    let still: Vec<String> = agent
-        .pending_interrupts()
-        .map(|p| {
-            p.pending()
-                .iter()
-                .map(|p| p.interrupt.resume_id())
-                .collect()
-        })
-        .unwrap_or_default();
-    let mut records: Vec<ApprovalRecord> = t
-        .answered_by
-        .iter()
-        .filter(|a| !still.contains(&a.interrupt_id))
-        .filter_map(|a| {
-            Some(answer_record(
-                a,
-                a.approval.as_ref()?,
-                t.requester.as_deref(),
-            ))
-        })
-        .collect();
-    records.append(&mut t.records);
-    if let Some(paused) = agent.pending_interrupts() {
-        let requester = paused.invocation_state().principal();
-        records.extend(
-            paused
-                .pending()
-                .iter()
-                .map(|p| asked_record(p, agent.messages(), requester)),
-        );
-    }
-    write_records(&recorder.store, &thread_id, records).await;
     let result = match (result, failure) {
         (_, Some(e)) => {
             t.send(run_error(&e, &thread_id, &run_id));

@@ -34,7 +34,7 @@ use crate::inbox::record_to_wire;
 use crate::interrupts::{Asking, already_applied, answers, parked, takes_an_approval, to_wire};
 use crate::limits::{ServerLimits, ThreadBudget};
 use crate::run::{
-    ANSWERED_KEY, Answerer, Recorder, RunBounds, approver_state, drive, requester_state,
+    ANSWERED_KEY, Answerer, Ledger, RunBounds, approver_state, drive, requester_state,
 };
 use crate::wire::{RunAgentInput, WireEvent, snapshot_messages};
 
@@ -691,9 +691,17 @@ pub(crate) fn parse_run_input(body: &[u8]) -> Result<RunAgentInput, ProtocolErro
     Ok(input)
 }
 
-/// Builds the thread's agent, bound to its session (nothing loaded yet).
-fn build_agent(inner: &Inner, thread_id: &str) -> Result<Agent, ProtocolError> {
-    let session = SessionManager::new(inner.store.clone(), thread_id);
+/// Builds the thread's agent, bound to its session (nothing loaded yet), its approval record
+/// kept by `ledger` when given.
+fn build_agent(
+    inner: &Inner,
+    thread_id: &str,
+    ledger: Option<Arc<Ledger>>,
+) -> Result<Agent, ProtocolError> {
+    let mut session = SessionManager::new(inner.store.clone(), thread_id);
+    if let Some(ledger) = ledger {
+        session = session.recording_approvals(ledger);
+    }
     Ok(match &*inner.make_agent {
         MakeAgent::Builder(make) => make(thread_id)
             .session(session)
@@ -703,9 +711,10 @@ fn build_agent(inner: &Inner, thread_id: &str) -> Result<Agent, ProtocolError> {
     })
 }
 
-/// Builds the thread's agent and restores it from the store.
-async fn load(inner: &Inner, thread_id: &str) -> Result<Agent, ProtocolError> {
-    let mut agent = build_agent(inner, thread_id)?;
+/// Builds the thread's agent, its approval record kept by `ledger`, and restores it from the
+/// store.
+async fn load(inner: &Inner, thread_id: &str, ledger: Arc<Ledger>) -> Result<Agent, ProtocolError> {
+    let mut agent = build_agent(inner, thread_id, Some(ledger))?;
     agent
         .load_session()
         .await
@@ -749,7 +758,7 @@ async fn thread(
             .ok_or_else(|| unknown_thread(&thread_id))?;
         // With the agent as built (its tools' schemas, for the edit), nothing loaded into it.
         let pending = match &snapshot.pending_interrupts {
-            Some(paused) => Asking::new(Some(paused), &build_agent(&inner, &thread_id)?).pending(),
+            Some(paused) => Asking::new(Some(paused), &build_agent(&inner, &thread_id, None)?).pending(),
             None => Vec::new(),
         };
         let messages = snapshot.active_messages();
@@ -991,7 +1000,8 @@ async fn start(
     if input.resume.is_some() && stored(&inner, &thread_id).await?.is_none() {
         return Err(unknown_thread(&thread_id));
     }
-    let agent = load(&inner, &thread_id).await?;
+    let ledger = Arc::new(Ledger::default());
+    let agent = load(&inner, &thread_id, Arc::clone(&ledger)).await?;
     let pending = agent.pending_interrupts().map(|p| p.pending().to_vec());
     let paused_state = agent
         .pending_interrupts()
@@ -1154,17 +1164,13 @@ async fn start(
     let bounds = RunBounds {
         max_turns: inner.limits.max_turns_per_run,
     };
-    let recorder = Recorder {
-        store: inner.store.clone(),
-        requester,
-        answered_by,
-    };
+    ledger.answered(requester, answered_by);
     tokio::spawn(async move {
         let guard = ActiveGuard {
             inner: task_inner,
             thread_id: thread_id.clone(),
         };
-        drive(agent, agent_input, thread_id, run_id, recorder, bounds, tx).await;
+        drive(agent, agent_input, thread_id, run_id, &ledger, bounds, tx).await;
         drop(guard);
     });
     Ok(rx)

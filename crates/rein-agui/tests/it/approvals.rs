@@ -4,8 +4,12 @@
 //! may answer, a page at a time.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::sync::{Arc, Mutex};
+
 use rein_agui::{Principal, ThreadAction};
-use rein_sessions::{ApprovalOutcome, MemorySessionStore, SessionStore};
+use rein_sessions::{
+    ApprovalOutcome, MemorySessionStore, SessionError, SessionSnapshot, SessionStore, SessionWrite,
+};
 use serde_json::{Value, json};
 
 use crate::common::{Models, events, request, run_input};
@@ -88,6 +92,107 @@ async fn an_edit_under_the_threshold_is_recorded_as_approved_with_the_original_i
     assert_eq!(served["edit"], json!({"amount": 90}));
     assert_eq!(served["approver"], "alice");
     assert_eq!(served["claimedApprover"], "the CEO");
+    server.shutdown().await.unwrap();
+}
+
+/// A memory store that keeps the list of every write it applied, in order.
+#[derive(Clone, Default)]
+struct WriteLog {
+    store: MemorySessionStore,
+    writes: Arc<Mutex<Vec<Vec<SessionWrite>>>>,
+}
+
+impl SessionStore for WriteLog {
+    async fn load(&self, session_id: &str) -> Result<Option<SessionSnapshot>, SessionError> {
+        self.store.load(session_id).await
+    }
+
+    async fn write(
+        &self,
+        session_id: &str,
+        expected_version: u64,
+        writes: Vec<SessionWrite>,
+    ) -> Result<u64, SessionError> {
+        let version = self
+            .store
+            .write(session_id, expected_version, writes.clone())
+            .await?;
+        self.writes.lock().unwrap().push(writes);
+        Ok(version)
+    }
+
+    async fn delete(&self, session_id: &str) -> Result<(), SessionError> {
+        self.store.delete(session_id).await
+    }
+}
+
+impl WriteLog {
+    /// The outcomes of the approval records a write appends.
+    fn recorded(write: &[SessionWrite]) -> Vec<ApprovalOutcome> {
+        write
+            .iter()
+            .filter_map(|w| match w {
+                SessionWrite::AppendApprovals(r) => Some(r.iter().map(|r| r.outcome)),
+                _ => None,
+            })
+            .flatten()
+            .collect()
+    }
+
+    /// The write that sets (`true`) or clears the pending interrupts.
+    fn pause_write(&self, set: bool) -> Vec<SessionWrite> {
+        let writes = self.writes.lock().unwrap();
+        writes
+            .iter()
+            .find(|w| {
+                w.iter().any(
+                    |w| matches!(w, SessionWrite::SetPendingInterrupts(p) if p.is_some() == set),
+                )
+            })
+            .cloned()
+            .unwrap_or_else(|| panic!("no write sets the pause to {set}: {writes:?}"))
+    }
+}
+
+/// Issue 38 (records in the run's own write): the question is recorded in the write that
+/// stores the pause, the answer in the write that consumes it, and no write carries records
+/// alone — a process that dies after the run's write keeps its records (there is no second
+/// write to lose).
+#[tokio::test]
+async fn records_are_in_the_runs_own_writes() {
+    let store = WriteLog::default();
+    let server = start(ops(store.clone(), Models::default())).await;
+    let addr = server.local_addr();
+    let asked = ask(addr, "atomic-1").await;
+    assert_eq!(
+        WriteLog::recorded(&store.pause_write(true)),
+        [ApprovalOutcome::Asked]
+    );
+    let resume = json!([{"interruptId": asked["id"], "status": "resolved",
+        "payload": {"approved": true,
+            "approvedActionFingerprint": asked["metadata"]["governance"]["actionFingerprint"]}}]);
+    let (got, _, body) = request(
+        addr,
+        "POST",
+        "/agent",
+        &ALICE,
+        &run_input("atomic-1", None, Some(resume)),
+    )
+    .await;
+    assert_eq!(got, 200, "{body}");
+    assert_eq!(tool_result(&body), "refunded 250 for bob approved by alice");
+    assert_eq!(
+        WriteLog::recorded(&store.pause_write(false)),
+        [ApprovalOutcome::Approved]
+    );
+    let writes = store.writes.lock().unwrap().clone();
+    let alone = writes.iter().filter(|w| {
+        w.iter()
+            .all(|w| matches!(w, SessionWrite::AppendApprovals(_)))
+    });
+    assert_eq!(alone.count(), 0, "{writes:?}");
+    let stored = store.load("atomic-1").await.unwrap().unwrap().approvals;
+    assert_eq!(stored[1].asked, json!({"amount": 250}), "{stored:?}");
     server.shutdown().await.unwrap();
 }
 

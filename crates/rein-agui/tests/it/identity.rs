@@ -10,7 +10,7 @@ use rein_core::ToolHandle;
 use rein_interventions::cedar::CedarAuthorizer;
 use rein_interventions::{BeforeToolCallAction, Intervention};
 use rein_models::{ScriptedModel, SharedModel};
-use rein_sessions::MemorySessionStore;
+use rein_sessions::{MemorySessionStore, SessionStore};
 use serde_json::{Value, json};
 
 use crate::common::{Models, events, request, run_input};
@@ -21,7 +21,7 @@ pub(crate) const BOB: [(&str, &str); 1] = [("Authorization", "Bearer bob-token-0
 /// An ops assistant: every thread's model asks for a refund of 250. On `cedar-*` threads a
 /// Cedar policy permits refunds for alice only; on other threads a handler asks a person to
 /// approve refunds over 100, naming the requester it reads from the invocation state.
-pub(crate) fn ops(store: MemorySessionStore, models: Models) -> AguiServer {
+pub(crate) fn ops<S: SessionStore + Clone>(store: S, models: Models) -> AguiServer {
     AguiServer::new(store, move |thread| {
         let model = models
             .lock()
