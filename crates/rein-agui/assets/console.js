@@ -233,7 +233,7 @@ function custom(name, v) {
 
 // What a rule decided, in words; which handler at which point stays in the row's tooltip.
 const ACTIONS = { deny: "Blocked", guide: "Redirected", transform: "Changed", error: "Failed", proceed: "Allowed" };
-const CONFIRMED = { asked: "Asked for approval", approved: "Approved", rejected: "Rejected" };
+const CONFIRMED = { asked: "Asked for approval", approved: "Approved", rejected: "Rejected", refused: "Answer refused" };
 function decision(d) {
   const list = $("decisions");
   // The placeholder goes; a row's own notes (who answered, the reason) are no placeholder.
@@ -266,7 +266,7 @@ function record(r) {
   const proceeded = r.outcome === "proceeded";
   decision({
     action: proceeded ? "proceed" : "confirm",
-    confirmation: proceeded ? undefined : { status: r.outcome, answer: { note: r.note ?? undefined, edit: r.edit ?? undefined } },
+    confirmation: proceeded ? undefined : { status: r.outcome, answer: { note: r.refusal ? `${r.note ? `${r.note}; ` : ""}refused: ${r.refusal}` : r.note ?? undefined, edit: r.edit ?? undefined } },
     tool_use_id: r.toolCallId,
     text: r.reason || "",
     answeredBy: r.approver,

@@ -122,6 +122,7 @@ pub(crate) fn record_to_wire(r: &ApprovalRecord) -> Value {
         "claimedApprover": r.claimed_approver,
         "edit": r.edit,
         "note": r.note,
+        "refusal": r.refusal,
         "detail": r.detail,
         "askedAt": r.asked_at,
         "answeredAt": r.answered_at,

@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 
 use crate::auth::Principal;
 use crate::interrupts::{Asking, parked, to_wire};
-use crate::wire::WireEvent;
+use crate::wire::{ResumeEntry, WireEvent};
 
 /// The agent-state key where the server keeps the ids of the last resume's interrupts (so a
 /// repeated resume is recognised as already applied). Hidden from STATE_SNAPSHOT.
@@ -53,6 +53,8 @@ struct LedgerRun {
     answered_by: Vec<Answerer>,
     /// Proceeds a handler explained, for the invocation's last write.
     proceeded: Vec<ApprovalRecord>,
+    /// Answers refused (nothing applied), for the next write.
+    refused: Vec<ApprovalRecord>,
 }
 
 impl Ledger {
@@ -67,10 +69,54 @@ impl Ledger {
         run.answered_by = answered_by;
     }
 
+    /// Answers refused before anything was applied, recorded with the next write.
+    pub(crate) fn refused(&self, records: Vec<ApprovalRecord>) {
+        self.run().refused.extend(records);
+    }
+
     /// Who answered, for the run's events.
     fn answered_by(&self) -> Vec<Answerer> {
         self.run().answered_by.clone()
     }
+}
+
+/// The most refused answers recorded for one question.
+const MAX_REFUSALS_PER_QUESTION: usize = 20;
+
+/// The record of an answer that was refused, nothing applied: who tried (principal, claimed
+/// name beside it), when, what they answered (the edit and note, as sent), why it was refused.
+/// What was asked is filled in from the record of the question ([`complete`]).
+pub(crate) fn refusal_record(
+    who: &Principal,
+    entry: &ResumeEntry,
+    asked: &PendingInterrupt,
+    why: &str,
+) -> ApprovalRecord {
+    let mut r = ApprovalRecord::new(ApprovalOutcome::Refused, asked.interrupt.name.clone());
+    r.interrupt_id = Some(entry.interrupt_id.clone());
+    r.reason = Some(asked.interrupt.prompt_text());
+    r.approver = Some(who.id().to_owned());
+    r.claimed_approver = claimed_name(entry);
+    let payload = entry.payload.as_ref();
+    r.edit = payload.and_then(|p| p.get("edit")).cloned();
+    r.note = payload
+        .and_then(|p| p.get("note"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    r.refusal = Some(why.to_owned());
+    r.answered_at = Some(now_ms());
+    r
+}
+
+/// The name a resume entry claims for who answered (`metadata.answeredBy`), kept beside the
+/// principal, never instead.
+pub(crate) fn claimed_name(entry: &ResumeEntry) -> Option<String> {
+    entry
+        .metadata
+        .as_ref()
+        .and_then(|m| m.get("answeredBy"))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
 }
 
 /// The resume ids of a paused run's interrupts.
@@ -104,6 +150,21 @@ impl RecordApprovals for Ledger {
             })
             .collect();
         records.append(&mut run.proceeded);
+        // Refusals are bounded per question: a client repeating a refused answer cannot grow
+        // the record without end (the audit log still has each one).
+        for mut r in std::mem::take(&mut run.refused) {
+            let id = r.interrupt_id.as_ref();
+            let earlier = stored
+                .approvals
+                .iter()
+                .chain(&records)
+                .filter(|q| q.outcome == ApprovalOutcome::Refused && q.interrupt_id.as_ref() == id)
+                .count();
+            if earlier < MAX_REFUSALS_PER_QUESTION {
+                complete(&mut r, &stored.approvals);
+                records.push(r);
+            }
+        }
         if let Some(paused) = &next.paused {
             let requester = paused.invocation_state().principal();
             let messages = next.messages.iter().map(|(_, m)| m);
@@ -345,6 +406,16 @@ fn answer_record(who: &Answerer, approval: &Approval, requester: Option<&str>) -
     } else {
         ApprovalOutcome::Rejected
     };
+    answered(who, outcome, Some(approval), requester)
+}
+
+/// The record of an answer by `who` with this outcome.
+fn answered(
+    who: &Answerer,
+    outcome: ApprovalOutcome,
+    approval: Option<&Approval>,
+    requester: Option<&str>,
+) -> ApprovalRecord {
     let mut r = ApprovalRecord::new(outcome, who.handler.clone());
     r.interrupt_id = Some(who.interrupt_id.clone());
     r.tool_use_id.clone_from(&who.about);
@@ -352,8 +423,8 @@ fn answer_record(who: &Answerer, approval: &Approval, requester: Option<&str>) -
     r.requester = requester.map(str::to_owned);
     r.approver = Some(who.principal.clone());
     r.claimed_approver.clone_from(&who.claimed);
-    r.edit.clone_from(&approval.edit);
-    r.note.clone_from(&approval.note);
+    r.edit = approval.and_then(|a| a.edit.clone());
+    r.note = approval.and_then(|a| a.note.clone());
     r.answered_at = Some(now_ms());
     r
 }
@@ -512,6 +583,33 @@ pub(crate) async fn drive(
     }
     watcher.abort();
     t.close_text();
+    // Answers the agent refused (nothing applied, the questions still wait) are recorded with
+    // a write of their own: there is no other change to carry them.
+    if let Some(e @ Error::InvalidAnswer { .. }) = &failure {
+        let still: Vec<String> = agent
+            .pending_interrupts()
+            .map(|p| {
+                p.pending()
+                    .iter()
+                    .map(|p| p.interrupt.resume_id())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let refused = t
+            .answered_by
+            .iter()
+            .filter(|a| still.contains(&a.interrupt_id))
+            .map(|a| {
+                let mut r = answered(a, ApprovalOutcome::Refused, a.approval.as_ref(), None);
+                r.refusal = Some(e.to_string());
+                r
+            })
+            .collect();
+        ledger.refused(refused);
+        if let Err(e) = agent.save_session().await {
+            tracing::warn!(thread_id, error = %e, "AG-UI run: a refused answer's record not written");
+        }
+    }
     let result = match (result, failure) {
         (_, Some(e)) => {
             t.send(run_error(&e, &thread_id, &run_id));

@@ -34,7 +34,8 @@ use crate::inbox::record_to_wire;
 use crate::interrupts::{Asking, already_applied, answers, parked, takes_an_approval, to_wire};
 use crate::limits::{ServerLimits, ThreadBudget};
 use crate::run::{
-    ANSWERED_KEY, Answerer, Ledger, RunBounds, approver_state, drive, requester_state,
+    ANSWERED_KEY, Answerer, Ledger, RunBounds, approver_state, claimed_name, drive, refusal_record,
+    requester_state,
 };
 use crate::wire::{RunAgentInput, WireEvent, snapshot_messages};
 
@@ -1001,7 +1002,7 @@ async fn start(
         return Err(unknown_thread(&thread_id));
     }
     let ledger = Arc::new(Ledger::default());
-    let agent = load(&inner, &thread_id, Arc::clone(&ledger)).await?;
+    let mut agent = load(&inner, &thread_id, Arc::clone(&ledger)).await?;
     let pending = agent.pending_interrupts().map(|p| p.pending().to_vec());
     let paused_state = agent
         .pending_interrupts()
@@ -1032,17 +1033,39 @@ async fn start(
     };
     let (agent_input, answered_by) = match (&input.resume, pending) {
         (Some(resume), Some(pending)) => {
-            let asking = Asking::new(agent.pending_interrupts(), &agent);
-            let responses = answers(&pending, &asking, resume)?;
-            if inner.four_eyes {
-                check_four_eyes(
-                    &thread_id,
-                    paused_state.principal(),
-                    &who,
-                    &pending,
-                    &responses,
-                )?;
-            }
+            let checked = answers(
+                &pending,
+                &Asking::new(agent.pending_interrupts(), &agent),
+                resume,
+            )
+            .and_then(|responses| {
+                if inner.four_eyes {
+                    let requester = paused_state.principal();
+                    check_four_eyes(&thread_id, requester, &who, &pending, &responses)?;
+                }
+                Ok(responses)
+            });
+            let responses = match checked {
+                Ok(responses) => responses,
+                Err(e) => {
+                    if REFUSED_ANSWERS.contains(&e.code) {
+                        let refused = resume
+                            .iter()
+                            .filter_map(|r| {
+                                let asked = pending
+                                    .iter()
+                                    .find(|p| p.interrupt.resume_id() == r.interrupt_id)?;
+                                Some(refusal_record(&who, r, asked, &e.message))
+                            })
+                            .collect();
+                        ledger.refused(refused);
+                        if let Err(e) = agent.save_session().await {
+                            tracing::warn!(thread_id, error = %e, "a refused answer's record not written");
+                        }
+                    }
+                    return Err(e);
+                }
+            };
             let ids: Vec<Value> = responses
                 .iter()
                 .map(|r| Value::String(r.interrupt_id.clone()))
@@ -1052,12 +1075,7 @@ async fn start(
             let by: Vec<Answerer> = resume
                 .iter()
                 .map(|r| {
-                    let claimed = r
-                        .metadata
-                        .as_ref()
-                        .and_then(|m| m.get("answeredBy"))
-                        .and_then(Value::as_str)
-                        .map(str::to_owned);
+                    let claimed = claimed_name(r);
                     tracing::info!(
                         target: "rein_agui::audit",
                         thread_id,
@@ -1175,6 +1193,15 @@ async fn start(
     });
     Ok(rx)
 }
+
+/// The refusals of an answer that are kept in the approval record (who tried, why): the
+/// answer was well formed and named what waits, and was refused for what it said or who said
+/// it. A malformed resume (unknown, repeated or missing ids) is a client error, not an answer.
+const REFUSED_ANSWERS: [&str; 3] = [
+    "FOUR_EYES",
+    "INVALID_RESUME_PAYLOAD",
+    "FINGERPRINT_MISMATCH",
+];
 
 /// 429 when the server's runs are all taken (checked before loading, and again at the start).
 fn check_run_slots(inner: &Inner) -> Result<(), ProtocolError> {

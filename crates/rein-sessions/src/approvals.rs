@@ -68,6 +68,10 @@ pub struct ApprovalRecord {
     /// The answer's note (a reject reason, say).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// Why the answer was refused (`Refused`): four-eyes, an answer that does not fit what
+    /// was asked, another action's fingerprint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<String>,
     /// The detail a handler attached to its decision (`record_detail`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<Value>,
@@ -92,6 +96,10 @@ pub enum ApprovalOutcome {
     Rejected,
     /// A handler let it proceed and said why ([`detail`](ApprovalRecord::detail)).
     Proceeded,
+    /// An answer was refused and nothing applied: who tried ([`approver`](ApprovalRecord::approver)),
+    /// when, what they answered and why it was refused ([`refusal`](ApprovalRecord::refusal)).
+    /// The question still waits.
+    Refused,
 }
 
 impl ApprovalRecord {
@@ -110,6 +118,7 @@ impl ApprovalRecord {
             claimed_approver: None,
             edit: None,
             note: None,
+            refusal: None,
             detail: None,
             asked_at: None,
             answered_at: None,

@@ -196,7 +196,7 @@ async fn records_are_in_the_runs_own_writes() {
     server.shutdown().await.unwrap();
 }
 
-/// A rejection is recorded with its reason; an answer the run refuses is not recorded.
+/// A rejection is recorded with its reason.
 #[tokio::test]
 async fn a_rejection_is_recorded_with_its_reason() {
     let store = MemorySessionStore::new();
@@ -291,5 +291,90 @@ async fn the_inbox_lists_what_the_principal_may_answer_a_page_at_a_time() {
     let (got, body) = get(addr, "/approvals", &cross_site).await;
     assert_eq!(got, 403, "{body}");
     assert_eq!(body["code"], "ORIGIN_NOT_ALLOWED");
+    server.shutdown().await.unwrap();
+}
+
+/// Issue 38 (a refusal is recorded too): bob's own approval under four-eyes and an answer
+/// naming another action's fingerprint are refused; each refusal is in the durable record —
+/// who tried (the principal, the claimed name beside it), when, what they answered, why —
+/// and the question still waits; alice's approval then goes through and is recorded.
+#[tokio::test]
+async fn refused_answers_are_recorded_with_who_and_why() {
+    let store = MemorySessionStore::new();
+    let server = start(ops(store.clone(), Models::default()).four_eyes(true)).await;
+    let addr = server.local_addr();
+    let asked = ask(addr, "refused-1").await;
+    let fingerprint = &asked["metadata"]["governance"]["actionFingerprint"];
+    let answer = |fingerprint: &Value| {
+        json!([{"interruptId": asked["id"], "status": "resolved",
+            "payload": {"approved": true, "edit": {"amount": 200}, "note": "mine",
+                "approvedActionFingerprint": fingerprint},
+            "metadata": {"answeredBy": "the CEO"}}])
+    };
+    let (got, _, body) = request(
+        addr,
+        "POST",
+        "/agent",
+        &BOB,
+        &run_input("refused-1", None, Some(answer(fingerprint))),
+    )
+    .await;
+    assert_eq!(got, 403, "{body}");
+    let (got, _, body) = request(
+        addr,
+        "POST",
+        "/agent",
+        &ALICE,
+        &run_input("refused-1", None, Some(answer(&json!("sha256:another")))),
+    )
+    .await;
+    assert_eq!(got, 409, "{body}");
+
+    let stored = store.load("refused-1").await.unwrap().unwrap();
+    assert!(
+        stored.pending_interrupts.is_some(),
+        "the question still waits"
+    );
+    let refused: Vec<_> = stored
+        .approvals
+        .iter()
+        .filter(|r| r.outcome == ApprovalOutcome::Refused)
+        .collect();
+    assert_eq!(refused.len(), 2, "{:?}", stored.approvals);
+    let own = refused[0];
+    assert_eq!(own.approver.as_deref(), Some("bob"));
+    assert_eq!(own.claimed_approver.as_deref(), Some("the CEO"));
+    assert_eq!(own.requester.as_deref(), Some("bob"));
+    assert_eq!(own.edit, Some(json!({"amount": 200})));
+    assert_eq!(own.asked, json!({"amount": 250}));
+    assert_eq!(own.tool_name.as_deref(), Some("refund"));
+    assert!(
+        own.refusal.as_deref().unwrap().contains("four-eyes"),
+        "{own:?}"
+    );
+    assert!(own.answered_at.is_some());
+    assert_eq!(refused[1].approver.as_deref(), Some("alice"));
+    assert!(refused[1].refusal.is_some(), "{:?}", refused[1]);
+
+    let (got, thread) = get(addr, "/threads/refused-1", &ALICE).await;
+    assert_eq!(got, 200);
+    let served = &thread["approvals"][1];
+    assert_eq!(served["outcome"], "refused", "{thread}");
+    assert_eq!(served["approver"], "bob");
+    assert!(served["refusal"].as_str().unwrap().contains("four-eyes"));
+
+    let (got, _, body) = request(
+        addr,
+        "POST",
+        "/agent",
+        &ALICE,
+        &run_input("refused-1", None, Some(answer(fingerprint))),
+    )
+    .await;
+    assert_eq!(got, 200, "{body}");
+    let stored = store.load("refused-1").await.unwrap().unwrap().approvals;
+    let last = stored.last().unwrap();
+    assert_eq!(last.outcome, ApprovalOutcome::Approved, "{stored:?}");
+    assert_eq!(last.approver.as_deref(), Some("alice"));
     server.shutdown().await.unwrap();
 }
