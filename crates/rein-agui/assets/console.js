@@ -156,6 +156,7 @@ async function runAgent(messages, resume) {
   if (resume) body.resume = resume;
   showError("");
   running++;
+  followRun(false);
   status("working…");
   try {
     const res = await fetch(endpoint, { method: "POST", headers: headers(), body: JSON.stringify(body) });
@@ -597,8 +598,28 @@ async function restore() {
     parked.push(...p.interrupts.map((i) => ({ ...i, text: p.text, injectionId: p.injectionId })));
   }
   pending = t.pendingInterrupts || [];
-  answers.clear();
-  renderApprovals();
+  // Read again while following a run: the cards are drawn anew only when what waits changed,
+  // so a reason being typed on a parked message's card survives.
+  const waiting = [...pending, ...parked].map((i) => i.id).join(" ");
+  if (!follow.delay || waiting !== follow.waiting) {
+    answers.clear();
+    renderApprovals();
+  }
+  follow.waiting = waiting;
   status(t.runningRunId ? "working…" : pending.length ? "waiting for approval" : "idle");
+  followRun(!!t.runningRunId);
+}
+
+// A run this page did not start — one it started before a reload, or another page's — streams
+// its events to whoever started it. This page reads the thread again until the run ends
+// (every 0.5 s, backing off to 5 s), then shows what it left: the answer, or what it waits
+// for. Polling rather than joining the stream: it works for a run in any process with any
+// store, and the server keeps no replay buffer per run for a client that may never come.
+const follow = { timer: 0, delay: 0, waiting: "" };
+function followRun(going) {
+  clearTimeout(follow.timer);
+  if (!going || running) { follow.delay = 0; return; }
+  follow.delay = Math.min(follow.delay ? follow.delay * 2 : 500, 5000);
+  follow.timer = setTimeout(() => { if (!running) restore(); }, follow.delay);
 }
 restore();
