@@ -528,7 +528,8 @@ async function showInbox(more) {
   if (res.status === 501) { list.replaceChildren(el("p", "note", "This server's store cannot list what waits: open a conversation's link.")); return; }
   if (!res.ok) { await refused(res); return; }
   const j = await res.json();
-  for (const a of j.approvals || []) list.appendChild(inboxItem(a));
+  // Messages sent into a going run and waiting for approval (first page only), then the rest.
+  for (const a of [...(j.parkedInjections || []), ...(j.approvals || [])]) list.appendChild(inboxItem(a));
   if (!list.children.length) list.appendChild(el("p", "note", "Nothing waits for you."));
   inboxNext = j.next || null;
   $("inbox-more").hidden = !inboxNext;
@@ -537,11 +538,14 @@ async function showInbox(more) {
 function inboxItem(a) {
   const row = el("a", "inbox-item");
   row.href = `?thread=${encodeURIComponent(a.threadId)}`;
-  row.appendChild(el("strong", "", a.toolName ? `${words(a.toolName)} needs your approval` : "The agent needs your answer"));
-  if (fields(a.input)) row.appendChild(el("div", "", fields(a.input)));
+  const title = a.injectionId ? "A message sent during a run needs your approval"
+    : a.toolName ? `${words(a.toolName)} needs your approval` : "The agent needs your answer";
+  row.appendChild(el("strong", "", title));
+  if (a.injectionId) row.appendChild(el("div", "", a.text));
+  else if (fields(a.input)) row.appendChild(el("div", "", fields(a.input)));
   // An RFC 3339 time, or seconds / milliseconds since the epoch.
   const when = a.askedAt ? new Date(typeof a.askedAt === "number" && a.askedAt < 1e12 ? a.askedAt * 1000 : a.askedAt) : null;
-  const meta = [a.reason, a.requester ? `asked by ${a.requester}` : "", when && !isNaN(when) ? when.toLocaleString() : ""];
+  const meta = [a.reason, a.requester ? `${a.injectionId ? "sent" : "asked"} by ${a.requester}` : "", when && !isNaN(when) ? when.toLocaleString() : ""];
   row.appendChild(el("div", "note", meta.filter(Boolean).join(" · ")));
   return row;
 }

@@ -729,13 +729,43 @@ async fn approvals(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap
     let result = async {
         let who = inner.auth.authenticate(&headers)?;
         let may_answer = |thread: &str| permit(&inner, &who, thread, ThreadAction::Resume).is_ok();
-        crate::inbox::page(&inner.store, &uri, may_answer).await
+        crate::inbox::page(&inner.store, &uri, may_answer, || going_parked(&inner)).await
     }
     .await;
     match result {
         Ok(page) => axum::Json(page).into_response(),
         Err(e) => e.into_response(),
     }
+}
+
+/// The messages injected into runs going in this process and parked on a confirm, by
+/// thread id (read under the lock; who may answer them is asked after, outside it).
+fn going_parked(inner: &Inner) -> Vec<crate::inbox::GoingParked> {
+    let active = inner.active.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut out: Vec<_> = active
+        .iter()
+        .flat_map(|(thread, run)| {
+            run.interceptor
+                .pending_approvals()
+                .into_iter()
+                .flat_map(move |p| {
+                    let injection_id = p.id.to_string();
+                    let text = p.message.text();
+                    parked(p.id, &p.interrupts).into_iter().map(move |i| {
+                        crate::inbox::GoingParked {
+                            thread_id: thread.clone(),
+                            interrupt_id: i.interrupt.resume_id(),
+                            injected_by: run.injected_by.get(&injection_id).cloned(),
+                            injection_id: injection_id.clone(),
+                            text: text.clone(),
+                            reason: i.interrupt.prompt_text(),
+                        }
+                    })
+                })
+        })
+        .collect();
+    out.sort_by(|a, b| a.thread_id.cmp(&b.thread_id));
+    out
 }
 
 /// The most messages `GET /threads/{id}` shows (the latest): an answer of bounded size.

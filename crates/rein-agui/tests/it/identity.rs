@@ -297,6 +297,16 @@ async fn four_eyes_holds_for_a_parked_injection() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     assert!(asked.is_object(), "never parked");
+    // The inbox lists it (issue 38), with who injected it as its requester.
+    let (got, _, inbox) = request(addr, "GET", "/approvals", &ALICE, "").await;
+    assert_eq!(got, 200, "{inbox}");
+    let inbox: Value = serde_json::from_str(&inbox).unwrap();
+    let listed = &inbox["parkedInjections"][0];
+    assert_eq!(listed["threadId"], "parked-fe", "{inbox}");
+    assert_eq!(listed["interruptId"], asked["id"]);
+    assert_eq!(listed["requester"], "bob");
+    assert_eq!(listed["text"], "also X");
+    assert_eq!(listed["link"], "./?thread=parked-fe");
     let answer = json!([{"interruptId": asked["id"], "status": "resolved",
         "payload": {"approved": true,
             "approvedActionFingerprint": asked["metadata"]["governance"]["actionFingerprint"]}}]);
