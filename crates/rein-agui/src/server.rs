@@ -107,6 +107,9 @@ struct ActiveRun {
     /// Who injected each message (by injection id): the requester four-eyes checks an answer
     /// to a parked injection against.
     injected_by: HashMap<String, String>,
+    /// Who the run is for (its invocation state's `principal`): the only principal who may
+    /// inject into it.
+    requester: Option<String>,
 }
 
 impl std::fmt::Debug for AguiServer {
@@ -981,6 +984,15 @@ async fn start(
                 ));
             }
             permit(&inner, &who, &thread_id, ThreadAction::Inject)?;
+            // An injected message joins the going run and acts under its invocation state:
+            // anyone else's would act as the run's principal (their Cedar permissions, their
+            // name to four-eyes). Closed: a run recording no principal takes no injection.
+            if run.requester.as_deref() != Some(who.id()) {
+                return Err(refuse(
+                    "it runs for another principal, and a message injected into it would act as \
+                     them: send it when the run ends",
+                ));
+            }
             if inner.while_running == WhileRunning::Refuse {
                 return Err(refuse("this server refuses input while a run is going"));
             }
@@ -1204,6 +1216,7 @@ async fn start(
                 interceptor: agent.interceptor(),
                 injections: 0,
                 injected_by: HashMap::new(),
+                requester: requester.clone(),
             },
         );
     }
