@@ -185,7 +185,7 @@ impl RecordApprovals for Ledger {
         let explained = decisions.iter().filter(|d| {
             d.action == DecisionAction::Proceed
                 && d.detail.is_some()
-                && !d.confirmation.as_ref().is_some_and(|c| c.answer.is_some())
+                && d.confirmation.as_ref().is_none_or(|c| c.answer.is_none())
         });
         for d in explained {
             let mut r = ApprovalRecord::new(ApprovalOutcome::Proceeded, d.handler.clone());
