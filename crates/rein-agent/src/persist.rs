@@ -1,7 +1,7 @@
 //! An agent and its session: restore before the first invocation, save at fixed points, and
 //! the repair of a restored tail. The binding contract itself is in `session.rs`.
 
-use rein_core::{Error, Message, id::MessageId};
+use rein_core::{Error, Message, id::MessageId, result::AgentResult};
 
 use crate::agent::Agent;
 use crate::checkpoint::{Checkpoint, Pause};
@@ -137,7 +137,13 @@ impl Agent {
 
     /// At the end of an invocation: persists the agent; a store failure fails a successful
     /// invocation (a failed one keeps its own error; the store error is logged).
-    pub(crate) async fn session_end<T>(&self, result: Result<T, Error>) -> Result<T, Error> {
+    pub(crate) async fn session_end(
+        &self,
+        result: Result<AgentResult, Error>,
+    ) -> Result<AgentResult, Error> {
+        if let (Ok(r), Some(binding)) = (&result, self.history.session()) {
+            binding.invocation_decisions(&r.decisions);
+        }
         match (self.session_sync().await, result) {
             (Ok(()), r) => r,
             (Err(e), Ok(_)) => Err(e),

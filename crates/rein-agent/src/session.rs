@@ -13,11 +13,14 @@
 //! - when pending interrupts are set (the invocation stops on an interrupt) and when a resume
 //!   consumes them, and at the end of every invocation: [`SessionBinding::sync`] with the
 //!   agent's [`Checkpoint`] (messages with their ids, agent state, conversation-manager state,
-//!   the paused run).
+//!   the paused run);
+//! - at the end of an invocation that succeeded, just before that last sync:
+//!   [`SessionBinding::invocation_decisions`] with its intervention decisions (a binding that
+//!   keeps a record of some — an approval record — writes it with that sync).
 
 use std::sync::Arc;
 
-use rein_core::{Error, Message, id::MessageId, tool::BoxFuture};
+use rein_core::{Error, Message, audit::DecisionRecord, id::MessageId, tool::BoxFuture};
 
 use crate::checkpoint::Checkpoint;
 
@@ -50,6 +53,14 @@ pub trait SessionBinding: Send + Sync + 'static {
     /// new or rewritten messages, messages dropped by the conversation manager, agent state,
     /// conversation-manager state, the paused run.
     fn sync<'a>(&'a self, checkpoint: &'a Checkpoint) -> BoxFuture<'a, Result<(), Error>>;
+
+    /// The intervention decisions of the invocation that is ending (it succeeded), just
+    /// before its last [`sync`](Self::sync): a binding that records some of them with the
+    /// session writes them with that sync, atomically with the agent's own state. The default
+    /// ignores them.
+    fn invocation_decisions(&self, decisions: &[DecisionRecord]) {
+        let _ = decisions;
+    }
 }
 
 /// A session binding, shared.

@@ -156,6 +156,7 @@ async function runAgent(messages, resume) {
   if (resume) body.resume = resume;
   showError("");
   running++;
+  followRun(false);
   status("working…");
   try {
     const res = await fetch(endpoint, { method: "POST", headers: headers(), body: JSON.stringify(body) });
@@ -233,7 +234,7 @@ function custom(name, v) {
 
 // What a rule decided, in words; which handler at which point stays in the row's tooltip.
 const ACTIONS = { deny: "Blocked", guide: "Redirected", transform: "Changed", error: "Failed", proceed: "Allowed" };
-const CONFIRMED = { asked: "Asked for approval", approved: "Approved", rejected: "Rejected" };
+const CONFIRMED = { asked: "Asked for approval", approved: "Approved", rejected: "Rejected", refused: "Answer refused" };
 function decision(d) {
   const list = $("decisions");
   // The placeholder goes; a row's own notes (who answered, the reason) are no placeholder.
@@ -266,7 +267,7 @@ function record(r) {
   const proceeded = r.outcome === "proceeded";
   decision({
     action: proceeded ? "proceed" : "confirm",
-    confirmation: proceeded ? undefined : { status: r.outcome, answer: { note: r.note ?? undefined, edit: r.edit ?? undefined } },
+    confirmation: proceeded ? undefined : { status: r.outcome, answer: { note: r.refusal ? `${r.note ? `${r.note}; ` : ""}refused: ${r.refusal}` : r.note ?? undefined, edit: r.edit ?? undefined } },
     tool_use_id: r.toolCallId,
     text: r.reason || "",
     answeredBy: r.approver,
@@ -527,7 +528,8 @@ async function showInbox(more) {
   if (res.status === 501) { list.replaceChildren(el("p", "note", "This server's store cannot list what waits: open a conversation's link.")); return; }
   if (!res.ok) { await refused(res); return; }
   const j = await res.json();
-  for (const a of j.approvals || []) list.appendChild(inboxItem(a));
+  // Messages sent into a going run and waiting for approval (first page only), then the rest.
+  for (const a of [...(j.parkedInjections || []), ...(j.approvals || [])]) list.appendChild(inboxItem(a));
   if (!list.children.length) list.appendChild(el("p", "note", "Nothing waits for you."));
   inboxNext = j.next || null;
   $("inbox-more").hidden = !inboxNext;
@@ -536,11 +538,14 @@ async function showInbox(more) {
 function inboxItem(a) {
   const row = el("a", "inbox-item");
   row.href = `?thread=${encodeURIComponent(a.threadId)}`;
-  row.appendChild(el("strong", "", a.toolName ? `${words(a.toolName)} needs your approval` : "The agent needs your answer"));
-  if (fields(a.input)) row.appendChild(el("div", "", fields(a.input)));
+  const title = a.injectionId ? "A message sent during a run needs your approval"
+    : a.toolName ? `${words(a.toolName)} needs your approval` : "The agent needs your answer";
+  row.appendChild(el("strong", "", title));
+  if (a.injectionId) row.appendChild(el("div", "", a.text));
+  else if (fields(a.input)) row.appendChild(el("div", "", fields(a.input)));
   // An RFC 3339 time, or seconds / milliseconds since the epoch.
   const when = a.askedAt ? new Date(typeof a.askedAt === "number" && a.askedAt < 1e12 ? a.askedAt * 1000 : a.askedAt) : null;
-  const meta = [a.reason, a.requester ? `asked by ${a.requester}` : "", when && !isNaN(when) ? when.toLocaleString() : ""];
+  const meta = [a.reason, a.requester ? `${a.injectionId ? "sent" : "asked"} by ${a.requester}` : "", when && !isNaN(when) ? when.toLocaleString() : ""];
   row.appendChild(el("div", "note", meta.filter(Boolean).join(" · ")));
   return row;
 }
@@ -597,8 +602,28 @@ async function restore() {
     parked.push(...p.interrupts.map((i) => ({ ...i, text: p.text, injectionId: p.injectionId })));
   }
   pending = t.pendingInterrupts || [];
-  answers.clear();
-  renderApprovals();
+  // Read again while following a run: the cards are drawn anew only when what waits changed,
+  // so a reason being typed on a parked message's card survives.
+  const waiting = [...pending, ...parked].map((i) => i.id).join(" ");
+  if (!follow.delay || waiting !== follow.waiting) {
+    answers.clear();
+    renderApprovals();
+  }
+  follow.waiting = waiting;
   status(t.runningRunId ? "working…" : pending.length ? "waiting for approval" : "idle");
+  followRun(!!t.runningRunId);
+}
+
+// A run this page did not start — one it started before a reload, or another page's — streams
+// its events to whoever started it. This page reads the thread again until the run ends
+// (every 0.5 s, backing off to 5 s), then shows what it left: the answer, or what it waits
+// for. Polling rather than joining the stream: it works for a run in any process with any
+// store, and the server keeps no replay buffer per run for a client that may never come.
+const follow = { timer: 0, delay: 0, waiting: "" };
+function followRun(going) {
+  clearTimeout(follow.timer);
+  if (!going || running) { follow.delay = 0; return; }
+  follow.delay = Math.min(follow.delay ? follow.delay * 2 : 500, 5000);
+  follow.timer = setTimeout(() => { if (!running) restore(); }, follow.delay);
 }
 restore();

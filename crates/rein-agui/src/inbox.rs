@@ -25,10 +25,17 @@ fn invalid_query(why: impl Into<String>) -> ProtocolError {
 /// link}], "next": <cursor or null>}`. A page lists the pending interrupts of up to `limit`
 /// paused threads in id order; threads the principal may not answer are left out (a page
 /// may then hold fewer, even none, with a `next` still to follow).
+///
+/// The first page (no `after`) also lists, under `parkedInjections`, the messages injected into
+/// runs going in this process and parked on a confirm (`going`: `{threadId, interruptId,
+/// injectionId, text, reason, requester (who injected it), link}`), of threads `may_answer`
+/// admits: they are few (one per run at most the server's injection budget) and live only
+/// while their run goes, so they are not paged.
 pub(crate) async fn page(
     store: &SharedSessionStore,
     uri: &Uri,
     may_answer: impl Fn(&str) -> bool,
+    going: impl FnOnce() -> Vec<GoingParked>,
 ) -> Result<Value, ProtocolError> {
     let (mut after, mut limit) = (None, DEFAULT_PAGE);
     for (key, value) in form_urlencoded::parse(uri.query().unwrap_or_default().as_bytes()) {
@@ -104,7 +111,32 @@ pub(crate) async fn page(
             }));
         }
     }
-    Ok(json!({"approvals": approvals, "next": next}))
+    let mut parked: Vec<Value> = Vec::new();
+    if after.is_none() {
+        for g in going().into_iter().filter(|g| may_answer(&g.thread_id)) {
+            parked.push(json!({
+                "threadId": g.thread_id,
+                "interruptId": g.interrupt_id,
+                "injectionId": g.injection_id,
+                "text": g.text,
+                "reason": g.reason,
+                "requester": g.injected_by,
+                "link": format!("./?thread={}", g.thread_id),
+            }));
+        }
+    }
+    Ok(json!({"approvals": approvals, "next": next, "parkedInjections": parked}))
+}
+
+/// A question about a message injected into a going run and parked on a confirm.
+pub(crate) struct GoingParked {
+    pub(crate) thread_id: String,
+    pub(crate) interrupt_id: String,
+    pub(crate) injection_id: String,
+    pub(crate) text: String,
+    pub(crate) reason: String,
+    /// Who injected it.
+    pub(crate) injected_by: Option<String>,
 }
 
 /// An approval record as `GET /threads/{id}` shows it (camelCase, like the rest of the wire).
@@ -122,6 +154,7 @@ pub(crate) fn record_to_wire(r: &ApprovalRecord) -> Value {
         "claimedApprover": r.claimed_approver,
         "edit": r.edit,
         "note": r.note,
+        "refusal": r.refusal,
         "detail": r.detail,
         "askedAt": r.asked_at,
         "answeredAt": r.answered_at,

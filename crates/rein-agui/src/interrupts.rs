@@ -81,6 +81,16 @@ pub(crate) fn approval_schema(bound: bool, edit: Option<&Value>, trust: bool) ->
     if let Some(Value::Object(input)) = edit {
         let mut input = input.clone();
         input.remove("$schema");
+        // A root `$id` would make the edit a resource of its own, where `#/$defs/...` no longer
+        // reaches the definitions moved to the root: dropped, and references spelled with it
+        // (`<id>#/...`) made local. Nothing is fetched: a reference to another document stays
+        // unresolvable, and the schema refuses every answer rather than reach out.
+        if let Some(Value::String(id)) = input.remove("$id") {
+            let prefix = format!("{}#", id.trim_end_matches('#'));
+            for v in input.values_mut() {
+                localize_refs(v, &prefix);
+            }
+        }
         // The tool schema's own definitions move to the root, where its `#/$defs/...`
         // references resolve.
         for defs in ["$defs", "definitions"] {
@@ -357,6 +367,26 @@ fn fingerprint_mismatch(id: &str) -> ProtocolError {
 }
 
 /// Validates `value` against a JSON schema; the first error's text when it fails.
+/// Rewrites every `$ref` that starts with `prefix` (`<id>#`) to the local `#...` it names.
+fn localize_refs(schema: &mut Value, prefix: &str) {
+    match schema {
+        Value::Object(map) => {
+            for (key, v) in map.iter_mut() {
+                match v {
+                    Value::String(r) if key == "$ref" => {
+                        if let Some(local) = r.strip_prefix(prefix) {
+                            *r = format!("#{local}");
+                        }
+                    }
+                    _ => localize_refs(v, prefix),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| localize_refs(v, prefix)),
+        _ => {}
+    }
+}
+
 fn check(schema: &Value, value: &Value) -> Result<(), String> {
     let validator = jsonschema::validator_for(schema).map_err(|e| e.to_string())?;
     match validator.iter_errors(value).next() {
@@ -654,6 +684,34 @@ mod tests {
             json!({"approved": true, "edit": {"refund": -1}}),
             json!({"approved": true, "edit": {"refund": "12"}}),
             json!({"approved": true, "edit": {"refund": 1, "to": "me"}}),
+        ] {
+            assert!(check(&schema, &bad).is_err(), "{bad}");
+        }
+    }
+
+    /// A tool schema with a root `$id` (references local or spelled with the id) is embedded
+    /// as the edit schema and still checks the edit against its definitions.
+    #[test]
+    fn an_edit_schema_with_a_root_id_keeps_its_definitions() {
+        let tool = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "$id": "https://example.com/schemas/refund",
+            "type": "object",
+            "properties": {
+                "refund": {"$ref": "#/$defs/money"},
+                "fee": {"$ref": "https://example.com/schemas/refund#/$defs/money"}
+            },
+            "required": ["refund"],
+            "additionalProperties": false,
+            "$defs": {"money": {"type": "number", "minimum": 0}}
+        });
+        let schema = approval_schema(false, Some(&tool), false);
+        assert!(!schema.to_string().contains("example.com"), "{schema}");
+        let ok = json!({"approved": true, "edit": {"refund": 12.5, "fee": 1}});
+        assert_eq!(check(&schema, &ok), Ok(()));
+        for bad in [
+            json!({"approved": true, "edit": {"refund": -1}}),
+            json!({"approved": true, "edit": {"refund": 1, "fee": "x"}}),
         ] {
             assert!(check(&schema, &bad).is_err(), "{bad}");
         }

@@ -1,20 +1,20 @@
 //! One run: the agent's stream translated into AG-UI events.
 
-use rein_agent::{Agent, AgentEvent, Input, PendingInterrupt};
-use rein_core::audit::DecisionAction;
+use std::sync::{Mutex, PoisonError};
+
+use rein_agent::{Agent, AgentEvent, Checkpoint, Input, PausedRun, PendingInterrupt};
+use rein_core::audit::{DecisionAction, DecisionRecord};
 use rein_core::interrupt::Approval;
 use rein_core::state::{APPROVER_KEY, InvocationState, PRINCIPAL_KEY};
 use rein_core::{Error, Role, result::AgentResult, stream::StopReason};
 use rein_core::{Message, ToolUse};
-use rein_sessions::{
-    ApprovalOutcome, ApprovalRecord, SessionStore, SessionWrite, SharedSessionStore,
-};
+use rein_sessions::{ApprovalOutcome, ApprovalRecord, RecordApprovals, SessionSnapshot};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
 use crate::auth::Principal;
 use crate::interrupts::{Asking, parked, to_wire};
-use crate::wire::WireEvent;
+use crate::wire::{ResumeEntry, WireEvent};
 
 /// The agent-state key where the server keeps the ids of the last resume's interrupts (so a
 /// repeated resume is recognised as already applied). Hidden from STATE_SNAPSHOT.
@@ -37,13 +37,185 @@ pub(crate) struct Answerer {
     pub(crate) approval: Option<Approval>,
 }
 
-/// What a run records in the thread's approval record: who it is for, who answered what, and
-/// where to write it.
-pub(crate) struct Recorder {
-    pub(crate) store: SharedSessionStore,
+/// What a run records in the thread's approval record, written by the thread's session
+/// manager with the agent's own writes ([`RecordApprovals`]): a question with the pause that
+/// asks it, an answer with the write that consumes the pause, an explained proceed with the
+/// invocation's last write. Who answered is set before the run starts ([`Ledger::answered`]).
+#[derive(Default)]
+pub(crate) struct Ledger {
+    run: Mutex<LedgerRun>,
+}
+
+#[derive(Default)]
+struct LedgerRun {
     /// Who the run is for (its invocation state's `principal`).
-    pub(crate) requester: Option<String>,
-    pub(crate) answered_by: Vec<Answerer>,
+    requester: Option<String>,
+    answered_by: Vec<Answerer>,
+    /// Proceeds a handler explained, for the invocation's last write.
+    proceeded: Vec<ApprovalRecord>,
+    /// Answers refused (nothing applied), for the next write.
+    refused: Vec<ApprovalRecord>,
+}
+
+impl Ledger {
+    fn run(&self) -> std::sync::MutexGuard<'_, LedgerRun> {
+        self.run.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The run about to start is for `requester`, answering as `answered_by` says.
+    pub(crate) fn answered(&self, requester: Option<String>, answered_by: Vec<Answerer>) {
+        let mut run = self.run();
+        run.requester = requester;
+        run.answered_by = answered_by;
+    }
+
+    /// Answers refused before anything was applied, recorded with the next write.
+    pub(crate) fn refused(&self, records: Vec<ApprovalRecord>) {
+        self.run().refused.extend(records);
+    }
+
+    /// Who answered, for the run's events.
+    fn answered_by(&self) -> Vec<Answerer> {
+        self.run().answered_by.clone()
+    }
+}
+
+/// The most refused answers recorded for one question.
+const MAX_REFUSALS_PER_QUESTION: usize = 20;
+
+/// The record of an answer that was refused, nothing applied: who tried (principal, claimed
+/// name beside it), when, what they answered (the edit and note, as sent), why it was refused.
+/// What was asked is filled in from the record of the question ([`complete`]).
+pub(crate) fn refusal_record(
+    who: &Principal,
+    entry: &ResumeEntry,
+    asked: &PendingInterrupt,
+    why: &str,
+) -> ApprovalRecord {
+    let mut r = ApprovalRecord::new(ApprovalOutcome::Refused, asked.interrupt.name.clone());
+    r.interrupt_id = Some(entry.interrupt_id.clone());
+    r.reason = Some(asked.interrupt.prompt_text());
+    r.approver = Some(who.id().to_owned());
+    r.claimed_approver = claimed_name(entry);
+    let payload = entry.payload.as_ref();
+    r.edit = payload.and_then(|p| p.get("edit")).cloned();
+    r.note = payload
+        .and_then(|p| p.get("note"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    r.refusal = Some(why.to_owned());
+    r.answered_at = Some(now_ms());
+    r
+}
+
+/// The name a resume entry claims for who answered (`metadata.answeredBy`), kept beside the
+/// principal, never instead.
+pub(crate) fn claimed_name(entry: &ResumeEntry) -> Option<String> {
+    entry
+        .metadata
+        .as_ref()
+        .and_then(|m| m.get("answeredBy"))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+/// The resume ids of a paused run's interrupts.
+fn pending_ids(paused: Option<&PausedRun>) -> Vec<String> {
+    paused
+        .map(|p| {
+            p.pending()
+                .iter()
+                .map(|p| p.interrupt.resume_id())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+impl RecordApprovals for Ledger {
+    fn records(&self, stored: &SessionSnapshot, next: &Checkpoint) -> Vec<ApprovalRecord> {
+        let was = pending_ids(stored.pending_interrupts.as_ref());
+        let now = pending_ids(next.paused.as_ref());
+        let mut run = self.run();
+        // The answers this write takes (an answer the run refused leaves its interrupt
+        // pending), each completed from the record of its question; then what the run
+        // explained; then what it asks now.
+        let mut records: Vec<ApprovalRecord> = run
+            .answered_by
+            .iter()
+            .filter(|a| was.contains(&a.interrupt_id) && !now.contains(&a.interrupt_id))
+            .filter_map(|a| {
+                let mut r = answer_record(a, a.approval.as_ref()?, run.requester.as_deref());
+                complete(&mut r, &stored.approvals);
+                Some(r)
+            })
+            .collect();
+        records.append(&mut run.proceeded);
+        // Refusals are bounded per question: a client repeating a refused answer cannot grow
+        // the record without end (the audit log still has each one).
+        for mut r in std::mem::take(&mut run.refused) {
+            let id = r.interrupt_id.as_ref();
+            let earlier = stored
+                .approvals
+                .iter()
+                .chain(&records)
+                .filter(|q| q.outcome == ApprovalOutcome::Refused && q.interrupt_id.as_ref() == id)
+                .count();
+            if earlier < MAX_REFUSALS_PER_QUESTION {
+                complete(&mut r, &stored.approvals);
+                records.push(r);
+            }
+        }
+        if let Some(paused) = &next.paused {
+            let requester = paused.invocation_state().principal();
+            let messages = next.messages.iter().map(|(_, m)| m);
+            records.extend(
+                paused
+                    .pending()
+                    .iter()
+                    .filter(|p| !was.contains(&p.interrupt.resume_id()))
+                    .map(|p| asked_record(p, messages.clone(), requester)),
+            );
+        }
+        records
+    }
+
+    fn invocation_decisions(&self, decisions: &[DecisionRecord]) {
+        let mut run = self.run();
+        let requester = run.requester.clone();
+        let explained = decisions.iter().filter(|d| {
+            d.action == DecisionAction::Proceed
+                && d.detail.is_some()
+                && d.confirmation.as_ref().is_none_or(|c| c.answer.is_none())
+        });
+        for d in explained {
+            let mut r = ApprovalRecord::new(ApprovalOutcome::Proceeded, d.handler.clone());
+            r.tool_use_id.clone_from(&d.tool_use_id);
+            r.reason.clone_from(&d.text);
+            r.detail = d.detail.as_deref().cloned();
+            r.requester.clone_from(&requester);
+            r.answered_at = Some(now_ms());
+            run.proceeded.push(r);
+        }
+    }
+}
+
+/// Completes an answer's record from the thread's record of its question: what was asked
+/// (tool, input, when) and, when the answer does not know it, who for.
+fn complete(r: &mut ApprovalRecord, recorded: &[ApprovalRecord]) {
+    let question = recorded.iter().rev().find(|q| {
+        q.outcome == ApprovalOutcome::Asked
+            && q.interrupt_id.is_some()
+            && q.interrupt_id == r.interrupt_id
+    });
+    if let Some(q) = question {
+        r.tool_use_id.clone_from(&q.tool_use_id);
+        r.tool_name.clone_from(&q.tool_name);
+        r.asked = q.asked.clone();
+        r.asked_at = q.asked_at;
+        if r.requester.is_none() {
+            r.requester.clone_from(&q.requester);
+        }
+    }
 }
 
 /// The invocation state of a run started by `who`: who it is for, under `principal` — from the
@@ -77,9 +249,6 @@ struct Translator {
     /// The text message of the current model response, the parent of its tool calls.
     response_text_id: Option<String>,
     answered_by: Vec<Answerer>,
-    requester: Option<String>,
-    /// Answers and explained proceeds seen so far, for the approval record.
-    records: Vec<ApprovalRecord>,
 }
 
 impl Translator {
@@ -196,16 +365,6 @@ impl Translator {
                             obj.insert("claimedAnsweredBy".into(), Value::String(claimed.clone()));
                         }
                     }
-                } else if d.action == DecisionAction::Proceed
-                    && let Some(detail) = &d.detail
-                {
-                    let mut r = ApprovalRecord::new(ApprovalOutcome::Proceeded, d.handler.clone());
-                    r.tool_use_id.clone_from(&d.tool_use_id);
-                    r.reason.clone_from(&d.text);
-                    r.detail = Some((**detail).clone());
-                    r.requester.clone_from(&self.requester);
-                    r.answered_at = Some(now_ms());
-                    self.records.push(r);
                 }
                 self.send(WireEvent::custom("rein.decision", value));
             }
@@ -240,13 +399,23 @@ impl Translator {
 
 /// The record of an answer: who (principal, claimed name beside it), when, the answer, its
 /// edit and note. What was asked (tool, input, when) is filled in from the thread's record of
-/// the question when it is written ([`write_records`]).
+/// the question when it is written ([`complete`]).
 fn answer_record(who: &Answerer, approval: &Approval, requester: Option<&str>) -> ApprovalRecord {
     let outcome = if approval.approved {
         ApprovalOutcome::Approved
     } else {
         ApprovalOutcome::Rejected
     };
+    answered(who, outcome, Some(approval), requester)
+}
+
+/// The record of an answer by `who` with this outcome.
+fn answered(
+    who: &Answerer,
+    outcome: ApprovalOutcome,
+    approval: Option<&Approval>,
+    requester: Option<&str>,
+) -> ApprovalRecord {
     let mut r = ApprovalRecord::new(outcome, who.handler.clone());
     r.interrupt_id = Some(who.interrupt_id.clone());
     r.tool_use_id.clone_from(&who.about);
@@ -254,19 +423,19 @@ fn answer_record(who: &Answerer, approval: &Approval, requester: Option<&str>) -
     r.requester = requester.map(str::to_owned);
     r.approver = Some(who.principal.clone());
     r.claimed_approver.clone_from(&who.claimed);
-    r.edit.clone_from(&approval.edit);
-    r.note.clone_from(&approval.note);
+    r.edit = approval.and_then(|a| a.edit.clone());
+    r.note = approval.and_then(|a| a.note.clone());
     r.answered_at = Some(now_ms());
     r
 }
 
 /// The record of a question the run stopped on: the handler, the tool call as it was asked
 /// about (its input before any edit), who the run is for, when.
-fn asked_record(
-    p: &PendingInterrupt,
-    messages: &[Message],
-    requester: Option<&str>,
-) -> ApprovalRecord {
+fn asked_record<'m, I>(p: &PendingInterrupt, messages: I, requester: Option<&str>) -> ApprovalRecord
+where
+    I: IntoIterator<Item = &'m Message>,
+    I::IntoIter: DoubleEndedIterator,
+{
     let mut r = ApprovalRecord::new(ApprovalOutcome::Asked, p.interrupt.name.clone());
     r.interrupt_id = Some(p.interrupt.resume_id());
     r.reason = Some(p.interrupt.prompt_text());
@@ -300,65 +469,6 @@ pub(crate) fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
-/// Appends `records` to the thread's approval record, an answer completed from the record of
-/// its question (what was asked, when). A write that loses to another writer is tried again
-/// on the new version; a record that cannot be written is logged (the run itself stands).
-async fn write_records(
-    store: &SharedSessionStore,
-    thread_id: &str,
-    mut records: Vec<ApprovalRecord>,
-) {
-    if records.is_empty() {
-        return;
-    }
-    for _ in 0..3 {
-        let snapshot = match store.load(thread_id).await {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!(thread_id, error = %e, "AG-UI run: approval records not written");
-                return;
-            }
-        };
-        let version = snapshot.as_ref().map_or(0, |s| s.version);
-        let asked = snapshot
-            .as_ref()
-            .map(|s| s.approvals.as_slice())
-            .unwrap_or_default();
-        for r in records
-            .iter_mut()
-            .filter(|r| r.outcome != ApprovalOutcome::Asked)
-        {
-            let question = asked.iter().rev().find(|q| {
-                q.outcome == ApprovalOutcome::Asked
-                    && q.interrupt_id.is_some()
-                    && q.interrupt_id == r.interrupt_id
-            });
-            if let Some(q) = question {
-                r.tool_use_id.clone_from(&q.tool_use_id);
-                r.tool_name.clone_from(&q.tool_name);
-                r.asked = q.asked.clone();
-                r.asked_at = q.asked_at;
-                if r.requester.is_none() {
-                    r.requester.clone_from(&q.requester);
-                }
-            }
-        }
-        let write = vec![SessionWrite::AppendApprovals(records.clone())];
-        match store.write(thread_id, version, write).await {
-            Ok(_) => return,
-            Err(e) if e.is_conflict() => continue,
-            Err(e) => {
-                tracing::warn!(thread_id, error = %e, "AG-UI run: approval records not written");
-                return;
-            }
-        }
-    }
-    tracing::warn!(
-        thread_id,
-        "AG-UI run: approval records not written (kept conflicting)"
-    );
 }
 
 pub(crate) fn new_id() -> String {
@@ -418,7 +528,7 @@ pub(crate) async fn drive(
     input: Input,
     thread_id: String,
     run_id: String,
-    recorder: Recorder,
+    ledger: &Ledger,
     bounds: RunBounds,
     tx: mpsc::UnboundedSender<WireEvent>,
 ) {
@@ -434,9 +544,7 @@ pub(crate) async fn drive(
         tx,
         open_text: None,
         response_text_id: None,
-        answered_by: recorder.answered_by,
-        requester: recorder.requester,
-        records: Vec::new(),
+        answered_by: ledger.answered_by(),
     };
     t.send(WireEvent::RunStarted {
         thread_id: thread_id.clone(),
@@ -475,40 +583,33 @@ pub(crate) async fn drive(
     }
     watcher.abort();
     t.close_text();
-    // The answers the run took (an answer it refused leaves its interrupt pending), each
-    // recorded; then what it explained; then what it asks now.
-    let still: Vec<String> = agent
-        .pending_interrupts()
-        .map(|p| {
-            p.pending()
-                .iter()
-                .map(|p| p.interrupt.resume_id())
-                .collect()
-        })
-        .unwrap_or_default();
-    let mut records: Vec<ApprovalRecord> = t
-        .answered_by
-        .iter()
-        .filter(|a| !still.contains(&a.interrupt_id))
-        .filter_map(|a| {
-            Some(answer_record(
-                a,
-                a.approval.as_ref()?,
-                t.requester.as_deref(),
-            ))
-        })
-        .collect();
-    records.append(&mut t.records);
-    if let Some(paused) = agent.pending_interrupts() {
-        let requester = paused.invocation_state().principal();
-        records.extend(
-            paused
-                .pending()
-                .iter()
-                .map(|p| asked_record(p, agent.messages(), requester)),
-        );
+    // Answers the agent refused (nothing applied, the questions still wait) are recorded with
+    // a write of their own: there is no other change to carry them.
+    if let Some(e @ Error::InvalidAnswer { .. }) = &failure {
+        let still: Vec<String> = agent
+            .pending_interrupts()
+            .map(|p| {
+                p.pending()
+                    .iter()
+                    .map(|p| p.interrupt.resume_id())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let refused = t
+            .answered_by
+            .iter()
+            .filter(|a| still.contains(&a.interrupt_id))
+            .map(|a| {
+                let mut r = answered(a, ApprovalOutcome::Refused, a.approval.as_ref(), None);
+                r.refusal = Some(e.to_string());
+                r
+            })
+            .collect();
+        ledger.refused(refused);
+        if let Err(e) = agent.save_session().await {
+            tracing::warn!(thread_id, error = %e, "AG-UI run: a refused answer's record not written");
+        }
     }
-    write_records(&recorder.store, &thread_id, records).await;
     let result = match (result, failure) {
         (_, Some(e)) => {
             t.send(run_error(&e, &thread_id, &run_id));

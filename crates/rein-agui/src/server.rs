@@ -34,7 +34,8 @@ use crate::inbox::record_to_wire;
 use crate::interrupts::{Asking, already_applied, answers, parked, takes_an_approval, to_wire};
 use crate::limits::{ServerLimits, ThreadBudget};
 use crate::run::{
-    ANSWERED_KEY, Answerer, Recorder, RunBounds, approver_state, drive, requester_state,
+    ANSWERED_KEY, Answerer, Ledger, RunBounds, approver_state, claimed_name, drive, refusal_record,
+    requester_state,
 };
 use crate::wire::{RunAgentInput, WireEvent, snapshot_messages};
 
@@ -106,6 +107,9 @@ struct ActiveRun {
     /// Who injected each message (by injection id): the requester four-eyes checks an answer
     /// to a parked injection against.
     injected_by: HashMap<String, String>,
+    /// Who the run is for (its invocation state's `principal`): the only principal who may
+    /// inject into it.
+    requester: Option<String>,
 }
 
 impl std::fmt::Debug for AguiServer {
@@ -691,9 +695,17 @@ pub(crate) fn parse_run_input(body: &[u8]) -> Result<RunAgentInput, ProtocolErro
     Ok(input)
 }
 
-/// Builds the thread's agent, bound to its session (nothing loaded yet).
-fn build_agent(inner: &Inner, thread_id: &str) -> Result<Agent, ProtocolError> {
-    let session = SessionManager::new(inner.store.clone(), thread_id);
+/// Builds the thread's agent, bound to its session (nothing loaded yet), its approval record
+/// kept by `ledger` when given.
+fn build_agent(
+    inner: &Inner,
+    thread_id: &str,
+    ledger: Option<Arc<Ledger>>,
+) -> Result<Agent, ProtocolError> {
+    let mut session = SessionManager::new(inner.store.clone(), thread_id);
+    if let Some(ledger) = ledger {
+        session = session.recording_approvals(ledger);
+    }
     Ok(match &*inner.make_agent {
         MakeAgent::Builder(make) => make(thread_id)
             .session(session)
@@ -703,9 +715,10 @@ fn build_agent(inner: &Inner, thread_id: &str) -> Result<Agent, ProtocolError> {
     })
 }
 
-/// Builds the thread's agent and restores it from the store.
-async fn load(inner: &Inner, thread_id: &str) -> Result<Agent, ProtocolError> {
-    let mut agent = build_agent(inner, thread_id)?;
+/// Builds the thread's agent, its approval record kept by `ledger`, and restores it from the
+/// store.
+async fn load(inner: &Inner, thread_id: &str, ledger: Arc<Ledger>) -> Result<Agent, ProtocolError> {
+    let mut agent = build_agent(inner, thread_id, Some(ledger))?;
     agent
         .load_session()
         .await
@@ -719,13 +732,43 @@ async fn approvals(State(inner): State<Arc<Inner>>, uri: Uri, headers: HeaderMap
     let result = async {
         let who = inner.auth.authenticate(&headers)?;
         let may_answer = |thread: &str| permit(&inner, &who, thread, ThreadAction::Resume).is_ok();
-        crate::inbox::page(&inner.store, &uri, may_answer).await
+        crate::inbox::page(&inner.store, &uri, may_answer, || going_parked(&inner)).await
     }
     .await;
     match result {
         Ok(page) => axum::Json(page).into_response(),
         Err(e) => e.into_response(),
     }
+}
+
+/// The messages injected into runs going in this process and parked on a confirm, by
+/// thread id (read under the lock; who may answer them is asked after, outside it).
+fn going_parked(inner: &Inner) -> Vec<crate::inbox::GoingParked> {
+    let active = inner.active.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut out: Vec<_> = active
+        .iter()
+        .flat_map(|(thread, run)| {
+            run.interceptor
+                .pending_approvals()
+                .into_iter()
+                .flat_map(move |p| {
+                    let injection_id = p.id.to_string();
+                    let text = p.message.text();
+                    parked(p.id, &p.interrupts).into_iter().map(move |i| {
+                        crate::inbox::GoingParked {
+                            thread_id: thread.clone(),
+                            interrupt_id: i.interrupt.resume_id(),
+                            injected_by: run.injected_by.get(&injection_id).cloned(),
+                            injection_id: injection_id.clone(),
+                            text: text.clone(),
+                            reason: i.interrupt.prompt_text(),
+                        }
+                    })
+                })
+        })
+        .collect();
+    out.sort_by(|a, b| a.thread_id.cmp(&b.thread_id));
+    out
 }
 
 /// The most messages `GET /threads/{id}` shows (the latest): an answer of bounded size.
@@ -749,7 +792,7 @@ async fn thread(
             .ok_or_else(|| unknown_thread(&thread_id))?;
         // With the agent as built (its tools' schemas, for the edit), nothing loaded into it.
         let pending = match &snapshot.pending_interrupts {
-            Some(paused) => Asking::new(Some(paused), &build_agent(&inner, &thread_id)?).pending(),
+            Some(paused) => Asking::new(Some(paused), &build_agent(&inner, &thread_id, None)?).pending(),
             None => Vec::new(),
         };
         let messages = snapshot.active_messages();
@@ -941,6 +984,15 @@ async fn start(
                 ));
             }
             permit(&inner, &who, &thread_id, ThreadAction::Inject)?;
+            // An injected message joins the going run and acts under its invocation state:
+            // anyone else's would act as the run's principal (their Cedar permissions, their
+            // name to four-eyes). Closed: a run recording no principal takes no injection.
+            if run.requester.as_deref() != Some(who.id()) {
+                return Err(refuse(
+                    "it runs for another principal, and a message injected into it would act as \
+                     them: send it when the run ends",
+                ));
+            }
             if inner.while_running == WhileRunning::Refuse {
                 return Err(refuse("this server refuses input while a run is going"));
             }
@@ -991,7 +1043,8 @@ async fn start(
     if input.resume.is_some() && stored(&inner, &thread_id).await?.is_none() {
         return Err(unknown_thread(&thread_id));
     }
-    let agent = load(&inner, &thread_id).await?;
+    let ledger = Arc::new(Ledger::default());
+    let mut agent = load(&inner, &thread_id, Arc::clone(&ledger)).await?;
     let pending = agent.pending_interrupts().map(|p| p.pending().to_vec());
     let paused_state = agent
         .pending_interrupts()
@@ -1022,17 +1075,39 @@ async fn start(
     };
     let (agent_input, answered_by) = match (&input.resume, pending) {
         (Some(resume), Some(pending)) => {
-            let asking = Asking::new(agent.pending_interrupts(), &agent);
-            let responses = answers(&pending, &asking, resume)?;
-            if inner.four_eyes {
-                check_four_eyes(
-                    &thread_id,
-                    paused_state.principal(),
-                    &who,
-                    &pending,
-                    &responses,
-                )?;
-            }
+            let checked = answers(
+                &pending,
+                &Asking::new(agent.pending_interrupts(), &agent),
+                resume,
+            )
+            .and_then(|responses| {
+                if inner.four_eyes {
+                    let requester = paused_state.principal();
+                    check_four_eyes(&thread_id, requester, &who, &pending, &responses)?;
+                }
+                Ok(responses)
+            });
+            let responses = match checked {
+                Ok(responses) => responses,
+                Err(e) => {
+                    if REFUSED_ANSWERS.contains(&e.code) {
+                        let refused = resume
+                            .iter()
+                            .filter_map(|r| {
+                                let asked = pending
+                                    .iter()
+                                    .find(|p| p.interrupt.resume_id() == r.interrupt_id)?;
+                                Some(refusal_record(&who, r, asked, &e.message))
+                            })
+                            .collect();
+                        ledger.refused(refused);
+                        if let Err(e) = agent.save_session().await {
+                            tracing::warn!(thread_id, error = %e, "a refused answer's record not written");
+                        }
+                    }
+                    return Err(e);
+                }
+            };
             let ids: Vec<Value> = responses
                 .iter()
                 .map(|r| Value::String(r.interrupt_id.clone()))
@@ -1042,12 +1117,7 @@ async fn start(
             let by: Vec<Answerer> = resume
                 .iter()
                 .map(|r| {
-                    let claimed = r
-                        .metadata
-                        .as_ref()
-                        .and_then(|m| m.get("answeredBy"))
-                        .and_then(Value::as_str)
-                        .map(str::to_owned);
+                    let claimed = claimed_name(r);
                     tracing::info!(
                         target: "rein_agui::audit",
                         thread_id,
@@ -1146,6 +1216,7 @@ async fn start(
                 interceptor: agent.interceptor(),
                 injections: 0,
                 injected_by: HashMap::new(),
+                requester: requester.clone(),
             },
         );
     }
@@ -1154,21 +1225,26 @@ async fn start(
     let bounds = RunBounds {
         max_turns: inner.limits.max_turns_per_run,
     };
-    let recorder = Recorder {
-        store: inner.store.clone(),
-        requester,
-        answered_by,
-    };
+    ledger.answered(requester, answered_by);
     tokio::spawn(async move {
         let guard = ActiveGuard {
             inner: task_inner,
             thread_id: thread_id.clone(),
         };
-        drive(agent, agent_input, thread_id, run_id, recorder, bounds, tx).await;
+        drive(agent, agent_input, thread_id, run_id, &ledger, bounds, tx).await;
         drop(guard);
     });
     Ok(rx)
 }
+
+/// The refusals of an answer that are kept in the approval record (who tried, why): the
+/// answer was well formed and named what waits, and was refused for what it said or who said
+/// it. A malformed resume (unknown, repeated or missing ids) is a client error, not an answer.
+const REFUSED_ANSWERS: [&str; 3] = [
+    "FOUR_EYES",
+    "INVALID_RESUME_PAYLOAD",
+    "FINGERPRINT_MISMATCH",
+];
 
 /// 429 when the server's runs are all taken (checked before loading, and again at the start).
 fn check_run_slots(inner: &Inner) -> Result<(), ProtocolError> {

@@ -1,7 +1,30 @@
 //! Approval records: who answered what a handler asked a person, stored with the session.
 
+use rein_agent::Checkpoint;
+use rein_core::audit::DecisionRecord;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use crate::model::SessionSnapshot;
+
+/// What keeps a session's approval record in the agent's own writes: given to
+/// [`SessionManager::recording_approvals`](crate::SessionManager::recording_approvals), it is
+/// asked, at each checkpoint write, which entries that write appends — so a question is
+/// stored with the pause that asks it and an answer with the write that consumes the pause,
+/// never in a write of their own that a crash could lose.
+pub trait RecordApprovals: Send + Sync + 'static {
+    /// The entries to append with the write that brings the session from `stored` (as last
+    /// read or written) to the agent's `next` checkpoint. Called once per such write; a write
+    /// that fails fails the agent's invocation, and the entries with it.
+    fn records(&self, stored: &SessionSnapshot, next: &Checkpoint) -> Vec<ApprovalRecord>;
+
+    /// The intervention decisions of an invocation that is ending, just before its last write
+    /// (to record the proceeds a handler explained with that write). The default ignores
+    /// them.
+    fn invocation_decisions(&self, decisions: &[DecisionRecord]) {
+        let _ = decisions;
+    }
+}
 
 /// One entry of a session's approval record (issue 38): a question a handler asked a person
 /// (`Asked`), the answer to it (`Approved`, `Rejected`), or a proceed a handler explained with
@@ -45,6 +68,10 @@ pub struct ApprovalRecord {
     /// The answer's note (a reject reason, say).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// Why the answer was refused (`Refused`): four-eyes, an answer that does not fit what
+    /// was asked, another action's fingerprint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<String>,
     /// The detail a handler attached to its decision (`record_detail`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<Value>,
@@ -69,6 +96,10 @@ pub enum ApprovalOutcome {
     Rejected,
     /// A handler let it proceed and said why ([`detail`](ApprovalRecord::detail)).
     Proceeded,
+    /// An answer was refused and nothing applied: who tried ([`approver`](ApprovalRecord::approver)),
+    /// when, what they answered and why it was refused ([`refusal`](ApprovalRecord::refusal)).
+    /// The question still waits.
+    Refused,
 }
 
 impl ApprovalRecord {
@@ -87,6 +118,7 @@ impl ApprovalRecord {
             claimed_approver: None,
             edit: None,
             note: None,
+            refusal: None,
             detail: None,
             asked_at: None,
             answered_at: None,

@@ -10,8 +10,8 @@ use serde_json::Value;
 
 use crate::error::SessionError;
 use crate::model::{
-    SESSION_SCHEMA_VERSION, SessionSnapshot, SessionWrite, json_err, paused_run, schema_of,
-    too_new, validate_session_id,
+    SessionSnapshot, SessionWrite, json_err, paused_run, schema_of, schema_of_writes, too_new,
+    validate_session_id,
 };
 use crate::store::SessionStore;
 
@@ -589,7 +589,7 @@ fn stage(
     }
     let version = expected + 1;
     let entry = LogEntry {
-        schema_version: SESSION_SCHEMA_VERSION,
+        schema_version: schema_of_writes(writes),
         version,
         writes: writes.to_vec(),
     };
@@ -656,9 +656,10 @@ fn settle(
 /// Writes a snapshot of the current version, removes older snapshots, turns the log entries
 /// it covers into tombstones and removes tombstones older than [`GRACE`].
 fn compact(dir: &Path, session_id: &str) -> Result<(), SessionError> {
-    let Some(session) = load_dir(dir, session_id)? else {
+    let Some(mut session) = load_dir(dir, session_id)? else {
         return Ok(());
     };
+    session.schema_version = session.stored_schema();
     let snaps_dir = dir.join(SNAPSHOTS);
     let bytes = serde_json::to_vec_pretty(&session).map_err(|e| json_err("encoding", e))?;
     publish(

@@ -65,7 +65,7 @@ mod sql;
 mod sqlite;
 mod store;
 
-pub use approvals::{ApprovalOutcome, ApprovalRecord};
+pub use approvals::{ApprovalOutcome, ApprovalRecord, RecordApprovals};
 pub use error::SessionError;
 pub use file::FileSessionStore;
 pub use manager::SessionManager;

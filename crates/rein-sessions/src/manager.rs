@@ -1,9 +1,11 @@
 //! [`SessionManager`]: binds an agent to one session of a store.
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use rein_agent::{Checkpoint, SessionBinding};
-use rein_core::{Error, Message, id::MessageId, tool::BoxFuture};
+use rein_core::{Error, Message, audit::DecisionRecord, id::MessageId, tool::BoxFuture};
+
+use crate::approvals::RecordApprovals;
 
 use crate::model::{SessionSnapshot, SessionWrite, StoredMessage, validate_session_id};
 use crate::store::SessionStore;
@@ -44,11 +46,29 @@ use crate::store::SessionStore;
 /// assert_eq!(store.load("user-42").await?.unwrap().messages.len(), 2);
 /// # Ok(()) }
 /// ```
-#[derive(Debug)]
 pub struct SessionManager<S> {
     store: S,
     session_id: String,
     mirror: Mutex<SessionSnapshot>,
+    approvals: Option<Arc<dyn RecordApprovals>>,
+}
+
+impl<S: std::fmt::Debug> std::fmt::Debug for SessionManager<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionManager")
+            .field("store", &self.store)
+            .field("session_id", &self.session_id)
+            .field(
+                "version",
+                &self
+                    .mirror
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .version,
+            )
+            .field("recording_approvals", &self.approvals.is_some())
+            .finish()
+    }
 }
 
 impl<S: SessionStore> SessionManager<S> {
@@ -60,7 +80,17 @@ impl<S: SessionStore> SessionManager<S> {
             mirror: Mutex::new(SessionSnapshot::empty(&session_id)),
             store,
             session_id,
+            approvals: None,
         }
+    }
+
+    /// Keeps the session's approval record with the agent's own writes: each checkpoint write
+    /// (a pause, a resume consuming it, the end of an invocation) appends the entries
+    /// `recorder` gives for it, in the same atomic write.
+    #[must_use]
+    pub fn recording_approvals(mut self, recorder: Arc<dyn RecordApprovals>) -> Self {
+        self.approvals = Some(recorder);
+        self
     }
 
     /// The session id.
@@ -199,8 +229,25 @@ impl<S: SessionStore> SessionBinding for SessionManager<S> {
 
     fn sync<'a>(&'a self, checkpoint: &'a Checkpoint) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(async move {
-            let writes = diff(&self.mirror(), checkpoint);
+            // The guard ends before the write awaits.
+            let writes = {
+                let stored = self.mirror();
+                let mut writes = diff(&stored, checkpoint);
+                if let Some(recorder) = &self.approvals {
+                    let records = recorder.records(&stored, checkpoint);
+                    if !records.is_empty() {
+                        writes.push(SessionWrite::AppendApprovals(records));
+                    }
+                }
+                writes
+            };
             self.commit(writes).await
         })
+    }
+
+    fn invocation_decisions(&self, decisions: &[DecisionRecord]) {
+        if let Some(recorder) = &self.approvals {
+            recorder.invocation_decisions(decisions);
+        }
     }
 }

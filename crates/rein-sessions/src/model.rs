@@ -11,7 +11,27 @@ use serde_json::Value;
 /// The schema version of session records written by this release. Readers accept every
 /// version up to this one (older sessions are upgraded when read) and reject newer ones with
 /// a typed error rather than misreading them.
-pub const SESSION_SCHEMA_VERSION: u32 = 1;
+///
+/// Version 2 added the approval record. A record is marked 2 only when it holds approval
+/// entries (a log entry appending some, a snapshot or SQL session having some): a session
+/// without any stays version 1, readable by release 0.1, and one with some is refused by it as
+/// written by a newer release instead of read as corrupt or without its record.
+pub const SESSION_SCHEMA_VERSION: u32 = 2;
+
+/// The schema version of records that hold no approval entries (release 0.1's).
+const BASE_SCHEMA_VERSION: u32 = 1;
+
+/// The schema version a record holding these writes is marked with.
+pub(crate) fn schema_of_writes(writes: &[SessionWrite]) -> u32 {
+    if writes
+        .iter()
+        .any(|w| matches!(w, SessionWrite::AppendApprovals(r) if !r.is_empty()))
+    {
+        SESSION_SCHEMA_VERSION
+    } else {
+        BASE_SCHEMA_VERSION
+    }
+}
 
 /// A stored message and its stable id.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -165,6 +185,15 @@ impl SessionSnapshot {
                     self.approvals.extend(records.iter().cloned());
                 }
             }
+        }
+    }
+
+    /// The schema version this session is stored with (see [`SESSION_SCHEMA_VERSION`]).
+    pub(crate) fn stored_schema(&self) -> u32 {
+        if self.approvals.is_empty() {
+            BASE_SCHEMA_VERSION
+        } else {
+            SESSION_SCHEMA_VERSION
         }
     }
 

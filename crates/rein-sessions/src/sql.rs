@@ -5,7 +5,9 @@ use rein_core::{Map, Message, id::MessageId};
 use serde_json::Value;
 
 use crate::error::SessionError;
-use crate::model::{SessionSnapshot, SessionWrite, StoredMessage, json_err, paused_run, too_new};
+use crate::model::{
+    SessionSnapshot, SessionWrite, StoredMessage, json_err, paused_run, schema_of_writes, too_new,
+};
 
 /// The tables of both SQL stores, with each database's 64-bit integer type (`int64`) and
 /// `updated_at` column type and default (`timestamp`).
@@ -89,10 +91,10 @@ pub(crate) trait SqlTransaction: Sized {
     /// The session's version, when it exists.
     async fn version(&self, id: &str) -> Result<Option<i64>>;
     /// Inserts the session's row at version 1 unless one exists; whether it was inserted.
-    async fn create(&self, id: &str) -> Result<bool>;
+    async fn create(&self, id: &str, schema: u32) -> Result<bool>;
     /// Moves the session from version `expected` to `expected + 1` (and to the current
     /// schema version); whether it was at `expected`.
-    async fn bump(&self, id: &str, expected: i64) -> Result<bool>;
+    async fn bump(&self, id: &str, expected: i64, schema: u32) -> Result<bool>;
     /// The sequence number after the session's last message (0 when it has none).
     async fn next_seq(&self, id: &str) -> Result<i64>;
     /// Inserts a message (`msg_id`, `json`) at `seq`.
@@ -136,10 +138,14 @@ pub(crate) async fn write<T: SqlTransaction>(
     expected_version: u64,
     writes: &[SessionWrite],
 ) -> Result<u64> {
+    // A session with approval entries is marked with the schema that added them (never
+    // lowered again): see `SESSION_SCHEMA_VERSION`.
+    let schema = schema_of_writes(writes);
     let claimed = if expected_version == 0 {
-        tx.create(session_id).await?
+        tx.create(session_id, schema).await?
     } else {
-        tx.bump(session_id, to_i64(expected_version)?).await?
+        tx.bump(session_id, to_i64(expected_version)?, schema)
+            .await?
     };
     if !claimed {
         let found = tx.version(session_id).await?.map_or(0, from_i64);

@@ -11,7 +11,7 @@ use rusqlite::{
 };
 
 use crate::error::SessionError;
-use crate::model::{SESSION_SCHEMA_VERSION, SessionSnapshot, SessionWrite, validate_session_id};
+use crate::model::{SessionSnapshot, SessionWrite, validate_session_id};
 use crate::sql::{self, Column, ColumnValue, SessionRow, SqlTransaction};
 use crate::store::SessionStore;
 
@@ -221,22 +221,23 @@ impl SqlTransaction for Transaction<'_> {
         )
     }
 
-    async fn create(&self, id: &str) -> sql::Result<bool> {
+    async fn create(&self, id: &str, schema: u32) -> sql::Result<bool> {
         let n = exec(
             self,
             "INSERT INTO rein_sessions (session_id, version, schema_version) \
              VALUES (?1, 1, ?2) ON CONFLICT (session_id) DO NOTHING",
-            params![id, SESSION_SCHEMA_VERSION],
+            params![id, schema],
         )?;
         Ok(n == 1)
     }
 
-    async fn bump(&self, id: &str, expected: i64) -> sql::Result<bool> {
+    async fn bump(&self, id: &str, expected: i64, schema: u32) -> sql::Result<bool> {
         let n = exec(
             self,
-            "UPDATE rein_sessions SET version = version + 1, schema_version = ?3, \
+            "UPDATE rein_sessions SET version = version + 1, \
+             schema_version = MAX(schema_version, ?3), \
              updated_at = CURRENT_TIMESTAMP WHERE session_id = ?1 AND version = ?2",
-            params![id, expected, SESSION_SCHEMA_VERSION],
+            params![id, expected, schema],
         )?;
         Ok(n == 1)
     }

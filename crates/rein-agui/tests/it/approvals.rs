@@ -4,8 +4,12 @@
 //! may answer, a page at a time.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::sync::{Arc, Mutex};
+
 use rein_agui::{Principal, ThreadAction};
-use rein_sessions::{ApprovalOutcome, MemorySessionStore, SessionStore};
+use rein_sessions::{
+    ApprovalOutcome, MemorySessionStore, SessionError, SessionSnapshot, SessionStore, SessionWrite,
+};
 use serde_json::{Value, json};
 
 use crate::common::{Models, events, request, run_input};
@@ -91,7 +95,108 @@ async fn an_edit_under_the_threshold_is_recorded_as_approved_with_the_original_i
     server.shutdown().await.unwrap();
 }
 
-/// A rejection is recorded with its reason; an answer the run refuses is not recorded.
+/// A memory store that keeps the list of every write it applied, in order.
+#[derive(Clone, Default)]
+struct WriteLog {
+    store: MemorySessionStore,
+    writes: Arc<Mutex<Vec<Vec<SessionWrite>>>>,
+}
+
+impl SessionStore for WriteLog {
+    async fn load(&self, session_id: &str) -> Result<Option<SessionSnapshot>, SessionError> {
+        self.store.load(session_id).await
+    }
+
+    async fn write(
+        &self,
+        session_id: &str,
+        expected_version: u64,
+        writes: Vec<SessionWrite>,
+    ) -> Result<u64, SessionError> {
+        let version = self
+            .store
+            .write(session_id, expected_version, writes.clone())
+            .await?;
+        self.writes.lock().unwrap().push(writes);
+        Ok(version)
+    }
+
+    async fn delete(&self, session_id: &str) -> Result<(), SessionError> {
+        self.store.delete(session_id).await
+    }
+}
+
+impl WriteLog {
+    /// The outcomes of the approval records a write appends.
+    fn recorded(write: &[SessionWrite]) -> Vec<ApprovalOutcome> {
+        write
+            .iter()
+            .filter_map(|w| match w {
+                SessionWrite::AppendApprovals(r) => Some(r.iter().map(|r| r.outcome)),
+                _ => None,
+            })
+            .flatten()
+            .collect()
+    }
+
+    /// The write that sets (`true`) or clears the pending interrupts.
+    fn pause_write(&self, set: bool) -> Vec<SessionWrite> {
+        let writes = self.writes.lock().unwrap();
+        writes
+            .iter()
+            .find(|w| {
+                w.iter().any(
+                    |w| matches!(w, SessionWrite::SetPendingInterrupts(p) if p.is_some() == set),
+                )
+            })
+            .cloned()
+            .unwrap_or_else(|| panic!("no write sets the pause to {set}: {writes:?}"))
+    }
+}
+
+/// Issue 38 (records in the run's own write): the question is recorded in the write that
+/// stores the pause, the answer in the write that consumes it, and no write carries records
+/// alone — a process that dies after the run's write keeps its records (there is no second
+/// write to lose).
+#[tokio::test]
+async fn records_are_in_the_runs_own_writes() {
+    let store = WriteLog::default();
+    let server = start(ops(store.clone(), Models::default())).await;
+    let addr = server.local_addr();
+    let asked = ask(addr, "atomic-1").await;
+    assert_eq!(
+        WriteLog::recorded(&store.pause_write(true)),
+        [ApprovalOutcome::Asked]
+    );
+    let resume = json!([{"interruptId": asked["id"], "status": "resolved",
+        "payload": {"approved": true,
+            "approvedActionFingerprint": asked["metadata"]["governance"]["actionFingerprint"]}}]);
+    let (got, _, body) = request(
+        addr,
+        "POST",
+        "/agent",
+        &ALICE,
+        &run_input("atomic-1", None, Some(resume)),
+    )
+    .await;
+    assert_eq!(got, 200, "{body}");
+    assert_eq!(tool_result(&body), "refunded 250 for bob approved by alice");
+    assert_eq!(
+        WriteLog::recorded(&store.pause_write(false)),
+        [ApprovalOutcome::Approved]
+    );
+    let writes = store.writes.lock().unwrap().clone();
+    let alone = writes.iter().filter(|w| {
+        w.iter()
+            .all(|w| matches!(w, SessionWrite::AppendApprovals(_)))
+    });
+    assert_eq!(alone.count(), 0, "{writes:?}");
+    let stored = store.load("atomic-1").await.unwrap().unwrap().approvals;
+    assert_eq!(stored[1].asked, json!({"amount": 250}), "{stored:?}");
+    server.shutdown().await.unwrap();
+}
+
+/// A rejection is recorded with its reason.
 #[tokio::test]
 async fn a_rejection_is_recorded_with_its_reason() {
     let store = MemorySessionStore::new();
@@ -186,5 +291,90 @@ async fn the_inbox_lists_what_the_principal_may_answer_a_page_at_a_time() {
     let (got, body) = get(addr, "/approvals", &cross_site).await;
     assert_eq!(got, 403, "{body}");
     assert_eq!(body["code"], "ORIGIN_NOT_ALLOWED");
+    server.shutdown().await.unwrap();
+}
+
+/// Issue 38 (a refusal is recorded too): bob's own approval under four-eyes and an answer
+/// naming another action's fingerprint are refused; each refusal is in the durable record —
+/// who tried (the principal, the claimed name beside it), when, what they answered, why —
+/// and the question still waits; alice's approval then goes through and is recorded.
+#[tokio::test]
+async fn refused_answers_are_recorded_with_who_and_why() {
+    let store = MemorySessionStore::new();
+    let server = start(ops(store.clone(), Models::default()).four_eyes(true)).await;
+    let addr = server.local_addr();
+    let asked = ask(addr, "refused-1").await;
+    let fingerprint = &asked["metadata"]["governance"]["actionFingerprint"];
+    let answer = |fingerprint: &Value| {
+        json!([{"interruptId": asked["id"], "status": "resolved",
+            "payload": {"approved": true, "edit": {"amount": 200}, "note": "mine",
+                "approvedActionFingerprint": fingerprint},
+            "metadata": {"answeredBy": "the CEO"}}])
+    };
+    let (got, _, body) = request(
+        addr,
+        "POST",
+        "/agent",
+        &BOB,
+        &run_input("refused-1", None, Some(answer(fingerprint))),
+    )
+    .await;
+    assert_eq!(got, 403, "{body}");
+    let (got, _, body) = request(
+        addr,
+        "POST",
+        "/agent",
+        &ALICE,
+        &run_input("refused-1", None, Some(answer(&json!("sha256:another")))),
+    )
+    .await;
+    assert_eq!(got, 409, "{body}");
+
+    let stored = store.load("refused-1").await.unwrap().unwrap();
+    assert!(
+        stored.pending_interrupts.is_some(),
+        "the question still waits"
+    );
+    let refused: Vec<_> = stored
+        .approvals
+        .iter()
+        .filter(|r| r.outcome == ApprovalOutcome::Refused)
+        .collect();
+    assert_eq!(refused.len(), 2, "{:?}", stored.approvals);
+    let own = refused[0];
+    assert_eq!(own.approver.as_deref(), Some("bob"));
+    assert_eq!(own.claimed_approver.as_deref(), Some("the CEO"));
+    assert_eq!(own.requester.as_deref(), Some("bob"));
+    assert_eq!(own.edit, Some(json!({"amount": 200})));
+    assert_eq!(own.asked, json!({"amount": 250}));
+    assert_eq!(own.tool_name.as_deref(), Some("refund"));
+    assert!(
+        own.refusal.as_deref().unwrap().contains("four-eyes"),
+        "{own:?}"
+    );
+    assert!(own.answered_at.is_some());
+    assert_eq!(refused[1].approver.as_deref(), Some("alice"));
+    assert!(refused[1].refusal.is_some(), "{:?}", refused[1]);
+
+    let (got, thread) = get(addr, "/threads/refused-1", &ALICE).await;
+    assert_eq!(got, 200);
+    let served = &thread["approvals"][1];
+    assert_eq!(served["outcome"], "refused", "{thread}");
+    assert_eq!(served["approver"], "bob");
+    assert!(served["refusal"].as_str().unwrap().contains("four-eyes"));
+
+    let (got, _, body) = request(
+        addr,
+        "POST",
+        "/agent",
+        &ALICE,
+        &run_input("refused-1", None, Some(answer(fingerprint))),
+    )
+    .await;
+    assert_eq!(got, 200, "{body}");
+    let stored = store.load("refused-1").await.unwrap().unwrap().approvals;
+    let last = stored.last().unwrap();
+    assert_eq!(last.outcome, ApprovalOutcome::Approved, "{stored:?}");
+    assert_eq!(last.approver.as_deref(), Some("alice"));
     server.shutdown().await.unwrap();
 }

@@ -1,7 +1,8 @@
 //! The approval console in a real browser (headless Debian chromium, driven by playwright-core
 //! from Node: `tests/js/console_browser.cjs`), at 1280 px and at a phone's 390 px: approve,
 //! approve after a restart and a reload with auth on (sign in first), edit through the form
-//! (a refused edit leaves the card working), reject with a reason, four-eyes, the phone layout.
+//! (a refused edit leaves the card working), reject with a reason, four-eyes, the phone layout,
+//! a page opened during a run that shows its end.
 //! Screenshots are kept under `target/tmp/rein-agui-console/`; with
 //! `REIN_AGUI_UPDATE_SCREENSHOT=1` those the docs show are copied to docs/images
 //! (`bash docs/images/agui-console.sh`). SKIPPED without `REIN_AGUI_NODE_MODULES` and
@@ -340,6 +341,62 @@ async fn four_eyes_in_the_console() {
             decisions.contains("Approved Refund by alice"),
             "{decisions}"
         );
+    }
+    server.shutdown().await.unwrap();
+}
+
+/// Issue 38: a page opened (or reloaded) while the thread's run is going says so, and shows
+/// the run's answer once it ends — it reads the thread again until then — instead of
+/// "working…" for ever. The run is started by the test and held at its gate until the page
+/// says it is following; the page is never reloaded after that.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_opened_during_a_run_shows_its_end() {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let Some((modules, chromium)) = browser() else {
+        return;
+    };
+    let server = common::start(MemorySessionStore::new()).await;
+    let addr = server.local_addr();
+    for width in [1280, 390] {
+        let thread = format!("gate-follow-{width}");
+        let input = common::run_input(&thread, Some("go through the gate"), None);
+        let run = tokio::spawn(async move { common::http(addr, "POST", "/agent", &input).await });
+        common::wait_running(addr, &thread).await;
+
+        let shots = shots().to_string_lossy().into_owned();
+        let script = format!(
+            "{}/tests/js/console_browser.cjs",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let mut node = tokio::process::Command::new("node")
+            .env("REIN_AGUI_TOKEN", common::TOKEN)
+            .arg(script)
+            .args([&modules, &chromium, &server.url(), &shots, "follow"])
+            .args([width.to_string(), thread.clone()])
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("node runs");
+        let mut lines = BufReader::new(node.stdout.take().unwrap()).lines();
+        let mut page = Value::Null;
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if line == "READY" {
+                // The page shows the run as going: now let it end.
+                common::open_gate(&thread);
+            } else {
+                page = serde_json::from_str(&line).unwrap();
+            }
+        }
+        assert!(node.wait().await.unwrap().success(), "the driver failed");
+        let (got, _) = run.await.unwrap();
+        assert_eq!(got, 200);
+        assert_eq!(page["pageErrors"], json!([]), "{page}");
+        assert_eq!(text(&page, "statusWhileRunning"), "working…", "{page}");
+        let transcript = text(&page, "transcript");
+        for shown in ["go through the gate", "← through", "Through the gate."] {
+            assert!(transcript.contains(shown), "{shown:?} not in {transcript}");
+        }
+        assert!(text(&page, "approvals").contains("Nothing waits for you."));
     }
     server.shutdown().await.unwrap();
 }

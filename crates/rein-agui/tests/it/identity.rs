@@ -10,7 +10,7 @@ use rein_core::ToolHandle;
 use rein_interventions::cedar::CedarAuthorizer;
 use rein_interventions::{BeforeToolCallAction, Intervention};
 use rein_models::{ScriptedModel, SharedModel};
-use rein_sessions::MemorySessionStore;
+use rein_sessions::{MemorySessionStore, SessionStore};
 use serde_json::{Value, json};
 
 use crate::common::{Models, events, request, run_input};
@@ -21,7 +21,7 @@ pub(crate) const BOB: [(&str, &str); 1] = [("Authorization", "Bearer bob-token-0
 /// An ops assistant: every thread's model asks for a refund of 250. On `cedar-*` threads a
 /// Cedar policy permits refunds for alice only; on other threads a handler asks a person to
 /// approve refunds over 100, naming the requester it reads from the invocation state.
-pub(crate) fn ops(store: MemorySessionStore, models: Models) -> AguiServer {
+pub(crate) fn ops<S: SessionStore + Clone>(store: S, models: Models) -> AguiServer {
     AguiServer::new(store, move |thread| {
         let model = models
             .lock()
@@ -246,7 +246,8 @@ async fn four_eyes_lets_the_requester_reject() {
 }
 
 /// Four-eyes for a message injected into a going run and parked on a confirm: whoever injected
-/// it may not approve it; another principal may.
+/// it may not approve it; another principal may. Only the run's own principal may inject into
+/// it: another's message would act as them (issue 38).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_eyes_holds_for_a_parked_injection() {
     let server = crate::common::server(MemorySessionStore::new())
@@ -281,6 +282,16 @@ async fn four_eyes_holds_for_a_parked_injection() {
         "POST",
         "/agent",
         &BOB,
+        &run_input("parked-fe", Some("act as alice"), None),
+    )
+    .await;
+    assert_eq!(got, 409, "{body}");
+    assert!(body.contains("another principal"), "{body}");
+    let (got, _, body) = request(
+        addr,
+        "POST",
+        "/agent",
+        &ALICE,
         &run_input("parked-fe", Some("also X"), None),
     )
     .await;
@@ -297,6 +308,16 @@ async fn four_eyes_holds_for_a_parked_injection() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     assert!(asked.is_object(), "never parked");
+    // The inbox lists it (issue 38), with who injected it as its requester.
+    let (got, _, inbox) = request(addr, "GET", "/approvals", &BOB, "").await;
+    assert_eq!(got, 200, "{inbox}");
+    let inbox: Value = serde_json::from_str(&inbox).unwrap();
+    let listed = &inbox["parkedInjections"][0];
+    assert_eq!(listed["threadId"], "parked-fe", "{inbox}");
+    assert_eq!(listed["interruptId"], asked["id"]);
+    assert_eq!(listed["requester"], "alice");
+    assert_eq!(listed["text"], "also X");
+    assert_eq!(listed["link"], "./?thread=parked-fe");
     let answer = json!([{"interruptId": asked["id"], "status": "resolved",
         "payload": {"approved": true,
             "approvedActionFingerprint": asked["metadata"]["governance"]["actionFingerprint"]}}]);
@@ -304,7 +325,7 @@ async fn four_eyes_holds_for_a_parked_injection() {
         addr,
         "POST",
         "/agent",
-        &BOB,
+        &ALICE,
         &run_input("parked-fe", None, Some(answer.clone())),
     )
     .await;
@@ -314,7 +335,7 @@ async fn four_eyes_holds_for_a_parked_injection() {
         addr,
         "POST",
         "/agent",
-        &ALICE,
+        &BOB,
         &run_input("parked-fe", None, Some(answer)),
     )
     .await;

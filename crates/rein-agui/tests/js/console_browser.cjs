@@ -10,6 +10,9 @@
 //                 through the form is approved
 //   reject        reject with a reason
 //   always        human_approval's "always": approve and trust the tool for the session
+//   follow        open a thread whose run is going (the test started it): the page says it is
+//                 working, prints READY (the test then lets the run finish) and shows the
+//                 answer once the run ends, without a reload
 //   layout        the page with an approval waiting (for the phone layout's measurements)
 //   four-eyes     bob asks for a refund and may not approve it himself; alice signs in and does
 //                 (the tokens of the identity tests' server: bob-token-…, alice-token-…)
@@ -188,6 +191,18 @@ const scenarios = {
     await page.waitForFunction(() => document.getElementById("status").textContent === "idle");
     out.transcript = await text(page, "#transcript");
     out.decisions = await text(page, "#decisions");
+  },
+
+  async follow(page, context, out) {
+    await page.goto(withToken(url, thread));
+    await page.waitForFunction(() => document.getElementById("status").textContent === "working…", null, wait);
+    out.statusWhileRunning = await text(page, "#status");
+    await page.screenshot({ path: path.join(shots, `console-following-${width}.png`) });
+    process.stdout.write("READY\n");
+    await page.getByText("Through the gate.").waitFor(wait);
+    await page.waitForFunction(() => document.getElementById("status").textContent === "idle", null, wait);
+    out.transcript = await text(page, "#transcript");
+    out.approvals = await text(page, "#approvals");
   },
 
   async layout(page, context, out) {

@@ -19,7 +19,7 @@ pub use builder::{PostgresSessionStoreBuilder, TlsMode, TlsRoots};
 use retry::{RetryPolicy, is_transient};
 
 use crate::error::SessionError;
-use crate::model::{SESSION_SCHEMA_VERSION, SessionSnapshot, SessionWrite, validate_session_id};
+use crate::model::{SessionSnapshot, SessionWrite, validate_session_id};
 use crate::sql::{self, Column, ColumnValue, SessionRow, SqlTransaction};
 use crate::store::SessionStore;
 
@@ -486,9 +486,9 @@ impl PgTx<'_> {
     }
 }
 
-/// The schema version, in the column's type.
-fn schema_version() -> i32 {
-    i32::try_from(SESSION_SCHEMA_VERSION).unwrap_or(i32::MAX)
+/// A schema version, in the column's type.
+fn schema_version(schema: u32) -> i32 {
+    i32::try_from(schema).unwrap_or(i32::MAX)
 }
 
 /// Runs a statement; the number of rows it changed.
@@ -551,25 +551,26 @@ impl SqlTransaction for PgTx<'_> {
             .map_err(db_err)
     }
 
-    async fn create(&self, id: &str) -> sql::Result<bool> {
+    async fn create(&self, id: &str, schema: u32) -> sql::Result<bool> {
         let n = exec(
             self,
             "INSERT INTO rein_sessions (session_id, version, schema_version, write_ids) \
              VALUES ($1, 1, $2, ARRAY[$3::text]) ON CONFLICT (session_id) DO NOTHING",
-            &[&id, &schema_version(), &self.write_id()],
+            &[&id, &schema_version(schema), &self.write_id()],
         )
         .await?;
         Ok(n == 1)
     }
 
-    async fn bump(&self, id: &str, expected: i64) -> sql::Result<bool> {
+    async fn bump(&self, id: &str, expected: i64, schema: u32) -> sql::Result<bool> {
         // Keeps the newest WRITE_ID_WINDOW (16) write ids.
         let n = exec(
             self,
-            "UPDATE rein_sessions SET version = version + 1, schema_version = $3, \
+            "UPDATE rein_sessions SET version = version + 1, \
+             schema_version = GREATEST(schema_version, $3), \
              updated_at = now(), write_ids = (ARRAY[$4::text] || COALESCE(write_ids, '{}'))[1:16] \
              WHERE session_id = $1 AND version = $2",
-            &[&id, &expected, &schema_version(), &self.write_id()],
+            &[&id, &expected, &schema_version(schema), &self.write_id()],
         )
         .await?;
         Ok(n == 1)

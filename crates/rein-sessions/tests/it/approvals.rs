@@ -126,3 +126,101 @@ async fn the_file_store_indexes_sessions_written_before_its_index() {
         vec!["old-paused".to_owned()]
     );
 }
+
+/// The schema version of a stored JSON file.
+fn schema_in(path: &std::path::Path) -> u64 {
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    v["schema_version"].as_u64().unwrap()
+}
+
+/// Issue 38 (file-store compatibility): a log entry appending approval records, and a
+/// snapshot holding some, are marked schema version 2 — release 0.1 (which reads 1) refuses
+/// them as written by a newer release instead of reading a corrupt entry or a session without
+/// its record — while a session without approval records stays at version 1, readable by it.
+#[tokio::test]
+async fn the_file_store_marks_records_with_approvals_as_the_newer_schema() {
+    let dir = TempDir::new("approvals-schema");
+    let root = dir.path().join("files");
+    let store = FileSessionStore::new(&root).compact_after(3);
+    let with = session_id("with");
+    let without = session_id("without");
+    for id in [&with, &without] {
+        store.write(id, 0, pause()).await.unwrap();
+    }
+    let answer = vec![
+        SessionWrite::SetPendingInterrupts(None),
+        SessionWrite::AppendApprovals(vec![record(ApprovalOutcome::Approved)]),
+    ];
+    store.write(&with, 1, answer).await.unwrap();
+    store
+        .write(&without, 1, vec![SessionWrite::SetPendingInterrupts(None)])
+        .await
+        .unwrap();
+    let log = |id: &str, v: u64| root.join(id).join("log").join(format!("{v:020}.json"));
+    assert_eq!(schema_in(&log(&with, 1)), 1);
+    assert_eq!(schema_in(&log(&with, 2)), 2);
+    assert_eq!(schema_in(&log(&without, 2)), 1);
+
+    // Compacted: the snapshot of a session with records is 2, of one without 1.
+    for id in [&with, &without] {
+        let hello = StoredMessage::new(MessageId::new(), Message::user("hello"));
+        store
+            .write(id, 2, vec![SessionWrite::AppendMessage(hello)])
+            .await
+            .unwrap();
+    }
+    let snapshot = |id: &str| {
+        root.join(id)
+            .join("snapshots")
+            .join(format!("{:020}.json", 3))
+    };
+    assert_eq!(schema_in(&snapshot(&with)), 2);
+    assert_eq!(schema_in(&snapshot(&without)), 1);
+    // Both load here, the record intact.
+    let loaded = store.load(&with).await.unwrap().unwrap();
+    assert_eq!(loaded.approvals, vec![record(ApprovalOutcome::Approved)]);
+    assert!(
+        store
+            .load(&without)
+            .await
+            .unwrap()
+            .unwrap()
+            .approvals
+            .is_empty()
+    );
+}
+
+/// The SQL stores mark a session's row the same way: 2 from its first write with approval
+/// records on (never lowered), 1 before.
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn the_sqlite_store_marks_sessions_with_approvals_as_the_newer_schema() {
+    let dir = TempDir::new("approvals-sqlite-schema");
+    let path = dir.path().join("sessions.db");
+    let store = rein_sessions::SqliteSessionStore::open(&path)
+        .await
+        .unwrap();
+    let id = session_id("sql");
+    store.write(&id, 0, pause()).await.unwrap();
+    let schema = || {
+        let db = rusqlite::Connection::open(&path).unwrap();
+        db.query_row(
+            "SELECT schema_version FROM rein_sessions WHERE session_id = ?1",
+            [&id],
+            |r| r.get::<_, i64>(0),
+        )
+        .unwrap()
+    };
+    assert_eq!(schema(), 1);
+    let answer = vec![SessionWrite::AppendApprovals(vec![record(
+        ApprovalOutcome::Approved,
+    )])];
+    store.write(&id, 1, answer).await.unwrap();
+    assert_eq!(schema(), 2);
+    store
+        .write(&id, 2, vec![SessionWrite::SetPendingInterrupts(None)])
+        .await
+        .unwrap();
+    assert_eq!(schema(), 2);
+    assert_eq!(store.load(&id).await.unwrap().unwrap().approvals.len(), 1);
+}
