@@ -639,6 +639,38 @@ async fn the_same_idempotency_key_twice_is_one_invoke_resume_or_inject() {
         1,
         "{history}"
     );
+
+    // The same through `Client`: its requests' idempotency keys go as the header.
+    let before = ledger_lines(&ledger).len();
+    let invoke = || InvokeRequest::text("steps 2").idempotency_key("client-inv");
+    let a = client.invoke("k2", invoke()).await.unwrap();
+    let b = client.invoke("k2", invoke()).await.unwrap();
+    assert_eq!(a, b);
+    assert_eq!(ledger_lines(&ledger).len(), before + 2, "one run, not two");
+    let paused = client
+        .invoke("d2", InvokeRequest::text("delete /y"))
+        .await
+        .unwrap();
+    let resume = || {
+        ResumeRequest::new(vec![paused.interrupts[0].answer(json!({"approved": true}))])
+            .idempotency_key("client-res")
+    };
+    let a = client.resume("d2", resume()).await.unwrap();
+    let b = client.resume("d2", resume()).await.unwrap();
+    assert_eq!(a, b);
+    assert_eq!(a.text, "Deleted.");
+    let history = serde_json::to_string(&client.session("d2").await.unwrap().messages).unwrap();
+    assert_eq!(
+        history.matches("deleted \\\"/y\\\"").count(),
+        1,
+        "{history}"
+    );
+    // Without a key the second is refused: nothing is pending any more.
+    let e = client
+        .resume("d2", ResumeRequest::new(resume().answers))
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), Some(409), "{e}");
 }
 
 /// Issue #37: SIGTERM lets the run in flight finish on the worker (within its grace period, 5 s
