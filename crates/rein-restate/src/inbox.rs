@@ -1,8 +1,9 @@
 //! `ReinInbox`: what other processes send a session's run (SPEC §5 across processes).
 //!
 //! An injected message gets its id here, when it is accepted, and waits in the session's queue
-//! in arrival order. The run takes the queue at each turn boundary with a call that Restate
-//! journals (a crash of the run's worker replays the same items: none lost, none twice) and
+//! in arrival order, and the running run is signalled. The run takes the queue at its first
+//! turn boundary after the signal with a call that Restate journals (a crash of the run's
+//! worker replays the same items: none lost, none twice) and
 //! reports each item's outcome back here, where the sender reads it. Items still queued when
 //! the run ends are rejected (`run ended`); a run paused on interrupts keeps them for its
 //! resume. Injecting when no run is going or paused is a 409 (`NoActiveRun`).
