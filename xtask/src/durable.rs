@@ -26,6 +26,18 @@ impl Drop for Proc {
     }
 }
 
+/// CPU time (user + system) a process has used so far, from `/proc/<pid>/stat`; `None` off
+/// Linux.
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command name (which may hold spaces), from the third on.
+    let rest = stat.get(stat.rfind(')')? + 2..)?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    // The kernel's USER_HZ is 100 on every Linux ABI Rust targets.
+    Some(ticks / 100.0)
+}
+
 fn free_port() -> Option<u16> {
     Some(
         TcpListener::bind("127.0.0.1:0")
@@ -78,7 +90,9 @@ pub(crate) fn run(rec: &Recorder, rt: &tokio::runtime::Runtime, quick: bool) {
     let _ = std::fs::create_dir_all(dir.join("tmp"));
     let started = Command::new(&server)
         .arg("--no-logo")
-        .env("RESTATE_BASE_DIR", &dir)
+        // Its data beside the scratch directory, not above it: restate-server reads a
+        // directory in its base directory as an earlier node's data (and refuses to start).
+        .env("RESTATE_BASE_DIR", dir.join("data"))
         .env("TMPDIR", dir.join("tmp"))
         .env("RESTATE_LISTEN_MODE", "tcp")
         .env(
@@ -102,7 +116,7 @@ pub(crate) fn run(rec: &Recorder, rt: &tokio::runtime::Runtime, quick: bool) {
     let ingress = format!("http://127.0.0.1:{ingress}");
     let admin = format!("http://127.0.0.1:{admin}");
     rt.block_on(async {
-        if let Err(e) = measure(rec, &worker, &ingress, &admin, port, quick).await {
+        if let Err(e) = measure(rec, &worker, &ingress, &admin, port, quick, server.0.id()).await {
             eprintln!("durable: {e}");
         }
     });
@@ -164,6 +178,7 @@ async fn measure(
     admin: &str,
     port: u16,
     quick: bool,
+    server: u32,
 ) -> Result<(), String> {
     wait_for(&format!("{admin}/health")).await?;
     wait_for(&format!("{ingress}/restate/health")).await?;
@@ -171,7 +186,7 @@ async fn measure(
 
     // Per journaled step: a sequential run of N tool turns, durable vs in-process.
     {
-        let _worker = start_worker(binary, admin, port, true, 0).await?;
+        let worker = start_worker(binary, admin, port, true, 0).await?;
         let steps = 50;
         client
             .invoke("warm", InvokeRequest::text("say hi"))
@@ -179,6 +194,13 @@ async fn measure(
             .map_err(|e| e.to_string())?;
         let rounds = if quick { 3 } else { 10 };
         let mut durable = Vec::new();
+        let cpu = || {
+            (
+                cpu_seconds(worker.0.id()).unwrap_or(f64::NAN),
+                cpu_seconds(server).unwrap_or(f64::NAN),
+            )
+        };
+        let (worker_before, server_before) = cpu();
         for r in 0..rounds {
             let t0 = Instant::now();
             let report = client
@@ -193,6 +215,7 @@ async fn measure(
             }
             durable.push(t0.elapsed().as_secs_f64());
         }
+        let (worker_after, server_after) = cpu();
         let mut local = Vec::new();
         for _ in 0..rounds {
             let mut script = ScriptedModel::builder().record_requests(false);
@@ -220,14 +243,32 @@ async fn measure(
             xs[xs.len() / 2]
         };
         let (d, l) = (median(&mut durable), median(&mut local));
-        // Journaled per run: a model call per turn, a tool call per step, an inbox call per
-        // turn boundary, the inbox's open and close, the save.
-        let journaled = (2 * steps + 1 + steps + 3) as f64;
-        let note = json!({"note": "(durable run - in-process run) / journaled steps; one worker, 50 tool turns"});
+        // A step is a model call or a tool call (2 per tool turn, and the last answer): what
+        // the run does, each journaled. What durability adds around them — the turn boundaries'
+        // inbox checks, the inbox's open and close, the save — is spread over them.
+        let journaled = (2 * steps + 1) as f64;
+        let note = json!({"note": "(durable run - in-process run) / steps (model and tool calls, each journaled; the run's other overhead spread over them); one worker, 50 tool turns"});
         rec.record(
             "durable_step",
             "per_journaled_step",
             (d - l) / journaled * 1e6,
+            "us",
+            note,
+        );
+        // CPU per journaled step, the worker's and restate-server's apart (what sizing needs).
+        let all_steps = journaled * rounds as f64;
+        let note = json!({"note": "CPU (user + system) over the durable runs / steps"});
+        rec.record(
+            "durable_step",
+            "worker_cpu_per_step",
+            (worker_after - worker_before) / all_steps * 1e6,
+            "us",
+            note.clone(),
+        );
+        rec.record(
+            "durable_step",
+            "server_cpu_per_step",
+            (server_after - server_before) / all_steps * 1e6,
             "us",
             note,
         );

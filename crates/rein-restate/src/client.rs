@@ -50,9 +50,12 @@ impl Client {
     }
 
     /// Runs the session's agent on new input and waits for the run's end (an interrupt ends
-    /// it too: answer with [`resume`](Self::resume)).
+    /// it too: answer with [`resume`](Self::resume)). With an
+    /// [`idempotency_key`](InvokeRequest::idempotency_key), sending it again runs nothing more
+    /// and returns the first run's report.
     pub async fn invoke(&self, session: &str, request: InvokeRequest) -> Result<RunReport, Error> {
-        self.call("ReinAgent", session, "invoke", Some(&request))
+        let key = request.idempotency_key.clone();
+        self.call("ReinAgent", session, "invoke", Some(&request), key)
             .await
     }
 
@@ -63,8 +66,9 @@ impl Client {
             #[serde(rename = "invocationId")]
             invocation_id: String,
         }
+        let key = request.idempotency_key.clone();
         let sent: Sent = self
-            .call("ReinAgent", session, "invoke/send", Some(&request))
+            .call("ReinAgent", session, "invoke/send", Some(&request), key)
             .await?;
         Ok(sent.invocation_id)
     }
@@ -79,20 +83,25 @@ impl Client {
         self.send(self.http.get(url)).await
     }
 
-    /// Answers the session's pending interrupts and waits for the run's end.
+    /// Answers the session's pending interrupts and waits for the run's end. With an
+    /// [`idempotency_key`](ResumeRequest::idempotency_key), sending it again returns the first
+    /// resume's report.
     pub async fn resume(&self, session: &str, request: ResumeRequest) -> Result<RunReport, Error> {
-        self.call("ReinAgent", session, "resume", Some(&request))
+        let key = request.idempotency_key.clone();
+        self.call("ReinAgent", session, "resume", Some(&request), key)
             .await
     }
 
-    /// Injects a message into the session's running (or paused) run. With an idempotency key,
-    /// sending it again returns the first acceptance.
+    /// Injects a message into the session's running (or paused) run. With an
+    /// [`idempotency_key`](InjectRequest::idempotency_key), sending it again returns the first
+    /// acceptance.
     pub async fn inject(
         &self,
         session: &str,
         request: InjectRequest,
     ) -> Result<InjectionReport, Error> {
-        self.call("ReinInbox", session, "inject", Some(&request))
+        let key = request.idempotency_key.clone();
+        self.call("ReinInbox", session, "inject", Some(&request), key)
             .await
     }
 
@@ -102,24 +111,26 @@ impl Client {
         session: &str,
         id: InjectionId,
     ) -> Result<InjectionReport, Error> {
-        self.call("ReinInbox", session, "status", Some(&id)).await
+        self.call("ReinInbox", session, "status", Some(&id), None)
+            .await
     }
 
     /// Cancels the session's running run; `false` when none was running.
     pub async fn cancel(&self, session: &str) -> Result<bool, Error> {
-        self.call("ReinInbox", session, "cancel", None::<&()>).await
+        self.call("ReinInbox", session, "cancel", None::<&()>, None)
+            .await
     }
 
     /// Ends the session's run that cannot go on and saves what it did (see the guide's
     /// "Abandon a run"): the abandoned run's report.
     pub async fn abandon(&self, session: &str) -> Result<RunReport, Error> {
-        self.call("ReinAgent", session, "abandon", None::<&()>)
+        self.call("ReinAgent", session, "abandon", None::<&()>, None)
             .await
     }
 
     /// The session's messages, pending interrupts and last run.
     pub async fn session(&self, session: &str) -> Result<SessionView, Error> {
-        self.call("ReinAgent", session, "session", None::<&()>)
+        self.call("ReinAgent", session, "session", None::<&()>, None)
             .await
     }
 
@@ -129,9 +140,15 @@ impl Client {
         key: &str,
         handler: &str,
         body: Option<&B>,
+        idempotency_key: Option<String>,
     ) -> Result<R, Error> {
         let url = format!("{}/{object}/{}/{handler}", self.ingress, encode(key));
         let mut request = self.http.post(url);
+        if let Some(idempotency_key) = idempotency_key {
+            let value = reqwest::header::HeaderValue::from_str(&idempotency_key)
+                .map_err(|_| Error::Config("an idempotency key is visible ASCII".into()))?;
+            request = request.header("idempotency-key", value);
+        }
         // A handler without input takes no body at all.
         if let Some(body) = body {
             let body = serde_json::to_vec(body).map_err(|e| Error::Decode(e.to_string()))?;

@@ -26,6 +26,22 @@ pub enum Error {
         /// What Restate said.
         message: String,
     },
+    /// [`register`](crate::register) refused: Restate holds a deployment at this address that
+    /// serves other services than the agent's. Overwriting it would move the invocations pinned
+    /// to it onto other code: register the agent's workers at a new address (the guide's
+    /// rollout), or, knowingly, overwrite it with
+    /// [`register_replacing`](crate::register_replacing).
+    #[error(
+        "{url} is registered already, with other services: register the workers at a new \
+         address (a new deployment; keep the old one until its runs have ended), or overwrite \
+         it knowingly with register_replacing ({message})"
+    )]
+    DeploymentExists {
+        /// The deployment's address.
+        url: String,
+        /// What Restate said.
+        message: String,
+    },
     /// A response was not the JSON expected.
     #[error("unexpected response: {0}")]
     Decode(String),

@@ -1,8 +1,9 @@
 //! `ReinInbox`: what other processes send a session's run (SPEC §5 across processes).
 //!
 //! An injected message gets its id here, when it is accepted, and waits in the session's queue
-//! in arrival order. The run takes the queue at each turn boundary with a call that Restate
-//! journals (a crash of the run's worker replays the same items: none lost, none twice) and
+//! in arrival order, and the running run is signalled. The run takes the queue at its first
+//! turn boundary after the signal with a call that Restate journals (a crash of the run's
+//! worker replays the same items: none lost, none twice) and
 //! reports each item's outcome back here, where the sender reads it. Items still queued when
 //! the run ends are rejected (`run ended`); a run paused on interrupts keeps them for its
 //! resume. Injecting when no run is going or paused is a 409 (`NoActiveRun`).
@@ -83,6 +84,39 @@ struct Meta {
     /// The running run was cancelled: it stops at its next turn boundary.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     stop: bool,
+    /// Signals sent to the running run (its `inbox-<n>` is the next one's name).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    signals: u64,
+    /// A signal is out that the run has not answered with a `take` yet (one is enough).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    signalled: bool,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// The name of the run's `n`-th inbox signal.
+pub(crate) fn signal_name(n: u64) -> String {
+    format!("inbox-{n}")
+}
+
+/// Tells the running run that its inbox has something for it (a message queued, a cancel),
+/// unless a signal it has not answered yet is out: the run calls `take` at its next turn
+/// boundary only after a signal, so a turn with nothing queued costs no call (issue #37).
+fn signal(ctx: &ObjectContext<'_>, meta: &mut Meta) {
+    if meta.signalled || meta.status != RunStatus::Running {
+        return;
+    }
+    let Some(run) = meta.invocation.clone() else {
+        // Claimed, not opened yet: `open` signals what is queued by then.
+        return;
+    };
+    ctx.invocation_handle(run)
+        .signal(signal_name(meta.signals))
+        .resolve(());
+    meta.signals += 1;
+    meta.signalled = true;
 }
 
 /// What the run gets at a turn boundary: the queued messages, or the word to stop (the
@@ -240,6 +274,7 @@ impl ReinInbox {
         ctx.set(&id_key(id), Json(seq));
         ctx.set(&item_key(seq), Json(item));
         forget_old(&ctx, &mut meta).await?;
+        signal(&ctx, &mut meta);
         ctx.set(META, Json(meta));
         Ok(Json(report))
     }
@@ -301,6 +336,7 @@ impl ReinInbox {
         };
         if !meta.stop {
             meta.stop = true;
+            signal(&ctx, &mut meta);
             ctx.set(META, Json(meta));
             ctx.object_client::<ReinInboxClient>(ctx.key().to_owned())
                 .cancel_now(Json(invocation))
@@ -371,6 +407,12 @@ impl ReinInbox {
         meta.status = RunStatus::Running;
         meta.invocation = Some(invocation.into_inner());
         meta.stop = false;
+        meta.signals = 0;
+        meta.signalled = false;
+        // Kept for this run (it was paused), or sent while `invoke` claimed the session.
+        if meta.head != meta.next {
+            signal(&ctx, &mut meta);
+        }
         ctx.set(META, Json(meta));
         Ok(())
     }
@@ -379,6 +421,10 @@ impl ReinInbox {
     #[handler(ingress_private)]
     async fn take(&self, ctx: ObjectContext<'_>) -> Result<Json<Turn>, HandlerError> {
         let mut meta = load(&ctx).await?;
+        if meta.signalled {
+            meta.signalled = false;
+            ctx.set(META, Json(meta.clone()));
+        }
         if meta.stop {
             return Ok(Json(Turn {
                 items: Vec::new(),
@@ -475,6 +521,8 @@ async fn close(ctx: &ObjectContext<'_>, mut meta: Meta, paused: bool) -> Result<
     meta.invocation = None;
     meta.claim = None;
     meta.stop = false;
+    meta.signals = 0;
+    meta.signalled = false;
     if paused {
         meta.status = RunStatus::Paused;
     } else {
@@ -642,6 +690,8 @@ mod legacy {
                     queued_bytes,
                     claim: None,
                     stop: false,
+                    signals: 0,
+                    signalled: false,
                 },
                 items: items.into_iter().collect(),
             }
@@ -680,6 +730,8 @@ mod tests {
                 queued_bytes: 45,
                 claim: None,
                 stop: false,
+                signals: 0,
+                signalled: false,
             }
         );
         let items: Vec<(u64, Item)> = converted.items;

@@ -48,7 +48,7 @@ mod worker;
 pub use caller::{Caller, Operation, Refusal};
 pub use client::Client;
 pub use error::Error;
-pub use worker::{BoundWorker, Worker, register, shutdown_signal};
+pub use worker::{BoundWorker, Deployment, Worker, register, register_replacing, shutdown_signal};
 
 // docs/durable-execution.md is compiled as the facade's doc test (feature `restate`), against
 // `rein::restate`.

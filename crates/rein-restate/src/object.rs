@@ -29,7 +29,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::caller::{AUTHENTICATE, Callers, Operation};
-use crate::inbox::{InboxOutcome, ReinInbox, ReinInboxClient};
+use crate::inbox::{InboxOutcome, ReinInbox, ReinInboxClient, signal_name};
 use crate::tail::{self, TAIL, TailBinding, TailEntry, TailHead, entry_key};
 use crate::wire::{InvokeRequest, ResumeRequest, RunReport, SessionView};
 
@@ -401,6 +401,12 @@ impl ReinAgent {
 
         let cancel = agent.cancel_handle();
         let mut written = 0;
+        // The inbox signals the run (`inbox-<n>`) when it has something for it; a turn boundary
+        // calls `take` only after a signal. Whether the signal came is read against a timer of
+        // no duration set at the previous boundary (fired by now, as a rule): the one of the two
+        // whose completion Restate journaled first wins, so a replay decides the same way.
+        let mut signals = 0u64;
+        let mut timer = ctx.sleep(std::time::Duration::ZERO);
         let result = {
             let run = agent.invoke(input);
             tokio::pin!(run);
@@ -408,7 +414,38 @@ impl ReinAgent {
                 tokio::select! {
                     biased;
                     result = &mut run => break result,
-                    Some(op) = rx.recv() => serve(&ctx, &key, op, &cancel, &mut written).await,
+                    Some(op) = rx.recv() => match op {
+                        Op::Injections { reply } => {
+                            let fired = std::mem::replace(
+                                &mut timer,
+                                ctx.sleep(std::time::Duration::ZERO),
+                            );
+                            let signal = ctx.signal::<()>(&signal_name(signals));
+                            let signalled = restate_sdk::select! {
+                                _ = signal => Some(true),
+                                _ = fired => Some(false),
+                                on_cancel => None,
+                            };
+                            match signalled {
+                                Some(true) => {
+                                    signals += 1;
+                                    take(&ctx, &key, &cancel, reply).await;
+                                }
+                                Some(false) => {
+                                    let _ = reply.send(Ok(Vec::new()));
+                                }
+                                // Cancelled through Restate: the run stops as a cancelled run
+                                // does.
+                                None => {
+                                    cancel.cancel();
+                                    let _ = reply.send(Err(Error::Internal(
+                                        "the durable invocation was cancelled",
+                                    )));
+                                }
+                            }
+                        }
+                        op => serve(&ctx, &key, op, &cancel, &mut written).await,
+                    },
                 }
             }
         };
@@ -658,28 +695,9 @@ async fn serve(
             };
             let _ = reply.send(value);
         }
+        // The run has ended: nothing more is taken (what is queued is rejected at the close).
         Op::Injections { reply } => {
-            let taken = ctx
-                .object_client::<ReinInboxClient>(key.to_owned())
-                .take()
-                .call()
-                .await;
-            let items = match taken {
-                Ok(Json(turn)) => {
-                    // Cancelled: the run stops here, between turns — every tool it ran has
-                    // finished and its result is in the history.
-                    if turn.stop {
-                        cancel.cancel();
-                    }
-                    Ok(turn.items)
-                }
-                // Cancelled (or failed for good): the run stops as a cancelled run does.
-                Err(_) => {
-                    cancel.cancel();
-                    Err(Error::Internal("the inbox could not be read"))
-                }
-            };
-            let _ = reply.send(items);
+            let _ = reply.send(Ok(Vec::new()));
         }
         Op::Outcome(id, outcome) => {
             ctx.object_client::<ReinInboxClient>(key.to_owned())
@@ -687,6 +705,36 @@ async fn serve(
                 .send();
         }
     }
+}
+
+/// A turn boundary after the inbox's signal: everything queued, or the word to stop.
+async fn take(
+    ctx: &ObjectContext<'_>,
+    key: &str,
+    cancel: &rein_agent::CancelHandle,
+    reply: oneshot::Sender<Result<Vec<(InjectionId, Message)>, Error>>,
+) {
+    let taken = ctx
+        .object_client::<ReinInboxClient>(key.to_owned())
+        .take()
+        .call()
+        .await;
+    let items = match taken {
+        Ok(Json(turn)) => {
+            // Cancelled: the run stops here, between turns — every tool it ran has finished
+            // and its result is in the history.
+            if turn.stop {
+                cancel.cancel();
+            }
+            Ok(turn.items)
+        }
+        // Cancelled (or failed for good): the run stops as a cancelled run does.
+        Err(_) => {
+            cancel.cancel();
+            Err(Error::Internal("the inbox could not be read"))
+        }
+    };
+    let _ = reply.send(items);
 }
 
 /// The journal the agent sees: every request goes to the handler's task.

@@ -37,6 +37,11 @@ pub struct InvokeRequest {
     /// the request then waits in Restate's queue for that run to end.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub queue: bool,
+    /// Restate's `idempotency-key` header, not part of the body: [`Client`](crate::Client)
+    /// sends it, and the same key again (within Restate's retention, 24 h by default) gets the
+    /// first call's answer instead of running again. A raw HTTP caller sets the header itself.
+    #[serde(skip)]
+    pub idempotency_key: Option<String>,
 }
 
 impl InvokeRequest {
@@ -59,6 +64,13 @@ impl InvokeRequest {
         self.state = Some(state);
         self
     }
+
+    /// The same request with an idempotency key (sent as Restate's `idempotency-key` header):
+    /// sent again with the same key, it gets the first run's report, and runs once.
+    pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
+    }
 }
 
 /// `POST /ReinAgent/{session}/resume`: answers to the session's pending interrupts. On the
@@ -78,12 +90,27 @@ pub struct ResumeRequest {
     /// answer). An approval is `true`, `false`, `{"approved": true|false}` or
     /// `{"approved": true, "edit": ..., "note": ...}` (SPEC §3.10) and nothing else (400).
     pub answers: Vec<InterruptResponse>,
+    /// Restate's `idempotency-key` header, not part of the body (as
+    /// [`InvokeRequest::idempotency_key`](InvokeRequest#structfield.idempotency_key)).
+    #[serde(skip)]
+    pub idempotency_key: Option<String>,
 }
 
 impl ResumeRequest {
     /// Answers.
     pub fn new(answers: Vec<InterruptResponse>) -> Self {
-        Self { answers }
+        Self {
+            answers,
+            idempotency_key: None,
+        }
+    }
+
+    /// The same request with an idempotency key (sent as Restate's `idempotency-key` header):
+    /// sent again with the same key — a retry after a timeout — it gets the first resume's
+    /// report instead of a 409 (nothing pending any more), and the run resumes once.
+    pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
     }
 }
 
@@ -166,7 +193,8 @@ pub struct InjectRequest {
     #[serde(deserialize_with = "message_or_text")]
     pub message: Message,
     /// A key of the sender's: the same key again is the same injection (its first id and
-    /// status are returned; nothing is queued twice).
+    /// status are returned; nothing is queued twice). [`Client`](crate::Client) sends it as
+    /// Restate's `idempotency-key` header too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
 }

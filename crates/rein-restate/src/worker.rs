@@ -287,13 +287,52 @@ pub async fn shutdown_signal() {
     }
 }
 
-/// Registers a deployment (the workers' address, as Restate reaches it) with Restate's admin
-/// API, replacing an earlier registration of the same address. Restate calls the address
-/// while registering: a worker must be serving there.
-pub async fn register(admin_url: &str, deployment_url: &str) -> Result<(), Error> {
+/// A deployment Restate holds: what [`register`] answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Deployment {
+    /// Restate's id of the deployment (`dp_...`): what `restate deployments remove` and the
+    /// `pinned_deployment_id` of `sys_invocation` name.
+    pub id: String,
+    /// Restate registered it now; `false`: the address was registered already and Restate kept
+    /// that registration (a worker restarted at its address).
+    pub created: bool,
+}
+
+/// Registers a deployment — the workers' address, as Restate reaches it — with Restate's admin
+/// API, and returns it. New invocations of the sessions go to it, while every invocation that
+/// started on an earlier deployment stays there, retries included (Restate pins it): a new
+/// release of the agent (another tool, intervention or model) is a new deployment at a new
+/// address, registered beside the old one (the guide's rollout, under "Deploys").
+///
+/// It never overwrites a deployment. An address registered already is kept as Restate holds it
+/// (`created: false`): accepted when that registration serves the agent's objects, refused
+/// ([`Error::DeploymentExists`]) when Restate holds other services there. Restate calls the
+/// address while registering: a worker must be serving there.
+pub async fn register(admin_url: &str, deployment_url: &str) -> Result<Deployment, Error> {
+    send_registration(admin_url, deployment_url, false).await
+}
+
+/// Registers a deployment, overwriting what Restate holds at that address (Restate's
+/// `force`): the invocations in flight or paused on it continue on whatever code now serves
+/// there — a journal mismatch, retried for ever, if that code takes another path (the guide's
+/// "Deploys"). For development, or to repair a registration; a rollout registers a new address
+/// with [`register`].
+pub async fn register_replacing(
+    admin_url: &str,
+    deployment_url: &str,
+) -> Result<Deployment, Error> {
+    send_registration(admin_url, deployment_url, true).await
+}
+
+async fn send_registration(
+    admin_url: &str,
+    deployment_url: &str,
+    force: bool,
+) -> Result<Deployment, Error> {
     let http = rein_models::http::client(Duration::from_secs(10))?;
     let url = format!("{}/deployments", admin_url.trim_end_matches('/'));
-    let body = serde_json::json!({"uri": deployment_url, "force": true});
+    let body = serde_json::json!({"uri": deployment_url, "force": force});
     let response = http
         .post(url)
         .header("content-type", "application/json")
@@ -302,11 +341,77 @@ pub async fn register(admin_url: &str, deployment_url: &str) -> Result<(), Error
         .await
         .map_err(Error::unreachable)?;
     let status = response.status().as_u16();
+    let bytes = response.bytes().await.map_err(Error::unreachable)?;
+    let exists = |message: String| Error::DeploymentExists {
+        url: deployment_url.to_owned(),
+        message,
+    };
     if status >= 300 {
-        let message = response.text().await.unwrap_or_default();
+        let message = String::from_utf8_lossy(&bytes).into_owned();
+        // Restate's META0004 (an address registered with other services), as some releases
+        // answer it.
+        if status == 409 && !force {
+            return Err(exists(message));
+        }
         return Err(Error::Refused { status, message });
     }
-    Ok(())
+    #[derive(serde::Deserialize)]
+    struct Registered {
+        id: String,
+        services: Vec<Served>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Served {
+        name: String,
+        handlers: Vec<Named>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Named {
+        name: String,
+    }
+    let registered: Registered =
+        serde_json::from_slice(&bytes).map_err(|e| Error::Decode(e.to_string()))?;
+    let held: BTreeSet<(String, BTreeSet<String>)> = registered
+        .services
+        .into_iter()
+        .map(|s| (s.name, s.handlers.into_iter().map(|h| h.name).collect()))
+        .collect();
+    // Restate answers an address it holds already with that registration, unchanged (200).
+    if held != served() {
+        let names: Vec<&str> = held.iter().map(|(name, _)| name.as_str()).collect();
+        return Err(exists(format!(
+            "Restate holds deployment {} there, serving {}",
+            registered.id,
+            names.join(", ")
+        )));
+    }
+    let created = status == 201;
+    if !created {
+        tracing::info!(
+            deployment = %registered.id,
+            "{deployment_url} was registered already: Restate keeps that registration (new code \
+             there replaces the old under its runs)"
+        );
+    }
+    Ok(Deployment {
+        id: registered.id,
+        created,
+    })
+}
+
+/// The services and handlers a worker serves, as Restate's discovery reads them.
+fn served() -> BTreeSet<(String, BTreeSet<String>)> {
+    use restate_sdk::service::Discoverable as _;
+    [
+        crate::object::ReinAgent::discover(),
+        crate::inbox::ReinInbox::discover(),
+    ]
+    .into_iter()
+    .map(|s| {
+        let handlers = s.handlers.iter().map(|h| h.name.to_string()).collect();
+        (s.name.to_string(), handlers)
+    })
+    .collect()
 }
 
 #[cfg(test)]

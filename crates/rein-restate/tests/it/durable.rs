@@ -639,6 +639,38 @@ async fn the_same_idempotency_key_twice_is_one_invoke_resume_or_inject() {
         1,
         "{history}"
     );
+
+    // The same through `Client`: its requests' idempotency keys go as the header.
+    let before = ledger_lines(&ledger).len();
+    let invoke = || InvokeRequest::text("steps 2").idempotency_key("client-inv");
+    let a = client.invoke("k2", invoke()).await.unwrap();
+    let b = client.invoke("k2", invoke()).await.unwrap();
+    assert_eq!(a, b);
+    assert_eq!(ledger_lines(&ledger).len(), before + 2, "one run, not two");
+    let paused = client
+        .invoke("d2", InvokeRequest::text("delete /y"))
+        .await
+        .unwrap();
+    let resume = || {
+        ResumeRequest::new(vec![paused.interrupts[0].answer(json!({"approved": true}))])
+            .idempotency_key("client-res")
+    };
+    let a = client.resume("d2", resume()).await.unwrap();
+    let b = client.resume("d2", resume()).await.unwrap();
+    assert_eq!(a, b);
+    assert_eq!(a.text, "Deleted.");
+    let history = serde_json::to_string(&client.session("d2").await.unwrap().messages).unwrap();
+    assert_eq!(
+        history.matches("deleted \\\"/y\\\"").count(),
+        1,
+        "{history}"
+    );
+    // Without a key the second is refused: nothing is pending any more.
+    let e = client
+        .resume("d2", ResumeRequest::new(resume().answers))
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), Some(409), "{e}");
 }
 
 /// Issue #37: SIGTERM lets the run in flight finish on the worker (within its grace period, 5 s
@@ -677,4 +709,72 @@ async fn sigterm_lets_the_run_in_flight_finish_before_the_worker_exits() {
         "every step ran before the worker exited"
     );
     assert_eq!(invocation_status(&restate, &invocation).await, "completed");
+}
+
+/// The session's calls of an inbox handler that Restate knows of (completed ones included).
+async fn inbox_calls(restate: &Restate, session: &str, handler: &str) -> u64 {
+    let query = format!(
+        "SELECT count(*) AS n FROM sys_invocation WHERE target_service_name = 'ReinInbox' AND \
+         target_service_key = '{session}' AND target_handler_name = '{handler}'"
+    );
+    let response = reqwest_client()
+        .post(format!("{}/query", restate.admin))
+        .header("content-type", "application/json")
+        .header("accept", "application/json")
+        .body(json!({ "query": query }).to_string())
+        .send()
+        .await
+        .unwrap();
+    let body: Value = serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
+    body["rows"][0]["n"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no count in {body}"))
+}
+
+/// Issue #37 (a step at the engine's speed): a turn boundary with nothing queued makes no
+/// inbox call — the inbox signals the run when it has something — and a message injected
+/// during a run still reaches it, at a later boundary, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_boundary_with_nothing_queued_calls_no_inbox() {
+    let Some(restate) = Restate::start("quiet-inbox").await else {
+        return;
+    };
+    let ledger = restate.ledger();
+    let _worker = Worker::start(
+        &restate,
+        WorkerOptions {
+            tool_delay_ms: 20,
+            ledger: Some(&ledger),
+            ..Default::default()
+        },
+    )
+    .await;
+    let client = Client::new(&restate.ingress).unwrap();
+    let quiet = client
+        .invoke("quiet", InvokeRequest::text("steps 5"))
+        .await
+        .unwrap();
+    assert_eq!(quiet.text, "Finished 5 steps.");
+    assert_eq!(inbox_calls(&restate, "quiet", "take").await, 0);
+
+    let run = client
+        .start("busy", InvokeRequest::text("steps 30"))
+        .await
+        .unwrap();
+    wait_until("a ledger line of the busy run", async || {
+        ledger_lines(&ledger).iter().any(|(_, s, _)| s == "busy")
+    })
+    .await;
+    let injected = client
+        .inject("busy", InjectRequest::text("hello"))
+        .await
+        .unwrap();
+    let report = answered(client.attach(&run)).await.unwrap();
+    assert_eq!(report.text, "Finished 30 steps. seen: hello", "{report:?}");
+    assert_eq!(
+        client.injection("busy", injected.id).await.unwrap().status,
+        InjectionStatus::Consumed
+    );
+    let takes = inbox_calls(&restate, "busy", "take").await;
+    assert!((1..30).contains(&takes), "{takes} takes");
 }

@@ -6,6 +6,7 @@
 mod common;
 
 mod crash_loop;
+mod deploy;
 mod durable;
 mod history;
 mod release_fixtures;
