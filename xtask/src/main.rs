@@ -12,6 +12,7 @@
 //! - `ci`: runs `.ci/run`.
 
 mod bench;
+mod caching;
 mod durable;
 mod instr;
 mod measure;
