@@ -221,14 +221,22 @@ impl Sink {
 
     /// Queues a model delta, or holds it until the verdict when the agent is set to.
     pub(crate) fn delta(&self, event: AgentEvent) {
-        let partial = match &event {
-            AgentEvent::TextDelta(t) => self.partial(|p| p.feed(t, false)),
-            AgentEvent::ToolInputDelta { delta, .. } => self.partial(|p| p.feed(delta, true)),
-            _ => None,
-        };
-        self.held_or_pushed(event);
-        if let Some(p) = partial {
-            self.held_or_pushed(p);
+        if let Some(h) = &self.hold {
+            let partial = self.partial(|p| p.feed_event(&event));
+            let mut h = h.lock().unwrap_or_else(PoisonError::into_inner);
+            h.push(event);
+            h.extend(partial);
+            return;
+        }
+        // One lock for the delta and its partial: a stream without an output type pays
+        // nothing more than before.
+        if let Some(mut q) = self.queue() {
+            let partial = q.partial.as_mut().and_then(|p| p.feed_event(&event));
+            q.items.push_back(event);
+            if let Some((attempt, value)) = partial {
+                q.items
+                    .push_back(AgentEvent::OutputPartial { attempt, value });
+            }
         }
     }
 

@@ -367,6 +367,15 @@ impl PartialOutput {
         self.parse()
     }
 
+    /// Takes a model delta event (text or tool input; others are no answer).
+    pub(crate) fn feed_event(&mut self, event: &crate::AgentEvent) -> Option<(u32, Value)> {
+        match event {
+            crate::AgentEvent::TextDelta(t) => self.feed(t, false),
+            crate::AgentEvent::ToolInputDelta { delta, .. } => self.feed(delta, true),
+            _ => None,
+        }
+    }
+
     /// The block streaming ended: the last partial, if the text grew since it was parsed.
     pub(crate) fn flush(&mut self) -> Option<(u32, Value)> {
         if self.parsed_len == self.text.len() {
