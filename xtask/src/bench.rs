@@ -60,6 +60,29 @@ pub(crate) fn agent_builder(turns: usize, per_turn: usize) -> rein::AgentBuilder
         .no_conversation_manager()
 }
 
+/// The peers' `Invoice` (a pydantic model in bench_strands.py / bench_openai_agents.py).
+const INVOICE_JSON: &str = r#"{"customer": "Ada", "total_cents": 1200}"#;
+
+/// `invoke_text` with a typed answer: the one model call answers the invoice's JSON, checked
+/// against its schema (SPEC §13; the native strategy, the agent's tool still offered).
+pub(crate) fn structured_builder() -> rein::AgentBuilder {
+    let model = ScriptedModel::builder()
+        .cycle()
+        .record_requests(false)
+        .text(INVOICE_JSON)
+        .build();
+    Agent::builder()
+        .model(model)
+        .tool(noop_tool())
+        .no_conversation_manager()
+        .output_schema(
+            "Invoice",
+            json!({"type": "object",
+                "properties": {"customer": {"type": "string"}, "total_cents": {"type": "integer"}},
+                "required": ["customer", "total_cents"]}),
+        )
+}
+
 pub(crate) fn build(b: rein::AgentBuilder) -> Agent {
     match b.build() {
         Ok(a) => a,
@@ -281,6 +304,28 @@ fn main_with(args: &[String], mock: Option<&str>) -> ExitCode {
     let marginal = |scn: &str, r: (f64, f64), metric: &str, note: &str| {
         rec.marginal(base, scn, r, metric, note);
     };
+    if want("structured") {
+        let mut a = build(structured_builder());
+        let s = invocations(&rt, &mut a, 0, cfg.batches(400), 100);
+        let r = rec.summary("structured", "per_invocation", &s, 1.0, json!({}));
+        if let Some(b) = base {
+            let note = json!({"note": "structured - invoke_text: asking for, checking and parsing one typed answer"});
+            rec.record(
+                "structured",
+                "typed_answer_marginal",
+                r.0 - b.0,
+                "us",
+                note.clone(),
+            );
+            rec.record(
+                "structured",
+                "typed_answer_marginal_cpu",
+                r.1 - b.1,
+                "us",
+                note,
+            );
+        }
+    }
     if want("tools10_seq") {
         let mut a = build(agent_builder(10, 1).tool_executor(ToolExecutor::Sequential));
         let s = invocations(&rt, &mut a, 0, cfg.batches(200), 20);

@@ -20,8 +20,9 @@ use crate::measure::Recorder;
 const DECIDERS: usize = 5;
 
 /// The variants and their two invocation counts.
-const VARIANTS: [(&str, usize, usize); 7] = [
+const VARIANTS: [(&str, usize, usize); 8] = [
     ("invoke_text", 1_000, 6_000),
+    ("structured", 1_000, 6_000),
     ("tools10_seq", 200, 1_200),
     ("tools10_par", 200, 1_200),
     ("otel_off_0", 100, 600),
@@ -84,6 +85,15 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
             json!({"n": [n1, n2], "note": "callgrind, (I(N2) - I(N1)) / (N2 - N1), all threads"}),
         );
     }
+    if let (Some(text), Some(typed)) = (per.get("invoke_text"), per.get("structured")) {
+        rec.record(
+            "structured",
+            "typed_answer_instr",
+            typed - text,
+            "Ir",
+            json!({"note": "structured - invoke_text: the schema stated in the request, the answer's check (size, JSON, JSON Schema), the rein:output decision, AgentResult::output"}),
+        );
+    }
     if let (Some(off0), Some(off50), Some(on0), Some(on50)) = (
         per.get("otel_off_0"),
         per.get("otel_off_50"),
@@ -121,6 +131,7 @@ pub(crate) fn child(args: &[String]) -> ExitCode {
     let rt = crate::measure::runtime();
     let (b, otel) = match variant {
         "invoke_text" => (agent_builder(0, 1), false),
+        "structured" => (crate::bench::structured_builder(), false),
         "tools10_seq" => (
             agent_builder(10, 1).tool_executor(rein::ToolExecutor::Sequential),
             false,

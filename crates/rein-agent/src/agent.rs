@@ -282,7 +282,12 @@ impl Agent {
     pub fn stream(&mut self, input: impl Into<Input>) -> AgentStream<'_> {
         let input = input.into();
         let hold = self.core.config.hold_deltas;
-        AgentStream::new(hold, move |sink| self.run(input, sink))
+        let partial = self
+            .core
+            .output
+            .as_deref()
+            .map(crate::structured::PartialOutput::new);
+        AgentStream::new(hold, partial, move |sink| self.run(input, sink))
     }
 
     /// The stored conversation.

@@ -18,6 +18,8 @@ use rein_core::{
     result::AgentResult,
 };
 
+use crate::structured::PartialOutput;
+
 /// One event of a streamed invocation.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -38,6 +40,23 @@ pub enum AgentEvent {
     },
     /// Reasoning text from the model.
     ReasoningDelta(String),
+    /// The typed answer parsed so far from the streaming response (typed agents only, SPEC
+    /// §13): unfinished strings, arrays and objects closed where they stop. Unchecked — the
+    /// answer may still be refused; only [`AgentEvent::Output`] is the answer.
+    OutputPartial {
+        /// The output attempt it belongs to: 1 for the first answer, 2 for the first retry
+        /// after a refusal, and so on.
+        attempt: u32,
+        /// The value so far.
+        value: serde_json::Value,
+    },
+    /// The typed answer, checked against the schema and the type and accepted by the
+    /// interventions: the value of [`AgentResult::output`], sent just before
+    /// [`AgentEvent::Finished`].
+    Output {
+        /// The answer.
+        value: serde_json::Value,
+    },
     /// The response streamed so far is withdrawn (retried, withheld or failed): a UI should
     /// retract what it showed. Not sent when `hold_deltas_until_verdict` held the deltas back:
     /// nothing was shown.
@@ -125,6 +144,9 @@ pub enum AgentEvent {
 #[derive(Default)]
 struct Queue {
     items: VecDeque<AgentEvent>,
+    /// The typed answer streaming (a typed agent's stream only): kept here, behind the
+    /// queue's lock, so the sink (carried by every invocation's future) does not grow.
+    partial: Option<PartialOutput>,
 }
 
 /// Where the loop writes events. Disabled for `invoke`, so nothing is built or queued there.
@@ -139,10 +161,38 @@ impl Sink {
         Self::default()
     }
 
-    fn enabled(hold_deltas: bool) -> Self {
+    fn enabled(hold_deltas: bool, partial: Option<PartialOutput>) -> Self {
         Self {
-            queue: Some(Arc::default()),
+            queue: Some(Arc::new(Mutex::new(Queue {
+                items: VecDeque::new(),
+                partial,
+            }))),
             hold: hold_deltas.then(Arc::default),
+        }
+    }
+
+    fn queue(&self) -> Option<std::sync::MutexGuard<'_, Queue>> {
+        self.queue
+            .as_ref()
+            .map(|q| q.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// A model call starts; its answer, if it is the typed answer, is output attempt
+    /// `attempt`.
+    pub(crate) fn model_call_started(&self, model_call_index: u32, attempt: u32) {
+        if let Some(mut q) = self.queue() {
+            if let Some(p) = &mut q.partial {
+                p.start(attempt);
+            }
+            q.items
+                .push_back(AgentEvent::ModelCallStarted { model_call_index });
+        }
+    }
+
+    /// A tool use starts streaming its input.
+    pub(crate) fn tool_started(&self, name: &str) {
+        if let Some(p) = self.queue().as_mut().and_then(|q| q.partial.as_mut()) {
+            p.tool_started(name);
         }
     }
 
@@ -171,10 +221,48 @@ impl Sink {
 
     /// Queues a model delta, or holds it until the verdict when the agent is set to.
     pub(crate) fn delta(&self, event: AgentEvent) {
+        if let Some(h) = &self.hold {
+            let partial = self.partial(|p| p.feed_event(&event));
+            let mut h = h.lock().unwrap_or_else(PoisonError::into_inner);
+            h.push(event);
+            h.extend(partial);
+            return;
+        }
+        // One lock for the delta and its partial: a stream without an output type pays
+        // nothing more than before.
+        if let Some(mut q) = self.queue() {
+            let partial = q.partial.as_mut().and_then(|p| p.feed_event(&event));
+            q.items.push_back(event);
+            if let Some((attempt, value)) = partial {
+                q.items
+                    .push_back(AgentEvent::OutputPartial { attempt, value });
+            }
+        }
+    }
+
+    /// A content block of the response ended: the typed answer's last partial, if the text
+    /// grew since it was last parsed.
+    pub(crate) fn block_ended(&self) {
+        if let Some(p) = self.partial(PartialOutput::flush) {
+            self.held_or_pushed(p);
+        }
+    }
+
+    fn held_or_pushed(&self, event: AgentEvent) {
         match &self.hold {
             Some(h) => h.lock().unwrap_or_else(PoisonError::into_inner).push(event),
             None => self.push(event),
         }
+    }
+
+    /// The typed answer's partial after `step`, if it changed.
+    fn partial(
+        &self,
+        step: impl FnOnce(&mut PartialOutput) -> Option<(u32, serde_json::Value)>,
+    ) -> Option<AgentEvent> {
+        let mut q = self.queue()?;
+        let (attempt, value) = step(q.partial.as_mut()?)?;
+        Some(AgentEvent::OutputPartial { attempt, value })
     }
 
     /// The verdict on the response: release held deltas, or drop them. Returns whether the
@@ -253,11 +341,15 @@ pub struct AgentStream<'a> {
 }
 
 impl<'a> AgentStream<'a> {
-    pub(crate) fn new<F>(hold_deltas: bool, make: impl FnOnce(Sink) -> F) -> Self
+    pub(crate) fn new<F>(
+        hold_deltas: bool,
+        partial: Option<PartialOutput>,
+        make: impl FnOnce(Sink) -> F,
+    ) -> Self
     where
         F: Future<Output = Result<AgentResult, Error>> + Send + 'a,
     {
-        let sink = Sink::enabled(hold_deltas);
+        let sink = Sink::enabled(hold_deltas, partial);
         let run = Box::pin(make(sink.clone()));
         Self {
             run: Some(run),

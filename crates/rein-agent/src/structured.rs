@@ -296,6 +296,150 @@ impl OutputSpec {
     }
 }
 
+/// The typed answer as it streams (SPEC §13): the text (or the final-answer tool's input)
+/// of the current model call, parsed as partial JSON for
+/// [`AgentEvent::OutputPartial`](crate::AgentEvent::OutputPartial). Kept only for a typed
+/// agent's stream.
+#[derive(Debug)]
+pub(crate) struct PartialOutput {
+    /// The answer is the final-answer tool's input ([`OutputStrategy::Tool`]), not the text.
+    from_tool: bool,
+    max_bytes: usize,
+    /// Output attempt of the current model call (1 is the first answer, 2 the first retry).
+    attempt: u32,
+    /// The final-answer tool's input is streaming.
+    in_tool: bool,
+    text: String,
+    /// The length of `text` when it was last parsed.
+    parsed_len: usize,
+    last: Option<Value>,
+}
+
+impl PartialOutput {
+    pub(crate) fn new(spec: &OutputSpec) -> Self {
+        Self {
+            from_tool: spec.strategy == OutputStrategy::Tool,
+            max_bytes: spec.max_bytes,
+            attempt: 1,
+            in_tool: false,
+            text: String::new(),
+            parsed_len: 0,
+            last: None,
+        }
+    }
+
+    /// A model call starts: its answer is output attempt `attempt`.
+    pub(crate) fn start(&mut self, attempt: u32) {
+        self.attempt = attempt;
+        self.in_tool = false;
+        self.text.clear();
+        self.parsed_len = 0;
+        self.last = None;
+    }
+
+    /// A tool use starts streaming its input.
+    pub(crate) fn tool_started(&mut self, name: &str) {
+        self.in_tool = self.from_tool && name == FINAL_ANSWER_TOOL;
+        if self.in_tool {
+            self.text.clear();
+            self.parsed_len = 0;
+            self.last = None;
+        }
+    }
+
+    /// Takes a model delta; returns the answer parsed so far when it changed, with the
+    /// attempt.
+    pub(crate) fn feed(&mut self, delta: &str, tool_input: bool) -> Option<(u32, Value)> {
+        if tool_input != self.from_tool || (tool_input && !self.in_tool) {
+            return None;
+        }
+        // Past the size bound the answer is refused anyway: nothing more is parsed.
+        if self.text.len() + delta.len() > self.max_bytes {
+            return None;
+        }
+        self.text.push_str(delta);
+        // Parsed again once the text grew by an eighth (or at the first delta), and at the
+        // block's end (`flush`): the parsing of one answer stays within a small multiple of
+        // its size, however finely it streams.
+        if self.parsed_len > 0 && self.text.len() - self.parsed_len < self.parsed_len / 8 {
+            return None;
+        }
+        self.parse()
+    }
+
+    /// Takes a model delta event (text or tool input; others are no answer).
+    pub(crate) fn feed_event(&mut self, event: &crate::AgentEvent) -> Option<(u32, Value)> {
+        match event {
+            crate::AgentEvent::TextDelta(t) => self.feed(t, false),
+            crate::AgentEvent::ToolInputDelta { delta, .. } => self.feed(delta, true),
+            _ => None,
+        }
+    }
+
+    /// The block streaming ended: the last partial, if the text grew since it was parsed.
+    pub(crate) fn flush(&mut self) -> Option<(u32, Value)> {
+        if self.parsed_len == self.text.len() {
+            return None;
+        }
+        self.parse()
+    }
+
+    fn parse(&mut self) -> Option<(u32, Value)> {
+        self.parsed_len = self.text.len();
+        let value = parse_partial(&self.text)?;
+        if self.last.as_ref() == Some(&value) {
+            return None;
+        }
+        self.last = Some(value.clone());
+        Some((self.attempt, value))
+    }
+}
+
+/// The JSON value an unfinished answer holds so far: open strings, arrays and objects closed
+/// where they stop (jiter's partial mode). `None` before a value starts or when the text is
+/// not JSON.
+fn parse_partial(text: &str) -> Option<Value> {
+    let mut t = text.trim_start();
+    // An answer in a code fence: the value starts after the fence's first line.
+    if let Some(fenced) = t.strip_prefix("```") {
+        t = fenced.split_once('\n')?.1.trim_start();
+    }
+    let t = t.trim_end().trim_end_matches('`').trim_end();
+    if t.is_empty() {
+        return None;
+    }
+    let value = jiter::JsonValue::parse_with_config(
+        t.as_bytes(),
+        false,
+        jiter::PartialMode::TrailingStrings,
+    )
+    .ok()?;
+    Some(to_serde(value))
+}
+
+fn to_serde(value: jiter::JsonValue<'_>) -> Value {
+    use jiter::JsonValue as J;
+    match value {
+        J::Null => Value::Null,
+        J::Bool(b) => Value::Bool(b),
+        J::Int(i) => Value::from(i),
+        J::Float(f) => Value::from(f),
+        J::Str(s) => Value::String(s.into_owned()),
+        J::Array(items) => Value::Array(
+            std::sync::Arc::unwrap_or_clone(items)
+                .into_iter()
+                .map(to_serde)
+                .collect(),
+        ),
+        J::Object(entries) => Value::Object(
+            std::sync::Arc::unwrap_or_clone(entries)
+                .into_iter()
+                .map(|(k, v)| (k.into_owned(), to_serde(v)))
+                .collect(),
+        ),
+    }
+}
+
 /// `text` cut to at most `max` bytes, on a character boundary.
 fn cut(mut text: String, max: usize) -> String {
     let mut end = text.len().min(max);
@@ -391,6 +535,50 @@ mod tests {
         let huge = serde_json::to_string(&"é".repeat(100_000)).unwrap();
         let errors = spec.check(&huge).unwrap_err();
         assert!(errors[0].len() <= MAX_ERROR_LEN, "{}", errors[0].len());
+    }
+
+    #[test]
+    fn an_unfinished_answer_is_closed_where_it_stops() {
+        assert_eq!(
+            parse_partial(r#"{"total": 12.5, "items": ["a", "b"#),
+            Some(json!({"total": 12.5, "items": ["a", "b"]}))
+        );
+        assert_eq!(
+            parse_partial("```json\n{\"a\": 1}\n```"),
+            Some(json!({"a": 1}))
+        );
+        assert_eq!(parse_partial("```json"), None);
+        assert_eq!(parse_partial("Let me look that up."), None);
+    }
+
+    /// A hostile model streaming a large answer one byte at a time: parsing stays bounded
+    /// (an eighth's growth between parses: ~100 parses for 64 KiB, not 65 536), the last
+    /// partial is the whole value, and past the size bound nothing more is parsed.
+    #[test]
+    fn partials_of_a_finely_streamed_answer_are_bounded() {
+        let settings = OutputSettings {
+            request: OutputRequest {
+                format: OutputFormat::new("n", json!({"type": "array"})),
+                type_check: None,
+            },
+            strategy: None,
+            max_retries: 0,
+            max_bytes: 70_000,
+        };
+        let spec = OutputSpec::build(settings, "x", None, &Arc::default()).unwrap();
+        let mut p = PartialOutput::new(&spec);
+        p.start(1);
+        let answer = serde_json::to_string(&vec![1u8; 32 * 1024]).unwrap();
+        let mut parses = 0;
+        for c in answer.chars() {
+            parses += usize::from(p.feed(&c.to_string(), false).is_some());
+        }
+        let last = p.flush().map(|(_, v)| v);
+        assert!(parses < 200, "{parses} partials");
+        assert_eq!(last, Some(serde_json::from_str::<Value>(&answer).unwrap()));
+        // Past max_bytes: nothing more.
+        assert!(p.feed(&" ".repeat(10_000), false).is_none());
+        assert!(p.flush().is_none());
     }
 
     #[test]

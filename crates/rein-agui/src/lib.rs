@@ -44,9 +44,11 @@
 //!   for what AG-UI has no event for: `rein.decision` (an intervention decision record, SPEC §3.6,
 //!   plus `answeredBy` on an answered confirm), `rein.injection_queued` / `_consumed` /
 //!   `_rejected` / `_awaiting_approval`, `rein.response_discarded`, `rein.response_replaced`,
-//!   `rein.message_updated`, `rein.handoff`; a `STATE_SNAPSHOT` of the agent state before the
+//!   `rein.message_updated`, `rein.handoff`, `rein.output_partial` (a typed agent's answer
+//!   parsed so far, `{attempt, value}`); a `STATE_SNAPSHOT` of the agent state before the
 //!   end; `RUN_FINISHED` with `outcome` `interrupt` (with the interrupts), `cancelled` or
-//!   `success` (then `result: {text, stopReason}`), or `RUN_ERROR {message, code}`.
+//!   `success` (then `result: {text, stopReason}`, plus `output`, the checked typed answer,
+//!   when the agent has an output type and gave one), or `RUN_ERROR {message, code}`.
 //! - **Interrupts.** Each pending interrupt is an AG-UI interrupt with Rein's id, `toolCallId`
 //!   when it is about a tool call, `message` the prompt text and `metadata.rein` the handler
 //!   name, lifecycle point and raw reason. An intervention `Confirm` (at any lifecycle point)

@@ -383,6 +383,11 @@ impl Translator {
                     json!({"injectionId": id.to_string(), "interrupts": asks}),
                 ));
             }
+            // The typed answer as it streams (SPEC §13); the checked one is in RUN_FINISHED.
+            AgentEvent::OutputPartial { attempt, value } => self.send(WireEvent::custom(
+                "rein.output_partial",
+                json!({"attempt": attempt, "value": value}),
+            )),
             AgentEvent::Handoff { from, to } => self.send(WireEvent::custom(
                 "rein.handoff",
                 json!({"from": from, "to": to}),
@@ -651,7 +656,14 @@ pub(crate) async fn drive(
             "text": format!("(stopped: this server allows {} model calls per run)", bounds.max_turns),
             "stopReason": stop_reason,
         })),
-        _ => Some(json!({"text": result.text(), "stopReason": stop_reason})),
+        _ => {
+            let mut finished = json!({"text": result.text(), "stopReason": stop_reason});
+            // The typed answer, checked (SPEC §13): what a client of a typed agent reads.
+            if let Some(output) = result.output {
+                finished["output"] = output;
+            }
+            Some(finished)
+        }
     };
     t.send(WireEvent::RunFinished {
         thread_id,

@@ -109,6 +109,38 @@ pub(crate) struct ChatArgs {
     /// `confirm` asks you whether to accept it anyway (SPEC §3.8).
     #[arg(long, value_enum, default_value_t = RetryLimit::Deny)]
     on_retry_limit: RetryLimit,
+    /// A JSON Schema file: each answer must be a JSON value matching it (checked, sent back
+    /// with its errors at most twice — SPEC §13), printed as JSON. Named after the file.
+    #[arg(long, value_name = "FILE")]
+    output_schema: Option<PathBuf>,
+}
+
+/// The largest `--output-schema` file read (bytes): a schema is a few KiB.
+const MAX_SCHEMA_BYTES: u64 = 1 << 20;
+
+/// The typed answer `--output-schema` asks for: its name (the file's stem) and schema.
+fn output_schema(path: &Path) -> Result<(String, Value), String> {
+    use std::io::Read as _;
+    let file = std::fs::File::open(path)
+        .map_err(|e| format!("cannot read --output-schema {}: {e}", path.display()))?;
+    let mut text = String::new();
+    file.take(MAX_SCHEMA_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("cannot read --output-schema {}: {e}", path.display()))?;
+    if text.len() as u64 > MAX_SCHEMA_BYTES {
+        return Err(format!(
+            "--output-schema {}: larger than {MAX_SCHEMA_BYTES} bytes",
+            path.display()
+        ));
+    }
+    let schema = serde_json::from_str(&text)
+        .map_err(|e| format!("--output-schema {}: not JSON: {e}", path.display()))?;
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let stem = stem.strip_suffix(".schema").unwrap_or(&stem);
+    Ok((rein_core::tool::ToolSpec::name_from(stem), schema))
 }
 
 /// What `--on-retry-limit` selects.
@@ -144,6 +176,16 @@ pub(crate) fn main(args: ChatArgs) -> ExitCode {
     if let Some(p) = &args.agent.system_prompt {
         builder = builder.system_prompt(p.as_str());
     }
+    if let Some(path) = &args.output_schema {
+        match output_schema(path) {
+            Ok((name, schema)) => builder = builder.output_schema(name, schema),
+            Err(e) => {
+                eprintln!("rein chat: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let typed = args.output_schema.is_some();
     let mut agent = match builder.build() {
         Ok(a) => a,
         Err(e) => {
@@ -186,7 +228,7 @@ pub(crate) fn main(args: ChatArgs) -> ExitCode {
         agent.tool_names().join(", "),
         root.display(),
     ));
-    runtime.block_on(converse(&mut agent, &mut input, &out))
+    runtime.block_on(converse(&mut agent, &mut input, &out, typed))
 }
 
 /// The exit status after Ctrl-C at the prompt (or a second Ctrl-C in a turn being cancelled):
@@ -195,7 +237,7 @@ const EXIT_CTRL_C: u8 = 130;
 
 /// Reads requests and runs them until the input ends, an empty line at a terminal, or Ctrl-C
 /// at the prompt.
-async fn converse(agent: &mut Agent, input: &mut UserInput, out: &Term) -> ExitCode {
+async fn converse(agent: &mut Agent, input: &mut UserInput, out: &Term, typed: bool) -> ExitCode {
     loop {
         if out.is_term() {
             let _ = out.write_str(&format!("{} ", style(">").cyan().bold()));
@@ -217,7 +259,7 @@ async fn converse(agent: &mut Agent, input: &mut UserInput, out: &Term) -> ExitC
         }
         let mut request = Input::text(line);
         loop {
-            let interrupts = match turn(agent, request, input, out).await {
+            let interrupts = match turn(agent, request, input, out, typed).await {
                 Ok(Turn::Finished(r)) if r.stop_reason == StopReason::Interrupt => {
                     match agent.pending_interrupts() {
                         Some(p) => p.pending().to_vec(),
@@ -356,10 +398,12 @@ async fn turn(
     request: Input,
     input: &mut UserInput,
     out: &Term,
+    typed: bool,
 ) -> Result<Turn, Error> {
     let spinner_on = out.is_term();
     let mut spinner: Option<ProgressBar> = None;
     let mut streamed = String::new();
+    let mut shown_output = false;
     let cancel = agent.cancel_handle();
     let mut cancelling = false;
     let mut stream = agent.stream(request);
@@ -397,6 +441,13 @@ async fn turn(
                     s.enable_steady_tick(Duration::from_millis(80));
                     spinner = Some(s);
                 }
+            }
+            // A typed answer is printed once checked (below), not as it streams.
+            AgentEvent::TextDelta(_) if typed => {}
+            AgentEvent::Output { value } => {
+                let json = serde_json::to_string_pretty(&value).unwrap_or_default();
+                let _ = out.write_line(&json);
+                shown_output = true;
             }
             AgentEvent::TextDelta(t) => {
                 streamed.push_str(&t);
@@ -475,6 +526,7 @@ async fn turn(
             }
             let _ = out.write_line(&cancelled_line());
         }
+        _ if shown_output => {}
         _ => {
             let text = result.text();
             if streamed.is_empty() && !text.is_empty() {

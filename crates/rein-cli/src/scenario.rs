@@ -63,7 +63,35 @@ pub(crate) struct Scenario {
     /// Other agents: tools of the scenario's agent, or agents it can hand off to.
     #[serde(default)]
     pub(crate) agents: Vec<AgentDef>,
+    /// A typed answer the agent must give (SPEC §13): checked, retried within its budget.
+    #[serde(default)]
+    pub(crate) output: Option<OutputDef>,
     pub(crate) steps: Vec<Step>,
+}
+
+/// The typed answer of a scenario's agent.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct OutputDef {
+    /// Its name (1 to 64 of `[a-zA-Z0-9_-]`).
+    pub(crate) name: String,
+    /// Its JSON Schema.
+    pub(crate) schema: Value,
+    /// How the model is asked: `native` (the provider's default), `tool` or `prompt`.
+    #[serde(default)]
+    pub(crate) strategy: Option<OutputStrategyDef>,
+    /// Refused answers sent back before the run fails (default the agent's, 2).
+    #[serde(default)]
+    pub(crate) max_retries: Option<u32>,
+}
+
+/// `output.strategy` in a scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum OutputStrategyDef {
+    Native,
+    Tool,
+    Prompt,
 }
 
 /// Another agent of a scenario: its own model script, tools and policy.

@@ -124,6 +124,9 @@ pub struct RunReport {
     pub stop_reason: StopReason,
     /// The final message's text.
     pub text: String,
+    /// The typed answer (SPEC §13), checked, when the agent has an output type and gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
     /// The interrupts waiting for answers (empty unless `stop_reason` is `interrupt`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub interrupts: Vec<Interrupt>,
@@ -147,6 +150,7 @@ impl RunReport {
             session: session.to_owned(),
             stop_reason: StopReason::EndTurn,
             text: last.map(Message::text).unwrap_or_default(),
+            output: None,
             interrupts: Vec::new(),
             usage: Usage::default(),
             injections: Vec::new(),
@@ -160,6 +164,7 @@ impl RunReport {
             session: session.to_owned(),
             stop_reason: result.stop_reason,
             text: result.text(),
+            output: result.output.clone(),
             interrupts: result.interrupts.clone(),
             usage: result.usage,
             injections: result

@@ -18,6 +18,7 @@ use super::{Driver, listeners};
 use crate::agent::{Agent, CANCELLED_BY_USER};
 use crate::checkpoint::{Pause, ResponsePause};
 use crate::history::{TOOL_CANCELLED, TOOL_INTERRUPTED};
+use crate::stream::AgentEvent;
 use crate::telemetry::int;
 
 impl Driver<'_> {
@@ -78,6 +79,11 @@ impl Driver<'_> {
                     (Some(spec), Some(_)) => spec.answer_of(&message),
                     _ => None,
                 };
+                if let Some(value) = &output {
+                    self.sink.emit(|| AgentEvent::Output {
+                        value: value.clone(),
+                    });
+                }
                 let mut r = self.completed(stop_reason, message);
                 r.output = output;
                 Ok(r)

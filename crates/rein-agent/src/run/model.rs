@@ -460,9 +460,7 @@ impl Agent {
         span: &'a tracing::Span,
     ) -> impl Future<Output = Result<Called, Error>> + Send + 'a {
         let content = crate::telemetry::capture_content() && !span.is_disabled();
-        sink.emit(|| AgentEvent::ModelCallStarted {
-            model_call_index: index,
-        });
+        sink.model_call_started(index, inv.run.output_retries().0 + 1);
         let started = Instant::now();
         inv.streaming_response = true;
         let guarded = self.core.hooks.has::<ModelOutputEvent>();
@@ -718,7 +716,7 @@ fn assemble(
     sink: &Sink,
 ) -> Result<bool, ModelError> {
     let out = if sink.is_enabled() {
-        delta_event(&ev, tool_id)
+        delta_event(&ev, tool_id, sink)
     } else {
         None
     };
@@ -736,10 +734,13 @@ fn assemble(
 
 /// The stream event for a model delta, if the caller sees one (`tool_id` tracks the tool use
 /// whose input is streaming).
-fn delta_event(ev: &StreamEvent, tool_id: &mut String) -> Option<AgentEvent> {
+fn delta_event(ev: &StreamEvent, tool_id: &mut String, sink: &Sink) -> Option<AgentEvent> {
     match ev {
-        StreamEvent::BlockStart(BlockStart::ToolUse { tool_use_id, .. }) => {
+        StreamEvent::BlockStart(BlockStart::ToolUse {
+            tool_use_id, name, ..
+        }) => {
             tool_id.clone_from(tool_use_id);
+            sink.tool_started(name);
             None
         }
         StreamEvent::BlockDelta(BlockDelta::Text(t)) => Some(AgentEvent::TextDelta(t.clone())),
@@ -749,6 +750,10 @@ fn delta_event(ev: &StreamEvent, tool_id: &mut String) -> Option<AgentEvent> {
         }),
         StreamEvent::BlockDelta(BlockDelta::ReasoningText(t)) => {
             Some(AgentEvent::ReasoningDelta(t.clone()))
+        }
+        StreamEvent::BlockStop | StreamEvent::MessageStop { .. } => {
+            sink.block_ended();
+            None
         }
         _ => None,
     }

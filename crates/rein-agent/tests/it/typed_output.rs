@@ -714,3 +714,115 @@ async fn a_sub_agent_with_a_typed_answer_gives_its_parent_valid_json() {
         "the parent saw the refused answer"
     );
 }
+
+/// The events of a streamed invocation, up to `Finished` (included).
+async fn streamed(agent: &mut rein_agent::Agent, prompt: &str) -> Vec<rein_agent::AgentEvent> {
+    let mut s = agent.stream(prompt);
+    let mut out = Vec::new();
+    while let Some(e) = s.next().await {
+        out.push(e.unwrap());
+    }
+    out
+}
+
+fn partials(events: &[rein_agent::AgentEvent]) -> Vec<(u32, serde_json::Value)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            rein_agent::AgentEvent::OutputPartial { attempt, value } => {
+                Some((*attempt, value.clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// SPEC §13: a typed answer streams as partial values as it arrives, a refused attempt's
+/// partials carry its attempt number, and the checked answer comes as `Output` before
+/// `Finished`.
+#[tokio::test]
+async fn a_streamed_typed_answer_shows_partials_per_attempt_then_the_checked_value() {
+    use rein_agent::AgentEvent;
+    let model = ScriptedModel::builder()
+        .text(r#"{"customer": "Ada"}"#)
+        .text(ADA)
+        .chunk_chars(4)
+        .build();
+    let mut agent = agent(model).output::<Invoice>().build().unwrap();
+    let events = streamed(&mut agent, "Invoice for Ada?").await;
+    let p = partials(&events);
+    // Partial values as the text arrives: an unfinished string is shown as far as it goes.
+    assert!(p.contains(&(1, json!({"customer": "Ad"}))), "{p:?}");
+    assert_eq!(
+        p.iter().rfind(|(a, _)| *a == 1).unwrap().1,
+        json!({"customer": "Ada"})
+    );
+    // The retry's partials are attempt 2, and end with the whole answer.
+    assert!(p.contains(&(2, json!({"customer": "Ada"}))), "{p:?}");
+    assert_eq!(
+        p.last().unwrap(),
+        &(2, serde_json::from_str::<serde_json::Value>(ADA).unwrap())
+    );
+    let n = events.len();
+    assert!(
+        matches!(&events[n - 2], AgentEvent::Output { value } if *value == serde_json::from_str::<serde_json::Value>(ADA).unwrap()),
+        "{:?}",
+        &events[n - 2]
+    );
+    assert!(
+        matches!(&events[n - 1], AgentEvent::Finished(r) if r.output::<Invoice>().unwrap() == ada())
+    );
+    // Exactly one final value.
+    let outputs = events
+        .iter()
+        .filter(|e| matches!(e, AgentEvent::Output { .. }))
+        .count();
+    assert_eq!(outputs, 1);
+}
+
+/// The tool strategy's partials come from the final-answer tool's input, not other tools'.
+#[tokio::test]
+async fn the_tool_strategy_streams_the_final_answer_tools_input_only() {
+    let log = Log::default();
+    let model = ScriptedModel::builder()
+        .tool_use("t1", "echo", json!({"text": "look up Ada"}))
+        .tool_use(
+            "f1",
+            FINAL_ANSWER_TOOL,
+            json!({"customer": "Ada", "total_cents": 1200}),
+        )
+        .chunk_chars(5)
+        .build();
+    let mut agent = agent(model)
+        .tool(echo_tool(&log))
+        .output::<Invoice>()
+        .output_strategy(OutputStrategy::Tool)
+        .build()
+        .unwrap();
+    let events = streamed(&mut agent, "Invoice?").await;
+    let p = partials(&events);
+    assert!(!p.is_empty());
+    assert!(
+        p.iter().all(|(a, v)| *a == 1 && v.get("text").is_none()),
+        "{p:?}"
+    );
+    assert_eq!(
+        p.last().unwrap().1,
+        json!({"customer": "Ada", "total_cents": 1200})
+    );
+}
+
+/// An agent without an output type streams no partial and no output event, whatever its
+/// text looks like.
+#[tokio::test]
+async fn an_untyped_agent_streams_no_partials() {
+    let model = ScriptedModel::builder().text(ADA).chunk_chars(4).build();
+    let mut agent = agent(model).build().unwrap();
+    let events = streamed(&mut agent, "hi").await;
+    assert!(partials(&events).is_empty());
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, rein_agent::AgentEvent::Output { .. }))
+    );
+}

@@ -704,3 +704,60 @@ async fn each_decision_names_who_answered_its_own_interrupt() {
     }
     server.shutdown().await.unwrap();
 }
+
+/// SPEC §13: a typed agent's answer reaches the client — its partials as
+/// `CUSTOM rein.output_partial` with their attempt, the checked value in `RUN_FINISHED`'s
+/// `result.output`; a refused first answer's partials are attempt 1, the accepted one's 2.
+#[tokio::test]
+async fn a_typed_answer_reaches_the_client_in_run_finished() {
+    use rein_agent::Agent;
+    use rein_models::ScriptedModel;
+    let schema = json!({"type": "object", "properties": {"total_cents": {"type": "integer"}},
+        "required": ["total_cents"], "additionalProperties": false});
+    let agent = Agent::builder()
+        .model(
+            ScriptedModel::builder()
+                .text(r#"{"total_cents": "twelve"}"#)
+                .text(r#"{"total_cents": 1200}"#)
+                .chunk_chars(6)
+                .build(),
+        )
+        .output_schema("invoice", schema)
+        .build()
+        .unwrap();
+    let server = rein_agui::AguiServer::for_agent(MemorySessionStore::new(), agent)
+        .token(common::TOKEN)
+        .bind_local(0)
+        .await
+        .unwrap()
+        .spawn();
+    let (status, body) = http(
+        server.local_addr(),
+        "POST",
+        "/agent",
+        &run_input("t", user("Total?"), None),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let events = events(&body);
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "RUN_FINISHED", "{body}");
+    assert_eq!(
+        last["result"]["output"],
+        json!({"total_cents": 1200}),
+        "{body}"
+    );
+    let partials: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "CUSTOM" && e["name"] == "rein.output_partial")
+        .map(|e| &e["value"])
+        .collect();
+    assert!(
+        partials.contains(&&json!({"attempt": 1, "value": {"total_cents": "twelve"}})),
+        "{partials:?}"
+    );
+    assert_eq!(
+        partials.last().unwrap(),
+        &&json!({"attempt": 2, "value": {"total_cents": 1200}})
+    );
+}

@@ -124,7 +124,14 @@ impl Model for DemoModel {
     }
 
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
-        let (response, pace) = self.respond(&request);
+        // Asked for a typed answer (`--output-schema`): a sample value of the schema.
+        let (response, pace) = match &request.output_format {
+            Some(format) => (
+                ScriptedResponse::new().text(sample(&format.schema, 0).to_string()),
+                PACE,
+            ),
+            None => self.respond(&request),
+        };
         let one_shot = ScriptedModel::builder()
             .response(response)
             .chunk_chars(4)
@@ -133,6 +140,57 @@ impl Model for DemoModel {
             .record_requests(false)
             .build();
         one_shot.stream(request).await
+    }
+}
+
+/// A value of `schema` for the demo's typed answers: its `const`, first `enum` value or first
+/// alternative, the required properties of an object, the lowest number allowed. (A demo: a
+/// schema it cannot satisfy shows the check refusing it.)
+fn sample(schema: &serde_json::Value, depth: u32) -> serde_json::Value {
+    use serde_json::Value;
+    if depth > 16 {
+        return Value::Null;
+    }
+    if let Some(c) = schema.get("const") {
+        return c.clone();
+    }
+    if let Some(first) = schema.get("enum").and_then(|e| e.as_array()?.first()) {
+        return first.clone();
+    }
+    if let Some(first) = ["anyOf", "oneOf", "allOf"]
+        .iter()
+        .find_map(|k| schema.get(*k)?.as_array()?.first())
+    {
+        return sample(first, depth + 1);
+    }
+    let ty = match schema.get("type") {
+        Some(Value::Array(types)) => types.first().and_then(Value::as_str),
+        Some(t) => t.as_str(),
+        None => schema.get("properties").map(|_| "object"),
+    };
+    match ty {
+        Some("object") => {
+            let props = schema.get("properties").and_then(Value::as_object);
+            let required = schema.get("required").and_then(Value::as_array);
+            let mut out = serde_json::Map::new();
+            for name in required.into_iter().flatten().filter_map(Value::as_str) {
+                let prop = props.and_then(|p| p.get(name)).unwrap_or(&Value::Null);
+                out.insert(name.to_owned(), sample(prop, depth + 1));
+            }
+            Value::Object(out)
+        }
+        Some("array") => {
+            let min = schema.get("minItems").and_then(Value::as_u64).unwrap_or(0);
+            let item = sample(schema.get("items").unwrap_or(&Value::Null), depth + 1);
+            Value::Array((0..min.min(8)).map(|_| item.clone()).collect())
+        }
+        Some("string") => Value::String("demo".into()),
+        Some("integer" | "number") => schema
+            .get("minimum")
+            .cloned()
+            .unwrap_or_else(|| Value::from(0)),
+        Some("boolean") => Value::Bool(false),
+        _ => Value::Null,
     }
 }
 

@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use rein_agent::{
-    Agent, AgentEvent, AgentTool, Handoff, Input, OnRetryLimit, RetryStrategy, ToolExecutor,
-    TurnInterceptor,
+    Agent, AgentEvent, AgentTool, Handoff, Input, OnRetryLimit, OutputStrategy, RetryStrategy,
+    ToolExecutor, TurnInterceptor,
 };
 use rein_core::{
     ContentBlock, Error, Message, ToolHandle,
@@ -26,8 +26,8 @@ use rein_models::{ScriptedModel, ScriptedResponse};
 use serde_json::{Value, json};
 
 use crate::scenario::{
-    AgentDef, Answer, Executor, Invalid, Join, ModelEntry, ModelErrorName, RetryLimitDef, Scenario,
-    Step, ToolDef,
+    AgentDef, Answer, Executor, Invalid, Join, ModelEntry, ModelErrorName, OutputStrategyDef,
+    RetryLimitDef, Scenario, Step, ToolDef,
 };
 
 /// Why a replay did not produce a transcript.
@@ -270,6 +270,19 @@ async fn run(scenario: Scenario, policy: Vec<SharedHandler>) -> Result<Value, Ru
     if let Some(n) = scenario.stream_hold_back {
         builder = builder.stream_hold_back(n);
     }
+    if let Some(output) = &scenario.output {
+        builder = builder.output_schema(output.name.as_str(), output.schema.clone());
+        if let Some(s) = output.strategy {
+            builder = builder.output_strategy(match s {
+                OutputStrategyDef::Native => OutputStrategy::Native,
+                OutputStrategyDef::Tool => OutputStrategy::Tool,
+                OutputStrategyDef::Prompt => OutputStrategy::Prompt,
+            });
+        }
+        if let Some(n) = output.max_retries {
+            builder = builder.max_output_retries(n);
+        }
+    }
     let mut agent = builder
         .build()
         .map_err(|e| RunError::Invalid(Invalid(format!("the agent cannot be built: {e}"))))?;
@@ -285,7 +298,8 @@ async fn run(scenario: Scenario, policy: Vec<SharedHandler>) -> Result<Value, Ru
             .unwrap_or_else(PoisonError::into_inner)
             .pending = step.inject.clone();
         let input = step_input(&agent, step);
-        steps.push(run_step(&mut agent, input, &step.answer_injections).await);
+        let typed = scenario.output.is_some();
+        steps.push(run_step(&mut agent, input, &step.answer_injections, typed).await);
         inject
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -351,13 +365,57 @@ fn step_input(agent: &Agent, step: &Step) -> Input {
     input
 }
 
-async fn run_step(agent: &mut Agent, input: Input, answers: &[Answer]) -> Value {
+/// The attempts at a typed answer in one step: each model call's answer as the model gave it
+/// (its text, or a tool's input: the final-answer tool's, with the tool strategy) and the
+/// check's verdict on it.
+#[derive(Default)]
+struct Attempts {
+    /// The answer of the model call under way.
+    answer: String,
+    tool_id: String,
+    list: Vec<Value>,
+}
+
+impl Attempts {
+    fn see(&mut self, event: &AgentEvent) {
+        match event {
+            AgentEvent::ModelCallStarted { .. } => {
+                self.answer.clear();
+                self.tool_id.clear();
+            }
+            AgentEvent::TextDelta(t) if self.tool_id.is_empty() => self.answer.push_str(t),
+            AgentEvent::ToolInputDelta { tool_use_id, delta } => {
+                if *tool_use_id != self.tool_id {
+                    self.tool_id.clone_from(tool_use_id);
+                    self.answer.clear();
+                }
+                self.answer.push_str(delta);
+            }
+            AgentEvent::Decision(d) if d.handler == "rein:output" => {
+                let attempt = self.list.len() + 1;
+                self.list.push(json!({
+                    "attempt": attempt,
+                    "answer": self.answer,
+                    "action": d.action,
+                    "text": d.text,
+                }));
+            }
+            _ => {}
+        }
+    }
+}
+
+async fn run_step(agent: &mut Agent, input: Input, answers: &[Answer], typed: bool) -> Value {
     let mut decisions = Vec::new();
     let mut injections = Vec::new();
+    let mut attempts = Attempts::default();
     let interceptor = agent.interceptor();
     let mut stream = agent.stream(input);
     let mut outcome: Option<Result<AgentResult, Error>> = None;
     while let Some(event) = stream.next().await {
+        if let (true, Ok(e)) = (typed, &event) {
+            attempts.see(e);
+        }
         match event {
             Ok(AgentEvent::Decision(d)) => decisions.push(decision_json(&d)),
             Ok(AgentEvent::InjectionConsumed { id, .. }) => {
@@ -387,7 +445,7 @@ async fn run_step(agent: &mut Agent, input: Input, answers: &[Answer]) -> Value 
             Err(e) => outcome = Some(Err(e)),
         }
     }
-    match outcome {
+    let step = match outcome {
         Some(Ok(r)) => json!({
             "stop_reason": r.stop_reason.as_str(),
             "message": r.message,
@@ -404,6 +462,9 @@ async fn run_step(agent: &mut Agent, input: Input, answers: &[Answer]) -> Value 
             if !r.handoffs.is_empty() {
                 o.insert("handoffs".into(), json!(r.handoffs));
             }
+            if typed {
+                o.insert("output".into(), r.output.clone().unwrap_or(Value::Null));
+            }
             Value::Object(o)
         })
         .unwrap_or_default(),
@@ -413,6 +474,15 @@ async fn run_step(agent: &mut Agent, input: Input, answers: &[Answer]) -> Value 
             decisions,
             injections,
         ),
+    };
+    // A typed agent's step: its answer (null without one) and each attempt at it.
+    match step {
+        Value::Object(mut o) if typed => {
+            o.entry("output").or_insert(Value::Null);
+            o.insert("output_attempts".into(), Value::Array(attempts.list));
+            Value::Object(o)
+        }
+        other => other,
     }
 }
 
@@ -444,6 +514,7 @@ pub(crate) fn error_kind(e: &Error) -> &'static str {
         Error::InvalidAnswer { .. } => "invalid_answer",
         Error::PendingMessageMissing => "pending_message_missing",
         Error::Session(_) => "session",
+        Error::Output(_) => "output",
         Error::Internal(_) => "internal",
         _ => "other",
     }

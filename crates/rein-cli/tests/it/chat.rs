@@ -799,3 +799,44 @@ fn on_retry_limit_confirm_asks_when_guidance_fails() {
     assert!(!text.contains("Approve"), "{text}");
     assert!(text.contains("DENIED: retry limit (3) reached"), "{text}");
 }
+
+/// `rein chat --output-schema FILE`: the answer is checked against the schema and printed as
+/// JSON (not streamed as text); a file that is not JSON or not a schema exits 2.
+#[test]
+fn output_schema_prints_the_checked_answer_as_json() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("chat-output-schema");
+    std::fs::create_dir_all(&dir).unwrap();
+    let schema = dir.join("ticket.schema.json");
+    std::fs::write(
+        &schema,
+        r#"{"type": "object", "properties": {"priority": {"enum": ["high", "low"]},
+            "summary": {"type": "string"}, "count": {"type": "integer", "minimum": 1}},
+            "required": ["priority", "summary", "count"], "additionalProperties": false}"#,
+    )
+    .unwrap();
+    let out = chat(
+        &["--output-schema", schema.to_str().unwrap()],
+        "file a ticket\n",
+    );
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let json_start = text.find('{').unwrap();
+    let json_end = text.rfind('}').unwrap();
+    let answer: serde_json::Value = serde_json::from_str(&text[json_start..=json_end]).unwrap();
+    assert_eq!(
+        answer,
+        serde_json::json!({"priority": "high", "summary": "demo", "count": 1})
+    );
+    // The audit shows the check's verdict, under the file's name.
+    assert!(text.contains("rein:output"), "{text}");
+
+    let bad = dir.join("bad.json");
+    std::fs::write(&bad, "{not json").unwrap();
+    let out = chat(&["--output-schema", bad.to_str().unwrap()], "");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not JSON"));
+    std::fs::write(&bad, r#"{"type": 12}"#).unwrap();
+    let out = chat(&["--output-schema", bad.to_str().unwrap()], "");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("output schema"));
+}

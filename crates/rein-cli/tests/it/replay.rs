@@ -586,3 +586,66 @@ fn the_library_runs_a_suite_for_cargo_test() {
     let message = panic.downcast_ref::<String>().unwrap();
     assert!(message.ends_with("replay: 0 passed, 1 failed"), "{message}");
 }
+
+/// SPEC §13 in `rein replay`: a scenario declares an output schema; the transcript shows the
+/// typed answer and each attempt (the answer as the model gave it, and the check's verdict).
+#[test]
+fn a_typed_scenario_shows_its_output_and_each_attempt() {
+    let out = rein(&[
+        "replay",
+        scenarios_dir().join("typed-answer.json").to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let t: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let step = &t["steps"][0];
+    assert_eq!(
+        step["output"],
+        serde_json::json!({"customer": "Ada", "total_cents": 1200})
+    );
+    let attempts = step["output_attempts"].as_array().unwrap();
+    let actions: Vec<&str> = attempts
+        .iter()
+        .map(|a| a["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["guide", "guide", "proceed"], "{attempts:?}");
+    assert_eq!(attempts[0]["answer"], "Ada owes 12 euros.");
+    assert!(
+        attempts[0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("not a JSON value")
+    );
+    assert!(
+        attempts[1]["text"]
+            .as_str()
+            .unwrap()
+            .contains("/total_cents"),
+        "{attempts:?}"
+    );
+    assert_eq!(
+        attempts[2]["answer"],
+        r#"{"customer": "Ada", "total_cents": 1200}"#
+    );
+}
+
+/// A typed scenario whose model never complies: the step ends with the `output` error after
+/// exactly the budget, every attempt shown, no output.
+#[test]
+fn a_typed_scenario_that_never_complies_shows_the_exhaustion() {
+    let scenario = serde_json::json!({
+        "output": {"name": "n", "schema": {"type": "integer"}, "max_retries": 1},
+        "model": [{"content": [{"text": "one"}]}, {"content": [{"text": "two"}]}],
+        "steps": [{"prompt": "a number"}]
+    });
+    let path = write_temp("typed-exhausted.json", &scenario.to_string());
+    let out = rein(&["replay", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let t: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let step = &t["steps"][0];
+    assert_eq!(step["error"]["kind"], "output", "{step}");
+    assert_eq!(step["output"], Value::Null);
+    let attempts = step["output_attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 2, "{attempts:?}");
+    assert_eq!(attempts[1]["action"], "deny");
+    assert_eq!(attempts[1]["answer"], "two");
+}

@@ -21,6 +21,9 @@
 //!   its result;
 //! - `transfer`: hands the conversation to the `support` agent, which answers every message
 //!   from then on with `Support: <text>`;
+//! - `invoice` (in a session `typed-*`, whose agent has a typed answer): answers
+//!   `{"total_cents": "twelve"}`, which the check refuses, then `{"total_cents": 1200}`; each
+//!   call appends `<millis> model invoice-attempt-<n>` to the ledger when it starts;
 //! - anything else: `You said: <text>`.
 //!
 //! `REIN_DEMO_REVISION=2` deploys a revision of the agent with one more intervention (it
@@ -105,6 +108,29 @@ impl Model for OpsModel {
                 let done = last.is_some_and(|m| m.to_string().contains("deleted"));
                 script.text(if done { "Deleted." } else { "Not deleted." })
             }
+            // A typed answer (sessions `typed-*`): a schema violation first; after the
+            // check's guidance, a valid answer. Each call is written to the ledger when it
+            // starts, so a test sees which calls a replay asked again.
+            // The check's guidance is joined to the prompt's message (its text follows the
+            // prompt's, with no space between).
+            [first, ..] if first.starts_with("invoice") => {
+                let refused: usize = messages[start..]
+                    .iter()
+                    .filter(|m| m.role == Role::User)
+                    .map(|m| {
+                        m.text()
+                            .matches("does not match the required output")
+                            .count()
+                    })
+                    .sum();
+                let attempt = refused + 1;
+                ledger_line("model", &format!("invoice-attempt-{attempt}"));
+                script.text(if refused == 0 {
+                    r#"{"total_cents": "twelve"}"#
+                } else {
+                    r#"{"total_cents": 1200}"#
+                })
+            }
             ["transfer"] if turns == 0 => {
                 script.tool_use("transfer-1", "transfer_to_support", json!({}))
             }
@@ -137,8 +163,27 @@ impl Model for SupportModel {
 }
 
 /// Injected messages are user text too: a command starts with one of the model's verbs.
+/// Appends `{now} {who} {what}` to the ledger (`REIN_LEDGER`), if any.
+fn ledger_line(who: &str, what: &str) {
+    let Ok(path) = std::env::var("REIN_LEDGER") else {
+        return;
+    };
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis();
+    if let Ok(mut file) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = file.write_all(format!("{now} {who} {what}\n").as_bytes());
+    }
+}
+
 fn is_command(text: &str) -> bool {
-    text.starts_with("steps ")
+    text.starts_with("invoice")
+        || text.starts_with("steps ")
         || text.starts_with("delete ")
         || text.starts_with("say ")
         || text == "transfer"
@@ -198,6 +243,16 @@ fn agent(session: &str) -> Result<rein_agent::AgentBuilder, rein_core::Error> {
                 BeforeToolCallAction::Proceed
             }
         }))
+    } else {
+        builder
+    };
+    // Sessions `typed-*` give a typed answer (SPEC §13).
+    let builder = if session.starts_with("typed-") {
+        builder.output_schema(
+            "invoice",
+            json!({"type": "object", "properties": {"total_cents": {"type": "integer"}},
+                "required": ["total_cents"], "additionalProperties": false}),
+        )
     } else {
         builder
     };

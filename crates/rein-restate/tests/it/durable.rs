@@ -778,3 +778,66 @@ async fn a_turn_boundary_with_nothing_queued_calls_no_inbox() {
     let takes = inbox_calls(&restate, "busy", "take").await;
     assert!((1..30).contains(&takes), "{takes} takes");
 }
+
+/// SPEC §13 on Restate: a durable agent with an output type gives its typed answer (in the
+/// run's report); the refused attempt and its retry are journaled like any model call — the
+/// worker running the call that follows the refusal is killed and another takes the run over:
+/// its replay does not ask the model for the refused attempt again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_typed_answer_is_journaled_and_a_replay_does_not_ask_again() {
+    let Some(restate) = Restate::start("typed").await else {
+        return;
+    };
+    let ledger = restate.ledger();
+    let port = free_port();
+    let log = ledger.with_extension("typed.log");
+    let options = |register| WorkerOptions {
+        port,
+        reuse_port: true,
+        register,
+        model_delay_ms: 1500,
+        ledger: Some(&ledger),
+        log: Some(&log),
+        ..Default::default()
+    };
+    let mut first = Worker::start(&restate, options(true)).await;
+    let client = Client::new(&restate.ingress).unwrap();
+    let invocation = client
+        .start("typed-1", InvokeRequest::text("invoice"))
+        .await
+        .unwrap();
+    let attempts = |n: &str| {
+        ledger_lines(&ledger)
+            .iter()
+            .filter(|l| l.1 == "model" && l.2 == format!("invoice-attempt-{n}"))
+            .count()
+    };
+    // The refused answer is in the journal once the retry's call starts.
+    wait_until("the retry's model call", async || attempts("2") >= 1).await;
+    first.kill();
+    let _second = Worker::start(&restate, options(false)).await;
+    let report = tokio::time::timeout(Duration::from_secs(60), client.attach(&invocation))
+        .await
+        .expect("the run finishes on the second worker")
+        .unwrap();
+    assert_eq!(report.stop_reason, StopReason::EndTurn, "{report:?}");
+    assert_eq!(report.output, Some(json!({"total_cents": 1200})));
+    let checks: Vec<&Value> = report
+        .decisions
+        .iter()
+        .filter(|d| d["handler"] == "rein:output")
+        .map(|d| &d["action"])
+        .collect();
+    assert_eq!(checks, [&json!("guide"), &json!("proceed")], "{report:?}");
+    assert_eq!(attempts("1"), 1, "the refused attempt was not asked again");
+    // The retry's call, cut short by the kill, is asked again by the second worker (it was
+    // not journaled yet); it may have finished first on a slow machine.
+    let retries = attempts("2");
+    eprintln!("model calls for the retry: {retries}");
+    assert!((1..=2).contains(&retries), "{retries}");
+    let session = client.session("typed-1").await.unwrap();
+    assert_eq!(
+        session.messages.last().unwrap().1.text(),
+        r#"{"total_cents": 1200}"#
+    );
+}
