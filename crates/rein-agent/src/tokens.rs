@@ -81,16 +81,10 @@ impl TokenEstimator {
     }
 
     /// Learns from a call: `raw` is the heuristic's count of the request sent, `usage` what
-    /// the provider reported for it. Calls with prompt-cache tokens are skipped: providers
-    /// differ on whether their input count includes them (OpenAI's does, Anthropic's and
-    /// Bedrock's do not), so such a sample could be off by the whole cached prefix.
+    /// the provider reported for it (see [`prompt_tokens`]).
     pub(crate) fn calibrate(&mut self, raw: u64, usage: &Usage) -> bool {
-        let reported = usage.input_tokens;
-        if raw == 0
-            || reported == 0
-            || usage.cache_read_input_tokens != 0
-            || usage.cache_write_input_tokens != 0
-        {
+        let reported = prompt_tokens(usage);
+        if raw == 0 || reported == 0 {
             return false;
         }
         let sample = (reported as f64 / raw as f64).clamp(MIN_RATIO, MAX_RATIO);
@@ -117,6 +111,27 @@ impl TokenEstimator {
         if let Ok(v) = serde_json::to_value(self) {
             state.set(CALIBRATION_KEY, v);
         }
+    }
+}
+
+/// The whole prompt a provider reports having read. Providers differ on whether their input
+/// count includes prompt-cache tokens: OpenAI's, llama.cpp's and Gemini's include the cached
+/// tokens (read ≤ input, no writes reported); Anthropic's and Bedrock's count them apart (and
+/// report cache writes). A report with writes, or with more read than input, is of the second
+/// kind. The one ambiguous case — an Anthropic-style read smaller than the uncached input,
+/// with no write — is taken as the first and undercounts by the read; the smoothing blunts it.
+fn prompt_tokens(usage: &Usage) -> u64 {
+    let (read, write) = (
+        usage.cache_read_input_tokens,
+        usage.cache_write_input_tokens,
+    );
+    if write > 0 || read > usage.input_tokens {
+        usage
+            .input_tokens
+            .saturating_add(read)
+            .saturating_add(write)
+    } else {
+        usage.input_tokens
     }
 }
 
@@ -207,10 +222,16 @@ mod tests {
         assert_eq!(e.calibrated(100), 150, "the first sample sets the ratio");
         assert!(e.calibrate(100, &Usage::new(150, 1)));
         assert_eq!(e.calibrated(1000), 1500, "a steady ratio stays");
-        // A zero report or a cache-touching one teaches nothing.
+        // A zero report teaches nothing.
         assert!(!e.calibrate(100, &Usage::new(0, 1)));
-        assert!(!e.calibrate(100, &Usage::new(10, 1).with_cache_tokens(500, 0)));
         assert_eq!(e.samples(), 2);
+        // Cached tokens count once, whichever way the provider reports them.
+        let openai_style = Usage::new(150, 1).with_cache_tokens(140, 0);
+        let anthropic_style = Usage::new(10, 1).with_cache_tokens(130, 10);
+        assert_eq!(prompt_tokens(&openai_style), 150);
+        assert_eq!(prompt_tokens(&anthropic_style), 150);
+        assert!(e.calibrate(100, &openai_style) && e.calibrate(100, &anthropic_style));
+        assert_eq!(e.calibrated(1000), 1500);
         // A hostile report moves the ratio only within its bounds.
         assert!(e.calibrate(1, &Usage::new(u64::MAX, 1)));
         assert!(e.ratio() <= MAX_RATIO);
