@@ -277,12 +277,9 @@ impl Driver<'_> {
         }
         // The event's pass in a block (layout rule 3).
         let (mut verdict, guidance) = {
-            let estimate = self
+            let mut ev = self
                 .agent
-                .token_estimator()
-                .calibrated(raw_request(&request));
-            let mut ev = BeforeModelCallEvent::new(self.inv.cx.clone(), request)
-                .with_estimated_input_tokens(estimate)
+                .before_model_call_event(self.inv.cx.clone(), request)
                 .with_model_call_index(index)
                 .with_answers(self.inv.answers.clone());
             if self.inv.run.resumes_held_call() {
@@ -474,9 +471,12 @@ impl Agent {
         inv.streaming_response = true;
         let guarded = self.core.hooks.has::<ModelOutputEvent>();
         let raw = raw_request(&request);
+        // Carried across the call's await as a u32 (layout rule 3: it fits the future's
+        // padding); a request past 4 billion tokens is counted as 4 billion.
+        let raw = u32::try_from(raw).unwrap_or(u32::MAX);
         span.record(
             "rein.request.estimated_input_tokens",
-            int(TokenEstimator::load(&self.state).calibrated(raw)),
+            int(TokenEstimator::load(&self.state).calibrated(u64::from(raw))),
         );
         if content {
             if let Some(system) = &request.system_prompt {
@@ -584,7 +584,7 @@ impl Agent {
         mut cycle: CycleMetrics,
         content: bool,
         span: &tracing::Span,
-        raw_estimate: u64,
+        raw_estimate: u32,
     ) -> Result<Called, Error> {
         let called = match result {
             Ok(Streamed::Response(response)) => {
@@ -610,7 +610,7 @@ impl Agent {
                 crate::telemetry::finish_reasons(span, response.stop_reason);
                 inv.run.add_usage(&response.usage);
                 let mut tokens = TokenEstimator::load(&self.state);
-                if tokens.calibrate(raw_estimate, &response.usage) {
+                if tokens.calibrate(u64::from(raw_estimate), &response.usage) {
                     tokens.store(&self.state);
                 }
                 cycle.usage = response.usage;
@@ -648,6 +648,17 @@ impl Agent {
         };
         inv.metrics.cycles.push(cycle);
         called
+    }
+
+    /// The BeforeModelCall event of a request, with its estimated input tokens. (A function
+    /// of its own: layout rule 3 — the estimate would stay in the caller's future.)
+    fn before_model_call_event(
+        &self,
+        cx: rein_core::event::InvocationContext,
+        request: ModelRequest,
+    ) -> BeforeModelCallEvent {
+        let estimate = self.token_estimator().calibrated(raw_request(&request));
+        BeforeModelCallEvent::new(cx, request).with_estimated_input_tokens(estimate)
     }
 
     /// After a context overflow: whether the conversation manager could shrink the history.
