@@ -487,7 +487,7 @@ impl Agent {
     }
 
     /// The conversation's token estimator, calibrated from the provider's reported usage
-    /// (SPEC §6.3); kept in the agent state, so saved and restored with sessions.
+    /// (SPEC §6.1); kept in the agent state, so saved and restored with sessions.
     pub fn token_estimator(&self) -> TokenEstimator {
         TokenEstimator::load(&self.state)
     }

@@ -101,7 +101,7 @@ impl Conversation {
 }
 
 /// What a conversation manager may do to the history it manages, with the conversation's
-/// calibrated token estimate (SPEC §6.3).
+/// calibrated token estimate (SPEC §6.1).
 pub struct HistoryEdit<'a> {
     conv: &'a mut Conversation,
     tokens: TokenEstimator,
@@ -364,7 +364,7 @@ impl ConversationManager for SlidingWindow {
 }
 
 /// Keeps the newest turns that fit a token budget, by the conversation's calibrated estimate
-/// (SPEC §6.3). It never separates a tool use from its result (the history starts at a user
+/// (SPEC §6.1). It never separates a tool use from its result (the history starts at a user
 /// message that holds no tool result), keeps the first user message's content unless told
 /// otherwise, and trims in steps: once the budget is exceeded it trims down to the low-water
 /// mark (default 75% of the budget), so the history's start — the provider's prompt-cache

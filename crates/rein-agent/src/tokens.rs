@@ -1,4 +1,4 @@
-//! Token estimates of a request (SPEC §6.3): a cheap heuristic, calibrated from the usage the
+//! Token estimates of a request (SPEC §6.1): a cheap heuristic, calibrated from the usage the
 //! provider reports as the run goes.
 //!
 //! The heuristic counts UTF-8 bytes / 4 per part (English text and JSON run at 3.5–4.5 bytes

@@ -176,6 +176,9 @@ struct Readme;
 #[doc = include_str!("../../../docs/steering-a-running-agent.md")]
 struct SteeringGuide;
 #[cfg(doctest)]
+#[doc = include_str!("../../../docs/context.md")]
+struct ContextGuide;
+#[cfg(doctest)]
 #[doc = include_str!("../../../docs/sessions.md")]
 struct SessionsGuide;
 #[cfg(doctest)]

@@ -1,4 +1,4 @@
-//! Token-aware context management (SPEC §6.3): the calibrated estimate, `TokenWindow` in a run,
+//! Token-aware context management (SPEC §6.1): the calibrated estimate, `TokenWindow` in a run,
 //! and the estimate against a real model's reported input tokens (llama.cpp with SmolLM2).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

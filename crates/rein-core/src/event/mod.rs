@@ -361,7 +361,7 @@ impl BeforeModelCallEvent {
         }
     }
 
-    /// Sets the estimated input tokens of the request (SPEC §6.3).
+    /// Sets the estimated input tokens of the request (SPEC §6.1).
     pub fn with_estimated_input_tokens(mut self, tokens: u64) -> Self {
         self.estimated_input_tokens = u32::try_from(tokens).unwrap_or(u32::MAX);
         self
@@ -369,7 +369,7 @@ impl BeforeModelCallEvent {
 
     /// The agent's estimate of the request's input tokens (system prompt, tools, messages) as
     /// built, before handlers change it: a heuristic calibrated from the provider's reported
-    /// usage earlier in the conversation (SPEC §6.3). A budget handler can deny or hold a call
+    /// usage earlier in the conversation (SPEC §6.1). A budget handler can deny or hold a call
     /// that would cost too much. 0 when the event was not made by an agent; at most
     /// `u32::MAX` (no model takes 4 billion tokens).
     pub fn estimated_input_tokens(&self) -> u64 {
