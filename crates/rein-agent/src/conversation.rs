@@ -452,7 +452,7 @@ impl TokenWindow {
         let starts = || (1..messages.len()).filter(|&i| turn_start(&messages[i]));
         let Some(cut) = starts()
             .find(|&i| fixed.saturating_add(from[i]) <= target)
-            .or_else(|| starts().last())
+            .or_else(|| starts().next_back())
         else {
             return false;
         };

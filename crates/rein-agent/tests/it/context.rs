@@ -103,19 +103,6 @@ async fn token_window_keeps_every_request_within_budget_and_valid() {
     assert!(kept < budget as usize * 4, "kept {kept} bytes");
 }
 
-fn peer(var: &str) -> Option<String> {
-    match std::env::var(var) {
-        Ok(v) if !v.is_empty() => Some(v),
-        _ if std::env::var_os("CI").is_some() => {
-            panic!("{var} is not set under CI: .ci/peers-llm.sh must start the LLM peers")
-        }
-        _ => {
-            eprintln!("SKIPPED: {var} not set; start the peers with `.ci/peers-llm.sh DIR`");
-            None
-        }
-    }
-}
-
 /// The calibrated estimate tracks llama.cpp's reported input tokens: after two calls it is
 /// within 35% of what SmolLM2's tokenizer counted, on turns of very different content (prose
 /// tokenizes at ~5 bytes a token, a list of identifiers at ~2.5; measured worst 29%).
