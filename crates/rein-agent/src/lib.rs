@@ -69,5 +69,5 @@ pub use stream::{AgentEvent, AgentStream};
 pub use structured::{
     DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_OUTPUT_RETRIES, FINAL_ANSWER_TOOL, OutputStrategy,
 };
-pub use tokens::TokenEstimator;
+pub use tokens::{TOKEN_CALIBRATION_KEY, TokenEstimator};
 pub use tools::ToolExecutor;

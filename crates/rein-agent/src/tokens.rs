@@ -31,9 +31,10 @@ const SMOOTHING: f64 = 0.3;
 /// Bounds of the ratio: a provider reporting nonsense cannot make the estimate zero or huge.
 const MIN_RATIO: f64 = 0.1;
 const MAX_RATIO: f64 = 10.0;
-/// Where the calibration is kept in the agent state (so it is saved and restored with
-/// sessions and checkpoints, like the agent in control after a handoff).
-pub(crate) const CALIBRATION_KEY: &str = "rein:token_calibration";
+/// The agent-state key of the conversation's token calibration (so it is saved and restored
+/// with sessions and checkpoints, like the agent in control after a handoff). A server showing
+/// the agent state to clients may hide it.
+pub const TOKEN_CALIBRATION_KEY: &str = "rein:token_calibration";
 
 /// A per-conversation estimate of input tokens: the heuristic times a ratio learnt from the
 /// provider's reported input tokens for the requests it estimated.
@@ -100,7 +101,7 @@ impl TokenEstimator {
     /// The estimator kept in an agent state (default when absent or unreadable).
     pub(crate) fn load(state: &AgentState) -> Self {
         state
-            .get(CALIBRATION_KEY)
+            .get(TOKEN_CALIBRATION_KEY)
             .and_then(|v| serde_json::from_value::<Self>(v).ok())
             .filter(|e| e.ratio.is_finite() && (MIN_RATIO..=MAX_RATIO).contains(&e.ratio))
             .unwrap_or_default()
@@ -109,7 +110,7 @@ impl TokenEstimator {
     /// Keeps the estimator in an agent state.
     pub(crate) fn store(&self, state: &AgentState) {
         if let Ok(v) = serde_json::to_value(self) {
-            state.set(CALIBRATION_KEY, v);
+            state.set(TOKEN_CALIBRATION_KEY, v);
         }
     }
 }
@@ -246,11 +247,11 @@ mod tests {
         e.store(&state);
         assert_eq!(TokenEstimator::load(&state), e);
         state.set(
-            CALIBRATION_KEY,
+            TOKEN_CALIBRATION_KEY,
             serde_json::json!({"ratio": -5.0, "samples": 1}),
         );
         assert_eq!(TokenEstimator::load(&state), TokenEstimator::default());
-        state.set(CALIBRATION_KEY, serde_json::json!("nonsense"));
+        state.set(TOKEN_CALIBRATION_KEY, serde_json::json!("nonsense"));
         assert_eq!(TokenEstimator::load(&state), TokenEstimator::default());
     }
 }
