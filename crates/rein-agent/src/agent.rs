@@ -24,6 +24,7 @@ use crate::inject::{Injections, TurnInterceptor};
 use crate::journal::SharedJournal;
 use crate::retry::RetryStrategy;
 use crate::stream::{AgentStream, Sink};
+use crate::tokens::TokenEstimator;
 use crate::tools::{ToolExecutor, ToolSet};
 
 /// The default hold-back window of a stream guard, in characters
@@ -485,7 +486,22 @@ impl Agent {
     }
 
     pub(crate) fn apply_conversation_manager(&mut self) {
-        let mut edit = HistoryEdit::new(self.history.conv_mut());
+        let (tokens, fixed) = self.token_parts();
+        let mut edit = HistoryEdit::new(self.history.conv_mut()).with_tokens(tokens, fixed);
         self.manager.apply(&mut edit);
+    }
+
+    /// The conversation's token estimator, calibrated from the provider's reported usage
+    /// (SPEC §6.1); kept in the agent state, so saved and restored with sessions.
+    pub fn token_estimator(&self) -> TokenEstimator {
+        TokenEstimator::load(&self.state)
+    }
+
+    /// The estimator and the heuristic count of the system prompt and tools, for a
+    /// [`HistoryEdit`].
+    pub(crate) fn token_parts(&self) -> (TokenEstimator, u64) {
+        let fixed =
+            crate::tokens::raw_fixed(self.core.system_prompt.as_deref(), &self.core.tools.specs());
+        (self.token_estimator(), fixed)
     }
 }

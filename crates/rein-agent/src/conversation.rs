@@ -5,6 +5,8 @@ use std::sync::Arc;
 use rein_core::{ContentBlock, Message, Role, id::MessageId, message::ToolResultContent};
 use serde_json::Value;
 
+use crate::tokens::{TokenEstimator, raw_message};
+
 /// The stored conversation: messages (shared, copy-on-write) and their stable ids.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Conversation {
@@ -98,19 +100,52 @@ impl Conversation {
     }
 }
 
-/// What a conversation manager may do to the history it manages.
+/// What a conversation manager may do to the history it manages, with the conversation's
+/// calibrated token estimate (SPEC §6.1).
 pub struct HistoryEdit<'a> {
     conv: &'a mut Conversation,
+    tokens: TokenEstimator,
+    /// The heuristic's count of what every request carries besides its messages.
+    fixed_raw: u64,
 }
 
 impl<'a> HistoryEdit<'a> {
     pub(crate) fn new(conv: &'a mut Conversation) -> Self {
-        Self { conv }
+        Self {
+            conv,
+            tokens: TokenEstimator::default(),
+            fixed_raw: 0,
+        }
+    }
+
+    /// With the conversation's estimator and the heuristic count of its system prompt and
+    /// tools.
+    pub(crate) fn with_tokens(mut self, tokens: TokenEstimator, fixed_raw: u64) -> Self {
+        self.tokens = tokens;
+        self.fixed_raw = fixed_raw;
+        self
     }
 
     /// The messages.
     pub fn messages(&self) -> &[Message] {
         self.conv.messages()
+    }
+
+    /// The conversation's token estimator, calibrated from the provider's reported usage.
+    pub fn tokens(&self) -> &TokenEstimator {
+        &self.tokens
+    }
+
+    /// The estimated input tokens of the system prompt and tool declarations.
+    pub fn fixed_tokens(&self) -> u64 {
+        self.tokens.calibrated(self.fixed_raw)
+    }
+
+    /// The estimated input tokens of a request with this history: system prompt, tools and
+    /// messages.
+    pub fn estimated_tokens(&self) -> u64 {
+        let raw = self.conv.messages().iter().map(raw_message).sum::<u64>();
+        self.tokens.calibrated(self.fixed_raw.saturating_add(raw))
     }
 
     /// Drops the first `n` messages.
@@ -217,6 +252,16 @@ impl ConversationManager for Manager {
     }
 }
 
+/// Whether the history may start at `m`: a user message that holds no tool result (so no
+/// result is separated from its tool use).
+fn turn_start(m: &Message) -> bool {
+    m.role == Role::User
+        && !m
+            .content
+            .iter()
+            .any(|b| matches!(b, ContentBlock::ToolResult(_)))
+}
+
 /// Leaves the history alone.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NoConversationManager;
@@ -259,25 +304,12 @@ impl SlidingWindow {
         self.removed
     }
 
-    /// The first index ≥ `from` where the history may start: a user message that holds no tool
-    /// result (so no result is separated from its tool use).
-    fn valid_start(messages: &[Message], from: usize) -> Option<usize> {
-        (from..messages.len()).find(|&i| {
-            let m = &messages[i];
-            m.role == Role::User
-                && !m
-                    .content
-                    .iter()
-                    .any(|b| matches!(b, ContentBlock::ToolResult(_)))
-        })
-    }
-
     fn trim_to(&mut self, history: &mut HistoryEdit<'_>, keep: usize) -> bool {
         let len = history.messages().len();
         if len <= keep {
             return false;
         }
-        match Self::valid_start(history.messages(), len - keep) {
+        match (len - keep..len).find(|&i| turn_start(&history.messages()[i])) {
             Some(cut) if cut > 0 => {
                 history.remove_front(cut);
                 self.removed += cut;
@@ -327,6 +359,146 @@ impl ConversationManager for SlidingWindow {
     fn restore(&mut self, state: &Value) {
         if let Some(n) = state.get("removed_message_count").and_then(Value::as_u64) {
             self.removed = n as usize;
+        }
+    }
+}
+
+/// Keeps the newest turns that fit a token budget, by the conversation's calibrated estimate
+/// (SPEC §6.1). It never separates a tool use from its result (the history starts at a user
+/// message that holds no tool result), keeps the first user message's content unless told
+/// otherwise, and trims in steps: once the budget is exceeded it trims down to the low-water
+/// mark (default 75% of the budget), so the history's start — the provider's prompt-cache
+/// prefix — then stays the same for the turns until the next trim.
+#[derive(Debug, Clone)]
+pub struct TokenWindow {
+    budget: u64,
+    low_water_percent: u8,
+    keep_first: bool,
+    /// The first user message's content, set at the first trim: from then on it leads the
+    /// history's first message.
+    first: Option<Vec<ContentBlock>>,
+    removed: usize,
+}
+
+impl TokenWindow {
+    /// A window of `budget_tokens` estimated input tokens (system prompt and tools included).
+    pub fn new(budget_tokens: u64) -> Self {
+        Self {
+            budget: budget_tokens.max(1),
+            low_water_percent: 75,
+            keep_first: true,
+            first: None,
+            removed: 0,
+        }
+    }
+
+    /// Trims down to `percent` of the budget (10–100; default 75): lower trims less often, so
+    /// the cached prefix lasts longer, at the cost of sending less history after a trim.
+    pub fn low_water_percent(mut self, percent: u8) -> Self {
+        self.low_water_percent = percent.clamp(10, 100);
+        self
+    }
+
+    /// Lets trimming drop the first user message like any other (by default its content is
+    /// kept at the start of the history: it usually holds the task).
+    pub fn drop_first_user_message(mut self) -> Self {
+        self.keep_first = false;
+        self
+    }
+
+    /// The budget in tokens.
+    pub fn budget_tokens(&self) -> u64 {
+        self.budget
+    }
+
+    /// Messages removed so far.
+    pub fn removed(&self) -> usize {
+        self.removed
+    }
+
+    /// Trims the oldest turns until the estimate is at most `target`, or to the newest turn
+    /// if nothing less fits. Returns whether anything was removed.
+    fn trim_to(&mut self, history: &mut HistoryEdit<'_>, target: u64) -> bool {
+        let tokens = *history.tokens();
+        let messages = history.messages();
+        if self.keep_first && self.first.is_none() && self.removed == 0 {
+            self.first = messages.first().filter(|m| turn_start(m)).map(|m| {
+                m.content
+                    .iter()
+                    .filter(|b| {
+                        matches!(
+                            b,
+                            ContentBlock::Text(_)
+                                | ContentBlock::Image(_)
+                                | ContentBlock::Document(_)
+                        )
+                    })
+                    .cloned()
+                    .collect()
+            });
+        }
+        let pinned = match (&self.first, self.keep_first) {
+            (Some(blocks), true) => {
+                tokens.calibrated(raw_message(&Message::new(Role::User, blocks.clone())))
+            }
+            _ => 0,
+        };
+        // Suffix sums: what the history from each index on costs.
+        let mut from = vec![0u64; messages.len() + 1];
+        for i in (0..messages.len()).rev() {
+            from[i] = from[i + 1].saturating_add(tokens.message(&messages[i]));
+        }
+        let fixed = history.fixed_tokens().saturating_add(pinned);
+        let starts = || (1..messages.len()).filter(|&i| turn_start(&messages[i]));
+        let Some(cut) = starts()
+            .find(|&i| fixed.saturating_add(from[i]) <= target)
+            .or_else(|| starts().next_back())
+        else {
+            return false;
+        };
+        history.remove_front(cut);
+        self.removed += cut;
+        if let (Some(blocks), true) = (&self.first, self.keep_first)
+            && let Some(m) = history.message_mut(0)
+        {
+            m.content.splice(0..0, blocks.iter().cloned());
+        }
+        true
+    }
+}
+
+impl ConversationManager for TokenWindow {
+    fn apply(&mut self, history: &mut HistoryEdit<'_>) {
+        if history.estimated_tokens() > self.budget {
+            let target = u128::from(self.budget) * u128::from(self.low_water_percent) / 100;
+            let target = u64::try_from(target).unwrap_or(self.budget);
+            self.trim_to(history, target);
+        }
+    }
+
+    fn reduce_on_overflow(&mut self, history: &mut HistoryEdit<'_>) -> bool {
+        // The estimate said it fits and the provider said no: halve what is sent.
+        let target = history.estimated_tokens().min(self.budget) / 2;
+        self.trim_to(history, target)
+    }
+
+    fn state(&self) -> Value {
+        serde_json::json!({
+            "budget_tokens": self.budget,
+            "removed_message_count": self.removed,
+            "first_user_message": self.first,
+        })
+    }
+
+    fn restore(&mut self, state: &Value) {
+        if let Some(n) = state.get("removed_message_count").and_then(Value::as_u64) {
+            self.removed = usize::try_from(n).unwrap_or(usize::MAX);
+        }
+        if let Some(first) = state
+            .get("first_user_message")
+            .and_then(|v| serde_json::from_value::<Option<Vec<ContentBlock>>>(v.clone()).ok())
+        {
+            self.first = first;
         }
     }
 }
@@ -392,5 +564,128 @@ mod tests {
         assert!(m.reduce_on_overflow(&mut HistoryEdit::new(&mut c)));
         assert!(c.len() <= 8);
         assert_eq!(m.removed(), 16 - c.len());
+    }
+
+    fn fits(c: &mut Conversation, budget: u64) -> TokenWindow {
+        let mut w = TokenWindow::new(budget);
+        w.apply(&mut HistoryEdit::new(c));
+        w
+    }
+
+    fn estimate(c: &mut Conversation) -> u64 {
+        HistoryEdit::new(c).estimated_tokens()
+    }
+
+    #[test]
+    fn token_window_keeps_the_newest_turns_within_budget_and_every_tool_pair() {
+        let full = estimate(&mut conv(20));
+        for budget in (10..=full + 10).step_by(7) {
+            let mut c = conv(20);
+            fits(&mut c, budget);
+            let first = &c.messages()[0];
+            assert!(turn_start(first), "budget {budget}: starts at a turn");
+            assert_eq!(c.messages().last().unwrap().text(), "a19", "newest kept");
+            // Every tool result's use is in the history.
+            for (i, m) in c.messages().iter().enumerate() {
+                for r in m.tool_results() {
+                    assert!(
+                        c.messages()[..i]
+                            .iter()
+                            .flat_map(Message::tool_uses)
+                            .any(|u| u.tool_use_id == r.tool_use_id),
+                        "budget {budget}: orphan result"
+                    );
+                }
+            }
+            // Within budget unless only the newest turn is left.
+            let one_turn = estimate(&mut conv(1)) + 2;
+            assert!(estimate(&mut c) <= budget.max(one_turn), "budget {budget}");
+            assert_eq!(c.ids().len(), c.len());
+        }
+    }
+
+    #[test]
+    fn token_window_keeps_the_first_user_message_unless_told() {
+        let budget = estimate(&mut conv(5));
+        let mut c = conv(20);
+        let w = fits(&mut c, budget);
+        assert!(w.removed() > 0);
+        assert_eq!(c.messages()[0].content[0], ContentBlock::text("q0"));
+        assert_eq!(c.messages()[0].role, Role::User);
+        assert!(estimate(&mut c) <= budget);
+
+        let mut c = conv(20);
+        let mut w = TokenWindow::new(budget).drop_first_user_message();
+        w.apply(&mut HistoryEdit::new(&mut c));
+        assert!(c.messages().iter().all(|m| m.text() != "q0"));
+    }
+
+    /// How often the first `n` messages sent change over a 200-turn tool loop.
+    fn prefix_changes(mut manager: impl ConversationManager, n: usize) -> usize {
+        let mut c = conv(0);
+        let mut last: Vec<Message> = Vec::new();
+        let mut changes = 0;
+        for t in 0..200 {
+            for m in turn_with_tool(t) {
+                c.push(m);
+            }
+            manager.apply(&mut HistoryEdit::new(&mut c));
+            let prefix = c.messages()[..n.min(c.len())].to_vec();
+            if !last.is_empty() && prefix != last {
+                changes += 1;
+            }
+            last = prefix;
+        }
+        changes
+    }
+
+    #[test]
+    fn token_window_trims_in_steps_so_the_prefix_stays_stable() {
+        let budget = estimate(&mut conv(10));
+        let window = prefix_changes(TokenWindow::new(budget), 4);
+        let sliding = prefix_changes(SlidingWindow::new(40), 4);
+        // 10 turns fit, a trim keeps ~7: the prefix moves about every 3 turns, not every turn.
+        assert!(
+            window <= 200 / 3 + 1,
+            "token window moved the prefix {window} times"
+        );
+        assert!(sliding >= 150, "sliding window moved it {sliding} times");
+        let wide = prefix_changes(TokenWindow::new(budget).low_water_percent(50), 4);
+        eprintln!(
+            "prefix changes in 200 turns: token window {window}, at 50% {wide}, sliding {sliding}"
+        );
+        assert!(
+            wide < window,
+            "a lower mark trims less often: {wide} vs {window}"
+        );
+    }
+
+    #[test]
+    fn token_window_state_round_trips() {
+        let budget = estimate(&mut conv(5));
+        let mut c = conv(20);
+        let w = fits(&mut c, budget);
+        let mut restored = TokenWindow::new(budget);
+        restored.restore(&w.state());
+        assert_eq!(restored.removed(), w.removed());
+        assert_eq!(restored.first, w.first);
+        for t in 20..30 {
+            for m in turn_with_tool(t) {
+                c.push(m);
+            }
+        }
+        restored.apply(&mut HistoryEdit::new(&mut c));
+        assert_eq!(c.messages()[0].content[0], ContentBlock::text("q0"));
+        // Garbage state is ignored, not a panic.
+        restored.restore(&json!({"removed_message_count": "x", "first_user_message": 3}));
+    }
+
+    #[test]
+    fn token_window_overflow_halves_what_is_sent() {
+        let mut c = conv(20);
+        let before = estimate(&mut c);
+        let mut w = TokenWindow::new(u64::MAX);
+        assert!(w.reduce_on_overflow(&mut HistoryEdit::new(&mut c)));
+        assert!(estimate(&mut c) <= before / 2 + 10);
     }
 }

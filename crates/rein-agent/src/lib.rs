@@ -44,6 +44,7 @@ mod session;
 mod stream;
 mod structured;
 pub mod telemetry;
+mod tokens;
 mod tools;
 
 pub use agent::{Agent, CANCELLED_BY_USER, DEFAULT_STREAM_HOLD_BACK, Input, Limits, OnRetryLimit};
@@ -56,6 +57,7 @@ pub use checkpoint::{
 };
 pub use conversation::{
     ConversationManager, HistoryEdit, NoConversationManager, SlidingWindow, TRUNCATED_TOOL_RESULT,
+    TokenWindow,
 };
 pub use handoff::Handoff;
 pub use history::{TOOL_CANCELLED, TOOL_INTERRUPTED};
@@ -67,4 +69,5 @@ pub use stream::{AgentEvent, AgentStream};
 pub use structured::{
     DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MAX_OUTPUT_RETRIES, FINAL_ANSWER_TOOL, OutputStrategy,
 };
+pub use tokens::{TOKEN_CALIBRATION_KEY, TokenEstimator};
 pub use tools::ToolExecutor;

@@ -518,11 +518,18 @@ fn run_error(e: &Error, thread_id: &str, run_id: &str) -> WireEvent {
     }
 }
 
-/// The agent state shown in STATE_SNAPSHOT (the server's own key removed).
+/// The agent state shown in STATE_SNAPSHOT (the server's own key and the token calibration
+/// removed: bookkeeping, not the application's state).
 pub(crate) fn visible_state(agent: &Agent) -> Value {
     let mut map: Map<String, Value> = agent.state().snapshot().into_iter().collect();
-    map.remove(ANSWERED_KEY);
+    hide_bookkeeping(&mut map);
     Value::Object(map)
+}
+
+/// Removes the keys the server and the agent keep for themselves from a state shown to clients.
+pub(crate) fn hide_bookkeeping(map: &mut Map<String, Value>) {
+    map.remove(ANSWERED_KEY);
+    map.remove(rein_agent::TOKEN_CALIBRATION_KEY);
 }
 
 /// Runs `input` on `agent`, sending the run's AG-UI events (RUN_STARTED first, RUN_FINISHED

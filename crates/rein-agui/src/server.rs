@@ -817,7 +817,7 @@ async fn thread(
             })
             .unwrap_or_default();
         let mut state = snapshot.agent_state.clone();
-        state.remove(ANSWERED_KEY);
+        crate::run::hide_bookkeeping(&mut state);
         Ok::<_, ProtocolError>(axum::Json(json!({
             "threadId": thread_id,
             "messageCount": messages.len(),

@@ -44,7 +44,7 @@ pub use rein_restate as restate;
 pub use rein_agent::{
     Agent, AgentBuilder, AgentEvent, AgentStream, AgentTool, CancelHandle, ConversationBuilder,
     Handoff, Input, Limits, OnRetryLimit, OutputStrategy, RetryStrategy, SlidingWindow,
-    ToolExecutor,
+    TokenEstimator, TokenWindow, ToolExecutor,
 };
 pub use rein_core::{
     Error, Message, ToolHandle,
@@ -175,6 +175,9 @@ struct Readme;
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/steering-a-running-agent.md")]
 struct SteeringGuide;
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/context.md")]
+struct ContextGuide;
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/sessions.md")]
 struct SessionsGuide;

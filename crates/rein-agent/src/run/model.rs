@@ -29,6 +29,7 @@ use crate::conversation::{ConversationManager as _, HistoryEdit};
 use crate::stream::{AgentEvent, Sink};
 use crate::structured::OutputSpec;
 use crate::telemetry::int;
+use crate::tokens::{TokenEstimator, raw_request};
 use rein_models::ModelStream;
 
 /// What a model call came to.
@@ -107,6 +108,7 @@ impl Driver<'_> {
             gen_ai.system_instructions = tracing::field::Empty,
             gen_ai.input.messages = tracing::field::Empty,
             gen_ai.output.messages = tracing::field::Empty,
+            rein.request.estimated_input_tokens = tracing::field::Empty,
         );
         crate::telemetry::in_span!(&span, self.model_call_in(index, &span))
     }
@@ -275,7 +277,9 @@ impl Driver<'_> {
         }
         // The event's pass in a block (layout rule 3).
         let (mut verdict, guidance) = {
-            let mut ev = BeforeModelCallEvent::new(self.inv.cx.clone(), request)
+            let mut ev = self
+                .agent
+                .before_model_call_event(self.inv.cx.clone(), request)
                 .with_model_call_index(index)
                 .with_answers(self.inv.answers.clone());
             if self.inv.run.resumes_held_call() {
@@ -464,6 +468,14 @@ impl Agent {
         let started = Instant::now();
         inv.streaming_response = true;
         let guarded = self.core.hooks.has::<ModelOutputEvent>();
+        let raw = raw_request(&request);
+        // Carried across the call's await as a u32 (layout rule 3: it fits the future's
+        // padding); a request past 4 billion tokens is counted as 4 billion.
+        let raw = u32::try_from(raw).unwrap_or(u32::MAX);
+        span.record(
+            "rein.request.estimated_input_tokens",
+            int(TokenEstimator::load(&self.state).calibrated(u64::from(raw))),
+        );
         if content {
             if let Some(system) = &request.system_prompt {
                 span.record("gen_ai.system_instructions", &**system);
@@ -495,7 +507,7 @@ impl Agent {
             cycle.model_call_index = index;
             cycle.duration = started.elapsed();
             cycle.time_to_first_event = first;
-            self.called(inv, result, cycle, content, span)
+            self.called(inv, result, cycle, content, span, raw)
         }
     }
 
@@ -570,6 +582,7 @@ impl Agent {
         mut cycle: CycleMetrics,
         content: bool,
         span: &tracing::Span,
+        raw_estimate: u32,
     ) -> Result<Called, Error> {
         let called = match result {
             Ok(Streamed::Response(response)) => {
@@ -594,6 +607,10 @@ impl Agent {
                 crate::telemetry::cache_tokens(span, &response.usage);
                 crate::telemetry::finish_reasons(span, response.stop_reason);
                 inv.run.add_usage(&response.usage);
+                let mut tokens = TokenEstimator::load(&self.state);
+                if tokens.calibrate(u64::from(raw_estimate), &response.usage) {
+                    tokens.store(&self.state);
+                }
                 cycle.usage = response.usage;
                 Ok(Called::Done(Ok(response)))
             }
@@ -631,9 +648,21 @@ impl Agent {
         called
     }
 
+    /// The BeforeModelCall event of a request, with its estimated input tokens. (A function
+    /// of its own: layout rule 3 — the estimate would stay in the caller's future.)
+    fn before_model_call_event(
+        &self,
+        cx: rein_core::event::InvocationContext,
+        request: ModelRequest,
+    ) -> BeforeModelCallEvent {
+        let estimate = self.token_estimator().calibrated(raw_request(&request));
+        BeforeModelCallEvent::new(cx, request).with_estimated_input_tokens(estimate)
+    }
+
     /// After a context overflow: whether the conversation manager could shrink the history.
     pub(super) fn reduce_context(&mut self, error: ModelError) -> StepReport {
-        let mut edit = HistoryEdit::new(self.history.conv_mut());
+        let (tokens, fixed) = self.token_parts();
+        let mut edit = HistoryEdit::new(self.history.conv_mut()).with_tokens(tokens, fixed);
         let reduced = self.manager.reduce_on_overflow(&mut edit);
         StepReport::Reduced { reduced, error }
     }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::assert_history_valid;
+use common::{assert_history_valid, peer};
 use rein_agent::{Agent, RetryStrategy};
 use rein_core::{
     Error, ToolHandle, audit::DecisionAction, error::ModelErrorKind, stream::StopReason,
@@ -20,22 +20,6 @@ use rein_core::{
 use rein_interventions::{BeforeToolCallAction, Intervention};
 use rein_models::{AnthropicModel, OpenAiModel, SharedModel};
 use serde_json::json;
-
-fn peer(var: &str) -> Option<String> {
-    match std::env::var(var) {
-        Ok(v) if !v.is_empty() => Some(v),
-        _ if std::env::var_os("CI").is_some() => {
-            panic!("{var} is not set under CI: .ci/peers-llm.sh must start the LLM peers")
-        }
-        _ => {
-            eprintln!(
-                "SKIPPED: {var} not set; these end-to-end tests need the peers started by \
-                 `bash .ci/peers-llm.sh DIR && source DIR/env`"
-            );
-            None
-        }
-    }
-}
 
 fn bases() -> Option<(String, String)> {
     Some((

@@ -12,6 +12,7 @@ mod approvals;
 mod bedrock_history;
 mod cancel;
 mod confirm_anywhere;
+mod context;
 mod conversations;
 mod e2e_llmock;
 mod event_loop;

@@ -326,6 +326,8 @@ pub struct BeforeModelCallEvent {
     answers: InterruptAnswers,
     interrupts: Vec<Interrupt>,
     decisions: Vec<DecisionRecord>,
+    /// A u32 beside `model_call_index`: the event stays its size (agent layout rules).
+    estimated_input_tokens: u32,
 }
 
 common_accessors!(BeforeModelCallEvent, EventKind::BeforeModelCall);
@@ -355,7 +357,23 @@ impl BeforeModelCallEvent {
             answers: InterruptAnswers::default(),
             interrupts: Vec::new(),
             decisions: Vec::new(),
+            estimated_input_tokens: 0,
         }
+    }
+
+    /// Sets the estimated input tokens of the request (SPEC §6.1).
+    pub fn with_estimated_input_tokens(mut self, tokens: u64) -> Self {
+        self.estimated_input_tokens = u32::try_from(tokens).unwrap_or(u32::MAX);
+        self
+    }
+
+    /// The agent's estimate of the request's input tokens (system prompt, tools, messages) as
+    /// built, before handlers change it: a heuristic calibrated from the provider's reported
+    /// usage earlier in the conversation (SPEC §6.1). A budget handler can deny or hold a call
+    /// that would cost too much. 0 when the event was not made by an agent; at most
+    /// `u32::MAX` (no model takes 4 billion tokens).
+    pub fn estimated_input_tokens(&self) -> u64 {
+        u64::from(self.estimated_input_tokens)
     }
 
     /// Marks the event as the pass of a held call made again on resume (SPEC §3.8).

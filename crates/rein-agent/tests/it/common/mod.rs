@@ -171,3 +171,21 @@ pub fn injecting_tool(slot: Arc<Mutex<Option<TurnInterceptor>>>) -> ToolHandle {
         },
     )
 }
+
+/// The peer's URL, or `None` (after a loud message) when the peers are not running; under CI
+/// a missing peer fails the test.
+pub fn peer(var: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(v) if !v.is_empty() => Some(v),
+        _ if std::env::var_os("CI").is_some() => {
+            panic!("{var} is not set under CI: .ci/peers-llm.sh must start the LLM peers")
+        }
+        _ => {
+            eprintln!(
+                "SKIPPED: {var} not set; these end-to-end tests need the peers started by \
+                 `bash .ci/peers-llm.sh DIR && source DIR/env`"
+            );
+            None
+        }
+    }
+}
