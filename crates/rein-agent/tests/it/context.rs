@@ -148,14 +148,17 @@ async fn the_calibrated_estimate_tracks_llama_cpp_reported_input_tokens() {
         ),
         "Thanks, bye.".to_owned(),
     ];
-    let mut reported = Vec::new();
+    // Each invocation's last model call (the one that answered: a call the shared server failed
+    // and the agent retried reports nothing) and the estimate made for it.
+    let mut pairs = Vec::new();
     for input in inputs {
         let r = agent.invoke(input).await.unwrap();
-        reported.push(r.metrics.cycles[0].usage.input_tokens);
+        let reported = r.metrics.cycles.last().unwrap().usage.input_tokens;
+        let estimated = *seen.lock().unwrap().last().unwrap();
+        pairs.push((estimated, reported));
     }
-    let estimated = seen.lock().unwrap().clone();
     let mut worst = 0.0f64;
-    for (i, (e, r)) in estimated.iter().zip(&reported).enumerate() {
+    for (i, (e, r)) in pairs.iter().enumerate() {
         let error = (*e as f64 - *r as f64).abs() / *r as f64;
         eprintln!(
             "call {i}: estimated {e}, reported {r}, error {:.1}%",
