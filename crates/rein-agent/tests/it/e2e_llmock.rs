@@ -208,3 +208,42 @@ async fn a_5xx_is_retried_and_a_broken_stream_is_a_typed_error() {
         assert_eq!(agent.messages().last().unwrap().role, rein_core::Role::User);
     }
 }
+
+/// Issue 39, item 6: a typed answer through a third-party server that honours OpenAI's
+/// `response_format: json_schema` (llmock writes an answer following the schema it is sent):
+/// what Rein sends is a schema the server can act on, and what comes back is checked and typed.
+#[tokio::test]
+async fn a_typed_answer_through_llmock_follows_the_schema_sent() {
+    let Some((oa, _)) = bases() else {
+        return;
+    };
+    let model = OpenAiModel::builder("rein-e2e-typed")
+        .base_url(&oa)
+        .api_key("rein-e2e-key")
+        .build()
+        .unwrap();
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "customer": {"type": "string"},
+            "total_cents": {"type": "integer"},
+            "paid": {"type": "boolean"}
+        },
+        "required": ["customer", "total_cents", "paid"],
+        "additionalProperties": false
+    });
+    let mut agent = Agent::builder()
+        .model(model)
+        .output_schema("invoice", schema)
+        .build()
+        .unwrap();
+    let r = agent.invoke("Extract the invoice.").await.unwrap();
+    let invoice: serde_json::Value = r.output().unwrap();
+    println!("{invoice}");
+    assert!(invoice["customer"].is_string(), "{invoice}");
+    assert!(invoice["total_cents"].is_i64(), "{invoice}");
+    assert!(invoice["paid"].is_boolean(), "{invoice}");
+    assert_eq!(invoice.as_object().unwrap().len(), 3, "{invoice}");
+    // Accepted on the first answer: the server followed the schema Rein sent.
+    assert_eq!(r.metrics.cycles.len(), 1, "{:?}", r.decisions);
+}
