@@ -141,8 +141,24 @@ fn text(s: &str) -> u64 {
 }
 
 fn json(v: &serde_json::Value) -> u64 {
+    /// Counts the bytes written to it: the serialized size without building the bytes (this
+    /// runs over every tool schema and tool input of a request, on every model call).
+    struct Counted(u64);
+    impl std::io::Write for Counted {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len() as u64;
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counted = Counted(0);
     // A serialization error cannot happen for a `Value`; count nothing then.
-    serde_json::to_vec(v).map_or(0, |b| (b.len() as u64).div_ceil(BYTES_PER_TOKEN))
+    match serde_json::to_writer(&mut counted, v) {
+        Ok(()) => counted.0.div_ceil(BYTES_PER_TOKEN),
+        Err(_) => 0,
+    }
 }
 
 fn raw_block(block: &ContentBlock) -> u64 {

@@ -472,10 +472,12 @@ impl Agent {
         // Carried across the call's await as a u32 (layout rule 3: it fits the future's
         // padding); a request past 4 billion tokens is counted as 4 billion.
         let raw = u32::try_from(raw).unwrap_or(u32::MAX);
-        span.record(
-            "rein.request.estimated_input_tokens",
-            int(TokenEstimator::load(&self.state).calibrated(u64::from(raw))),
-        );
+        if !span.is_disabled() {
+            span.record(
+                "rein.request.estimated_input_tokens",
+                int(TokenEstimator::load(&self.state).calibrated(u64::from(raw))),
+            );
+        }
         if content {
             if let Some(system) = &request.system_prompt {
                 span.record("gen_ai.system_instructions", &**system);
