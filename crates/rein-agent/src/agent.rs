@@ -8,7 +8,7 @@ use rein_core::{
     ContentBlock, Error, Message, Role,
     id::MessageId,
     message::InterruptResponse,
-    request::{InferenceConfig, ToolChoice},
+    request::{InferenceConfig, ModelRequest, ToolChoice},
     result::AgentResult,
     state::{AgentState, InvocationState, RunState},
 };
@@ -24,7 +24,7 @@ use crate::inject::{Injections, TurnInterceptor};
 use crate::journal::SharedJournal;
 use crate::retry::RetryStrategy;
 use crate::stream::{AgentStream, Sink};
-use crate::tokens::TokenEstimator;
+use crate::tokens::{Calibration, TokenEstimator};
 use crate::tools::{ToolExecutor, ToolSet};
 
 /// The default hold-back window of a stream guard, in characters
@@ -97,12 +97,41 @@ pub(crate) struct AgentCore {
     pub(crate) manager: Option<Box<Manager>>,
     /// The typed answer asked for, if any (SPEC §13).
     pub(crate) output: Option<Box<crate::structured::OutputSpec>>,
+    /// The heuristic token count of the system prompt and tools (SPEC §6.1), counted when
+    /// first needed.
+    pub(crate) fixed_raw: OnceLock<u64>,
 }
 
 impl AgentCore {
     /// What the model says about itself (asked once, when first needed).
     pub(crate) fn model_info(&self) -> &ModelInfo {
         self.model_info.get_or_init(|| self.model.info())
+    }
+
+    /// The system prompt and tools a request of this agent carries (a typed answer may state
+    /// its schema in the prompt and add its final-answer tool).
+    pub(crate) fn request_parts(
+        &self,
+    ) -> (Option<&Arc<str>>, &Arc<Vec<rein_core::tool::ToolSpec>>) {
+        let mut system = self.system_prompt.as_ref();
+        let mut tools = self.tools.specs_ref();
+        if let Some(spec) = &self.output {
+            if let Some(prompt) = &spec.system_prompt {
+                system = Some(prompt);
+            }
+            if let Some(spec_tools) = &spec.tools {
+                tools = spec_tools;
+            }
+        }
+        (system, tools)
+    }
+
+    /// The heuristic's count of [`request_parts`](Self::request_parts), counted once.
+    pub(crate) fn fixed_raw(&self) -> u64 {
+        *self.fixed_raw.get_or_init(|| {
+            let (system, tools) = self.request_parts();
+            crate::tokens::raw_fixed(system.map(|s| &**s), tools)
+        })
     }
 }
 
@@ -253,6 +282,8 @@ pub struct Agent {
     /// Boxed (layout rule 1): 384 B inline would triple an idle agent's size.
     pub(crate) pending: Option<Box<PausedRun>>,
     pub(crate) manager: Manager,
+    /// The conversation's token calibration (SPEC §6.1), saved with the agent state.
+    pub(crate) tokens: Calibration,
     pub(crate) cancel: CancelSlot,
     pub(crate) interceptor: Injections,
     /// The agents control can pass to, by name (itself included); `None` without handoffs
@@ -492,16 +523,39 @@ impl Agent {
     }
 
     /// The conversation's token estimator, calibrated from the provider's reported usage
-    /// (SPEC §6.1); kept in the agent state, so saved and restored with sessions.
+    /// (SPEC §6.1); saved and restored with sessions and checkpoints.
     pub fn token_estimator(&self) -> TokenEstimator {
-        TokenEstimator::load(&self.state)
+        self.tokens.get()
     }
 
     /// The estimator and the heuristic count of the system prompt and tools, for a
     /// [`HistoryEdit`].
     pub(crate) fn token_parts(&self) -> (TokenEstimator, u64) {
-        let fixed =
-            crate::tokens::raw_fixed(self.core.system_prompt.as_deref(), &self.core.tools.specs());
-        (self.token_estimator(), fixed)
+        (self.tokens.get(), self.core.fixed_raw())
+    }
+
+    /// The heuristic's count of a request about to be sent: what the agent built is counted
+    /// from what it remembers (the messages counted so far, the system prompt and tools once
+    /// per agent); a request a handler changed is counted whole.
+    pub(crate) fn raw_request(&mut self, request: &ModelRequest) -> u64 {
+        let (system, tools) = self.core.request_parts();
+        let fixed = if request.system_prompt.as_ref().map(Arc::as_ptr) == system.map(Arc::as_ptr)
+            && Arc::ptr_eq(&request.tools, tools)
+        {
+            self.core.fixed_raw()
+        } else {
+            crate::tokens::raw_fixed(request.system_prompt.as_deref(), &request.tools)
+        };
+        let conv = self.history.conv_mut();
+        let messages = if conv.shares(&request.messages) {
+            conv.raw_tokens()
+        } else {
+            request
+                .messages
+                .iter()
+                .map(crate::tokens::raw_message)
+                .sum()
+        };
+        fixed.saturating_add(messages)
     }
 }

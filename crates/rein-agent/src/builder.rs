@@ -28,6 +28,7 @@ use crate::journal::{Journal, SharedJournal};
 use crate::retry::RetryStrategy;
 use crate::session::{SessionBinding, SharedBinding};
 use crate::structured::{OutputRequest, OutputSettings, OutputSpec, OutputStrategy};
+use crate::tokens::Calibration;
 use crate::tools::{ToolExecutor, ToolSet};
 
 // Here, not in agent.rs: the agent does not depend on its builders.
@@ -508,6 +509,7 @@ impl AgentBuilder {
             journal: self.journal,
             manager,
             output,
+            fixed_raw: OnceLock::new(),
         });
         if !team.is_empty() && team.insert(core.name.clone(), core.clone()).is_some() {
             return Err(BuildError::DuplicateAgent(core.name.to_string()).into());
@@ -585,8 +587,11 @@ impl ConversationBuilder {
     pub fn build(self) -> Agent {
         let ids = self.messages.iter().map(|_| MessageId::new()).collect();
         let state = AgentState::new();
+        let tokens = Calibration::default();
         if !self.state.is_empty() {
-            state.replace(self.state);
+            let mut map = self.state;
+            tokens.take_from(&mut map);
+            state.replace(map);
         }
         Agent {
             core: self.core,
@@ -595,6 +600,7 @@ impl ConversationBuilder {
             run_state: RunState::new(),
             pending: None,
             manager: self.manager,
+            tokens,
             cancel: CancelSlot::default(),
             interceptor: Injections::default(),
             team: self.team,

@@ -12,6 +12,16 @@ use crate::tokens::{TokenEstimator, raw_message};
 pub(crate) struct Conversation {
     messages: Arc<Vec<Message>>,
     ids: Vec<MessageId>,
+    /// The heuristic token count of the first messages, remembered so a model call counts
+    /// only what was added since the last one (SPEC §6.1).
+    counted: Counted,
+}
+
+/// The heuristic token count of a prefix of the messages: `raw` for the first `upto`.
+#[derive(Debug, Clone, Copy, Default)]
+struct Counted {
+    upto: usize,
+    raw: u64,
 }
 
 impl Conversation {
@@ -20,6 +30,7 @@ impl Conversation {
         Self {
             messages: Arc::new(messages),
             ids,
+            counted: Counted::default(),
         }
     }
 
@@ -38,6 +49,31 @@ impl Conversation {
 
     pub(crate) fn len(&self) -> usize {
         self.messages.len()
+    }
+
+    /// Whether `messages` is this conversation's own snapshot, unchanged.
+    pub(crate) fn shares(&self, messages: &Arc<Vec<Message>>) -> bool {
+        Arc::ptr_eq(&self.messages, messages)
+    }
+
+    /// The heuristic token count of the messages; counts only those added since it last
+    /// counted.
+    pub(crate) fn raw_tokens(&mut self) -> u64 {
+        let Counted { upto, raw } = self.counted;
+        let added = self.messages[upto..].iter().map(raw_message).sum::<u64>();
+        self.counted = Counted {
+            upto: self.messages.len(),
+            raw: raw.saturating_add(added),
+        };
+        self.counted.raw
+    }
+
+    /// Forgets the count from message `idx` on (it changed or went).
+    fn recount_from(&mut self, idx: usize) {
+        if idx < self.counted.upto {
+            // The per-message counts are not kept: count everything again.
+            self.counted = Counted::default();
+        }
     }
 
     pub(crate) fn last(&self) -> Option<&Message> {
@@ -66,6 +102,8 @@ impl Conversation {
         };
         if new {
             self.ids.push(MessageId::new());
+        } else {
+            self.recount_from(idx);
         }
         (idx, self.ids[idx], new)
     }
@@ -75,6 +113,7 @@ impl Conversation {
     }
 
     pub(crate) fn get_mut(&mut self, idx: usize) -> Option<&mut Message> {
+        self.recount_from(idx);
         Arc::make_mut(&mut self.messages).get_mut(idx)
     }
 
@@ -84,6 +123,7 @@ impl Conversation {
 
     pub(crate) fn truncate(&mut self, len: usize) {
         if len < self.len() {
+            self.recount_from(len);
             Arc::make_mut(&mut self.messages).truncate(len);
             self.ids.truncate(len);
         }
@@ -92,9 +132,13 @@ impl Conversation {
     pub(crate) fn clear(&mut self) {
         self.messages = Arc::default();
         self.ids.clear();
+        self.counted = Counted::default();
     }
 
     fn drain_front(&mut self, n: usize) {
+        if n > 0 {
+            self.recount_from(0);
+        }
         Arc::make_mut(&mut self.messages).drain(..n);
         self.ids.drain(..n);
     }
@@ -508,6 +552,34 @@ mod tests {
     use super::*;
     use rein_core::{ToolResult, ToolUse};
     use serde_json::json;
+
+    #[test]
+    fn the_remembered_token_count_follows_every_change_to_the_messages() {
+        let whole = |c: &Conversation| c.messages().iter().map(raw_message).sum::<u64>();
+        let mut c = Conversation::default();
+        let check = |c: &mut Conversation, what: &str| {
+            assert_eq!(c.raw_tokens(), whole(c), "after {what}");
+        };
+        for m in turn_with_tool(0) {
+            c.push(m);
+        }
+        check(&mut c, "pushes");
+        c.append_user(vec![ContentBlock::Text("and a long afterthought".into())]);
+        check(&mut c, "a user block joining the last message");
+        c.push(Message::assistant("ok"));
+        check(&mut c, "a push");
+        if let Some(m) = c.get_mut(0) {
+            m.content.push(ContentBlock::Text("x".repeat(400)));
+        }
+        check(&mut c, "an edit of the first message");
+        c.drain_front(1);
+        check(&mut c, "a drop from the front");
+        c.truncate(1);
+        check(&mut c, "a truncation");
+        c.clear();
+        check(&mut c, "clearing");
+        assert_eq!(c.raw_tokens(), 0);
+    }
 
     fn turn_with_tool(i: usize) -> Vec<Message> {
         vec![

@@ -53,7 +53,9 @@ impl Agent {
         let (ids, messages): (Vec<MessageId>, Vec<Message>) =
             checkpoint.messages.into_iter().unzip();
         self.set_messages(messages, Some(ids));
-        self.state.replace(checkpoint.agent_state);
+        let mut agent_state = checkpoint.agent_state;
+        self.tokens.take_from(&mut agent_state);
+        self.state.replace(agent_state);
         self.restore_active_agent();
         self.manager.restore(&checkpoint.conversation_manager_state);
         self.set_pending_interrupts(checkpoint.paused);
@@ -71,10 +73,17 @@ impl Agent {
                 .copied()
                 .zip(conv.messages().iter().cloned())
                 .collect(),
-            self.state.snapshot(),
+            self.stored_state(),
             self.manager.state(),
             self.pending.as_deref().cloned(),
         )
+    }
+
+    /// The agent state as stored: with the token calibration.
+    fn stored_state(&self) -> rein_core::Map {
+        let mut state = self.state.snapshot();
+        self.tokens.put_into(&mut state);
+        state
     }
 
     /// Persists the agent's whole view now (the agent also does this at the end of every
@@ -128,7 +137,7 @@ impl Agent {
         }
         self.history
             .sync(
-                self.state.snapshot(),
+                self.stored_state(),
                 self.manager.state(),
                 self.pending.as_deref(),
             )

@@ -8,11 +8,11 @@
 //! tokenizer: the model's own is unknown to the agent and differs per provider; the
 //! calibration absorbs the difference.
 
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
 use rein_core::{
-    ContentBlock, Message,
+    ContentBlock, Map, Message,
     message::{ReasoningContent, ToolResultContent},
-    request::ModelRequest,
-    state::AgentState,
     stream::Usage,
     tool::ToolSpec,
 };
@@ -31,9 +31,9 @@ const SMOOTHING: f64 = 0.3;
 /// Bounds of the ratio: a provider reporting nonsense cannot make the estimate zero or huge.
 const MIN_RATIO: f64 = 0.1;
 const MAX_RATIO: f64 = 10.0;
-/// The agent-state key of the conversation's token calibration (so it is saved and restored
-/// with sessions and checkpoints, like the agent in control after a handoff). A server showing
-/// the agent state to clients may hide it.
+/// The key of the conversation's token calibration in a stored agent state: the agent holds
+/// the calibration itself and adds it to the state it saves with sessions and checkpoints
+/// (taking it back on restore). A server showing a stored state to clients may hide it.
 pub const TOKEN_CALIBRATION_KEY: &str = "rein:token_calibration";
 
 /// A per-conversation estimate of input tokens: the heuristic times a ratio learnt from the
@@ -89,28 +89,83 @@ impl TokenEstimator {
             return false;
         }
         let sample = (reported as f64 / raw as f64).clamp(MIN_RATIO, MAX_RATIO);
+        // Clamped again: the average of two bounded ratios can round past a bound.
         self.ratio = if self.samples == 0 {
             sample
         } else {
-            SMOOTHING * sample + (1.0 - SMOOTHING) * self.ratio
+            (SMOOTHING * sample + (1.0 - SMOOTHING) * self.ratio).clamp(MIN_RATIO, MAX_RATIO)
         };
         self.samples = self.samples.saturating_add(1);
         true
     }
 
-    /// The estimator kept in an agent state (default when absent or unreadable).
-    pub(crate) fn load(state: &AgentState) -> Self {
-        state
-            .get(TOKEN_CALIBRATION_KEY)
-            .and_then(|v| serde_json::from_value::<Self>(v).ok())
-            .filter(|e| e.ratio.is_finite() && (MIN_RATIO..=MAX_RATIO).contains(&e.ratio))
-            .unwrap_or_default()
+    /// A usable estimator: finite ratio within the bounds.
+    fn is_valid(&self) -> bool {
+        self.ratio.is_finite() && (MIN_RATIO..=MAX_RATIO).contains(&self.ratio)
+    }
+}
+
+/// The conversation's calibration, held by the agent and learnt during a model call through
+/// a shared reference (the call's future reads the agent). Only the invocation in progress
+/// writes it.
+#[derive(Debug)]
+pub(crate) struct Calibration {
+    ratio_bits: AtomicU64,
+    samples: AtomicU32,
+}
+
+impl Default for Calibration {
+    fn default() -> Self {
+        Self::new(TokenEstimator::default())
+    }
+}
+
+impl Calibration {
+    fn new(e: TokenEstimator) -> Self {
+        Self {
+            ratio_bits: AtomicU64::new(e.ratio.to_bits()),
+            samples: AtomicU32::new(e.samples),
+        }
     }
 
-    /// Keeps the estimator in an agent state.
-    pub(crate) fn store(&self, state: &AgentState) {
-        if let Ok(v) = serde_json::to_value(self) {
-            state.set(TOKEN_CALIBRATION_KEY, v);
+    pub(crate) fn get(&self) -> TokenEstimator {
+        TokenEstimator {
+            ratio: f64::from_bits(self.ratio_bits.load(Ordering::Relaxed)),
+            samples: self.samples.load(Ordering::Relaxed),
+        }
+    }
+
+    fn set(&self, e: TokenEstimator) {
+        self.ratio_bits.store(e.ratio.to_bits(), Ordering::Relaxed);
+        self.samples.store(e.samples, Ordering::Relaxed);
+    }
+
+    /// Learns from a call (see [`TokenEstimator::calibrate`]).
+    pub(crate) fn calibrate(&self, raw: u64, usage: &Usage) {
+        let mut e = self.get();
+        if e.calibrate(raw, usage) {
+            self.set(e);
+        }
+    }
+
+    /// Takes the calibration a stored agent state carries (sessions and checkpoints keep it
+    /// under [`TOKEN_CALIBRATION_KEY`]); an unreadable one is dropped and the default used.
+    pub(crate) fn take_from(&self, state: &mut Map) {
+        let stored = state
+            .remove(TOKEN_CALIBRATION_KEY)
+            .and_then(|v| serde_json::from_value::<TokenEstimator>(v).ok())
+            .filter(TokenEstimator::is_valid);
+        self.set(stored.unwrap_or_default());
+    }
+
+    /// Puts the calibration into an agent state about to be stored (nothing before the first
+    /// calibrated call).
+    pub(crate) fn put_into(&self, state: &mut Map) {
+        let e = self.get();
+        if e.samples > 0
+            && let Ok(v) = serde_json::to_value(e)
+        {
+            state.insert(TOKEN_CALIBRATION_KEY.to_owned(), v);
         }
     }
 }
@@ -207,15 +262,6 @@ fn raw_parts(system: Option<&str>, tools: &[ToolSpec], messages: &[Message]) -> 
     raw_fixed(system, tools) + messages.iter().map(raw_message).sum::<u64>()
 }
 
-/// The heuristic's count of a request.
-pub(crate) fn raw_request(request: &ModelRequest) -> u64 {
-    raw_parts(
-        request.system_prompt.as_deref(),
-        &request.tools,
-        &request.messages,
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -253,21 +299,34 @@ mod tests {
         assert!(e.calibrate(1, &Usage::new(u64::MAX, 1)));
         assert!(e.ratio() <= MAX_RATIO);
         assert!(e.calibrated(u64::MAX) == u64::MAX, "saturates, never wraps");
+        // Steady reports at a bound settle on it, never a rounding past it (a stored ratio
+        // outside the bounds is read back as unusable).
+        for _ in 0..200 {
+            e.calibrate(1_000, &Usage::new(1, 1));
+            assert!(e.is_valid(), "{e:?}");
+        }
+        assert!(e.ratio() - MIN_RATIO < 1e-6, "{e:?}");
     }
 
     #[test]
-    fn estimator_round_trips_through_agent_state_and_ignores_garbage() {
-        let state = AgentState::default();
-        let mut e = TokenEstimator::default();
-        e.calibrate(100, &Usage::new(130, 1));
-        e.store(&state);
-        assert_eq!(TokenEstimator::load(&state), e);
-        state.set(
-            TOKEN_CALIBRATION_KEY,
+    fn calibration_round_trips_through_a_stored_state_and_ignores_garbage() {
+        let c = Calibration::default();
+        let mut map = Map::new();
+        c.put_into(&mut map);
+        assert!(map.is_empty(), "nothing stored before a calibrated call");
+        c.calibrate(100, &Usage::new(130, 1));
+        c.put_into(&mut map);
+        let restored = Calibration::default();
+        restored.take_from(&mut map);
+        assert_eq!(restored.get(), c.get());
+        assert!(map.is_empty(), "taken out of the live state");
+        for garbage in [
             serde_json::json!({"ratio": -5.0, "samples": 1}),
-        );
-        assert_eq!(TokenEstimator::load(&state), TokenEstimator::default());
-        state.set(TOKEN_CALIBRATION_KEY, serde_json::json!("nonsense"));
-        assert_eq!(TokenEstimator::load(&state), TokenEstimator::default());
+            serde_json::json!("nonsense"),
+        ] {
+            map.insert(TOKEN_CALIBRATION_KEY.to_owned(), garbage);
+            restored.take_from(&mut map);
+            assert_eq!(restored.get(), TokenEstimator::default());
+        }
     }
 }

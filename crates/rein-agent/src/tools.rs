@@ -67,6 +67,10 @@ impl ToolSet {
         self.specs.clone()
     }
 
+    pub(crate) fn specs_ref(&self) -> &Arc<Vec<ToolSpec>> {
+        &self.specs
+    }
+
     pub(crate) fn get(&self, name: &str) -> Option<&ToolHandle> {
         self.by_name.get(name).map(|e| &e.handle)
     }

@@ -29,7 +29,6 @@ use crate::conversation::{ConversationManager as _, HistoryEdit};
 use crate::stream::{AgentEvent, Sink};
 use crate::structured::OutputSpec;
 use crate::telemetry::int;
-use crate::tokens::{TokenEstimator, raw_request};
 use rein_models::ModelStream;
 
 /// What a model call came to.
@@ -124,10 +123,13 @@ impl Driver<'_> {
             let denied = matches!(request, Request::Denied(_));
             let call = match request {
                 Request::Send(request) => {
+                    // Carried across the call's await as a u32 (layout rule 3: it fits the
+                    // future's padding); a request past 4 billion tokens counts as 4 billion.
+                    let raw = u32::try_from(self.agent.raw_request(&request)).unwrap_or(u32::MAX);
                     // Split: the model's future reads the agent while the call writes the
                     // invocation.
                     let (agent, inv, sink) = (&*self.agent, &mut *self.inv, self.sink);
-                    Either::Left(agent.call_model(inv, request, index, sink, span))
+                    Either::Left(agent.call_model(inv, request, raw, index, sink, span))
                 }
                 // No model call happens: no usage, metrics or span for it; AfterModelCall sees
                 // the denial as the response.
@@ -459,6 +461,7 @@ impl Agent {
         &'a self,
         inv: &'a mut Invocation,
         request: ModelRequest,
+        raw: u32,
         index: u32,
         sink: &'a Sink,
         span: &'a tracing::Span,
@@ -468,14 +471,10 @@ impl Agent {
         let started = Instant::now();
         inv.streaming_response = true;
         let guarded = self.core.hooks.has::<ModelOutputEvent>();
-        let raw = raw_request(&request);
-        // Carried across the call's await as a u32 (layout rule 3: it fits the future's
-        // padding); a request past 4 billion tokens is counted as 4 billion.
-        let raw = u32::try_from(raw).unwrap_or(u32::MAX);
         if !span.is_disabled() {
             span.record(
                 "rein.request.estimated_input_tokens",
-                int(TokenEstimator::load(&self.state).calibrated(u64::from(raw))),
+                int(self.tokens.get().calibrated(u64::from(raw))),
             );
         }
         if content {
@@ -609,10 +608,8 @@ impl Agent {
                 crate::telemetry::cache_tokens(span, &response.usage);
                 crate::telemetry::finish_reasons(span, response.stop_reason);
                 inv.run.add_usage(&response.usage);
-                let mut tokens = TokenEstimator::load(&self.state);
-                if tokens.calibrate(u64::from(raw_estimate), &response.usage) {
-                    tokens.store(&self.state);
-                }
+                self.tokens
+                    .calibrate(u64::from(raw_estimate), &response.usage);
                 cycle.usage = response.usage;
                 Ok(Called::Done(Ok(response)))
             }
@@ -653,11 +650,11 @@ impl Agent {
     /// The BeforeModelCall event of a request, with its estimated input tokens. (A function
     /// of its own: layout rule 3 — the estimate would stay in the caller's future.)
     fn before_model_call_event(
-        &self,
+        &mut self,
         cx: rein_core::event::InvocationContext,
         request: ModelRequest,
     ) -> BeforeModelCallEvent {
-        let estimate = self.token_estimator().calibrated(raw_request(&request));
+        let estimate = self.tokens.get().calibrated(self.raw_request(&request));
         BeforeModelCallEvent::new(cx, request).with_estimated_input_tokens(estimate)
     }
 

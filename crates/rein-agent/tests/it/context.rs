@@ -73,7 +73,9 @@ async fn token_window_keeps_every_request_within_budget_and_valid() {
                 .text(format!("done {i}"))
         })
         .build();
-    let budget = 1_500;
+    // The scripted model reports 12 input tokens whatever it is sent: the calibration
+    // settles on its lowest ratio (0.1), and the budget is in calibrated tokens.
+    let budget = 300;
     let mut agent = agent(model.clone())
         .tool(echo_tool(&log))
         .conversation_manager(TokenWindow::new(budget))
@@ -96,11 +98,11 @@ async fn token_window_keeps_every_request_within_budget_and_valid() {
     assert_history_valid(agent.messages());
     let state = agent.conversation_manager_state();
     assert!(state["removed_message_count"].as_u64().unwrap() > 0);
-    // The window is applied after each invocation: what is kept fits the budget (the
-    // scripted model reports 12 input tokens, so the calibration shrinks the estimate; the
-    // heuristic alone must fit too, since it is larger).
-    let kept: usize = agent.messages().iter().map(|m| m.text().len()).sum();
-    assert!(kept < budget as usize * 4, "kept {kept} bytes");
+    // The window is applied after each invocation: what is kept fits the budget.
+    let tokens = agent.token_estimator();
+    assert!((tokens.ratio() - 0.1).abs() < 1e-3, "{tokens:?}");
+    let kept = tokens.request(None, &[], agent.messages());
+    assert!(kept <= budget, "kept {kept} estimated tokens");
 }
 
 /// The calibrated estimate tracks llama.cpp's reported input tokens: after two calls it is
@@ -172,5 +174,59 @@ async fn the_calibrated_estimate_tracks_llama_cpp_reported_input_tokens() {
         worst <= 0.35,
         "worst error after calibration {:.1}%",
         worst * 100.0
+    );
+}
+
+/// A request a handler changed is counted as sent, not as the agent built it: the agent
+/// remembers its own messages' count, and must not use it for another request.
+#[tokio::test]
+async fn a_request_a_handler_changed_is_calibrated_as_sent() {
+    let model = ScriptedModel::builder()
+        .record_requests(true)
+        .response(
+            ScriptedResponse::new()
+                .text("one")
+                .usage(Usage::new(500, 1)),
+        )
+        .response(
+            ScriptedResponse::new()
+                .text("two")
+                .usage(Usage::new(100, 1)),
+        )
+        .build();
+    let once = std::sync::atomic::AtomicBool::new(true);
+    let mut agent = agent(model.clone())
+        .system_prompt("Be brief.")
+        .tool(echo_tool(&Log::default()))
+        // Only the first invocation's request is changed; the second is sent as built.
+        .hook(move |e: &mut BeforeModelCallEvent| {
+            if once.swap(false, std::sync::atomic::Ordering::Relaxed) {
+                e.request.append_user_text("context ".repeat(300));
+                e.request.tools_mut().clear();
+            }
+        })
+        .build()
+        .unwrap();
+    agent.invoke("a first question").await.unwrap();
+    agent.invoke("a second question").await.unwrap();
+    let sent = model.requests();
+    let raw = |i: usize| {
+        rein_agent::TokenEstimator::default().request(
+            sent[i].system_prompt.as_deref(),
+            &sent[i].tools,
+            &sent[i].messages,
+        ) as f64
+    };
+    // The first sample sets the ratio, the second moves it by the smoothing weight (0.3).
+    let first = 500.0 / raw(0);
+    let expected = 0.3 * (100.0 / raw(1)) + 0.7 * first;
+    assert!(
+        (0.1..10.0).contains(&(100.0 / raw(1))),
+        "a sample within the bounds"
+    );
+    let e = agent.token_estimator();
+    assert!(
+        (e.ratio() - expected).abs() < 1e-9,
+        "{e:?}, expected {expected}"
     );
 }
