@@ -515,3 +515,144 @@ fn invoice_extractor_sends_a_bad_answer_back_and_returns_the_typed_one() {
         ],
     );
 }
+
+/// A restate-server on free loopback ports, in its own directory; killed when dropped.
+struct RestateServer {
+    child: std::process::Child,
+    dir: PathBuf,
+    ingress: u16,
+    admin: u16,
+}
+
+impl RestateServer {
+    fn free_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    }
+
+    fn start(bin: &std::ffi::OsStr) -> Self {
+        let (ingress, admin, node) = (Self::free_port(), Self::free_port(), Self::free_port());
+        let dir = std::env::temp_dir().join(format!("rein-example-restate-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("tmp")).unwrap();
+        let child = Command::new(bin)
+            .arg("--no-logo")
+            .env("RESTATE_BASE_DIR", dir.join("data"))
+            .env("TMPDIR", dir.join("tmp"))
+            .env("RESTATE_LISTEN_MODE", "tcp")
+            .env(
+                "RESTATE_INGRESS__BIND_ADDRESS",
+                format!("127.0.0.1:{ingress}"),
+            )
+            .env("RESTATE_ADMIN__BIND_ADDRESS", format!("127.0.0.1:{admin}"))
+            .env("RESTATE_BIND_ADDRESS", format!("127.0.0.1:{node}"))
+            .env(
+                "RESTATE_ADVERTISED_ADDRESS",
+                format!("http://127.0.0.1:{node}"),
+            )
+            .env("RESTATE_LOG_FILTER", "error")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("restate-server starts");
+        let server = Self {
+            child,
+            dir,
+            ingress,
+            admin,
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+        while !(healthy(admin, "/health") && healthy(ingress, "/restate/health")) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "restate-server did not answer in 90 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        server
+    }
+}
+
+impl Drop for RestateServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Whether `GET path` on the loopback port answers 200.
+fn healthy(port: u16, path: &str) -> bool {
+    use std::io::{Read as _, Write as _};
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(2)));
+    let request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    let mut answer = String::new();
+    stream.write_all(request.as_bytes()).is_ok()
+        && stream.read_to_string(&mut answer).is_ok()
+        && answer.starts_with("HTTP/1.1 200")
+}
+
+#[test]
+fn durable_worker_pauses_in_restate_and_is_traced() {
+    let Some(bin) = std::env::var_os("REIN_RESTATE_SERVER") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "REIN_RESTATE_SERVER is unset in CI: .ci/peers-restate.sh must install Restate"
+        );
+        println!("SKIPPED: REIN_RESTATE_SERVER is not set (bash .ci/peers-restate.sh)");
+        return;
+    };
+    let server = RestateServer::start(&bin);
+    let path = example("durable_worker");
+    assert!(path.exists(), "{} is not built", path.display());
+    let out = Command::new(&path)
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("RUST_LOG")
+        .env(
+            "RESTATE_INGRESS_URL",
+            format!("http://127.0.0.1:{}", server.ingress),
+        )
+        .env(
+            "RESTATE_ADMIN_URL",
+            format!("http://127.0.0.1:{}", server.admin),
+        )
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "durable_worker failed: {}\n{stdout}\n{stderr}",
+        out.status
+    );
+    for expected in [
+        "registered: dp_",
+        "run stopped: Interrupt",
+        "asked: Delete old.txt?",
+        "approved; reply: Done: old.txt is gone.",
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "missing {expected:?} in:\n{stdout}"
+        );
+    }
+    // The log: the run's spans as they close, and the metric events OTLP would export.
+    for expected in [
+        "invoke_agent",
+        "execute_tool",
+        "monotonic_counter.rein.tool.calls=1",
+        "histogram.gen_ai.client.operation.duration",
+    ] {
+        assert!(
+            stderr.contains(expected),
+            "missing {expected:?} in the log:\n{stderr}"
+        );
+    }
+}
