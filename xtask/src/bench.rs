@@ -41,7 +41,7 @@ fn noop_tool() -> ToolHandle {
 }
 
 /// The scripted model of the peers' fake: `turns` tool turns of `per_turn` calls, then text.
-fn model(turns: usize, per_turn: usize) -> ScriptedModel {
+pub(crate) fn model(turns: usize, per_turn: usize) -> ScriptedModel {
     let mut b = ScriptedModel::builder().cycle().record_requests(false);
     for t in 0..turns {
         let mut r = ScriptedResponse::new();
@@ -54,8 +54,13 @@ fn model(turns: usize, per_turn: usize) -> ScriptedModel {
 }
 
 pub(crate) fn agent_builder(turns: usize, per_turn: usize) -> rein::AgentBuilder {
+    agent_of(model(turns, per_turn))
+}
+
+/// The scenarios' agent on `model`: one trivial tool, no conversation manager.
+pub(crate) fn agent_of(model: ScriptedModel) -> rein::AgentBuilder {
     Agent::builder()
-        .model(model(turns, per_turn))
+        .model(model)
         .tool(noop_tool())
         .no_conversation_manager()
 }

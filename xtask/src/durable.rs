@@ -1,5 +1,6 @@
-//! The `durable_*` rows: the cost of journaling on Restate against the in-process driver, and
-//! 1 000 concurrent durable sessions across two worker processes on a 100 ms model.
+//! The `durable_*` rows: the cost of journaling on Restate against the in-process driver and
+//! against the floor (a bare Restate handler journaling empty steps through the same server),
+//! and 1 000 concurrent durable sessions across two worker processes on a 100 ms model.
 //!
 //! Needs `REIN_RESTATE_SERVER` (`bash .ci/peers-restate.sh DIR`, then source `DIR/env`):
 //! without it the rows are skipped. Starts its own restate-server (127.0.0.1, data under
@@ -54,6 +55,10 @@ fn worker_binary() -> Option<PathBuf> {
         .args([
             "build",
             "--release",
+            // With xtask selected too, its dependencies' features are unified as in this
+            // build: the worker reuses this build's artifacts instead of rebuilding the tree.
+            "-p",
+            "xtask",
             "-p",
             "rein-restate",
             "--bin",
@@ -153,6 +158,102 @@ async fn start_worker(
         return Err(format!("the worker said {line:?}"));
     }
     Ok(Proc(child))
+}
+
+/// The physical limit of a journaled step: a bare Restate service whose handler journals `n`
+/// empty `ctx.run` steps, served from this process.
+mod floor {
+    use restate_sdk::prelude::*;
+
+    pub(crate) struct StepFloor;
+
+    #[restate_sdk::service]
+    impl StepFloor {
+        #[handler]
+        async fn steps(&self, ctx: Context<'_>, n: u32) -> Result<u32, HandlerError> {
+            for i in 0..n {
+                ctx.run(|| async move { Ok(i) }).name("step").await?;
+            }
+            Ok(n)
+        }
+    }
+
+    /// Serves the floor on `listener` until dropped (the task is aborted with the runtime).
+    pub(crate) fn serve(listener: tokio::net::TcpListener) {
+        let endpoint = restate_sdk::hyper::HyperEndpoint::new(
+            restate_sdk::endpoint::Endpoint::builder()
+                .bind(StepFloor)
+                .build(),
+        );
+        tokio::spawn(async move {
+            let builder =
+                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+            while let Ok((stream, _)) = listener.accept().await {
+                // As the worker: Restate's small writes must not wait for a delayed ACK.
+                let _ = stream.set_nodelay(true);
+                let conn = builder
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), endpoint.clone())
+                    .into_owned();
+                tokio::spawn(conn);
+            }
+        });
+    }
+}
+
+/// Wall and restate-server CPU per step of the floor: `rounds` runs of `steps` empty steps.
+async fn floor_per_step(
+    ingress: &str,
+    admin: &str,
+    steps: u32,
+    rounds: usize,
+    server: u32,
+) -> Result<(f64, f64), String> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| e.to_string())?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    floor::serve(listener);
+    let http = rein::models::http::client(Duration::from_secs(60)).map_err(|e| e.to_string())?;
+    // Restate's admin API directly: `rein_restate::register` checks for Rein's objects.
+    let registered = http
+        .post(format!("{admin}/deployments"))
+        .header("content-type", "application/json")
+        .body(json!({"uri": format!("http://{addr}")}).to_string())
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    if !registered.status().is_success() {
+        return Err(format!("registering the floor: {}", registered.status()));
+    }
+    let call = || async {
+        let answer = http
+            .post(format!("{ingress}/StepFloor/steps"))
+            .header("content-type", "application/json")
+            .body(steps.to_string())
+            .send()
+            .await
+            .map_err(|e| e.to_string())?
+            .text()
+            .await
+            .map_err(|e| e.to_string())?;
+        if answer.trim() == steps.to_string() {
+            Ok(())
+        } else {
+            Err(format!("the floor answered {answer:?}"))
+        }
+    };
+    call().await?; // warm
+    let server_before = cpu_seconds(server).unwrap_or(f64::NAN);
+    let mut walls = Vec::new();
+    for _ in 0..rounds {
+        let t0 = Instant::now();
+        call().await?;
+        walls.push(t0.elapsed().as_secs_f64());
+    }
+    let server_cpu = cpu_seconds(server).unwrap_or(f64::NAN) - server_before;
+    walls.sort_by(f64::total_cmp);
+    let n = f64::from(steps);
+    Ok((walls[walls.len() / 2] / n, server_cpu / (n * rounds as f64)))
 }
 
 async fn wait_for(url: &str) -> Result<(), String> {
@@ -274,6 +375,34 @@ async fn measure(
         );
         rec.record("durable_step", "in_process_run", l * 1e6, "us", json!({}));
         rec.record("durable_step", "durable_run", d * 1e6, "us", json!({}));
+
+        // The floor through the same server, minutes apart at most: the physical limit of a
+        // journaled step here, and how far Rein's step is from it.
+        let floor_steps = u32::try_from(2 * steps + 1).unwrap_or(u32::MAX);
+        let (floor_wall, floor_cpu) =
+            floor_per_step(ingress, admin, floor_steps, rounds, server).await?;
+        let note = json!({"note": "a bare Restate handler journaling empty ctx.run steps through the same restate-server, served in-process: wall per step (median run) and restate-server CPU per step", "steps": floor_steps});
+        rec.record(
+            "durable_step",
+            "floor_per_step",
+            floor_wall * 1e6,
+            "us",
+            note.clone(),
+        );
+        rec.record(
+            "durable_step",
+            "floor_server_cpu_per_step",
+            floor_cpu * 1e6,
+            "us",
+            note,
+        );
+        rec.record(
+            "durable_step",
+            "per_step_vs_floor",
+            (d - l) / journaled / floor_wall,
+            "x",
+            json!({"note": "per_journaled_step / floor_per_step"}),
+        );
     }
 
     // 1 000 concurrent sessions across two workers, 2 model calls of 100 ms and a tool each.

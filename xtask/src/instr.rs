@@ -20,8 +20,11 @@ use crate::measure::Recorder;
 const DECIDERS: usize = 5;
 
 /// The variants and their two invocation counts.
-const VARIANTS: [(&str, usize, usize); 8] = [
+const VARIANTS: [(&str, usize, usize); 11] = [
     ("invoke_text", 1_000, 6_000),
+    ("built_text", 1_000, 6_000),
+    ("fallback_chain", 1_000, 6_000),
+    ("fallback_hop", 1_000, 6_000),
     ("structured", 1_000, 6_000),
     ("tools10_seq", 200, 1_200),
     ("tools10_par", 200, 1_200),
@@ -85,6 +88,31 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
             json!({"n": [n1, n2], "note": "callgrind, (I(N2) - I(N1)) / (N2 - N1), all threads"}),
         );
     }
+    if let (Some(text), Some(built)) = (per.get("invoke_text"), per.get("built_text")) {
+        rec.record(
+            "built_text",
+            "agent_build_instr",
+            built - text,
+            "Ir",
+            json!({"note": "built_text - invoke_text: building the agent (its tool, no conversation manager) and dropping it, what an agent built per invocation pays"}),
+        );
+    }
+    for (variant, metric, note) in [
+        (
+            "fallback_chain",
+            "chain_instr",
+            "fallback_chain - invoke_text: the model behind a FallbackModel of two whose primary answers (no hop)",
+        ),
+        (
+            "fallback_hop",
+            "hop_instr",
+            "fallback_hop - invoke_text: the primary throttled (429) on every call, the backup answers; the skip recorded as a rein:fallback decision",
+        ),
+    ] {
+        if let (Some(text), Some(v)) = (per.get("invoke_text"), per.get(variant)) {
+            rec.record(variant, metric, v - text, "Ir", json!({"note": note}));
+        }
+    }
     if let (Some(text), Some(typed)) = (per.get("invoke_text"), per.get("structured")) {
         rec.record(
             "structured",
@@ -130,7 +158,22 @@ pub(crate) fn child(args: &[String]) -> ExitCode {
     let n: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(100);
     let rt = crate::measure::runtime();
     let (b, otel) = match variant {
-        "invoke_text" => (agent_builder(0, 1), false),
+        "invoke_text" | "built_text" => (agent_builder(0, 1), false),
+        // `invoke_text` behind a chain of two: its primary answers, or fails every call.
+        "fallback_chain" | "fallback_hop" => {
+            let primary = if variant == "fallback_hop" {
+                rein::models::ScriptedModel::builder()
+                    .cycle()
+                    .record_requests(false)
+                    .throttled()
+                    .build()
+            } else {
+                crate::bench::model(0, 1)
+            };
+            let chain =
+                rein::models::FallbackModel::new(primary).with_fallback(crate::bench::model(0, 1));
+            (agent_builder(0, 1).model(chain), false)
+        }
         "structured" => (crate::bench::structured_builder(), false),
         "tools10_seq" => (
             agent_builder(10, 1).tool_executor(rein::ToolExecutor::Sequential),
@@ -156,11 +199,22 @@ pub(crate) fn child(args: &[String]) -> ExitCode {
     // handlers), and the layer is the thread's default subscriber.
     let sink = otel.then(|| rein_otel::__discarding(rein_otel::Otel::builder()));
     let mut agent = build(b);
+    // `built_text`: `invoke_text`'s agent built anew for each invocation (on one shared
+    // model), as the `inflight` row builds them; the others reuse one agent.
+    let per_invocation = (variant == "built_text").then(|| crate::bench::model(0, 1));
     let run = |agent: &mut rein::Agent, k: usize| {
         rt.block_on(async {
             for _ in 0..k {
-                agent.truncate_messages(0);
-                let r = agent.invoke("hi").await;
+                let r = match &per_invocation {
+                    Some(model) => {
+                        let mut built = build(crate::bench::agent_of(model.clone()));
+                        built.invoke("hi").await
+                    }
+                    None => {
+                        agent.truncate_messages(0);
+                        agent.invoke("hi").await
+                    }
+                };
                 std::hint::black_box(&r);
             }
         });
