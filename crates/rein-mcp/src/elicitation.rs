@@ -405,6 +405,12 @@ impl Elicitor {
         );
     }
 
+    /// The run's context of the tool call under way, when there is exactly one and it runs in
+    /// a run (a server's request over stdio says nothing of the call it belongs to).
+    pub(crate) fn sole_context(&self) -> Option<ToolContext> {
+        self.sole_call()?.cx.clone()
+    }
+
     /// The call under way, when there is exactly one.
     fn sole_call(&self) -> Option<Arc<Call>> {
         match self

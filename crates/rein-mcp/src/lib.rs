@@ -74,6 +74,7 @@ use tokio::sync::Mutex;
 
 mod elicitation;
 mod resources;
+mod sampling;
 
 use elicitation::{Call, ElicitationPolicy, Elicitor, Stop};
 pub use elicitation::{
@@ -81,6 +82,9 @@ pub use elicitation::{
 };
 pub use resources::{
     McpPrompt, McpPromptArgument, McpResource, McpResourceContents, McpResourceTemplate,
+};
+pub use sampling::{
+    SAMPLING_SERVER_KEY, Sampling, SamplingApproval, SamplingBudget, sampling_server,
 };
 
 /// The default timeout of one tool call.
@@ -202,6 +206,7 @@ pub struct McpClientBuilder {
     bearer_token: Option<String>,
     limits: McpLimits,
     elicitation_policy: ElicitationPolicy,
+    sampling: Option<Sampling>,
 }
 
 /// Shows the names of the environment variables, not their values, and whether a bearer token
@@ -220,6 +225,7 @@ impl fmt::Debug for McpClientBuilder {
                 &self.bearer_token.as_ref().map(|_| "<redacted>"),
             )
             .field("limits", &self.limits)
+            .field("sampling", &self.sampling)
             .finish_non_exhaustive()
     }
 }
@@ -303,6 +309,7 @@ impl Default for McpClientBuilder {
             bearer_token: None,
             limits: McpLimits::default(),
             elicitation_policy: elicitation::default_policy(),
+            sampling: None,
         }
     }
 }
@@ -380,6 +387,22 @@ impl McpClientBuilder {
         policy: impl Fn(&Elicitation) -> ElicitationVerdict + Send + Sync + 'static,
     ) -> Self {
         self.elicitation_policy = Arc::new(policy);
+        self
+    }
+
+    /// Lets the server ask for completions (`sampling/createMessage`), answered as
+    /// [`Sampling`] says: by its model, through its interventions on model calls, within its
+    /// per-server budget, past its approver. Without this the client does not declare the
+    /// sampling capability and the server's requests are refused.
+    ///
+    /// ```
+    /// use rein_mcp::{McpClient, Sampling};
+    /// let model = rein_models::ScriptedModel::builder().text("ok").build();
+    /// let builder = McpClient::builder().sampling(Sampling::new(model));
+    /// # let _ = builder;
+    /// ```
+    pub fn sampling(mut self, sampling: Sampling) -> Self {
+        self.sampling = Some(sampling);
         self
     }
 
@@ -462,8 +485,12 @@ impl McpClientBuilder {
         E: std::error::Error + Send + Sync + 'static,
     {
         let elicitor = Arc::new(Elicitor::new(self.elicitation_policy.clone(), self.limits));
+        let sampler = self
+            .sampling
+            .map(|s| Arc::new(sampling::Sampler::new(s, self.timeout)));
         let handler = Handler {
             elicitor: elicitor.clone(),
+            sampler: sampler.clone(),
         };
         let connect = handler.serve(transport);
         let service = match tokio::time::timeout(self.connect_timeout, connect).await {
@@ -495,6 +522,9 @@ impl McpClientBuilder {
             _ => server,
         };
         let _ = elicitor.server.set(server.clone());
+        if let Some(sampler) = &sampler {
+            let _ = sampler.server.set(server.clone());
+        }
         Ok(McpClient {
             inner: Arc::new(Inner {
                 server,
@@ -526,9 +556,11 @@ struct Inner {
     listed: std::sync::Mutex<Option<HashSet<String>>>,
 }
 
-/// What the client does with the server's requests: elicitations go to the tool call under way.
+/// What the client does with the server's requests: elicitations go to the tool call under
+/// way; sampling requests to the application's model, when it enabled sampling.
 struct Handler {
     elicitor: Arc<Elicitor>,
+    sampler: Option<Arc<sampling::Sampler>>,
 }
 
 impl rmcp::ClientHandler for Handler {
@@ -538,6 +570,27 @@ impl rmcp::ClientHandler for Handler {
         _context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, rmcp::ErrorData> {
         Ok(self.elicitor.on_request(&request))
+    }
+
+    #[allow(deprecated)] // rmcp marks sampling deprecated (SEP-2577); servers use it today.
+    async fn create_message(
+        &self,
+        params: rmcp::model::CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::CreateMessageResult, rmcp::ErrorData> {
+        match &self.sampler {
+            Some(sampler) => {
+                sampler
+                    .create_message(params, self.elicitor.sole_context())
+                    .await
+            }
+            // Not declared: refused as the protocol's unknown method.
+            None => Err(rmcp::ErrorData::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                "sampling is not enabled on this client",
+                None,
+            )),
+        }
     }
 
     async fn on_progress(
@@ -554,9 +607,13 @@ impl rmcp::ClientHandler for Handler {
 
     fn get_info(&self) -> ClientConfig {
         // Elicitation in both modes: each becomes an interrupt (or a policy's answer).
+        // Sampling only when the application enabled it (without tools or context).
+        let mut capabilities = serde_json::json!({"elicitation": {"form": {}, "url": {}}});
+        if self.sampler.is_some() {
+            capabilities["sampling"] = serde_json::json!({});
+        }
         let capabilities: ClientCapabilities =
-            serde_json::from_value(serde_json::json!({"elicitation": {"form": {}, "url": {}}}))
-                .unwrap_or_default();
+            serde_json::from_value(capabilities).unwrap_or_default();
         ClientConfig::new(
             capabilities,
             Implementation::new("rein", env!("CARGO_PKG_VERSION")),

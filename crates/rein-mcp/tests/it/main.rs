@@ -6,6 +6,7 @@
 mod elicitation;
 mod hostile_server;
 mod resources;
+mod sampling;
 mod servers;
 
 /// Helpers several test files share.
