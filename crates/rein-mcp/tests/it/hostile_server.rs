@@ -535,7 +535,7 @@ async fn a_tool_the_server_removed_is_an_unknown_tool() {
     .await
     .expect("notifications/tools/list_changed was handled");
     let out = tools[1].call(json!({}), tool_cx(&[])).await.unwrap();
-    assert_eq!(text(out), r#"Error [Text("Unknown tool: b")]"#);
+    assert_eq!(text(out), r#"Error [Text("Unknown tool: hostile__b")]"#);
     // The list was read again: the flag is down, `tools()` gives the new list, `a` still works.
     assert!(!client.tools_changed());
     let names: Vec<String> = client
@@ -545,7 +545,7 @@ async fn a_tool_the_server_removed_is_an_unknown_tool() {
         .iter()
         .map(|t| t.name().to_owned())
         .collect();
-    assert_eq!(names, ["a"]);
+    assert_eq!(names, ["hostile__a"]);
     let out = tools[0].call(json!({}), tool_cx(&[])).await.unwrap();
     assert_eq!(text(out), r#"Success [Text("called a")]"#);
     client.close().await;

@@ -5,6 +5,7 @@
 
 mod elicitation;
 mod hostile_server;
+mod names;
 mod resources;
 mod sampling;
 mod servers;

@@ -12,13 +12,13 @@ use rein_mcp::{McpClient, Sampling, SamplingBudget, sampling_server};
 use rein_models::{Model as _, ScriptedModel};
 use serde_json::{Value, json};
 
-use crate::servers::{connect, cx, find};
+use crate::servers::{connect, cx, ev, find};
 
 const TOOL: &str = "trigger-sampling-request";
 
 async fn sample(client: &McpClient, prompt: &str) -> ToolOutput {
     let tools = client.tools().await.unwrap();
-    find(&tools, TOOL)
+    find(&tools, &ev(TOOL))
         .call(json!({"prompt": prompt, "maxTokens": 50}), cx(TOOL))
         .await
         .unwrap()
@@ -145,7 +145,7 @@ async fn everything_sampling_denied_by_a_handler_is_refused() {
         return;
     };
     let tools = client.tools().await.unwrap();
-    let out = find(&tools, TOOL)
+    let out = find(&tools, &ev(TOOL))
         .call(json!({"prompt": "hi", "maxTokens": 10}), cx(TOOL))
         .await;
     client.close().await;
@@ -176,7 +176,7 @@ async fn everything_sampling_budget_is_per_server_and_refuses_when_spent() {
         "one"
     );
     let tools = client.tools().await.unwrap();
-    let out = find(&tools, TOOL)
+    let out = find(&tools, &ev(TOOL))
         .call(json!({"prompt": "b", "maxTokens": 10}), cx(TOOL))
         .await;
     client.close().await;
@@ -229,7 +229,7 @@ async fn everything_sampling_approval_asks_a_human_per_request() {
         return;
     };
     let tools = client.tools().await.unwrap();
-    let rejected = find(&tools, TOOL)
+    let rejected = find(&tools, &ev(TOOL))
         .call(json!({"prompt": "first", "maxTokens": 10}), cx(TOOL))
         .await;
     let shown = match &rejected {
@@ -285,7 +285,7 @@ async fn everything_sampling_confirm_of_a_handler_goes_to_the_approver() {
         McpClient::builder().sampling(Sampling::new(model.clone()).interventions(&interventions));
     let client = connect("REIN_MCP_EVERYTHING", &[], builder).await.unwrap();
     let tools = client.tools().await.unwrap();
-    let out = find(&tools, TOOL)
+    let out = find(&tools, &ev(TOOL))
         .call(json!({"prompt": "y", "maxTokens": 10}), cx(TOOL))
         .await;
     client.close().await;
