@@ -623,6 +623,7 @@ impl rmcp::ClientHandler for Handler {
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.elicitor.tools_changed.store(true, Ordering::SeqCst);
+        self.elicitor.list_version.fetch_add(1, Ordering::SeqCst);
     }
 
     fn get_info(&self) -> ClientConfig {
@@ -773,6 +774,26 @@ impl McpClient {
                 }))
             })
             .collect()
+    }
+
+    /// The server's tools as a tool source for an agent (`AgentBuilder::tool_source`, instead
+    /// of `.tools(client.tools().await?)`): the agent lists them again before its next model
+    /// call after each `notifications/tools/list_changed`, so a run offers the model the
+    /// server's current tools between turns, and a tool the server removed is unknown to the
+    /// agent. Named as by [`tools`](Self::tools).
+    ///
+    /// ```no_run
+    /// # async fn run(model: rein_models::ScriptedModel) -> Result<(), Box<dyn std::error::Error>> {
+    /// let client = rein_mcp::McpClient::connect_stdio("uvx", ["mcp-server-time"]).await?;
+    /// let agent = rein_agent::Agent::builder()
+    ///     .model(model)
+    ///     .tool_source(client.tool_source())
+    ///     .build()?;
+    /// # let _ = agent;
+    /// # Ok(()) }
+    /// ```
+    pub fn tool_source(&self) -> impl rein_core::tool::ToolSource {
+        McpToolSource(self.clone())
     }
 
     /// Whether the server said its tool list changed since [`tools`](Self::tools) last listed
@@ -1117,6 +1138,19 @@ fn tool_name(full: &str) -> String {
     let hex: String = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
     // `name` is ASCII: every character is one byte.
     format!("{}-{hex}", &name[..MAX_TOOL_NAME - 9])
+}
+
+/// A client's tools as a tool source: its version counts the server's list changes.
+struct McpToolSource(McpClient);
+
+impl rein_core::tool::ToolSource for McpToolSource {
+    fn version(&self) -> u64 {
+        self.0.inner.elicitor.list_version.load(Ordering::SeqCst)
+    }
+
+    fn tools(&self) -> rein_core::tool::BoxFuture<'_, Result<Vec<ToolHandle>, ToolError>> {
+        Box::pin(async move { self.0.tools().await.map_err(ToolError::from) })
+    }
 }
 
 /// One MCP server tool as a Rein tool.

@@ -551,6 +551,59 @@ async fn a_tool_the_server_removed_is_an_unknown_tool() {
     client.close().await;
 }
 
+/// Item 4: an agent given the client as a tool source offers the server's current tools on
+/// the turn after a change, and a removed tool called by the model is the agent's unknown tool.
+#[tokio::test]
+async fn an_agent_with_the_tool_source_sees_the_new_list_on_the_next_turn() {
+    let client = McpClient::builder()
+        .quiet(true)
+        .command(server_command("shrinking"))
+        .await
+        .unwrap();
+    let model = rein_models::ScriptedModel::builder()
+        .record_requests(true)
+        .tool_use("t1", "hostile__a", json!({}))
+        .text("turn 1")
+        .tool_use("t2", "hostile__b", json!({}))
+        .text("turn 2")
+        .build();
+    let mut agent = rein_agent::Agent::builder()
+        .model(model.clone())
+        .tool_source(client.tool_source())
+        .build()
+        .unwrap();
+    agent.invoke("one").await.unwrap();
+    // Calling `a` made the server drop `b` and say so; wait for the notification (the source's
+    // version counts them; the flag `tools_changed` may already be down: the turn's last model
+    // call may have listed again).
+    let source = client.tool_source();
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while rein_core::tool::ToolSource::version(&source) == 0 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("notifications/tools/list_changed was handled");
+    agent.invoke("two").await.unwrap();
+    client.close().await;
+    let offered = |i: usize| -> Vec<String> {
+        model.requests()[i]
+            .tools
+            .iter()
+            .map(|t| t.name.clone())
+            .collect()
+    };
+    assert_eq!(offered(0), ["hostile__a", "hostile__b"]);
+    assert_eq!(offered(2), ["hostile__a"]);
+    let results: Vec<String> = agent
+        .messages()
+        .iter()
+        .flat_map(|m| m.tool_results())
+        .map(|r| r.text())
+        .collect();
+    assert_eq!(results, ["called a", "Unknown tool: hostile__b"]);
+}
+
 #[tokio::test]
 async fn a_dropped_call_is_cancelled_on_the_server() {
     let has_the_call = std::sync::Arc::new(tokio::sync::Notify::new());
