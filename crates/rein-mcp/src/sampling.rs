@@ -62,8 +62,9 @@ pub fn sampling_server(state: &InvocationState) -> Option<&str> {
 }
 
 /// How much one server may have the model do for it over a connection: past either bound its
-/// requests are refused with an error the server sees. A request's output is capped at what is
-/// left of `max_tokens`.
+/// requests are refused with an error the server sees. A request's estimated input (about 4
+/// bytes a token) and its output (its `maxTokens`, capped at what is left) are reserved before
+/// the call, then replaced by what the model reports.
 ///
 /// ```
 /// let mut budget = rein_mcp::SamplingBudget::default();
@@ -77,7 +78,7 @@ pub struct SamplingBudget {
     /// The most sampling requests answered (default 10).
     pub max_calls: u32,
     /// The most tokens (input and output, as the model reports them; a model that reports none
-    /// is charged the request's `maxTokens`) spent on them (default 20 000).
+    /// is charged the output cap) spent on them (default 20 000).
     pub max_tokens: u64,
 }
 
@@ -230,30 +231,63 @@ impl Sampler {
     ) -> Result<CreateMessageResult, rmcp::ErrorData> {
         let server = self.server();
         let index = self.seq.fetch_add(1, Ordering::SeqCst);
-        let max_tokens = self.reserve(params.max_tokens)?;
-        let request = self.request(params, max_tokens, &server, call.as_ref())?;
+        // About 4 bytes a token, counted high (base64 images, JSON): what the input may cost.
+        let input = (crate::json_size(&params.messages)
+            + params.system_prompt.as_ref().map_or(0, String::len)) as u64
+            / 4
+            + 1;
+        let (max_tokens, reserved) = self.reserve(params.max_tokens, input)?;
+        let (answer, spent) = self.answer(params, max_tokens, call, index, &server).await;
+        // What was reserved is given back, what the model used is kept. (A request dropped on
+        // the way keeps its reservation: closed rather than open.)
+        let mut budget = self.spent.lock().unwrap_or_else(PoisonError::into_inner);
+        budget.tokens = budget.tokens.saturating_sub(reserved).saturating_add(spent);
+        drop(budget);
+        answer
+    }
+
+    /// The request's way through the interventions and the model, and the tokens it spent.
+    async fn answer(
+        &self,
+        params: CreateMessageRequestParams,
+        max_tokens: u32,
+        call: Option<ToolContext>,
+        index: u32,
+        server: &str,
+    ) -> (Result<CreateMessageResult, rmcp::ErrorData>, u64) {
+        let request = match self.request(params, max_tokens, server, call.as_ref()) {
+            Ok(request) => request,
+            Err(e) => return (Err(e), 0),
+        };
         let cx = context(request.invocation_state.clone(), call.as_ref());
-        let request = self.before(cx.clone(), request, index, &server).await?;
+        let request = match self.before(cx.clone(), request, index, server).await {
+            Ok(request) => request,
+            Err(e) => return (Err(e), 0),
+        };
         let response = match tokio::time::timeout(self.timeout, self.call_model(request)).await {
             Err(_) => {
-                self.charge(u64::from(max_tokens));
-                return Err(self.refuse(format!("the model timed out after {:?}", self.timeout)));
+                let e = self.refuse(format!("the model timed out after {:?}", self.timeout));
+                return (Err(e), u64::from(max_tokens));
             }
             Ok(response) => response,
         };
+        // The model's report, else (none, or a failure) the most the request could cost.
         let spent = match &response {
             Ok(r) if r.usage.input_tokens + r.usage.output_tokens > 0 => {
                 r.usage.input_tokens + r.usage.output_tokens
             }
             _ => u64::from(max_tokens),
         };
-        self.charge(spent);
-        let response = self.after(cx, response, index).await?;
-        Ok(self.result(response))
+        let answer = match self.after(cx, response, index).await {
+            Ok(response) => Ok(self.result(response)),
+            Err(e) => Err(e),
+        };
+        (answer, spent)
     }
 
-    /// Takes one call of the budget and says how many output tokens the request may have.
-    fn reserve(&self, requested: u32) -> Result<u32, rmcp::ErrorData> {
+    /// Takes one call of the budget and reserves the request's estimated input and its output
+    /// (capped at what is left): the output tokens it may have, and the tokens reserved.
+    fn reserve(&self, requested: u32, input: u64) -> Result<(u32, u64), rmcp::ErrorData> {
         let budget = self.sampling.budget;
         let mut spent = self.spent.lock().unwrap_or_else(PoisonError::into_inner);
         if spent.calls >= budget.max_calls {
@@ -263,19 +297,19 @@ impl Sampler {
             )));
         }
         let left = budget.max_tokens.saturating_sub(spent.tokens);
-        if left == 0 {
+        if input >= left {
             return Err(self.refuse(format!(
-                "the sampling budget of {} tokens for this server is spent",
+                "the request's input (about {input} tokens) leaves nothing of the {left} tokens \
+                 left of the sampling budget of {} for this server",
                 budget.max_tokens
             )));
         }
+        let output = u32::try_from(left - input)
+            .unwrap_or(u32::MAX)
+            .min(requested);
         spent.calls += 1;
-        Ok(u32::try_from(left).unwrap_or(u32::MAX).min(requested))
-    }
-
-    fn charge(&self, tokens: u64) {
-        let mut spent = self.spent.lock().unwrap_or_else(PoisonError::into_inner);
-        spent.tokens = spent.tokens.saturating_add(tokens);
+        spent.tokens += input + u64::from(output);
+        Ok((output, input + u64::from(output)))
     }
 
     /// The Rein request for the server's: its messages (text and images), system prompt,

@@ -192,21 +192,36 @@ async fn everything_sampling_budget_is_per_server_and_refuses_when_spent() {
 }
 
 #[tokio::test]
-async fn everything_sampling_token_budget_caps_max_tokens() {
+async fn everything_sampling_token_budget_caps_the_output_and_refuses_a_large_input() {
     let mut budget = SamplingBudget::default();
-    budget.max_tokens = 30;
+    budget.max_tokens = 80;
     let model = model(&["short"]);
     let builder = McpClient::builder().sampling(Sampling::new(model.clone()).budget(budget));
     let Some(client) = connect("REIN_MCP_EVERYTHING", &[], builder).await else {
         return;
     };
-    // The server asks for 50 tokens; 30 are left.
+    // The server asks for 50 tokens; its input (about 4 bytes a token) takes some of the 80.
     assert_eq!(
         result(&sample(&client, "a").await)["content"]["text"],
         "short"
     );
+    let capped = model.requests()[0].config.max_tokens.unwrap();
+    assert!(capped > 0 && capped < 50, "{capped}");
+    // A prompt larger than what is left is refused before the model is called.
+    let tools = client.tools().await.unwrap();
+    let out = find(&tools, &ev(TOOL))
+        .call(
+            json!({"prompt": "many words ".repeat(100), "maxTokens": 10}),
+            cx(TOOL),
+        )
+        .await;
     client.close().await;
-    assert_eq!(model.requests()[0].config.max_tokens, Some(30));
+    let shown = match &out {
+        Ok(o) => text(o),
+        Err(e) => e.to_string(),
+    };
+    assert!(shown.contains("leaves nothing of the"), "{shown}");
+    assert_eq!(model.requests().len(), 1);
 }
 
 #[tokio::test]
