@@ -511,6 +511,18 @@ async fn the_stateless_input_required_round_is_an_interrupt_too() {
 
 // Living tool lists and cancellation (issue 42, item 4).
 
+/// Waits until `handled` says the server's notification was handled (on the connection's
+/// task): a failure, not a hang, if it never is.
+async fn until(handled: impl Fn() -> bool) {
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while !handled() {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("notifications/tools/list_changed was handled");
+}
+
 #[tokio::test]
 async fn a_tool_the_server_removed_is_an_unknown_tool() {
     let client = McpClient::builder()
@@ -527,13 +539,7 @@ async fn a_tool_the_server_removed_is_an_unknown_tool() {
     assert_eq!(text(out), r#"Success [Text("called a")]"#);
     // The notification is handled on the connection's task: wait for it (a failure, not a hang,
     // if it never comes).
-    tokio::time::timeout(Duration::from_secs(20), async {
-        while !client.tools_changed() {
-            tokio::task::yield_now().await;
-        }
-    })
-    .await
-    .expect("notifications/tools/list_changed was handled");
+    until(|| client.tools_changed()).await;
     let out = tools[1].call(json!({}), tool_cx(&[])).await.unwrap();
     assert_eq!(text(out), r#"Error [Text("Unknown tool: hostile__b")]"#);
     // The list was read again: the flag is down, `tools()` gives the new list, `a` still works.
@@ -577,13 +583,7 @@ async fn an_agent_with_the_tool_source_sees_the_new_list_on_the_next_turn() {
     // version counts them; the flag `tools_changed` may already be down: the turn's last model
     // call may have listed again).
     let source = client.tool_source();
-    tokio::time::timeout(Duration::from_secs(20), async {
-        while rein_core::tool::ToolSource::version(&source) == 0 {
-            tokio::task::yield_now().await;
-        }
-    })
-    .await
-    .expect("notifications/tools/list_changed was handled");
+    until(|| rein_core::tool::ToolSource::version(&source) > 0).await;
     agent.invoke("two").await.unwrap();
     client.close().await;
     let offered = |i: usize| -> Vec<String> {

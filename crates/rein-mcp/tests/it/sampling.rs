@@ -42,6 +42,22 @@ fn result(out: &ToolOutput) -> Value {
     serde_json::from_str(json).unwrap()
 }
 
+/// Calls the sampling tool expecting a refusal: what the model is shown (the error result's
+/// text, or the tool error).
+async fn refused(client: &McpClient, prompt: &str) -> String {
+    let tools = client.tools().await.unwrap();
+    let out = find(&tools, &ev(TOOL))
+        .call(json!({"prompt": prompt, "maxTokens": 10}), cx(TOOL))
+        .await;
+    match out {
+        Ok(o) => {
+            assert_eq!(o.status, ToolResultStatus::Error, "{}", text(&o));
+            text(&o)
+        }
+        Err(e) => e.to_string(),
+    }
+}
+
 fn model(texts: &[&str]) -> ScriptedModel {
     let mut b = ScriptedModel::builder().record_requests(true);
     for t in texts {
@@ -144,20 +160,8 @@ async fn everything_sampling_denied_by_a_handler_is_refused() {
     let Some(client) = connect("REIN_MCP_EVERYTHING", &[], builder).await else {
         return;
     };
-    let tools = client.tools().await.unwrap();
-    let out = find(&tools, &ev(TOOL))
-        .call(json!({"prompt": "hi", "maxTokens": 10}), cx(TOOL))
-        .await;
+    let shown = refused(&client, "hi").await;
     client.close().await;
-    let shown = match &out {
-        Ok(o) => text(o),
-        Err(e) => e.to_string(),
-    };
-    assert!(
-        out.as_ref()
-            .map_or(true, |o| o.status == ToolResultStatus::Error),
-        "{shown}"
-    );
     assert!(shown.contains("DENIED: no sampling for"), "{shown}");
     assert!(model.requests().is_empty(), "the model was called");
 }
@@ -175,15 +179,8 @@ async fn everything_sampling_budget_is_per_server_and_refuses_when_spent() {
         result(&sample(&client, "a").await)["content"]["text"],
         "one"
     );
-    let tools = client.tools().await.unwrap();
-    let out = find(&tools, &ev(TOOL))
-        .call(json!({"prompt": "b", "maxTokens": 10}), cx(TOOL))
-        .await;
+    let shown = refused(&client, "b").await;
     client.close().await;
-    let shown = match &out {
-        Ok(o) => text(o),
-        Err(e) => e.to_string(),
-    };
     assert!(
         shown.contains("sampling budget of 1 requests for this server is spent"),
         "{shown}"
@@ -208,18 +205,8 @@ async fn everything_sampling_token_budget_caps_the_output_and_refuses_a_large_in
     let capped = model.requests()[0].config.max_tokens.unwrap();
     assert!(capped > 0 && capped < 50, "{capped}");
     // A prompt larger than what is left is refused before the model is called.
-    let tools = client.tools().await.unwrap();
-    let out = find(&tools, &ev(TOOL))
-        .call(
-            json!({"prompt": "many words ".repeat(100), "maxTokens": 10}),
-            cx(TOOL),
-        )
-        .await;
+    let shown = refused(&client, &"many words ".repeat(100)).await;
     client.close().await;
-    let shown = match &out {
-        Ok(o) => text(o),
-        Err(e) => e.to_string(),
-    };
     assert!(shown.contains("leaves nothing of the"), "{shown}");
     assert_eq!(model.requests().len(), 1);
 }
@@ -243,14 +230,7 @@ async fn everything_sampling_approval_asks_a_human_per_request() {
     let Some(client) = connect("REIN_MCP_EVERYTHING", &[], builder).await else {
         return;
     };
-    let tools = client.tools().await.unwrap();
-    let rejected = find(&tools, &ev(TOOL))
-        .call(json!({"prompt": "first", "maxTokens": 10}), cx(TOOL))
-        .await;
-    let shown = match &rejected {
-        Ok(o) => text(o),
-        Err(e) => e.to_string(),
-    };
+    let shown = refused(&client, "first").await;
     assert!(shown.contains("a human rejected it"), "{shown}");
     let out = sample(&client, "second").await;
     client.close().await;
@@ -299,15 +279,8 @@ async fn everything_sampling_confirm_of_a_handler_goes_to_the_approver() {
     let builder =
         McpClient::builder().sampling(Sampling::new(model.clone()).interventions(&interventions));
     let client = connect("REIN_MCP_EVERYTHING", &[], builder).await.unwrap();
-    let tools = client.tools().await.unwrap();
-    let out = find(&tools, &ev(TOOL))
-        .call(json!({"prompt": "y", "maxTokens": 10}), cx(TOOL))
-        .await;
+    let shown = refused(&client, "y").await;
     client.close().await;
-    let shown = match &out {
-        Ok(o) => text(o),
-        Err(e) => e.to_string(),
-    };
     assert!(shown.contains("no approver is configured"), "{shown}");
     assert!(model.requests().is_empty());
 }
