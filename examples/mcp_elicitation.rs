@@ -31,8 +31,8 @@ async fn agent(
     let command = std::env::var("REIN_MCP_EVERYTHING")?;
     let command: Vec<&str> = command.split_whitespace().collect();
     let (program, args) = command.split_first().ok_or("empty REIN_MCP_EVERYTHING")?;
+    // Its tools are named `everything__<tool>` (the default prefix, from the server's name).
     let client = McpClient::builder()
-        .prefix("everything")
         .quiet(true)
         .stdio(program, args)
         .await?;
@@ -47,7 +47,7 @@ async fn agent(
 /// Step 1: the model calls the tool; the server's question pauses the run; the process ends.
 async fn ask(store: &FileSessionStore) -> Result<(), Box<dyn std::error::Error>> {
     let model = ScriptedModel::builder()
-        .tool_use("t1", "everything_trigger-elicitation-request", json!({}))
+        .tool_use("t1", "everything__trigger-elicitation-request", json!({}))
         .build();
     let (mut agent, client) = agent(store, model).await?;
     let result = agent.invoke("Sign me up.").await?;

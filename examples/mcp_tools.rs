@@ -43,6 +43,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Ok(());
     };
 
+    // Tools named `everything__<tool>` whatever the server calls itself (by default the alias
+    // comes from the server's name).
     let client = McpClient::builder()
         .prefix("everything")
         .timeout(Duration::from_secs(10))
@@ -60,8 +62,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     for (name, input) in [
-        ("everything_echo", json!({"message": "hello from Rein"})),
-        ("everything_get-sum", json!({"a": 20, "b": 22})),
+        ("everything__echo", json!({"message": "hello from Rein"})),
+        ("everything__get-sum", json!({"a": 20, "b": 22})),
     ] {
         let Some(tool) = tools.iter().find(|t| t.name() == name) else {
             println!("(this server has no {name})");
@@ -84,7 +86,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The same tools in an agent (the scripted model, or a real provider when one is
     // configured: see `rein_examples::demo_model`).
     let scripted = ScriptedModel::builder()
-        .tool_use("t1", "everything_get-sum", json!({"a": 2, "b": 3}))
+        .tool_use("t1", "everything__get-sum", json!({"a": 2, "b": 3}))
         .text("2 + 3 = 5, says the MCP server.")
         .build();
     let (model, about) = rein_examples::demo_model(scripted);

@@ -383,7 +383,10 @@ impl Agent {
     /// The spec of the tool `name` (its description and input schema), if the agent has it:
     /// what a UI builds an edit form from.
     pub fn tool_spec(&self, name: &str) -> Option<&rein_core::tool::ToolSpec> {
-        self.core.tools.get(name).map(rein_core::ToolHandle::spec)
+        self.core
+            .tools
+            .get_built(name)
+            .map(rein_core::ToolHandle::spec)
     }
 
     /// Hands the conversation to the agent `name` (one of its handoffs, or the agent it was

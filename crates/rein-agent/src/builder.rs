@@ -81,6 +81,7 @@ pub struct AgentBuilder {
     model: Option<SharedModel>,
     system_prompt: Option<Arc<str>>,
     tools: Vec<ToolHandle>,
+    tool_sources: Vec<Arc<dyn rein_core::tool::ToolSource>>,
     hooks: HookRegistry,
     plugin_error: Option<Error>,
     manager: Manager,
@@ -105,6 +106,7 @@ impl Default for AgentBuilder {
             model: None,
             system_prompt: None,
             tools: Vec::new(),
+            tool_sources: Vec::new(),
             hooks: HookRegistry::new(),
             plugin_error: None,
             manager: Manager::default(),
@@ -170,6 +172,18 @@ impl AgentBuilder {
         I::Item: Into<ToolHandle>,
     {
         self.tools.extend(tools.into_iter().map(Into::into));
+        self
+    }
+
+    /// Adds tools whose list may change while the agent lives (an MCP server's:
+    /// `rein_mcp::McpClient::tool_source`). Before each model call whose source announced a
+    /// change, the agent lists its tools again: the model is offered the current list, a tool
+    /// the source dropped is unknown (`Unknown tool: <name>`), and interventions keyed by
+    /// name apply as to any tool. A listed tool named like a tool given to the builder (or to
+    /// another source) is left out, so a source never shadows one. The first list is read
+    /// before the first model call; `tool_names` and `tool_spec` show the built tools only.
+    pub fn tool_source(mut self, source: impl rein_core::tool::ToolSource) -> Self {
+        self.tool_sources.push(Arc::new(source));
         self
     }
 
@@ -486,7 +500,7 @@ impl AgentBuilder {
                 }
             }
         }
-        let tools = ToolSet::new(tools)?;
+        let tools = ToolSet::new(tools, self.tool_sources)?;
         let output = match self.output {
             Some(settings) => Some(Box::new(OutputSpec::build(
                 settings,

@@ -1,9 +1,13 @@
 //! The agent's tools and their compiled input validators; how a tool phase runs them.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 
-use rein_core::{Error, ToolHandle, error::BuildError, tool::ToolSpec};
+use rein_core::{
+    Error, ToolHandle,
+    error::BuildError,
+    tool::{ToolSource, ToolSpec},
+};
 
 use crate::schema_cache;
 
@@ -31,47 +35,169 @@ struct ToolEntry {
     validator: Arc<jsonschema::Validator>,
 }
 
-/// The agent's tools, with their compiled input validators.
+impl ToolEntry {
+    fn new(handle: ToolHandle) -> Result<Self, BuildError> {
+        let validator = schema_cache::validator_for(&handle.spec().input_schema).map_err(|e| {
+            BuildError::InvalidToolSchema {
+                tool: handle.name().to_owned(),
+                reason: e.to_string(),
+            }
+        })?;
+        Ok(Self { handle, validator })
+    }
+}
+
+/// The agent's tools, with their compiled input validators: those given at build, and those
+/// of its tool sources as last listed.
 #[derive(Default)]
 pub(crate) struct ToolSet {
+    by_name: HashMap<String, ToolEntry>,
+    specs: Arc<Vec<ToolSpec>>,
+    /// Empty for most agents: then nothing below is touched.
+    sources: Vec<Source>,
+    /// The sources' tools as last listed, and every spec (built ones first).
+    listed: RwLock<Listed>,
+}
+
+/// A tool source and the version of its list the agent holds.
+struct Source {
+    source: Arc<dyn ToolSource>,
+    version: RwLock<Option<u64>>,
+    tools: RwLock<Vec<ToolHandle>>,
+}
+
+#[derive(Default)]
+struct Listed {
     by_name: HashMap<String, ToolEntry>,
     specs: Arc<Vec<ToolSpec>>,
 }
 
 impl ToolSet {
-    pub(crate) fn new(tools: Vec<ToolHandle>) -> Result<Self, Error> {
+    pub(crate) fn new(
+        tools: Vec<ToolHandle>,
+        sources: Vec<Arc<dyn ToolSource>>,
+    ) -> Result<Self, Error> {
         let mut by_name = HashMap::with_capacity(tools.len());
         let mut specs = Vec::with_capacity(tools.len());
         for handle in tools {
             let name = handle.name().to_owned();
-            let validator =
-                schema_cache::validator_for(&handle.spec().input_schema).map_err(|e| {
-                    BuildError::InvalidToolSchema {
-                        tool: name.clone(),
-                        reason: e.to_string(),
-                    }
-                })?;
             specs.push(handle.spec().clone());
-            let entry = ToolEntry { handle, validator };
-            if by_name.insert(name.clone(), entry).is_some() {
+            if by_name
+                .insert(name.clone(), ToolEntry::new(handle)?)
+                .is_some()
+            {
                 return Err(BuildError::DuplicateTool(name).into());
             }
         }
+        let specs = Arc::new(specs);
         Ok(Self {
             by_name,
-            specs: Arc::new(specs),
+            listed: RwLock::new(Listed {
+                by_name: HashMap::new(),
+                specs: specs.clone(),
+            }),
+            specs,
+            sources: sources
+                .into_iter()
+                .map(|source| Source {
+                    source,
+                    version: RwLock::new(None),
+                    tools: RwLock::new(Vec::new()),
+                })
+                .collect(),
         })
     }
 
+    /// Every tool's spec: the built ones, then the sources' as last listed.
     pub(crate) fn specs(&self) -> Arc<Vec<ToolSpec>> {
-        self.specs.clone()
+        if self.sources.is_empty() {
+            return self.specs.clone();
+        }
+        read(&self.listed).specs.clone()
     }
 
+    /// The built tools' specs (what a request carries when the agent has no tool source).
     pub(crate) fn specs_ref(&self) -> &Arc<Vec<ToolSpec>> {
         &self.specs
     }
 
-    pub(crate) fn get(&self, name: &str) -> Option<&ToolHandle> {
+    /// The specs of the sources' tools alone (what a typed-output request adds to its own).
+    pub(crate) fn listed_specs(&self) -> Vec<ToolSpec> {
+        if self.sources.is_empty() {
+            return Vec::new();
+        }
+        read(&self.listed).specs[self.specs.len()..].to_vec()
+    }
+
+    pub(crate) fn has_sources(&self) -> bool {
+        !self.sources.is_empty()
+    }
+
+    /// Lists again the sources whose version changed (before a model call). A source that
+    /// fails keeps its last list (its tools check with their server when called); a listed
+    /// tool named like a built tool, another source's or `reserved` is left out: a source
+    /// never shadows a tool the agent was built with.
+    pub(crate) async fn refresh(&self, reserved: Option<&str>) {
+        let mut changed = false;
+        for s in &self.sources {
+            let version = s.source.version();
+            if *read(&s.version) == Some(version) {
+                continue;
+            }
+            match s.source.tools().await {
+                Ok(tools) => {
+                    *write(&s.tools) = tools;
+                    *write(&s.version) = Some(version);
+                    changed = true;
+                }
+                Err(e) => tracing::warn!(error = %e, "a tool source could not list its tools"),
+            }
+        }
+        if !changed {
+            return;
+        }
+        let mut by_name = HashMap::new();
+        let mut specs = self.specs.as_ref().clone();
+        for s in &self.sources {
+            for handle in read(&s.tools).iter() {
+                let name = handle.name();
+                if self.by_name.contains_key(name)
+                    || by_name.contains_key(name)
+                    || reserved == Some(name)
+                {
+                    tracing::warn!(tool = %name, "a tool source's tool is named like another tool: left out");
+                    continue;
+                }
+                match ToolEntry::new(handle.clone()) {
+                    Ok(entry) => {
+                        specs.push(handle.spec().clone());
+                        by_name.insert(name.to_owned(), entry);
+                    }
+                    Err(e) => tracing::warn!(error = %e, "a tool source's tool left out"),
+                }
+            }
+        }
+        *write(&self.listed) = Listed {
+            by_name,
+            specs: Arc::new(specs),
+        };
+    }
+
+    pub(crate) fn get(&self, name: &str) -> Option<ToolHandle> {
+        if let Some(e) = self.by_name.get(name) {
+            return Some(e.handle.clone());
+        }
+        if self.sources.is_empty() {
+            return None;
+        }
+        read(&self.listed)
+            .by_name
+            .get(name)
+            .map(|e| e.handle.clone())
+    }
+
+    /// A tool given at build.
+    pub(crate) fn get_built(&self, name: &str) -> Option<&ToolHandle> {
         self.by_name.get(name).map(|e| &e.handle)
     }
 
@@ -85,9 +211,21 @@ impl ToolSet {
         tool: &ToolHandle,
         input: &serde_json::Value,
     ) -> Result<(), String> {
+        let listed = (!self.sources.is_empty())
+            .then(|| {
+                read(&self.listed)
+                    .by_name
+                    .get(tool.name())
+                    .map(|e| e.validator.clone())
+            })
+            .flatten();
         let owned;
-        let validator = match self.by_name.get(tool.name()) {
-            Some(e) if e.handle == *tool => &*e.validator,
+        let validator = match (self.by_name.get(tool.name()), listed) {
+            (Some(e), _) if e.handle == *tool => &*e.validator,
+            (_, Some(v)) => {
+                owned = v;
+                &*owned
+            }
             _ => {
                 owned = schema_cache::validator_for(&tool.spec().input_schema)
                     .map_err(|e| format!("the tool's input schema is invalid: {e}"))?;
@@ -103,4 +241,12 @@ impl ToolSet {
             }
         })
     }
+}
+
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(PoisonError::into_inner)
 }

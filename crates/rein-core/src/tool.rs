@@ -385,6 +385,35 @@ impl<T: Tool> ErasedTool for T {
     }
 }
 
+/// Tools whose list may change while an agent lives (an MCP server's, after
+/// `notifications/tools/list_changed`). An agent given one asks for the list again before a
+/// model call whenever [`version`](Self::version) changed, so the model is offered the current
+/// tools and a tool the source dropped is unknown to the agent.
+///
+/// ```
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use rein_core::{ToolHandle, tool::{BoxFuture, ToolError, ToolOutput, ToolSource}};
+///
+/// /// A fixed list, announced once.
+/// struct Fixed(Vec<ToolHandle>, AtomicU64);
+/// impl ToolSource for Fixed {
+///     fn version(&self) -> u64 {
+///         self.1.load(Ordering::SeqCst)
+///     }
+///     fn tools(&self) -> BoxFuture<'_, Result<Vec<ToolHandle>, ToolError>> {
+///         Box::pin(async move { Ok(self.0.clone()) })
+///     }
+/// }
+/// ```
+pub trait ToolSource: Send + Sync + 'static {
+    /// A number that changes whenever the list may have changed. Asked before every model
+    /// call: it must be cheap (no I/O).
+    fn version(&self) -> u64;
+
+    /// The current list.
+    fn tools(&self) -> BoxFuture<'_, Result<Vec<ToolHandle>, ToolError>>;
+}
+
 /// A registered tool: its spec and the erased implementation. Cloning is cheap.
 #[derive(Clone)]
 pub struct ToolHandle {

@@ -327,6 +327,8 @@ pub(crate) struct Elicitor {
     calls: Mutex<Vec<Arc<Call>>>,
     /// Set by `notifications/tools/list_changed`, cleared when the tools are listed again.
     pub(crate) tools_changed: std::sync::atomic::AtomicBool,
+    /// Counts `notifications/tools/list_changed` (a tool source's version).
+    pub(crate) list_version: std::sync::atomic::AtomicU64,
 }
 
 impl fmt::Debug for Elicitor {
@@ -365,6 +367,7 @@ impl Elicitor {
             limits,
             calls: Mutex::new(Vec::new()),
             tools_changed: std::sync::atomic::AtomicBool::new(false),
+            list_version: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -403,6 +406,12 @@ impl Elicitor {
             message = params.message.as_deref().unwrap_or_default(),
             "MCP progress"
         );
+    }
+
+    /// The run's context of the tool call under way, when there is exactly one and it runs in
+    /// a run (a server's request over stdio says nothing of the call it belongs to).
+    pub(crate) fn sole_context(&self) -> Option<ToolContext> {
+        self.sole_call()?.cx.clone()
     }
 
     /// The call under way, when there is exactly one.

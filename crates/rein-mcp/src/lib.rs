@@ -35,7 +35,7 @@
 //! use rein_mcp::McpClient;
 //!
 //! let client = McpClient::builder()
-//!     .prefix("fs")
+//!     .prefix("fs") // tools named fs__read_text_file...; default: from the server's name
 //!     .timeout(Duration::from_secs(30))
 //!     .stdio("npx", ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"])
 //!     .await?;
@@ -74,6 +74,7 @@ use tokio::sync::Mutex;
 
 mod elicitation;
 mod resources;
+mod sampling;
 
 use elicitation::{Call, ElicitationPolicy, Elicitor, Stop};
 pub use elicitation::{
@@ -81,6 +82,9 @@ pub use elicitation::{
 };
 pub use resources::{
     McpPrompt, McpPromptArgument, McpResource, McpResourceContents, McpResourceTemplate,
+};
+pub use sampling::{
+    SAMPLING_SERVER_KEY, Sampling, SamplingApproval, SamplingBudget, sampling_server,
 };
 
 /// The default timeout of one tool call.
@@ -192,7 +196,7 @@ pub enum McpError {
 /// ```
 #[derive(Clone)]
 pub struct McpClientBuilder {
-    prefix: Option<String>,
+    prefix: Prefix,
     timeout: Duration,
     connect_timeout: Duration,
     quiet: bool,
@@ -202,6 +206,7 @@ pub struct McpClientBuilder {
     bearer_token: Option<String>,
     limits: McpLimits,
     elicitation_policy: ElicitationPolicy,
+    sampling: Option<Sampling>,
 }
 
 /// Shows the names of the environment variables, not their values, and whether a bearer token
@@ -220,6 +225,7 @@ impl fmt::Debug for McpClientBuilder {
                 &self.bearer_token.as_ref().map(|_| "<redacted>"),
             )
             .field("limits", &self.limits)
+            .field("sampling", &self.sampling)
             .finish_non_exhaustive()
     }
 }
@@ -294,7 +300,7 @@ pub const DEFAULT_INHERITED_ENV: &[&str] = &[
 impl Default for McpClientBuilder {
     fn default() -> Self {
         Self {
-            prefix: None,
+            prefix: Prefix::FromServerName,
             timeout: DEFAULT_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             quiet: false,
@@ -303,15 +309,26 @@ impl Default for McpClientBuilder {
             bearer_token: None,
             limits: McpLimits::default(),
             elicitation_policy: elicitation::default_policy(),
+            sampling: None,
         }
     }
 }
 
 impl McpClientBuilder {
-    /// Prefixes every tool name with `<prefix>_`, to avoid clashes between servers (or with
-    /// your own tools). The server still sees its own names.
-    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = Some(prefix.into());
+    /// Names the server's tools `<alias>__<name>` with this alias (instead of the default,
+    /// derived from the server's name): see [`McpClient::tools`]. The alias is sanitized as a
+    /// tool name is (runs of `_` become one, so `__` only ever separates). The server still
+    /// sees its own names.
+    pub fn prefix(mut self, alias: impl Into<String>) -> Self {
+        self.prefix = Prefix::Alias(alias.into());
+        self
+    }
+
+    /// Gives the server's tools their bare names, without the default prefix. A server may
+    /// then name a tool like one of yours (the agent refuses two tools of one name) or like a
+    /// tool a policy rule names: use this only for servers you trust with your tool names.
+    pub fn no_prefix(mut self) -> Self {
+        self.prefix = Prefix::Bare;
         self
     }
 
@@ -380,6 +397,22 @@ impl McpClientBuilder {
         policy: impl Fn(&Elicitation) -> ElicitationVerdict + Send + Sync + 'static,
     ) -> Self {
         self.elicitation_policy = Arc::new(policy);
+        self
+    }
+
+    /// Lets the server ask for completions (`sampling/createMessage`), answered as
+    /// [`Sampling`] says: by its model, through its interventions on model calls, within its
+    /// per-server budget, past its approver. Without this the client does not declare the
+    /// sampling capability and the server's requests are refused.
+    ///
+    /// ```
+    /// use rein_mcp::{McpClient, Sampling};
+    /// let model = rein_models::ScriptedModel::builder().text("ok").build();
+    /// let builder = McpClient::builder().sampling(Sampling::new(model));
+    /// # let _ = builder;
+    /// ```
+    pub fn sampling(mut self, sampling: Sampling) -> Self {
+        self.sampling = Some(sampling);
         self
     }
 
@@ -462,8 +495,12 @@ impl McpClientBuilder {
         E: std::error::Error + Send + Sync + 'static,
     {
         let elicitor = Arc::new(Elicitor::new(self.elicitation_policy.clone(), self.limits));
+        let sampler = self
+            .sampling
+            .map(|s| Arc::new(sampling::Sampler::new(s, self.timeout)));
         let handler = Handler {
             elicitor: elicitor.clone(),
+            sampler: sampler.clone(),
         };
         let connect = handler.serve(transport);
         let service = match tokio::time::timeout(self.connect_timeout, connect).await {
@@ -495,6 +532,19 @@ impl McpClientBuilder {
             _ => server,
         };
         let _ = elicitor.server.set(server.clone());
+        let prefix = match self.prefix {
+            Prefix::FromServerName => Some(alias(
+                server_name
+                    .as_deref()
+                    .and_then(|n| n.rsplit('/').find(|part| !part.trim().is_empty()))
+                    .unwrap_or_default(),
+            )),
+            Prefix::Alias(a) => Some(alias(&a)),
+            Prefix::Bare => None,
+        };
+        if let Some(sampler) = &sampler {
+            let _ = sampler.server.set(server.clone());
+        }
         Ok(McpClient {
             inner: Arc::new(Inner {
                 server,
@@ -505,7 +555,7 @@ impl McpClientBuilder {
                 elicitor,
                 listed: std::sync::Mutex::new(None),
             }),
-            prefix: self.prefix,
+            prefix,
             timeout: self.timeout,
             connect_timeout: self.connect_timeout,
             limits: self.limits,
@@ -526,9 +576,11 @@ struct Inner {
     listed: std::sync::Mutex<Option<HashSet<String>>>,
 }
 
-/// What the client does with the server's requests: elicitations go to the tool call under way.
+/// What the client does with the server's requests: elicitations go to the tool call under
+/// way; sampling requests to the application's model, when it enabled sampling.
 struct Handler {
     elicitor: Arc<Elicitor>,
+    sampler: Option<Arc<sampling::Sampler>>,
 }
 
 impl rmcp::ClientHandler for Handler {
@@ -538,6 +590,27 @@ impl rmcp::ClientHandler for Handler {
         _context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, rmcp::ErrorData> {
         Ok(self.elicitor.on_request(&request))
+    }
+
+    #[allow(deprecated)] // rmcp marks sampling deprecated (SEP-2577); servers use it today.
+    async fn create_message(
+        &self,
+        params: rmcp::model::CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::CreateMessageResult, rmcp::ErrorData> {
+        match &self.sampler {
+            Some(sampler) => {
+                sampler
+                    .create_message(params, self.elicitor.sole_context())
+                    .await
+            }
+            // Not declared: refused as the protocol's unknown method.
+            None => Err(rmcp::ErrorData::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                "sampling is not enabled on this client",
+                None,
+            )),
+        }
     }
 
     async fn on_progress(
@@ -550,13 +623,18 @@ impl rmcp::ClientHandler for Handler {
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.elicitor.tools_changed.store(true, Ordering::SeqCst);
+        self.elicitor.list_version.fetch_add(1, Ordering::SeqCst);
     }
 
     fn get_info(&self) -> ClientConfig {
         // Elicitation in both modes: each becomes an interrupt (or a policy's answer).
+        // Sampling only when the application enabled it (without tools or context).
+        let mut capabilities = serde_json::json!({"elicitation": {"form": {}, "url": {}}});
+        if self.sampler.is_some() {
+            capabilities["sampling"] = serde_json::json!({});
+        }
         let capabilities: ClientCapabilities =
-            serde_json::from_value(serde_json::json!({"elicitation": {"form": {}, "url": {}}}))
-                .unwrap_or_default();
+            serde_json::from_value(capabilities).unwrap_or_default();
         ClientConfig::new(
             capabilities,
             Implementation::new("rein", env!("CARGO_PKG_VERSION")),
@@ -621,10 +699,17 @@ impl McpClient {
         Self::builder().http(url).await
     }
 
-    /// This client with another tool-name prefix (for tools listed from now on).
+    /// This client with another tool-name prefix, sanitized as by
+    /// [`McpClientBuilder::prefix`] (`None`: bare names; for tools listed from now on).
     pub fn with_prefix(mut self, prefix: Option<String>) -> Self {
-        self.prefix = prefix;
+        self.prefix = prefix.as_deref().map(alias);
         self
+    }
+
+    /// The alias that prefixes the server's tool names (`None` with
+    /// [`McpClientBuilder::no_prefix`]): what a policy rule on this server's tools starts with.
+    pub fn prefix(&self) -> Option<&str> {
+        self.prefix.as_deref()
     }
 
     /// This client with another tool-call timeout (for tools listed from now on).
@@ -644,9 +729,16 @@ impl McpClient {
         self.inner.instructions.as_deref()
     }
 
-    /// The server's tools as Rein tools: each is named `<prefix>_<name>` when a prefix is set,
-    /// with characters other than ASCII letters, digits, `_` and `-` replaced by `_` (and cut to
-    /// 64 characters) so every model provider accepts the name; the server is called with its
+    /// The server's tools as Rein tools, named `<alias>__<name>` so a server cannot name a
+    /// tool like one of yours or like a tool a policy rule names (the agent refuses two tools
+    /// of one name, and a rule on `read_file` does not match `fs__read_file`). The alias is
+    /// [`McpClientBuilder::prefix`]'s, else derived from the server's name in the handshake (its
+    /// last `/`-separated part, sanitized, at most 32 characters; `mcp` when it gives none):
+    /// `mcp-servers/everything` → `everything__echo`. [`McpClientBuilder::no_prefix`] keeps the
+    /// bare names. Characters other than ASCII letters, digits, `_` and `-` become `_`, so every
+    /// model provider accepts the name (`^[a-zA-Z0-9_-]{1,64}$`); a name longer than 64 is
+    /// shortened deterministically (55 characters, `-`, 8 hex digits of its SHA-256). Two tools
+    /// that would get one name are an [`McpError::Unsupported`]. The server is called with its
     /// own name.
     ///
     /// The server may change its tools later (`notifications/tools/list_changed`):
@@ -655,12 +747,20 @@ impl McpClient {
     /// calling the server. Call `tools()` again to give the agent the new list.
     pub async fn tools(&self) -> Result<Vec<ToolHandle>, McpError> {
         let listed = self.relist().await?;
+        let mut named = HashMap::new();
         listed
             .into_iter()
             .map(|t| {
                 let remote = t.name.to_string();
                 let schema = Value::Object((*t.input_schema).clone());
                 self.check_tool(&remote, &t, &schema)?;
+                let local = self.local_name(&remote);
+                // Two of the server's names may sanitize alike: neither may stand for the other.
+                if let Some(other) = named.insert(local.clone(), remote.clone()) {
+                    return Err(self.unsupported(format!(
+                        "tools '{other}' and '{remote}' would both be named '{local}'"
+                    )));
+                }
                 let description = t
                     .description
                     .as_deref()
@@ -668,12 +768,32 @@ impl McpClient {
                     .or_else(|| t.title.clone())
                     .unwrap_or_else(|| remote.clone());
                 Ok(ToolHandle::new(McpTool {
-                    spec: ToolSpec::new(self.local_name(&remote), description, schema),
+                    spec: ToolSpec::new(local, description, schema),
                     remote,
                     client: self.clone(),
                 }))
             })
             .collect()
+    }
+
+    /// The server's tools as a tool source for an agent (`AgentBuilder::tool_source`, instead
+    /// of `.tools(client.tools().await?)`): the agent lists them again before its next model
+    /// call after each `notifications/tools/list_changed`, so a run offers the model the
+    /// server's current tools between turns, and a tool the server removed is unknown to the
+    /// agent. Named as by [`tools`](Self::tools).
+    ///
+    /// ```no_run
+    /// # async fn run(model: rein_models::ScriptedModel) -> Result<(), Box<dyn std::error::Error>> {
+    /// let client = rein_mcp::McpClient::connect_stdio("uvx", ["mcp-server-time"]).await?;
+    /// let agent = rein_agent::Agent::builder()
+    ///     .model(model)
+    ///     .tool_source(client.tool_source())
+    ///     .build()?;
+    /// # let _ = agent;
+    /// # Ok(()) }
+    /// ```
+    pub fn tool_source(&self) -> impl rein_core::tool::ToolSource {
+        McpToolSource(self.clone())
     }
 
     /// Whether the server said its tool list changed since [`tools`](Self::tools) last listed
@@ -951,11 +1071,85 @@ impl McpClient {
     }
 
     fn local_name(&self, remote: &str) -> String {
-        let full = match &self.prefix {
-            Some(p) if !p.is_empty() => format!("{p}_{remote}"),
-            _ => remote.to_owned(),
+        match &self.prefix {
+            Some(p) => tool_name(&format!("{p}{PREFIX_SEPARATOR}{remote}")),
+            None => tool_name(remote),
+        }
+    }
+}
+
+/// How the builder names the server's tools.
+#[derive(Debug, Clone)]
+enum Prefix {
+    /// `<alias>__<name>`, the alias derived from the server's name.
+    FromServerName,
+    /// `<alias>__<name>` with the application's alias.
+    Alias(String),
+    /// The server's names.
+    Bare,
+}
+
+/// Between a server's alias and its tool's name. Two underscores, not a dot: the providers
+/// accept `^[a-zA-Z0-9_-]{1,64}$` only; and not one, which tool names often hold.
+const PREFIX_SEPARATOR: &str = "__";
+/// The longest tool name every provider accepts.
+const MAX_TOOL_NAME: usize = 64;
+/// The longest alias derived from a server's name (the tool's own name needs the room).
+const MAX_DERIVED_ALIAS: usize = 32;
+
+/// An alias: the characters of a tool name (others become `_`), runs of `_` made one (so the
+/// separator is never part of it), without leading or trailing `_`/`-`, at most 32 characters;
+/// `mcp` when nothing is left.
+fn alias(name: &str) -> String {
+    let mut out = String::new();
+    for c in name.chars() {
+        let c = if c.is_ascii_alphanumeric() || c == '-' {
+            c
+        } else {
+            '_'
         };
-        ToolSpec::name_from(&full)
+        if !(c == '_' && out.ends_with('_')) {
+            out.push(c);
+        }
+    }
+    let out: String = out
+        .trim_matches(['_', '-'])
+        .chars()
+        .take(MAX_DERIVED_ALIAS)
+        .collect();
+    let out = out.trim_end_matches(['_', '-']);
+    if out.is_empty() {
+        "mcp".to_owned()
+    } else {
+        out.to_owned()
+    }
+}
+
+/// A tool name every provider accepts: characters other than ASCII letters, digits, `_` and `-`
+/// become `_`; a name longer than 64 is cut to 55 characters and given `-` and 8 hex digits of
+/// the SHA-256 of the full name — deterministic (the same on every connection, so policies and
+/// stored approvals keep matching) and distinct for names that share their first 55 characters.
+fn tool_name(full: &str) -> String {
+    let name = ToolSpec::name_from(full);
+    if full.chars().count() <= MAX_TOOL_NAME {
+        return name;
+    }
+    let digest = <sha2::Sha256 as sha2::Digest>::digest(full.as_bytes());
+    let hex: String = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
+    // `name` is ASCII: every character is one byte.
+    format!("{}-{hex}", &name[..MAX_TOOL_NAME - 9])
+}
+
+/// A client's tools as a tool source: its version counts the server's list changes.
+struct McpToolSource(McpClient);
+
+impl rein_core::tool::ToolSource for McpToolSource {
+    fn version(&self) -> u64 {
+        self.0.inner.elicitor.list_version.load(Ordering::SeqCst)
+    }
+
+    fn tools(&self) -> rein_core::tool::BoxFuture<'_, Result<Vec<ToolHandle>, ToolError>> {
+        Box::pin(async move { self.0.tools().await.map_err(ToolError::from) })
     }
 }
 
@@ -1185,6 +1379,37 @@ mod tests {
         let mut cmd = tokio::process::Command::new("server");
         cmd.args(["--api-key", "secret"]);
         assert_eq!(describe_command(&cmd), "server");
+    }
+
+    #[test]
+    fn aliases_are_sanitized_and_never_hold_the_separator() {
+        assert_eq!(alias("everything"), "everything");
+        assert_eq!(alias("My Server!"), "My_Server");
+        assert_eq!(alias("a__b___c"), "a_b_c");
+        assert_eq!(alias("__x-"), "x");
+        assert_eq!(alias(""), "mcp");
+        assert_eq!(alias("@/."), "mcp");
+        assert_eq!(alias(&"s".repeat(40)).len(), 32);
+    }
+
+    #[test]
+    fn long_tool_names_are_shortened_deterministically() {
+        let long = |tool: &str| tool_name(&format!("{}__{tool}", "a".repeat(30)));
+        let (x, y) = (long(&"x".repeat(40)), long(&format!("{}y", "x".repeat(39))));
+        assert_eq!(x.len(), 64);
+        assert_eq!(y.len(), 64);
+        // The same input gives the same name; names sharing their first 64 characters differ.
+        assert_eq!(x, long(&"x".repeat(40)));
+        assert_ne!(x, y);
+        assert!(x.starts_with(&format!("{}__x", "a".repeat(30))), "{x}");
+        assert!(
+            x.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'),
+            "{x}"
+        );
+        // A name within the limit is kept, sanitized.
+        assert_eq!(tool_name("ev__get.sum"), "ev__get_sum");
+        assert_eq!(tool_name(&"n".repeat(64)), "n".repeat(64));
     }
 
     #[test]

@@ -224,10 +224,10 @@ impl McpClient {
     }
 
     /// The server's resources as two tools for the model — opt in by adding them to the
-    /// agent: `<prefix>_list_resources` (no input: the resources' URIs, names, descriptions
-    /// and types, as JSON) and `<prefix>_read_resource` (`{"uri": ...}`: the text of its text
+    /// agent: `<alias>__list_resources` (no input: the resources' URIs, names, descriptions
+    /// and types, as JSON) and `<alias>__read_resource` (`{"uri": ...}`: the text of its text
     /// parts; an image part as an image; other bytes described). Interventions see them as
-    /// any tool (a policy on `<prefix>_read_resource` can allow some URIs only).
+    /// any tool (a policy on `<alias>__read_resource` can allow some URIs only).
     pub fn resource_tools(&self) -> Vec<ToolHandle> {
         let lister = self.clone();
         let list = ToolHandle::from_fn(

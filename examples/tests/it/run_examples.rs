@@ -252,7 +252,7 @@ fn mcp_tools() {
             "mcp_tools",
             &[
                 "connected to mcp-servers/everything",
-                "everything_echo({\"message\":\"hello from Rein\"}) -> Success: [Text(\"Echo: hello from Rein\")]",
+                "everything__echo({\"message\":\"hello from Rein\"}) -> Success: [Text(\"Echo: hello from Rein\")]",
                 "The sum of 2 and 3 is 5.",
             ],
         );

@@ -143,7 +143,7 @@ impl Driver<'_> {
             .agent
             .core
             .tools
-            .get(&transfer_tool_name(&handoff.to))
+            .get_built(&transfer_tool_name(&handoff.to))
             .and_then(|t| t.capability::<HandoffTo>())
             .and_then(|t| t.input_filter.clone());
         if let Some(filter) = filter {

@@ -1,6 +1,7 @@
 //! A model call — BeforeModelCall, the model's stream, AfterModelCall — and what the
 //! machine's verdict on it stores.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::{StreamExt as _, future::Either};
@@ -253,6 +254,18 @@ impl Driver<'_> {
     /// The request for this call, as BeforeModelCall leaves it; its guidance is stored and
     /// sent on this very call.
     async fn before_model_call(&mut self, index: u32) -> Result<Request, Error> {
+        if self.agent.core.tools.has_sources() {
+            // Boxed: most agents have no tool source, and their invocation's future keeps its
+            // size.
+            let reserved = self
+                .agent
+                .core
+                .output
+                .as_ref()
+                .and_then(|o| o.tools.as_ref())
+                .map(|_| crate::structured::FINAL_ANSWER_TOOL);
+            Box::pin(self.agent.core.tools.refresh(reserved)).await;
+        }
         // Made in a block (layout rule 3: fields assigned in place borrow the local).
         let request = {
             let mut request = ModelRequest::shared(
@@ -269,6 +282,10 @@ impl Driver<'_> {
                 }
                 if let Some(tools) = &spec.tools {
                     request.tools = tools.clone();
+                    let listed = self.agent.core.tools.listed_specs();
+                    if !listed.is_empty() {
+                        Arc::make_mut(&mut request.tools).extend(listed);
+                    }
                 }
                 request.output_format = spec.request_format().cloned();
             }

@@ -473,7 +473,7 @@ impl Agent {
                 .tools
                 .get(&call.name)
                 .ok_or_else(|| invalid(format!("unknown tool: {}", call.name)))?;
-            self.core.tools.validate(tool, &edit).map_err(|what| {
+            self.core.tools.validate(&tool, &edit).map_err(|what| {
                 invalid(format!(
                     "the edited input does not fit the tool's schema: {what}"
                 ))

@@ -610,7 +610,7 @@ impl ToolRun<'_> {
 
     /// The tool use with the tool it names, the tool use taken by value (see `run_inner`).
     fn with_tool(&self, tool_use: ToolUse) -> (ToolUse, Option<ToolHandle>) {
-        let tool = self.tools.get(&tool_use.name).cloned();
+        let tool = self.tools.get(&tool_use.name);
         (tool_use, tool)
     }
 

@@ -25,4 +25,5 @@ mod journal;
 mod judge;
 mod stream_guard;
 mod streaming;
+mod tool_source;
 mod typed_output;

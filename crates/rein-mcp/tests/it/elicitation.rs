@@ -8,7 +8,7 @@ use rein_core::{interrupt::Interrupt, tool::ToolContext};
 use rein_mcp::{ELICITATION_INTERRUPT, ElicitationAnswer, McpClient, McpError};
 use serde_json::{Value, json};
 
-use crate::servers::{connect, find, only_text};
+use crate::servers::{connect, ev, find, only_text};
 
 const TOOL: &str = "trigger-elicitation-request";
 
@@ -20,7 +20,7 @@ fn cx(answers: &[(&str, Value)]) -> ToolContext {
 async fn ask(client: &McpClient) -> Interrupt {
     let tools = client.tools().await.unwrap();
     let cx = cx(&[]);
-    let e = find(&tools, TOOL)
+    let e = find(&tools, &ev(TOOL))
         .call(json!({}), cx.clone())
         .await
         .unwrap_err();
@@ -38,7 +38,7 @@ async fn resume(interrupt: &Interrupt, answer: Value) -> (ToolContext, Result<St
         .unwrap();
     let tools = client.tools().await.unwrap();
     let cx = cx(&[(&interrupt.id, answer)]);
-    let out = find(&tools, TOOL).call(json!({}), cx.clone()).await;
+    let out = find(&tools, &ev(TOOL)).call(json!({}), cx.clone()).await;
     client.close().await;
     let out = out.map(|o| only_text_or_all(&o)).map_err(|e| {
         let source = e.source().and_then(|s| s.downcast_ref::<McpError>());
@@ -132,7 +132,7 @@ async fn everything_elicitation_answer_for_another_question_is_not_replayed() {
         .unwrap();
     let tools = client.tools().await.unwrap();
     let cx = cx(&[(&other, answer)]);
-    find(&tools, TOOL)
+    find(&tools, &ev(TOOL))
         .call(json!({}), cx.clone())
         .await
         .unwrap_err();

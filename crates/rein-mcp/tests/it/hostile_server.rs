@@ -13,6 +13,8 @@ use std::time::Duration;
 use rein_mcp::{McpClient, McpError, McpLimits};
 use serde_json::{Value, json};
 
+use crate::servers::only_text;
+
 const MODE: &str = "HOSTILE_MCP_MODE";
 
 /// Runs as the hostile server when the test binary is started with `HOSTILE_MCP_MODE` (the
@@ -108,7 +110,7 @@ fn hostile_server_process() {
                 held = Some(id);
                 continue;
             }
-            "tools/call" if mode.starts_with("elicit") => {
+            "tools/call" if mode.starts_with("elicit") || mode.starts_with("sample") => {
                 let result = elicit(&mode, &msg["params"], &mut lines);
                 if let Some(first) = held.take() {
                     send(&json!({"jsonrpc": "2.0", "id": first, "result": result}));
@@ -145,13 +147,25 @@ fn form(message: &str, field: &str) -> Value {
 
 /// A tools/call in an `elicit*` mode: sends elicitation requests (all at once), reads their
 /// answers and returns them as the tool's text (one JSON array of results). Mode `elicit_mrtr`
-/// uses the stateless protocol's `input_required` result instead.
+/// uses the stateless protocol's `input_required` result instead. A `sample*` mode sends one
+/// sampling request (`sample_tools`: one offering the model a tool) whether or not the client
+/// declared sampling.
 fn elicit(
     mode: &str,
     call: &Value,
     lines: &mut impl Iterator<Item = std::io::Result<String>>,
 ) -> Value {
+    let sampling = json!({
+        "messages": [{"role": "user", "content": {"type": "text", "text": "Say hi."}}],
+        "maxTokens": 10,
+    });
     let requests: Vec<Value> = match mode {
+        "sample" => vec![sampling],
+        "sample_tools" => {
+            let mut with_tools = sampling;
+            with_tools["tools"] = json!([tool("x", "a tool", json!({"type": "object"}))]);
+            vec![with_tools]
+        }
         "elicit_secret" => vec![form("Your login, please.", "password")],
         "elicit_big" => vec![form(&"m".repeat(100 * 1024), "name")],
         "elicit_deep" => {
@@ -183,10 +197,13 @@ fn elicit(
         }
         _ => vec![form("Your name?", "name")],
     };
+    let method = if mode.starts_with("sample") {
+        "sampling/createMessage"
+    } else {
+        "elicitation/create"
+    };
     for (i, params) in requests.iter().enumerate() {
-        send(
-            &json!({"jsonrpc": "2.0", "id": format!("e{i}"), "method": "elicitation/create", "params": params}),
-        );
+        send(&json!({"jsonrpc": "2.0", "id": format!("e{i}"), "method": method, "params": params}));
     }
     let mut results = Vec::new();
     while results.len() < requests.len() {
@@ -210,7 +227,7 @@ fn tool(name: &str, description: &str, schema: Value) -> Value {
 }
 
 fn tools_page(mode: &str, page: &mut u64) -> Value {
-    if mode.starts_with("elicit") {
+    if mode.starts_with("elicit") || mode.starts_with("sample") {
         return json!({"tools": [tool("ask", "asks the user", json!({"type": "object"}))]});
     }
     let plain = || json!({"type": "object"});
@@ -509,7 +526,69 @@ async fn the_stateless_input_required_round_is_an_interrupt_too() {
     );
 }
 
+// Sampling (issue 42, item 2): a server that asks though it was not offered sampling, or asks
+// for what Rein does not give.
+
+#[tokio::test]
+async fn a_sampling_request_to_a_client_without_sampling_is_method_not_found() {
+    let client = connect("sample").await;
+    let out = client.call_tool("ask", json!({})).await.unwrap();
+    client.close().await;
+    let answers: Value = serde_json::from_str(only_text(&out)).unwrap();
+    assert_eq!(answers[0]["code"], -32601, "{answers}");
+}
+
+#[tokio::test]
+async fn a_sampling_request_with_tools_is_refused_before_the_model() {
+    let model = rein_models::ScriptedModel::builder()
+        .record_requests(true)
+        .text("never")
+        .build();
+    let client = McpClient::builder()
+        .quiet(true)
+        .sampling(rein_mcp::Sampling::new(model.clone()))
+        .command(server_command("sample_tools"))
+        .await
+        .unwrap();
+    let out = client.call_tool("ask", json!({})).await.unwrap();
+    client.close().await;
+    let answers: Value = serde_json::from_str(only_text(&out)).unwrap();
+    assert_eq!(answers[0]["code"], -1, "{answers}");
+    assert_eq!(
+        answers[0]["message"],
+        "sampling request refused by the client: tools in a sampling request are not supported"
+    );
+    assert!(model.requests().is_empty());
+
+    // The same client answers a plain request.
+    let client = McpClient::builder()
+        .quiet(true)
+        .sampling(rein_mcp::Sampling::new(
+            rein_models::ScriptedModel::builder().text("hi").build(),
+        ))
+        .command(server_command("sample"))
+        .await
+        .unwrap();
+    let out = client.call_tool("ask", json!({})).await.unwrap();
+    client.close().await;
+    let answers: Value = serde_json::from_str(only_text(&out)).unwrap();
+    assert_eq!(answers[0]["content"], json!({"type": "text", "text": "hi"}));
+    assert_eq!(answers[0]["role"], "assistant");
+}
+
 // Living tool lists and cancellation (issue 42, item 4).
+
+/// Waits until `handled` says the server's notification was handled (on the connection's
+/// task): a failure, not a hang, if it never is.
+async fn until(handled: impl Fn() -> bool) {
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while !handled() {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("notifications/tools/list_changed was handled");
+}
 
 #[tokio::test]
 async fn a_tool_the_server_removed_is_an_unknown_tool() {
@@ -527,15 +606,9 @@ async fn a_tool_the_server_removed_is_an_unknown_tool() {
     assert_eq!(text(out), r#"Success [Text("called a")]"#);
     // The notification is handled on the connection's task: wait for it (a failure, not a hang,
     // if it never comes).
-    tokio::time::timeout(Duration::from_secs(20), async {
-        while !client.tools_changed() {
-            tokio::task::yield_now().await;
-        }
-    })
-    .await
-    .expect("notifications/tools/list_changed was handled");
+    until(|| client.tools_changed()).await;
     let out = tools[1].call(json!({}), tool_cx(&[])).await.unwrap();
-    assert_eq!(text(out), r#"Error [Text("Unknown tool: b")]"#);
+    assert_eq!(text(out), r#"Error [Text("Unknown tool: hostile__b")]"#);
     // The list was read again: the flag is down, `tools()` gives the new list, `a` still works.
     assert!(!client.tools_changed());
     let names: Vec<String> = client
@@ -545,10 +618,57 @@ async fn a_tool_the_server_removed_is_an_unknown_tool() {
         .iter()
         .map(|t| t.name().to_owned())
         .collect();
-    assert_eq!(names, ["a"]);
+    assert_eq!(names, ["hostile__a"]);
     let out = tools[0].call(json!({}), tool_cx(&[])).await.unwrap();
     assert_eq!(text(out), r#"Success [Text("called a")]"#);
     client.close().await;
+}
+
+/// Item 4: an agent given the client as a tool source offers the server's current tools on
+/// the turn after a change, and a removed tool called by the model is the agent's unknown tool.
+#[tokio::test]
+async fn an_agent_with_the_tool_source_sees_the_new_list_on_the_next_turn() {
+    let client = McpClient::builder()
+        .quiet(true)
+        .command(server_command("shrinking"))
+        .await
+        .unwrap();
+    let model = rein_models::ScriptedModel::builder()
+        .record_requests(true)
+        .tool_use("t1", "hostile__a", json!({}))
+        .text("turn 1")
+        .tool_use("t2", "hostile__b", json!({}))
+        .text("turn 2")
+        .build();
+    let mut agent = rein_agent::Agent::builder()
+        .model(model.clone())
+        .tool_source(client.tool_source())
+        .build()
+        .unwrap();
+    agent.invoke("one").await.unwrap();
+    // Calling `a` made the server drop `b` and say so; wait for the notification (the source's
+    // version counts them; the flag `tools_changed` may already be down: the turn's last model
+    // call may have listed again).
+    let source = client.tool_source();
+    until(|| rein_core::tool::ToolSource::version(&source) > 0).await;
+    agent.invoke("two").await.unwrap();
+    client.close().await;
+    let offered = |i: usize| -> Vec<String> {
+        model.requests()[i]
+            .tools
+            .iter()
+            .map(|t| t.name.clone())
+            .collect()
+    };
+    assert_eq!(offered(0), ["hostile__a", "hostile__b"]);
+    assert_eq!(offered(2), ["hostile__a"]);
+    let results: Vec<String> = agent
+        .messages()
+        .iter()
+        .flat_map(|m| m.tool_results())
+        .map(|r| r.text())
+        .collect();
+    assert_eq!(results, ["called a", "Unknown tool: hostile__b"]);
 }
 
 #[tokio::test]

@@ -5,7 +5,9 @@
 
 mod elicitation;
 mod hostile_server;
+mod names;
 mod resources;
+mod sampling;
 mod servers;
 
 /// Helpers several test files share.

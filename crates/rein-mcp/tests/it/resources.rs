@@ -135,10 +135,10 @@ async fn everything_resources_as_opt_in_tools() {
     let names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
     assert_eq!(
         names,
-        ["everything_list_resources", "everything_read_resource"]
+        ["everything__list_resources", "everything__read_resource"]
     );
     let cx = || crate::servers::cx("read_resource");
-    let out = find(&tools, "everything_list_resources")
+    let out = find(&tools, "everything__list_resources")
         .call(json!({}), cx())
         .await
         .unwrap();
@@ -146,7 +146,7 @@ async fn everything_resources_as_opt_in_tools() {
         panic!("{out:?}");
     };
     assert!(listed.iter().all(|r| r["uri"].is_string()));
-    let out = find(&tools, "everything_read_resource")
+    let out = find(&tools, "everything__read_resource")
         .call(json!({"uri": "demo://resource/dynamic/text/2"}), cx())
         .await
         .unwrap();
@@ -159,7 +159,7 @@ async fn everything_resources_as_opt_in_tools() {
         "{t}"
     );
     // A blob that is not an image is described, not dumped.
-    let out = find(&tools, "everything_read_resource")
+    let out = find(&tools, "everything__read_resource")
         .call(json!({"uri": "demo://resource/dynamic/blob/2"}), cx())
         .await
         .unwrap();

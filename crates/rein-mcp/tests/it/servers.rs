@@ -73,6 +73,12 @@ pub(crate) fn cx(name: &str) -> ToolContext {
     )
 }
 
+/// The local name of server-everything's tool `tool` (the default prefix, from the server's
+/// name `mcp-servers/everything`).
+pub(crate) fn ev(tool: &str) -> String {
+    format!("everything__{tool}")
+}
+
 pub(crate) fn find<'a>(tools: &'a [ToolHandle], name: &str) -> &'a ToolHandle {
     tools
         .iter()
@@ -100,9 +106,9 @@ async fn everything_lists_tools_and_calls_echo_and_sum() {
         "get-tiny-image",
         "trigger-long-running-operation",
     ] {
-        find(&tools, name);
+        find(&tools, &ev(name));
     }
-    let echo = find(&tools, "echo");
+    let echo = find(&tools, &ev("echo"));
     assert_eq!(echo.spec().description, "Echoes back the input string");
     assert_eq!(echo.spec().input_schema["type"], "object");
     assert_eq!(
@@ -117,7 +123,7 @@ async fn everything_lists_tools_and_calls_echo_and_sum() {
     assert_eq!(out.status, ToolResultStatus::Success);
     assert_eq!(only_text(&out), "Echo: hello rein");
 
-    let sum = find(&tools, "get-sum");
+    let sum = find(&tools, &ev("get-sum"));
     let out = sum
         .call(json!({"a": 2, "b": 40}), cx("get-sum"))
         .await
@@ -167,12 +173,12 @@ async fn everything_prefixed_names_call_the_server_names() {
     };
     let tools = client.tools().await.unwrap();
     assert!(
-        tools.iter().all(|t| t.name().starts_with("ev_")),
+        tools.iter().all(|t| t.name().starts_with("ev__")),
         "{tools:?}"
     );
-    let sum = find(&tools, "ev_get-sum");
+    let sum = find(&tools, "ev__get-sum");
     let out = sum
-        .call(json!({"a": 1, "b": 2}), cx("ev_get-sum"))
+        .call(json!({"a": 1, "b": 2}), cx("ev__get-sum"))
         .await
         .unwrap();
     assert_eq!(only_text(&out), "The sum of 1 and 2 is 3.");
@@ -295,7 +301,7 @@ async fn everything_timeout_then_the_connection_still_works() {
         return;
     };
     let tools = client.tools().await.unwrap();
-    let slow = find(&tools, "trigger-long-running-operation");
+    let slow = find(&tools, &ev("trigger-long-running-operation"));
     let started = std::time::Instant::now();
     let err = slow
         .call(json!({"duration": 5, "steps": 1}), cx("slow"))
@@ -311,7 +317,7 @@ async fn everything_timeout_then_the_connection_still_works() {
     let source = err.source().expect("source");
     assert!(source.downcast_ref::<McpError>().is_some());
 
-    let out = find(&tools, "echo")
+    let out = find(&tools, &ev("echo"))
         .call(json!({"message": "still here"}), cx("echo"))
         .await
         .unwrap();
@@ -369,7 +375,7 @@ async fn closed_client_fails_calls() {
     let tools = client.tools().await.unwrap();
     client.close().await;
     client.close().await; // twice is fine
-    let err = find(&tools, "echo")
+    let err = find(&tools, &ev("echo"))
         .call(json!({"message": "x"}), cx("echo"))
         .await
         .unwrap_err();
@@ -432,11 +438,11 @@ async fn filesystem_reads_a_file_in_a_temp_dir() {
         return;
     };
     let tools = client.tools().await.unwrap();
-    let read = find(&tools, "fs_read_text_file");
+    let read = find(&tools, "fs__read_text_file");
     let out = read
         .call(
             json!({"path": file.to_str().unwrap()}),
-            cx("fs_read_text_file"),
+            cx("fs__read_text_file"),
         )
         .await
         .unwrap();
@@ -446,7 +452,7 @@ async fn filesystem_reads_a_file_in_a_temp_dir() {
     let out = read
         .call(
             json!({"path": file.to_str().unwrap(), "head": 1}),
-            cx("fs_read_text_file"),
+            cx("fs__read_text_file"),
         )
         .await
         .unwrap();
@@ -454,14 +460,14 @@ async fn filesystem_reads_a_file_in_a_temp_dir() {
 
     // Outside the allowed directory: the server refuses, as an error result.
     let out = read
-        .call(json!({"path": "/etc/hostname"}), cx("fs_read_text_file"))
+        .call(json!({"path": "/etc/hostname"}), cx("fs__read_text_file"))
         .await
         .unwrap();
     assert_eq!(out.status, ToolResultStatus::Error, "{out:?}");
 
-    let list = find(&tools, "fs_list_directory");
+    let list = find(&tools, "fs__list_directory");
     let out = list
-        .call(json!({"path": root}), cx("fs_list_directory"))
+        .call(json!({"path": root}), cx("fs__list_directory"))
         .await
         .unwrap();
     let Value::String(_) = json!(only_text(&out)) else {
@@ -540,9 +546,9 @@ net.Server.prototype.listen = function (...args) {
         .await
         .expect("connect over HTTP");
     let tools = client.tools().await.unwrap();
-    let echo = find(&tools, "http_echo");
+    let echo = find(&tools, "http__echo");
     let out = echo
-        .call(json!({"message": "over http"}), cx("http_echo"))
+        .call(json!({"message": "over http"}), cx("http__echo"))
         .await
         .unwrap();
     assert_eq!(only_text(&out), "Echo: over http");
@@ -587,7 +593,7 @@ async fn everything_progress_is_traced_with_the_tool() {
         return;
     };
     let tools = client.tools().await.unwrap();
-    let slow = find(&tools, "trigger-long-running-operation");
+    let slow = find(&tools, &ev("trigger-long-running-operation"));
     slow.call(json!({"duration": 0.3, "steps": 3}), cx("slow"))
         .await
         .unwrap();
