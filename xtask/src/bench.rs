@@ -54,13 +54,8 @@ pub(crate) fn model(turns: usize, per_turn: usize) -> ScriptedModel {
 }
 
 pub(crate) fn agent_builder(turns: usize, per_turn: usize) -> rein::AgentBuilder {
-    agent_of(model(turns, per_turn))
-}
-
-/// The scenarios' agent on `model`: one trivial tool, no conversation manager.
-pub(crate) fn agent_of(model: ScriptedModel) -> rein::AgentBuilder {
     Agent::builder()
-        .model(model)
+        .model(model(turns, per_turn))
         .tool(noop_tool())
         .no_conversation_manager()
 }

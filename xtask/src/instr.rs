@@ -20,9 +20,10 @@ use crate::measure::Recorder;
 const DECIDERS: usize = 5;
 
 /// The variants and their two invocation counts.
-const VARIANTS: [(&str, usize, usize); 11] = [
+const VARIANTS: [(&str, usize, usize); 12] = [
     ("invoke_text", 1_000, 6_000),
-    ("built_text", 1_000, 6_000),
+    ("invoke_plain", 1_000, 6_000),
+    ("built_plain", 1_000, 6_000),
     ("fallback_chain", 1_000, 6_000),
     ("fallback_hop", 1_000, 6_000),
     ("structured", 1_000, 6_000),
@@ -88,13 +89,13 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
             json!({"n": [n1, n2], "note": "callgrind, (I(N2) - I(N1)) / (N2 - N1), all threads"}),
         );
     }
-    if let (Some(text), Some(built)) = (per.get("invoke_text"), per.get("built_text")) {
+    if let (Some(plain), Some(built)) = (per.get("invoke_plain"), per.get("built_plain")) {
         rec.record(
-            "built_text",
+            "built_plain",
             "agent_build_instr",
-            built - text,
+            built - plain,
             "Ir",
-            json!({"note": "built_text - invoke_text: building the agent (its tool, no conversation manager) and dropping it, what an agent built per invocation pays"}),
+            json!({"note": "built_plain - invoke_plain: building an agent of the defaults (no tools) and dropping it, what the inflight row's agent built per invocation pays"}),
         );
     }
     for (variant, metric, note) in [
@@ -158,7 +159,12 @@ pub(crate) fn child(args: &[String]) -> ExitCode {
     let n: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(100);
     let rt = crate::measure::runtime();
     let (b, otel) = match variant {
-        "invoke_text" | "built_text" => (agent_builder(0, 1), false),
+        "invoke_text" => (agent_builder(0, 1), false),
+        // The `inflight` row's agent: the defaults, one shared model.
+        "invoke_plain" | "built_plain" => (
+            rein::Agent::builder().model(crate::bench::model(0, 1)),
+            false,
+        ),
         // `invoke_text` behind a chain of two: its primary answers, or fails every call.
         "fallback_chain" | "fallback_hop" => {
             let primary = if variant == "fallback_hop" {
@@ -199,15 +205,15 @@ pub(crate) fn child(args: &[String]) -> ExitCode {
     // handlers), and the layer is the thread's default subscriber.
     let sink = otel.then(|| rein_otel::__discarding(rein_otel::Otel::builder()));
     let mut agent = build(b);
-    // `built_text`: `invoke_text`'s agent built anew for each invocation (on one shared
+    // `built_plain`: `invoke_plain`'s agent built anew for each invocation (on one shared
     // model), as the `inflight` row builds them; the others reuse one agent.
-    let per_invocation = (variant == "built_text").then(|| crate::bench::model(0, 1));
+    let per_invocation = (variant == "built_plain").then(|| crate::bench::model(0, 1));
     let run = |agent: &mut rein::Agent, k: usize| {
         rt.block_on(async {
             for _ in 0..k {
                 let r = match &per_invocation {
                     Some(model) => {
-                        let mut built = build(crate::bench::agent_of(model.clone()));
+                        let mut built = build(rein::Agent::builder().model(model.clone()));
                         built.invoke("hi").await
                     }
                     None => {
