@@ -74,6 +74,8 @@ use tokio::sync::Mutex;
 
 mod elicitation;
 mod resources;
+#[cfg(feature = "server")]
+pub mod server;
 
 use elicitation::{Call, ElicitationPolicy, Elicitor, Stop};
 pub use elicitation::{
@@ -82,6 +84,8 @@ pub use elicitation::{
 pub use resources::{
     McpPrompt, McpPromptArgument, McpResource, McpResourceContents, McpResourceTemplate,
 };
+#[cfg(feature = "server")]
+pub use server::{McpServer, McpServerBuilder};
 
 /// The default timeout of one tool call.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -166,6 +170,16 @@ pub enum McpError {
         server: String,
         /// Why the answer is invalid.
         message: String,
+    },
+    /// Serving over MCP failed (feature `server`): a tool set or interventions that cannot be
+    /// served, a transport that failed.
+    #[error("MCP server: {message}")]
+    Serve {
+        /// What failed.
+        message: String,
+        /// Why, when another error says.
+        #[source]
+        source: Option<BoxError>,
     },
     /// The connection was closed with [`McpClient::close`].
     #[error("MCP client for {server} is closed")]

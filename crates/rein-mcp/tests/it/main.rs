@@ -6,6 +6,8 @@
 mod elicitation;
 mod hostile_server;
 mod resources;
+#[cfg(feature = "server")]
+mod serve;
 mod servers;
 
 /// Helpers several test files share.
