@@ -44,6 +44,13 @@ use serde_json::{Value, json};
 
 use crate::McpError;
 
+#[cfg(feature = "server-http")]
+mod http;
+#[cfg(feature = "server-http")]
+pub use http::{
+    DEFAULT_MAX_BODY_BYTES, DEFAULT_REQUEST_TIMEOUT, HttpServeOptions, MCP_PATH, McpHttpServer,
+};
+
 /// The default bound on one call's arguments, as JSON bytes (1 MiB).
 pub const DEFAULT_MAX_INPUT_BYTES: usize = 1 << 20;
 /// The default timeout of one tool's run (not counting the time a human takes to approve).
