@@ -139,3 +139,126 @@ async fn http_prints_a_token_once_and_requires_it() {
     child.wait().unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The official TypeScript SDK's client (`.ci/e2e/mcp-sdk-client.cjs`, the SDK found through
+/// `REIN_MCP_SDK`, set by `.ci/peers-mcp.sh`) against `rein mcp serve`: what it saw, as JSON.
+/// `None` (SKIPPED) without the SDK, except under CI.
+fn sdk_client(approve: &str, target: &[&str]) -> Option<serde_json::Value> {
+    let Some(sdk) = std::env::var_os("REIN_MCP_SDK") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "REIN_MCP_SDK is not set under CI: .ci/peers-mcp.sh must run first"
+        );
+        eprintln!("SKIPPED: REIN_MCP_SDK is not set (.ci/peers-mcp.sh)");
+        return None;
+    };
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../.ci/e2e/mcp-sdk-client.cjs"
+    );
+    let out = Command::new("node")
+        .arg(script)
+        .arg(target[0])
+        .arg(approve)
+        .args(&target[1..])
+        .env("REIN_MCP_SDK", sdk)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "the SDK client failed: {out:?}");
+    Some(serde_json::from_slice(&out.stdout).unwrap())
+}
+
+/// What the SDK client saw, with `approve` its answer to the delete's approval.
+fn check_sdk_run(seen: &serde_json::Value, approve: &str) {
+    assert_eq!(
+        seen["tools"],
+        json!(["read_file", "list_dir", "current_time", "delete_file"])
+    );
+    assert_eq!(
+        seen["read"],
+        json!({"isError": false, "text": "hello from a"})
+    );
+    assert_eq!(seen["secret"]["isError"], true);
+    assert!(
+        seen["secret"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("may hold secrets")
+    );
+    let delete = &seen["delete"];
+    match approve {
+        "yes" => {
+            assert_eq!(delete["isError"], false, "{seen}");
+            assert_eq!(seen["asked"], json!(["delete a.txt"]));
+        }
+        "no" => {
+            assert_eq!(delete["isError"], true, "{seen}");
+            assert_eq!(seen["asked"], json!(["delete a.txt"]));
+        }
+        _ => {
+            assert_eq!(delete["isError"], true, "{seen}");
+            let text = delete["text"].as_str().unwrap();
+            assert!(
+                text.contains("did not declare the elicitation capability"),
+                "{text}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_typescript_sdk_client_over_stdio_sees_the_policy_and_answers_approvals() {
+    let (dir, policy) = root("sdk-stdio");
+    let root_arg = dir.to_str().unwrap();
+    for approve in ["yes", "no", "none"] {
+        let target = [
+            "stdio",
+            env!("CARGO_BIN_EXE_rein"),
+            "mcp",
+            "serve",
+            "--root",
+            root_arg,
+            "--policy",
+            &policy,
+        ];
+        let Some(seen) = sdk_client(approve, &target) else {
+            return;
+        };
+        check_sdk_run(&seen, approve);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_typescript_sdk_client_over_http_sees_the_policy_and_answers_approvals() {
+    let (dir, policy) = root("sdk-http");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rein"))
+        .args([
+            "mcp",
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--policy",
+            &policy,
+            "--root",
+        ])
+        .arg(&dir)
+        .args(["--token", "a-token-for-the-sdk-test"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let url_line = lines.next().unwrap().unwrap();
+    let url = url_line.rsplit(' ').next().unwrap().to_owned();
+    for approve in ["yes", "no", "none"] {
+        let Some(seen) = sdk_client(approve, &["http", &url, "a-token-for-the-sdk-test"]) else {
+            break;
+        };
+        check_sdk_run(&seen, approve);
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
