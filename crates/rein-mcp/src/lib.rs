@@ -84,6 +84,8 @@ pub use elicitation::{
 pub use resources::{
     McpPrompt, McpPromptArgument, McpResource, McpResourceContents, McpResourceTemplate,
 };
+#[cfg(feature = "server-agent")]
+pub use server::ServedAgent;
 #[cfg(feature = "server-http")]
 pub use server::{HttpServeOptions, McpHttpServer};
 #[cfg(feature = "server")]

@@ -44,6 +44,10 @@ use serde_json::{Value, json};
 
 use crate::McpError;
 
+#[cfg(feature = "server-agent")]
+mod agent;
+#[cfg(feature = "server-agent")]
+pub use agent::ServedAgent;
 #[cfg(feature = "server-http")]
 mod http;
 #[cfg(feature = "server-http")]
@@ -58,9 +62,9 @@ pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// The default time the client has to answer one approval (an elicitation).
 pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// How many times the interventions of one call may ask a human (a handler may ask again
+/// How many times the interventions of one call (or a served agent's run) may ask a human (a handler may ask again
 /// after an answer); past it the call is refused.
-const MAX_APPROVAL_ROUNDS: usize = 8;
+pub(crate) const MAX_APPROVAL_ROUNDS: usize = 8;
 /// How many times AfterToolCall may send a call back to BeforeToolCall (as an agent's
 /// `max_hook_retries` default).
 const MAX_RETRIES: u32 = 3;
@@ -217,15 +221,27 @@ impl McpServerBuilder {
                     spec.name
                 )));
             };
-            listed.push(rmcp::model::Tool::new(
+            let mut tool = rmcp::model::Tool::new(
                 spec.name.clone(),
                 spec.description.clone(),
                 Arc::new(schema),
-            ));
+            );
+            let structured = output_schema(&handle);
+            if let Some(schema) = &structured {
+                let Value::Object(schema) = schema.clone() else {
+                    return Err(invalid(format!(
+                        "the output schema of tool '{}' is not an object",
+                        spec.name
+                    )));
+                };
+                tool.output_schema = Some(Arc::new(schema));
+            }
+            listed.push(tool);
             let name = spec.name.clone();
             let entry = Entry {
                 handle,
                 validator: Arc::new(validator),
+                structured: structured.is_some(),
             };
             if tools.insert(name.clone(), entry).is_some() {
                 return Err(invalid(format!("two tools are named '{name}'")));
@@ -260,6 +276,18 @@ impl McpServerBuilder {
 struct Entry {
     handle: ToolHandle,
     validator: Arc<jsonschema::Validator>,
+    /// Its result's JSON is `structuredContent` (it lists an `outputSchema`).
+    structured: bool,
+}
+
+/// The output schema a tool declares (a served agent with a typed answer).
+fn output_schema(handle: &ToolHandle) -> Option<Value> {
+    #[cfg(feature = "server-agent")]
+    if let Some(s) = handle.capability::<agent::StructuredOutput>() {
+        return Some(s.schema.clone());
+    }
+    let _ = handle;
+    None
 }
 
 struct Inner {
@@ -370,22 +398,94 @@ impl ServerHandler for Handler {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let input = Value::Object(request.arguments.unwrap_or_default());
+        let structured = self
+            .0
+            .tools
+            .get(request.name.as_ref())
+            .is_some_and(|e| e.structured);
         let result = self.0.call(&request.name, input, &context.peer).await;
-        Ok(CallToolResponse::Complete(to_mcp(result)))
+        Ok(CallToolResponse::Complete(to_mcp(result, structured)))
+    }
+}
+
+/// Asks the MCP client of one call for approvals; a served agent finds it in its
+/// `ToolContext` (an extension) to ask about the Confirms inside its run.
+pub(crate) struct Approver {
+    peer: Peer<RoleServer>,
+    timeout: Duration,
+}
+
+impl Approver {
+    /// One elicitation: a form with a required boolean `approved` and the confirm's prompt.
+    /// Only accept with `approved: true` approves; decline, cancel, a timeout or any other
+    /// content is a rejection.
+    pub(crate) async fn ask(&self, interrupt: &Interrupt) -> Result<bool, NoAnswer> {
+        if !self
+            .peer
+            .supported_elicitation_modes()
+            .contains(&ElicitationMode::Form)
+        {
+            return Err(NoAnswer::Incapable);
+        }
+        let approved = BooleanSchema::new()
+            .title("Approve")
+            .description("Approve this tool call");
+        let schema = ElicitationSchema::builder()
+            .required_property("approved", PrimitiveSchemaDefinition::Boolean(approved))
+            .build()
+            .map_err(|e| NoAnswer::Failed(e.to_owned()))?;
+        let params = ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message: interrupt.prompt_text(),
+            requested_schema: schema,
+        };
+        match self
+            .peer
+            .create_elicitation_with_timeout(params, Some(self.timeout))
+            .await
+        {
+            Ok(r) => Ok(r.action == ElicitationAction::Accept
+                && r.content.as_ref().and_then(|c| c.get("approved")) == Some(&Value::Bool(true))),
+            Err(rmcp::ServiceError::Timeout { .. }) => Ok(false),
+            Err(e) => Err(NoAnswer::Failed(e.to_string())),
+        }
     }
 }
 
 /// Why a call could not get a human's answer.
-enum NoAnswer {
+pub(crate) enum NoAnswer {
     /// The client cannot be asked.
     Incapable,
     /// Asking failed (the client went away, a transport error).
     Failed(String),
 }
 
+impl NoAnswer {
+    /// The text of the error result that refuses the call.
+    pub(crate) fn refusal(&self, interrupt: &Interrupt) -> String {
+        match self {
+            Self::Incapable => format!(
+                "Error: the call needs a human's approval ({}: {}), and this MCP client cannot \
+                 ask for one (it did not declare the elicitation capability); it was not run",
+                interrupt.name,
+                interrupt.prompt_text()
+            ),
+            Self::Failed(why) => format!(
+                "Error: the call needs a human's approval ({}), and asking the client failed: \
+                 {why}; it was not run",
+                interrupt.name
+            ),
+        }
+    }
+}
+
 impl Inner {
     /// One `tools/call`: the lifecycle of SPEC §6, its Confirms answered by the client.
     async fn call(&self, name: &str, input: Value, peer: &Peer<RoleServer>) -> ToolResult {
+        let approver = Arc::new(Approver {
+            peer: peer.clone(),
+            timeout: self.approval_timeout,
+        });
         let cx = InvocationContext::new(InvocationState::new());
         // Fresh per call: interrupt ids and answers are bound to it, so no answer outlives it.
         let tool_use_id = format!("mcp_{}", cx.invocation_id);
@@ -426,7 +526,7 @@ impl Inner {
                         ToolCallAction::Interrupt(interrupts) => {
                             current = verdict.tool_use;
                             if let Err(text) = self
-                                .ask_all(peer, &interrupts, &mut answers, &mut rounds)
+                                .ask_all(&approver, &interrupts, &mut answers, &mut rounds)
                                 .await
                             {
                                 return ToolResult::error(&tool_use_id, text);
@@ -440,7 +540,8 @@ impl Inner {
                         ToolCallAction::Run => {
                             let result = match &verdict.tool {
                                 Some(tool) => {
-                                    self.run_tool(tool, &verdict.tool_use, &cx, &answers).await
+                                    self.run_tool(tool, &verdict.tool_use, &cx, &answers, &approver)
+                                        .await
                                 }
                                 None => ToolResult::error(
                                     &tool_use_id,
@@ -471,7 +572,7 @@ impl Inner {
                     interrupts,
                 } => {
                     if let Err(text) = self
-                        .ask_all(peer, &interrupts, &mut answers, &mut rounds)
+                        .ask_all(&approver, &interrupts, &mut answers, &mut rounds)
                         .await
                     {
                         return ToolResult::error(&tool_use_id, text);
@@ -503,6 +604,7 @@ impl Inner {
         tool_use: &ToolUse,
         cx: &InvocationContext,
         answers: &HashMap<String, InterruptAnswer>,
+        approver: &Arc<Approver>,
     ) -> ToolResult {
         let id = &tool_use.tool_use_id;
         // A tool an intervention swapped in is validated against its own schema.
@@ -532,7 +634,8 @@ impl Inner {
             cx.invocation_state.clone(),
             cx.agent_state.clone(),
             InterruptAnswers::new(answers.clone()),
-        );
+        )
+        .with_extension(approver.clone());
         let (handle, input, raised) = (tool.clone(), tool_use.input.clone(), tcx.clone());
         let task = tokio::spawn(async move { handle.call(input, tcx).await });
         let abort = task.abort_handle();
@@ -577,7 +680,7 @@ impl Inner {
     /// error result that refuses the call.
     async fn ask_all(
         &self,
-        peer: &Peer<RoleServer>,
+        approver: &Approver,
         interrupts: &[Interrupt],
         answers: &mut HashMap<String, InterruptAnswer>,
         rounds: &mut usize,
@@ -589,24 +692,9 @@ impl Inner {
                     "Error: the call asked for more than {MAX_APPROVAL_ROUNDS} approvals"
                 ));
             }
-            let approved = match self.ask(peer, interrupt).await {
+            let approved = match approver.ask(interrupt).await {
                 Ok(approved) => approved,
-                Err(NoAnswer::Incapable) => {
-                    return Err(format!(
-                        "Error: the call needs a human's approval ({}: {}), and this MCP client \
-                         cannot ask for one (it did not declare the elicitation capability); \
-                         it was not run",
-                        interrupt.name,
-                        interrupt.prompt_text()
-                    ));
-                }
-                Err(NoAnswer::Failed(why)) => {
-                    return Err(format!(
-                        "Error: the call needs a human's approval ({}), and asking the client \
-                         failed: {why}; it was not run",
-                        interrupt.name
-                    ));
-                }
+                Err(no) => return Err(no.refusal(interrupt)),
             };
             let answer = InterruptAnswer {
                 response: json!({ "approved": approved }),
@@ -615,39 +703,6 @@ impl Inner {
             answers.insert(interrupt.id.clone(), answer);
         }
         Ok(())
-    }
-
-    /// One elicitation: a form with a required boolean `approved` and the confirm's prompt.
-    /// Only accept with `approved: true` approves; decline, cancel, a timeout or any other
-    /// content is a rejection.
-    async fn ask(&self, peer: &Peer<RoleServer>, interrupt: &Interrupt) -> Result<bool, NoAnswer> {
-        if !peer
-            .supported_elicitation_modes()
-            .contains(&ElicitationMode::Form)
-        {
-            return Err(NoAnswer::Incapable);
-        }
-        let approved = BooleanSchema::new()
-            .title("Approve")
-            .description("Approve this tool call");
-        let schema = ElicitationSchema::builder()
-            .required_property("approved", PrimitiveSchemaDefinition::Boolean(approved))
-            .build()
-            .map_err(|e| NoAnswer::Failed(e.to_owned()))?;
-        let params = ElicitRequestParams::FormElicitationParams {
-            meta: None,
-            message: interrupt.prompt_text(),
-            requested_schema: schema,
-        };
-        match peer
-            .create_elicitation_with_timeout(params, Some(self.approval_timeout))
-            .await
-        {
-            Ok(r) => Ok(r.action == ElicitationAction::Accept
-                && r.content.as_ref().and_then(|c| c.get("approved")) == Some(&Value::Bool(true))),
-            Err(rmcp::ServiceError::Timeout { .. }) => Ok(false),
-            Err(e) => Err(NoAnswer::Failed(e.to_string())),
-        }
     }
 
     fn audit(&self, decisions: Vec<DecisionRecord>) {
@@ -691,8 +746,17 @@ fn oversized(input: &Value, limit: usize) -> Option<usize> {
     serde_json::to_writer(&mut c, input).err().map(|_| c.n)
 }
 
-/// A Rein tool result as MCP content: text, JSON (as text), images; a document by name.
-fn to_mcp(result: ToolResult) -> CallToolResult {
+/// A Rein tool result as MCP content: text, JSON (as text), images; a document by name. For a
+/// tool with an output schema, its first JSON content is also the `structuredContent`.
+fn to_mcp(result: ToolResult, structured: bool) -> CallToolResult {
+    let structured_content = structured
+        .then(|| {
+            result.content.iter().find_map(|c| match c {
+                ToolResultContent::Json(v) => Some(v.clone()),
+                _ => None,
+            })
+        })
+        .flatten();
     let content = result
         .content
         .into_iter()
@@ -714,10 +778,14 @@ fn to_mcp(result: ToolResult) -> CallToolResult {
             other => ContentBlock::text(serde_json::to_string(&other).unwrap_or_default()),
         })
         .collect();
-    match result.status {
+    let mut out = match result.status {
         ToolResultStatus::Error => CallToolResult::error(content),
         _ => CallToolResult::success(content),
+    };
+    if out.is_error != Some(true) {
+        out.structured_content = structured_content;
     }
+    out
 }
 
 #[cfg(test)]

@@ -8,6 +8,8 @@ mod hostile_server;
 mod resources;
 #[cfg(feature = "server")]
 mod serve;
+#[cfg(feature = "server-agent")]
+mod serve_agent;
 #[cfg(all(feature = "server-http", feature = "http"))]
 mod serve_http;
 mod servers;
