@@ -5,7 +5,9 @@
 // Usage: node mcp-sdk-client.cjs stdio APPROVE COMMAND ARGS...
 //        node mcp-sdk-client.cjs http APPROVE URL TOKEN
 // APPROVE (`yes` or `no`): what it answers to an approval (an elicitation); `none` declares no
-// elicitation capability at all. The calls: read_file a.txt, read_file .env, delete_file a.txt.
+// elicitation capability at all. The calls: read_file a.txt, read_file .env, delete_file a.txt;
+// or, when the server serves one tool `agent` (`rein mcp serve --agent`), the prompt
+// "delete notes.txt".
 "use strict";
 const { createRequire } = require("node:module");
 const sdkDir = process.env.REIN_MCP_SDK;
@@ -48,6 +50,13 @@ async function main() {
     const r = await client.callTool({ name, arguments: args });
     return { isError: r.isError === true, text: text(r) };
   };
+  if (tools.includes("agent")) {
+    // `rein mcp serve --agent`: one prompt whose run asks for an approval.
+    const agent = await call("agent", { prompt: "delete notes.txt" });
+    console.log(JSON.stringify({ tools, agent, asked }));
+    await client.close();
+    return;
+  }
   const read = await call("read_file", { path: "a.txt" });
   const secret = await call("read_file", { path: ".env" });
   const del = await call("delete_file", { path: "a.txt" });

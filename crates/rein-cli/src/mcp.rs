@@ -1,12 +1,14 @@
 //! `rein mcp serve`: the tools of `rein chat` (the file tools under `--root`) served to any MCP
 //! client, each call behind the same policy file `rein serve` takes; over stdio, or Streamable
-//! HTTP with `--http ADDR` (a bearer token, made up and printed once unless given).
+//! HTTP with `--http ADDR` (a bearer token, made up and printed once unless given); with
+//! `--agent`, the agent of `rein chat` served as one tool instead.
 
 use std::io::Write;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
-use rein_mcp::{HttpServeOptions, McpServer};
+use rein_agent::Agent;
+use rein_mcp::{HttpServeOptions, McpServer, ServedAgent};
 
 /// `rein mcp`'s subcommands.
 #[derive(Debug, clap::Args)]
@@ -18,7 +20,8 @@ pub(crate) struct McpArgs {
 #[derive(Debug, clap::Subcommand)]
 enum McpCommand {
     /// Serve the file tools under --root to an MCP client, each call behind the policy (a
-    /// Confirm is asked of the client as an elicitation); stdio unless --http.
+    /// Confirm is asked of the client as an elicitation), or with --agent the agent of `rein
+    /// chat` as one tool; stdio unless --http.
     Serve(ServeArgs),
 }
 
@@ -27,6 +30,13 @@ enum McpCommand {
 struct ServeArgs {
     #[command(flatten)]
     agent: crate::chat::AgentArgs,
+    /// Serve the agent of `rein chat` (--model, the tools, the policy inside its run) as one
+    /// tool, `agent` (input `prompt`, output the answer), instead of the tools themselves.
+    #[arg(long = "agent")]
+    serve_agent: bool,
+    /// Model calls per agent call (with --agent).
+    #[arg(long, default_value_t = 32, requires = "serve_agent")]
+    max_turns: u32,
     /// Serve Streamable HTTP at this address (`127.0.0.1:8765`; port 0 picks a free one)
     /// instead of stdio. Other than a loopback address, also --allow-host the name clients use.
     #[arg(long, value_name = "ADDR")]
@@ -86,10 +96,34 @@ fn serve(args: ServeArgs) -> ExitCode {
         Ok(p) => p,
         Err(code) => return code,
     };
-    let server = McpServer::builder()
+    let tools = crate::chat::tools(&parts.root);
+    let builder = if args.serve_agent {
+        let system_prompt = args.agent.system_prompt.clone();
+        let (model, handlers, max_turns) = (parts.model, parts.handlers, args.max_turns.max(1));
+        // The policy acts inside the agent's run (its Confirms become elicitations there).
+        McpServer::builder().tool(ServedAgent::new(
+            "agent",
+            "Ask the agent; it may read and delete files under its root.",
+            move || {
+                let mut b = Agent::builder()
+                    .name("rein-mcp")
+                    .shared_model(model.clone())
+                    .tools(tools.clone())
+                    .interventions(handlers.clone())
+                    .max_turns(max_turns);
+                if let Some(p) = &system_prompt {
+                    b = b.system_prompt(p.as_str());
+                }
+                b.build()
+            },
+        ))
+    } else {
+        McpServer::builder()
+            .tools(tools)
+            .interventions(parts.handlers)
+    };
+    let server = builder
         .name("rein")
-        .tools(crate::chat::tools(&parts.root))
-        .interventions(parts.handlers)
         .max_input_bytes(args.max_input_bytes)
         .call_timeout(std::time::Duration::from_secs(args.call_timeout.max(1)))
         .build();

@@ -262,3 +262,26 @@ fn the_typescript_sdk_client_over_http_sees_the_policy_and_answers_approvals() {
     child.wait().unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_typescript_sdk_client_asks_the_served_agent_and_answers_its_approval() {
+    let dir = std::env::temp_dir().join(format!("rein-mcp-sdk-agent-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let root_arg = dir.to_str().unwrap();
+    let rein = env!("CARGO_BIN_EXE_rein");
+    let target = ["stdio", rein, "mcp", "serve", "--agent", "--root", root_arg];
+    for (approve, expected) in [
+        ("yes", "deleted notes.txt"),
+        ("no", "CONFIRMATION_FAILED: delete notes.txt"),
+        ("none", "did not declare the elicitation capability"),
+    ] {
+        let Some(seen) = sdk_client(approve, &target) else {
+            return;
+        };
+        assert_eq!(seen["tools"], json!(["agent"]));
+        let answer = seen["agent"]["text"].as_str().unwrap();
+        assert!(answer.contains(expected), "{approve}: {seen}");
+        assert_eq!(seen["agent"]["isError"], approve == "none", "{seen}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -461,17 +461,17 @@ pub(crate) enum NoAnswer {
 }
 
 impl NoAnswer {
-    /// The text of the error result that refuses the call.
+    /// Why the call is refused (the error result's text after `Error: `).
     pub(crate) fn refusal(&self, interrupt: &Interrupt) -> String {
         match self {
             Self::Incapable => format!(
-                "Error: the call needs a human's approval ({}: {}), and this MCP client cannot \
+                "the call needs a human's approval ({}: {}), and this MCP client cannot \
                  ask for one (it did not declare the elicitation capability); it was not run",
                 interrupt.name,
                 interrupt.prompt_text()
             ),
             Self::Failed(why) => format!(
-                "Error: the call needs a human's approval ({}), and asking the client failed: \
+                "the call needs a human's approval ({}), and asking the client failed: \
                  {why}; it was not run",
                 interrupt.name
             ),
@@ -694,7 +694,7 @@ impl Inner {
             }
             let approved = match approver.ask(interrupt).await {
                 Ok(approved) => approved,
-                Err(no) => return Err(no.refusal(interrupt)),
+                Err(no) => return Err(format!("Error: {}", no.refusal(interrupt))),
             };
             let answer = InterruptAnswer {
                 response: json!({ "approved": approved }),
