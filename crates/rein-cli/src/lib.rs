@@ -155,6 +155,35 @@ fn print_transcript(options: &replay::Replay, scenario: &std::path::Path) -> Exi
     }
 }
 
+/// The single-threaded runtime a command runs on; on failure prints `<command>: <why>` and gives
+/// exit status 1.
+pub(crate) fn runtime(command: &str) -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("{command}: cannot start the runtime: {e}");
+            ExitCode::from(1)
+        })
+}
+
+/// A bearer token from the command line: never shown by `Debug`.
+#[derive(Clone)]
+pub(crate) struct Token(pub(crate) String);
+
+impl std::str::FromStr for Token {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Self(s.to_owned()))
+    }
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(..)")
+    }
+}
+
 /// Runs the `rein` command with the process arguments; returns the exit status (0 ran, 2 invalid
 /// input, 1 other failure).
 pub fn run() -> ExitCode {

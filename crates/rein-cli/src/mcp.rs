@@ -10,6 +10,8 @@ use std::process::ExitCode;
 use rein_agent::Agent;
 use rein_mcp::{HttpServeOptions, McpServer, ServedAgent};
 
+use crate::Token;
+
 /// `rein mcp`'s subcommands.
 #[derive(Debug, clap::Args)]
 pub(crate) struct McpArgs {
@@ -66,23 +68,6 @@ struct ServeArgs {
     call_timeout: u64,
 }
 
-/// The bearer token: never shown by `Debug`.
-#[derive(Clone)]
-struct Token(String);
-
-impl std::str::FromStr for Token {
-    type Err = std::convert::Infallible;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(Self(s.to_owned()))
-    }
-}
-
-impl std::fmt::Debug for Token {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Token(..)")
-    }
-}
-
 /// Entry point of `rein mcp`.
 pub(crate) fn main(args: McpArgs) -> ExitCode {
     match args.command {
@@ -134,15 +119,9 @@ fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match crate::runtime(CMD) {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("{CMD}: cannot start the runtime: {e}");
-            return ExitCode::from(1);
-        }
+        Err(code) => return code,
     };
     runtime.block_on(async move {
         let served = match args.http {

@@ -22,6 +22,39 @@ fn root(test: &str) -> (PathBuf, String) {
     (dir, policy.to_owned())
 }
 
+/// `rein mcp serve --http 127.0.0.1:0` on `dir` with `policy` and `extra` arguments: the
+/// process, the rest of its stdout, the endpoint's URL (its first line).
+fn serve_http(
+    dir: &std::path::Path,
+    policy: &str,
+    extra: &[&str],
+) -> (
+    std::process::Child,
+    std::io::Lines<BufReader<std::process::ChildStdout>>,
+    String,
+) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rein"))
+        .args([
+            "mcp",
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--policy",
+            policy,
+            "--root",
+        ])
+        .arg(dir)
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let url_line = lines.next().unwrap().unwrap();
+    let url = url_line.rsplit(' ').next().unwrap().to_owned();
+    (child, lines, url)
+}
+
 /// Calls through `client`: a read, a denied read, a delete that needs an approval nobody gives.
 async fn exercise(client: &McpClient, dir: &std::path::Path) {
     let tools = client.tools().await.unwrap();
@@ -87,24 +120,7 @@ async fn stdio_serves_the_tools_behind_the_policy() {
 #[tokio::test]
 async fn http_prints_a_token_once_and_requires_it() {
     let (dir, policy) = root("http");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rein"))
-        .args([
-            "mcp",
-            "serve",
-            "--http",
-            "127.0.0.1:0",
-            "--policy",
-            &policy,
-            "--root",
-        ])
-        .arg(&dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let url_line = lines.next().unwrap().unwrap();
-    let url = url_line.rsplit(' ').next().unwrap().to_owned();
+    let (mut child, mut lines, url) = serve_http(&dir, &policy, &[]);
     let token_line = lines.next().unwrap().unwrap();
     let token = token_line
         .strip_prefix("rein mcp serve: token ")
@@ -233,25 +249,8 @@ fn the_typescript_sdk_client_over_stdio_sees_the_policy_and_answers_approvals() 
 #[test]
 fn the_typescript_sdk_client_over_http_sees_the_policy_and_answers_approvals() {
     let (dir, policy) = root("sdk-http");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rein"))
-        .args([
-            "mcp",
-            "serve",
-            "--http",
-            "127.0.0.1:0",
-            "--policy",
-            &policy,
-            "--root",
-        ])
-        .arg(&dir)
-        .args(["--token", "a-token-for-the-sdk-test"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let url_line = lines.next().unwrap().unwrap();
-    let url = url_line.rsplit(' ').next().unwrap().to_owned();
+    let (mut child, _lines, url) =
+        serve_http(&dir, &policy, &["--token", "a-token-for-the-sdk-test"]);
     for approve in ["yes", "no", "none"] {
         let Some(seen) = sdk_client(approve, &["http", &url, "a-token-for-the-sdk-test"]) else {
             break;

@@ -55,33 +55,24 @@ async fn an_agent_answers_a_prompt_and_its_confirm_is_asked_of_the_client() {
     assert_eq!(asked.lock().unwrap().len(), 1);
     c.cancel().await.unwrap();
 
-    // Rejected: the agent's tool never runs; the agent still answers.
-    let deletes = Delete::default();
-    let server = McpServer::builder()
-        .tool(deleter(&deletes))
-        .build()
-        .unwrap();
-    let c = connect(server, TestClient::answering(Some(accept(false)))).await;
-    let r = call(&c, "janitor", json!({"prompt": "clean up"})).await;
-    assert_eq!(text(&r), "cleaned up", "{r:?}");
-    assert_eq!(*deletes.0.lock().unwrap(), 0);
-    c.cancel().await.unwrap();
-
-    // A client that cannot be asked: refused, with the reason.
-    let deletes = Delete::default();
-    let server = McpServer::builder()
-        .tool(deleter(&deletes))
-        .build()
-        .unwrap();
-    let c = connect(server, TestClient::answering(None)).await;
-    let r = call(&c, "janitor", json!({"prompt": "clean up"})).await;
-    assert_eq!(r.is_error, Some(true));
-    assert!(
-        text(&r).contains("did not declare the elicitation capability"),
-        "{r:?}"
-    );
-    assert_eq!(*deletes.0.lock().unwrap(), 0);
-    c.cancel().await.unwrap();
+    // Rejected: the agent's tool never runs, the agent still answers. A client that cannot
+    // be asked: refused, with the reason.
+    for (answer, is_error, expected) in [
+        (Some(accept(false)), false, "cleaned up"),
+        (None, true, "did not declare the elicitation capability"),
+    ] {
+        let deletes = Delete::default();
+        let server = McpServer::builder()
+            .tool(deleter(&deletes))
+            .build()
+            .unwrap();
+        let c = connect(server, TestClient::answering(answer)).await;
+        let r = call(&c, "janitor", json!({"prompt": "clean up"})).await;
+        assert_eq!(r.is_error, Some(is_error), "{r:?}");
+        assert!(text(&r).contains(expected), "{r:?}");
+        assert_eq!(*deletes.0.lock().unwrap(), 0);
+        c.cancel().await.unwrap();
+    }
 }
 
 #[tokio::test]
