@@ -10,7 +10,10 @@
 //!   is no browser's cross-site request; the token still decides.
 //! - **Bounded**: the request body ([`DEFAULT_MAX_BODY_BYTES`]) and the time to the response's
 //!   head ([`DEFAULT_REQUEST_TIMEOUT`]; a tool's own run is bounded by the server's call
-//!   timeout), by tower-http layers.
+//!   timeout), by tower-http layers; the time to send a request's head
+//!   ([`DEFAULT_HEADER_TIMEOUT`], against slow-header clients) and the open connections
+//!   ([`DEFAULT_MAX_CONNECTIONS`]), by serving hyper's HTTP/1 with a timer, as rein-agui does
+//!   (`axum::serve` sets no timer, so hyper's header-read timeout would never fire).
 
 use std::fmt;
 use std::future::Future;
@@ -37,6 +40,10 @@ use crate::McpError;
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 << 20;
 /// The default time a request has to get its response's head.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default time a client has to send a request's head.
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// The default bound on open connections; at it, no more are accepted until one closes.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
 /// The path the MCP endpoint is served at.
 pub const MCP_PATH: &str = "/mcp";
 
@@ -50,6 +57,8 @@ pub struct HttpServeOptions {
     allowed_origins: Vec<String>,
     max_body_bytes: usize,
     request_timeout: Duration,
+    header_timeout: Duration,
+    max_connections: usize,
 }
 
 /// Shows whether a token is set, never the token.
@@ -62,6 +71,8 @@ impl fmt::Debug for HttpServeOptions {
             .field("allowed_origins", &self.allowed_origins)
             .field("max_body_bytes", &self.max_body_bytes)
             .field("request_timeout", &self.request_timeout)
+            .field("header_timeout", &self.header_timeout)
+            .field("max_connections", &self.max_connections)
             .finish()
     }
 }
@@ -75,6 +86,8 @@ impl Default for HttpServeOptions {
             allowed_origins: Vec::new(),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
         }
     }
 }
@@ -124,6 +137,19 @@ impl HttpServeOptions {
         self.request_timeout = timeout;
         self
     }
+
+    /// The time a client has to send a request's head ([`DEFAULT_HEADER_TIMEOUT`]); then the
+    /// connection is closed.
+    pub fn header_timeout(mut self, timeout: Duration) -> Self {
+        self.header_timeout = timeout;
+        self
+    }
+
+    /// The bound on open connections ([`DEFAULT_MAX_CONNECTIONS`], at least 1).
+    pub fn max_connections(mut self, n: usize) -> Self {
+        self.max_connections = n.max(1);
+        self
+    }
 }
 
 /// An [`McpServer`] bound to an HTTP address, not yet serving: read its address and token,
@@ -133,6 +159,8 @@ pub struct McpHttpServer {
     addr: SocketAddr,
     token: Arc<str>,
     router: axum::Router,
+    header_timeout: Duration,
+    max_connections: usize,
 }
 
 /// Shows the address, never the token.
@@ -160,18 +188,52 @@ impl McpHttpServer {
         &self.token
     }
 
-    /// Serves until `shutdown` completes.
+    /// Serves until `shutdown` completes, then waits for open connections to finish.
     pub async fn serve_until(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), McpError> {
-        axum::serve(self.listener, self.router)
-            .with_graceful_shutdown(shutdown)
-            .await
-            .map_err(|e| McpError::Serve {
-                message: "the HTTP server failed".into(),
-                source: Some(Box::new(e)),
-            })
+        use hyper_util::rt::{TokioIo, TokioTimer};
+        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+        let slots = Arc::new(tokio::sync::Semaphore::new(self.max_connections));
+        let mut stop = std::pin::pin!(shutdown);
+        loop {
+            // At the cap no connection is accepted until one closes.
+            let slot = tokio::select! {
+                biased;
+                () = &mut stop => break,
+                slot = Arc::clone(&slots).acquire_owned() => match slot {
+                    Ok(s) => s,
+                    Err(_) => break,
+                },
+            };
+            let stream = tokio::select! {
+                biased;
+                () = &mut stop => break,
+                accepted = self.listener.accept() => match accepted {
+                    Ok((stream, _)) => stream,
+                    Err(e) => {
+                        // Out of file descriptors...: a pause rather than a busy loop.
+                        tracing::warn!(error = %e, "MCP HTTP server: accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+            };
+            let service = hyper_util::service::TowerToHyperService::new(self.router.clone());
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(self.header_timeout)
+                .serve_connection(TokioIo::new(stream), service);
+            let connection = graceful.watch(connection);
+            tokio::spawn(async move {
+                // A connection's failure (a client gone, a header timeout) is the client's.
+                let _ = connection.await;
+                drop(slot);
+            });
+        }
+        graceful.shutdown().await;
+        Ok(())
     }
 }
 
@@ -227,6 +289,8 @@ impl McpServer {
             addr,
             token,
             router,
+            header_timeout: options.header_timeout,
+            max_connections: options.max_connections,
         })
     }
 }

@@ -168,3 +168,23 @@ async fn reins_own_client_lists_calls_and_sees_a_deny_over_http() {
     assert!(format!("{:?}", denied.content).contains("deleting files is not allowed"));
     client.close().await;
 }
+
+#[tokio::test]
+async fn a_client_that_never_finishes_its_headers_is_cut_off() {
+    let (addr, _) =
+        start(HttpServeOptions::new().header_timeout(std::time::Duration::from_millis(200))).await;
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .await
+        .unwrap();
+    // No more bytes are sent: the server closes the connection (EOF or a reset), whatever the
+    // reply. Without a header timeout the read never returns: the guard (far longer than the
+    // header timeout) turns that into a failure rather than a hung test.
+    let mut buf = Vec::new();
+    let guard = std::time::Duration::from_secs(30);
+    let closed = tokio::time::timeout(guard, s.read_to_end(&mut buf)).await;
+    assert!(
+        closed.is_ok(),
+        "the server kept a headerless connection open"
+    );
+}
