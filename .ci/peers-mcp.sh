@@ -30,11 +30,15 @@ else
   echo "peers-mcp: npm install took $(( $(date +%s) - t0 ))s"
 fi
 
-for f in "$EVERYTHING" "$FILESYSTEM"; do
+SDK="$NPM_DIR/node_modules/@modelcontextprotocol/sdk/dist/cjs/client/index.js"
+for f in "$EVERYTHING" "$FILESYSTEM" "$SDK"; do
   [ -f "$f" ] || { echo "peers-mcp: missing $f after install" >&2; exit 1; }
 done
 
 {
   echo "export REIN_MCP_EVERYTHING=\"node $EVERYTHING stdio\""
   echo "export REIN_MCP_FILESYSTEM=\"node $FILESYSTEM\""
+  # The official TypeScript SDK (a dependency of server-everything, pinned by it): the
+  # third-party client of `rein mcp serve`'s tests (.ci/e2e/mcp-sdk-client.cjs).
+  echo "export REIN_MCP_SDK=\"$NPM_DIR\""
 } >> "$DIR/env"

@@ -193,15 +193,9 @@ pub(crate) fn main(args: ChatArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match crate::runtime("rein chat") {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("rein chat: cannot start the runtime: {e}");
-            return ExitCode::from(1);
-        }
+        Err(code) => return code,
     };
     // From here on Ctrl-C no longer kills the process: the chat loop handles it.
     let input = {

@@ -11,6 +11,9 @@
 //!   a running turn.
 //! - `rein serve` serves the same agent to a browser over AG-UI (`rein-agui`), with the approval
 //!   console at the printed URL (it carries the token the server requires).
+//! - `rein mcp serve` serves the same tools to any MCP client (stdio, or Streamable HTTP with
+//!   `--http ADDR`), each call behind the same policy; a Confirm is asked of the client as an
+//!   elicitation.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,6 +21,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod chat;
+mod mcp;
 mod policies;
 pub mod replay;
 mod scenario;
@@ -29,7 +33,7 @@ mod users;
 #[command(
     name = "rein",
     version,
-    about = "Rein agent SDK: replay scenarios, chat with an agent, serve it to a browser"
+    about = "Rein agent SDK: replay scenarios, chat with an agent, serve it to a browser or an MCP client"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -51,6 +55,9 @@ enum Command {
     /// Serve the agent to a browser over AG-UI, with an approval console (prints its URL, with
     /// the random token the server requires unless --token gives one).
     Serve(serve::ServeArgs),
+    /// Serve the tools to an MCP client (stdio, or Streamable HTTP with --http), each call
+    /// behind the policy.
+    Mcp(mcp::McpArgs),
 }
 
 /// `rein replay`'s arguments.
@@ -148,6 +155,35 @@ fn print_transcript(options: &replay::Replay, scenario: &std::path::Path) -> Exi
     }
 }
 
+/// The single-threaded runtime a command runs on; on failure prints `<command>: <why>` and gives
+/// exit status 1.
+pub(crate) fn runtime(command: &str) -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("{command}: cannot start the runtime: {e}");
+            ExitCode::from(1)
+        })
+}
+
+/// A bearer token from the command line: never shown by `Debug`.
+#[derive(Clone)]
+pub(crate) struct Token(pub(crate) String);
+
+impl std::str::FromStr for Token {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Self(s.to_owned()))
+    }
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(..)")
+    }
+}
+
 /// Runs the `rein` command with the process arguments; returns the exit status (0 ran, 2 invalid
 /// input, 1 other failure).
 pub fn run() -> ExitCode {
@@ -156,5 +192,6 @@ pub fn run() -> ExitCode {
         Command::Replay(args) => replay_main(args),
         Command::Chat(args) => chat::main(args),
         Command::Serve(args) => serve::main(args),
+        Command::Mcp(args) => mcp::main(args),
     }
 }

@@ -13,6 +13,7 @@ use rein_sessions::{
     SqliteSessionStore, TlsMode, TlsRoots,
 };
 
+use crate::Token;
 use crate::users::Users;
 
 /// Options of `rein serve`.
@@ -71,23 +72,6 @@ pub(crate) struct ServeArgs {
     /// Tokens (input and output, all model calls) per run request.
     #[arg(long, default_value_t = 500_000)]
     max_tokens: u64,
-}
-
-/// The bearer token: never shown by `Debug`.
-#[derive(Clone)]
-struct Token(String);
-
-impl std::str::FromStr for Token {
-    type Err = std::convert::Infallible;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(Self(s.to_owned()))
-    }
-}
-
-impl std::fmt::Debug for Token {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Token(..)")
-    }
 }
 
 /// Where `rein serve` keeps its threads.
@@ -163,15 +147,9 @@ pub(crate) fn main(args: ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match crate::runtime("rein serve") {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("rein serve: cannot start the runtime: {e}");
-            return ExitCode::from(1);
-        }
+        Err(code) => return code,
     };
     let addr = format!("{}:{}", args.host, args.port);
     runtime.block_on(async move {

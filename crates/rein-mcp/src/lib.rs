@@ -75,6 +75,8 @@ use tokio::sync::Mutex;
 mod elicitation;
 mod resources;
 mod sampling;
+#[cfg(feature = "server")]
+pub mod server;
 
 use elicitation::{Call, ElicitationPolicy, Elicitor, Stop};
 pub use elicitation::{
@@ -86,6 +88,12 @@ pub use resources::{
 pub use sampling::{
     SAMPLING_SERVER_KEY, Sampling, SamplingApproval, SamplingBudget, sampling_server,
 };
+#[cfg(feature = "server-agent")]
+pub use server::ServedAgent;
+#[cfg(feature = "server-http")]
+pub use server::{HttpServeOptions, McpHttpServer};
+#[cfg(feature = "server")]
+pub use server::{McpServer, McpServerBuilder};
 
 /// The default timeout of one tool call.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -170,6 +178,16 @@ pub enum McpError {
         server: String,
         /// Why the answer is invalid.
         message: String,
+    },
+    /// Serving over MCP failed (feature `server`): a tool set or interventions that cannot be
+    /// served, a transport that failed.
+    #[error("MCP server: {message}")]
+    Serve {
+        /// What failed.
+        message: String,
+        /// Why, when another error says.
+        #[source]
+        source: Option<BoxError>,
     },
     /// The connection was closed with [`McpClient::close`].
     #[error("MCP client for {server} is closed")]

@@ -145,7 +145,9 @@ pub use rein_macros::tool;
 pub use rein_macros::intervention;
 
 /// MCP (Model Context Protocol): use an MCP server's tools as Rein tools (feature `mcp`;
-/// `mcp-http` adds the Streamable-HTTP transport).
+/// `mcp-http` adds the Streamable-HTTP transport); serve Rein tools to MCP clients behind the
+/// interventions (feature `mcp-server`; `mcp-server-http` adds Streamable HTTP,
+/// `mcp-server-agent` serves an agent as a tool).
 #[cfg(feature = "mcp")]
 pub use rein_mcp as mcp;
 
@@ -200,6 +202,11 @@ struct DurableExecutionGuide;
 #[cfg(all(doctest, feature = "macros", feature = "mcp-http"))]
 #[doc = include_str!("../../../docs/tools.md")]
 struct ToolsGuide;
-#[cfg(all(doctest, feature = "mcp"))]
+#[cfg(all(
+    doctest,
+    feature = "mcp-server-http",
+    feature = "mcp-server-agent",
+    feature = "policy"
+))]
 #[doc = include_str!("../../../docs/mcp.md")]
 struct McpGuide;

@@ -282,6 +282,20 @@ fn mcp_elicitation_answered_in_another_process() {
 }
 
 #[test]
+fn mcp_serve_denies_a_tool_to_an_mcp_client() {
+    // The example is its own server (a child process over stdio) and client.
+    check(
+        "mcp_serve",
+        &[
+            "tool  add          Adds two numbers.",
+            "tool  delete_file  Deletes a file.",
+            "call  add          [ok] 5",
+            "call  delete_file  [error] DENIED: deleting files is not allowed over MCP",
+        ],
+    );
+}
+
+#[test]
 fn run_budget_lasts_the_run_across_a_resume_by_a_new_agent() {
     check(
         "run_budget",

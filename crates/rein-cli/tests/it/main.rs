@@ -4,5 +4,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod chat;
+mod mcp;
 mod replay;
 mod serve;

@@ -8,6 +8,12 @@ mod hostile_server;
 mod names;
 mod resources;
 mod sampling;
+#[cfg(feature = "server")]
+mod serve;
+#[cfg(feature = "server-agent")]
+mod serve_agent;
+#[cfg(all(feature = "server-http", feature = "http"))]
+mod serve_http;
 mod servers;
 
 /// Helpers several test files share.

@@ -1,0 +1,286 @@
+//! `rein mcp serve`: spawn the binary and call its tools with Rein's own MCP client, over stdio
+//! and over Streamable HTTP, the policy file of `rein serve` in front of each call.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use rein_core::message::ToolResultStatus;
+use rein_mcp::McpClient;
+use serde_json::json;
+
+/// A root with a file and a secret, and the repository's chat policy.
+fn root(test: &str) -> (PathBuf, String) {
+    let dir = std::env::temp_dir().join(format!("rein-mcp-{test}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("a.txt"), "hello from a").unwrap();
+    std::fs::write(dir.join(".env"), "KEY=1").unwrap();
+    let policy = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/policies/chat.toml"
+    );
+    (dir, policy.to_owned())
+}
+
+/// `rein mcp serve --http 127.0.0.1:0` on `dir` with `policy` and `extra` arguments: the
+/// process, the rest of its stdout, the endpoint's URL (its first line).
+fn serve_http(
+    dir: &std::path::Path,
+    policy: &str,
+    extra: &[&str],
+) -> (
+    std::process::Child,
+    std::io::Lines<BufReader<std::process::ChildStdout>>,
+    String,
+) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rein"))
+        .args([
+            "mcp",
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--policy",
+            policy,
+            "--root",
+        ])
+        .arg(dir)
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let url_line = lines.next().unwrap().unwrap();
+    let url = url_line.rsplit(' ').next().unwrap().to_owned();
+    (child, lines, url)
+}
+
+/// Calls through `client`: a read, a denied read, a delete that needs an approval nobody gives.
+async fn exercise(client: &McpClient, dir: &std::path::Path) {
+    let tools = client.tools().await.unwrap();
+    let names: Vec<_> = tools.iter().map(|t| t.name().to_owned()).collect();
+    assert!(names.contains(&"read_file".to_owned()), "{names:?}");
+    assert!(names.contains(&"delete_file".to_owned()), "{names:?}");
+
+    let read = client
+        .call_tool("read_file", json!({"path": "a.txt"}))
+        .await
+        .unwrap();
+    assert_eq!(read.status, ToolResultStatus::Success);
+    assert!(format!("{:?}", read.content).contains("hello from a"));
+
+    let secret = client
+        .call_tool("read_file", json!({"path": ".env"}))
+        .await
+        .unwrap();
+    assert_eq!(secret.status, ToolResultStatus::Error);
+    let text = format!("{:?}", secret.content);
+    assert!(text.contains("may hold secrets"), "{text}");
+    assert!(!text.contains("KEY=1"), "{text}");
+
+    // The Confirm of `delete-approval` is an elicitation; outside a run Rein's client cannot
+    // pause for a human, so nobody approves: the file stays.
+    let delete = client
+        .call_tool("delete_file", json!({"path": "a.txt"}))
+        .await;
+    assert!(
+        delete
+            .as_ref()
+            .map_or(true, |o| o.status == ToolResultStatus::Error),
+        "{delete:?}"
+    );
+    assert!(
+        dir.join("a.txt").exists(),
+        "an unapproved delete never runs"
+    );
+}
+
+#[tokio::test]
+async fn stdio_serves_the_tools_behind_the_policy() {
+    let (dir, policy) = root("stdio");
+    let client = McpClient::builder()
+        .stdio(
+            env!("CARGO_BIN_EXE_rein"),
+            [
+                "mcp",
+                "serve",
+                "--root",
+                dir.to_str().unwrap(),
+                "--policy",
+                &policy,
+            ],
+        )
+        .await
+        .unwrap();
+    exercise(&client, &dir).await;
+    client.close().await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test]
+async fn http_prints_a_token_once_and_requires_it() {
+    let (dir, policy) = root("http");
+    let (mut child, mut lines, url) = serve_http(&dir, &policy, &[]);
+    let token_line = lines.next().unwrap().unwrap();
+    let token = token_line
+        .strip_prefix("rein mcp serve: token ")
+        .unwrap()
+        .to_owned();
+    assert_eq!(token.len(), 64, "{token_line}");
+
+    // Without the token: 401.
+    let addr = url
+        .strip_prefix("http://")
+        .and_then(|u| u.strip_suffix("/mcp"))
+        .unwrap()
+        .to_owned();
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    write!(
+        s,
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    assert!(out.starts_with("HTTP/1.1 401"), "{out}");
+
+    let client = McpClient::builder()
+        .bearer_token(token)
+        .http(url)
+        .await
+        .unwrap();
+    exercise(&client, &dir).await;
+    client.close().await;
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The official TypeScript SDK's client (`.ci/e2e/mcp-sdk-client.cjs`, the SDK found through
+/// `REIN_MCP_SDK`, set by `.ci/peers-mcp.sh`) against `rein mcp serve`: what it saw, as JSON.
+/// `None` (SKIPPED) without the SDK, except under CI.
+fn sdk_client(approve: &str, target: &[&str]) -> Option<serde_json::Value> {
+    let Some(sdk) = std::env::var_os("REIN_MCP_SDK") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "REIN_MCP_SDK is not set under CI: .ci/peers-mcp.sh must run first"
+        );
+        eprintln!("SKIPPED: REIN_MCP_SDK is not set (.ci/peers-mcp.sh)");
+        return None;
+    };
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../.ci/e2e/mcp-sdk-client.cjs"
+    );
+    let out = Command::new("node")
+        .arg(script)
+        .arg(target[0])
+        .arg(approve)
+        .args(&target[1..])
+        .env("REIN_MCP_SDK", sdk)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "the SDK client failed: {out:?}");
+    Some(serde_json::from_slice(&out.stdout).unwrap())
+}
+
+/// What the SDK client saw, with `approve` its answer to the delete's approval.
+fn check_sdk_run(seen: &serde_json::Value, approve: &str) {
+    assert_eq!(
+        seen["tools"],
+        json!(["read_file", "list_dir", "current_time", "delete_file"])
+    );
+    assert_eq!(
+        seen["read"],
+        json!({"isError": false, "text": "hello from a"})
+    );
+    assert_eq!(seen["secret"]["isError"], true);
+    assert!(
+        seen["secret"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("may hold secrets")
+    );
+    let delete = &seen["delete"];
+    match approve {
+        "yes" => {
+            assert_eq!(delete["isError"], false, "{seen}");
+            assert_eq!(seen["asked"], json!(["delete a.txt"]));
+        }
+        "no" => {
+            assert_eq!(delete["isError"], true, "{seen}");
+            assert_eq!(seen["asked"], json!(["delete a.txt"]));
+        }
+        _ => {
+            assert_eq!(delete["isError"], true, "{seen}");
+            let text = delete["text"].as_str().unwrap();
+            assert!(
+                text.contains("did not declare the elicitation capability"),
+                "{text}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_typescript_sdk_client_over_stdio_sees_the_policy_and_answers_approvals() {
+    let (dir, policy) = root("sdk-stdio");
+    let root_arg = dir.to_str().unwrap();
+    for approve in ["yes", "no", "none"] {
+        let target = [
+            "stdio",
+            env!("CARGO_BIN_EXE_rein"),
+            "mcp",
+            "serve",
+            "--root",
+            root_arg,
+            "--policy",
+            &policy,
+        ];
+        let Some(seen) = sdk_client(approve, &target) else {
+            return;
+        };
+        check_sdk_run(&seen, approve);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_typescript_sdk_client_over_http_sees_the_policy_and_answers_approvals() {
+    let (dir, policy) = root("sdk-http");
+    let (mut child, _lines, url) =
+        serve_http(&dir, &policy, &["--token", "a-token-for-the-sdk-test"]);
+    for approve in ["yes", "no", "none"] {
+        let Some(seen) = sdk_client(approve, &["http", &url, "a-token-for-the-sdk-test"]) else {
+            break;
+        };
+        check_sdk_run(&seen, approve);
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_typescript_sdk_client_asks_the_served_agent_and_answers_its_approval() {
+    let dir = std::env::temp_dir().join(format!("rein-mcp-sdk-agent-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let root_arg = dir.to_str().unwrap();
+    let rein = env!("CARGO_BIN_EXE_rein");
+    let target = ["stdio", rein, "mcp", "serve", "--agent", "--root", root_arg];
+    for (approve, expected) in [
+        ("yes", "deleted notes.txt"),
+        ("no", "CONFIRMATION_FAILED: delete notes.txt"),
+        ("none", "did not declare the elicitation capability"),
+    ] {
+        let Some(seen) = sdk_client(approve, &target) else {
+            return;
+        };
+        assert_eq!(seen["tools"], json!(["agent"]));
+        let answer = seen["agent"]["text"].as_str().unwrap();
+        assert!(answer.contains(expected), "{approve}: {seen}");
+        assert_eq!(seen["agent"]["isError"], approve == "none", "{seen}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
