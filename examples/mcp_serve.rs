@@ -22,8 +22,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     // The client: this same program, started as the server.
     let me = std::env::current_exe()?;
+    // Bare names, as served (a client prefixes a server's tools by default: `<alias>__add`).
     let client = McpClient::builder()
         .quiet(true)
+        .no_prefix()
         .stdio(&me, ["serve"])
         .await?;
     for tool in client.tools().await? {

@@ -22,6 +22,17 @@ fn root(test: &str) -> (PathBuf, String) {
     (dir, policy.to_owned())
 }
 
+/// A served process, killed when dropped: a failing test leaves no server behind (it would
+/// also hold the test run's output open).
+struct Served(std::process::Child);
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// `rein mcp serve --http 127.0.0.1:0` on `dir` with `policy` and `extra` arguments: the
 /// process, the rest of its stdout, the endpoint's URL (its first line).
 fn serve_http(
@@ -29,7 +40,7 @@ fn serve_http(
     policy: &str,
     extra: &[&str],
 ) -> (
-    std::process::Child,
+    Served,
     std::io::Lines<BufReader<std::process::ChildStdout>>,
     String,
 ) {
@@ -52,7 +63,7 @@ fn serve_http(
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let url_line = lines.next().unwrap().unwrap();
     let url = url_line.rsplit(' ').next().unwrap().to_owned();
-    (child, lines, url)
+    (Served(child), lines, url)
 }
 
 /// Calls through `client`: a read, a denied read, a delete that needs an approval nobody gives.
@@ -98,7 +109,9 @@ async fn exercise(client: &McpClient, dir: &std::path::Path) {
 #[tokio::test]
 async fn stdio_serves_the_tools_behind_the_policy() {
     let (dir, policy) = root("stdio");
+    // The names as served (a client prefixes a server's tools by default).
     let client = McpClient::builder()
+        .no_prefix()
         .stdio(
             env!("CARGO_BIN_EXE_rein"),
             [
@@ -120,7 +133,7 @@ async fn stdio_serves_the_tools_behind_the_policy() {
 #[tokio::test]
 async fn http_prints_a_token_once_and_requires_it() {
     let (dir, policy) = root("http");
-    let (mut child, mut lines, url) = serve_http(&dir, &policy, &[]);
+    let (child, mut lines, url) = serve_http(&dir, &policy, &[]);
     let token_line = lines.next().unwrap().unwrap();
     let token = token_line
         .strip_prefix("rein mcp serve: token ")
@@ -145,14 +158,14 @@ async fn http_prints_a_token_once_and_requires_it() {
     assert!(out.starts_with("HTTP/1.1 401"), "{out}");
 
     let client = McpClient::builder()
+        .no_prefix()
         .bearer_token(token)
         .http(url)
         .await
         .unwrap();
     exercise(&client, &dir).await;
     client.close().await;
-    child.kill().unwrap();
-    child.wait().unwrap();
+    drop(child);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -249,7 +262,7 @@ fn the_typescript_sdk_client_over_stdio_sees_the_policy_and_answers_approvals() 
 #[test]
 fn the_typescript_sdk_client_over_http_sees_the_policy_and_answers_approvals() {
     let (dir, policy) = root("sdk-http");
-    let (mut child, _lines, url) =
+    let (child, _lines, url) =
         serve_http(&dir, &policy, &["--token", "a-token-for-the-sdk-test"]);
     for approve in ["yes", "no", "none"] {
         let Some(seen) = sdk_client(approve, &["http", &url, "a-token-for-the-sdk-test"]) else {
@@ -257,8 +270,7 @@ fn the_typescript_sdk_client_over_http_sees_the_policy_and_answers_approvals() {
         };
         check_sdk_run(&seen, approve);
     }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    drop(child);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -146,7 +146,9 @@ async fn an_allowed_origin_and_host_get_in_and_an_empty_token_is_refused() {
 #[tokio::test]
 async fn reins_own_client_lists_calls_and_sees_a_deny_over_http() {
     let (addr, token) = start(HttpServeOptions::new()).await;
+    // The names as served (a client prefixes a server's tools by default).
     let client = McpClient::builder()
+        .no_prefix()
         .bearer_token(token)
         .http(format!("http://{addr}/mcp"))
         .await
