@@ -326,7 +326,10 @@ impl ConversationManager for SlidingWindow {
     }
 
     fn reduce_on_overflow(&mut self, history: &mut HistoryEdit<'_>) -> bool {
-        // 1. Shorten tool results in the older half of the history.
+        // The call is retried once (SPEC §6.1), so one reduction must be enough: first shorten
+        // the tool results of the older half, and unless that halved the estimate, also drop
+        // the oldest turns.
+        let before = history.estimated_tokens();
         let half = history.messages().len() / 2;
         let mut shortened = false;
         for i in 0..half {
@@ -344,12 +347,12 @@ impl ConversationManager for SlidingWindow {
                 }
             }
         }
-        if shortened {
+        if shortened && history.estimated_tokens() <= before / 2 {
             return true;
         }
-        // 2. Drop the oldest turns: keep at most half of what is there.
+        // Drop the oldest turns: keep at most half of what is there.
         let len = history.messages().len();
-        self.trim_to(history, (len / 2).max(1))
+        self.trim_to(history, (len / 2).max(1)) || shortened
     }
 
     fn state(&self) -> Value {
@@ -552,18 +555,28 @@ mod tests {
     }
 
     #[test]
-    fn overflow_shortens_results_first_then_drops_turns() {
+    fn overflow_shortens_results_and_drops_turns_at_once() {
+        // Short results: shortening them does not halve the estimate, so the same reduction
+        // drops the oldest turns too (the call is retried only once).
         let mut c = conv(4);
         let mut m = SlidingWindow::default();
         assert!(m.reduce_on_overflow(&mut HistoryEdit::new(&mut c)));
-        assert_eq!(c.len(), 16, "first pass only shortens");
+        assert!(c.len() <= 8, "one reduction also drops turns: {}", c.len());
+        assert_eq!(m.removed(), 16 - c.len());
+        assert!(turn_start(&c.messages()[0]));
+
+        // One huge old result: shortening it halves the estimate, nothing is dropped.
+        let mut c = conv(4);
+        if let Some(ContentBlock::ToolResult(r)) = c.get_mut(2).map(|m| &mut m.content[0]) {
+            r.content = vec![ToolResultContent::Text("x".repeat(10_000))];
+        }
+        let mut m = SlidingWindow::default();
+        assert!(m.reduce_on_overflow(&mut HistoryEdit::new(&mut c)));
+        assert_eq!(c.len(), 16, "only shortened");
         assert_eq!(
             c.messages()[2].tool_results().next().unwrap().text(),
             TRUNCATED_TOOL_RESULT
         );
-        assert!(m.reduce_on_overflow(&mut HistoryEdit::new(&mut c)));
-        assert!(c.len() <= 8);
-        assert_eq!(m.removed(), 16 - c.len());
     }
 
     fn fits(c: &mut Conversation, budget: u64) -> TokenWindow {
