@@ -360,6 +360,9 @@ fn user_blocks(content: &[ContentBlock]) -> Vec<Value> {
     for b in content {
         match b {
             ContentBlock::Text(t) if !t.is_empty() => out.push(json!({"type": "text", "text": t})),
+            ContentBlock::Summary(s) => {
+                out.push(json!({"type": "text", "text": s.as_prompt_text()}));
+            }
             ContentBlock::Image(img) => out.push(image_block(img)),
             ContentBlock::Document(d) => out.push(document_block(d)),
             _ => {}

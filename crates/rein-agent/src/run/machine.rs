@@ -368,6 +368,11 @@ impl Run {
         (self.hook_retries, self.max_hook_retries)
     }
 
+    /// Model calls made so far: the index of the next one.
+    pub(crate) fn model_calls(&self) -> u32 {
+        self.model_calls
+    }
+
     /// Usage so far (what the token limits count).
     pub(crate) fn usage(&self) -> &Usage {
         &self.usage

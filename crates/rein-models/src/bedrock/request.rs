@@ -79,6 +79,7 @@ fn block(b: &ContentBlock) -> Option<Value> {
         // Converse rejects blank text blocks.
         ContentBlock::Text(t) if t.trim().is_empty() => None,
         ContentBlock::Text(t) => Some(json!({ "text": t })),
+        ContentBlock::Summary(s) => Some(json!({ "text": s.as_prompt_text() })),
         ContentBlock::ToolUse(u) => {
             let input = if u.input.is_object() {
                 u.input.clone()
