@@ -469,6 +469,23 @@ mod tests {
         assert_eq!(body["guardrailConfig"]["guardrailIdentifier"], "g");
     }
 
+    /// A conversation manager's summary (SPEC §6.1) goes out as ordinary text.
+    #[test]
+    fn a_summary_block_is_sent_as_text() {
+        use rein_core::{id::MessageId, message::Summary};
+        let summary = Summary::new("They counted.", MessageId::new(), MessageId::new(), 4);
+        let lead = summary.as_prompt_text();
+        let req = ModelRequest::new(vec![Message::new(
+            Role::User,
+            vec![ContentBlock::from(summary), ContentBlock::text("next")],
+        )]);
+        let body = encode_request(&req, &Map::new(), &Map::new());
+        assert_eq!(
+            body["messages"],
+            json!([{"role": "user", "content": [{"text": lead}, {"text": "next"}]}])
+        );
+    }
+
     #[test]
     fn document_names_are_made_valid() {
         assert_eq!(document_name("a.b_c  d (1) [x]"), "a-b-c d (1) [x]");
