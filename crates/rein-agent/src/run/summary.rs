@@ -138,8 +138,11 @@ impl Driver<'_> {
         let index = self.inv.run.model_calls();
         let hooks = self.agent.core.hooks.clone();
         if hooks.has::<BeforeModelCallEvent>() {
+            let estimate =
+                tokens.request(call.system_prompt.as_deref(), &call.tools, &call.messages);
             let mut ev = BeforeModelCallEvent::new(self.inv.cx.clone(), call)
                 .with_model_call_index(index)
+                .with_estimated_input_tokens(estimate)
                 .as_summary();
             let dispatched = hooks.dispatch(&mut ev).await;
             self.record_late(ev.take_decisions(), result);
