@@ -514,6 +514,9 @@ fn main_with(args: &[String], mock: Option<&str>) -> ExitCode {
     if want("caching") {
         crate::caching::rows(&rec, &rt);
     }
+    if want("context") {
+        crate::context::rows(&rec, &rt);
+    }
     children(&rec, quick, &want, "bench-child", true);
     if want("http") {
         let env = std::env::var("REIN_BENCH_MOCK_URL").ok();

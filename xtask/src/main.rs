@@ -13,6 +13,7 @@
 
 mod bench;
 mod caching;
+mod context;
 mod durable;
 mod instr;
 mod measure;

@@ -56,8 +56,8 @@ pub use checkpoint::{
     PendingInterrupt, QueuedInjection, ResponsePause, ToolsPause,
 };
 pub use conversation::{
-    ConversationManager, HistoryEdit, NoConversationManager, SlidingWindow, TRUNCATED_TOOL_RESULT,
-    TokenWindow,
+    ConversationManager, HistoryEdit, NoConversationManager, SUMMARY_INSTRUCTIONS, SlidingWindow,
+    SummarizingWindow, SummaryRequest, TRUNCATED_TOOL_RESULT, TokenWindow,
 };
 pub use handoff::Handoff;
 pub use history::{TOOL_CANCELLED, TOOL_INTERRUPTED};

@@ -87,6 +87,20 @@ pub enum AgentEvent {
         /// The message as it now is.
         message: Message,
     },
+    /// The conversation manager summarized older messages after the invocation (SPEC §6.1),
+    /// or, when the summary could not be written, trimmed them.
+    ContextSummarized {
+        /// How many leading messages the summary stands for (or were trimmed).
+        message_count: usize,
+        /// The estimated input tokens of the history before and after.
+        estimated_tokens_before: u64,
+        /// See `estimated_tokens_before`.
+        estimated_tokens_after: u64,
+        /// The summary; `None` when the manager fell back to trimming.
+        summary: Option<String>,
+        /// Why no summary was written, when none was.
+        failure: Option<String>,
+    },
     /// A tool is about to run (after BeforeToolCall hooks and interventions let it, and its
     /// input passed validation).
     ToolCallStarted {

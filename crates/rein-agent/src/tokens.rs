@@ -239,6 +239,8 @@ fn raw_block(block: &ContentBlock) -> u64 {
             _ => 0,
         },
         ContentBlock::InterruptResponse(r) => json(&r.response),
+        // Its text and the lead-in a provider sends before it.
+        ContentBlock::Summary(s) => text(&s.text) + 9,
         _ => ATTACHMENT_TOKENS,
     }
 }

@@ -367,8 +367,26 @@ impl Suite {
     }
 }
 
-/// Replaces random ids (injection ids) with a fixed marker.
+/// Replaces random ids (injection ids, the message ids a summary block names) with a fixed
+/// marker.
 fn normalize(mut transcript: Value) -> Value {
+    /// A summary block's message ids, wherever messages appear.
+    fn summary_ids(v: &mut Value) {
+        match v {
+            Value::Object(o) => {
+                if let Some(Value::Object(s)) = o.get_mut("summary") {
+                    for key in ["firstMessageId", "lastMessageId"] {
+                        if let Some(id) = s.get_mut(key) {
+                            *id = Value::String("<random>".into());
+                        }
+                    }
+                }
+                o.values_mut().for_each(summary_ids);
+            }
+            Value::Array(a) => a.iter_mut().for_each(summary_ids),
+            _ => {}
+        }
+    }
     if let Some(steps) = transcript["steps"].as_array_mut() {
         for step in steps {
             if let Some(injections) = step["injections"].as_array_mut() {
@@ -378,6 +396,7 @@ fn normalize(mut transcript: Value) -> Value {
             }
         }
     }
+    summary_ids(&mut transcript);
     transcript
 }
 

@@ -66,7 +66,45 @@ pub(crate) struct Scenario {
     /// A typed answer the agent must give (SPEC §13): checked, retried within its budget.
     #[serde(default)]
     pub(crate) output: Option<OutputDef>,
+    /// The conversation manager of the scenario's agent (SPEC §6.1; default the agent's, a
+    /// 40-message sliding window). Setting one adds what each request sent to the transcript.
+    #[serde(default, rename = "conversation_manager")]
+    manager_json: Option<Value>,
+    /// `conversation_manager`, parsed on its own (its `kind` tag would hide the JSON path of a
+    /// problem inside it).
+    #[serde(skip)]
+    pub(crate) conversation_manager: Option<ManagerDef>,
     pub(crate) steps: Vec<Step>,
+}
+
+/// `conversation_manager` in a scenario.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub(crate) enum ManagerDef {
+    /// No manager: the history is never trimmed.
+    None,
+    /// The last `messages` messages (default 40).
+    SlidingWindow {
+        #[serde(default)]
+        messages: Option<usize>,
+    },
+    /// The newest turns within `budget_tokens`.
+    TokenWindow {
+        budget_tokens: u64,
+        #[serde(default)]
+        low_water_percent: Option<u8>,
+    },
+    /// A token window whose trims are summaries written by `summarizer` (a model script of
+    /// its own), or by the scenario's model (the next entries of `model`) when it is empty.
+    SummarizingWindow {
+        budget_tokens: u64,
+        #[serde(default)]
+        low_water_percent: Option<u8>,
+        #[serde(default)]
+        summarizer: Vec<ModelEntry>,
+        #[serde(default)]
+        instructions: Option<String>,
+    },
 }
 
 /// The typed answer of a scenario's agent.
@@ -209,7 +247,7 @@ impl Scenario {
     /// Parses and checks a scenario (the policy is checked when it is built).
     pub(crate) fn parse(text: &str) -> Result<Self, Invalid> {
         let de = &mut serde_json::Deserializer::from_str(text);
-        let scenario: Self = serde_path_to_error::deserialize(de).map_err(|e| {
+        let mut scenario: Self = serde_path_to_error::deserialize(de).map_err(|e| {
             let mut path = e.path().to_string();
             let inner = e.into_inner();
             // An unknown field is reported at the object that holds it, as a JSON path should.
@@ -228,6 +266,11 @@ impl Scenario {
                 Invalid::at(path, inner)
             }
         })?;
+        if let Some(v) = scenario.manager_json.take() {
+            let def =
+                serde_json::from_value(v).map_err(|e| Invalid::at("conversation_manager", e))?;
+            scenario.conversation_manager = Some(def);
+        }
         scenario.check()?;
         Ok(scenario)
     }
@@ -240,6 +283,9 @@ impl Scenario {
             ));
         }
         check_agent("", &self.tools, &self.model)?;
+        if let Some(ManagerDef::SummarizingWindow { summarizer, .. }) = &self.conversation_manager {
+            check_script("conversation_manager.summarizer", summarizer)?;
+        }
         for (i, a) in self.agents.iter().enumerate() {
             check_agent(&format!("agents[{i}]."), &a.tools, &a.model)?;
         }
@@ -284,8 +330,15 @@ fn check_agent(prefix: &str, tools: &[ToolDef], model: &[ModelEntry]) -> Result<
                 ));
             }
         }
+    }
+    check_script(&format!("{prefix}model"), model)
+}
+
+/// Checks a model script (`at` locates it: `model`, `agents[i].model`, ...).
+fn check_script(at: &str, model: &[ModelEntry]) -> Result<(), Invalid> {
+    {
         for (i, m) in model.iter().enumerate() {
-            let path = format!("{prefix}model[{i}]");
+            let path = format!("{at}[{i}]");
             match (&m.content, m.error) {
                 (Some(_), Some(_)) => {
                     return Err(Invalid::at(

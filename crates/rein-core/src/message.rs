@@ -160,6 +160,9 @@ pub enum ContentBlock {
     Document(Box<DocumentBlock>),
     /// A human's answer to an interrupt, as stored by a resume.
     InterruptResponse(Box<InterruptResponse>),
+    /// A summary that stands for older messages (SPEC §6.1): providers send its text as
+    /// ordinary text; the messages it stands for stay in the session store.
+    Summary(Box<Summary>),
 }
 
 impl ContentBlock {
@@ -187,7 +190,57 @@ content_block_from!(
     Image(ImageBlock),
     Document(DocumentBlock),
     InterruptResponse(InterruptResponse),
+    Summary(Summary),
 );
+
+/// A summary of older messages, written by a model for a conversation manager (SPEC §6.1):
+/// `{"text", "firstMessageId", "lastMessageId", "messageCount"}`. The summarized messages
+/// are no longer sent, but stay in the session store; the ids name them there.
+///
+/// ```
+/// use rein_core::{ContentBlock, id::MessageId, message::Summary};
+/// let (first, last) = (MessageId::new(), MessageId::new());
+/// let block = ContentBlock::from(Summary::new("The user asked for X; Y was found.", first, last, 12));
+/// let json = serde_json::to_value(&block).unwrap();
+/// assert_eq!(json["summary"]["messageCount"], 12);
+/// assert_eq!(serde_json::from_value::<ContentBlock>(json).unwrap(), block);
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct Summary {
+    /// The summary, sent to the model as text.
+    pub text: String,
+    /// The first message it stands for.
+    pub first_message_id: crate::id::MessageId,
+    /// The last message it stands for.
+    pub last_message_id: crate::id::MessageId,
+    /// How many messages it stands for (`first_message_id` to `last_message_id`).
+    pub message_count: u64,
+}
+
+impl Summary {
+    /// A summary of the `message_count` messages from `first_message_id` to
+    /// `last_message_id`.
+    pub fn new(
+        text: impl Into<String>,
+        first_message_id: crate::id::MessageId,
+        last_message_id: crate::id::MessageId,
+        message_count: u64,
+    ) -> Self {
+        Self {
+            text: text.into(),
+            first_message_id,
+            last_message_id,
+            message_count,
+        }
+    }
+
+    /// The text a provider sends for it: the summary, introduced as one.
+    pub fn as_prompt_text(&self) -> String {
+        format!("Summary of the earlier conversation:\n{}", self.text)
+    }
+}
 
 /// A tool use: `{"toolUseId", "name", "input", "providerState"?}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

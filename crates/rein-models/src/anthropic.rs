@@ -360,6 +360,9 @@ fn user_blocks(content: &[ContentBlock]) -> Vec<Value> {
     for b in content {
         match b {
             ContentBlock::Text(t) if !t.is_empty() => out.push(json!({"type": "text", "text": t})),
+            ContentBlock::Summary(s) => {
+                out.push(json!({"type": "text", "text": s.as_prompt_text()}));
+            }
             ContentBlock::Image(img) => out.push(image_block(img)),
             ContentBlock::Document(d) => out.push(document_block(d)),
             _ => {}
@@ -758,6 +761,30 @@ mod tests {
             }
         }
         at
+    }
+
+    /// A conversation manager's summary (SPEC §6.1) goes out as ordinary user text.
+    #[test]
+    fn a_summary_block_is_sent_as_text() {
+        use rein_core::{ContentBlock, Role, id::MessageId, message::Summary};
+        let summary = Summary::new("They counted.", MessageId::new(), MessageId::new(), 4);
+        let lead = summary.as_prompt_text();
+        let message = Message::new(
+            Role::User,
+            vec![ContentBlock::from(summary), ContentBlock::text("next")],
+        );
+        let body = encode_request(
+            "m",
+            &ModelRequest::new(vec![message]),
+            1024,
+            None,
+            &Map::new(),
+        );
+        assert_eq!(
+            body["messages"][0]["content"],
+            json!([{"type": "text", "text": lead}, {"type": "text", "text": "next"}])
+        );
+        assert!(lead.ends_with("They counted."));
     }
 
     #[test]

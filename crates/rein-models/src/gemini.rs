@@ -380,6 +380,7 @@ fn user_parts(
     for b in content {
         match b {
             ContentBlock::Text(t) => parts.push(json!({"text": t})),
+            ContentBlock::Summary(s) => parts.push(json!({"text": s.as_prompt_text()})),
             ContentBlock::Image(img) => parts.push(image_part(img)),
             ContentBlock::Document(d) => parts.push(document_part(d)),
             ContentBlock::ToolResult(r) => {

@@ -233,11 +233,12 @@ pub(crate) fn encode_request(
                             "tool_name": name}));
                     }
                 }
-                let mut text = Vec::new();
+                let mut text: Vec<std::borrow::Cow<'_, str>> = Vec::new();
                 let mut images = Vec::new();
                 for b in &m.content {
                     match b {
-                        ContentBlock::Text(t) if !t.is_empty() => text.push(t.as_str()),
+                        ContentBlock::Text(t) if !t.is_empty() => text.push(t.as_str().into()),
+                        ContentBlock::Summary(s) => text.push(s.as_prompt_text().into()),
                         ContentBlock::Image(img) => {
                             images.push(b64(http::media_bytes(&img.source)))
                         }

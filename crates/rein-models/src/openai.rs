@@ -404,6 +404,9 @@ fn encode_user(content: &[ContentBlock], messages: &mut Vec<Value>) {
     for b in content {
         match b {
             ContentBlock::Text(t) => parts.push(json!({"type": "text", "text": t})),
+            ContentBlock::Summary(s) => {
+                parts.push(json!({"type": "text", "text": s.as_prompt_text()}));
+            }
             ContentBlock::Image(img) => parts.push(image_part(img)),
             ContentBlock::Document(d) => parts.push(document_part(d)),
             _ => {}

@@ -270,6 +270,9 @@ fn encode_user(content: &[ContentBlock], input: &mut Vec<Value>) {
     for b in content {
         match b {
             ContentBlock::Text(t) => parts.push(json!({"type": "input_text", "text": t})),
+            ContentBlock::Summary(s) => {
+                parts.push(json!({"type": "input_text", "text": s.as_prompt_text()}));
+            }
             ContentBlock::Image(img) => {
                 parts.push(json!({"type": "input_image", "image_url": image_data_url(img)}))
             }

@@ -44,7 +44,7 @@ pub use rein_restate as restate;
 pub use rein_agent::{
     Agent, AgentBuilder, AgentEvent, AgentStream, AgentTool, CancelHandle, ConversationBuilder,
     Handoff, Input, Limits, OnRetryLimit, OutputStrategy, RetryStrategy, SlidingWindow,
-    TokenEstimator, TokenWindow, ToolExecutor,
+    SummarizingWindow, TokenEstimator, TokenWindow, ToolExecutor,
 };
 pub use rein_core::{
     Error, Message, ToolHandle,

@@ -296,6 +296,20 @@ fn mcp_serve_denies_a_tool_to_an_mcp_client() {
 }
 
 #[test]
+fn context_summary_keeps_the_budget_and_the_store() {
+    check(
+        "context_summary",
+        &[
+            "summary call seen by BeforeModelCall",
+            "turn 5: summarized 12 messages",
+            "first message starts: Text(\"File record 0.\")",
+            "summary of 12 messages: The user is filing records",
+            "messages sent next: 20, stored in the session: 32",
+        ],
+    );
+}
+
+#[test]
 fn run_budget_lasts_the_run_across_a_resume_by_a_new_agent() {
     check(
         "run_budget",

@@ -46,6 +46,28 @@ impl Driver<'_> {
             self.reject_injection(&item.message, item.id, reason);
         }
         self.inv.metrics.duration = started.elapsed();
+        // The conversation manager runs after a run that ended or paused with its history
+        // as the result shows it (not after a failure, a cancel, or a held request: that
+        // history must match what was approved).
+        let managed = matches!(
+            outcome,
+            Outcome::Reply { .. }
+                | Outcome::Stored { .. }
+                | Outcome::Interrupted { .. }
+                | Outcome::Held { .. }
+                | Outcome::HeldInput { .. }
+                | Outcome::CancelledAfterTools
+        );
+        let mut result = self.outcome_result(outcome).await;
+        if managed && let Ok(r) = &mut result {
+            // Boxed (layout rule 1).
+            Box::pin(self.manage_context(r)).await;
+        }
+        result
+    }
+
+    /// The result of the run's outcome (before the conversation manager runs).
+    async fn outcome_result(&mut self, outcome: Outcome) -> Result<AgentResult, Error> {
         match outcome {
             Outcome::Failed(e) => {
                 // Boxed (layout rule 1).
@@ -63,7 +85,7 @@ impl Driver<'_> {
             Outcome::Reply {
                 message,
                 stop_reason,
-            } => Ok(self.completed(stop_reason, message)),
+            } => Ok(self.result(stop_reason, message)),
             Outcome::Stored { index, stop_reason } => {
                 let conv = self.agent.history.conv();
                 let stored = match index {
@@ -84,7 +106,7 @@ impl Driver<'_> {
                         value: value.clone(),
                     });
                 }
-                let mut r = self.completed(stop_reason, message);
+                let mut r = self.result(stop_reason, message);
                 r.output = output;
                 Ok(r)
             }
@@ -92,7 +114,7 @@ impl Driver<'_> {
                 message,
                 interrupts,
             } => {
-                let mut r = self.completed(StopReason::Interrupt, message);
+                let mut r = self.result(StopReason::Interrupt, message);
                 r.interrupts = interrupts;
                 Ok(r)
             }
@@ -115,7 +137,7 @@ impl Driver<'_> {
                     model_call_index,
                 }));
                 self.agent.pending = Some(Box::new(self.inv.pause(at, pending)));
-                let mut r = self.completed(StopReason::Interrupt, response.message);
+                let mut r = self.result(StopReason::Interrupt, response.message);
                 r.interrupts = wire;
                 Ok(r)
             }
@@ -137,8 +159,6 @@ impl Driver<'_> {
                     last_message_id,
                 };
                 self.agent.pending = Some(Box::new(self.inv.pause(at, pending)));
-                // Not `completed`: the conversation manager leaves history as the human saw it
-                // in the request, so the resumed request matches what was approved.
                 let mut r = self.result(StopReason::Interrupt, message);
                 r.interrupts = wire;
                 Ok(r)
@@ -155,22 +175,15 @@ impl Driver<'_> {
                     .unwrap_or_else(|| Message::new(Role::User, Vec::new()));
                 self.agent.pending =
                     Some(Box::new(self.inv.pause(Pause::Input { messages }, pending)));
-                let mut r = self.completed(StopReason::Interrupt, message);
+                let mut r = self.result(StopReason::Interrupt, message);
                 r.interrupts = wire;
                 Ok(r)
             }
             Outcome::CancelledAfterTools => {
                 let message = self.agent.cancelled_message();
-                Ok(self.completed(StopReason::Cancelled, message))
+                Ok(self.result(StopReason::Cancelled, message))
             }
         }
-    }
-
-    /// The result of a run that ended normally; the conversation manager then trims history.
-    fn completed(&mut self, stop_reason: StopReason, message: Message) -> AgentResult {
-        let r = self.result(stop_reason, message);
-        self.agent.apply_conversation_manager();
-        r
     }
 
     /// The result, with what the invocation accumulated.

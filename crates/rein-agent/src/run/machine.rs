@@ -286,6 +286,9 @@ pub(crate) struct Run {
     hook_retries: u32,
     /// Consecutive failed model calls of this turn.
     error_attempts: u32,
+    /// The history was reduced after a context overflow and no call has succeeded since: a
+    /// second overflow ends the run (the retry happens once).
+    overflow_reduced: bool,
     /// What follows a discard under way (boxed: layout rule 1).
     after_discard: Option<Box<AfterDiscard>>,
     /// Typed answers refused so far, and how many refusals the invocation allows.
@@ -319,6 +322,7 @@ impl Run {
             usage: Usage::default(),
             hook_retries,
             error_attempts: 0,
+            overflow_reduced: false,
             after_discard: None,
             output_retries,
             max_output_retries: 0,
@@ -362,6 +366,11 @@ impl Run {
     /// Model calls of this turn retried at a hook's request so far, and the cap.
     pub(crate) fn hook_retries(&self) -> (u32, u32) {
         (self.hook_retries, self.max_hook_retries)
+    }
+
+    /// Model calls made so far: the index of the next one.
+    pub(crate) fn model_calls(&self) -> u32 {
+        self.model_calls
     }
 
     /// Usage so far (what the token limits count).
@@ -501,6 +510,7 @@ impl Run {
     fn start_turn(&mut self) -> Step {
         self.hook_retries = 0;
         self.error_attempts = 0;
+        self.overflow_reduced = false;
         self.call_model()
     }
 
@@ -542,6 +552,13 @@ impl Run {
     /// What a verdict on a model call means.
     #[inline]
     fn on_verdict(&mut self, verdict: ModelCallVerdict) -> Step {
+        // The model answered: the history fits again, a later overflow gets its own retry.
+        if !matches!(
+            verdict,
+            ModelCallVerdict::Failed(_) | ModelCallVerdict::Retry { error: Some(_), .. }
+        ) {
+            self.overflow_reduced = false;
+        }
         let can_retry = self.hook_retries < self.max_hook_retries;
         let mut handler = None;
         let (reason, then) = match verdict {
@@ -642,7 +659,14 @@ impl Run {
                 self.phase = Phase::Retrying;
                 Step::StoreGuidance(guidance)
             }
+            // Reduced and retried once; overflowing again ends the run with the error.
+            Some(AfterDiscard::Recover(error))
+                if error.is_context_window_overflow() && self.overflow_reduced =>
+            {
+                Step::Finish(Outcome::Failed(Error::Model(error)))
+            }
             Some(AfterDiscard::Recover(error)) if error.is_context_window_overflow() => {
+                self.overflow_reduced = true;
                 self.phase = Phase::Retrying;
                 Step::ReduceContext(error)
             }
@@ -1233,16 +1257,7 @@ mod tests {
             ModelCallVerdict::Failed(overflow()),
         ));
         assert!(matches!(r.next(StepReport::Done), Step::ReduceContext(_)));
-        let step = r.next(StepReport::Reduced {
-            reduced: true,
-            error: overflow(),
-        });
-        assert!(matches!(step, Step::CallModel { index: 1 }));
-        r.next(StepReport::ModelCalled(
-            ModelCallVerdict::Failed(overflow()),
-        ));
-        r.next(StepReport::Done);
-        // Nothing left to reduce: not retryable, so the run fails.
+        // Nothing to reduce: not retryable, so the run fails.
         let step = r.next(StepReport::Reduced {
             reduced: false,
             error: overflow(),
@@ -1251,6 +1266,59 @@ mod tests {
             step,
             Step::Finish(Outcome::Failed(Error::Model(_)))
         ));
+    }
+
+    #[test]
+    fn a_context_overflow_is_retried_once() {
+        let mut r = run(Limits::default(), 3);
+        started(&mut r);
+        let overflow = || ModelError::context_window_overflow("too long");
+        r.next(StepReport::ModelCalled(
+            ModelCallVerdict::Failed(overflow()),
+        ));
+        assert!(matches!(r.next(StepReport::Done), Step::ReduceContext(_)));
+        let step = r.next(StepReport::Reduced {
+            reduced: true,
+            error: overflow(),
+        });
+        assert!(matches!(step, Step::CallModel { index: 1 }));
+        // The retry overflows again: the run ends with the overflow, no second reduction,
+        // even though the manager could reduce more.
+        r.next(StepReport::ModelCalled(
+            ModelCallVerdict::Failed(overflow()),
+        ));
+        match r.next(StepReport::Done) {
+            Step::Finish(Outcome::Failed(Error::Model(e))) => {
+                assert!(e.is_context_window_overflow());
+            }
+            other => panic!("expected the overflow, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_answer_between_overflows_gives_the_next_overflow_its_own_retry() {
+        let mut r = run(Limits::default(), 3);
+        started(&mut r);
+        let overflow = || ModelError::context_window_overflow("too long");
+        r.next(StepReport::ModelCalled(
+            ModelCallVerdict::Failed(overflow()),
+        ));
+        r.next(StepReport::Done);
+        r.next(StepReport::Reduced {
+            reduced: true,
+            error: overflow(),
+        });
+        // The hooks retry a good answer; the retried call overflows: reduced again.
+        r.next(StepReport::ModelCalled(ModelCallVerdict::Retry {
+            guidance: vec!["again".into()],
+            error: None,
+        }));
+        r.next(StepReport::Done);
+        assert!(matches!(r.next(StepReport::Done), Step::CallModel { .. }));
+        r.next(StepReport::ModelCalled(
+            ModelCallVerdict::Failed(overflow()),
+        ));
+        assert!(matches!(r.next(StepReport::Done), Step::ReduceContext(_)));
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //! 2. `model.rs` — BeforeModelCall, the model stream, AfterModelCall, and what a verdict stores;
 //! 3. `tools.rs` — the tool phase: BeforeToolCall, the tool, AfterToolCall, per tool use;
 //! 4. `inject.rs` — injected messages delivered at the turn boundary;
-//! 5. `finish.rs` — how the run ends: history repaired, session saved, AfterInvocation.
+//! 5. `finish.rs` — how the run ends: history repaired, the conversation manager's summary
+//!    (`summary.rs`) and trim, session saved, AfterInvocation.
 //!
 //! Comments citing a "layout rule N" refer to the rules that keep the invocation's future small,
 //! written once in `docs/performance.md` ("Layout rules").
@@ -24,6 +25,7 @@ mod machine;
 mod model;
 mod output;
 mod start;
+mod summary;
 mod tools;
 
 use std::collections::BTreeMap;

@@ -726,3 +726,81 @@ async fn a_result_held_in_a_child_is_released_from_the_top_without_running_the_t
     );
     assert_history_valid(agent.messages());
 }
+
+/// Issue 43, item 5: an agent that runs as a tool keeps its own conversation manager and
+/// budget. The parent's tight window trims only the parent; the child's requests carry its
+/// whole tool loop, and the child's own summarizing window summarizes the child (its record
+/// reaches the parent's audit under the child's path).
+#[tokio::test]
+async fn a_sub_agent_keeps_its_own_manager_and_budget() {
+    use rein_agent::{SummarizingWindow, TokenWindow};
+    use rein_core::stream::Usage;
+    use rein_models::ScriptedResponse;
+    let none = || Usage::new(0, 1);
+    let child_model = ScriptedModel::builder()
+        .record_requests(true)
+        .response(
+            ScriptedResponse::new()
+                .tool_use("c1", "echo", json!({"text": "y".repeat(2_000)}))
+                .usage(none()),
+        )
+        .response(
+            ScriptedResponse::new()
+                .tool_use("c2", "echo", json!({"text": "z".repeat(2_000)}))
+                .usage(none()),
+        )
+        .response(ScriptedResponse::new().text("found it").usage(none()))
+        .build();
+    let summarizer = ScriptedModel::builder()
+        .text("Two long echoes.")
+        .cycle()
+        .build();
+    let child = child_model.clone();
+    let log = Log::default();
+    let child_log = log.clone();
+    let researcher = AgentTool::new("researcher", "Researches.", move || {
+        Agent::builder()
+            .name("researcher")
+            .model(child.clone())
+            .tool(echo_tool(&child_log))
+            // What the child knew before (a turn the summary can take).
+            .messages(vec![
+                rein_core::Message::user("earlier"),
+                rein_core::Message::assistant("w".repeat(2_000)),
+            ])
+            .conversation_manager(SummarizingWindow::new(1_200).summarizer(summarizer.clone()))
+            .build()
+    });
+    let parent_model = ScriptedModel::builder()
+        .response(
+            ScriptedResponse::new()
+                .tool_use("r1", "researcher", json!({"input": "look"}))
+                .usage(none()),
+        )
+        .response(ScriptedResponse::new().text("done").usage(none()))
+        .build();
+    let mut parent = agent(parent_model)
+        .tool(researcher)
+        // Far tighter than the child's history: it would trim the child if it reached it.
+        .conversation_manager(TokenWindow::new(50))
+        .build()
+        .unwrap();
+    let r = parent.invoke("research").await.unwrap();
+    assert_eq!(r.text(), "done");
+    // The child's last request held its whole loop: its own window, not the parent's.
+    let last = child_model.requests().last().unwrap().clone();
+    assert_eq!(
+        last.messages.len(),
+        7,
+        "the earlier turn, the input, two tool pairs"
+    );
+    // The child summarized itself under its own budget, in its path.
+    let summary = r
+        .decisions
+        .iter()
+        .find(|d| d.handler == "rein:summary")
+        .expect("the child's summary record");
+    assert_eq!(summary.agent.as_deref(), Some("researcher"));
+    assert_eq!(summary.action, DecisionAction::Transform);
+    assert_history_valid(parent.messages());
+}

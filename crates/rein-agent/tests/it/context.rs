@@ -230,3 +230,199 @@ async fn a_request_a_handler_changed_is_calibrated_as_sent() {
         "{e:?}, expected {expected}"
     );
 }
+
+// --- SummarizingWindow (issue 43, item 3) ---
+
+use rein_agent::{AgentEvent, SUMMARY_INSTRUCTIONS, SummarizingWindow};
+use rein_core::{ContentBlock, Message, audit::DecisionAction, message::Summary};
+
+/// A scripted tool loop: each invocation calls `echo` with a long input, then answers. It
+/// reports no input tokens, so the estimate stays the heuristic's.
+fn tool_loop(invocations: usize) -> ScriptedModel {
+    let model = ScriptedModel::builder().record_requests(true);
+    let none = || Usage::new(0, 1);
+    (0..invocations)
+        .fold(model, |m, i| {
+            m.response(
+                ScriptedResponse::new()
+                    .tool_use(format!("e{i}"), "echo", json!({"text": "x".repeat(400)}))
+                    .usage(none()),
+            )
+            .response(
+                ScriptedResponse::new()
+                    .text(format!("done {i}"))
+                    .usage(none()),
+            )
+        })
+        .build()
+}
+
+fn summary_of(m: &Message) -> Option<&Summary> {
+    m.content.iter().find_map(|b| match b {
+        ContentBlock::Summary(s) => Some(&**s),
+        _ => None,
+    })
+}
+
+async fn stream_events(agent: &mut Agent, prompt: &str) -> Vec<AgentEvent> {
+    let mut s = agent.stream(prompt);
+    let mut out = Vec::new();
+    while let Some(e) = s.next().await {
+        out.push(e.unwrap());
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_summarizing_window_replaces_old_turns_with_a_summary_a_model_wrote() {
+    let log = Log::default();
+    let model = tool_loop(12);
+    let summarizer = ScriptedModel::builder()
+        .record_requests(true)
+        .text("The user asked for echoes; each echo returned x's.")
+        .cycle()
+        .build();
+    let budget = 1_500;
+    let mut agent = agent(model.clone())
+        .tool(echo_tool(&log))
+        .conversation_manager(SummarizingWindow::new(budget).summarizer(summarizer.clone()))
+        .build()
+        .unwrap();
+    agent.invoke("the task: echo things").await.unwrap();
+    let mut summarized = None;
+    for i in 1..12 {
+        let events = stream_events(&mut agent, &format!("again {i}")).await;
+        if let Some(e) = events
+            .iter()
+            .find(|e| matches!(e, AgentEvent::ContextSummarized { .. }))
+        {
+            summarized = Some(e.clone());
+            break;
+        }
+    }
+    let Some(AgentEvent::ContextSummarized {
+        message_count,
+        estimated_tokens_before,
+        estimated_tokens_after,
+        summary: Some(text),
+        failure: None,
+    }) = summarized
+    else {
+        panic!("no summary: {summarized:?}");
+    };
+    assert!(estimated_tokens_after < estimated_tokens_before);
+    assert!(estimated_tokens_after <= budget);
+    assert_eq!(text, "The user asked for echoes; each echo returned x's.");
+    // The summarizer got the instructions and a transcript, no tools.
+    let asked = &summarizer.requests()[0];
+    assert_eq!(asked.system_prompt.as_deref(), Some(SUMMARY_INSTRUCTIONS));
+    assert!(asked.tools.is_empty());
+    assert_eq!(asked.messages.len(), 1);
+    assert!(
+        asked.messages[0]
+            .text()
+            .contains("User: the task: echo things")
+    );
+    assert!(asked.messages[0].text().contains("called tool `echo`"));
+    // The history starts with the first user message's text, then the summary naming what it
+    // stands for, and stays valid.
+    let first = &agent.messages()[0];
+    assert_eq!(
+        first.content[0],
+        ContentBlock::text("the task: echo things")
+    );
+    let s = summary_of(first).expect("a summary block");
+    assert_eq!(s.text, text);
+    assert_eq!(s.message_count, message_count as u64);
+    assert_history_valid(agent.messages());
+    // The next request sends it (as text, by the provider).
+    agent.invoke("once more").await.unwrap();
+    let last = model.requests().last().unwrap().clone();
+    assert!(summary_of(&last.messages[0]).is_some());
+}
+
+#[tokio::test]
+async fn the_summary_call_goes_through_interventions_and_a_deny_falls_back_to_the_window() {
+    let log = Log::default();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s2 = seen.clone();
+    let summarizer = ScriptedModel::builder()
+        .record_requests(true)
+        .text("never used")
+        .cycle()
+        .build();
+    let budget = 1_500;
+    let mut agent = agent(tool_loop(12))
+        .tool(echo_tool(&log))
+        .conversation_manager(SummarizingWindow::new(budget).summarizer(summarizer.clone()))
+        .hook(move |e: &mut BeforeModelCallEvent| {
+            s2.lock().unwrap().push(e.is_summary());
+            if e.is_summary() {
+                e.cancel = rein_core::event::Cancel::Message("no summaries here".into());
+            }
+        })
+        .build()
+        .unwrap();
+    let mut fell_back = None;
+    for i in 0..12 {
+        let r = agent.invoke(format!("q{i}")).await.unwrap();
+        if let Some(d) = r.decisions.iter().find(|d| d.handler == "rein:summary") {
+            fell_back = Some(d.clone());
+            break;
+        }
+    }
+    let d = fell_back.expect("the summary was asked for");
+    assert_eq!(d.action, DecisionAction::Error);
+    assert!(
+        d.text.as_deref().unwrap().contains("no summaries here"),
+        "{d:?}"
+    );
+    assert!(
+        seen.lock().unwrap().contains(&true),
+        "the handler saw the summary call"
+    );
+    assert!(
+        summarizer.requests().is_empty(),
+        "a denied call is not made"
+    );
+    // The window trimmed instead: no summary, within budget, first message kept, valid.
+    assert!(agent.messages().iter().all(|m| summary_of(m).is_none()));
+    let estimate = agent.token_estimator().request(None, &[], agent.messages());
+    assert!(estimate <= budget + 200, "{estimate}");
+    assert_eq!(agent.messages()[0].content[0], ContentBlock::text("q0"));
+    assert_history_valid(agent.messages());
+}
+
+#[tokio::test]
+async fn a_failing_or_useless_summarizer_falls_back_to_the_window() {
+    for summarizer in [
+        ScriptedModel::builder().server_error().cycle().build(),
+        ScriptedModel::builder().text("   ").cycle().build(),
+        ScriptedModel::builder()
+            .text("y".repeat(50_000))
+            .cycle()
+            .build(),
+    ] {
+        let log = Log::default();
+        let mut agent = agent(tool_loop(12))
+            .retry_strategy(rein_agent::RetryStrategy::none())
+            .tool(echo_tool(&log))
+            .conversation_manager(SummarizingWindow::new(1_500).summarizer(summarizer))
+            .build()
+            .unwrap();
+        let mut failure = None;
+        for i in 0..12 {
+            let events = stream_events(&mut agent, &format!("q{i}")).await;
+            failure = events.into_iter().find_map(|e| match e {
+                AgentEvent::ContextSummarized { failure, .. } => failure,
+                _ => None,
+            });
+            if failure.is_some() {
+                break;
+            }
+        }
+        assert!(failure.is_some(), "fell back");
+        assert!(agent.messages().iter().all(|m| summary_of(m).is_none()));
+        assert_history_valid(agent.messages());
+    }
+}

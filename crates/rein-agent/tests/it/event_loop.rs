@@ -671,6 +671,38 @@ async fn context_overflow_reduces_and_retries() {
     assert_history_valid(agent.messages());
 }
 
+/// Issue 43, item 4: the overflow is retried once. Before, the run reduced and retried while
+/// the manager still reduced (here three calls: two reductions of the sliding window).
+#[tokio::test]
+async fn a_second_context_overflow_ends_the_run_with_the_typed_error() {
+    let model = ScriptedModel::builder()
+        .context_overflow()
+        .context_overflow()
+        .text("fits now")
+        .build();
+    let history: Vec<Message> = (0..10)
+        .flat_map(|i| {
+            [
+                Message::user(format!("q{i}")),
+                Message::assistant(format!("a{i}")),
+            ]
+        })
+        .collect();
+    let mut agent = agent(model.clone())
+        .retry_strategy(RetryStrategy::none())
+        .messages(history)
+        .build()
+        .unwrap();
+    let err = agent.invoke("latest").await.unwrap_err();
+    match err {
+        Error::Model(e) => assert_eq!(e.kind(), ModelErrorKind::ContextWindowOverflow),
+        other => panic!("expected the overflow, got {other:?}"),
+    }
+    assert_eq!(model.requests().len(), 2, "one retry, not more");
+    assert_history_valid(agent.messages());
+    assert_eq!(agent.messages().last().unwrap().text(), "latest");
+}
+
 #[tokio::test]
 async fn sliding_window_applies_after_invocation() {
     let model = ScriptedModel::builder().text("a").cycle().build();

@@ -448,3 +448,70 @@ async fn a_replay_records_the_fallback_hops_again() {
     assert_eq!(second.text(), "ok");
     assert_eq!(hops(&second), hops(&first));
 }
+
+/// Issue 43: a conversation manager's summary call is a step like any model call — recorded
+/// live, served from the journal on a replay (the summarizer is not called again), reaching
+/// the same history with the same summary.
+#[tokio::test]
+async fn a_summary_call_is_a_journaled_step() {
+    use rein_agent::SummarizingWindow;
+    use rein_core::stream::Usage;
+    let tape = Tape::default();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let big = "x".repeat(2_000);
+    // No usage reported: the estimate stays the heuristic's.
+    let text = |t: &str| ScriptedResponse::new().text(t).usage(Usage::new(0, 1));
+    let model = ScriptedModel::builder()
+        .response(text(&big))
+        .response(text(&big))
+        .response(text("third"))
+        .build();
+    let summarizer = ScriptedModel::builder()
+        .record_requests(true)
+        .text("Two long answers were given.")
+        .build();
+    let manager = || SummarizingWindow::new(800);
+    let mut live = Agent::builder()
+        .model(model)
+        .tool(counting_tool("a", &runs))
+        .conversation_manager(manager().summarizer(summarizer.clone()))
+        .journal(tape.clone())
+        .build()
+        .unwrap();
+    for q in ["one", "two", "three"] {
+        live.invoke(q).await.unwrap();
+    }
+    assert_eq!(summarizer.requests().len(), 1, "summarized once");
+    let kinds: Vec<StepKind> = tape.kinds().into_iter().map(|(k, _)| k).collect();
+    assert_eq!(
+        kinds,
+        [StepKind::ModelCall; 4],
+        "three turns and the summary"
+    );
+    let replay = tape.replaying();
+    let idle = ScriptedModel::builder().record_requests(true).build();
+    let mut again = Agent::builder()
+        .model(ScriptedModel::builder().build())
+        .tool(counting_tool("a", &runs))
+        .conversation_manager(manager().summarizer(idle.clone()))
+        .journal(replay)
+        .build()
+        .unwrap();
+    for q in ["one", "two", "three"] {
+        again.invoke(q).await.unwrap();
+    }
+    assert!(
+        idle.requests().is_empty(),
+        "the summary came from the journal"
+    );
+    // The same history; message ids are each agent's own, so the summary's differ.
+    let without_ids = |agent: &Agent| {
+        let mut v = serde_json::to_value(agent.messages()).unwrap();
+        let summary = &mut v[0]["content"][1]["summary"];
+        assert_eq!(summary["text"], "Two long answers were given.");
+        summary["firstMessageId"] = Value::Null;
+        summary["lastMessageId"] = Value::Null;
+        v
+    };
+    assert_eq!(without_ids(&again), without_ids(&live));
+}

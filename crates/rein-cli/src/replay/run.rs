@@ -5,14 +5,15 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use rein_agent::{
-    Agent, AgentEvent, AgentTool, Handoff, Input, OnRetryLimit, OutputStrategy, RetryStrategy,
+    Agent, AgentBuilder, AgentEvent, AgentTool, Handoff, Input, NoConversationManager,
+    OnRetryLimit, OutputStrategy, RetryStrategy, SlidingWindow, SummarizingWindow, TokenWindow,
     ToolExecutor, TurnInterceptor,
 };
 use rein_core::{
     ContentBlock, Error, Message, ToolHandle,
     audit::DecisionRecord,
     error::BuildError,
-    event::AfterModelCallEvent,
+    event::{AfterModelCallEvent, BeforeModelCallEvent},
     interrupt::Interrupt,
     message::{InterruptResponse, ReasoningContent},
     result::{AgentResult, InjectionRecord},
@@ -26,8 +27,8 @@ use rein_models::{ScriptedModel, ScriptedResponse};
 use serde_json::{Value, json};
 
 use crate::scenario::{
-    AgentDef, Answer, Executor, Invalid, Join, ModelEntry, ModelErrorName, OutputStrategyDef,
-    RetryLimitDef, Scenario, Step, ToolDef,
+    AgentDef, Answer, Executor, Invalid, Join, ManagerDef, ModelEntry, ModelErrorName,
+    OutputStrategyDef, RetryLimitDef, Scenario, Step, ToolDef,
 };
 
 /// Why a replay did not produce a transcript.
@@ -179,6 +180,68 @@ fn other_agent(
     b.build()
 }
 
+/// What each model call of the scenario's agent was to send, as built (a BeforeModelCall hook
+/// registered before the policy): kept when the scenario sets a conversation manager.
+type ContextLog = Arc<Mutex<Vec<Value>>>;
+
+/// The scenario's conversation manager on `builder`, with the log of what each request sent;
+/// the summarizer's own script, when it has one.
+fn with_manager(
+    builder: AgentBuilder,
+    def: &ManagerDef,
+    name: &str,
+    log: &ContextLog,
+) -> (AgentBuilder, Option<ScriptedModel>) {
+    let mut summarizer = None;
+    let builder = match def {
+        ManagerDef::None => builder.conversation_manager(NoConversationManager),
+        ManagerDef::SlidingWindow { messages } => {
+            builder.conversation_manager(SlidingWindow::new(messages.unwrap_or(40)))
+        }
+        ManagerDef::TokenWindow {
+            budget_tokens,
+            low_water_percent,
+        } => {
+            let mut w = TokenWindow::new(*budget_tokens);
+            if let Some(p) = low_water_percent {
+                w = w.low_water_percent(*p);
+            }
+            builder.conversation_manager(w)
+        }
+        ManagerDef::SummarizingWindow {
+            budget_tokens,
+            low_water_percent,
+            summarizer: script,
+            instructions,
+        } => {
+            let mut w = SummarizingWindow::new(*budget_tokens);
+            if let Some(p) = low_water_percent {
+                w = w.low_water_percent(*p);
+            }
+            if let Some(i) = instructions {
+                w = w.instructions(i.as_str());
+            }
+            if !script.is_empty() {
+                let model = scripted_model(format!("scenario:{name}:summarizer"), script, None);
+                w = w.summarizer(model.clone());
+                summarizer = Some(model);
+            }
+            builder.conversation_manager(w)
+        }
+    };
+    let log = Arc::clone(log);
+    let builder = builder.hook(move |ev: &mut BeforeModelCallEvent| {
+        log.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(json!({
+                "summary_call": ev.is_summary(),
+                "messages": ev.request.messages.len(),
+                "estimated_input_tokens": ev.estimated_input_tokens(),
+            }));
+    });
+    (builder, summarizer)
+}
+
 async fn run(scenario: Scenario, policy: Vec<SharedHandler>) -> Result<Value, RunError> {
     let model = scripted_model(
         format!("scenario:{}", scenario.name),
@@ -201,7 +264,13 @@ async fn run(scenario: Scenario, policy: Vec<SharedHandler>) -> Result<Value, Ru
         .collect();
     let inject = Arc::new(Mutex::new(InjectState::default()));
     let hook_inject = Arc::clone(&inject);
-    let mut builder = Agent::builder()
+    let context = ContextLog::default();
+    let mut summarizer = None;
+    let mut builder = Agent::builder();
+    if let Some(def) = &scenario.conversation_manager {
+        (builder, summarizer) = with_manager(builder, def, &scenario.name, &context);
+    }
+    builder = builder
         .name(if scenario.name.is_empty() {
             "replay"
         } else {
@@ -323,6 +392,14 @@ async fn run(scenario: Scenario, policy: Vec<SharedHandler>) -> Result<Value, Ru
             .collect();
         obj.insert("agent_requests".into(), Value::Object(by_agent));
     }
+    // What each request sent, and the summarizer's requests (scenarios that set a manager).
+    if let (Some(_), Some(obj)) = (&scenario.conversation_manager, transcript.as_object_mut()) {
+        let sent = std::mem::take(&mut *context.lock().unwrap_or_else(PoisonError::into_inner));
+        obj.insert("context".into(), Value::Array(sent));
+        if let Some(m) = &summarizer {
+            obj.insert("summarizer_requests".into(), requests_json(m));
+        }
+    }
     Ok(transcript)
 }
 
@@ -409,6 +486,7 @@ async fn run_step(agent: &mut Agent, input: Input, answers: &[Answer], typed: bo
     let mut decisions = Vec::new();
     let mut injections = Vec::new();
     let mut attempts = Attempts::default();
+    let mut summary = None;
     let interceptor = agent.interceptor();
     let mut stream = agent.stream(input);
     let mut outcome: Option<Result<AgentResult, Error>> = None;
@@ -439,6 +517,21 @@ async fn run_step(agent: &mut Agent, input: Input, answers: &[Answer], typed: bo
             Ok(AgentEvent::InjectionRejected { id, reason }) => {
                 injections
                     .push(json!({"id": id.to_string(), "outcome": "rejected", "reason": reason}));
+            }
+            Ok(AgentEvent::ContextSummarized {
+                message_count,
+                estimated_tokens_before,
+                estimated_tokens_after,
+                summary: text,
+                failure,
+            }) => {
+                summary = Some(json!({
+                    "message_count": message_count,
+                    "estimated_tokens_before": estimated_tokens_before,
+                    "estimated_tokens_after": estimated_tokens_after,
+                    "summary": text,
+                    "failure": failure,
+                }));
             }
             Ok(AgentEvent::Finished(r)) => outcome = Some(Ok(r)),
             Ok(_) => {}
@@ -474,6 +567,14 @@ async fn run_step(agent: &mut Agent, input: Input, answers: &[Answer], typed: bo
             decisions,
             injections,
         ),
+    };
+    // The conversation manager's summary after the step, when it made one.
+    let step = match (step, summary) {
+        (Value::Object(mut o), Some(s)) => {
+            o.insert("summary".into(), s);
+            Value::Object(o)
+        }
+        (step, _) => step,
     };
     // A typed agent's step: its answer (null without one) and each attempt at it.
     match step {

@@ -166,6 +166,26 @@ fn invalid_scenarios_exit_2_naming_the_json_path() {
     assert!(e.contains("model[0].content[0]"), "{e}");
 
     let e = invalid(
+        "manager-typo.json",
+        serde_json::json!({"conversation_manager": {"kind": "token_window", "budget": 10},
+                           "steps": [ok_step]}),
+    );
+    assert!(
+        e.contains("conversation_manager: unknown field `budget`"),
+        "{e}"
+    );
+    let e = invalid(
+        "summarizer-script.json",
+        serde_json::json!({"conversation_manager": {"kind": "summarizing_window",
+                               "budget_tokens": 10, "summarizer": [{"content": [], "error": "server"}]},
+                           "steps": [ok_step]}),
+    );
+    assert!(
+        e.contains("conversation_manager.summarizer[0]: give either `content` or `error`"),
+        "{e}"
+    );
+
+    let e = invalid(
         "both.json",
         serde_json::json!({"steps": [{"prompt": "a", "resume": []}]}),
     );

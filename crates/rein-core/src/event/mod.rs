@@ -322,6 +322,8 @@ pub struct BeforeModelCallEvent {
     cx: InvocationContext,
     model_call_index: u32,
     resume: bool,
+    /// A conversation manager's summary call (SPEC §6.1), not a turn of the run.
+    summary: bool,
     guidance: Vec<String>,
     answers: InterruptAnswers,
     interrupts: Vec<Interrupt>,
@@ -353,6 +355,7 @@ impl BeforeModelCallEvent {
             cx,
             model_call_index: 0,
             resume: false,
+            summary: false,
             guidance: Vec::new(),
             answers: InterruptAnswers::default(),
             interrupts: Vec::new(),
@@ -374,6 +377,20 @@ impl BeforeModelCallEvent {
     /// `u32::MAX` (no model takes 4 billion tokens).
     pub fn estimated_input_tokens(&self) -> u64 {
         u64::from(self.estimated_input_tokens)
+    }
+
+    /// Marks the event as a conversation manager's summary call (SPEC §6.1).
+    pub fn as_summary(mut self) -> Self {
+        self.summary = true;
+        self
+    }
+
+    /// Whether this call writes a summary of older messages for the conversation manager
+    /// (SPEC §6.1) rather than a turn of the run: its request holds the messages to summarize;
+    /// a deny makes the manager fall back to trimming; guidance and interrupts are not
+    /// taken (nothing waits for a summary).
+    pub fn is_summary(&self) -> bool {
+        self.summary
     }
 
     /// Marks the event as the pass of a held call made again on resume (SPEC §3.8).
@@ -437,6 +454,8 @@ pub struct AfterModelCallEvent {
     interrupts: Vec<Interrupt>,
     retries: (u32, u32),
     decisions: Vec<DecisionRecord>,
+    /// A conversation manager's summary call (SPEC §6.1), not a turn of the run.
+    summary: bool,
 }
 
 common_accessors!(AfterModelCallEvent, EventKind::AfterModelCall);
@@ -465,7 +484,21 @@ impl AfterModelCallEvent {
             // The agent's default cap until the agent says otherwise.
             retries: (0, 3),
             decisions: Vec::new(),
+            summary: false,
         }
+    }
+
+    /// Marks the event as a conversation manager's summary call (SPEC §6.1).
+    pub fn as_summary(mut self) -> Self {
+        self.summary = true;
+        self
+    }
+
+    /// Whether this call wrote a summary of older messages for the conversation manager
+    /// (SPEC §6.1): a retry, a withheld response or an interrupt makes the manager fall back
+    /// to trimming (a summary call is made once and never waits).
+    pub fn is_summary(&self) -> bool {
+        self.summary
     }
 
     /// Sets how many times this turn's model call was already retried at a hook's request,

@@ -79,6 +79,7 @@ fn block(b: &ContentBlock) -> Option<Value> {
         // Converse rejects blank text blocks.
         ContentBlock::Text(t) if t.trim().is_empty() => None,
         ContentBlock::Text(t) => Some(json!({ "text": t })),
+        ContentBlock::Summary(s) => Some(json!({ "text": s.as_prompt_text() })),
         ContentBlock::ToolUse(u) => {
             let input = if u.input.is_object() {
                 u.input.clone()
@@ -466,6 +467,23 @@ mod tests {
             json!([{"role": "user", "content": [{"text": "a"}, {"text": "b"}]}])
         );
         assert_eq!(body["guardrailConfig"]["guardrailIdentifier"], "g");
+    }
+
+    /// A conversation manager's summary (SPEC §6.1) goes out as ordinary text.
+    #[test]
+    fn a_summary_block_is_sent_as_text() {
+        use rein_core::{id::MessageId, message::Summary};
+        let summary = Summary::new("They counted.", MessageId::new(), MessageId::new(), 4);
+        let lead = summary.as_prompt_text();
+        let req = ModelRequest::new(vec![Message::new(
+            Role::User,
+            vec![ContentBlock::from(summary), ContentBlock::text("next")],
+        )]);
+        let body = encode_request(&req, &Map::new(), &Map::new());
+        assert_eq!(
+            body["messages"],
+            json!([{"role": "user", "content": [{"text": lead}, {"text": "next"}]}])
+        );
     }
 
     #[test]

@@ -935,3 +935,76 @@ async fn human_approval_resumes_in_a_new_agent_and_trust_lasts_the_session() {
         assert_eq!(r.stop_reason, StopReason::Interrupt, "{name}");
     }
 }
+
+/// The first `Summary` block of a message.
+fn summary_of(m: &Message) -> Option<&rein_core::message::Summary> {
+    m.content.iter().find_map(|b| match b {
+        ContentBlock::Summary(s) => Some(&**s),
+        _ => None,
+    })
+}
+
+/// Issue 43: a summary replaces older messages in the agent's history, but the store keeps
+/// them (before `history_start`), the summary names their ids, and a new agent loads the
+/// history with the summary as it was.
+#[tokio::test]
+async fn a_summary_keeps_its_source_in_the_store_and_round_trips() {
+    use rein_agent::SummarizingWindow;
+    use rein_core::stream::Usage;
+    use rein_models::ScriptedResponse;
+    let dir = TempDir::new("summary");
+    let store = SharedSessionStore::new(FileSessionStore::new(dir.path()));
+    // Long answers, no reported usage (the estimate stays the heuristic's).
+    let mut model = ScriptedModel::builder();
+    for i in 0..6 {
+        model = model.response(
+            ScriptedResponse::new()
+                .text(format!("r{i} {}", "x".repeat(800)))
+                .usage(Usage::new(0, 1)),
+        );
+    }
+    let summarizer = ScriptedModel::builder()
+        .text("Earlier: long answers r0..")
+        .cycle()
+        .build();
+    let manager = || SummarizingWindow::new(700).summarizer(summarizer.clone());
+    let mut a = builder(&store, "sum", model.build())
+        .conversation_manager(manager())
+        .build()
+        .unwrap();
+    for i in 0..6 {
+        a.invoke(format!("q{i}").as_str()).await.unwrap();
+    }
+    let summary = summary_of(&a.messages()[0])
+        .expect("the history starts with a summary")
+        .clone();
+    assert_eq!(a.messages()[0].content[0], ContentBlock::text("q0"));
+    let s = store.load("sum").await.unwrap().unwrap();
+    assert_eq!(s.messages.len(), 12, "summarized messages stay stored");
+    assert!(s.history_start > 0);
+    assert_eq!(s.checkpoint(), a.checkpoint());
+    // The summary's range names stored messages, ending just before the history starts
+    // (where the latest summary's source ends).
+    let ids: Vec<MessageId> = s.messages.iter().map(|m| m.id).collect();
+    let first = ids.iter().position(|id| *id == summary.first_message_id);
+    let last = ids.iter().position(|id| *id == summary.last_message_id);
+    let (Some(first), Some(last)) = (first, last) else {
+        panic!("the summary's range is not stored: {summary:?}");
+    };
+    assert!(first <= last && last < s.history_start as usize);
+    assert_eq!(
+        s.conversation_manager_state["summary_count"],
+        a.conversation_manager_state()["summary_count"]
+    );
+
+    let mut b = builder(&store, "sum", ScriptedModel::builder().text("y").build())
+        .conversation_manager(manager())
+        .build()
+        .unwrap();
+    b.load_session().await.unwrap();
+    assert_eq!(b.messages(), a.messages());
+    assert_eq!(
+        b.conversation_manager_state(),
+        a.conversation_manager_state()
+    );
+}

@@ -476,3 +476,46 @@ async fn write_release_fixtures() {
         postgres.delete(name).await.unwrap();
     }
 }
+
+/// Issue 43: a session of release 0.1 loads into an agent whose manager summarizes, and its
+/// first summary names the old messages, which stay stored.
+#[tokio::test]
+async fn a_release_0_1_session_loads_into_a_summarizing_agent() {
+    use rein_agent::SummarizingWindow;
+    use rein_core::ContentBlock;
+    use rein_models::ScriptedModel;
+    let dir = TempDir::new("release-summary");
+    copy_dir(
+        &fixtures().join("file").join("finished"),
+        &dir.path().join("finished"),
+    );
+    let store = SharedSessionStore::new(FileSessionStore::new(dir.path()));
+    let before = store.load("finished").await.unwrap().unwrap();
+    let summarizer = ScriptedModel::builder().text("They counted.").build();
+    let mut agent = rein_agent::Agent::builder()
+        .model(ScriptedModel::builder().text("Done.").build())
+        // The scripted model reports few input tokens, which calibrates the estimate low: a
+        // budget of 1 summarizes at the first chance.
+        .conversation_manager(SummarizingWindow::new(1).summarizer(summarizer))
+        .session(SessionManager::new(store.clone(), "finished"))
+        .build()
+        .unwrap();
+    assert!(agent.load_session().await.unwrap());
+    let old: Vec<MessageId> = history(&agent).iter().map(|(id, _)| *id).collect();
+    agent.invoke("next").await.unwrap();
+    let summary = agent.messages()[0]
+        .content
+        .iter()
+        .find_map(|b| match b {
+            ContentBlock::Summary(s) => Some(s.clone()),
+            _ => None,
+        })
+        .expect("summarized");
+    assert_eq!(summary.text, "They counted.");
+    assert_eq!(summary.first_message_id, old[0]);
+    let after = store.load("finished").await.unwrap().unwrap();
+    assert_eq!(after.messages.len(), before.messages.len() + 2);
+    for id in &old {
+        assert!(after.messages.iter().any(|m| m.id == *id), "kept {id}");
+    }
+}
