@@ -262,8 +262,7 @@ fn the_typescript_sdk_client_over_stdio_sees_the_policy_and_answers_approvals() 
 #[test]
 fn the_typescript_sdk_client_over_http_sees_the_policy_and_answers_approvals() {
     let (dir, policy) = root("sdk-http");
-    let (child, _lines, url) =
-        serve_http(&dir, &policy, &["--token", "a-token-for-the-sdk-test"]);
+    let (child, _lines, url) = serve_http(&dir, &policy, &["--token", "a-token-for-the-sdk-test"]);
     for approve in ["yes", "no", "none"] {
         let Some(seen) = sdk_client(approve, &["http", &url, "a-token-for-the-sdk-test"]) else {
             break;
