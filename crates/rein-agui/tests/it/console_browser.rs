@@ -467,7 +467,7 @@ async fn an_elicitation_is_answered_through_its_form_in_a_real_browser() {
     let transcript = text(&page, "transcript");
     let answered = transcript
         .lines()
-        .find_map(|l| l.strip_prefix("← signed up with "))
+        .find_map(|l| l.strip_prefix("← answered "))
         .map(|a| serde_json::from_str::<Value>(a).unwrap());
     assert_eq!(
         answered,
@@ -478,5 +478,39 @@ async fn an_elicitation_is_answered_through_its_form_in_a_real_browser() {
     );
     assert!(transcript.contains("Signed up."), "{transcript}");
     assert!(text(&page, "approvals").contains("Nothing waits for you."));
+    server.shutdown().await.unwrap();
+}
+
+/// A URL-mode question: the URL as a link that opens apart from the console, and Done /
+/// Decline / Cancel; Done resumes the run with `accept` and no content.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_url_elicitation_is_a_link_and_done_in_a_real_browser() {
+    if browser().is_none() {
+        return;
+    }
+    let server = common::start(MemorySessionStore::new()).await;
+    let page = drive(&server.url(), "visit", 390, "visit-in-a-browser").await;
+    assert_eq!(text(&page, "title"), "Pay needs your answer", "{page}");
+    assert_eq!(
+        page["link"],
+        json!({"href": "https://shop.example.com/checkout?order=17", "text": "https://shop.example.com/checkout?order=17",
+            "rel": "noopener noreferrer", "target": "_blank"}),
+        "{page}"
+    );
+    assert_eq!(
+        page["buttons"],
+        json!([
+            "answer-accept:Done",
+            "answer-decline:Decline",
+            "answer-cancel:Cancel"
+        ]),
+        "{page}"
+    );
+    let transcript = text(&page, "transcript");
+    assert!(
+        transcript.contains(r#"← answered {"action":"accept"}"#),
+        "{transcript}"
+    );
+    assert!(transcript.contains("Paid."), "{transcript}");
     server.shutdown().await.unwrap();
 }

@@ -17,6 +17,7 @@
 //                 titles markup): the form is built from the interrupt's responseSchema; a
 //                 value the server refuses (the browser's own checks turned off) leaves the
 //                 form as it was; a valid one resumes the run with the answer
+//   visit         a URL-mode question: the link and the buttons; Done resumes the run
 //   layout        the page with an approval waiting (for the phone layout's measurements)
 //   four-eyes     bob asks for a refund and may not approve it himself; alice signs in and does
 //                 (the tokens of the identity tests' server: bob-token-…, alice-token-…)
@@ -249,6 +250,21 @@ const scenarios = {
     out.transcript = await text(page, "#transcript");
     out.approvals = await text(page, "#approvals");
     out.pwned = await page.evaluate(() => window.__pwned === 1);
+  },
+
+  async visit(page, context, out) {
+    await page.goto(withToken(url, thread));
+    await page.fill("#prompt", "Pay for my order");
+    await page.click("#send");
+    const done = page.locator("#approvals [data-action=answer-accept]");
+    await done.waitFor(wait);
+    out.title = await text(page, "#approvals .approval .q");
+    out.link = await page.$eval("#approvals a", (a) => ({ href: a.href, text: a.textContent, rel: a.rel, target: a.target }));
+    out.buttons = await page.$$eval("#approvals button", (bs) => bs.map((b) => `${b.dataset.action}:${b.textContent}`));
+    await page.screenshot({ path: path.join(shots, `console-url-elicitation-${width}.png`) });
+    await done.click();
+    await page.getByText("Paid.").waitFor(wait);
+    out.transcript = await text(page, "#transcript");
   },
 
   async layout(page, context, out) {

@@ -18,9 +18,9 @@ use rein_models::{ScriptedModel, SharedModel};
 use rein_sessions::MemorySessionStore;
 use serde_json::json;
 
-const SCRIPTS: [&str; 14] = [
+const SCRIPTS: [&str; 15] = [
     "tool", "output", "browser", "approve", "reject", "edit", "refuse", "inject", "parked",
-    "replay", "gate", "pair", "always", "elicit",
+    "replay", "gate", "pair", "always", "elicit", "visit",
 ];
 
 fn script(thread_id: &str) -> ScriptedModel {
@@ -56,6 +56,7 @@ fn script(thread_id: &str) -> ScriptedModel {
             .tool_use("r2", "refund", json!({"amount": 80, "order": 18}))
             .text("Refunded again."),
         "elicit" => b.tool_use("e1", "sign_up", json!({})).text("Signed up."),
+        "visit" => b.tool_use("p1", "pay", json!({})).text("Paid."),
         "gate" => b
             .tool_use("g1", "gate", json!({}))
             .text("Through the gate."),
@@ -94,30 +95,64 @@ fn sign_up_interrupt(tool_use_id: &str) -> Interrupt {
         },
         "required": ["name", "age", "plan"]
     });
+    let reason = json!({"message": format!("Sign-up details {HOSTILE}"), "mode": "form", "requestedSchema": form, "server": "everything"});
+    elicitation(tool_use_id, reason, Some(form))
+}
+
+/// A URL-mode question: the user visits the URL, then says when done.
+fn pay_interrupt(tool_use_id: &str) -> Interrupt {
+    let reason = json!({"message": "Pay for order 17 on the shop's site.", "mode": "url",
+        "url": "https://shop.example.com/checkout?order=17", "server": "everything"});
+    elicitation(tool_use_id, reason, None)
+}
+
+/// An interrupt as rein-mcp raises it for an elicitation: the schema of its answer declared
+/// (accept with the form's content, closed — none in URL mode —, decline, cancel, `false`).
+fn elicitation(
+    tool_use_id: &str,
+    reason: serde_json::Value,
+    form: Option<serde_json::Value>,
+) -> Interrupt {
     let choice = |title: &str, action: &str, content: Option<serde_json::Value>| {
         let mut c = json!({"title": title, "type": "object", "properties": {"action": {"const": action}},
             "required": ["action"], "additionalProperties": false});
-        if let Some(content) = content {
+        if let Some(mut content) = content {
+            content["additionalProperties"] = json!(false);
             c["properties"]["content"] = content;
             c["required"] = json!(["action", "content"]);
         }
         c
     };
-    let mut content = form.clone();
-    content["additionalProperties"] = json!(false);
+    let accept = if form.is_some() { "Accept" } else { "Done" };
     let id = format!("v1:tool_call:{tool_use_id}:mcp_elicitation:0");
-    Interrupt::new(
-        id,
-        "mcp_elicitation",
-        json!({"message": format!("Sign-up details {HOSTILE}"), "mode": "form", "requestedSchema": form, "server": "everything"}),
+    Interrupt::new(id, "mcp_elicitation", reason)
+        .with_response_schema(json!({"oneOf": [
+            choice(accept, "accept", form),
+            choice("Decline", "decline", None),
+            choice("Cancel", "cancel", None),
+            {"const": false, "title": "Cancel"}
+        ]}))
+        .with_tool_use_id(tool_use_id)
+}
+
+/// A tool that asks `asked` and, answered, returns what it got.
+fn asking_tool(name: &str, asked: fn(&str) -> Interrupt) -> ToolHandle {
+    ToolHandle::from_sync_fn(
+        name,
+        "Asks the user (as an MCP server's elicitation).",
+        json!({"type": "object"}),
+        move |_, cx| {
+            let asked = asked(cx.tool_use_id());
+            match cx.answer(&asked.id) {
+                Some(answer) => Ok(format!("answered {answer}").into()),
+                None => {
+                    let id = asked.id.clone();
+                    cx.raise_interrupt(asked);
+                    Err(rein_core::tool::InterruptRaised(id).into())
+                }
+            }
+        },
     )
-    .with_response_schema(json!({"oneOf": [
-        choice("Accept", "accept", Some(content)),
-        choice("Decline", "decline", None),
-        choice("Cancel", "cancel", None),
-        {"const": false, "title": "Cancel"}
-    ]}))
-    .with_tool_use_id(tool_use_id)
 }
 
 /// The gates of `gate` tool calls, one per thread: a run on a `gate` thread stays in its tool
@@ -211,22 +246,8 @@ pub fn unauthenticated_server(store: MemorySessionStore, models: Models) -> Agui
                 json!({"type": "object", "properties": {"amount": {"type": "number"}, "order": {"type": "integer"}}, "required": ["amount", "order"]}),
                 |input, _| Ok(format!("refunded {} to order {}", input["amount"], input["order"]).into()),
             ))
-            .tool(ToolHandle::from_sync_fn(
-                "sign_up",
-                "Signs the user up; asks for their details (as an MCP server's elicitation).",
-                json!({"type": "object"}),
-                |_, cx| {
-                    let asked = sign_up_interrupt(cx.tool_use_id());
-                    match cx.answer(&asked.id) {
-                        Some(answer) => Ok(format!("signed up with {answer}").into()),
-                        None => {
-                            let id = asked.id.clone();
-                            cx.raise_interrupt(asked);
-                            Err(rein_core::tool::InterruptRaised(id).into())
-                        }
-                    }
-                },
-            ))
+            .tool(asking_tool("sign_up", sign_up_interrupt))
+            .tool(asking_tool("pay", pay_interrupt))
             .tool(ToolHandle::from_sync_fn(
                 "clock",
                 "The time.",
