@@ -275,7 +275,10 @@ impl PausedRun {
 
     /// The pending interrupt `response` answers, if the answer is bound to what it asks about:
     /// `UnknownInterrupt` when no pending interrupt has its resume id (an answer to another
-    /// pause), `FingerprintMismatch` when it names another fingerprint or none.
+    /// pause), `FingerprintMismatch` when it names another fingerprint or none,
+    /// `InvalidAnswer` when it does not match the interrupt's declared
+    /// [`response_schema`](Interrupt::response_schema) (or that schema is not a valid JSON
+    /// schema: closed, never any answer).
     pub(crate) fn answered_by(
         &self,
         response: &InterruptResponse,
@@ -284,6 +287,12 @@ impl PausedRun {
             .find(&response.interrupt_id)
             .ok_or_else(|| Error::UnknownInterrupt(response.interrupt_id.clone()))?;
         pending.interrupt.check_bound(response)?;
+        if let Some(schema) = &pending.interrupt.response_schema {
+            check_response(schema, &response.response).map_err(|reason| Error::InvalidAnswer {
+                interrupt_id: pending.interrupt.id.clone(),
+                reason,
+            })?;
+        }
         Ok(pending)
     }
 
@@ -306,6 +315,20 @@ impl PausedRun {
             }
             found => Err(too_new(found)),
         }
+    }
+}
+
+/// Checks an answer against the response schema its interrupt declares: the first error, with
+/// where in the answer it is. Nothing is fetched: a schema referring elsewhere refuses.
+fn check_response(schema: &Value, answer: &Value) -> Result<(), String> {
+    let validator = jsonschema::validator_for(schema)
+        .map_err(|e| format!("the interrupt's response schema is not a valid JSON schema: {e}"))?;
+    match validator.iter_errors(answer).next() {
+        None => Ok(()),
+        Some(e) => Err(format!(
+            "the answer does not match the interrupt's response schema: {e} (at `{}`)",
+            e.instance_path()
+        )),
     }
 }
 

@@ -120,7 +120,7 @@ function plainReason(message) {
   let m = message;
   for (const i of [...pending, ...parked]) m = m.split(i.id).join("");
   m = m.replace(/^the answer to interrupt\s*( does not match its response schema)?:\s*/, "");
-  return m.replace(/\(at `\/edit\/([^`]*)`\)/, (_, p) => `(field: ${p.split("/").join(" › ")})`)
+  return m.replace(/\(at `\/(?:edit|content)\/([^`]*)`\)/, (_, p) => `(field: ${p.split("/").join(" › ")})`)
     .replace(/\(at `\/edit`\)/, "(the changed request)");
 }
 
@@ -304,9 +304,12 @@ function card(i) {
   c.dataset.interruptId = i.id;
   const call = callOf(i);
   const question = i.message || "";
+  const props = (i.responseSchema && i.responseSchema.properties) || {};
+  const isApproval = !!props.approved;
+  const offered = isApproval ? null : choicesOf(i.responseSchema);
   if (call) {
-    c.appendChild(el("h3", "q", `${words(call.name)} needs your approval`));
-    if (question && !question.startsWith("Allow ")) c.appendChild(el("p", "ask", question));
+    c.appendChild(el("h3", "q", `${words(call.name)} needs ${offered ? "your answer" : "your approval"}`));
+    if (question && (offered || !question.startsWith("Allow "))) c.appendChild(el("p", "ask", question));
     const input = call.input;
     if (input && typeof input === "object" && !Array.isArray(input)) {
       const list = el("dl", "fields");
@@ -319,8 +322,11 @@ function card(i) {
     c.appendChild(el("h3", "q", i.injectionId ? "A message for the agent needs your approval" : question || "The agent needs your answer"));
     if (i.injectionId) c.appendChild(el("p", "ask", i.text ? `“${i.text}” — ${question}` : question));
   }
-  const props = (i.responseSchema && i.responseSchema.properties) || {};
-  const isApproval = !!props.approved;
+  if (offered) {
+    answerForms(c, i, offered);
+    c.appendChild(technical(i, call));
+    return c;
+  }
   const buttons = el("div", "buttons");
   const button = (text, cls, action, onclick) => {
     const b = el("button", cls, text);
@@ -359,6 +365,12 @@ function card(i) {
   form.hidden = true;
   if (isApproval) c.appendChild(form);
 
+  c.appendChild(technical(i, call));
+  return c;
+}
+
+// Which interrupt this is, who asked it and about what: for whoever debugs, folded away.
+function technical(i, call) {
   const details = el("details", "tech");
   details.appendChild(el("summary", "", "Technical details"));
   const rein = (i.metadata && i.metadata.rein) || {};
@@ -367,11 +379,196 @@ function card(i) {
     rein.name ? `asked by ${rein.name}${rein.point ? ` at ${rein.point}` : ""}` : "",
     call ? `${call.name} ${JSON.stringify(call.input)}` : "",
   ].filter(Boolean).join("\n")));
-  c.appendChild(details);
-  return c;
+  return details;
+}
+
+const isObjectSchema = (s) => !!s && typeof s === "object" && !!s.properties && typeof s.properties === "object";
+
+// The answers an interrupt's `responseSchema` offers, when the console can build them (SPEC
+// §11): a `oneOf` of objects told apart by `const` properties — a button each, named by the
+// alternative's `title` — whose one other property, if any, is an object schema filled in by a
+// form (an MCP elicitation: Accept with the form's `content`, Decline, Cancel); or one object
+// schema: a form whose values are the answer. Null: the schema is not one of these (any JSON).
+function choicesOf(schema) {
+  if (!schema || typeof schema !== "object") return null;
+  if (!Array.isArray(schema.oneOf)) {
+    return isObjectSchema(schema) ? [{ label: "Submit", action: "submit", fixed: null, key: null, form: schema }] : null;
+  }
+  const out = [];
+  for (const alt of schema.oneOf) {
+    // A bare constant (an MCP form's `false`, AG-UI's dismissal) is not a button of its own.
+    if (alt && typeof alt === "object" && "const" in alt && !alt.properties) continue;
+    if (!isObjectSchema(alt)) return null;
+    const fixed = {};
+    const rest = [];
+    for (const [k, p] of Object.entries(alt.properties)) {
+      if (p && typeof p === "object" && "const" in p) fixed[k] = p.const; else rest.push([k, p]);
+    }
+    const constants = Object.values(fixed);
+    if (!constants.length || rest.length > 1 || (rest.length && !isObjectSchema(rest[0][1]))) return null;
+    const [key, form] = rest[0] || [null, null];
+    const label = typeof alt.title === "string" && alt.title ? alt.title : words(shown(constants[0]));
+    out.push({ label, action: shown(constants[0]), fixed, key, form });
+  }
+  return out.length ? out : null;
+}
+
+// The answer forms of an interrupt whose response schema offers `choices`: the question, a
+// link the question names (http and https only: never `javascript:`), a form for the choice
+// that has one (its button checks the fields first) and a button for each other choice.
+function answerForms(c, i, choices) {
+  const rein = (i.metadata && i.metadata.rein) || {};
+  const url = rein.reason && typeof rein.reason === "object" && typeof rein.reason.url === "string" ? rein.reason.url : "";
+  let link = null;
+  try { link = url && ["http:", "https:"].includes(new URL(url).protocol) ? url : null; } catch { link = null; }
+  if (link) {
+    const a = el("a", "link", link);
+    a.href = link;
+    a.target = "_blank";
+    a.rel = "noopener noreferrer";
+    const p = el("p", "ask", "Open ");
+    p.append(a, document.createTextNode(", then say when you are done."));
+    c.appendChild(p);
+  }
+  // The choices without a form go beside the form's button (they send no form: unchecked).
+  let buttons = el("div", "buttons");
+  const button = (choice, parent, type) => {
+    const b = el("button", choice.action === "accept" || choice.action === "submit" ? "approve" : choice.action === "decline" ? "reject" : "", choice.label);
+    b.type = type;
+    b.dataset.action = `answer-${choice.action}`;
+    parent.appendChild(b);
+    return b;
+  };
+  for (const choice of choices) {
+    if (!choice.form) {
+      button(choice, buttons, "button").onclick = () => answer(i, choice.fixed);
+      continue;
+    }
+    const form = el("form", "answer");
+    const fields = fieldsOf(choice.form, null);
+    const problem = el("p", "field-error");
+    form.append(...fields.rows, problem);
+    const row = el("div", "buttons");
+    button(choice, row, "submit");
+    form.appendChild(row);
+    if (!buttons.children.length && !buttons.parentNode) buttons = row;
+    form.addEventListener("submit", (e) => {
+      e.preventDefault();
+      problem.textContent = "";
+      try {
+        const values = fields.read();
+        answer(i, choice.key === null ? (choice.fixed ? { ...values, ...choice.fixed } : values) : { ...choice.fixed, [choice.key]: values });
+      } catch (err) {
+        problem.textContent = err.message;
+      }
+    });
+    c.appendChild(form);
+  }
+  // A bare form may still be dismissed: the protocol's `cancelled`.
+  if (choices.length === 1 && choices[0].action === "submit") {
+    button({ label: "Cancel", action: "cancel" }, buttons, "button").onclick = () => answer(i, null);
+  }
+  if (!buttons.parentNode && buttons.children.length) c.appendChild(buttons);
 }
 
 const typeOf = (s) => (Array.isArray(s.type) ? s.type.find((t) => t !== "null") : s.type);
+
+// The choices of an enum field as [value, label]: `enum` (labelled by `enumNames` where given,
+// as MCP's legacy titled enums) or a `oneOf` of `const`s with `title`s. Null: not an enum.
+function enumOf(s) {
+  if (Array.isArray(s.enum)) return s.enum.map((v, n) => [v, Array.isArray(s.enumNames) && typeof s.enumNames[n] === "string" ? s.enumNames[n] : shown(v)]);
+  const alts = s.oneOf || s.anyOf;
+  if (Array.isArray(alts) && alts.length && alts.every((a) => a && typeof a === "object" && "const" in a)) {
+    return alts.map((a) => [a.const, typeof a.title === "string" ? a.title : shown(a.const)]);
+  }
+  return null;
+}
+
+// One labelled input per property of an object schema, by type: text (with the string's
+// format and length bounds), number (integer steps, bounds), checkbox, select for an enum,
+// JSON text otherwise; filled from `current`, else the field's default. Titles and
+// descriptions come from whoever wrote the schema (an MCP server): text only, never markup.
+// The bounds let the browser help the person; the server checks the answer against the schema.
+// Returns the rows and a reader of the object they make (throws on a field that is not JSON).
+function fieldsOf(schema, current) {
+  const required = new Set(Array.isArray(schema.required) ? schema.required : []);
+  const rows = [];
+  const readers = [];
+  for (const [key, raw] of Object.entries(schema.properties)) {
+    const s = raw && typeof raw === "object" ? raw : {};
+    const row = el("label", "field");
+    const label = el("span", "", typeof s.title === "string" ? s.title : words(key));
+    if (required.has(key)) {
+      const mark = el("span", "required", " *");
+      mark.title = "required";
+      label.appendChild(mark);
+    } else {
+      label.appendChild(document.createTextNode(" (optional)"));
+    }
+    row.appendChild(label);
+    const has = !!current && key in current;
+    const v = has ? current[key] : s.default;
+    const given = v !== undefined;
+    const type = typeOf(s);
+    const choices = enumOf(s);
+    let input;
+    let read;
+    if (choices) {
+      input = el("select");
+      if (!required.has(key) || !given) input.appendChild(el("option", "", ""));
+      for (const [value, text] of choices) {
+        const o = el("option", "", text);
+        o.value = JSON.stringify(value);
+        input.appendChild(o);
+      }
+      if (given) input.value = JSON.stringify(v);
+      read = () => (input.value === "" ? undefined : JSON.parse(input.value));
+    } else if (type === "boolean") {
+      input = el("input");
+      input.type = "checkbox";
+      input.checked = v === true;
+      read = () => (input.checked || has || required.has(key) ? input.checked : undefined);
+    } else if (type === "number" || type === "integer") {
+      input = el("input");
+      input.type = "number";
+      input.step = type === "integer" ? "1" : "any";
+      if (typeof s.minimum === "number") input.min = String(s.minimum);
+      if (typeof s.maximum === "number") input.max = String(s.maximum);
+      if (given) input.value = String(v);
+      read = () => (input.value === "" ? undefined : Number(input.value));
+    } else if (type === "string") {
+      input = el("input");
+      input.type = { email: "email", uri: "url", date: "date" }[s.format] || "text";
+      if (Number.isInteger(s.minLength)) input.minLength = s.minLength;
+      if (Number.isInteger(s.maxLength)) input.maxLength = s.maxLength;
+      if (given) input.value = String(v);
+      read = () => (input.value === "" && !has && !required.has(key) ? undefined : input.value);
+    } else {
+      input = el("textarea");
+      input.rows = 3;
+      if (given) input.value = JSON.stringify(v, null, 2);
+      read = () => {
+        if (input.value.trim() === "") return undefined;
+        try { return JSON.parse(input.value); } catch { throw new Error(`${words(key)} is not valid JSON`); }
+      };
+    }
+    if (required.has(key) && type !== "boolean") input.required = true;
+    input.name = key;
+    row.appendChild(input);
+    if (typeof s.description === "string" && s.description) row.appendChild(el("span", "note", s.description));
+    rows.push(row);
+    readers.push([key, read]);
+  }
+  const read = () => {
+    const out = { ...(current || {}) };
+    for (const [key, r] of readers) {
+      const v = r();
+      if (v === undefined) delete out[key]; else out[key] = v;
+    }
+    return out;
+  };
+  return { rows, read };
+}
 
 // A form for the call's new input, built from the tool's input schema and filled with the
 // current input. It submits the whole object: a field the form does not show is kept as it was.
@@ -379,58 +576,12 @@ function editForm(schema, value, submit) {
   const form = el("form", "edit");
   const props = schema && schema.properties;
   const current = value && typeof value === "object" && !Array.isArray(value) ? value : null;
-  const readers = [];
+  let read;
   const problem = el("p", "field-error");
   if (props && (current || value === undefined)) {
-    const required = new Set(schema.required || []);
-    for (const [key, s] of Object.entries(props)) {
-      const row = el("label", "field");
-      row.appendChild(el("span", "", `${words(key)}${required.has(key) ? "" : " (optional)"}`));
-      const has = current && key in current;
-      const v = has ? current[key] : undefined;
-      const type = typeOf(s || {});
-      let input;
-      let read;
-      if (Array.isArray(s.enum)) {
-        input = el("select");
-        if (!required.has(key)) input.appendChild(el("option", "", ""));
-        for (const option of s.enum) {
-          const o = el("option", "", shown(option));
-          o.value = JSON.stringify(option);
-          input.appendChild(o);
-        }
-        if (has) input.value = JSON.stringify(v);
-        read = () => (input.value === "" ? undefined : JSON.parse(input.value));
-      } else if (type === "boolean") {
-        input = el("input");
-        input.type = "checkbox";
-        input.checked = v === true;
-        read = () => (input.checked || has || required.has(key) ? input.checked : undefined);
-      } else if (type === "number" || type === "integer") {
-        input = el("input");
-        input.type = "number";
-        input.step = type === "integer" ? "1" : "any";
-        if (has) input.value = String(v);
-        read = () => (input.value === "" ? undefined : Number(input.value));
-      } else if (type === "string") {
-        input = el("input");
-        input.type = "text";
-        if (has) input.value = v;
-        read = () => (input.value === "" && !has && !required.has(key) ? undefined : input.value);
-      } else {
-        input = el("textarea");
-        input.rows = 3;
-        if (has) input.value = JSON.stringify(v, null, 2);
-        read = () => {
-          if (input.value.trim() === "") return undefined;
-          try { return JSON.parse(input.value); } catch { throw new Error(`${words(key)} is not valid JSON`); }
-        };
-      }
-      input.name = key;
-      row.appendChild(input);
-      form.appendChild(row);
-      readers.push([key, read]);
-    }
+    const f = fieldsOf(schema, current);
+    form.append(...f.rows);
+    read = f.read;
   } else {
     // No schema to build from (or an input that is not an object): the new value as text.
     const area = el("textarea");
@@ -438,7 +589,7 @@ function editForm(schema, value, submit) {
     area.name = "edit";
     area.value = value === undefined ? "" : typeof value === "string" ? value : JSON.stringify(value, null, 2);
     form.appendChild(area);
-    readers.push([null, () => parseArgs(area.value)]);
+    read = () => parseArgs(area.value);
   }
   const ok = el("button", "approve", "Approve with these changes");
   ok.type = "submit";
@@ -448,13 +599,7 @@ function editForm(schema, value, submit) {
     e.preventDefault();
     problem.textContent = "";
     try {
-      if (readers.length === 1 && readers[0][0] === null) return submit(readers[0][1]());
-      const edit = { ...(current || {}) };
-      for (const [key, read] of readers) {
-        const v = read();
-        if (v === undefined) delete edit[key]; else edit[key] = v;
-      }
-      submit(edit);
+      submit(read());
     } catch (err) {
       problem.textContent = err.message;
     }

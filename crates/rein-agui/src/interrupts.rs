@@ -198,7 +198,8 @@ fn offers_trust(i: &Interrupt) -> bool {
 /// nonce). A Confirm's reason is `confirm`; an interrupt answered with an approval has the
 /// approval's response schema, and one bound to an action carries its fingerprint in
 /// `metadata.governance.actionFingerprint`; any other interrupt keeps its name as the reason
-/// and takes any JSON.
+/// and takes what its declared [`Interrupt::response_schema`] takes (an MCP server's form, a
+/// tool's question), or any JSON.
 pub(crate) fn to_wire(p: &PendingInterrupt) -> WireInterrupt {
     let i = &p.interrupt;
     let point = confirm_point(&p.point);
@@ -218,7 +219,7 @@ pub(crate) fn to_wire(p: &PendingInterrupt) -> WireInterrupt {
         response_schema: if takes_an_approval(p) {
             approval_schema(i.fingerprint.is_some(), None, offers_trust(i))
         } else {
-            json!({})
+            i.response_schema.clone().unwrap_or_else(|| json!({}))
         },
         metadata,
     }
@@ -281,27 +282,27 @@ pub(crate) fn answers(
             continue;
         };
         let (i, approval) = (&p.interrupt, takes_an_approval(p));
+        let refused = |schema: Value, why: String| {
+            ProtocolError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "INVALID_RESUME_PAYLOAD",
+                format!("the answer to interrupt {id} does not match its response schema: {why}"),
+            )
+            .with_details(json!({"interruptId": id, "responseSchema": schema}))
+        };
         let answer = match r.status {
+            ResumeStatus::Cancelled if approval => json!({"approved": false}),
             ResumeStatus::Cancelled => {
-                if approval {
-                    json!({"approved": false})
-                } else {
-                    Value::Bool(false)
-                }
+                // A dismissal is `false`, refused here (the interrupt waits) when the
+                // interrupt's declared schema does not take it; an MCP form's does (`cancel`).
+                let schema = asking.wire(p).response_schema;
+                check(&schema, &Value::Bool(false)).map_err(|why| refused(schema, why))?;
+                Value::Bool(false)
             }
             ResumeStatus::Resolved => {
                 let mut payload = r.payload.clone().unwrap_or(Value::Null);
                 let schema = asking.wire(p).response_schema;
-                check(&schema, &payload).map_err(|why| {
-                    ProtocolError::new(
-                        StatusCode::UNPROCESSABLE_ENTITY,
-                        "INVALID_RESUME_PAYLOAD",
-                        format!(
-                            "the answer to interrupt {id} does not match its response schema: {why}"
-                        ),
-                    )
-                    .with_details(json!({"interruptId": id, "responseSchema": schema}))
-                })?;
+                check(&schema, &payload).map_err(|why| refused(schema.clone(), why))?;
                 if approval {
                     // The fingerprint is what the answer approves, not part of the answer.
                     let named = payload
@@ -366,7 +367,6 @@ fn fingerprint_mismatch(id: &str) -> ProtocolError {
     .with_details(json!({"interruptId": id}))
 }
 
-/// Validates `value` against a JSON schema; the first error's text when it fails.
 /// Rewrites every `$ref` that starts with `prefix` (`<id>#`) to the local `#...` it names.
 fn localize_refs(schema: &mut Value, prefix: &str) {
     match schema {
@@ -387,12 +387,40 @@ fn localize_refs(schema: &mut Value, prefix: &str) {
     }
 }
 
+/// Validates `value` against a JSON schema; the first error's text when it fails.
 fn check(schema: &Value, value: &Value) -> Result<(), String> {
     let validator = jsonschema::validator_for(schema).map_err(|e| e.to_string())?;
+    if validator.is_valid(value) {
+        return Ok(());
+    }
+    // "not valid under any of the schemas listed in 'oneOf'" says nothing a person can fix:
+    // the error of the alternative the answer chose (by its constants, the `action` of an
+    // MCP form) says which field is wrong. The alternative is part of the schema, checked
+    // with it: a subschema of a valid schema.
+    let chosen = schema
+        .get("oneOf")
+        .and_then(Value::as_array)
+        .and_then(|alts| alts.iter().find(|alt| chooses(alt, value)))
+        .and_then(|alt| jsonschema::validator_for(alt).ok())
+        .filter(|alt| !alt.is_valid(value));
+    let validator = chosen.unwrap_or(validator);
     match validator.iter_errors(value).next() {
         None => Ok(()),
         Some(e) => Err(format!("{e} (at `{}`)", e.instance_path())),
     }
+}
+
+/// Whether `value` is the alternative `alt` of a `oneOf` picks by its constant properties
+/// (it has some, and `value` has each of them).
+fn chooses(alt: &Value, value: &Value) -> bool {
+    let Some(properties) = alt.get("properties").and_then(Value::as_object) else {
+        return false;
+    };
+    let mut constants = properties
+        .iter()
+        .filter_map(|(k, p)| Some((k, p.get("const")?)))
+        .peekable();
+    constants.peek().is_some() && constants.all(|(k, c)| value.get(k) == Some(c))
 }
 
 #[cfg(test)]
@@ -618,6 +646,69 @@ mod tests {
         .unwrap();
         assert_eq!(r[0].response, json!({"approved": false}));
         assert_eq!(r[0].fingerprint.as_deref(), Some("fp-1"));
+    }
+
+    /// An interrupt that declares the schema of its answer (an MCP server's form) goes out
+    /// with it as its `responseSchema`, and an answer it refuses is refused before anything
+    /// runs, naming the field of the alternative the answer chose.
+    #[test]
+    fn a_declared_response_schema_goes_out_and_is_enforced() {
+        let schema = json!({"oneOf": [
+            {"type": "object", "properties": {"action": {"const": "accept"},
+                "content": {"type": "object", "properties": {"age": {"type": "integer", "minimum": 0}},
+                    "required": ["age"], "additionalProperties": false}},
+             "required": ["action", "content"], "additionalProperties": false},
+            {"type": "object", "properties": {"action": {"const": "decline"}},
+             "required": ["action"], "additionalProperties": false}
+        ]});
+        let i = Interrupt::new(
+            "v1:tool_call:t1:mcp_elicitation:0:f",
+            "mcp_elicitation",
+            json!({"message": "Age?"}),
+        )
+        .with_response_schema(schema.clone())
+        .with_tool_use_id("t1");
+        let p = PendingInterrupt::new(
+            InterruptPoint::new(InterruptEvent::ToolCall, "t1", "mcp_elicitation"),
+            i,
+        );
+        assert_eq!(to_wire(&p).response_schema, schema);
+        let id = p.interrupt.resume_id();
+        let with = |payload: Value| {
+            answers(
+                std::slice::from_ref(&p),
+                &Asking::default(),
+                &[entry(&id, ResumeStatus::Resolved, Some(payload))],
+            )
+        };
+        let e = with(json!({"action": "accept", "content": {"age": -1}})).unwrap_err();
+        assert_eq!(e.code, "INVALID_RESUME_PAYLOAD");
+        assert!(e.message.contains("/content/age"), "{}", e.message);
+        for bad in [
+            json!({"action": "accept", "content": {"age": 1, "x": 1}}),
+            json!(true),
+            json!({"action": "accept"}),
+        ] {
+            assert_eq!(
+                with(bad.clone()).unwrap_err().code,
+                "INVALID_RESUME_PAYLOAD",
+                "{bad}"
+            );
+        }
+        let ok = json!({"action": "accept", "content": {"age": 36}});
+        assert_eq!(with(ok.clone()).unwrap()[0].response, ok);
+        assert_eq!(
+            with(json!({"action": "decline"})).unwrap()[0].response,
+            json!({"action": "decline"})
+        );
+        // A dismissal (`false`) where the schema does not take one is refused; the interrupt
+        // waits for an answer it takes.
+        let dismissed = answers(
+            std::slice::from_ref(&p),
+            &Asking::default(),
+            &[entry(&id, ResumeStatus::Cancelled, None)],
+        );
+        assert_eq!(dismissed.unwrap_err().code, "INVALID_RESUME_PAYLOAD");
     }
 
     #[test]

@@ -37,6 +37,12 @@ pub struct Interrupt {
     /// in pending interrupts stored by releases before it (answered by their `id` alone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nonce: Option<String>,
+    /// The JSON schema an answer must match, for an interrupt that is not answered with an
+    /// [`Approval`] (a tool's question, an MCP server's form): a client builds its form from
+    /// it, and a server taking answers from outside refuses one that does not match before
+    /// anything runs. `None`: any JSON (the interrupt checks its answer itself).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_schema: Option<Value>,
 }
 
 impl Interrupt {
@@ -49,6 +55,7 @@ impl Interrupt {
             fingerprint: None,
             tool_use_id: None,
             nonce: None,
+            response_schema: None,
         }
     }
 
@@ -131,6 +138,13 @@ impl Interrupt {
     /// through [`Approval::from_wire`].
     pub fn takes_an_approval(&self) -> bool {
         self.fingerprint.is_some()
+    }
+
+    /// Declares the JSON schema its answer must match (see
+    /// [`response_schema`](Self::response_schema)).
+    pub fn with_response_schema(mut self, schema: Value) -> Self {
+        self.response_schema = Some(schema);
+        self
     }
 
     /// Records the tool use the interrupt is about.

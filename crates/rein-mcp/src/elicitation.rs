@@ -132,6 +132,46 @@ impl Elicitation {
         Value::Object(q)
     }
 
+    /// The JSON schema of an [`ElicitationAnswer`] to this question, declared on the interrupt
+    /// ([`Interrupt::response_schema`]): one alternative per action, told apart by the constant
+    /// `action` (a client shows a button each), `accept` with the requested form as `content`
+    /// (closed: no field the form does not name) — or, in URL mode, without content — and
+    /// `false`, a dismissal (what AG-UI's `cancelled` answers), read as `cancel`. A client
+    /// of AG-UI renders the form from it, and the server refuses an answer that does not match
+    /// before the run resumes.
+    fn answer_schema(&self) -> Value {
+        let choice = |title: &str, action: &str, content: Option<Value>| {
+            let mut properties = Map::new();
+            properties.insert("action".into(), serde_json::json!({"const": action}));
+            let mut required = vec![Value::from("action")];
+            if let Some(content) = content {
+                properties.insert("content".into(), content);
+                required.push("content".into());
+            }
+            serde_json::json!({"title": title, "type": "object", "properties": properties,
+                "required": required, "additionalProperties": false})
+        };
+        let accept = match &self.request {
+            ElicitationRequest::Form { schema } => {
+                let mut content = schema.clone();
+                if let Some(c) = content.as_object_mut() {
+                    // A dialect named inside another schema is no business of the answer's.
+                    c.remove("$schema");
+                    c.insert("additionalProperties".into(), Value::Bool(false));
+                }
+                choice("Accept", "accept", Some(content))
+            }
+            ElicitationRequest::Url { .. } => choice("Done", "accept", None),
+        };
+        serde_json::json!({"oneOf": [
+            accept,
+            choice("Decline", "decline", None),
+            choice("Cancel", "cancel", None),
+            {"const": false, "title": "Cancel",
+             "description": "a dismissal (AG-UI's `cancelled`): the same as `cancel`"},
+        ]})
+    }
+
     /// The SHA-256 of the question's canonical JSON (keys sorted), in hex.
     fn fingerprint(&self) -> String {
         let canonical = sorted(&self.question()).to_string();
@@ -511,6 +551,7 @@ impl Elicitor {
         reason["fingerprint"] = Value::String(fingerprint);
         cx.raise_interrupt(
             Interrupt::new(id.clone(), ELICITATION_INTERRUPT, reason)
+                .with_response_schema(elicitation.answer_schema())
                 .with_tool_use_id(cx.tool_use_id()),
         );
         call.halt(Stop::Interrupted(id));
@@ -527,6 +568,10 @@ impl Elicitor {
             server: self.server(),
             message: why,
         };
+        // A dismissal without a choice (AG-UI's `cancelled`) is the protocol's `cancel`.
+        if *answer == Value::Bool(false) {
+            return Ok(result(ElicitationAction::Cancel, None));
+        }
         let answer: ElicitationAnswer = serde_json::from_value(answer.clone()).map_err(|e| {
             invalid(format!(
                 "expected {{\"action\": \"accept\"|\"decline\"|\"cancel\", \"content\"?: {{...}}}}: {e}"
@@ -636,6 +681,49 @@ mod tests {
         assert!(check_content(&schema, &json!({"s": "x"})).is_err());
         assert!(check_content(&schema, &json!({"n": 3, "password": "x"})).is_err());
         assert!(check_content(&schema, &json!([1])).is_err());
+    }
+
+    /// The schema declared on the interrupt takes exactly the answers `check_answer` takes:
+    /// an accepted form of the requested fields, a decline or a cancel.
+    #[test]
+    fn the_answer_schema_takes_what_the_answer_check_takes() {
+        let e = form(json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "properties": {"n": {"type": "integer", "minimum": 1}, "s": {"type": "string"}},
+            "required": ["n"],
+        }));
+        let schema = e.answer_schema();
+        let valid = jsonschema::validator_for(&schema).unwrap();
+        for ok in [
+            json!({"action": "accept", "content": {"n": 3}}),
+            json!({"action": "accept", "content": {"n": 3, "s": "x"}}),
+            json!({"action": "decline"}),
+            json!({"action": "cancel"}),
+            json!(false),
+        ] {
+            assert!(valid.is_valid(&ok), "{ok}");
+        }
+        for bad in [
+            json!({"action": "accept", "content": {"n": 0}}),
+            json!({"action": "accept", "content": {"n": 3, "password": "x"}}),
+            json!({"action": "accept"}),
+            json!({"action": "decline", "content": {"n": 3}}),
+            json!({"action": "maybe"}),
+            json!(true),
+            json!(null),
+        ] {
+            assert!(!valid.is_valid(&bad), "{bad}");
+        }
+        let url = Elicitation {
+            message: "m".into(),
+            request: ElicitationRequest::Url {
+                url: "https://example.com/pay".into(),
+            },
+        };
+        let valid = jsonschema::validator_for(&url.answer_schema()).unwrap();
+        assert!(valid.is_valid(&json!({"action": "accept"})));
+        assert!(!valid.is_valid(&json!({"action": "accept", "content": {}})));
     }
 
     #[test]

@@ -192,3 +192,33 @@ fn rein_restate_state_of_release_0_1_loads_as_a_checkpoint() {
         Some(Pause::Tools(_))
     ));
 }
+
+/// An interrupt that declares the schema of its answer (an MCP server's form) refuses an
+/// answer that does not match it before anything runs, whoever sends it (a process of its own,
+/// Restate, AG-UI); a matching answer is taken.
+#[test]
+fn an_answer_must_match_the_declared_response_schema() {
+    let schema = json!({"type": "object", "properties": {"age": {"type": "integer", "minimum": 0}},
+        "required": ["age"], "additionalProperties": false});
+    let mut asked = Interrupt::new("v1:tool_call:t1:form", "form", json!({"message": "Age?"}))
+        .with_response_schema(schema);
+    asked.nonce = Some("n1".into());
+    let mut run = PausedRun::from_json(nested_v1()).unwrap();
+    run.interrupts = vec![PendingInterrupt::new(
+        InterruptPoint::new(InterruptEvent::ToolCall, "t1", "form"),
+        asked.clone(),
+    )];
+    for bad in [
+        json!({"age": -1}),
+        json!({"age": 3, "x": 1}),
+        json!("36"),
+        json!(null),
+    ] {
+        let e = run.answered_by(&asked.answer(bad.clone())).unwrap_err();
+        assert!(matches!(e, Error::InvalidAnswer { .. }), "{bad}: {e}");
+    }
+    assert!(run.answered_by(&asked.answer(json!({"age": 36}))).is_ok());
+    // A schema that is no schema takes no answer.
+    run.interrupts[0].interrupt.response_schema = Some(json!({"type": 7}));
+    assert!(run.answered_by(&asked.answer(json!({"age": 36}))).is_err());
+}

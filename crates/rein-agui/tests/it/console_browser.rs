@@ -400,3 +400,117 @@ async fn a_page_opened_during_a_run_shows_its_end() {
     }
     server.shutdown().await.unwrap();
 }
+
+/// Issue 42, item 1: an interrupt that declares the schema of its answer (as an MCP server's
+/// elicitation does) gets a form: one input per field by type, required marks, an enum as a
+/// select, a boolean as a checkbox, Accept / Decline / Cancel from the schema's choices. The
+/// server's message and field titles are text, never markup. A value the server refuses keeps
+/// the form as typed; a valid answer resumes the run, and the tool gets exactly that answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_elicitation_is_answered_through_its_form_in_a_real_browser() {
+    if browser().is_none() {
+        return;
+    }
+    let server = common::start(MemorySessionStore::new()).await;
+    let page = drive(&server.url(), "elicit", 1280, "elicit-in-a-browser").await;
+    assert_eq!(text(&page, "title"), "Sign up needs your answer", "{page}");
+    let card = text(&page, "card");
+    // The markup is shown as the text it is, and nothing of it ran.
+    assert!(
+        card.contains(&format!("Sign-up details {}", common::HOSTILE)),
+        "{card}"
+    );
+    assert!(
+        card.contains(&format!("Name {}", common::HOSTILE)),
+        "{card}"
+    );
+    assert!(
+        card.contains(&format!("As on your card {}", common::HOSTILE)),
+        "{card}"
+    );
+    assert_eq!(page["markup"], json!(0), "{page}");
+    assert_eq!(page["pwned"], json!(false), "{page}");
+    assert_eq!(
+        page["inputs"],
+        json!([
+            "name:input:text:true",
+            "age:input:number:true",
+            "plan:select:select-one:true",
+            "newsletter:input:checkbox:false",
+            "email:input:email:false"
+        ]),
+        "{page}"
+    );
+    assert_eq!(page["planOptions"], json!(["", "Free", "Pro"]), "{page}");
+    assert_eq!(
+        page["buttons"],
+        json!([
+            "answer-accept:Accept",
+            "answer-decline:Decline",
+            "answer-cancel:Cancel"
+        ]),
+        "{page}"
+    );
+    // The server refused -5 with the field it is about; the form kept what was typed.
+    let refusal = text(&page, "refusal");
+    assert!(refusal.contains("field: age"), "{refusal}");
+    assert!(
+        text(&page, "refusalDetails").contains("INVALID_RESUME_PAYLOAD"),
+        "{page}"
+    );
+    assert_eq!(
+        (text(&page, "keptAge"), text(&page, "keptName")),
+        ("-5", "Ada")
+    );
+    assert_eq!(page["blockedByBrowser"], json!(true), "{page}");
+    // The run resumed with the accepted form: the tool saw exactly it.
+    let transcript = text(&page, "transcript");
+    let answered = transcript
+        .lines()
+        .find_map(|l| l.strip_prefix("← answered "))
+        .map(|a| serde_json::from_str::<Value>(a).unwrap());
+    assert_eq!(
+        answered,
+        Some(
+            json!({"action": "accept", "content": {"name": "Ada", "age": 36, "plan": "pro", "newsletter": true}})
+        ),
+        "{transcript}"
+    );
+    assert!(transcript.contains("Signed up."), "{transcript}");
+    assert!(text(&page, "approvals").contains("Nothing waits for you."));
+    server.shutdown().await.unwrap();
+}
+
+/// A URL-mode question: the URL as a link that opens apart from the console, and Done /
+/// Decline / Cancel; Done resumes the run with `accept` and no content.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_url_elicitation_is_a_link_and_done_in_a_real_browser() {
+    if browser().is_none() {
+        return;
+    }
+    let server = common::start(MemorySessionStore::new()).await;
+    let page = drive(&server.url(), "visit", 390, "visit-in-a-browser").await;
+    assert_eq!(text(&page, "title"), "Pay needs your answer", "{page}");
+    assert_eq!(
+        page["link"],
+        json!({"href": "https://shop.example.com/checkout?order=17", "text": "https://shop.example.com/checkout?order=17",
+            "rel": "noopener noreferrer", "target": "_blank"}),
+        "{page}"
+    );
+    assert_eq!(
+        page["buttons"],
+        json!([
+            "answer-accept:Done",
+            "answer-decline:Decline",
+            "answer-cancel:Cancel"
+        ]),
+        "{page}"
+    );
+    let transcript = text(&page, "transcript");
+    assert!(
+        transcript.contains(r#"← answered {"action":"accept"}"#),
+        "{transcript}"
+    );
+    assert!(transcript.contains("Paid."), "{transcript}");
+    server.shutdown().await.unwrap();
+}

@@ -13,6 +13,11 @@
 //   follow        open a thread whose run is going (the test started it): the page says it is
 //                 working, prints READY (the test then lets the run finish) and shows the
 //                 answer once the run ends, without a reload
+//   elicit        a tool asks for a form (an MCP elicitation's interrupt, its message and field
+//                 titles markup): the form is built from the interrupt's responseSchema; a
+//                 value the server refuses (the browser's own checks turned off) leaves the
+//                 form as it was; a valid one resumes the run with the answer
+//   visit         a URL-mode question: the link and the buttons; Done resumes the run
 //   layout        the page with an approval waiting (for the phone layout's measurements)
 //   four-eyes     bob asks for a refund and may not approve it himself; alice signs in and does
 //                 (the tokens of the identity tests' server: bob-token-…, alice-token-…)
@@ -203,6 +208,63 @@ const scenarios = {
     await page.waitForFunction(() => document.getElementById("status").textContent === "idle", null, wait);
     out.transcript = await text(page, "#transcript");
     out.approvals = await text(page, "#approvals");
+  },
+
+  async elicit(page, context, out) {
+    await page.goto(withToken(url, thread));
+    await page.fill("#prompt", "Sign me up");
+    await page.click("#send");
+    const accept = page.locator("#approvals [data-action=answer-accept]");
+    await accept.waitFor(wait);
+    out.title = await text(page, "#approvals .approval .q");
+    out.card = await text(page, "#approvals .approval");
+    out.buttons = await page.$$eval("#approvals button", (bs) => bs.map((b) => `${b.dataset.action}:${b.textContent}`));
+    out.inputs = await page.$$eval("#approvals form.answer [name]", (is) => is.map((i) => `${i.name}:${i.tagName.toLowerCase()}:${i.type}:${i.required}`));
+    out.planOptions = await page.$$eval("#approvals select[name=plan] option", (os) => os.map((o) => o.textContent));
+    out.markup = await page.$$eval("#approvals img, #approvals script", (n) => n.length);
+    await page.screenshot({ path: path.join(shots, `console-elicitation-${width}.png`) });
+    // A value the schema refuses, past the browser's checks (they are a convenience): the
+    // server refuses it, the page says why, and the form keeps what was typed.
+    await page.fill("#approvals input[name=name]", "Ada");
+    await page.fill("#approvals input[name=age]", "-5");
+    await page.selectOption("#approvals select[name=plan]", { label: "Pro" });
+    await page.check("#approvals input[name=newsletter]");
+    await page.$eval("#approvals form.answer", (f) => { f.noValidate = true; });
+    await accept.click();
+    await page.locator("#error").waitFor({ state: "visible", ...wait });
+    out.refusal = await text(page, "#error-text");
+    out.refusalDetails = await page.locator("#error-raw").textContent();
+    await page.waitForFunction(() => !document.querySelector("#approvals [data-action=answer-accept]").disabled, null, wait);
+    out.keptAge = await page.inputValue("#approvals input[name=age]");
+    out.keptName = await page.inputValue("#approvals input[name=name]");
+    // The browser's own check stops an empty required field before it is sent.
+    await page.$eval("#approvals form.answer", (f) => { f.noValidate = false; });
+    await page.fill("#approvals input[name=name]", "");
+    await page.fill("#approvals input[name=age]", "36");
+    await accept.click();
+    out.blockedByBrowser = await page.$eval("#approvals input[name=name]", (i) => !i.validity.valid);
+    await page.fill("#approvals input[name=name]", "Ada");
+    await accept.click();
+    await page.getByText("Signed up.").waitFor(wait);
+    await page.waitForFunction(() => document.getElementById("status").textContent === "idle", null, wait);
+    out.transcript = await text(page, "#transcript");
+    out.approvals = await text(page, "#approvals");
+    out.pwned = await page.evaluate(() => window.__pwned === 1);
+  },
+
+  async visit(page, context, out) {
+    await page.goto(withToken(url, thread));
+    await page.fill("#prompt", "Pay for my order");
+    await page.click("#send");
+    const done = page.locator("#approvals [data-action=answer-accept]");
+    await done.waitFor(wait);
+    out.title = await text(page, "#approvals .approval .q");
+    out.link = await page.$eval("#approvals a", (a) => ({ href: a.href, text: a.textContent, rel: a.rel, target: a.target }));
+    out.buttons = await page.$$eval("#approvals button", (bs) => bs.map((b) => `${b.dataset.action}:${b.textContent}`));
+    await page.screenshot({ path: path.join(shots, `console-url-elicitation-${width}.png`) });
+    await done.click();
+    await page.getByText("Paid.").waitFor(wait);
+    out.transcript = await text(page, "#transcript");
   },
 
   async layout(page, context, out) {

@@ -73,6 +73,16 @@ async fn everything_elicitation_pauses_and_resumes_in_another_process() {
     assert_eq!(schema["required"], json!(["name"]));
     // Not an approval: the answer is the form's content, bound by the id to this question.
     assert!(!interrupt.takes_an_approval());
+    // It declares the schema of its answer: the form's content under `accept`, closed.
+    let answers = interrupt.response_schema.as_ref().unwrap();
+    assert_eq!(
+        answers["oneOf"][0]["properties"]["content"]["properties"]["name"]["type"],
+        "string"
+    );
+    assert_eq!(
+        answers["oneOf"][0]["properties"]["content"]["additionalProperties"],
+        false
+    );
 
     let answer =
         ElicitationAnswer::accept(json!({"name": "Ada Lovelace", "check": true, "integer": 7}));
@@ -99,6 +109,9 @@ async fn everything_elicitation_decline_cancel_and_invalid_answers() {
     let (_, out) = resume(&interrupt, ElicitationAnswer::Decline.into()).await;
     assert!(out.unwrap().contains("User declined"));
     let (_, out) = resume(&interrupt, ElicitationAnswer::Cancel.into()).await;
+    assert!(out.unwrap().contains("User cancelled"));
+    // A dismissal without a choice (AG-UI's `cancelled` answers `false`) is a cancel.
+    let (_, out) = resume(&interrupt, json!(false)).await;
     assert!(out.unwrap().contains("User cancelled"));
 
     // Content the form refuses (out of range, missing the required name, a field it does not

@@ -9,6 +9,7 @@ mod crash_loop;
 mod deploy;
 mod durable;
 mod history;
+mod mcp_elicitation;
 mod release_fixtures;
 mod scale;
 mod security;

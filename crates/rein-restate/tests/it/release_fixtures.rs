@@ -99,19 +99,8 @@ impl Durable {
         })
         // Anyone on loopback may call; the scenarios' callers send `user` in their state.
         .authenticate(|_| Ok(InvocationState::new()))
-        .caller_state_keys(["user"])
-        .bind("127.0.0.1:0".parse().unwrap())
-        .listen()
-        .await
-        .unwrap();
-        let addr = worker.local_addr().unwrap();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(worker.serve(async move {
-            let _ = stopped.await;
-        }));
-        rein_restate::register(&restate.admin, &format!("http://{addr}"))
-            .await
-            .unwrap();
+        .caller_state_keys(["user"]);
+        let stop = common::serve_in_process(&restate, worker).await;
         let client = Client::new(&restate.ingress).unwrap();
         Some(Self {
             restate,

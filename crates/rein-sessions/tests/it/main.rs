@@ -10,6 +10,7 @@ mod common;
 mod agent;
 mod approvals;
 mod confirm_points;
+mod mcp_elicitation;
 mod nested;
 mod processes;
 mod release_fixtures;

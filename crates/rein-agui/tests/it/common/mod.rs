@@ -9,6 +9,7 @@ use std::time::Duration;
 use rein_agent::Agent;
 use rein_agui::{AguiServer, ServerHandle};
 use rein_core::ToolHandle;
+use rein_core::interrupt::Interrupt;
 use rein_interventions::approval::HumanApproval;
 use rein_interventions::{
     AfterToolCallAction, BeforeInvocationAction, BeforeToolCallAction, Intervention,
@@ -17,9 +18,9 @@ use rein_models::{ScriptedModel, SharedModel};
 use rein_sessions::MemorySessionStore;
 use serde_json::json;
 
-const SCRIPTS: [&str; 13] = [
+const SCRIPTS: [&str; 15] = [
     "tool", "output", "browser", "approve", "reject", "edit", "refuse", "inject", "parked",
-    "replay", "gate", "pair", "always",
+    "replay", "gate", "pair", "always", "elicit", "visit",
 ];
 
 fn script(thread_id: &str) -> ScriptedModel {
@@ -54,6 +55,8 @@ fn script(thread_id: &str) -> ScriptedModel {
             .text("Refunded.")
             .tool_use("r2", "refund", json!({"amount": 80, "order": 18}))
             .text("Refunded again."),
+        "elicit" => b.tool_use("e1", "sign_up", json!({})).text("Signed up."),
+        "visit" => b.tool_use("p1", "pay", json!({})).text("Paid."),
         "gate" => b
             .tool_use("g1", "gate", json!({}))
             .text("Through the gate."),
@@ -73,6 +76,83 @@ fn script(thread_id: &str) -> ScriptedModel {
     }
     .chunk_chars(4)
     .build()
+}
+
+/// What `sign_up` asks, in the shape rein-mcp gives a server's `elicitation/create` (form
+/// mode): the server's message and fields are untrusted text, here markup that must stay text.
+pub const HOSTILE: &str =
+    "<img src=x onerror=\"window.__pwned=1\"><script>window.__pwned=1</script>";
+
+fn sign_up_interrupt(tool_use_id: &str) -> Interrupt {
+    let form = json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "title": format!("Name {HOSTILE}"), "description": format!("As on your card {HOSTILE}"), "minLength": 1},
+            "age": {"type": "integer", "minimum": 0, "maximum": 150},
+            "plan": {"type": "string", "enum": ["free", "pro"], "enumNames": ["Free", "Pro"]},
+            "newsletter": {"type": "boolean", "title": "Newsletter"},
+            "email": {"type": "string", "format": "email"}
+        },
+        "required": ["name", "age", "plan"]
+    });
+    let reason = json!({"message": format!("Sign-up details {HOSTILE}"), "mode": "form", "requestedSchema": form, "server": "everything"});
+    elicitation(tool_use_id, reason, Some(form))
+}
+
+/// A URL-mode question: the user visits the URL, then says when done.
+fn pay_interrupt(tool_use_id: &str) -> Interrupt {
+    let reason = json!({"message": "Pay for order 17 on the shop's site.", "mode": "url",
+        "url": "https://shop.example.com/checkout?order=17", "server": "everything"});
+    elicitation(tool_use_id, reason, None)
+}
+
+/// An interrupt as rein-mcp raises it for an elicitation: the schema of its answer declared
+/// (accept with the form's content, closed — none in URL mode —, decline, cancel, `false`).
+fn elicitation(
+    tool_use_id: &str,
+    reason: serde_json::Value,
+    form: Option<serde_json::Value>,
+) -> Interrupt {
+    let choice = |title: &str, action: &str, content: Option<serde_json::Value>| {
+        let mut c = json!({"title": title, "type": "object", "properties": {"action": {"const": action}},
+            "required": ["action"], "additionalProperties": false});
+        if let Some(mut content) = content {
+            content["additionalProperties"] = json!(false);
+            c["properties"]["content"] = content;
+            c["required"] = json!(["action", "content"]);
+        }
+        c
+    };
+    let accept = if form.is_some() { "Accept" } else { "Done" };
+    let id = format!("v1:tool_call:{tool_use_id}:mcp_elicitation:0");
+    Interrupt::new(id, "mcp_elicitation", reason)
+        .with_response_schema(json!({"oneOf": [
+            choice(accept, "accept", form),
+            choice("Decline", "decline", None),
+            choice("Cancel", "cancel", None),
+            {"const": false, "title": "Cancel"}
+        ]}))
+        .with_tool_use_id(tool_use_id)
+}
+
+/// A tool that asks `asked` and, answered, returns what it got.
+fn asking_tool(name: &str, asked: fn(&str) -> Interrupt) -> ToolHandle {
+    ToolHandle::from_sync_fn(
+        name,
+        "Asks the user (as an MCP server's elicitation).",
+        json!({"type": "object"}),
+        move |_, cx| {
+            let asked = asked(cx.tool_use_id());
+            match cx.answer(&asked.id) {
+                Some(answer) => Ok(format!("answered {answer}").into()),
+                None => {
+                    let id = asked.id.clone();
+                    cx.raise_interrupt(asked);
+                    Err(rein_core::tool::InterruptRaised(id).into())
+                }
+            }
+        },
+    )
 }
 
 /// The gates of `gate` tool calls, one per thread: a run on a `gate` thread stays in its tool
@@ -166,6 +246,8 @@ pub fn unauthenticated_server(store: MemorySessionStore, models: Models) -> Agui
                 json!({"type": "object", "properties": {"amount": {"type": "number"}, "order": {"type": "integer"}}, "required": ["amount", "order"]}),
                 |input, _| Ok(format!("refunded {} to order {}", input["amount"], input["order"]).into()),
             ))
+            .tool(asking_tool("sign_up", sign_up_interrupt))
+            .tool(asking_tool("pay", pay_interrupt))
             .tool(ToolHandle::from_sync_fn(
                 "clock",
                 "The time.",

@@ -443,3 +443,25 @@ pub async fn answered<T>(call: impl std::future::Future<Output = T>) -> T {
         .await
         .expect("an answer within 60 s")
 }
+
+/// Serves `worker` in this process on a free loopback port, registered with `restate`; the
+/// sender stops it.
+pub async fn serve_in_process(
+    restate: &Restate,
+    worker: rein_restate::Worker,
+) -> tokio::sync::oneshot::Sender<()> {
+    let worker = worker
+        .bind("127.0.0.1:0".parse().unwrap())
+        .listen()
+        .await
+        .unwrap();
+    let addr = worker.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(worker.serve(async move {
+        let _ = stopped.await;
+    }));
+    rein_restate::register(&restate.admin, &format!("http://{addr}"))
+        .await
+        .unwrap();
+    stop
+}
