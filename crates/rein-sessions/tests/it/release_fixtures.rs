@@ -145,7 +145,15 @@ async fn load_and_resume(
         .map(|m| (m.id, m.message.clone()))
         .collect();
     assert_eq!(active, history(&agent), "{what}: store and agent agree");
-    assert_eq!(after.agent_state, agent.state().snapshot(), "{what}");
+    // The agent stores its state with the conversation's token calibration (taken out of the
+    // live state on load): its checkpoint is what it writes.
+    assert_eq!(after.agent_state, agent.checkpoint().agent_state, "{what}");
+    assert!(
+        after
+            .agent_state
+            .contains_key(rein_agent::TOKEN_CALIBRATION_KEY),
+        "{what}: the calibration learnt in the resumed run is stored"
+    );
     assert_eq!(
         after.conversation_manager_state,
         agent.conversation_manager_state(),
