@@ -64,13 +64,19 @@ impl Conversation {
     /// The heuristic token count of the messages; counts only those added since it last
     /// counted.
     pub(crate) fn raw_tokens(&mut self) -> u64 {
-        let Counted { upto, raw } = self.counted;
-        let added = self.messages[upto..].iter().map(raw_message).sum::<u64>();
+        let raw = self.raw_tokens_now();
         self.counted = Counted {
             upto: self.messages.len(),
-            raw: raw.saturating_add(added),
+            raw,
         };
-        self.counted.raw
+        raw
+    }
+
+    /// The same count, remembering nothing: what was counted plus what was added since.
+    pub(crate) fn raw_tokens_now(&self) -> u64 {
+        let Counted { upto, raw } = self.counted;
+        let added = self.messages[upto..].iter().map(raw_message).sum::<u64>();
+        raw.saturating_add(added)
     }
 
     /// Forgets the count from message `idx` on (it changed or went).
@@ -193,7 +199,9 @@ impl<'a> HistoryEdit<'a> {
     /// The estimated input tokens of a request with this history: system prompt, tools and
     /// messages.
     pub fn estimated_tokens(&self) -> u64 {
-        let raw = self.conv.messages().iter().map(raw_message).sum::<u64>();
+        // The conversation's remembered count: what the last model call counted plus what was
+        // added since (a manager asks after every invocation).
+        let raw = self.conv.raw_tokens_now();
         self.tokens.calibrated(self.fixed_raw.saturating_add(raw))
     }
 
@@ -891,6 +899,11 @@ mod tests {
         let whole = |c: &Conversation| c.messages().iter().map(raw_message).sum::<u64>();
         let mut c = Conversation::default();
         let check = |c: &mut Conversation, what: &str| {
+            assert_eq!(
+                c.raw_tokens_now(),
+                whole(c),
+                "after {what}, before counting"
+            );
             assert_eq!(c.raw_tokens(), whole(c), "after {what}");
         };
         for m in turn_with_tool(0) {
