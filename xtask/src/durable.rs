@@ -1,6 +1,7 @@
 //! The `durable_*` rows: the cost of journaling on Restate against the in-process driver and
 //! against the floor (a bare Restate handler journaling empty steps through the same server),
-//! and 1 000 concurrent durable sessions across two worker processes on a 100 ms model.
+//! and 1 000 concurrent durable sessions across two worker processes on a 100 ms model, beside
+//! as many bare invocations of the same steps.
 //!
 //! Needs `REIN_RESTATE_SERVER` (`bash .ci/peers-restate.sh DIR`, then source `DIR/env`):
 //! without it the rows are skipped. Starts its own restate-server (127.0.0.1, data under
@@ -175,6 +176,22 @@ mod floor {
                 ctx.run(|| async move { Ok(i) }).name("step").await?;
             }
             Ok(n)
+        }
+
+        /// What a session of the 1 000-session row journals at least: two steps of 100 ms
+        /// (the model calls) and an empty one (the tool).
+        #[handler]
+        async fn session(&self, ctx: Context<'_>) -> Result<(), HandlerError> {
+            for _ in 0..2 {
+                ctx.run(|| async {
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    Ok(())
+                })
+                .name("model")
+                .await?;
+            }
+            ctx.run(|| async { Ok(()) }).name("tool").await?;
+            Ok(())
         }
     }
 
@@ -449,7 +466,73 @@ async fn measure(
             return Err(format!("{} of {sessions} sessions failed", sessions - ok));
         }
         let note = json!({"note": "N sessions at once, 2 workers, each: 2 model calls of 100 ms + 1 tool; in-process the same takes ~0.2 s", "sessions": sessions});
-        rec.record(&format!("durable_{sessions}"), "wall", wall, "s", note);
+        let row = format!("durable_{sessions}");
+        rec.record(&row, "wall", wall, "s", note);
+        // Its floor: as many bare invocations of the same three steps, started and attached
+        // the same way, through the same server (the floor service is still served).
+        let floor = floor_sessions(ingress, sessions).await?;
+        let note = json!({"note": "N bare Restate invocations at once, each journaling two ctx.run steps of 100 ms and an empty one, started and attached as the sessions are; one endpoint in the bench process"});
+        rec.record(&row, "floor_wall", floor, "s", note);
+        rec.record(
+            &row,
+            "wall_vs_floor",
+            wall / floor,
+            "x",
+            json!({"note": "wall / floor_wall"}),
+        );
     }
     Ok(())
+}
+
+/// Wall time of `n` bare invocations of the floor's `session` started at once (one-way sends,
+/// then attached), at most 100 HTTP requests open, as the 1 000-session row does.
+async fn floor_sessions(ingress: &str, n: usize) -> Result<f64, String> {
+    let http = rein::models::http::client(Duration::from_secs(120)).map_err(|e| e.to_string())?;
+    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(100));
+    let t0 = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..n {
+        let (http, slots, url) = (
+            http.clone(),
+            slots.clone(),
+            format!("{ingress}/StepFloor/session/send"),
+        );
+        tasks.spawn(async move {
+            let _slot = slots.acquire().await.ok();
+            let sent = http.post(url).send().await.ok()?.text().await.ok()?;
+            let sent: serde_json::Value = serde_json::from_str(&sent).ok()?;
+            sent["invocationId"].as_str().map(str::to_owned)
+        });
+    }
+    let mut ids = Vec::new();
+    while let Some(id) = tasks.join_next().await {
+        if let Ok(Some(id)) = id {
+            ids.push(id);
+        }
+    }
+    let mut tasks = tokio::task::JoinSet::new();
+    for id in ids {
+        let (http, slots, url) = (
+            http.clone(),
+            slots.clone(),
+            format!("{ingress}/restate/invocation/{id}/attach"),
+        );
+        tasks.spawn(async move {
+            let _slot = slots.acquire().await.ok();
+            http.get(url)
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success())
+        });
+    }
+    let mut ok = 0;
+    while let Some(done) = tasks.join_next().await {
+        if done.is_ok_and(|d| d) {
+            ok += 1;
+        }
+    }
+    if ok != n {
+        return Err(format!("{} of {n} floor invocations failed", n - ok));
+    }
+    Ok(t0.elapsed().as_secs_f64())
 }

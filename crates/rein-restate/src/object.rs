@@ -127,10 +127,12 @@ impl ReinAgent {
             )
             .into());
         }
-        let report = run().call().await;
         // A run that ended closed the inbox (and the claim with it); one refused or failed
-        // before it opened leaves the inbox as it was.
-        inbox().release(Json(claim)).call().await?;
+        // before it opened leaves the inbox as it was: only then is the claim released.
+        let report = run().call().await;
+        if report.is_err() {
+            inbox().release(Json(claim)).call().await?;
+        }
         Ok(report?)
     }
 
@@ -393,6 +395,8 @@ impl ReinAgent {
         agent.interceptor().on_rejected(move |id, _, reason| {
             let _ = outcomes.send(Op::Outcome(id, InboxOutcome::rejected(reason)));
         });
+        // Called, not sent: the signal `open` sends for what was queued while paused must be
+        // journaled before the first turn boundary's timer.
         let inbox = || ctx.object_client::<ReinInboxClient>(key.clone());
         inbox()
             .open(Json(ctx.invocation_id().to_owned()))

@@ -199,7 +199,9 @@ fn ledger_tool(session: String) -> ToolHandle {
         move |input, cx| {
             let (ledger, session) = (ledger.clone(), session.clone());
             async move {
-                tokio::time::sleep(delay).await;
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
                 if let Some(path) = ledger {
                     let now = SystemTime::now()
                         .duration_since(UNIX_EPOCH)
