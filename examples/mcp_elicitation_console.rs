@@ -18,7 +18,6 @@
 //! question keeps waiting), then a valid one.
 
 use rein::agui::AguiServer;
-use rein::mcp::McpClient;
 use rein::prelude::*;
 use rein::sessions::MemorySessionStore;
 use rein_examples::{http, sse_events};
@@ -29,20 +28,15 @@ const TOOL: &str = "everything__trigger-elicitation-request";
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let Ok(command) = std::env::var("REIN_MCP_EVERYTHING") else {
+    if std::env::var_os("REIN_MCP_EVERYTHING").is_none() {
         println!(
             "No MCP server given. Install the reference server and point the example at it:\n\
              \n  bash .ci/peers-mcp.sh target/peers && source target/peers/env\
              \n  cargo run -p rein-examples --example mcp_elicitation_console"
         );
         return Ok(());
-    };
-    let command: Vec<&str> = command.split_whitespace().collect();
-    let (program, args) = command.split_first().ok_or("empty REIN_MCP_EVERYTHING")?;
-    let client = McpClient::builder()
-        .quiet(true)
-        .stdio(program, args)
-        .await?;
+    }
+    let client = rein_examples::reference_mcp_server().await?;
     let serve = std::env::args().any(|a| a == "--serve");
     // The model calls the tool, then answers; in the browser, as often as you ask.
     let mut script = ScriptedModel::builder();

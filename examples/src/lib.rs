@@ -111,3 +111,17 @@ pub fn sse_events(body: &str) -> Vec<Value> {
         .filter_map(|d| serde_json::from_str(d).ok())
         .collect()
 }
+
+/// The MCP reference server (`@modelcontextprotocol/server-everything`) the command in
+/// `REIN_MCP_EVERYTHING` starts (set by `.ci/peers-mcp.sh`), connected over stdio. Its tools
+/// are named `everything__<tool>` (the default prefix, from the server's name).
+pub async fn reference_mcp_server() -> Result<rein::mcp::McpClient, Box<dyn std::error::Error>> {
+    let command = std::env::var("REIN_MCP_EVERYTHING")?;
+    let command: Vec<&str> = command.split_whitespace().collect();
+    let (program, args) = command.split_first().ok_or("empty REIN_MCP_EVERYTHING")?;
+    let client = rein::mcp::McpClient::builder()
+        .quiet(true)
+        .stdio(program, args)
+        .await?;
+    Ok(client)
+}

@@ -169,18 +169,25 @@ async fn http_prints_a_token_once_and_requires_it() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Where `.ci/peers-mcp.sh` installed a third-party peer (the environment variable `var` it
+/// sets); `None` (SKIPPED) without it, except under CI, where a missing peer fails the test.
+fn peer(var: &str) -> Option<std::ffi::OsString> {
+    let found = std::env::var_os(var);
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{var} is not set under CI: .ci/peers-mcp.sh must run first"
+        );
+        eprintln!("SKIPPED: {var} is not set (.ci/peers-mcp.sh)");
+    }
+    found
+}
+
 /// The official TypeScript SDK's client (`.ci/e2e/mcp-sdk-client.cjs`, the SDK found through
 /// `REIN_MCP_SDK`, set by `.ci/peers-mcp.sh`) against `rein mcp serve`: what it saw, as JSON.
 /// `None` (SKIPPED) without the SDK, except under CI.
 fn sdk_client(approve: &str, target: &[&str]) -> Option<serde_json::Value> {
-    let Some(sdk) = std::env::var_os("REIN_MCP_SDK") else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "REIN_MCP_SDK is not set under CI: .ci/peers-mcp.sh must run first"
-        );
-        eprintln!("SKIPPED: REIN_MCP_SDK is not set (.ci/peers-mcp.sh)");
-        return None;
-    };
+    let sdk = peer("REIN_MCP_SDK")?;
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../.ci/e2e/mcp-sdk-client.cjs"
@@ -313,14 +320,7 @@ struct InspectorRun {
 /// `--stored-auth-only` (for HTTP) refuses the interactive OAuth whose callback would listen;
 /// its catalog and OAuth store live in a fresh HOME, not the user's.
 fn inspector(args: &[&str]) -> Option<InspectorRun> {
-    let Some(launcher) = std::env::var_os("REIN_MCP_INSPECTOR") else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "REIN_MCP_INSPECTOR is not set under CI: .ci/peers-mcp.sh must run first"
-        );
-        eprintln!("SKIPPED: REIN_MCP_INSPECTOR is not set (.ci/peers-mcp.sh)");
-        return None;
-    };
+    let launcher = peer("REIN_MCP_INSPECTOR")?;
     let home = std::env::temp_dir().join(format!("rein-mcp-inspector-home-{}", std::process::id()));
     std::fs::create_dir_all(&home).unwrap();
     let out = Command::new("node")

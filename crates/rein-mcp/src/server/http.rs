@@ -226,6 +226,9 @@ impl McpHttpServer {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), McpError> {
+        // The accept loop of rein-agui's server, repeated: no crate both may depend on serves
+        // HTTP (rein-core and rein-interventions stay free of it, rein-models is a model
+        // client), and a crate of its own for this loop would be one more published API.
         use hyper_util::rt::{TokioIo, TokioTimer};
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
         let slots = Arc::new(tokio::sync::Semaphore::new(self.max_connections));
