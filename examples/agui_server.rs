@@ -15,7 +15,6 @@ use rein::agui::AguiServer;
 use rein::prelude::*;
 use rein::sessions::MemorySessionStore;
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The agent, built once; every thread is a conversation of it: a tool that deletes files,
 /// and a guard that asks first.
@@ -123,26 +122,8 @@ async fn post(
     token: &str,
     input: Value,
 ) -> Result<Vec<Value>, Box<dyn std::error::Error>> {
-    let body = input.to_string();
-    let mut stream = tokio::net::TcpStream::connect(addr).await?;
-    stream
-        .write_all(
-            format!(
-                "POST /agent HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
-                 Authorization: Bearer {token}\r\nAccept: text/event-stream\r\n\
-                 Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            )
-            .as_bytes(),
-        )
-        .await?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await?;
-    let events: Vec<Value> = response
-        .lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .filter_map(|d| serde_json::from_str(d).ok())
-        .collect();
+    let (_, body) = rein_examples::http(addr, token, "POST", "/agent", &input).await?;
+    let events = rein_examples::sse_events(&body);
     for e in &events {
         let detail = match e["type"].as_str().unwrap_or_default() {
             "TEXT_MESSAGE_CONTENT" => e["delta"].to_string(),

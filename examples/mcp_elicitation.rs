@@ -28,14 +28,8 @@ async fn agent(
     store: &FileSessionStore,
     model: ScriptedModel,
 ) -> Result<(Agent, McpClient), Box<dyn std::error::Error>> {
-    let command = std::env::var("REIN_MCP_EVERYTHING")?;
-    let command: Vec<&str> = command.split_whitespace().collect();
-    let (program, args) = command.split_first().ok_or("empty REIN_MCP_EVERYTHING")?;
     // Its tools are named `everything__<tool>` (the default prefix, from the server's name).
-    let client = McpClient::builder()
-        .quiet(true)
-        .stdio(program, args)
-        .await?;
+    let client = rein_examples::reference_mcp_server().await?;
     let agent = Agent::builder()
         .model(model)
         .tools(client.tools().await?)

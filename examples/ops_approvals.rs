@@ -10,8 +10,8 @@
 use rein::agui::{AguiServer, Principal};
 use rein::prelude::*;
 use rein::sessions::SqliteSessionStore;
+use rein_examples::{http, sse_events as events};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const ALICE: &str = "alice-token-0123456789";
 const BOB: &str = "bob-token-0123456789";
@@ -131,46 +131,4 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
     }
     Ok(())
-}
-
-/// One request on 127.0.0.1 with a bearer token: the status and the body.
-async fn http(
-    addr: &str,
-    token: &str,
-    method: &str,
-    path: &str,
-    body: &Value,
-) -> Result<(u16, String), Box<dyn std::error::Error>> {
-    let body = if body.is_null() {
-        String::new()
-    } else {
-        body.to_string()
-    };
-    let mut stream = tokio::net::TcpStream::connect(addr).await?;
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
-         Authorization: Bearer {token}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).await?;
-    stream.write_all(body.as_bytes()).await?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await?;
-    let status = response
-        .get(9..12)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let body = response
-        .split_once("\r\n\r\n")
-        .map_or("", |(_, b)| b)
-        .to_owned();
-    Ok((status, body))
-}
-
-/// The JSON events of an SSE body.
-fn events(body: &str) -> Vec<Value> {
-    body.lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .filter_map(|d| serde_json::from_str(d).ok())
-        .collect()
 }

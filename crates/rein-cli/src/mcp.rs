@@ -60,6 +60,10 @@ struct ServeArgs {
     /// Default: none (a request with an `Origin` is refused).
     #[arg(long = "allow-origin", requires = "http")]
     allow_origins: Vec<String>,
+    /// The bound on live MCP sessions over HTTP; one more is refused (503) until one is
+    /// closed or idle for 5 minutes.
+    #[arg(long, requires = "http", default_value_t = rein_mcp::server::DEFAULT_MAX_SESSIONS)]
+    max_sessions: usize,
     /// The bound on one call's arguments, in bytes.
     #[arg(long, default_value_t = rein_mcp::server::DEFAULT_MAX_INPUT_BYTES)]
     max_input_bytes: usize,
@@ -134,7 +138,9 @@ fn serve(args: ServeArgs) -> ExitCode {
             }
             Some(addr) => {
                 let generated = args.token.is_none();
-                let mut options = HttpServeOptions::new().addr(addr);
+                let mut options = HttpServeOptions::new()
+                    .addr(addr)
+                    .max_sessions(args.max_sessions);
                 if let Some(Token(t)) = args.token {
                     options = options.token(t);
                 }

@@ -684,3 +684,28 @@ fn durable_worker_pauses_in_restate_and_is_traced() {
         );
     }
 }
+
+#[test]
+fn mcp_elicitation_answered_in_the_web_console() {
+    // The answer is what the console's form sends (its rendering is tested in a real browser by
+    // rein-agui's `an_elicitation_is_answered_through_its_form_in_a_real_browser`).
+    if std::env::var_os("REIN_MCP_EVERYTHING").is_some() {
+        check(
+            "mcp_elicitation_console",
+            &[
+                "run 1 finished: \"interrupt\"",
+                "the server asks: Please provide inputs for the following fields:",
+                "  button: accept\n    field name* (string)\n    field check (boolean)\n",
+                "  button: decline\n  button: cancel\n",
+                "integer 500: 422 \"INVALID_RESUME_PAYLOAD\" (",
+                "(at `/content/integer`))",
+                "the server got: - Name: Ada Lovelace",
+                "the server got: - Favorite Integer: 7",
+                "reply: You are signed up.",
+                "run 3 finished: \"success\"",
+            ],
+        );
+    } else {
+        check("mcp_elicitation_console", &["No MCP server given."]);
+    }
+}

@@ -169,18 +169,25 @@ async fn http_prints_a_token_once_and_requires_it() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Where `.ci/peers-mcp.sh` installed a third-party peer (the environment variable `var` it
+/// sets); `None` (SKIPPED) without it, except under CI, where a missing peer fails the test.
+fn peer(var: &str) -> Option<std::ffi::OsString> {
+    let found = std::env::var_os(var);
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{var} is not set under CI: .ci/peers-mcp.sh must run first"
+        );
+        eprintln!("SKIPPED: {var} is not set (.ci/peers-mcp.sh)");
+    }
+    found
+}
+
 /// The official TypeScript SDK's client (`.ci/e2e/mcp-sdk-client.cjs`, the SDK found through
 /// `REIN_MCP_SDK`, set by `.ci/peers-mcp.sh`) against `rein mcp serve`: what it saw, as JSON.
 /// `None` (SKIPPED) without the SDK, except under CI.
 fn sdk_client(approve: &str, target: &[&str]) -> Option<serde_json::Value> {
-    let Some(sdk) = std::env::var_os("REIN_MCP_SDK") else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "REIN_MCP_SDK is not set under CI: .ci/peers-mcp.sh must run first"
-        );
-        eprintln!("SKIPPED: REIN_MCP_SDK is not set (.ci/peers-mcp.sh)");
-        return None;
-    };
+    let sdk = peer("REIN_MCP_SDK")?;
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../.ci/e2e/mcp-sdk-client.cjs"
@@ -293,5 +300,146 @@ fn the_typescript_sdk_client_asks_the_served_agent_and_answers_its_approval() {
         assert!(answer.contains(expected), "{approve}: {seen}");
         assert_eq!(seen["agent"]["isError"], approve == "none", "{seen}");
     }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// What the MCP Inspector's CLI printed and how it exited.
+struct InspectorRun {
+    /// The exit code: 0 for a result, 5 for a tool's `isError`, 3 for a refused connection.
+    code: i32,
+    /// Its JSON (`--format json`): `{"result": ...}` (stdout) when it had one, and
+    /// `{"error": ...}` (stderr) when it failed (a tool's `isError` gives both).
+    output: serde_json::Value,
+}
+
+/// The official MCP Inspector's CLI mode (`npx @modelcontextprotocol/inspector --cli`, its
+/// launcher found through `REIN_MCP_INSPECTOR`, set by `.ci/peers-mcp.sh`) with `args`.
+/// `None` (SKIPPED) without it, except under CI.
+///
+/// It never opens a browser nor listens: its stdin is not a terminal, auto-open is off and
+/// `--stored-auth-only` (for HTTP) refuses the interactive OAuth whose callback would listen;
+/// its catalog and OAuth store live in a fresh HOME, not the user's.
+fn inspector(args: &[&str]) -> Option<InspectorRun> {
+    let launcher = peer("REIN_MCP_INSPECTOR")?;
+    let home = std::env::temp_dir().join(format!("rein-mcp-inspector-home-{}", std::process::id()));
+    std::fs::create_dir_all(&home).unwrap();
+    let out = Command::new("node")
+        .arg(launcher)
+        .args(["--cli", "--format", "json", "--quiet"])
+        .args(args)
+        .env("HOME", &home)
+        .env("MCP_AUTO_OPEN_ENABLED", "false")
+        .env_remove("MCP_CATALOG_PATH")
+        .env_remove("MCP_CLIENT_CONFIG_PATH")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let code = out.status.code().unwrap();
+    let mut output = json!({});
+    for printed in [&out.stdout, &out.stderr] {
+        if !printed.is_empty() {
+            let part: serde_json::Value =
+                serde_json::from_slice(printed).unwrap_or_else(|e| panic!("{e}: {out:?}"));
+            output
+                .as_object_mut()
+                .unwrap()
+                .extend(part.as_object().unwrap().clone());
+        }
+    }
+    Some(InspectorRun { code, output })
+}
+
+/// The Inspector's `tools/list` and `tools/call`s against `target` (a command or a URL, then
+/// its options): the policy's read, denial and the approval it cannot give (the Inspector's CLI
+/// declares no elicitation capability). `false` when skipped.
+fn check_inspector_calls(target: &[&str], dir: &std::path::Path) -> bool {
+    let with = |method: &[&str]| inspector(&[target, method].concat());
+    let Some(list) = with(&["--method", "tools/list"]) else {
+        return false;
+    };
+    assert_eq!(list.code, 0, "{}", list.output);
+    let names: Vec<_> = list.output["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        names,
+        ["read_file", "list_dir", "current_time", "delete_file"]
+    );
+    let call = |tool: &str, path: &str| {
+        let arg = format!("path={path}");
+        with(&[
+            "--method",
+            "tools/call",
+            "--tool-name",
+            tool,
+            "--tool-arg",
+            &arg,
+        ])
+        .unwrap()
+    };
+    let text = |run: &InspectorRun| run.output["result"]["content"][0]["text"].clone();
+
+    let read = call("read_file", "a.txt");
+    assert_eq!(read.code, 0, "{}", read.output);
+    assert_eq!(text(&read), "hello from a");
+
+    let secret = call("read_file", ".env");
+    assert_eq!(secret.code, 5, "a tool's error: {}", secret.output);
+    let said = text(&secret).as_str().unwrap().to_owned();
+    assert!(said.contains("may hold secrets"), "{said}");
+    assert!(!said.contains("KEY=1"), "{said}");
+
+    let delete = call("delete_file", "a.txt");
+    assert_eq!(delete.code, 5, "{}", delete.output);
+    let said = text(&delete).as_str().unwrap().to_owned();
+    assert!(
+        said.contains("did not declare the elicitation capability"),
+        "{said}"
+    );
+    assert!(
+        dir.join("a.txt").exists(),
+        "an unapproved delete never runs"
+    );
+    true
+}
+
+#[test]
+fn the_mcp_inspector_cli_over_stdio_sees_the_policy() {
+    let (dir, policy) = root("inspector-stdio");
+    let rein = env!("CARGO_BIN_EXE_rein");
+    let root_arg = dir.to_str().unwrap();
+    let target = [
+        rein, "mcp", "serve", "--root", root_arg, "--policy", &policy,
+    ];
+    check_inspector_calls(&target, &dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_mcp_inspector_cli_over_http_sends_the_token_and_sees_the_policy() {
+    let (dir, policy) = root("inspector-http");
+    let token = "a-token-for-the-inspector-test";
+    let (child, _lines, url) = serve_http(&dir, &policy, &["--token", token]);
+    let bearer = format!("Authorization: Bearer {token}");
+    let target = [url.as_str(), "--stored-auth-only", "--header", &bearer];
+    if check_inspector_calls(&target, &dir) {
+        // A wrong token: refused at the door (401), and the Inspector, told never to start an
+        // interactive OAuth, reports it.
+        let wrong = inspector(&[
+            url.as_str(),
+            "--stored-auth-only",
+            "--header",
+            "Authorization: Bearer not-the-token",
+            "--method",
+            "tools/list",
+        ])
+        .unwrap();
+        assert_eq!(wrong.code, 3, "{}", wrong.output);
+        assert_eq!(wrong.output["error"]["code"], "auth_required");
+    }
+    drop(child);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -14,17 +14,24 @@
 //!   ([`DEFAULT_HEADER_TIMEOUT`], against slow-header clients) and the open connections
 //!   ([`DEFAULT_MAX_CONNECTIONS`]), by serving hyper's HTTP/1 with a timer, as rein-agui does
 //!   (`axum::serve` sets no timer, so hyper's header-read timeout would never fire).
+//! - **Sessions bounded**: rmcp keeps each MCP session (a task and its channels) in memory
+//!   until it is closed or idle for [`DEFAULT_SESSION_IDLE_TIMEOUT`]; at most
+//!   [`DEFAULT_MAX_SESSIONS`] live at once. A request that would open one more is refused
+//!   with 503 (the server's capacity, not this client's rate: 429 would tell a client to slow
+//!   down, and slowing down frees nothing; closing a session or its expiry does).
 
 use std::fmt;
 use std::future::Future;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use rmcp::transport::common::http_header::HEADER_SESSION_ID;
 use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
 };
@@ -44,6 +51,11 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// The default bound on open connections; at it, no more are accepted until one closes.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
+/// The default bound on live MCP sessions; at it, a request that would open one more gets 503.
+pub const DEFAULT_MAX_SESSIONS: usize = 64;
+/// The default time a session lives without a message either way (rmcp's own default); then
+/// it is closed and its slot freed.
+pub const DEFAULT_SESSION_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 /// The path the MCP endpoint is served at.
 pub const MCP_PATH: &str = "/mcp";
 
@@ -59,6 +71,8 @@ pub struct HttpServeOptions {
     request_timeout: Duration,
     header_timeout: Duration,
     max_connections: usize,
+    max_sessions: usize,
+    session_idle_timeout: Duration,
 }
 
 /// Shows whether a token is set, never the token.
@@ -73,6 +87,8 @@ impl fmt::Debug for HttpServeOptions {
             .field("request_timeout", &self.request_timeout)
             .field("header_timeout", &self.header_timeout)
             .field("max_connections", &self.max_connections)
+            .field("max_sessions", &self.max_sessions)
+            .field("session_idle_timeout", &self.session_idle_timeout)
             .finish()
     }
 }
@@ -88,6 +104,8 @@ impl Default for HttpServeOptions {
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             header_timeout: DEFAULT_HEADER_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_sessions: DEFAULT_MAX_SESSIONS,
+            session_idle_timeout: DEFAULT_SESSION_IDLE_TIMEOUT,
         }
     }
 }
@@ -150,6 +168,21 @@ impl HttpServeOptions {
         self.max_connections = n.max(1);
         self
     }
+
+    /// The bound on live MCP sessions ([`DEFAULT_MAX_SESSIONS`], at least 1); past it, a
+    /// request that would open one more gets 503 until a session is closed or expires.
+    pub fn max_sessions(mut self, n: usize) -> Self {
+        self.max_sessions = n.max(1);
+        self
+    }
+
+    /// How long a session lives without a message either way
+    /// ([`DEFAULT_SESSION_IDLE_TIMEOUT`]); then it is closed and its slot freed. A call
+    /// waiting for its client's answer (an approval) counts as idle.
+    pub fn session_idle_timeout(mut self, timeout: Duration) -> Self {
+        self.session_idle_timeout = timeout;
+        self
+    }
 }
 
 /// An [`McpServer`] bound to an HTTP address, not yet serving: read its address and token,
@@ -193,6 +226,9 @@ impl McpHttpServer {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), McpError> {
+        // The accept loop of rein-agui's server, repeated: no crate both may depend on serves
+        // HTTP (rein-core and rein-interventions stay free of it, rein-models is a model
+        // client), and a crate of its own for this loop would be one more published API.
         use hyper_util::rt::{TokioIo, TokioTimer};
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
         let slots = Arc::new(tokio::sync::Semaphore::new(self.max_connections));
@@ -261,13 +297,20 @@ impl McpServer {
             .enforce_origin_validation()
             .with_max_request_body_bytes(options.max_body_bytes);
         let handler = self.handler();
-        let service = StreamableHttpService::new(
-            move || Ok(handler.clone()),
-            Arc::new(LocalSessionManager::default()),
-            config,
-        );
+        let mut sessions = LocalSessionManager::default();
+        sessions.session_config.keep_alive = Some(options.session_idle_timeout);
+        let sessions = Arc::new(sessions);
+        let service =
+            StreamableHttpService::new(move || Ok(handler.clone()), Arc::clone(&sessions), config);
+        let cap = Arc::new(SessionCap {
+            sessions,
+            opening: AtomicUsize::new(0),
+            max: options.max_sessions,
+        });
+        // Inside the bearer check: who holds no token learns nothing of the sessions.
         let router = axum::Router::new()
             .route_service(MCP_PATH, service)
+            .layer(middleware::from_fn_with_state(cap, session_cap))
             .layer(middleware::from_fn_with_state(token.clone(), bearer))
             .layer(RequestBodyLimitLayer::new(options.max_body_bytes))
             .layer(TimeoutLayer::with_status_code(
@@ -303,6 +346,49 @@ fn random_token() -> Result<String, McpError> {
         source: None,
     })?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The bound on live sessions: rmcp's session map, and the requests that may be opening one.
+struct SessionCap {
+    sessions: Arc<LocalSessionManager>,
+    /// Requests let through that may open a session and have not answered yet: counted with
+    /// the live sessions, so concurrent openings cannot pass the cap together.
+    opening: AtomicUsize,
+    max: usize,
+}
+
+/// One request counted in [`SessionCap::opening`] until it answers (or is dropped).
+struct Opening(Arc<SessionCap>);
+
+impl Drop for Opening {
+    fn drop(&mut self) {
+        self.0.opening.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// 503 for a request that would open a session (a POST without a session id) when the live
+/// sessions and the openings in flight reach the cap; anything else passes.
+async fn session_cap(State(cap): State<Arc<SessionCap>>, request: Request, next: Next) -> Response {
+    if request.method() != Method::POST || request.headers().contains_key(HEADER_SESSION_ID) {
+        return next.run(request).await;
+    }
+    // Counted before the map is read: of two concurrent openings, the later one sees the
+    // earlier (a session already in the map and still counted is counted twice, which errs
+    // on the side of the cap).
+    let earlier = cap.opening.fetch_add(1, Ordering::SeqCst);
+    let opening = Opening(Arc::clone(&cap));
+    let live = cap.sessions.sessions.read().await.len();
+    if live + earlier >= cap.max {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many open MCP sessions: close one (DELETE with its Mcp-Session-Id) or wait \
+             for an idle one to expire",
+        )
+            .into_response();
+    }
+    let response = next.run(request).await;
+    drop(opening);
+    response
 }
 
 /// 401 unless the request carries `Authorization: Bearer <token>`.

@@ -52,8 +52,9 @@ pub use agent::ServedAgent;
 mod http;
 #[cfg(feature = "server-http")]
 pub use http::{
-    DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_REQUEST_TIMEOUT, HttpServeOptions, MCP_PATH, McpHttpServer,
+    DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS,
+    DEFAULT_REQUEST_TIMEOUT, DEFAULT_SESSION_IDLE_TIMEOUT, HttpServeOptions, MCP_PATH,
+    McpHttpServer,
 };
 
 /// The default bound on one call's arguments, as JSON bytes (1 MiB).

@@ -340,3 +340,73 @@ async fn a_confirm_for_a_client_without_elicitation_is_refused_with_the_reason()
     assert_eq!(*deletes.0.lock().unwrap(), 0);
     c.cancel().await.unwrap();
 }
+
+/// Echo behind a Confirm at AfterToolCall: the tool runs, its result is held until approved.
+fn result_approving_server(echo: &Echo) -> McpServer {
+    McpServer::builder()
+        .tool(ToolHandle::new(echo.clone()))
+        .intervention(
+            Intervention::named("show-results")
+                .after_tool_call(|_, _| AfterToolCallAction::confirm("Show the result?")),
+        )
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_confirm_after_the_call_holds_the_result_until_the_client_approves() {
+    let secret = json!({"text": "the held result"});
+    let echo = Echo::default();
+    let client = TestClient::answering(Some(accept(json!(true))));
+    let asked = client.asked.clone();
+    let c = connect(result_approving_server(&echo), client).await;
+    let r = call(&c, "echo", secret.clone()).await;
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    assert_eq!(text(&r), "the held result");
+    assert_eq!(*echo.0.lock().unwrap(), 1, "the tool runs once");
+    {
+        let asked = asked.lock().unwrap();
+        assert_eq!(asked.len(), 1, "{asked:?}");
+        assert!(asked[0].0.contains("Show the result?"), "{asked:?}");
+        assert!(!asked[0].0.contains("the held result"), "{asked:?}");
+    }
+    c.cancel().await.unwrap();
+
+    // Declined (or not approved): the client gets the refusal, never the held result; the
+    // tool is not run again.
+    for answer in [
+        accept(json!(false)),
+        ElicitResult::new(ElicitationAction::Decline),
+        ElicitResult::new(ElicitationAction::Cancel),
+    ] {
+        let echo = Echo::default();
+        let c = connect(
+            result_approving_server(&echo),
+            TestClient::answering(Some(answer)),
+        )
+        .await;
+        let r = call(&c, "echo", secret.clone()).await;
+        assert_eq!(r.is_error, Some(true), "{r:?}");
+        let t = text(&r);
+        assert!(t.contains("CONFIRMATION_FAILED: Show the result?"), "{t}");
+        assert!(!t.contains("the held result"), "{t}");
+        assert_eq!(*echo.0.lock().unwrap(), 1);
+        c.cancel().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_confirm_after_the_call_for_a_client_without_elicitation_is_refused() {
+    let echo = Echo::default();
+    let c = connect(result_approving_server(&echo), TestClient::answering(None)).await;
+    let r = call(&c, "echo", json!({"text": "the held result"})).await;
+    assert_eq!(r.is_error, Some(true), "{r:?}");
+    let t = text(&r);
+    assert!(
+        t.contains("did not declare the elicitation capability"),
+        "{t}"
+    );
+    assert!(t.contains("show-results"), "{t}");
+    assert!(!t.contains("the held result"), "{t}");
+    c.cancel().await.unwrap();
+}

@@ -38,8 +38,19 @@ async fn start(options: HttpServeOptions) -> (std::net::SocketAddr, String) {
 
 /// The status of a raw `POST /mcp` with these extra headers and this body.
 async fn post(addr: std::net::SocketAddr, headers: &[(&str, &str)], body: &[u8]) -> u16 {
+    send(addr, "POST", headers, body).await.0
+}
+
+/// A raw `METHOD /mcp` with these extra headers and this body: the response's status and its
+/// `Mcp-Session-Id`, if any.
+async fn send(
+    addr: std::net::SocketAddr,
+    method: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, Option<String>) {
     let mut head = format!(
-        "POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\n\
+        "{method} /mcp HTTP/1.1\r\nContent-Type: application/json\r\n\
          Accept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
         body.len()
     );
@@ -57,18 +68,25 @@ async fn post(addr: std::net::SocketAddr, headers: &[(&str, &str)], body: &[u8])
     let _ = s.write_all(body).await;
     let mut buf = Vec::new();
     let mut chunk = [0u8; 1024];
-    // The status line is all that is needed (an SSE body may stay open).
-    while !buf.windows(2).any(|w| w == b"\r\n") {
+    // The response's head is all that is needed (an SSE body may stay open).
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
         match s.read(&mut chunk).await {
             Ok(0) | Err(_) => break,
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
         }
     }
-    let line = String::from_utf8_lossy(&buf);
-    line.split(' ')
+    let head = String::from_utf8_lossy(&buf);
+    let status = head
+        .split(' ')
         .nth(1)
         .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("no status line: {line:?}"))
+        .unwrap_or_else(|| panic!("no status line: {head:?}"));
+    let session = head.lines().find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        name.eq_ignore_ascii_case("mcp-session-id")
+            .then(|| value.trim().to_owned())
+    });
+    (status, session)
 }
 
 #[tokio::test]
@@ -189,4 +207,93 @@ async fn a_client_that_never_finishes_its_headers_is_cut_off() {
         closed.is_ok(),
         "the server kept a headerless connection open"
     );
+}
+
+#[tokio::test]
+async fn sessions_past_the_cap_are_refused_until_one_is_closed() {
+    let (addr, token) = start(HttpServeOptions::new().max_sessions(3)).await;
+    let bearer = format!("Bearer {token}");
+    let auth = ("Authorization", bearer.as_str());
+    let mut sessions = Vec::new();
+    for _ in 0..3 {
+        let (status, id) = send(addr, "POST", &[auth], INITIALIZE.as_bytes()).await;
+        assert_eq!(status, 200);
+        sessions.push(id.expect("a session id"));
+    }
+    // The attack: one session more than the cap.
+    assert_eq!(post(addr, &[auth], INITIALIZE.as_bytes()).await, 503);
+    // Nothing else changes: the open sessions still answer.
+    let ping = br#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#;
+    for id in &sessions {
+        let headers = [
+            auth,
+            ("Mcp-Session-Id", id.as_str()),
+            ("MCP-Protocol-Version", "2025-06-18"),
+        ];
+        assert_eq!(post(addr, &headers, ping).await, 200);
+    }
+    // A closed session frees its slot, for one session only.
+    let closed = send(
+        addr,
+        "DELETE",
+        &[auth, ("Mcp-Session-Id", &sessions[0])],
+        b"",
+    )
+    .await;
+    assert!(closed.0 < 300, "{closed:?}");
+    assert_eq!(post(addr, &[auth], INITIALIZE.as_bytes()).await, 200);
+    assert_eq!(post(addr, &[auth], INITIALIZE.as_bytes()).await, 503);
+}
+
+#[tokio::test]
+async fn concurrent_openings_never_pass_the_cap_together() {
+    let (addr, token) = start(HttpServeOptions::new().max_sessions(3)).await;
+    let bearer = format!("Bearer {token}");
+    let openings: Vec<_> = (0..12)
+        .map(|_| {
+            let bearer = bearer.clone();
+            tokio::spawn(async move {
+                post(addr, &[("Authorization", &bearer)], INITIALIZE.as_bytes()).await
+            })
+        })
+        .collect();
+    let mut statuses = Vec::new();
+    for opening in openings {
+        statuses.push(opening.await.unwrap());
+    }
+    let opened = statuses.iter().filter(|s| **s == 200).count();
+    assert!(opened <= 3, "{statuses:?}");
+    assert!(
+        statuses.iter().all(|s| *s == 200 || *s == 503),
+        "{statuses:?}"
+    );
+    // Whatever the interleaving, the cap is reached, not undershot, once they are done.
+    assert_eq!(
+        post(addr, &[("Authorization", &bearer)], INITIALIZE.as_bytes()).await == 200,
+        opened < 3
+    );
+}
+
+#[tokio::test]
+async fn an_idle_session_expires_and_frees_its_slot() {
+    let (addr, token) = start(
+        HttpServeOptions::new()
+            .max_sessions(1)
+            .session_idle_timeout(std::time::Duration::from_millis(100)),
+    )
+    .await;
+    let bearer = format!("Bearer {token}");
+    let auth = ("Authorization", bearer.as_str());
+    let (status, id) = send(addr, "POST", &[auth], INITIALIZE.as_bytes()).await;
+    assert_eq!(status, 200);
+    assert_eq!(post(addr, &[auth], INITIALIZE.as_bytes()).await, 503);
+    // The idle session expires, then a new one may open. The guard (far longer than the
+    // idle timeout) turns a session that never expires into a failure, not a hung test.
+    let reopened = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        while post(addr, &[auth], INITIALIZE.as_bytes()).await != 200 {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(reopened.is_ok(), "the idle session {id:?} never expired");
 }
