@@ -636,7 +636,7 @@ impl rmcp::ClientHandler for Handler {
         params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        self.elicitor.on_progress(&params);
+        self.elicitor.on_progress(params);
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
@@ -1009,9 +1009,7 @@ impl McpClient {
     ) -> Result<Option<CallToolResult>, McpError> {
         for _ in 0..rmcp::model::DEFAULT_MRTR_MAX_ROUNDS {
             let response = self
-                .inner
-                .peer
-                .call_tool_once(params.clone())
+                .call_once(params.clone(), call)
                 .await
                 .map_err(|e| self.request_error("tools/call", e))?;
             let input = match response {
@@ -1058,6 +1056,40 @@ impl McpClient {
         ))
     }
 
+    /// One `tools/call` request, its progress notifications reported to `call`. Dropped
+    /// before the answer (a cancelled run, a timeout, an elicitation that stops the call), it
+    /// sends the server `notifications/cancelled` for the request, as the protocol asks.
+    async fn call_once(
+        &self,
+        params: CallToolRequestParams,
+        call: &Call,
+    ) -> Result<CallToolResponse, rmcp::ServiceError> {
+        let request =
+            rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params));
+        let handle = self
+            .inner
+            .peer
+            .send_request_with_option(request, rmcp::service::PeerRequestOptions::no_options())
+            .await?;
+        // The SDK picks the request's progress token: the call learns it here, before the
+        // server can have answered more than a first report.
+        call.progress_with(handle.progress_token.clone());
+        let mut abandoned = Abandoned {
+            peer: &self.inner.peer,
+            id: Some(handle.id.clone()),
+        };
+        let result = handle.await_response().await;
+        abandoned.id = None;
+        match result? {
+            rmcp::model::ServerResult::CallToolResult(r) => Ok(CallToolResponse::Complete(r)),
+            rmcp::model::ServerResult::InputRequiredResult(r) => {
+                Ok(CallToolResponse::InputRequired(r))
+            }
+            rmcp::model::ServerResult::CreateTaskResult(r) => Ok(CallToolResponse::Task(r)),
+            _ => Err(rmcp::ServiceError::UnexpectedResponse),
+        }
+    }
+
     fn unsupported(&self, message: String) -> McpError {
         McpError::Unsupported {
             server: self.inner.server.clone(),
@@ -1092,6 +1124,34 @@ impl McpClient {
         match &self.prefix {
             Some(p) => tool_name(&format!("{p}{PREFIX_SEPARATOR}{remote}")),
             None => tool_name(remote),
+        }
+    }
+}
+
+/// A request under way: dropped before its answer, it tells the server
+/// (`notifications/cancelled`), so the server stops working on a result nobody reads.
+struct Abandoned<'a> {
+    peer: &'a Peer<RoleClient>,
+    /// `None` once answered.
+    id: Option<rmcp::model::RequestId>,
+}
+
+impl Drop for Abandoned<'_> {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else {
+            return;
+        };
+        // Sent from a task of its own: a drop cannot wait. Without a runtime (it is shutting
+        // down) the connection ends with it anyway.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let peer = self.peer.clone();
+            let cancelled = rmcp::model::CancelledNotificationParam::new(
+                Some(id),
+                Some("cancelled by the client".to_owned()),
+            );
+            runtime.spawn(async move {
+                let _ = peer.notify_cancelled(cancelled).await;
+            });
         }
     }
 }
