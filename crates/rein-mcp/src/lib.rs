@@ -77,6 +77,7 @@ mod resources;
 mod sampling;
 #[cfg(feature = "server")]
 pub mod server;
+mod updates;
 
 use elicitation::{Call, ElicitationPolicy, Elicitor, Stop};
 pub use elicitation::{
@@ -94,6 +95,7 @@ pub use server::ServedAgent;
 pub use server::{HttpServeOptions, McpHttpServer};
 #[cfg(feature = "server")]
 pub use server::{McpServer, McpServerBuilder};
+pub use updates::{McpResourceUpdate, McpResourceUpdates};
 
 /// The default timeout of one tool call.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -516,9 +518,11 @@ impl McpClientBuilder {
         let sampler = self
             .sampling
             .map(|s| Arc::new(sampling::Sampler::new(s, self.timeout)));
+        let updates = Arc::new(updates::Updates::default());
         let handler = Handler {
             elicitor: elicitor.clone(),
             sampler: sampler.clone(),
+            updates: updates.clone(),
         };
         let connect = handler.serve(transport);
         let service = match tokio::time::timeout(self.connect_timeout, connect).await {
@@ -571,6 +575,7 @@ impl McpClientBuilder {
                 server_name,
                 instructions,
                 elicitor,
+                updates,
                 listed: std::sync::Mutex::new(None),
             }),
             prefix,
@@ -589,6 +594,8 @@ struct Inner {
     server_name: Option<String>,
     instructions: Option<String>,
     elicitor: Arc<Elicitor>,
+    /// The server's resource updates, for `resource_updates()`.
+    updates: Arc<updates::Updates>,
     /// The server's names of the tools it listed last, once `tools()` ran: a tool it no longer
     /// lists is unknown.
     listed: std::sync::Mutex<Option<HashSet<String>>>,
@@ -599,6 +606,7 @@ struct Inner {
 struct Handler {
     elicitor: Arc<Elicitor>,
     sampler: Option<Arc<sampling::Sampler>>,
+    updates: Arc<updates::Updates>,
 }
 
 impl rmcp::ClientHandler for Handler {
@@ -637,6 +645,18 @@ impl rmcp::ClientHandler for Handler {
         _context: NotificationContext<RoleClient>,
     ) {
         self.elicitor.on_progress(params);
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.updates.updated(params.uri);
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.updates.list_changed();
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
@@ -1100,6 +1120,7 @@ impl McpClient {
     /// Closes the connection (a stdio server's process is stopped). Later calls fail with
     /// [`McpError::Closed`]. Closing twice does nothing.
     pub async fn close(&self) {
+        self.inner.updates.close();
         let service = self.inner.service.lock().await.take();
         if let Some(service) = service
             && let Err(e) = service.cancel().await

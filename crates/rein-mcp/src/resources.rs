@@ -315,7 +315,7 @@ impl McpClient {
     }
 
     /// `request` within the connect timeout, its error named by `method`.
-    async fn bounded<T>(
+    pub(crate) async fn bounded<T>(
         &self,
         method: &str,
         request: impl Future<Output = Result<T, rmcp::ServiceError>>,

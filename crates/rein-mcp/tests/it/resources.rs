@@ -169,3 +169,50 @@ async fn everything_resources_as_opt_in_tools() {
     assert!(t.contains("bytes of binary data: not shown"), "{t}");
     client.close().await;
 }
+
+/// Subscriptions (issue 42, item 3): a subscribed resource's updates reach the reader the
+/// application took; unsubscribed, they stop; a closed client ends the reader. server-everything
+/// sends an update of every subscribed resource at once when `toggle-subscriber-updates`
+/// starts its updates (then every 5 s, too slow for a test).
+#[tokio::test]
+async fn everything_resource_updates_reach_the_reader() {
+    use rein_mcp::McpResourceUpdate;
+    let Some(client) = connect("REIN_MCP_EVERYTHING", &[], McpClient::builder()).await else {
+        return;
+    };
+    let uri = "demo://resource/static/document/architecture.md";
+    let mut updates = client.resource_updates();
+    client.subscribe(uri).await.unwrap();
+    client.subscribe(uri).await.unwrap(); // again: harmless
+    client
+        .call_tool("toggle-subscriber-updates", json!({}))
+        .await
+        .unwrap();
+    // Bounded wait: the update is sent before the tool's answer.
+    let update = tokio::time::timeout(std::time::Duration::from_secs(30), updates.next())
+        .await
+        .expect("no update from the server");
+    assert_eq!(update, Some(McpResourceUpdate::Updated { uri: uri.into() }));
+    client.unsubscribe(uri).await.unwrap();
+    client.close().await;
+    // Closed: what waits, then the end (an update of the unsubscribed resource never waits).
+    while let Some(u) = updates.next().await {
+        assert_ne!(u, McpResourceUpdate::Updated { uri: uri.into() });
+    }
+}
+
+/// A server that does not declare `resources.subscribe` is not asked: a typed error.
+#[tokio::test]
+async fn subscribing_where_the_server_offers_no_subscriptions_is_unsupported() {
+    let root = std::env::temp_dir().display().to_string();
+    let Some(client) = connect("REIN_MCP_FILESYSTEM", &[&root], McpClient::builder()).await else {
+        return;
+    };
+    let refused = client.subscribe("file:///etc/hosts").await.unwrap_err();
+    assert!(
+        matches!(&refused, rein_mcp::McpError::Unsupported { message, .. }
+            if message.contains("does not offer resource subscriptions")),
+        "{refused}"
+    );
+    client.close().await;
+}
