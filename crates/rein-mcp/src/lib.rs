@@ -27,7 +27,8 @@
 //!
 //! Resources and prompts are read from code ([`McpClient::resources`],
 //! [`McpClient::read_resource`], [`McpClient::prompt`]...) and reach the model only through
-//! [`McpClient::resource_tools`], where the application opts in.
+//! [`McpClient::resource_tools`] and [`McpClient::prompt_tools`], where the application opts
+//! in; a subscribed resource's updates reach [`McpClient::resource_updates`].
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), rein_mcp::McpError> {

@@ -216,3 +216,79 @@ async fn subscribing_where_the_server_offers_no_subscriptions_is_unsupported() {
     );
     client.close().await;
 }
+
+/// Prompts as opt-in tools (issue 42, item 3): one tool per prompt, named like the server's
+/// tools, its arguments the input schema (required ones required), its messages the result;
+/// the agent's validation refuses an input the prompt does not take.
+#[tokio::test]
+async fn everything_prompts_as_opt_in_tools() {
+    use rein_agent::Agent;
+    use rein_models::ScriptedModel;
+    let Some(client) = connect("REIN_MCP_EVERYTHING", &[], McpClient::builder()).await else {
+        return;
+    };
+    let tools = client.prompt_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
+    assert!(
+        names.contains(&"everything__prompt_simple-prompt"),
+        "{names:?}"
+    );
+    let args = find(&tools, "everything__prompt_args-prompt");
+    let schema = &args.spec().input_schema;
+    assert_eq!(schema["required"], json!(["city"]));
+    assert_eq!(schema["properties"]["state"]["type"], "string");
+    assert_eq!(schema["additionalProperties"], false);
+
+    let model = ScriptedModel::builder()
+        .tool_use(
+            "p1",
+            "everything__prompt_args-prompt",
+            json!({"city": "Paris"}),
+        )
+        .tool_use(
+            "p2",
+            "everything__prompt_args-prompt",
+            json!({"town": "Paris"}),
+        )
+        .text("done")
+        .build();
+    let mut agent = Agent::builder().model(model).tools(tools).build().unwrap();
+    agent.invoke("go").await.unwrap();
+    let results: Vec<_> = agent
+        .messages()
+        .iter()
+        .flat_map(|m| m.tool_results())
+        .collect();
+    assert_eq!(results.len(), 2);
+    assert_eq!(results[0].status, ToolResultStatus::Success);
+    assert_eq!(
+        results[0].content,
+        vec![ToolResultContent::Text(
+            "user: What's weather in Paris?".into()
+        )]
+    );
+    assert_eq!(results[1].status, ToolResultStatus::Error);
+    assert!(
+        results[1].text().contains("invalid input"),
+        "{:?}",
+        results[1]
+    );
+    client.close().await;
+}
+
+/// A prompt definition past `max_tool_bytes` is refused as a tool definition would be.
+#[tokio::test]
+async fn prompt_tools_are_under_the_tool_limits() {
+    let mut limits = rein_mcp::McpLimits::default();
+    limits.max_tool_bytes = 64;
+    let builder = McpClient::builder().limits(limits);
+    let Some(client) = connect("REIN_MCP_EVERYTHING", &[], builder).await else {
+        return;
+    };
+    let refused = client.prompt_tools().await.unwrap_err();
+    assert!(
+        matches!(&refused, rein_mcp::McpError::TooLarge { limit: 64, .. }),
+        "{refused}"
+    );
+    client.close().await;
+}
