@@ -250,17 +250,33 @@ async fn run_streaming(
     while let Some(event) = stream.next().await {
         match event? {
             AgentEvent::Finished(r) => result = Some(r),
-            AgentEvent::SubAgent { agent, event } => parent.emit(|| AgentEvent::SubAgent {
-                agent: format!("{path}/{agent}"),
-                event,
-            }),
-            event => parent.emit(|| AgentEvent::SubAgent {
-                agent: path.to_owned(),
-                event: Box::new(event),
-            }),
+            AgentEvent::SubAgent { agent, event } => forward(
+                parent,
+                AgentEvent::SubAgent {
+                    agent: format!("{path}/{agent}"),
+                    event,
+                },
+            ),
+            event => forward(
+                parent,
+                AgentEvent::SubAgent {
+                    agent: path.to_owned(),
+                    event: Box::new(event),
+                },
+            ),
         }
     }
     result.ok_or(Error::Internal("the sub-agent ended without a result"))
+}
+
+/// Queues a sub-agent's event on its parent's stream; progress reports coalesced there as in
+/// the sub-agent's own stream (a flood stays one event per tool use).
+fn forward(parent: &Sink, event: AgentEvent) {
+    if Sink::is_progress(&event) {
+        parent.progress(None, event);
+    } else {
+        parent.push(event);
+    }
 }
 
 /// A sub-agent that paused: its checkpoint, and its interrupts as its parent raises them.

@@ -6,10 +6,12 @@
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
 use futures_core::Stream;
+use futures_util::task::AtomicWaker;
 use rein_core::{
     Error, Message, ToolResult, ToolUse,
     audit::DecisionRecord,
@@ -107,6 +109,24 @@ pub enum AgentEvent {
         /// The tool use.
         tool_use: ToolUse,
     },
+    /// A running tool reported how far it has come
+    /// ([`ToolContext::report_progress`](rein_core::tool::ToolContext::report_progress); an
+    /// MCP server's `notifications/progress` for the call). Sent between the tool use's
+    /// `ToolCallStarted` and its `ToolResult`, never after. Coalesced: while a report of the
+    /// same tool use waits unread in the stream, a newer one replaces it, so a tool reporting
+    /// faster than the stream is read does not grow memory.
+    ToolProgress {
+        /// The tool use.
+        tool_use_id: String,
+        /// The tool's name.
+        name: String,
+        /// Done so far, in the tool's own unit.
+        progress: f64,
+        /// The whole, when known.
+        total: Option<f64>,
+        /// What the tool is doing now, for a human.
+        message: Option<String>,
+    },
     /// A tool call finished (after AfterToolCall hooks).
     ToolResult(ToolResult),
     /// An intervention decision (see the decision audit).
@@ -163,10 +183,19 @@ struct Queue {
     partial: Option<PartialOutput>,
 }
 
+/// The events waiting for the caller, and who to wake when a tool's progress arrives from
+/// another task (the loop's own events are read when the run's future yields; a progress
+/// report comes while it waits on the tool).
+#[derive(Default)]
+struct Shared {
+    queue: Mutex<Queue>,
+    reader: AtomicWaker,
+}
+
 /// Where the loop writes events. Disabled for `invoke`, so nothing is built or queued there.
 #[derive(Clone, Default)]
 pub(crate) struct Sink {
-    queue: Option<Arc<Mutex<Queue>>>,
+    queue: Option<Arc<Shared>>,
     hold: Option<Arc<Mutex<Vec<AgentEvent>>>>,
 }
 
@@ -177,10 +206,13 @@ impl Sink {
 
     fn enabled(hold_deltas: bool, partial: Option<PartialOutput>) -> Self {
         Self {
-            queue: Some(Arc::new(Mutex::new(Queue {
-                items: VecDeque::new(),
-                partial,
-            }))),
+            queue: Some(Arc::new(Shared {
+                queue: Mutex::new(Queue {
+                    items: VecDeque::new(),
+                    partial,
+                }),
+                reader: AtomicWaker::new(),
+            })),
             hold: hold_deltas.then(Arc::default),
         }
     }
@@ -188,7 +220,7 @@ impl Sink {
     fn queue(&self) -> Option<std::sync::MutexGuard<'_, Queue>> {
         self.queue
             .as_ref()
-            .map(|q| q.lock().unwrap_or_else(PoisonError::into_inner))
+            .map(|q| q.queue.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
     /// A model call starts; its answer, if it is the typed answer, is output attempt
@@ -225,11 +257,47 @@ impl Sink {
 
     /// Queues an event.
     pub(crate) fn push(&self, event: AgentEvent) {
-        if let Some(q) = &self.queue {
-            q.lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .items
-                .push_back(event);
+        if let Some(mut q) = self.queue() {
+            q.items.push_back(event);
+        }
+    }
+
+    /// Queues a tool's progress report (an [`AgentEvent::ToolProgress`], maybe inside
+    /// `SubAgent`s), from any task, unless `open` says its tool no longer runs (read under the
+    /// queue's lock, so a report never follows the tool's result). A report of the same tool
+    /// use still unread is replaced in place: a tool reporting faster than the caller reads
+    /// keeps one event per tool use in the queue, the newest. The reader is woken.
+    pub(crate) fn progress(&self, open: Option<&AtomicBool>, event: AgentEvent) {
+        let Some(shared) = &self.queue else {
+            return;
+        };
+        {
+            let mut q = shared.queue.lock().unwrap_or_else(PoisonError::into_inner);
+            if open.is_some_and(|o| !o.load(Ordering::Acquire)) {
+                return;
+            }
+            match q.items.iter_mut().rev().find(|e| same_progress(e, &event)) {
+                Some(unread) => *unread = event,
+                None => q.items.push_back(event),
+            }
+        }
+        shared.reader.wake();
+    }
+
+    /// Closes a tool use's progress (`open` of [`progress`](Self::progress)): no report of
+    /// it is queued from now on.
+    pub(crate) fn close_progress(&self, open: &AtomicBool) {
+        // Under the queue's lock: a report being queued now lands before the close.
+        let _queue = self.queue();
+        open.store(false, Ordering::Release);
+    }
+
+    /// Whether `event` is a progress report (maybe a sub-agent's).
+    pub(crate) fn is_progress(event: &AgentEvent) -> bool {
+        match event {
+            AgentEvent::ToolProgress { .. } => true,
+            AgentEvent::SubAgent { event, .. } => Self::is_progress(event),
+            _ => false,
         }
     }
 
@@ -303,21 +371,18 @@ impl Sink {
     }
 
     fn pop(&self) -> Option<AgentEvent> {
-        self.queue.as_ref().and_then(|q| {
-            q.lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .items
-                .pop_front()
-        })
+        self.queue()?.items.pop_front()
     }
 
     fn has_items(&self) -> bool {
-        self.queue.as_ref().is_some_and(|q| {
-            !q.lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .items
-                .is_empty()
-        })
+        self.queue().is_some_and(|q| !q.items.is_empty())
+    }
+
+    /// The caller waits for events: a progress report from another task wakes `waker`.
+    fn park(&self, waker: &std::task::Waker) {
+        if let Some(shared) = &self.queue {
+            shared.reader.register(waker);
+        }
     }
 
     /// Lets the caller take what was queued before the loop goes on (streaming only).
@@ -325,6 +390,21 @@ impl Sink {
         if self.is_enabled() && self.has_items() {
             YieldOnce(false).await;
         }
+    }
+}
+
+/// Whether `a` and `b` are progress reports of the same tool use of the same agent.
+fn same_progress(a: &AgentEvent, b: &AgentEvent) -> bool {
+    match (a, b) {
+        (
+            AgentEvent::ToolProgress { tool_use_id: x, .. },
+            AgentEvent::ToolProgress { tool_use_id: y, .. },
+        ) => x == y,
+        (
+            AgentEvent::SubAgent { agent: x, event: e },
+            AgentEvent::SubAgent { agent: y, event: f },
+        ) => x == y && same_progress(e, f),
+        _ => false,
     }
 }
 
@@ -408,6 +488,9 @@ impl Stream for AgentStream<'_> {
                     self.finished = Some(result);
                 }
                 Poll::Pending => {
+                    // Registered before the last look: a report queued meanwhile is not
+                    // missed.
+                    self.sink.park(cx.waker());
                     return match self.sink.pop() {
                         Some(e) => Poll::Ready(Some(Ok(e))),
                         None => Poll::Pending,

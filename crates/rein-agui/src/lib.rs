@@ -45,7 +45,8 @@
 //!   plus `answeredBy` on an answered confirm), `rein.injection_queued` / `_consumed` /
 //!   `_rejected` / `_awaiting_approval`, `rein.response_discarded`, `rein.response_replaced`,
 //!   `rein.message_updated`, `rein.handoff`, `rein.output_partial` (a typed agent's answer
-//!   parsed so far, `{attempt, value}`); a `STATE_SNAPSHOT` of the agent state before the
+//!   parsed so far, `{attempt, value}`), `rein.tool_progress` (a running tool's progress,
+//!   `{toolCallId, name, progress, total, message}`, at most 256 per tool call); a `STATE_SNAPSHOT` of the agent state before the
 //!   end; `RUN_FINISHED` with `outcome` `interrupt` (with the interrupts), `cancelled` or
 //!   `success` (then `result: {text, stopReason}`, plus `output`, the checked typed answer,
 //!   when the agent has an output type and gave one), or `RUN_ERROR {message, code}`.

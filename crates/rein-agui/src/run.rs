@@ -249,6 +249,8 @@ struct Translator {
     /// The text message of the current model response, the parent of its tool calls.
     response_text_id: Option<String>,
     answered_by: Vec<Answerer>,
+    /// `rein.tool_progress` events sent, by tool call.
+    progress_sent: std::collections::HashMap<String, u32>,
 }
 
 impl Translator {
@@ -340,7 +342,27 @@ impl Translator {
                     json!({"text": message.text(), "toolCalls": calls}),
                 ));
             }
+            AgentEvent::ToolProgress {
+                tool_use_id,
+                name,
+                progress,
+                total,
+                message,
+            } => {
+                let sent = self.progress_sent.entry(tool_use_id.clone()).or_default();
+                if *sent < MAX_PROGRESS_EVENTS_PER_CALL {
+                    *sent += 1;
+                    let message: Option<String> =
+                        message.map(|m| m.chars().take(MAX_PROGRESS_MESSAGE_CHARS).collect());
+                    self.send(WireEvent::custom(
+                        "rein.tool_progress",
+                        json!({"toolCallId": tool_use_id, "name": name, "progress": progress,
+                               "total": total, "message": message}),
+                    ));
+                }
+            }
             AgentEvent::ToolResult(r) => {
+                self.progress_sent.remove(&r.tool_use_id);
                 self.close_text();
                 self.send(WireEvent::ToolCallResult {
                     message_id: new_id(),
@@ -557,6 +579,7 @@ pub(crate) async fn drive(
         open_text: None,
         response_text_id: None,
         answered_by: ledger.answered_by(),
+        progress_sent: std::collections::HashMap::new(),
     };
     t.send(WireEvent::RunStarted {
         thread_id: thread_id.clone(),
@@ -682,3 +705,10 @@ pub(crate) async fn drive(
 
 /// The cancel message of a run whose client went away.
 const CLIENT_GONE: &str = "the client disconnected";
+
+/// The most `rein.tool_progress` events one tool call sends: the channel to the client is not
+/// bounded, and a tool (an MCP server's) may report without end; its result still comes.
+const MAX_PROGRESS_EVENTS_PER_CALL: u32 = 256;
+
+/// The longest progress message sent, in characters (a report is a status line).
+const MAX_PROGRESS_MESSAGE_CHARS: usize = 1024;

@@ -184,6 +184,52 @@ impl fmt::Display for ToolError {
 #[error("interrupt raised: {0}")]
 pub struct InterruptRaised(pub String);
 
+/// How far a running tool has come, as it reports it with [`ToolContext::report_progress`]
+/// (an MCP server's `notifications/progress` for the call, a long job's own count).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ToolProgress {
+    /// Done so far, in the tool's own unit; grows from one report to the next.
+    pub progress: f64,
+    /// The whole, when known.
+    pub total: Option<f64>,
+    /// What the tool is doing now, for a human.
+    pub message: Option<String>,
+}
+
+impl ToolProgress {
+    /// Progress `progress`, of an unknown whole, without a message.
+    pub fn new(progress: f64) -> Self {
+        Self {
+            progress,
+            total: None,
+            message: None,
+        }
+    }
+
+    /// Of the whole `total`.
+    #[must_use]
+    pub fn with_total(mut self, total: f64) -> Self {
+        self.total = Some(total);
+        self
+    }
+
+    /// With a message for a human.
+    #[must_use]
+    pub fn with_message(mut self, message: impl Into<String>) -> Self {
+        self.message = Some(message.into());
+        self
+    }
+}
+
+/// Where the progress of a running tool goes: the driver running the tool sets one on its
+/// context (rein-agent's agent does when someone reads its event stream).
+pub trait ToolProgressListener: Send + Sync {
+    /// The tool use `tool_use_id` of the tool `tool_name` reports `progress`. Called from any
+    /// task while the tool runs; must not block.
+    fn tool_progress(&self, tool_use_id: &str, tool_name: &str, progress: ToolProgress);
+}
+
 /// What a running tool can see and do besides its input.
 #[derive(Clone)]
 pub struct ToolContext {
@@ -195,6 +241,8 @@ pub struct ToolContext {
     answers: InterruptAnswers,
     raised: Arc<Mutex<Vec<Interrupt>>>,
     extension: Option<Arc<dyn Any + Send + Sync>>,
+    /// `None` when nobody listens: reporting is then a branch, nothing more.
+    progress: Option<Arc<dyn ToolProgressListener>>,
 }
 
 impl fmt::Debug for ToolContext {
@@ -226,7 +274,38 @@ impl ToolContext {
             answers,
             raised: Arc::default(),
             extension: None,
+            progress: None,
         }
+    }
+
+    /// Sends this tool's [progress reports](Self::report_progress) to `listener`. One
+    /// listener; a later call replaces it.
+    pub fn with_progress_listener(mut self, listener: Arc<dyn ToolProgressListener>) -> Self {
+        self.progress = Some(listener);
+        self
+    }
+
+    /// Reports how far the tool has come: the agent running it streams an
+    /// `AgentEvent::ToolProgress` (only while the tool runs; nothing when nobody reads the
+    /// agent's events). Check [`progress_listened`](Self::progress_listened) first to skip
+    /// building a costly report nobody reads.
+    ///
+    /// ```
+    /// # use rein_core::{id::InvocationId, interrupt::InterruptAnswers, state::{AgentState, InvocationState}, tool::{ToolContext, ToolProgress}};
+    /// let cx = ToolContext::new("t1", "copy", InvocationId::new(), InvocationState::new(),
+    ///     AgentState::new(), InterruptAnswers::default());
+    /// cx.report_progress(ToolProgress::new(3.0).with_total(10.0).with_message("3 of 10 files"));
+    /// assert!(!cx.progress_listened()); // nobody listens: the report went nowhere
+    /// ```
+    pub fn report_progress(&self, progress: ToolProgress) {
+        if let Some(listener) = &self.progress {
+            listener.tool_progress(&self.tool_use_id, &self.tool_name, progress);
+        }
+    }
+
+    /// Whether anyone listens to [`report_progress`](Self::report_progress).
+    pub fn progress_listened(&self) -> bool {
+        self.progress.is_some()
     }
 
     /// Attaches what the driver running the tool offers tools that know it (an agent running
@@ -568,5 +647,44 @@ mod tests {
         let plain =
             ToolHandle::from_sync_fn("p", "p", serde_json::json!({}), |_, _| Ok("ok".into()));
         assert!(plain.capability::<Marker>().is_none());
+    }
+
+    /// A tool's progress reaches the listener its driver set, with the tool use's id and the
+    /// tool's name; without a listener nothing is listened to.
+    #[test]
+    fn progress_reaches_the_listener_with_the_tool_use() {
+        #[derive(Default)]
+        struct Heard(Mutex<Vec<(String, String, ToolProgress)>>);
+        impl ToolProgressListener for Heard {
+            fn tool_progress(&self, tool_use_id: &str, tool_name: &str, progress: ToolProgress) {
+                self.0.lock().unwrap_or_else(PoisonError::into_inner).push((
+                    tool_use_id.into(),
+                    tool_name.into(),
+                    progress,
+                ));
+            }
+        }
+        let cx = ToolContext::new(
+            "tu-7",
+            "copy",
+            InvocationId::new(),
+            InvocationState::new(),
+            AgentState::new(),
+            InterruptAnswers::default(),
+        );
+        assert!(!cx.progress_listened());
+        cx.report_progress(ToolProgress::new(1.0));
+        let heard = Arc::new(Heard::default());
+        let cx = cx.with_progress_listener(heard.clone());
+        assert!(cx.progress_listened());
+        cx.report_progress(ToolProgress::new(2.0).with_total(4.0).with_message("half"));
+        let heard = heard.0.lock().unwrap_or_else(PoisonError::into_inner);
+        assert_eq!(heard.len(), 1);
+        let (id, name, p) = &heard[0];
+        assert_eq!((id.as_str(), name.as_str()), ("tu-7", "copy"));
+        assert_eq!(
+            (p.progress, p.total, p.message.as_deref()),
+            (2.0, Some(4.0), Some("half"))
+        );
     }
 }

@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rein_core::interrupt::Interrupt;
-use rein_core::tool::ToolContext;
-use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
+use rein_core::tool::{ToolContext, ToolProgress};
+use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction, ProgressToken};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest as _, Sha256};
@@ -316,6 +316,9 @@ pub(crate) struct Call {
     asked: AtomicUsize,
     stop: Mutex<Option<Stop>>,
     stopped: tokio::sync::Notify,
+    /// The progress token of the request under way (each `input_required` round is a request
+    /// of its own, with a token of its own).
+    progress_token: Mutex<Option<ProgressToken>>,
 }
 
 impl Call {
@@ -326,7 +329,24 @@ impl Call {
             asked: AtomicUsize::new(0),
             stop: Mutex::new(None),
             stopped: tokio::sync::Notify::new(),
+            progress_token: Mutex::new(None),
         }
+    }
+
+    /// The server's progress notifications with `token` are this call's from now on.
+    pub(crate) fn progress_with(&self, token: ProgressToken) {
+        *self
+            .progress_token
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(token);
+    }
+
+    fn has_progress_token(&self, token: &ProgressToken) -> bool {
+        self.progress_token
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            == Some(token)
     }
 
     /// Waits until an elicitation stops the call (a stop before the wait counts).
@@ -427,25 +447,35 @@ impl Elicitor {
         }
     }
 
-    /// A progress notification: logged (event `MCP progress`, target `rein_mcp`, at `info`)
-    /// with the server, the numbers and — when exactly one call is under way, so it is that
-    /// call's — the tool. Rein's tools have no channel to the agent's event stream, so tracing
-    /// is where it surfaces. (The MCP SDK gives each request a progress token of its own and
-    /// does not say which, so the call under way is how the tool is known.)
-    pub(crate) fn on_progress(&self, params: &rmcp::model::ProgressNotificationParam) {
-        let tool = match self.sole_call() {
-            Some(call) => call.tool.clone(),
-            None => String::new(),
-        };
-        tracing::info!(
+    /// A progress notification: reported to the tool call whose request carries its progress
+    /// token ([`ToolContext::report_progress`]: the agent streams it as an
+    /// `AgentEvent::ToolProgress`), and logged (event `MCP progress`, target `rein_mcp`, at
+    /// `debug`) with the server, the tool and the numbers. A token of no call under way (the
+    /// call ended, or the server made it up) is only logged. Nothing is kept: a server
+    /// flooding progress costs one report each, which the agent's stream coalesces.
+    pub(crate) fn on_progress(&self, params: rmcp::model::ProgressNotificationParam) {
+        let call = self
+            .calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .find(|c| c.has_progress_token(&params.progress_token))
+            .cloned();
+        tracing::debug!(
             target: "rein_mcp",
             server = %self.server(),
-            tool = %tool,
+            tool = %call.as_ref().map_or("", |c| c.tool.as_str()),
             progress = params.progress,
             total = params.total,
             message = params.message.as_deref().unwrap_or_default(),
             "MCP progress"
         );
+        if let Some(cx) = call.as_ref().and_then(|c| c.cx.as_ref()) {
+            let mut progress = ToolProgress::new(params.progress);
+            progress.total = params.total;
+            progress.message = params.message;
+            cx.report_progress(progress);
+        }
     }
 
     /// The run's context of the tool call under way, when there is exactly one and it runs in

@@ -27,7 +27,8 @@
 //!
 //! Resources and prompts are read from code ([`McpClient::resources`],
 //! [`McpClient::read_resource`], [`McpClient::prompt`]...) and reach the model only through
-//! [`McpClient::resource_tools`], where the application opts in.
+//! [`McpClient::resource_tools`] and [`McpClient::prompt_tools`], where the application opts
+//! in; a subscribed resource's updates reach [`McpClient::resource_updates`].
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), rein_mcp::McpError> {
@@ -77,6 +78,7 @@ mod resources;
 mod sampling;
 #[cfg(feature = "server")]
 pub mod server;
+mod updates;
 
 use elicitation::{Call, ElicitationPolicy, Elicitor, Stop};
 pub use elicitation::{
@@ -94,6 +96,7 @@ pub use server::ServedAgent;
 pub use server::{HttpServeOptions, McpHttpServer};
 #[cfg(feature = "server")]
 pub use server::{McpServer, McpServerBuilder};
+pub use updates::{McpResourceUpdate, McpResourceUpdates};
 
 /// The default timeout of one tool call.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -516,9 +519,11 @@ impl McpClientBuilder {
         let sampler = self
             .sampling
             .map(|s| Arc::new(sampling::Sampler::new(s, self.timeout)));
+        let updates = Arc::new(updates::Updates::default());
         let handler = Handler {
             elicitor: elicitor.clone(),
             sampler: sampler.clone(),
+            updates: updates.clone(),
         };
         let connect = handler.serve(transport);
         let service = match tokio::time::timeout(self.connect_timeout, connect).await {
@@ -571,6 +576,7 @@ impl McpClientBuilder {
                 server_name,
                 instructions,
                 elicitor,
+                updates,
                 listed: std::sync::Mutex::new(None),
             }),
             prefix,
@@ -589,6 +595,8 @@ struct Inner {
     server_name: Option<String>,
     instructions: Option<String>,
     elicitor: Arc<Elicitor>,
+    /// The server's resource updates, for `resource_updates()`.
+    updates: Arc<updates::Updates>,
     /// The server's names of the tools it listed last, once `tools()` ran: a tool it no longer
     /// lists is unknown.
     listed: std::sync::Mutex<Option<HashSet<String>>>,
@@ -599,6 +607,7 @@ struct Inner {
 struct Handler {
     elicitor: Arc<Elicitor>,
     sampler: Option<Arc<sampling::Sampler>>,
+    updates: Arc<updates::Updates>,
 }
 
 impl rmcp::ClientHandler for Handler {
@@ -636,7 +645,19 @@ impl rmcp::ClientHandler for Handler {
         params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        self.elicitor.on_progress(&params);
+        self.elicitor.on_progress(params);
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.updates.updated(params.uri);
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.updates.list_changed();
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
@@ -1009,9 +1030,7 @@ impl McpClient {
     ) -> Result<Option<CallToolResult>, McpError> {
         for _ in 0..rmcp::model::DEFAULT_MRTR_MAX_ROUNDS {
             let response = self
-                .inner
-                .peer
-                .call_tool_once(params.clone())
+                .call_once(params.clone(), call)
                 .await
                 .map_err(|e| self.request_error("tools/call", e))?;
             let input = match response {
@@ -1058,6 +1077,40 @@ impl McpClient {
         ))
     }
 
+    /// One `tools/call` request, its progress notifications reported to `call`. Dropped
+    /// before the answer (a cancelled run, a timeout, an elicitation that stops the call), it
+    /// sends the server `notifications/cancelled` for the request, as the protocol asks.
+    async fn call_once(
+        &self,
+        params: CallToolRequestParams,
+        call: &Call,
+    ) -> Result<CallToolResponse, rmcp::ServiceError> {
+        let request =
+            rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params));
+        let handle = self
+            .inner
+            .peer
+            .send_request_with_option(request, rmcp::service::PeerRequestOptions::no_options())
+            .await?;
+        // The SDK picks the request's progress token: the call learns it here, before the
+        // server can have answered more than a first report.
+        call.progress_with(handle.progress_token.clone());
+        let mut abandoned = Abandoned {
+            peer: &self.inner.peer,
+            id: Some(handle.id.clone()),
+        };
+        let result = handle.await_response().await;
+        abandoned.id = None;
+        match result? {
+            rmcp::model::ServerResult::CallToolResult(r) => Ok(CallToolResponse::Complete(r)),
+            rmcp::model::ServerResult::InputRequiredResult(r) => {
+                Ok(CallToolResponse::InputRequired(r))
+            }
+            rmcp::model::ServerResult::CreateTaskResult(r) => Ok(CallToolResponse::Task(r)),
+            _ => Err(rmcp::ServiceError::UnexpectedResponse),
+        }
+    }
+
     fn unsupported(&self, message: String) -> McpError {
         McpError::Unsupported {
             server: self.inner.server.clone(),
@@ -1068,6 +1121,7 @@ impl McpClient {
     /// Closes the connection (a stdio server's process is stopped). Later calls fail with
     /// [`McpError::Closed`]. Closing twice does nothing.
     pub async fn close(&self) {
+        self.inner.updates.close();
         let service = self.inner.service.lock().await.take();
         if let Some(service) = service
             && let Err(e) = service.cancel().await
@@ -1092,6 +1146,34 @@ impl McpClient {
         match &self.prefix {
             Some(p) => tool_name(&format!("{p}{PREFIX_SEPARATOR}{remote}")),
             None => tool_name(remote),
+        }
+    }
+}
+
+/// A request under way: dropped before its answer, it tells the server
+/// (`notifications/cancelled`), so the server stops working on a result nobody reads.
+struct Abandoned<'a> {
+    peer: &'a Peer<RoleClient>,
+    /// `None` once answered.
+    id: Option<rmcp::model::RequestId>,
+}
+
+impl Drop for Abandoned<'_> {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else {
+            return;
+        };
+        // Sent from a task of its own: a drop cannot wait. Without a runtime (it is shutting
+        // down) the connection ends with it anyway.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let peer = self.peer.clone();
+            let cancelled = rmcp::model::CancelledNotificationParam::new(
+                Some(id),
+                Some("cancelled by the client".to_owned()),
+            );
+            runtime.spawn(async move {
+                let _ = peer.notify_cancelled(cancelled).await;
+            });
         }
     }
 }

@@ -1,10 +1,11 @@
 //! Resources and prompts of an MCP server, from code (`McpClient::resources`,
 //! `read_resource`, `resource_templates`, `prompts`, `prompt`), and — where the user opts in —
-//! as two tools for the model (`McpClient::resource_tools`).
+//! as tools for the model (`McpClient::resource_tools`, `McpClient::prompt_tools`).
 //!
 //! The server's answers are read through their wire JSON into Rein's own types, so the MCP
 //! SDK's types stay out of the API.
 
+use std::collections::HashMap;
 use std::future::Future;
 
 use base64::Engine as _;
@@ -280,6 +281,72 @@ impl McpClient {
         vec![list, read]
     }
 
+    /// The server's prompts as tools for the model, one per prompt — opt in by adding them to
+    /// the agent. The prompt `p` is the tool `<alias>__prompt_<p>` (named as
+    /// [`tools`](Self::tools) names the server's tools); its input is an object of the
+    /// prompt's arguments, each a string, the required ones required, no other; its result is
+    /// the prompt's messages, each a text block `<role>: <text>` (an image or a document as
+    /// itself). Under the limits of the server's tools: at most
+    /// [`McpLimits::max_tools`](crate::McpLimits::max_tools) prompts, each definition at most
+    /// [`McpLimits::max_tool_bytes`](crate::McpLimits::max_tool_bytes) as JSON (else
+    /// [`McpError::TooLarge`]), each result at most
+    /// [`McpLimits::max_result_bytes`](crate::McpLimits::max_result_bytes) (else an error the
+    /// model sees). The list is the server's as of this call.
+    pub async fn prompt_tools(&self) -> Result<Vec<ToolHandle>, McpError> {
+        let mut named = HashMap::new();
+        self.prompts()
+            .await?
+            .into_iter()
+            .map(|prompt| {
+                let local = self.local_name(&format!("prompt_{}", prompt.name));
+                if let Some(other) = named.insert(local.clone(), prompt.name.clone()) {
+                    return Err(self.unsupported(format!(
+                        "prompts '{other}' and '{}' would both be named '{local}'",
+                        prompt.name
+                    )));
+                }
+                let description = prompt
+                    .description
+                    .clone()
+                    .or_else(|| prompt.title.clone())
+                    .unwrap_or_else(|| format!("The prompt '{}'", prompt.name));
+                let description = format!(
+                    "{description} (a prompt of the MCP server {}: gives its messages)",
+                    self.inner.server
+                );
+                let schema = prompt_schema(&prompt.arguments);
+                let spec = rein_core::tool::ToolSpec::new(local, description, schema);
+                if crate::json_size(&spec) > self.limits.max_tool_bytes {
+                    return Err(self.too_large(
+                        &format!("the definition of prompt '{}' (bytes)", prompt.name),
+                        self.limits.max_tool_bytes,
+                    ));
+                }
+                let client = self.clone();
+                let remote = prompt.name;
+                Ok(ToolHandle::from_fn(
+                    spec.name,
+                    spec.description,
+                    spec.input_schema,
+                    move |input, _cx| {
+                        let client = client.clone();
+                        let remote = remote.clone();
+                        async move {
+                            let messages = client.prompt(&remote, input).await?;
+                            Ok(ToolOutput::new(
+                                ToolResultStatus::Success,
+                                messages
+                                    .into_iter()
+                                    .flat_map(message_for_the_model)
+                                    .collect(),
+                            ))
+                        }
+                    },
+                ))
+            })
+            .collect()
+    }
+
     /// Every page of a list, at most `max_tools` items in all, within the connect timeout.
     async fn list<T, F, Fut>(&self, method: &str, what: &str, page: F) -> Result<Vec<T>, McpError>
     where
@@ -315,7 +382,7 @@ impl McpClient {
     }
 
     /// `request` within the connect timeout, its error named by `method`.
-    async fn bounded<T>(
+    pub(crate) async fn bounded<T>(
         &self,
         method: &str,
         request: impl Future<Output = Result<T, rmcp::ServiceError>>,
@@ -348,6 +415,52 @@ impl From<serde_json::Error> for ListError {
     fn from(e: serde_json::Error) -> Self {
         Self::Json(e)
     }
+}
+
+/// The input schema of a prompt's tool: its arguments as string properties.
+fn prompt_schema(arguments: &[McpPromptArgument]) -> Value {
+    let properties: serde_json::Map<String, Value> = arguments
+        .iter()
+        .map(|a| {
+            let mut property = json!({"type": "string"});
+            if let Some(d) = &a.description {
+                property["description"] = Value::String(d.clone());
+            }
+            (a.name.clone(), property)
+        })
+        .collect();
+    let required: Vec<&str> = arguments
+        .iter()
+        .filter(|a| a.required)
+        .map(|a| a.name.as_str())
+        .collect();
+    json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false,
+    })
+}
+
+/// A prompt's message as the model gets it from a prompt tool: its text as `<role>: <text>`,
+/// an image or a document as itself.
+fn message_for_the_model(message: Message) -> Vec<ToolResultContent> {
+    let role = match message.role {
+        Role::Assistant => "assistant",
+        _ => "user",
+    };
+    let mut out = vec![ToolResultContent::Text(format!(
+        "{role}: {}",
+        message.text()
+    ))];
+    for block in message.content {
+        match block {
+            ContentBlock::Image(i) => out.push(ToolResultContent::Image(*i)),
+            ContentBlock::Document(d) => out.push(ToolResultContent::Document(*d)),
+            _ => {}
+        }
+    }
+    out
 }
 
 /// One part of `resources/read`'s wire JSON; `None` for a part with neither text nor blob.

@@ -68,7 +68,7 @@ pub mod prelude {
         message::InterruptResponse,
         result::{AgentResult, OutputError},
         stream::StopReason,
-        tool::{ToolContext, ToolError, ToolOutput, ToolSpec},
+        tool::{ToolContext, ToolError, ToolOutput, ToolProgress, ToolSpec},
     };
     pub use rein_hooks::{HookOrder, HookRegistry, Plugin};
     pub use rein_interventions::{

@@ -4,6 +4,7 @@
 
 use std::any::Any;
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -18,7 +19,7 @@ use rein_core::{
     interrupt::{Interrupt, InterruptAnswers, InterruptEvent},
     message::ToolResultStatus,
     stream::Usage,
-    tool::ToolContext,
+    tool::{ToolContext, ToolProgress, ToolProgressListener},
 };
 use rein_hooks::HookRegistry;
 
@@ -328,6 +329,25 @@ pub(super) struct Carried {
     held: Option<ToolResult>,
     /// The checkpoint of the agent running as the tool, paused.
     child: Option<Checkpoint>,
+}
+
+/// Where a running tool's progress goes: the stream, until the tool returns.
+struct ProgressToStream {
+    sink: Sink,
+    open: AtomicBool,
+}
+
+impl ToolProgressListener for ProgressToStream {
+    fn tool_progress(&self, tool_use_id: &str, tool_name: &str, progress: ToolProgress) {
+        let event = AgentEvent::ToolProgress {
+            tool_use_id: tool_use_id.to_owned(),
+            name: tool_name.to_owned(),
+            progress: progress.progress,
+            total: progress.total,
+            message: progress.message,
+        };
+        self.sink.progress(Some(&self.open), event);
+    }
 }
 
 /// What the tool phase shares between concurrently running tools.
@@ -642,6 +662,15 @@ impl ToolRun<'_> {
             self.agent_state.clone(),
             self.answers.clone(),
         );
+        // Its progress goes to the stream while it runs, when someone reads the stream.
+        let progress = self.sink.is_enabled().then(|| {
+            let to = Arc::new(ProgressToStream {
+                sink: self.sink.clone(),
+                open: AtomicBool::new(true),
+            });
+            tcx = tcx.clone().with_progress_listener(to.clone());
+            to
+        });
         // An agent running as this tool finds its parent's run here (and its saved state).
         let linked = outcome.sub_run.is_some() || tool.capability::<RunsAgent>().is_some();
         let link = linked.then(|| {
@@ -680,6 +709,9 @@ impl ToolRun<'_> {
             },
         };
         let elapsed = started.elapsed();
+        if let Some(to) = progress {
+            self.sink.close_progress(&to.open);
+        }
         let subject = &tool_use.tool_use_id;
         let mut raised = raised_at(InterruptEvent::ToolCall, subject, tcx.raised_interrupts());
         if let Some(link) = link {

@@ -231,3 +231,77 @@ async fn a_discard_names_the_handler_and_the_retry_limit() {
         ]
     );
 }
+
+/// Progress reported by a running tool streams as `ToolProgress` of its tool use, between its
+/// start and its result; a flood unread is coalesced to the newest report (one event, not ten
+/// thousand); a report after the tool returned is dropped; `invoke` offers no listener.
+#[tokio::test]
+async fn tool_progress_streams_coalesced_and_never_after_the_result() {
+    use std::sync::{Arc, Mutex};
+
+    use rein_core::{
+        ToolHandle,
+        tool::{ToolContext, ToolProgress},
+    };
+
+    let kept: Arc<Mutex<Option<ToolContext>>> = Arc::default();
+    let listened: Arc<Mutex<Vec<bool>>> = Arc::default();
+    let (k, l) = (kept.clone(), listened.clone());
+    let flood = ToolHandle::from_sync_fn("flood", "Reports often.", json!({}), move |_, cx| {
+        l.lock().unwrap().push(cx.progress_listened());
+        // The context of the first call, kept past its return.
+        let earlier = k.lock().unwrap().replace(cx.clone());
+        if let Some(earlier) = earlier {
+            earlier.report_progress(ToolProgress::new(-1.0));
+        }
+        for i in 1..=10_000 {
+            cx.report_progress(ToolProgress::new(f64::from(i)).with_total(10_000.0));
+        }
+        Ok("flooded".into())
+    });
+    let model = ScriptedModel::builder()
+        .tool_use("first", "flood", json!({}))
+        .tool_use("second", "flood", json!({}))
+        .text("done")
+        .build();
+    let mut streamed = agent(model).tool(flood.clone()).build().unwrap();
+    let events = collect(&mut streamed, "go").await;
+    let position = |f: &dyn Fn(&AgentEvent) -> bool| events.iter().position(f).unwrap();
+    for id in ["first", "second"] {
+        let reports: Vec<(usize, f64, Option<f64>, &str)> = events
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| match e {
+                AgentEvent::ToolProgress {
+                    tool_use_id,
+                    name,
+                    progress,
+                    total,
+                    ..
+                } if tool_use_id == id => Some((i, *progress, *total, name.as_str())),
+                _ => None,
+            })
+            .collect();
+        // One event, the newest; the first call's late report (-1) never arrives.
+        assert_eq!(
+            reports.iter().map(|r| (r.1, r.2, r.3)).collect::<Vec<_>>(),
+            vec![(10_000.0, Some(10_000.0), "flood")],
+            "{id}"
+        );
+        let started = position(
+            &|e| matches!(e, AgentEvent::ToolCallStarted { tool_use } if tool_use.tool_use_id == id),
+        );
+        let ended = position(&|e| matches!(e, AgentEvent::ToolResult(r) if r.tool_use_id == id));
+        assert!(started < reports[0].0 && reports[0].0 < ended, "{id}");
+    }
+    assert_eq!(*listened.lock().unwrap(), vec![true, true]);
+
+    // `invoke`: nobody reads events, the tool's context has no listener.
+    let model = ScriptedModel::builder()
+        .tool_use("third", "flood", json!({}))
+        .text("done")
+        .build();
+    let mut invoked = agent(model).tool(flood).build().unwrap();
+    invoked.invoke("go").await.unwrap();
+    assert_eq!(*listened.lock().unwrap(), vec![true, true, false]);
+}

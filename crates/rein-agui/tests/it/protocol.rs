@@ -761,3 +761,81 @@ async fn a_typed_answer_reaches_the_client_in_run_finished() {
         &&json!({"attempt": 2, "value": {"total_cents": 1200}})
     );
 }
+
+/// A running tool's progress reaches the client as `CUSTOM rein.tool_progress` of its tool
+/// call, before its result; a tool reporting without end sends at most 256 (the channel to the
+/// client is not bounded), each message at most 1024 characters.
+#[tokio::test]
+async fn tool_progress_reaches_the_client_bounded() {
+    use rein_agent::Agent;
+    use rein_core::{
+        ToolHandle,
+        tool::{ToolOutput, ToolProgress},
+    };
+    use rein_models::ScriptedModel;
+    let chatty = ToolHandle::from_fn("chatty", "Reports a lot.", json!({}), |_, cx| async move {
+        for i in 1..=2_000 {
+            cx.report_progress(
+                ToolProgress::new(f64::from(i))
+                    .with_total(2_000.0)
+                    .with_message("x".repeat(5_000)),
+            );
+            // Each report is read before the next: none is coalesced away in the agent.
+            tokio::task::yield_now().await;
+        }
+        Ok(ToolOutput::text("done"))
+    });
+    let agent = Agent::builder()
+        .model(
+            ScriptedModel::builder()
+                .tool_use("p1", "chatty", json!({}))
+                .text("ok")
+                .build(),
+        )
+        .tool(chatty)
+        .build()
+        .unwrap();
+    let server = rein_agui::AguiServer::for_agent(MemorySessionStore::new(), agent)
+        .token(common::TOKEN)
+        .bind_local(0)
+        .await
+        .unwrap()
+        .spawn();
+    let (status, body) = http(
+        server.local_addr(),
+        "POST",
+        "/agent",
+        &run_input("t", user("Go"), None),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let events = events(&body);
+    let result = events
+        .iter()
+        .position(|e| e["type"] == "TOOL_CALL_RESULT")
+        .unwrap();
+    let progress: Vec<(usize, &Value)> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e["type"] == "CUSTOM" && e["name"] == "rein.tool_progress")
+        .map(|(i, e)| (i, &e["value"]))
+        .collect();
+    assert!(
+        (2..=256).contains(&progress.len()),
+        "{} progress events",
+        progress.len()
+    );
+    for (i, v) in &progress {
+        assert!(*i < result);
+        assert_eq!(v["toolCallId"], "p1");
+        assert_eq!(v["name"], "chatty");
+        assert_eq!(v["total"], 2_000.0);
+        assert_eq!(v["message"].as_str().unwrap().len(), 1024);
+    }
+    let values: Vec<f64> = progress
+        .iter()
+        .map(|(_, v)| v["progress"].as_f64().unwrap())
+        .collect();
+    assert!(values.windows(2).all(|w| w[0] < w[1]), "{values:?}");
+    server.shutdown().await.unwrap();
+}

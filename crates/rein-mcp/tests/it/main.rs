@@ -6,6 +6,7 @@
 mod elicitation;
 mod hostile_server;
 mod names;
+mod progress;
 mod resources;
 mod sampling;
 #[cfg(feature = "server")]

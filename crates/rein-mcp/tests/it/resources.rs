@@ -169,3 +169,126 @@ async fn everything_resources_as_opt_in_tools() {
     assert!(t.contains("bytes of binary data: not shown"), "{t}");
     client.close().await;
 }
+
+/// Subscriptions (issue 42, item 3): a subscribed resource's updates reach the reader the
+/// application took; unsubscribed, they stop; a closed client ends the reader. server-everything
+/// sends an update of every subscribed resource at once when `toggle-subscriber-updates`
+/// starts its updates (then every 5 s, too slow for a test).
+#[tokio::test]
+async fn everything_resource_updates_reach_the_reader() {
+    use rein_mcp::McpResourceUpdate;
+    let Some(client) = connect("REIN_MCP_EVERYTHING", &[], McpClient::builder()).await else {
+        return;
+    };
+    let uri = "demo://resource/static/document/architecture.md";
+    let mut updates = client.resource_updates();
+    client.subscribe(uri).await.unwrap();
+    client.subscribe(uri).await.unwrap(); // again: harmless
+    client
+        .call_tool("toggle-subscriber-updates", json!({}))
+        .await
+        .unwrap();
+    // Bounded wait: the update is sent before the tool's answer.
+    let update = tokio::time::timeout(std::time::Duration::from_secs(30), updates.next())
+        .await
+        .expect("no update from the server");
+    assert_eq!(update, Some(McpResourceUpdate::Updated { uri: uri.into() }));
+    client.unsubscribe(uri).await.unwrap();
+    client.close().await;
+    // Closed: what waits, then the end (an update of the unsubscribed resource never waits).
+    while let Some(u) = updates.next().await {
+        assert_ne!(u, McpResourceUpdate::Updated { uri: uri.into() });
+    }
+}
+
+/// A server that does not declare `resources.subscribe` is not asked: a typed error.
+#[tokio::test]
+async fn subscribing_where_the_server_offers_no_subscriptions_is_unsupported() {
+    let root = std::env::temp_dir().display().to_string();
+    let Some(client) = connect("REIN_MCP_FILESYSTEM", &[&root], McpClient::builder()).await else {
+        return;
+    };
+    let refused = client.subscribe("file:///etc/hosts").await.unwrap_err();
+    assert!(
+        matches!(&refused, rein_mcp::McpError::Unsupported { message, .. }
+            if message.contains("does not offer resource subscriptions")),
+        "{refused}"
+    );
+    client.close().await;
+}
+
+/// Prompts as opt-in tools (issue 42, item 3): one tool per prompt, named like the server's
+/// tools, its arguments the input schema (required ones required), its messages the result;
+/// the agent's validation refuses an input the prompt does not take.
+#[tokio::test]
+async fn everything_prompts_as_opt_in_tools() {
+    use rein_agent::Agent;
+    use rein_models::ScriptedModel;
+    let Some(client) = connect("REIN_MCP_EVERYTHING", &[], McpClient::builder()).await else {
+        return;
+    };
+    let tools = client.prompt_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
+    assert!(
+        names.contains(&"everything__prompt_simple-prompt"),
+        "{names:?}"
+    );
+    let args = find(&tools, "everything__prompt_args-prompt");
+    let schema = &args.spec().input_schema;
+    assert_eq!(schema["required"], json!(["city"]));
+    assert_eq!(schema["properties"]["state"]["type"], "string");
+    assert_eq!(schema["additionalProperties"], false);
+
+    let model = ScriptedModel::builder()
+        .tool_use(
+            "p1",
+            "everything__prompt_args-prompt",
+            json!({"city": "Paris"}),
+        )
+        .tool_use(
+            "p2",
+            "everything__prompt_args-prompt",
+            json!({"town": "Paris"}),
+        )
+        .text("done")
+        .build();
+    let mut agent = Agent::builder().model(model).tools(tools).build().unwrap();
+    agent.invoke("go").await.unwrap();
+    let results: Vec<_> = agent
+        .messages()
+        .iter()
+        .flat_map(|m| m.tool_results())
+        .collect();
+    assert_eq!(results.len(), 2);
+    assert_eq!(results[0].status, ToolResultStatus::Success);
+    assert_eq!(
+        results[0].content,
+        vec![ToolResultContent::Text(
+            "user: What's weather in Paris?".into()
+        )]
+    );
+    assert_eq!(results[1].status, ToolResultStatus::Error);
+    assert!(
+        results[1].text().contains("invalid input"),
+        "{:?}",
+        results[1]
+    );
+    client.close().await;
+}
+
+/// A prompt definition past `max_tool_bytes` is refused as a tool definition would be.
+#[tokio::test]
+async fn prompt_tools_are_under_the_tool_limits() {
+    let mut limits = rein_mcp::McpLimits::default();
+    limits.max_tool_bytes = 64;
+    let builder = McpClient::builder().limits(limits);
+    let Some(client) = connect("REIN_MCP_EVERYTHING", &[], builder).await else {
+        return;
+    };
+    let refused = client.prompt_tools().await.unwrap_err();
+    assert!(
+        matches!(&refused, rein_mcp::McpError::TooLarge { limit: 64, .. }),
+        "{refused}"
+    );
+    client.close().await;
+}

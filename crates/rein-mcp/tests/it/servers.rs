@@ -585,7 +585,7 @@ async fn everything_progress_is_traced_with_the_tool() {
     let subscriber = tracing_subscriber::fmt()
         .with_writer(move || writer.clone())
         .with_ansi(false)
-        .with_max_level(tracing::Level::INFO)
+        .with_max_level(tracing::Level::DEBUG)
         .finish();
     // The test's runtime has one thread: the connection's tasks log into this subscriber.
     let _guard = tracing::subscriber::set_default(subscriber);
