@@ -537,6 +537,12 @@ fn main_with(args: &[String], mock: Option<&str>) -> ExitCode {
     if want("context") {
         crate::context::rows(&rec, &rt);
     }
+    if want("mcp_call") {
+        crate::mcp::rows(&rec, &cfg, &rt);
+    }
+    if want("agui_stream") {
+        crate::agui::rows(&rec, &cfg, &rt);
+    }
     children(&rec, quick, &want, "bench-child", true);
     if want("http") {
         let env = std::env::var("REIN_BENCH_MOCK_URL").ok();
