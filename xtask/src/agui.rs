@@ -208,11 +208,10 @@ async fn floor_server() -> std::io::Result<SocketAddr> {
                     Ok::<_, Infallible>(Frame::data(Bytes::from(data)))
                 });
                 let body = StreamBody::new(futures_util::stream::iter(frames));
-                let response = hyper::Response::builder()
+                hyper::Response::builder()
                     .header("content-type", "text/event-stream")
                     .header("cache-control", "no-cache")
-                    .body(body);
-                response
+                    .body(body)
             });
             tokio::spawn(async move {
                 let io = hyper_util::rt::TokioIo::new(stream);
