@@ -40,6 +40,26 @@ fn noop_tool() -> ToolHandle {
     )
 }
 
+/// `n` tools of distinct names and schemas (each an object of three typed properties, two
+/// required), as an agent's own tools are.
+pub(crate) fn distinct_tools(n: usize) -> Vec<ToolHandle> {
+    (0..n)
+        .map(|i| {
+            ToolHandle::from_sync_fn(
+                format!("tool_{i}"),
+                format!("Tool number {i}: looks something up."),
+                json!({"type": "object",
+                    "properties": {
+                        "query": {"type": "string", "description": format!("What tool {i} looks up.")},
+                        "limit": {"type": "integer", "minimum": 1, "maximum": 100},
+                        "exact": {"type": "boolean"}},
+                    "required": ["query", "limit"]}),
+                |_, _| Ok(ToolOutput::text("ok")),
+            )
+        })
+        .collect()
+}
+
 /// The scripted model of the peers' fake: `turns` tool turns of `per_turn` calls, then text.
 pub(crate) fn model(turns: usize, per_turn: usize) -> ScriptedModel {
     let mut b = ScriptedModel::builder().cycle().record_requests(false);
@@ -516,6 +536,12 @@ fn main_with(args: &[String], mock: Option<&str>) -> ExitCode {
     }
     if want("context") {
         crate::context::rows(&rec, &rt);
+    }
+    if want("mcp_call") {
+        crate::mcp::rows(&rec, &cfg, &rt);
+    }
+    if want("agui_stream") {
+        crate::agui::rows(&rec, &cfg, &rt);
     }
     children(&rec, quick, &want, "bench-child", true);
     if want("http") {

@@ -20,10 +20,11 @@ use crate::measure::Recorder;
 const DECIDERS: usize = 5;
 
 /// The variants and their two invocation counts.
-const VARIANTS: [(&str, usize, usize); 12] = [
+const VARIANTS: [(&str, usize, usize); 13] = [
     ("invoke_text", 1_000, 6_000),
     ("invoke_plain", 1_000, 6_000),
     ("built_plain", 1_000, 6_000),
+    ("built_tools10", 1_000, 6_000),
     ("fallback_chain", 1_000, 6_000),
     ("fallback_hop", 1_000, 6_000),
     ("structured", 1_000, 6_000),
@@ -98,6 +99,15 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
             json!({"note": "built_plain - invoke_plain: building an agent of the defaults (no tools) and dropping it, what the inflight row's agent built per invocation pays"}),
         );
     }
+    if let (Some(plain), Some(tools)) = (per.get("built_plain"), per.get("built_tools10")) {
+        rec.record(
+            "built_tools10",
+            "tools_build_instr",
+            (tools - plain) / 10.0,
+            "Ir",
+            json!({"note": "(built_tools10 - built_plain) / 10: what one tool (a handle made once, its schema distinct) adds to building an agent and dropping it"}),
+        );
+    }
     for (variant, metric, note) in [
         (
             "fallback_chain",
@@ -161,7 +171,7 @@ pub(crate) fn child(args: &[String]) -> ExitCode {
     let (b, otel) = match variant {
         "invoke_text" => (agent_builder(0, 1), false),
         // The `inflight` row's agent: the defaults, one shared model.
-        "invoke_plain" | "built_plain" => (
+        "invoke_plain" | "built_plain" | "built_tools10" => (
             rein::Agent::builder().model(crate::bench::model(0, 1)),
             false,
         ),
@@ -207,13 +217,26 @@ pub(crate) fn child(args: &[String]) -> ExitCode {
     let mut agent = build(b);
     // `built_plain`: `invoke_plain`'s agent built anew for each invocation (on one shared
     // model), as the `inflight` row builds them; the others reuse one agent.
-    let per_invocation = (variant == "built_plain").then(|| crate::bench::model(0, 1));
+    // `built_tools10`: the same with ten tools, their handles made once (as a server keeps them)
+    // and given to each agent.
+    let per_invocation = variant
+        .starts_with("built_")
+        .then(|| crate::bench::model(0, 1));
+    let tools = if variant == "built_tools10" {
+        crate::bench::distinct_tools(10)
+    } else {
+        Vec::new()
+    };
     let run = |agent: &mut rein::Agent, k: usize| {
         rt.block_on(async {
             for _ in 0..k {
                 let r = match &per_invocation {
                     Some(model) => {
-                        let mut built = build(rein::Agent::builder().model(model.clone()));
+                        let mut built = build(
+                            rein::Agent::builder()
+                                .model(model.clone())
+                                .tools(tools.iter().cloned()),
+                        );
                         built.invoke("hi").await
                     }
                     None => {

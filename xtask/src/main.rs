@@ -2,7 +2,8 @@
 //!
 //! - `bench [--quick] [--out FILE] [SCENARIO-PREFIX ...]`: Rein's scenario benchmarks, written as
 //!   JSON lines with `sdk: "rein"` (the schema of `xtask/peers/`), also printed; the `durable_*`
-//!   rows run when `REIN_RESTATE_SERVER` is set (`.ci/peers-restate.sh`).
+//!   rows run when `REIN_RESTATE_SERVER` is set (`.ci/peers-restate.sh`), the `mcp_call` rows
+//!   when `REIN_MCP_EVERYTHING` is (the reference MCP server's command line).
 //! - `bench-all [--quick]`: Rein's scenarios, rig's (`xtask/rig-peer`) and the Python peers'
 //!   (Strands Agents, OpenAI Agents) in one run, then the ratio table.
 //! - `bench-instr [--out FILE] [PREFIX ...]`: instruction counts (callgrind) per invocation of
@@ -11,11 +12,13 @@
 //!   scenarios (prints its port, stops when stdin closes).
 //! - `ci`: runs `.ci/run`.
 
+mod agui;
 mod bench;
 mod caching;
 mod context;
 mod durable;
 mod instr;
+mod mcp;
 mod measure;
 mod mock;
 

@@ -86,8 +86,8 @@ impl AgentTool {
 
     /// Another input schema; the sub-agent's prompt is then the input's `input` string field
     /// if it has one, else the whole input as JSON text.
-    pub fn with_input_schema(mut self, schema: Value) -> Self {
-        self.spec.input_schema = schema;
+    pub fn with_input_schema(mut self, schema: impl Into<Arc<Value>>) -> Self {
+        self.spec.input_schema = schema.into();
         self
     }
 }

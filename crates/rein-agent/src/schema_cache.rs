@@ -2,46 +2,86 @@
 //!
 //! Compiling a JSON schema is ≈95 % of building an agent (≈10 µs for one small schema), and
 //! servers often build an agent per request or per session from the same tools. Validators are
-//! therefore kept by schema content: a structural hash picks the bucket, equality confirms the
-//! hit. The cache is bounded; when full it starts over, so programs that generate schemas on the
-//! fly cannot grow it without limit.
+//! therefore kept by the schema's allocation first — a tool handle's schema is one `Arc` shared
+//! by every agent given the handle, so it is found without reading it — and then by content: a
+//! structural hash picks the bucket, equality confirms the hit (a schema made anew with the same
+//! content, as a server listing its tools again makes it). The cache is bounded; when full it
+//! starts over, so programs that generate schemas on the fly cannot grow it without limit.
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash as _, Hasher};
-use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
 
 use serde_json::Value;
 
-/// Most schemas kept at once.
+/// Most schemas kept at once, by content and by allocation each.
 const CAPACITY: usize = 512;
 
-type Buckets = HashMap<u64, Vec<(Value, Arc<jsonschema::Validator>)>>;
+type Entry = (Arc<Value>, Arc<jsonschema::Validator>);
+
+/// A schema known by its address: its validator and, once asked, its token count.
+struct Known {
+    /// Held so that no other schema can be allocated at this address while it is kept.
+    _schema: Arc<Value>,
+    validator: Arc<jsonschema::Validator>,
+    tokens: Option<u64>,
+}
 
 static CACHE: LazyLock<Mutex<Cache>> = LazyLock::new(Mutex::default);
 
 #[derive(Default)]
 struct Cache {
-    buckets: Buckets,
+    /// By the schema's address.
+    by_address: HashMap<usize, Known>,
+    /// By content: structural hash, then equality.
+    buckets: HashMap<u64, Vec<Entry>>,
     len: usize,
 }
 
+impl Cache {
+    fn remember_address(&mut self, schema: &Arc<Value>, validator: &Arc<jsonschema::Validator>) {
+        if self.by_address.len() >= CAPACITY {
+            self.by_address.clear();
+        }
+        let known = Known {
+            _schema: schema.clone(),
+            validator: validator.clone(),
+            tokens: None,
+        };
+        self.by_address.insert(address(schema), known);
+    }
+}
+
+fn cache() -> MutexGuard<'static, Cache> {
+    CACHE.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn address(schema: &Arc<Value>) -> usize {
+    Arc::as_ptr(schema).addr()
+}
+
 /// The validator of `schema`, compiled once per process (per distinct schema).
-pub(crate) fn validator_for(schema: &Value) -> Result<Arc<jsonschema::Validator>, String> {
+pub(crate) fn validator_for(schema: &Arc<Value>) -> Result<Arc<jsonschema::Validator>, String> {
+    if let Some(known) = cache().by_address.get(&address(schema)) {
+        return Ok(known.validator.clone());
+    }
     let key = hash_of(schema);
     {
-        let cache = CACHE.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((_, v)) = cache
+        let mut cache = cache();
+        let found = cache
             .buckets
             .get(&key)
             .and_then(|b| b.iter().find(|(s, _)| s == schema))
-        {
-            return Ok(v.clone());
+            .map(|(_, v)| v.clone());
+        if let Some(v) = found {
+            cache.remember_address(schema, &v);
+            return Ok(v);
         }
     }
     // Compiled outside the lock: another thread may compile the same schema meanwhile, which is
     // harmless (one of the two is kept).
     let validator = Arc::new(jsonschema::validator_for(schema).map_err(|e| e.to_string())?);
-    let mut cache = CACHE.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut cache = cache();
     if cache.len >= CAPACITY {
         cache.buckets.clear();
         cache.len = 0;
@@ -52,7 +92,22 @@ pub(crate) fn validator_for(schema: &Value) -> Result<Arc<jsonschema::Validator>
         .or_default()
         .push((schema.clone(), validator.clone()));
     cache.len += 1;
+    cache.remember_address(schema, &validator);
     Ok(validator)
+}
+
+/// `count(schema)`, counted once per schema allocation the cache knows (an agent's tools'
+/// schemas: each agent counts what its requests carry besides the messages).
+pub(crate) fn token_count(schema: &Arc<Value>, count: impl FnOnce(&Value) -> u64) -> u64 {
+    let key = address(schema);
+    if let Some(tokens) = cache().by_address.get(&key).and_then(|k| k.tokens) {
+        return tokens;
+    }
+    let tokens = count(schema);
+    if let Some(known) = cache().by_address.get_mut(&key) {
+        known.tokens = Some(tokens);
+    }
+    tokens
 }
 
 fn hash_of(v: &Value) -> u64 {
@@ -105,9 +160,13 @@ mod tests {
 
     #[test]
     fn equal_schemas_share_one_validator_and_different_ones_do_not() {
-        let a = json!({"type": "object", "properties": {"city": {"type": "string"}, "n": {"type": "integer", "maximum": 3}}});
-        let b = json!({"properties": {"n": {"maximum": 3, "type": "integer"}, "city": {"type": "string"}}, "type": "object"});
-        let c = json!({"type": "object", "properties": {"city": {"type": "number"}}});
+        let a = Arc::new(
+            json!({"type": "object", "properties": {"city": {"type": "string"}, "n": {"type": "integer", "maximum": 3}}}),
+        );
+        let b = Arc::new(
+            json!({"properties": {"n": {"maximum": 3, "type": "integer"}, "city": {"type": "string"}}, "type": "object"}),
+        );
+        let c = Arc::new(json!({"type": "object", "properties": {"city": {"type": "number"}}}));
         assert_eq!(hash_of(&a), hash_of(&b), "key order does not matter");
         let va = validator_for(&a).unwrap();
         let vb = validator_for(&b).unwrap();
@@ -118,10 +177,37 @@ mod tests {
         assert!(!vc.is_valid(&json!({"city": "Oslo"})));
     }
 
+    /// A schema seen once is found again by its allocation, and the entry keeps the schema
+    /// alive: its address cannot be taken by another schema while the entry says it is this one.
+    #[test]
+    fn a_schema_seen_once_is_found_by_its_address_and_kept_alive() {
+        let schema =
+            Arc::new(json!({"type": "object", "properties": {"only_here": {"type": "boolean"}}}));
+        let v = validator_for(&schema).unwrap();
+        let found = cache()
+            .by_address
+            .get(&address(&schema))
+            .map(|k| k.validator.clone());
+        assert!(Arc::ptr_eq(&found.expect("found by address"), &v));
+        assert!(
+            Arc::strong_count(&schema) >= 3,
+            "the cache holds the schema"
+        );
+        assert!(Arc::ptr_eq(&validator_for(&schema).unwrap(), &v));
+        // Its token count is counted once.
+        assert_eq!(token_count(&schema, |_| 7), 7);
+        assert_eq!(token_count(&schema, |_| unreachable!("counted again")), 7);
+        // A schema the cache does not know is counted every time.
+        let other = Arc::new(json!({"type": "null"}));
+        assert_eq!(token_count(&other, |_| 1), 1);
+        assert_eq!(token_count(&other, |_| 2), 2);
+    }
+
     #[test]
     fn an_invalid_schema_is_an_error_and_is_not_kept() {
-        let bad = json!({"type": 12});
+        let bad = Arc::new(json!({"type": 12}));
         assert!(validator_for(&bad).is_err());
         assert!(validator_for(&bad).is_err());
+        assert!(!cache().by_address.contains_key(&address(&bad)));
     }
 }

@@ -256,7 +256,12 @@ pub(crate) fn raw_fixed(system: Option<&str>, tools: &[ToolSpec]) -> u64 {
     system.map_or(0, |s| MESSAGE_OVERHEAD + text(s))
         + tools
             .iter()
-            .map(|t| TOOL_OVERHEAD + text(&t.name) + text(&t.description) + json(&t.input_schema))
+            .map(|t| {
+                TOOL_OVERHEAD
+                    + text(&t.name)
+                    + text(&t.description)
+                    + crate::schema_cache::token_count(&t.input_schema, json)
+            })
             .sum::<u64>()
 }
 

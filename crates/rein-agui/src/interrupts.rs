@@ -173,7 +173,7 @@ impl<'a> Asking<'a> {
             .agent
             .filter(|_| p.point.event == InterruptEvent::BeforeToolCall)
             .and_then(|a| a.tool_spec(&call.name))
-            .map(|s| &s.input_schema);
+            .map(|s| &*s.input_schema);
         if takes_an_approval(p) && input_schema.is_some() {
             w.response_schema = approval_schema(
                 p.interrupt.fingerprint.is_some(),

@@ -27,21 +27,23 @@ pub struct ToolSpec {
     pub name: String,
     /// What the tool does, for the model.
     pub description: String,
-    /// JSON schema of the input object.
-    pub input_schema: Value,
+    /// JSON schema of the input object. Shared: a spec's clones (an agent's list of specs, each
+    /// request's) point to one schema, and the agent's compiled validator is found by it
+    /// without reading it. Serialized as the schema itself.
+    pub input_schema: Arc<Value>,
 }
 
 impl ToolSpec {
-    /// A tool spec.
+    /// A tool spec (`input_schema` a [`Value`], or an `Arc<Value>` to share one).
     pub fn new(
         name: impl Into<String>,
         description: impl Into<String>,
-        input_schema: Value,
+        input_schema: impl Into<Arc<Value>>,
     ) -> Self {
         Self {
             name: name.into(),
             description: description.into(),
-            input_schema,
+            input_schema: input_schema.into(),
         }
     }
 
@@ -545,7 +547,7 @@ impl ToolHandle {
     pub fn from_fn<F, Fut>(
         name: impl Into<String>,
         description: impl Into<String>,
-        input_schema: Value,
+        input_schema: impl Into<Arc<Value>>,
         f: F,
     ) -> Self
     where
@@ -562,7 +564,7 @@ impl ToolHandle {
     pub fn from_sync_fn<F>(
         name: impl Into<String>,
         description: impl Into<String>,
-        input_schema: Value,
+        input_schema: impl Into<Arc<Value>>,
         f: F,
     ) -> Self
     where

@@ -809,3 +809,34 @@ async fn huge_reported_usage_saturates_and_still_stops_at_the_token_budget() {
     assert_eq!(r.stop_reason, StopReason::LimitTotalTokens);
     assert_eq!(r.usage.total_tokens, u64::MAX);
 }
+
+/// Agents built from one tool handle (a server builds one per request) copy no schema: their
+/// requests carry the handle's own, and the shared validator still checks the input.
+#[tokio::test]
+async fn agents_built_from_one_handle_share_its_schema_and_still_check_input() {
+    let log = Log::default();
+    let echo = echo_tool(&log);
+    for _ in 0..2 {
+        let model = ScriptedModel::builder()
+            .response(
+                ScriptedResponse::new()
+                    .tool_use("i", "echo", json!({"text": 5}))
+                    .tool_use("v", "echo", json!({"text": "hi"})),
+            )
+            .text("ok")
+            .build();
+        let mut agent = agent(model.clone()).tool(echo.clone()).build().unwrap();
+        agent.invoke("go").await.unwrap();
+        let sent = &model.requests()[0].tools;
+        assert!(std::sync::Arc::ptr_eq(
+            &sent[0].input_schema,
+            &echo.spec().input_schema
+        ));
+        let results = results_of(&agent.messages()[2]);
+        assert!(
+            results[0].1.starts_with("Error: invalid input: "),
+            "{results:?}"
+        );
+        assert!(!results[1].2, "{results:?}");
+    }
+}

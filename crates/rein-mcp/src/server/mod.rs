@@ -217,7 +217,7 @@ impl McpServerBuilder {
                     spec.name
                 ))
             })?;
-            let Value::Object(schema) = spec.input_schema.clone() else {
+            let Value::Object(schema) = (*spec.input_schema).clone() else {
                 return Err(invalid(format!(
                     "the input schema of tool '{}' is not an object",
                     spec.name
