@@ -29,7 +29,29 @@ fn a_specs_json_is_unchanged_and_reads_back() {
     // The JSON of a spec whose schema was a plain `Value` (as stored sessions and journals
     // written by earlier releases hold it).
     let stored = r#"{"name":"weather","description":"The weather.","inputSchema":{"properties":{"city":{"type":"string"}},"required":["city"],"type":"object"}}"#;
-    assert_eq!(serde_json::to_string(&spec).unwrap(), stored);
+    // The spec as it was before (a plain `Value`), serialized by the same serde_json: the key
+    // order of an object depends on serde_json's `preserve_order`, which another crate of the
+    // build may enable, so the bytes are compared with that, not with a literal.
+    #[derive(serde::Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Before {
+        name: &'static str,
+        description: &'static str,
+        input_schema: Value,
+    }
+    let before = Before {
+        name: "weather",
+        description: "The weather.",
+        input_schema: schema(),
+    };
+    assert_eq!(
+        serde_json::to_string(&spec).unwrap(),
+        serde_json::to_string(&before).unwrap()
+    );
+    assert_eq!(
+        serde_json::to_value(&spec).unwrap(),
+        serde_json::from_str::<Value>(stored).unwrap()
+    );
     let back: ToolSpec = serde_json::from_str(stored).unwrap();
     assert_eq!(back, spec);
     assert_eq!(*back.input_schema, schema());
