@@ -488,8 +488,13 @@ impl Stream for AgentStream<'_> {
                     self.finished = Some(result);
                 }
                 Poll::Pending => {
-                    // Registered before the last look: a report queued meanwhile is not
-                    // missed.
+                    // The loop queued events before yielding (the common case): no need to
+                    // register for a wake-up (an atomic exchange or two per event).
+                    if let Some(e) = self.sink.pop() {
+                        return Poll::Ready(Some(Ok(e)));
+                    }
+                    // Waiting on the model or a tool: registered before the last look, so a
+                    // progress report queued meanwhile from another task is not missed.
                     self.sink.park(cx.waker());
                     return match self.sink.pop() {
                         Some(e) => Poll::Ready(Some(Ok(e))),
