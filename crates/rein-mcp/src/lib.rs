@@ -68,10 +68,11 @@ use rmcp::model::{
     ContentBlock, ElicitRequestParams, ElicitResult, Implementation, InputRequest, InputResponses,
     ProgressNotificationParam,
 };
-use rmcp::service::{NotificationContext, RequestContext, RunningService};
+use rmcp::service::{
+    NotificationContext, RequestContext, RunningService, RunningServiceCancellationToken,
+};
 use rmcp::{Peer, RoleClient, ServiceExt};
 use serde_json::Value;
-use tokio::sync::Mutex;
 
 mod elicitation;
 mod resources;
@@ -192,7 +193,8 @@ pub enum McpError {
         #[source]
         source: Option<BoxError>,
     },
-    /// The connection was closed with [`McpClient::close`].
+    /// The connection has ended: closed with [`McpClient::close`], or the server gone (its
+    /// process exited, its stream closed).
     #[error("MCP client for {server} is closed")]
     Closed {
         /// The server: its name from the handshake, else the program or the URL (never the
@@ -543,6 +545,7 @@ impl McpClientBuilder {
             Ok(Ok(service)) => service,
         };
         let peer = service.peer().clone();
+        let connection = Connection::watch(service, updates.clone());
         let info = peer.peer_info();
         let server_name = info
             .as_ref()
@@ -572,7 +575,7 @@ impl McpClientBuilder {
             inner: Arc::new(Inner {
                 server,
                 peer,
-                service: Mutex::new(Some(service)),
+                connection,
                 server_name,
                 instructions,
                 elicitor,
@@ -591,7 +594,7 @@ struct Inner {
     /// How errors name the server: its handshake name, else the program or URL.
     server: String,
     peer: Peer<RoleClient>,
-    service: Mutex<Option<RunningService<RoleClient, Handler>>>,
+    connection: Connection,
     server_name: Option<String>,
     instructions: Option<String>,
     elicitor: Arc<Elicitor>,
@@ -600,6 +603,63 @@ struct Inner {
     /// The server's names of the tools it listed last, once `tools()` ran: a tool it no longer
     /// lists is unknown.
     listed: std::sync::Mutex<Option<HashSet<String>>>,
+}
+
+/// The running connection, watched: a task owns rmcp's service and waits for its loop to end —
+/// [`McpClient::close`], the last clone dropped, or the server gone (its process exited, its
+/// stream closed) — then closes the resource updates, so a reader waiting on a dead server
+/// gets `None` instead of waiting for ever.
+struct Connection {
+    /// Cancels the service's loop: taken by `close`, or when the last clone drops.
+    stop: std::sync::Mutex<Option<RunningServiceCancellationToken>>,
+    /// `true` once the loop has ended.
+    ended: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Connection {
+    fn watch(service: RunningService<RoleClient, Handler>, updates: Arc<updates::Updates>) -> Self {
+        let stop = service.cancellation_token();
+        let (ended_tx, ended) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            if let Err(e) = service.waiting().await {
+                tracing::debug!(error = %e, "MCP client connection");
+            }
+            updates.close();
+            let _ = ended_tx.send(true);
+        });
+        Self {
+            stop: std::sync::Mutex::new(Some(stop)),
+            ended,
+        }
+    }
+
+    fn is_closed(&self) -> bool {
+        *self.ended.borrow() || self.stop_token().is_none()
+    }
+
+    fn stop_token(&self) -> std::sync::MutexGuard<'_, Option<RunningServiceCancellationToken>> {
+        self.stop
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Ends the connection and waits for its loop to finish.
+    async fn close(&self) {
+        let stop = self.stop_token().take();
+        if let Some(stop) = stop {
+            stop.cancel();
+        }
+        let mut ended = self.ended.clone();
+        let _ = ended.wait_for(|ended| *ended).await;
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop_token().take() {
+            stop.cancel();
+        }
+    }
 }
 
 /// What the client does with the server's requests: elicitations go to the tool call under
@@ -969,7 +1029,7 @@ impl McpClient {
                 )));
             }
         };
-        if self.inner.service.lock().await.is_none() {
+        if self.inner.connection.is_closed() {
             return Err(McpError::Closed {
                 server: self.inner.server.clone(),
             }
@@ -1122,12 +1182,7 @@ impl McpClient {
     /// [`McpError::Closed`]. Closing twice does nothing.
     pub async fn close(&self) {
         self.inner.updates.close();
-        let service = self.inner.service.lock().await.take();
-        if let Some(service) = service
-            && let Err(e) = service.cancel().await
-        {
-            tracing::debug!(server = %self.inner.server, error = %e, "MCP client close");
-        }
+        self.inner.connection.close().await;
     }
 
     fn request_error(

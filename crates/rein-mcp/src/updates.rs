@@ -109,8 +109,9 @@ impl fmt::Debug for McpResourceUpdates {
 }
 
 impl McpResourceUpdates {
-    /// The next update, waiting for one; `None` once the client is
-    /// [closed](McpClient::close) and nothing waits.
+    /// The next update, waiting for one; `None` once the connection has ended (the client
+    /// [closed](McpClient::close), its last clone dropped, or the server gone) and nothing
+    /// waits.
     pub async fn next(&mut self) -> Option<McpResourceUpdate> {
         loop {
             let ready = self.updates.ready.notified();

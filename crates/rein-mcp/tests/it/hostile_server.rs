@@ -99,6 +99,8 @@ fn hostile_server_process() {
                 let text = json!({"hanging": hanging, "cancelled": cancelled}).to_string();
                 json!({"content": [{"type": "text", "text": text}]})
             }
+            // Mode `exit`: the server dies in the middle of a call (its process exits).
+            "tools/call" if mode == "exit" => std::process::exit(0),
             "tools/call" if mode == "shrinking" => {
                 if called == "a" && !shrunk {
                     shrunk = true;
@@ -289,6 +291,30 @@ async fn a_tool_list_without_end_stops_at_max_tools() {
     let client = connect("endless_list").await;
     let e = client.tools().await.unwrap_err();
     assert_eq!(too_large(&e), ("the tool list", 1000), "{e}");
+    client.close().await;
+}
+
+/// A server that dies ends the client's connection: the call under way fails, a reader of
+/// resource updates gets `None` instead of waiting for ever, later calls fail at once as
+/// closed (before, the reader waited until `close()`, and later calls tried the dead pipe).
+#[tokio::test]
+async fn a_dead_server_ends_the_update_reader_and_later_calls() {
+    let client = connect("exit").await;
+    let mut updates = client.resource_updates();
+    let reader = tokio::spawn(async move { updates.next().await });
+    assert!(client.call_tool("echo", json!({})).await.is_err());
+    // A guard against a hang, not a timing: the reader ends when the connection does.
+    let next = tokio::time::timeout(Duration::from_secs(30), reader)
+        .await
+        .expect("the reader ends when the server dies")
+        .unwrap();
+    assert_eq!(next, None);
+    let e = client.call_tool("echo", json!({})).await.unwrap_err();
+    let source = e.source().and_then(|s| s.downcast_ref::<McpError>());
+    assert!(
+        matches!(source, Some(McpError::Closed { .. })),
+        "a later call is refused as closed: {e}"
+    );
     client.close().await;
 }
 
