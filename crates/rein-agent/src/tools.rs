@@ -52,12 +52,22 @@ impl ToolEntry {
 #[derive(Default)]
 pub(crate) struct ToolSet {
     by_name: HashMap<String, ToolEntry>,
+    /// An agent without tools shares one empty list (no allocation per agent).
     specs: Arc<Vec<ToolSpec>>,
-    /// Empty for most agents: then nothing below is touched.
+    /// `None` for most agents (no tool source): nothing of it is allocated or touched then, so
+    /// an idle agent stays small (issue 44).
+    sourced: Option<Box<Sourced>>,
+}
+
+/// The tool sources of an agent that has some.
+struct Sourced {
     sources: Vec<Source>,
     /// The sources' tools as last listed, and every spec (built ones first).
     listed: RwLock<Listed>,
 }
+
+/// The spec list of every agent built without tools.
+static NO_SPECS: std::sync::LazyLock<Arc<Vec<ToolSpec>>> = std::sync::LazyLock::new(Arc::default);
 
 /// A tool source and the version of its list the agent holds.
 struct Source {
@@ -89,31 +99,40 @@ impl ToolSet {
                 return Err(BuildError::DuplicateTool(name).into());
             }
         }
-        let specs = Arc::new(specs);
+        let specs = if specs.is_empty() {
+            NO_SPECS.clone()
+        } else {
+            Arc::new(specs)
+        };
+        let sourced = (!sources.is_empty()).then(|| {
+            Box::new(Sourced {
+                sources: sources
+                    .into_iter()
+                    .map(|source| Source {
+                        source,
+                        version: RwLock::new(None),
+                        tools: RwLock::new(Vec::new()),
+                    })
+                    .collect(),
+                listed: RwLock::new(Listed {
+                    by_name: HashMap::new(),
+                    specs: specs.clone(),
+                }),
+            })
+        });
         Ok(Self {
             by_name,
-            listed: RwLock::new(Listed {
-                by_name: HashMap::new(),
-                specs: specs.clone(),
-            }),
             specs,
-            sources: sources
-                .into_iter()
-                .map(|source| Source {
-                    source,
-                    version: RwLock::new(None),
-                    tools: RwLock::new(Vec::new()),
-                })
-                .collect(),
+            sourced,
         })
     }
 
     /// Every tool's spec: the built ones, then the sources' as last listed.
     pub(crate) fn specs(&self) -> Arc<Vec<ToolSpec>> {
-        if self.sources.is_empty() {
-            return self.specs.clone();
+        match &self.sourced {
+            None => self.specs.clone(),
+            Some(s) => read(&s.listed).specs.clone(),
         }
-        read(&self.listed).specs.clone()
     }
 
     /// The built tools' specs (what a request carries when the agent has no tool source).
@@ -123,14 +142,14 @@ impl ToolSet {
 
     /// The specs of the sources' tools alone (what a typed-output request adds to its own).
     pub(crate) fn listed_specs(&self) -> Vec<ToolSpec> {
-        if self.sources.is_empty() {
-            return Vec::new();
+        match &self.sourced {
+            None => Vec::new(),
+            Some(s) => read(&s.listed).specs[self.specs.len()..].to_vec(),
         }
-        read(&self.listed).specs[self.specs.len()..].to_vec()
     }
 
     pub(crate) fn has_sources(&self) -> bool {
-        !self.sources.is_empty()
+        self.sourced.is_some()
     }
 
     /// Lists again the sources whose version changed (before a model call). A source that
@@ -138,8 +157,11 @@ impl ToolSet {
     /// tool named like a built tool, another source's or `reserved` is left out: a source
     /// never shadows a tool the agent was built with.
     pub(crate) async fn refresh(&self, reserved: Option<&str>) {
+        let Some(sourced) = &self.sourced else {
+            return;
+        };
         let mut changed = false;
-        for s in &self.sources {
+        for s in &sourced.sources {
             let version = s.source.version();
             if *read(&s.version) == Some(version) {
                 continue;
@@ -158,7 +180,7 @@ impl ToolSet {
         }
         let mut by_name = HashMap::new();
         let mut specs = self.specs.as_ref().clone();
-        for s in &self.sources {
+        for s in &sourced.sources {
             for handle in read(&s.tools).iter() {
                 let name = handle.name();
                 if self.by_name.contains_key(name)
@@ -177,7 +199,7 @@ impl ToolSet {
                 }
             }
         }
-        *write(&self.listed) = Listed {
+        *write(&sourced.listed) = Listed {
             by_name,
             specs: Arc::new(specs),
         };
@@ -187,10 +209,7 @@ impl ToolSet {
         if let Some(e) = self.by_name.get(name) {
             return Some(e.handle.clone());
         }
-        if self.sources.is_empty() {
-            return None;
-        }
-        read(&self.listed)
+        read(&self.sourced.as_ref()?.listed)
             .by_name
             .get(name)
             .map(|e| e.handle.clone())
@@ -211,14 +230,12 @@ impl ToolSet {
         tool: &ToolHandle,
         input: &serde_json::Value,
     ) -> Result<(), String> {
-        let listed = (!self.sources.is_empty())
-            .then(|| {
-                read(&self.listed)
-                    .by_name
-                    .get(tool.name())
-                    .map(|e| e.validator.clone())
-            })
-            .flatten();
+        let listed = self.sourced.as_ref().and_then(|s| {
+            read(&s.listed)
+                .by_name
+                .get(tool.name())
+                .map(|e| e.validator.clone())
+        });
         let owned;
         let validator = match (self.by_name.get(tool.name()), listed) {
             (Some(e), _) if e.handle == *tool => &*e.validator,
