@@ -8,7 +8,8 @@
 //!
 //! Per token: (a run streaming `TOKENS` deltas - a run streaming 1) / (`TOKENS` - 1), process
 //! CPU (server and client share the process and its one thread) and wall; events per second
-//! over the long runs. Rounds interleave Rein and the floor.
+//! over the long runs. Rounds interleave Rein and the floor. The thread's context switches per
+//! long run say where wall time beyond CPU went: waiting (voluntary) or preempted (involuntary).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -78,9 +79,21 @@ async fn run(rec: &Recorder, cfg: &Config) -> Result<(), Box<dyn std::error::Err
     // Samples of: rein 1, rein TOKENS, floor 1, floor TOKENS; events of the long runs.
     let mut s: [Samples; 4] = Default::default();
     let mut events = [0usize; 4];
+    // Per variant: this thread's voluntary context switches (it waited: nothing to run),
+    // involuntary ones (it was preempted: runnable, but another process had the CPU), and the
+    // runs preempted at least once. Read outside the timed part.
+    let mut switches = [(0u64, 0u64, 0usize); 4];
     let mut thread = 0usize;
+    // `REIN_AGUI_ONLY=i`: variant i alone (0 Rein 1, 1 Rein 500, 2 floor 1, 3 floor 500), to
+    // profile one under strace, perf or callgrind; no rows then.
+    let only: Option<usize> = std::env::var("REIN_AGUI_ONLY")
+        .ok()
+        .and_then(|v| v.parse().ok());
     for round in 0..=cfg.batches(60) {
         for (i, sample) in s.iter_mut().enumerate() {
+            if only.is_some_and(|o| o != i) {
+                continue;
+            }
             let (addr, tokens) = match i {
                 0 => (rein_addr, 1),
                 1 => (rein_addr, TOKENS),
@@ -92,6 +105,7 @@ async fn run(rec: &Recorder, cfg: &Config) -> Result<(), Box<dyn std::error::Err
             let body = json!({"threadId": format!("{prefix}-{thread}"), "runId": "r1",
                 "messages": [{"id": "m1", "role": "user", "content": "hi"}]})
             .to_string();
+            let switches0 = context_switches();
             let (t0, c0) = (Instant::now(), ProcessTime::now());
             let n = post(addr, &body).await?;
             let (wall, cpu) = (t0.elapsed(), c0.elapsed());
@@ -101,9 +115,19 @@ async fn run(rec: &Recorder, cfg: &Config) -> Result<(), Box<dyn std::error::Err
             // Round 0 warms up and is not kept.
             if round > 0 {
                 sample.push(wall, cpu, 1);
+                if let (Some(a), Some(b)) = (switches0, context_switches()) {
+                    let k = &mut switches[i];
+                    k.0 += b.0 - a.0;
+                    k.1 += b.1 - a.1;
+                    k.2 += usize::from(b.1 > a.1);
+                }
                 events[i] = n;
             }
         }
+    }
+    if only.is_some() {
+        server.shutdown().await?;
+        return Ok(());
     }
     let med = |x: &Samples| (x.summarize(&x.wall, 1.0).0, x.summarize(&x.cpu, 1.0).0);
     let m: Vec<(f64, f64)> = s.iter().map(med).collect();
@@ -150,6 +174,35 @@ async fn run(rec: &Recorder, cfg: &Config) -> Result<(), Box<dyn std::error::Err
     for (metric, value, unit, note, n_events) in rows {
         rec.record("agui_stream", metric, value, unit, extra(note, n_events));
     }
+    // Where a long run's wall goes beyond its CPU: waiting (voluntary switches) or preempted
+    // by other processes on a loaded machine (involuntary), per run of 500 tokens.
+    let runs = s[1].wall.len().max(1) as f64;
+    for (metric, (vol, invol, preempted)) in
+        [("long_run", switches[1]), ("floor_long_run", switches[3])]
+    {
+        let note = "context switches of the serving and reading thread per 500-token run (/proc/thread-self/status): voluntary = it waited with nothing to run; involuntary = another process had the CPU";
+        rec.record(
+            "agui_stream",
+            &format!("{metric}_waits"),
+            vol as f64 / runs,
+            "1",
+            json!({"note": note}),
+        );
+        rec.record(
+            "agui_stream",
+            &format!("{metric}_preemptions"),
+            invol as f64 / runs,
+            "1",
+            json!({"note": note}),
+        );
+        rec.record(
+            "agui_stream",
+            &format!("{metric}_preempted_share"),
+            preempted as f64 / runs,
+            "1",
+            json!({"note": "the share of 500-token runs preempted at least once"}),
+        );
+    }
     let ratio = json!({"note": "per token, to the floor of the same run (medians)"});
     rec.record(
         "agui_stream",
@@ -167,6 +220,23 @@ async fn run(rec: &Recorder, cfg: &Config) -> Result<(), Box<dyn std::error::Err
     );
     server.shutdown().await?;
     Ok(())
+}
+
+/// This thread's (voluntary, involuntary) context switches so far; `None` off Linux.
+fn context_switches() -> Option<(u64, u64)> {
+    let status = std::fs::read_to_string("/proc/thread-self/status").ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))?
+            .trim()
+            .parse::<u64>()
+            .ok()
+    };
+    Some((
+        field("voluntary_ctxt_switches:")?,
+        field("nonvoluntary_ctxt_switches:")?,
+    ))
 }
 
 /// POSTs a run request to `/agent` (HTTP/1.1, Connection: close) and reads the SSE answer to

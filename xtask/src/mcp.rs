@@ -6,7 +6,9 @@
 //!
 //! Process CPU is this process's (client side); the server's own CPU per call is read from its
 //! `/proc/<pid>/stat` (clock ticks, so only the batch totals are meaningful). Rounds interleave
-//! the variants, so load drift hits them alike; the judged numbers are the ratios.
+//! the variants, so load drift hits them alike; the judged numbers are the ratios. Run it pinned
+//! to one CPU (`taskset -c 1`, the servers inherit it): each variant has a server process of its
+//! own, and unpinned, where the scheduler puts each one decides what waking it costs the client.
 
 use std::time::Instant;
 
@@ -91,10 +93,23 @@ async fn run(
     let mut local_agent = build(agent_builder(1, 1));
 
     // Each variant: (process samples, server ticks, calls).
-    let mut s: [(Samples, u64, usize); 4] = Default::default();
-    let servers = [floor_pid, rein_pid, rein_pid, None];
+    // Variant 4, the in-run floor: a bare rmcp call, then the local-tool run. Each iteration
+    // waits for the server once, as a run calling the MCP tool does, so the run's own code runs
+    // after that wait in both (with the caches the wait left): subtracting the local run timed
+    // in a loop of its own (variant 3) charges the MCP call with the run's slower code after a
+    // wait, which is no part of the call.
+    let mut s: [(Samples, u64, usize); 5] = Default::default();
+    let servers = [floor_pid, rein_pid, rein_pid, None, floor_pid];
+    // `REIN_MCP_ONLY=i`: variant i alone (0 floor, 1 call_tool, 2 in a run, 3 local tool), to
+    // profile one under perf or callgrind; no rows then.
+    let only: Option<usize> = std::env::var("REIN_MCP_ONLY")
+        .ok()
+        .and_then(|v| v.parse().ok());
     for round in 0..=cfg.batches(40) {
         for (i, sample) in s.iter_mut().enumerate() {
+            if only.is_some_and(|o| o != i) {
+                continue;
+            }
             let ticks0 = servers[i].and_then(cpu_ticks);
             let (t0, c0) = (Instant::now(), ProcessTime::now());
             for _ in 0..PER_BATCH {
@@ -110,7 +125,12 @@ async fn run(
                         mcp_agent.truncate_messages(0);
                         drop(mcp_agent.invoke("hi").await?);
                     }
+                    3 => {
+                        local_agent.truncate_messages(0);
+                        drop(local_agent.invoke("hi").await?);
+                    }
                     _ => {
+                        drop(floor.call_tool(params.clone()).await?);
                         local_agent.truncate_messages(0);
                         drop(local_agent.invoke("hi").await?);
                     }
@@ -127,8 +147,13 @@ async fn run(
             }
         }
     }
+    if only.is_some() {
+        floor.cancel().await?;
+        return Ok(());
+    }
     let med = |x: &Samples| (x.summarize(&x.wall, 1.0).0, x.summarize(&x.cpu, 1.0).0);
-    let [floor_s, client_s, agent_s, local_s] = [&s[0].0, &s[1].0, &s[2].0, &s[3].0];
+    let [floor_s, client_s, agent_s, local_s, both_s] =
+        [&s[0].0, &s[1].0, &s[2].0, &s[3].0, &s[4].0];
     let extra = |note: &str| json!({"n": floor_s.wall.len(), "per_batch": PER_BATCH, "note": note});
     let floor_r = rec.summary(
         "mcp_call",
@@ -149,11 +174,34 @@ async fn run(
     let note = "(an agent run whose one tool call is the MCP server's echo) - (the same run with a local sync tool): the MCP call inside a run (its events, interventions, validation, mapping)";
     rec.record("mcp_call", "agent_call", agent_r.0, "us", extra(note));
     rec.record("mcp_call", "agent_call_cpu", agent_r.1, "us", extra(note));
+    // The same, with the local run timed after a wait for the server (variant 4 - the floor).
+    let both_m = med(both_s);
+    let after_wait = (
+        agent_m.0 - (both_m.0 - floor_r.0),
+        agent_m.1 - (both_m.1 - floor_r.1),
+    );
+    let note = "(an agent run whose one tool call is the MCP server's echo) - ((a bare rmcp call, then the same run with a local sync tool) - (a bare rmcp call)): the MCP call inside a run, the run's own code timed after a wait for the server on both sides";
+    rec.record(
+        "mcp_call",
+        "agent_call_after_wait",
+        after_wait.0,
+        "us",
+        extra(note),
+    );
+    rec.record(
+        "mcp_call",
+        "agent_call_after_wait_cpu",
+        after_wait.1,
+        "us",
+        extra(note),
+    );
     for (metric, v, f) in [
         ("client_ratio", client_r.0, floor_r.0),
         ("client_ratio_cpu", client_r.1, floor_r.1),
         ("agent_ratio", agent_r.0, floor_r.0),
         ("agent_ratio_cpu", agent_r.1, floor_r.1),
+        ("agent_after_wait_ratio", after_wait.0, floor_r.0),
+        ("agent_after_wait_ratio_cpu", after_wait.1, floor_r.1),
     ] {
         rec.record(
             "mcp_call",
