@@ -6,6 +6,7 @@
 //! Needs `REIN_RESTATE_SERVER` (`bash .ci/peers-restate.sh DIR`, then source `DIR/env`):
 //! without it the rows are skipped. Starts its own restate-server (127.0.0.1, data under
 //! `target/bench/restate`) and two release builds of `rein-restate-worker`, and stops them.
+//! `REIN_BENCH_WORKER=<path>` runs another build's worker instead (before/after comparisons).
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -51,6 +52,10 @@ fn free_port() -> Option<u16> {
 }
 
 fn worker_binary() -> Option<PathBuf> {
+    // Another build's worker (to compare two builds against one server and one bench).
+    if let Some(worker) = std::env::var_os("REIN_BENCH_WORKER") {
+        return Some(PathBuf::from(worker));
+    }
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = Command::new(cargo)
         .args([

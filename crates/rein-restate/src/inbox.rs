@@ -360,8 +360,10 @@ impl ReinInbox {
         Ok(())
     }
 
-    /// An `invoke` claims the session for a new run: `false` when a run goes (the invoke is
-    /// refused); the claim holds until the run ends (`close`) or the invoke `release`s it.
+    /// An earlier release's `invoke` claims the session for a new run: `false` when a run goes
+    /// (the invoke is refused); the claim holds until the run ends (`close`) or the invoke
+    /// `release`s it. (This release's `invoke` asks its own object's state instead — no call —
+    /// but an invoke of the earlier release in flight across the upgrade still calls this.)
     #[handler(ingress_private)]
     async fn claim(
         &self,
@@ -381,8 +383,8 @@ impl ReinInbox {
         Ok(Json(true))
     }
 
-    /// The claiming `invoke` is done: if its run never closed the inbox (refused, or failed
-    /// before it started), the inbox is as the claim found it.
+    /// The claiming `invoke` (of the earlier release) is done: if its run never closed the
+    /// inbox (refused, or failed before it started), the inbox is as the claim found it.
     #[handler(ingress_private)]
     async fn release(&self, ctx: ObjectContext<'_>, by: Json<String>) -> Result<(), HandlerError> {
         let mut meta = load(&ctx).await?;

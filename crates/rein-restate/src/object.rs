@@ -63,6 +63,8 @@ macro_rules! read_tail {
 
 const SESSION: &str = "session";
 const LAST_RUN: &str = "last_run";
+/// The session's runs: how many started, and the one going ([`Runs`]).
+const RUNS: &str = "runs";
 
 /// The `ReinAgent` object.
 pub(crate) struct ReinAgent {
@@ -78,7 +80,10 @@ impl ReinAgent {
     /// Runs the session's agent on new input. Shared, so that a second `invoke` during a run
     /// is refused at once (409, `RunInProgress`) instead of waiting in Restate's queue behind
     /// the run — unless it asks to queue (`"queue": true`). The run itself is the exclusive
-    /// `run_input`.
+    /// `run_input`. Whether a run goes is this object's own state (`runs`, which each run sets
+    /// when it starts and ends), so an invoke makes no call to learn it; of two invokes that
+    /// look at once, before either run started, the second waits behind the first run and is
+    /// refused when its own would start (nothing of it runs).
     #[handler]
     async fn invoke(
         &self,
@@ -106,34 +111,54 @@ impl ReinAgent {
             );
         }
         let key = ctx.key().to_owned();
-        let input = Json(RunInput { messages, state });
-        let run = || {
-            ctx.object_client::<ReinAgentClient>(key.clone())
-                .run_input(input)
-        };
         if request.queue {
-            return Ok(run().call().await?);
+            let input = Json(RunInput {
+                messages,
+                state,
+                claim: None,
+            });
+            return Ok(ctx
+                .object_client::<ReinAgentClient>(key)
+                .run_input(input)
+                .call()
+                .await?);
         }
-        // The inbox, one exclusive call, says whether a run goes: two invokes at once cannot
-        // both see none.
-        let inbox = || ctx.object_client::<ReinInboxClient>(key.clone());
-        let claim = ctx.invocation_id().to_owned();
-        let Json(claimed) = inbox().claim(Json(claim.clone())).call().await?;
-        if !claimed {
-            return Err(TerminalError::new_with_code(
-                409,
-                "a run is going on this session (RunInProgress): wait for it, cancel it, or \
-                 send `\"queue\": true` to run after it",
-            )
-            .into());
+        // Whether a run goes is in this object's own state (sent with the invocation: no
+        // call). Two invokes at once may both see none: the run of the second checks, when it
+        // starts, that no run started since its invoke looked (the count), and refuses.
+        let runs: Option<Json<Runs>> = ctx.get(RUNS).await?;
+        let runs = runs.map(Json::into_inner).unwrap_or_default();
+        if runs.going.is_some() {
+            return Err(run_in_progress().into());
         }
-        // A run that ended closed the inbox (and the claim with it); one refused or failed
-        // before it opened leaves the inbox as it was: only then is the claim released.
-        let report = run().call().await;
-        if report.is_err() {
-            inbox().release(Json(claim)).call().await?;
+        let input = Json(RunInput {
+            messages,
+            state,
+            claim: Some(InvokeClaim {
+                by: ctx.invocation_id().to_owned(),
+                after: runs.started,
+            }),
+        });
+        let call = ctx
+            .object_client::<ReinAgentClient>(key.clone())
+            .run_input(input)
+            .call();
+        let run = call.invocation_handle().await?.invocation_id().to_owned();
+        match call.await {
+            Ok(report) => Ok(report),
+            Err(e) => {
+                // A run killed through Restate (`restate invocations kill`) left its mark as
+                // the run going, its inbox open and its tail: settled, the session takes
+                // invokes again. (A run that refused or failed on its own has cleaned up:
+                // this changes nothing then.)
+                let _ = ctx
+                    .object_client::<ReinAgentClient>(key)
+                    .settle(Json(Some(run)))
+                    .call()
+                    .await;
+                Err(e.into())
+            }
         }
-        Ok(report?)
     }
 
     /// Runs the session's agent on the input `invoke` checked (ingress-private: only `invoke`
@@ -144,9 +169,13 @@ impl ReinAgent {
         ctx: ObjectContext<'_>,
         input: Json<RunInput>,
     ) -> Result<Json<RunReport>, HandlerError> {
-        let RunInput { messages, state } = input.into_inner();
+        let RunInput {
+            messages,
+            state,
+            claim,
+        } = input.into_inner();
         let input = Input::messages(messages).with_state(state);
-        self.run(ctx, Request::Invoke(input)).await
+        self.run(ctx, Request::Invoke(input), claim).await
     }
 
     /// Answers the session's pending interrupts and continues its run.
@@ -170,7 +199,7 @@ impl ReinAgent {
         if answers.is_empty() {
             return Err(TerminalError::new_with_code(400, "resume needs `answers`").into());
         }
-        self.run(ctx, Request::Resume(answers)).await
+        self.run(ctx, Request::Resume(answers), None).await
     }
 
     /// Ends the session's run that cannot go on — stuck in a journal mismatch after a deploy,
@@ -223,8 +252,17 @@ impl ReinAgent {
         };
         match self.admin.clone() {
             Some(admin) => {
-                // The `invoke` waiting for the run goes too.
-                let targets: Vec<String> = std::iter::once(run.clone()).chain(claimant).collect();
+                // The `invoke` waiting for the run goes too (named by this object's state; by
+                // the inbox's claim for an invoke of an earlier release).
+                let runs: Option<Json<Runs>> = ctx.get(RUNS).await?;
+                let invoker = runs
+                    .and_then(|Json(runs)| runs.going)
+                    .filter(|going| going.run == run)
+                    .and_then(|going| going.by);
+                let targets: Vec<String> = std::iter::once(run.clone())
+                    .chain(claimant)
+                    .chain(invoker)
+                    .collect();
                 ctx.run(|| async move {
                     for target in &targets {
                         kill(&admin, target).await?;
@@ -271,6 +309,9 @@ impl ReinAgent {
             stored = Some(folded);
             run.get_or_insert(head.run);
         }
+        // The run that marked itself going is over (this handler is exclusive: it runs after
+        // it), killed: the session takes invokes again.
+        end_run(&ctx).await?;
         let paused = stored.as_ref().is_some_and(|s| s.paused.is_some());
         let closed = match &run {
             Some(run) => {
@@ -348,9 +389,17 @@ impl ReinAgent {
         &self,
         ctx: ObjectContext<'_>,
         request: Request,
+        claim: Option<InvokeClaim>,
     ) -> Result<Json<RunReport>, HandlerError> {
         let key = ctx.key().to_owned();
         crate::drain::note_run(&key, ctx.invocation_id());
+        let runs: Option<Json<Runs>> = ctx.get(RUNS).await?;
+        let runs = runs.map(Json::into_inner).unwrap_or_default();
+        // Another invoke's run started after this invoke saw none going (both looked at
+        // once): this one waited behind it, and is refused as if it had seen it.
+        if claim.as_ref().is_some_and(|c| c.after != runs.started) {
+            return Err(run_in_progress().into());
+        }
         let stored: Option<Json<Checkpoint>> = ctx.get(SESSION).await?;
         let mut stored = stored.map(Json::into_inner);
         // A run that never finished (killed, abandoned, its worker gone for good) left its
@@ -363,6 +412,8 @@ impl ReinAgent {
             clear_tail(&ctx, written);
             stored = Some(folded);
         }
+        // A session paused on interrupts: its inbox may hold what was injected meanwhile.
+        let resuming = stored.as_ref().is_some_and(|s| s.paused.is_some());
         let input = match request {
             Request::Invoke(input) => input,
             Request::Resume(answers) => {
@@ -395,13 +446,28 @@ impl ReinAgent {
         agent.interceptor().on_rejected(move |id, _, reason| {
             let _ = outcomes.send(Op::Outcome(id, InboxOutcome::rejected(reason)));
         });
-        // Called, not sent: the signal `open` sends for what was queued while paused must be
-        // journaled before the first turn boundary's timer.
+        // Going: an invoke from now on is refused at once (a run marked going that never
+        // ended — killed — is cleared by `abandon`, or by the next run, which runs after it).
+        let runs = Runs {
+            started: runs.started + 1,
+            going: Some(Going {
+                run: ctx.invocation_id().to_owned(),
+                by: claim.map(|c| c.by),
+            }),
+        };
+        ctx.set(RUNS, Json(runs.clone()));
         let inbox = || ctx.object_client::<ReinInboxClient>(key.clone());
-        inbox()
-            .open(Json(ctx.invocation_id().to_owned()))
-            .call()
-            .await?;
+        let open = inbox().open(Json(ctx.invocation_id().to_owned()));
+        if resuming {
+            // Called: the signal `open` sends for what was queued while the session was paused
+            // must be journaled before the first turn boundary's timer.
+            open.call().await?;
+        } else {
+            // Sent: an inbox that was not paused has nothing queued (it refuses injections
+            // when no run goes), so `open` signals nothing; the run's later inbox calls reach
+            // the inbox after it (Restate keeps one caller's calls to an object in order).
+            open.send();
+        }
 
         let cancel = agent.cancel_handle();
         let mut written = 0;
@@ -465,6 +531,7 @@ impl ReinAgent {
                     if written > 0 {
                         clear_tail(&ctx, written);
                     }
+                    ctx.set(RUNS, Json(runs.ended()));
                     inbox()
                         .close(Json(agent.pending_interrupts().is_some()))
                         .call()
@@ -478,19 +545,32 @@ impl ReinAgent {
         // after saving) saves the very same bytes, though its message ids and the audit's
         // timings are its own.
         let stored = agent.checkpoint();
-        let Json((stored, report)) = ctx
+        let paused = agent.pending_interrupts().is_some();
+        let saved = ctx
             .run(|| async move { Ok(Json((stored, report))) })
             .name("save session")
-            .await?;
+            .await;
+        let Json((stored, report)) = match saved {
+            Ok(saved) => saved,
+            // Cancelled through Restate as it saved: the run ends unsaved (its tail keeps what
+            // it did), and the session is free again.
+            Err(e) => {
+                ctx.set(RUNS, Json(runs.ended()));
+                inbox().close(Json(paused)).call().await?;
+                return Err(e.into());
+            }
+        };
         ctx.set(SESSION, Json(stored));
         ctx.set(LAST_RUN, Json(report.clone()));
         if written > 0 {
             clear_tail(&ctx, written);
         }
-        inbox()
-            .close(Json(agent.pending_interrupts().is_some()))
-            .call()
-            .await?;
+        ctx.set(RUNS, Json(runs.ended()));
+        // A cancel through Restate that comes only now fails this call; the inbox must close
+        // all the same (nothing else would free it).
+        if inbox().close(Json(paused)).call().await.is_err() {
+            inbox().close(Json(paused)).call().await?;
+        }
         Ok(Json(report))
     }
 }
@@ -500,6 +580,61 @@ impl ReinAgent {
 pub(crate) struct RunInput {
     messages: Vec<Message>,
     state: Map,
+    /// The `invoke` that saw no run going (none: it asked to queue; or an earlier release's
+    /// invoke, which claimed the inbox instead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    claim: Option<InvokeClaim>,
+}
+
+/// An `invoke` that found no run going: its invocation, and how many runs had started then.
+#[derive(Serialize, Deserialize)]
+pub(crate) struct InvokeClaim {
+    by: String,
+    after: u64,
+}
+
+/// The object's record of its runs (`runs`): how many started, and the one going.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Runs {
+    started: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    going: Option<Going>,
+}
+
+/// The run going: its invocation and the `invoke` waiting for it (none: a resume, or queued).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Going {
+    run: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    by: Option<String>,
+}
+
+impl Runs {
+    fn ended(&self) -> Self {
+        Self {
+            started: self.started,
+            going: None,
+        }
+    }
+}
+
+/// Marks the session's run over (for `settle`: the run was killed).
+async fn end_run(ctx: &ObjectContext<'_>) -> Result<(), TerminalError> {
+    let runs: Option<Json<Runs>> = ctx.get(RUNS).await?;
+    if let Some(Json(runs)) = runs
+        && runs.going.is_some()
+    {
+        ctx.set(RUNS, Json(runs.ended()));
+    }
+    Ok(())
+}
+
+fn run_in_progress() -> TerminalError {
+    TerminalError::new_with_code(
+        409,
+        "a run is going on this session (RunInProgress): wait for it, cancel it, or send \
+         `\"queue\": true` to run after it",
+    )
 }
 
 /// What a `ReinAgent` handler asks its run for.

@@ -717,18 +717,103 @@ async fn inbox_calls(restate: &Restate, session: &str, handler: &str) -> u64 {
         "SELECT count(*) AS n FROM sys_invocation WHERE target_service_name = 'ReinInbox' AND \
          target_service_key = '{session}' AND target_handler_name = '{handler}'"
     );
-    let response = reqwest_client()
-        .post(format!("{}/query", restate.admin))
-        .header("content-type", "application/json")
-        .header("accept", "application/json")
-        .body(json!({ "query": query }).to_string())
-        .send()
+    let rows = admin_query(restate, &query).await;
+    rows.first()
+        .and_then(|row| row["n"].as_u64())
+        .unwrap_or_else(|| panic!("no count in {rows:?}"))
+}
+
+/// The session's invocations that Restate knows of, of both objects, by handler.
+async fn session_calls(restate: &Restate, session: &str) -> BTreeMap<String, u64> {
+    let query = format!(
+        "SELECT target_service_name || '/' || target_handler_name AS h, count(*) AS n FROM \
+         sys_invocation WHERE target_service_key = '{session}' GROUP BY h"
+    );
+    admin_query(restate, &query)
+        .await
+        .iter()
+        .map(|row| {
+            (
+                row["h"].as_str().unwrap().to_owned(),
+                row["n"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Issue #37 (a run's fixed cost): an invoke asks its own object whether a run goes — no call
+/// to the inbox's `claim` — so a run is four invocations: `invoke`, the run, the inbox's
+/// `open` and `close` (it was five).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invoke_is_four_invocations_and_claims_no_inbox() {
+    let Some(restate) = Restate::start("fixed-cost").await else {
+        return;
+    };
+    let _worker = Worker::start(&restate, WorkerOptions::default()).await;
+    let client = Client::new(&restate.ingress).unwrap();
+    let report = client
+        .invoke("one", InvokeRequest::text("steps 1"))
         .await
         .unwrap();
-    let body: Value = serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
-    body["rows"][0]["n"]
-        .as_u64()
-        .unwrap_or_else(|| panic!("no count in {body}"))
+    assert_eq!(report.text, "Finished 1 steps.");
+    let calls = session_calls(&restate, "one").await;
+    let expected: BTreeMap<String, u64> = [
+        ("ReinAgent/invoke", 1),
+        ("ReinAgent/run_input", 1),
+        ("ReinInbox/open", 1),
+        ("ReinInbox/close", 1),
+    ]
+    .into_iter()
+    .map(|(h, n)| (h.to_owned(), n))
+    .collect();
+    assert_eq!(calls, expected);
+}
+
+/// Two invokes of one session sent together, while neither run has ended: one runs, the
+/// other is refused (409 `RunInProgress`) — at once when it sees the run going, or when its own
+/// run would start, behind the first (both looked before either started) — and nothing of it
+/// runs (the ledger holds the winner's steps only).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn of_two_invokes_at_once_one_runs_and_the_other_is_refused() {
+    let Some(restate) = Restate::start("two-at-once").await else {
+        return;
+    };
+    let ledger = restate.ledger();
+    let _worker = Worker::start(
+        &restate,
+        WorkerOptions {
+            tool_delay_ms: 30,
+            ledger: Some(&ledger),
+            ..Default::default()
+        },
+    )
+    .await;
+    let client = Client::new(&restate.ingress).unwrap();
+    let mut ran_before = 0;
+    for round in 0..3 {
+        let session = format!("twice-{round}");
+        let (a, b) = tokio::join!(
+            client.invoke(&session, InvokeRequest::text("steps 5")),
+            client.invoke(&session, InvokeRequest::text("steps 6")),
+        );
+        let (ran, refused, steps) = match (a, b) {
+            (Ok(ran), Err(refused)) => (ran, refused, 5),
+            (Err(refused), Ok(ran)) => (ran, refused, 6),
+            other => panic!("one runs, one is refused: {other:?}"),
+        };
+        assert_eq!(ran.text, format!("Finished {steps} steps."));
+        assert_eq!(refused.status(), Some(409), "{refused}");
+        assert!(refused.to_string().contains("RunInProgress"), "{refused}");
+        let ran_now = ledger_lines(&ledger).len();
+        assert_eq!(ran_now - ran_before, steps, "the refused input ran");
+        // The session takes the next invoke.
+        let next = client
+            .invoke(&session, InvokeRequest::text("say again"))
+            .await
+            .unwrap();
+        assert_eq!(next.text, "You said: say again");
+        ran_before = ran_now;
+    }
 }
 
 /// Issue #37 (a step at the engine's speed): a turn boundary with nothing queued makes no

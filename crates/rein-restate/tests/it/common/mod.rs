@@ -373,10 +373,8 @@ pub fn ledger_lines(path: &Path) -> Vec<(u128, String, String)> {
         .collect()
 }
 
-/// An invocation's status as Restate's admin API reports it (`completed`, `running`,
-/// `backing-off`...): answered by the server alone, with no worker serving.
-pub async fn invocation_status(restate: &Restate, invocation: &str) -> String {
-    let query = format!("SELECT status FROM sys_invocation WHERE id = '{invocation}'");
+/// The rows Restate's admin API answers an SQL query with (`sys_invocation`, `sys_journal`...).
+pub async fn admin_query(restate: &Restate, query: &str) -> Vec<serde_json::Value> {
     let response = reqwest_client()
         .post(format!("{}/query", restate.admin))
         .header("content-type", "application/json")
@@ -386,9 +384,20 @@ pub async fn invocation_status(restate: &Restate, invocation: &str) -> String {
         .await
         .unwrap();
     let body: serde_json::Value = serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
-    body["rows"][0]["status"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no status in {body}"))
+    match body["rows"].as_array() {
+        Some(rows) => rows.clone(),
+        None => panic!("no rows in {body}"),
+    }
+}
+
+/// An invocation's status as Restate's admin API reports it (`completed`, `running`,
+/// `backing-off`...): answered by the server alone, with no worker serving.
+pub async fn invocation_status(restate: &Restate, invocation: &str) -> String {
+    let query = format!("SELECT status FROM sys_invocation WHERE id = '{invocation}'");
+    let rows = admin_query(restate, &query).await;
+    rows.first()
+        .and_then(|row| row["status"].as_str())
+        .unwrap_or_else(|| panic!("no status in {rows:?}"))
         .to_owned()
 }
 
@@ -399,16 +408,10 @@ pub async fn running_run(restate: &Restate, session: &str) -> Option<String> {
          target_service_key = '{session}' AND target_handler_name IN ('run_input', 'resume') \
          AND status != 'completed'"
     );
-    let response = reqwest_client()
-        .post(format!("{}/query", restate.admin))
-        .header("content-type", "application/json")
-        .header("accept", "application/json")
-        .body(serde_json::json!({ "query": query }).to_string())
-        .send()
-        .await
-        .unwrap();
-    let body: serde_json::Value = serde_json::from_slice(&response.bytes().await.unwrap()).unwrap();
-    body["rows"][0]["id"].as_str().map(str::to_owned)
+    let rows = admin_query(restate, &query).await;
+    rows.first()
+        .and_then(|row| row["id"].as_str())
+        .map(str::to_owned)
 }
 
 /// Kills an invocation through Restate's admin API (what `restate invocations kill` does): it
