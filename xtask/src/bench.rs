@@ -21,8 +21,8 @@ use serde_json::json;
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 
 use crate::measure::{
-    Config, Family, Recorder, Samples, children, delta_latency, http_children, http_conversations,
-    in_flight, live_bytes, per_handler, rss_bytes, stream_burst,
+    Config, Family, Recorder, Samples, children, delta_latency, http_children, in_flight,
+    live_bytes, per_handler, rss_bytes, stream_burst,
 };
 
 #[global_allocator]
@@ -554,7 +554,7 @@ fn main_with(args: &[String], mock: Option<&str>) -> ExitCode {
             .or(env)
             .or(own.as_ref().map(|m| m.url.clone()))
         {
-            Some(url) => http_children(&rec, quick, "bench-child", "http", &url),
+            Some(url) => http_rows(&rec, quick, &url),
             None => eprintln!("http: no mock server; no http_* rows"),
         }
     }
@@ -813,10 +813,6 @@ pub(crate) fn child(args: &[String]) -> ExitCode {
         Err(_) => return ExitCode::FAILURE,
     };
     let mut out = json!({"mode": mode, "n": n});
-    if mode == "http" {
-        let rounds = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(5);
-        return http_child(&rt, out, n, rounds);
-    }
     // Warm-up: one agent, two invocations.
     let mut w = build(agent_builder(0, 1));
     rt.block_on(async {
@@ -891,52 +887,33 @@ pub(crate) fn child(args: &[String]) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// The `http_N` child: N agents on Rein's OpenAI provider (one shared client, as a server
-/// would hold one), each running the mock's three-turn tool conversation once per round.
-fn http_child(
-    rt: &tokio::runtime::Runtime,
-    mut out: serde_json::Value,
-    n: usize,
-    rounds: usize,
-) -> ExitCode {
-    let Ok(url) = std::env::var("REIN_BENCH_MOCK_URL") else {
-        eprintln!("http: REIN_BENCH_MOCK_URL is not set");
-        return ExitCode::FAILURE;
+/// The `http_*` rows, measured in children of `http-bench` (`xtask/http-bench`): a binary
+/// linking only the facade with `openai`, as rig's rows run in its own small peer binary, so
+/// peak RSS compares like with like (at N = 1 it is mostly the executable's resident code).
+/// Built here (`cargo build -p http-bench` in this build's profile) and found beside this
+/// executable; the rows are recorded by `measure.rs` as rig's are.
+fn http_rows(rec: &Recorder, quick: bool, url: &str) {
+    let Ok(exe) = std::env::current_exe() else {
+        return;
     };
-    let model = match rein::models::OpenAiModel::builder("mock")
-        .base_url(url)
-        .api_key("sk-bench")
-        .build()
-    {
-        Ok(m) => m,
-        Err(e) => {
-            eprintln!("http: {e}");
-            return ExitCode::FAILURE;
+    let mut build = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    build.args(["build", "-p", "http-bench"]);
+    if !cfg!(debug_assertions) {
+        build.arg("--release");
+    }
+    match build.status() {
+        Ok(s) if s.success() => {}
+        Ok(s) => {
+            eprintln!("http-bench did not build ({s}); no http_* rows");
+            return;
         }
-    };
-    let agents: Vec<Agent> = (0..n)
-        .map(|_| {
-            build(
-                Agent::builder()
-                    .model(model.clone())
-                    .tool(noop_tool())
-                    .no_conversation_manager(),
-            )
-        })
-        .collect();
-    http_conversations(rt, &mut out, agents, rounds, |mut a| async move {
-        a.clear_history();
-        let ok = match a.invoke("hi").await {
-            Ok(r) => r.metrics.cycles.len() == crate::measure::HTTP_CALLS,
-            Err(e) => {
-                eprintln!("http: {e}");
-                false
-            }
-        };
-        (a, ok)
-    });
-    println!("{out}");
-    ExitCode::SUCCESS
+        Err(e) => {
+            eprintln!("http-bench not built ({e}); no http_* rows");
+            return;
+        }
+    }
+    let child = exe.with_file_name(format!("http-bench{}", std::env::consts::EXE_SUFFIX));
+    http_children(rec, quick, &child, "child", "http", url);
 }
 
 /// rig on the same scenarios (`xtask/rig-peer`, outside the workspace, its own target dir),

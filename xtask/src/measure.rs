@@ -1,6 +1,7 @@
-//! The measurement method of the scenario benchmarks, shared by Rein's side (`bench.rs`) and the
-//! rig peer (`xtask/rig-peer`, which includes this file by path): batches, medians with p10/p90,
-//! wall and process CPU, the JSON-lines row schema of `xtask/peers/`.
+//! The measurement method of the scenario benchmarks, shared by Rein's side (`bench.rs`, and
+//! `xtask/http-bench` for the `http_*` children) and the rig peer (`xtask/rig-peer`); both
+//! include this file by path: batches, medians with p10/p90, wall and process CPU, the
+//! JSON-lines row schema of `xtask/peers/`.
 
 use std::fs::OpenOptions;
 use std::io::Write as _;
@@ -555,7 +556,8 @@ pub(crate) fn http_rounds(quick: bool) -> [(usize, usize); 3] {
 /// conversation and gives it back with whether its three-turn invocation succeeded) on the
 /// multi-thread runtime `rt`, after a warm-up round; records in `out` wall and process CPU of
 /// the measured rounds, the model calls made, how many conversations failed, and the process's
-/// peak RSS.
+/// peak RSS. Run by the children (`xtask/http-bench`, rig's peer), not by xtask itself.
+#[allow(dead_code)]
 pub(crate) fn http_conversations<A, F>(
     rt: &tokio::runtime::Runtime,
     out: &mut Value,
@@ -602,14 +604,18 @@ pub(crate) fn http_conversations<A, F>(
 }
 
 /// The `<variant>_N` scenarios (`http`: N = 1, 100, 1 000 concurrent conversations over real
-/// HTTP against the mock server at `url`), each N measured by a fresh process
-/// (`<this exe> <child> <variant> N ROUNDS` with `REIN_BENCH_MOCK_URL`), recorded as rows.
-pub(crate) fn http_children(rec: &Recorder, quick: bool, child: &str, variant: &str, url: &str) {
-    let Ok(exe) = std::env::current_exe() else {
-        return;
-    };
+/// HTTP against the mock server at `url`), each N measured by a fresh process of `exe`
+/// (`<exe> <child> <variant> N ROUNDS` with `REIN_BENCH_MOCK_URL`), recorded as rows.
+pub(crate) fn http_children(
+    rec: &Recorder,
+    quick: bool,
+    exe: &std::path::Path,
+    child: &str,
+    variant: &str,
+    url: &str,
+) {
     for (n, rounds) in http_rounds(quick) {
-        let out = Command::new(&exe)
+        let out = Command::new(exe)
             .args([child, variant, &n.to_string(), &rounds.to_string()])
             .env("REIN_BENCH_MOCK_URL", url)
             .output();

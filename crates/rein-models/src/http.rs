@@ -401,9 +401,12 @@ impl HttpSettings {
         for (name, value) in &self.headers {
             check_header(name, value)?;
         }
+        // Parsed once here, not by reqwest on every request.
+        let url = reqwest::Url::parse(&format!("{}{path}", self.base_url))
+            .map_err(|e| invalid("base URL", e.to_string()))?;
         Ok(HttpEndpoint {
             client: client(self.connect_timeout)?,
-            url: format!("{}{path}", self.base_url),
+            url,
             settings: self,
         })
     }
@@ -432,7 +435,7 @@ pub(crate) enum KeyHeader {
 #[derive(Clone)]
 pub(crate) struct HttpEndpoint {
     client: reqwest::Client,
-    url: String,
+    url: reqwest::Url,
     settings: HttpSettings,
 }
 
@@ -479,11 +482,11 @@ impl HttpEndpoint {
         &self,
         accept: &str,
         key: KeyHeader,
-        body: String,
+        body: impl Into<reqwest::Body>,
     ) -> Result<reqwest::RequestBuilder, ModelError> {
         let mut rb = self
             .client
-            .post(&self.url)
+            .post(self.url.clone())
             .header("accept", accept)
             .header("content-type", "application/json")
             .body(body);

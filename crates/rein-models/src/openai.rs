@@ -3,6 +3,7 @@
 //! Works with OpenAI and the servers that speak its `/v1/chat/completions` streaming dialect:
 //! vLLM, llama.cpp's `llama-server`, LM Studio, LiteLLM and Ollama's `/v1`.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::fmt;
 
@@ -12,8 +13,10 @@ use rein_core::{
     message::{DocumentBlock, ImageBlock, ReasoningContent, ToolResultContent},
     request::{ModelRequest, ToolChoice},
     stream::{BlockDelta, BlockStart, StopReason, StreamEvent, Usage},
+    tool::ToolSpec,
 };
-use serde::Deserialize;
+use serde::ser::{SerializeMap, SerializeSeq};
+use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value, json};
 
 use crate::http::{self, Flow, HttpEndpoint, HttpSettings, KeyHeader, SseDecoder, WireDecoder};
@@ -186,10 +189,10 @@ impl Model for OpenAiModel {
                 source: &self.source,
             },
             &self.extra_body,
-        );
+        )?;
         let rb = self
             .http
-            .post("text/event-stream", KeyHeader::Bearer, body.to_string())
+            .post("text/event-stream", KeyHeader::Bearer, body)
             .await?;
         self.http
             .stream_sse(PROVIDER, rb, ChatDecoder::new(self.source.clone()))
@@ -209,89 +212,342 @@ pub(crate) struct Options<'a> {
     pub(crate) source: &'a str,
 }
 
-/// Encodes a Rein request as a Chat Completions request body.
+/// Encodes a Rein request as a Chat Completions request body, serialized straight from the
+/// borrowed request: no `Value` tree is built, copied and dropped per model call.
 pub(crate) fn encode_request(
     model_id: &str,
     request: &ModelRequest,
     options: &Options<'_>,
     extra: &Map<String, Value>,
-) -> Value {
-    let Options {
-        include_usage,
-        max_completion_tokens,
-        ..
-    } = *options;
-    let mut messages = Vec::with_capacity(request.messages.len() + 1);
-    if let Some(system) = &request.system_prompt {
-        messages.push(json!({"role": "system", "content": &**system}));
+) -> Result<Vec<u8>, ModelError> {
+    let mut body = Vec::with_capacity(1024);
+    let wire = Body {
+        model_id,
+        request,
+        options,
+        extra,
+    };
+    serde_json::to_writer(&mut body, &wire).map_err(|e| {
+        ModelError::bad_request(format!("{PROVIDER}: the request cannot be encoded: {e}"))
+    })?;
+    Ok(body)
+}
+
+/// The request body: Rein's fields, then `extra`'s, which override Rein's of the same name.
+struct Body<'a> {
+    model_id: &'a str,
+    request: &'a ModelRequest,
+    options: &'a Options<'a>,
+    extra: &'a Map<String, Value>,
+}
+
+/// Writes Rein's field `key` unless `extra` sets it (written after).
+fn field<M: SerializeMap, V: Serialize + ?Sized>(
+    map: &mut M,
+    extra: &Map<String, Value>,
+    key: &str,
+    value: &V,
+) -> Result<(), M::Error> {
+    if extra.contains_key(key) {
+        return Ok(());
     }
-    for m in request.messages.iter() {
-        match m.role {
-            Role::User => encode_user(&m.content, &mut messages),
-            Role::Assistant => encode_assistant(&m.content, options, &mut messages),
+    map.serialize_entry(key, value)
+}
+
+impl Serialize for Body<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let Self {
+            model_id,
+            request,
+            options,
+            extra,
+        } = *self;
+        let mut map = s.serialize_map(None)?;
+        field(&mut map, extra, "model", model_id)?;
+        field(&mut map, extra, "messages", &Messages { request, options })?;
+        field(&mut map, extra, "stream", &true)?;
+        if options.include_usage {
+            field(
+                &mut map,
+                extra,
+                "stream_options",
+                &StreamOptions {
+                    include_usage: true,
+                },
+            )?;
+        }
+        if !request.tools.is_empty() {
+            field(&mut map, extra, "tools", &Tools(&request.tools))?;
+            let choice = match &request.tool_choice {
+                ToolChoice::Any => WireToolChoice::Mode("required"),
+                ToolChoice::Tool(name) => WireToolChoice::Named(NamedTool::Function {
+                    function: Name { name },
+                }),
+                ToolChoice::None => WireToolChoice::Mode("none"),
+                _ => WireToolChoice::Mode("auto"),
+            };
+            field(&mut map, extra, "tool_choice", &choice)?;
+        }
+        let c = &request.config;
+        if let Some(n) = c.max_tokens {
+            let key = if options.max_completion_tokens {
+                "max_completion_tokens"
+            } else {
+                "max_tokens"
+            };
+            field(&mut map, extra, key, &n)?;
+        }
+        // Widened to f64 as serde_json's `Value` holds them: the same numbers as ever.
+        if let Some(t) = c.temperature {
+            field(&mut map, extra, "temperature", &f64::from(t))?;
+        }
+        if let Some(p) = c.top_p {
+            field(&mut map, extra, "top_p", &f64::from(p))?;
+        }
+        if !c.stop_sequences.is_empty() {
+            field(&mut map, extra, "stop", &c.stop_sequences)?;
+        }
+        if let Some(seed) = c.seed {
+            field(&mut map, extra, "seed", &seed)?;
+        }
+        // The typed answer (SPEC §13): OpenAI applies it to the answer, not to tool calls, so it
+        // goes with tools too (llama.cpp's server honours the same field).
+        if let Some(f) = &request.output_format {
+            let format = ResponseFormat::JsonSchema {
+                json_schema: JsonSchema {
+                    name: &f.name,
+                    schema: &f.schema,
+                    strict: f.strict,
+                },
+            };
+            field(&mut map, extra, "response_format", &format)?;
+        }
+        for (k, v) in extra {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+/// The request's tools as functions.
+struct Tools<'a>(&'a [ToolSpec]);
+
+impl Serialize for Tools<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(|t| WireTool::Function {
+            function: FunctionSpec {
+                name: &t.name,
+                description: &t.description,
+                parameters: &t.input_schema,
+            },
+        }))
+    }
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum WireTool<'a> {
+    Function { function: FunctionSpec<'a> },
+}
+
+#[derive(Serialize)]
+struct FunctionSpec<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum WireToolChoice<'a> {
+    /// `auto`, `required` or `none`.
+    Mode(&'static str),
+    Named(NamedTool<'a>),
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum NamedTool<'a> {
+    Function { function: Name<'a> },
+}
+
+#[derive(Serialize)]
+struct Name<'a> {
+    name: &'a str,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ResponseFormat<'a> {
+    JsonSchema { json_schema: JsonSchema<'a> },
+}
+
+#[derive(Serialize)]
+struct JsonSchema<'a> {
+    name: &'a str,
+    schema: &'a Value,
+    strict: bool,
+}
+
+/// The conversation as Chat Completions messages: the system prompt first; a Rein message may
+/// become several (a user message's tool results are `tool` messages of their own).
+struct Messages<'a> {
+    request: &'a ModelRequest,
+    options: &'a Options<'a>,
+}
+
+impl Serialize for Messages<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(None)?;
+        if let Some(system) = &self.request.system_prompt {
+            seq.serialize_element(&WireMessage::System { content: system })?;
+        }
+        for m in self.request.messages.iter() {
+            match m.role {
+                Role::User => encode_user(&m.content, &mut seq)?,
+                Role::Assistant => seq.serialize_element(&WireMessage::Assistant(
+                    assistant_message(&m.content, self.options),
+                ))?,
+            }
+        }
+        seq.end()
+    }
+}
+
+#[derive(Serialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+enum WireMessage<'a> {
+    System {
+        content: &'a str,
+    },
+    User {
+        content: UserContent<'a>,
+    },
+    Tool {
+        tool_call_id: &'a str,
+        content: String,
+    },
+    Assistant(AssistantMessage<'a>),
+}
+
+#[derive(Serialize)]
+struct AssistantMessage<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content: Option<Cow<'a, str>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<WireToolCall<'a>>,
+    /// The reasoning of a turn that called tools, in the field this server streamed it in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_content: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning: Option<String>,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum WireToolCall<'a> {
+    Function {
+        id: &'a str,
+        function: FunctionCall<'a>,
+        /// Gemini's thought signature, as its OpenAI-compatible endpoint sent it.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        extra_content: Option<&'a Value>,
+    },
+}
+
+#[derive(Serialize)]
+struct FunctionCall<'a> {
+    name: &'a str,
+    arguments: JsonText<'a>,
+}
+
+/// A JSON value sent as its compact JSON text (a tool call's `arguments` is a string).
+struct JsonText<'a>(&'a Value);
+
+impl Serialize for JsonText<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self.0)
+    }
+}
+
+/// A part of a user message's content.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Part<'a> {
+    Text { text: Cow<'a, str> },
+    ImageUrl { image_url: ImageUrl },
+    File { file: FileData<'a> },
+}
+
+#[derive(Serialize)]
+struct ImageUrl {
+    /// A `data:` URL.
+    url: String,
+}
+
+#[derive(Serialize)]
+struct FileData<'a> {
+    filename: &'a str,
+    /// A `data:` URL.
+    file_data: String,
+}
+
+impl<'a> Part<'a> {
+    fn image(img: &ImageBlock) -> Self {
+        Part::ImageUrl {
+            image_url: ImageUrl {
+                url: image_data_url(img),
+            },
         }
     }
-    let mut body = Map::new();
-    body.insert("model".into(), json!(model_id));
-    body.insert("messages".into(), Value::Array(messages));
-    body.insert("stream".into(), json!(true));
-    if include_usage {
-        body.insert("stream_options".into(), json!({"include_usage": true}));
+
+    fn document(doc: &'a DocumentBlock) -> Self {
+        match document_part_of(doc) {
+            DocumentPart::Text(text) => Part::Text { text: text.into() },
+            DocumentPart::File(file_data) => Part::File {
+                file: FileData {
+                    filename: &doc.name,
+                    file_data,
+                },
+            },
+        }
     }
-    if !request.tools.is_empty() {
-        let tools: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|t| {
-                json!({"type": "function", "function": {
-                    "name": t.name, "description": t.description, "parameters": t.input_schema,
-                }})
-            })
-            .collect();
-        body.insert("tools".into(), Value::Array(tools));
-        let choice = match &request.tool_choice {
-            ToolChoice::Any => json!("required"),
-            ToolChoice::Tool(name) => json!({"type": "function", "function": {"name": name}}),
-            ToolChoice::None => json!("none"),
-            _ => json!("auto"),
-        };
-        body.insert("tool_choice".into(), choice);
-    }
-    let c = &request.config;
-    if let Some(n) = c.max_tokens {
-        let field = if max_completion_tokens {
-            "max_completion_tokens"
+}
+
+/// A user message's content: a plain string when every part is text (understood by every
+/// server), else the array of parts.
+struct UserContent<'a>(Vec<Part<'a>>);
+
+impl Serialize for UserContent<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if self.0.iter().all(|p| matches!(p, Part::Text { .. })) {
+            s.collect_str(&JoinedText(&self.0))
         } else {
-            "max_tokens"
-        };
-        body.insert(field.into(), json!(n));
+            self.0.serialize(s)
+        }
     }
-    if let Some(t) = c.temperature {
-        body.insert("temperature".into(), json!(t));
+}
+
+/// Text parts joined by newlines, written without building the joined string.
+struct JoinedText<'p, 'a>(&'p [Part<'a>]);
+
+impl fmt::Display for JoinedText<'_, '_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, part) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            if let Part::Text { text } = part {
+                f.write_str(text)?;
+            }
+        }
+        Ok(())
     }
-    if let Some(p) = c.top_p {
-        body.insert("top_p".into(), json!(p));
-    }
-    if !c.stop_sequences.is_empty() {
-        body.insert("stop".into(), json!(c.stop_sequences));
-    }
-    if let Some(s) = c.seed {
-        body.insert("seed".into(), json!(s));
-    }
-    // The typed answer (SPEC §13): OpenAI applies it to the answer, not to tool calls, so it
-    // goes with tools too (llama.cpp's server honours the same field).
-    if let Some(f) = &request.output_format {
-        body.insert(
-            "response_format".into(),
-            json!({"type": "json_schema", "json_schema": {
-                "name": f.name, "schema": *f.schema, "strict": f.strict,
-            }}),
-        );
-    }
-    for (k, v) in extra {
-        body.insert(k.clone(), v.clone());
-    }
-    Value::Object(body)
 }
 
 fn b64(bytes: &[u8]) -> String {
@@ -303,10 +559,6 @@ pub(crate) fn image_data_url(img: &ImageBlock) -> String {
     let bytes = http::media_bytes(&img.source);
     let mime = http::image_mime(&img.format);
     format!("data:{mime};base64,{}", b64(bytes))
-}
-
-fn image_part(img: &ImageBlock) -> Value {
-    json!({"type": "image_url", "image_url": {"url": image_data_url(img)}})
 }
 
 /// A document as the model reads it: text-like formats inlined as text, the rest a file.
@@ -340,27 +592,6 @@ pub(crate) fn document_part_of(doc: &DocumentBlock) -> DocumentPart {
     }
 }
 
-fn document_part(doc: &DocumentBlock) -> Value {
-    match document_part_of(doc) {
-        DocumentPart::Text(text) => json!({"type": "text", "text": text}),
-        DocumentPart::File(data) => json!({"type": "file", "file": {
-            "filename": doc.name,
-            "file_data": data,
-        }}),
-    }
-}
-
-/// Content parts as a plain string when they are all text (understood by every server), else
-/// as an array of parts.
-fn content_value(parts: Vec<Value>) -> Value {
-    if parts.iter().all(|p| p["type"] == "text") {
-        let texts: Vec<&str> = parts.iter().filter_map(|p| p["text"].as_str()).collect();
-        Value::String(texts.join("\n"))
-    } else {
-        Value::Array(parts)
-    }
-}
-
 /// A tool result's text; its images and documents, which a tool message cannot hold, are put
 /// in `media` to follow as user content.
 pub(crate) fn tool_result_text<'a>(
@@ -390,62 +621,70 @@ pub(crate) fn tool_result_text<'a>(
     text
 }
 
-fn encode_user(content: &[ContentBlock], messages: &mut Vec<Value>) {
+fn encode_user<Q: SerializeSeq>(content: &[ContentBlock], seq: &mut Q) -> Result<(), Q::Error> {
     // Tool results become `role: tool` messages, which must directly follow the assistant's
     // tool calls; the rest of the message follows as one user message.
-    let mut parts = Vec::new();
     let mut media = Vec::new();
     for b in content {
         if let ContentBlock::ToolResult(r) = b {
-            let text = tool_result_text(r, &mut media);
-            messages.push(json!({"role": "tool", "tool_call_id": r.tool_use_id, "content": text}));
+            let content = tool_result_text(r, &mut media);
+            seq.serialize_element(&WireMessage::Tool {
+                tool_call_id: &r.tool_use_id,
+                content,
+            })?;
         }
     }
+    let mut parts = Vec::new();
     for b in content {
         match b {
-            ContentBlock::Text(t) => parts.push(json!({"type": "text", "text": t})),
-            ContentBlock::Summary(s) => {
-                parts.push(json!({"type": "text", "text": s.as_prompt_text()}));
-            }
-            ContentBlock::Image(img) => parts.push(image_part(img)),
-            ContentBlock::Document(d) => parts.push(document_part(d)),
+            ContentBlock::Text(t) => parts.push(Part::Text { text: t.into() }),
+            ContentBlock::Summary(s) => parts.push(Part::Text {
+                text: s.as_prompt_text().into(),
+            }),
+            ContentBlock::Image(img) => parts.push(Part::image(img)),
+            ContentBlock::Document(d) => parts.push(Part::document(d)),
             _ => {}
         }
     }
     // Images from tool results cannot go into `tool` messages: they follow as user content.
     parts.extend(media.into_iter().filter_map(|c| match c {
-        ToolResultContent::Image(img) => Some(image_part(img)),
-        ToolResultContent::Document(d) => Some(document_part(d)),
+        ToolResultContent::Image(img) => Some(Part::image(img)),
+        ToolResultContent::Document(d) => Some(Part::document(d)),
         _ => None,
     }));
-    if !parts.is_empty() {
-        messages.push(json!({"role": "user", "content": content_value(parts)}));
+    if parts.is_empty() {
+        return Ok(());
     }
+    seq.serialize_element(&WireMessage::User {
+        content: UserContent(parts),
+    })
 }
 
-fn encode_assistant(content: &[ContentBlock], options: &Options<'_>, messages: &mut Vec<Value>) {
-    let mut text = String::new();
-    let mut calls = Vec::new();
+fn assistant_message<'a>(
+    content: &'a [ContentBlock],
+    options: &Options<'_>,
+) -> AssistantMessage<'a> {
+    let mut text = Cow::Borrowed("");
+    let mut tool_calls = Vec::new();
     // Reasoning this server wrote, and the field it wrote it in.
     let mut reasoning: Option<(&str, String)> = None;
     for b in content {
         match b {
-            ContentBlock::Text(t) => text.push_str(t),
+            ContentBlock::Text(t) if text.is_empty() => text = Cow::Borrowed(t.as_str()),
+            ContentBlock::Text(t) => text.to_mut().push_str(t),
             ContentBlock::ToolUse(u) => {
-                let mut call = json!({
-                    "id": u.tool_use_id,
-                    "type": "function",
-                    "function": {"name": u.name, "arguments": u.input.to_string()},
-                });
-                // Gemini's thought signature, as its OpenAI-compatible endpoint sent it.
-                let extra = u
+                let extra_content = u
                     .provider_state
                     .as_deref()
                     .and_then(|s| s.data_for(options.source)?.get(EXTRA_CONTENT));
-                if let (Some(extra), Value::Object(call)) = (extra, &mut call) {
-                    call.insert(EXTRA_CONTENT.into(), extra.clone());
-                }
-                calls.push(call);
+                tool_calls.push(WireToolCall::Function {
+                    id: &u.tool_use_id,
+                    function: FunctionCall {
+                        name: &u.name,
+                        arguments: JsonText(&u.input),
+                    },
+                    extra_content,
+                });
             }
             ContentBlock::ReasoningContent(r) if options.send_reasoning_back => {
                 let ReasoningContent::ReasoningText(r) = &**r else {
@@ -465,23 +704,23 @@ fn encode_assistant(content: &[ContentBlock], options: &Options<'_>, messages: &
             _ => {}
         }
     }
-    let mut m = Map::new();
-    m.insert("role".into(), json!("assistant"));
-    if calls.is_empty() {
-        m.insert("content".into(), Value::String(text));
-    } else {
-        if !text.is_empty() {
-            m.insert("content".into(), Value::String(text));
-        }
-        m.insert("tool_calls".into(), Value::Array(calls));
+    let mut m = AssistantMessage {
+        content: Some(text),
+        tool_calls,
+        reasoning_content: None,
+        reasoning: None,
+    };
+    if !m.tool_calls.is_empty() {
+        m.content = m.content.filter(|t| !t.is_empty());
         // DeepSeek's rule: the reasoning of a turn that called tools goes back with it.
-        if let Some((field, reasoning)) = reasoning {
-            m.insert(field.into(), Value::String(reasoning));
+        match reasoning {
+            Some(("reasoning_content", r)) => m.reasoning_content = Some(r),
+            Some((_, r)) => m.reasoning = Some(r),
+            None => {}
         }
     }
-    messages.push(Value::Object(m));
+    m
 }
-
 /// Where a tool call's `extra_content` is kept in its [`ProviderState`].
 const EXTRA_CONTENT: &str = "extra_content";
 /// Where the name of the field a server streamed reasoning in is kept.
@@ -871,6 +1110,22 @@ impl WireDecoder for ChatDecoder {
     }
 }
 
+/// The request as a `Value` tree, as it was built before (the equivalence test's reference).
+#[cfg(test)]
+mod value_body;
+
+/// A request body parsed back into a `Value`, for tests to look into.
+#[cfg(test)]
+pub(crate) fn body(
+    model_id: &str,
+    request: &ModelRequest,
+    options: &Options<'_>,
+    extra: &Map<String, Value>,
+) -> Value {
+    let bytes = encode_request(model_id, request, options, extra).unwrap();
+    serde_json::from_slice(&bytes).unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -998,7 +1253,7 @@ mod tests {
             json!({"type": "object"}),
         )])
         .with_tool_choice(ToolChoice::Tool("f".into()));
-        let body = encode_request("m", &req, &TEST_OPTIONS, &Map::new());
+        let body = body("m", &req, &TEST_OPTIONS, &Map::new());
         let msgs = body["messages"].as_array().unwrap();
         assert_eq!(msgs[0], json!({"role": "system", "content": "sys"}));
         assert_eq!(msgs[1], json!({"role": "user", "content": "hi"}));
@@ -1027,7 +1282,7 @@ mod tests {
                 })),
             ],
         )]);
-        let body = encode_request("m", &req, &TEST_OPTIONS, &Map::new());
+        let body = body("m", &req, &TEST_OPTIONS, &Map::new());
         assert_eq!(
             body["messages"][0]["content"][1]["image_url"]["url"],
             "data:image/png;base64,AQID"
@@ -1051,7 +1306,7 @@ mod output_format_tests {
     #[test]
     fn a_typed_answer_is_a_json_schema_response_format_beside_tools() {
         for strict in [true, false] {
-            let body = encode_request("m", &typed(true, strict), &OPTIONS, &Map::new());
+            let body = body("m", &typed(true, strict), &OPTIONS, &Map::new());
             let f = &body["response_format"];
             assert_eq!(f["type"], "json_schema");
             assert_eq!(f["json_schema"]["name"], "invoice");
@@ -1059,7 +1314,7 @@ mod output_format_tests {
             assert_eq!(f["json_schema"]["schema"]["required"], json!(["total"]));
             assert_eq!(body["tools"][0]["function"]["name"], "lookup");
         }
-        let plain = encode_request("m", &ModelRequest::new(Vec::new()), &OPTIONS, &Map::new());
+        let plain = body("m", &ModelRequest::new(Vec::new()), &OPTIONS, &Map::new());
         assert!(plain.get("response_format").is_none());
     }
 }

@@ -250,8 +250,10 @@ fn main() -> ExitCode {
         match std::env::var("REIN_BENCH_MOCK_URL") {
             Ok(url) => {
                 // `Agent::chat` sends unary requests; Rein always streams: both are measured.
-                http_children(&rec, quick, "child", "http", &url);
-                http_children(&rec, quick, "child", "http_stream", &url);
+                if let Ok(exe) = std::env::current_exe() {
+                    http_children(&rec, quick, &exe, "child", "http", &url);
+                    http_children(&rec, quick, &exe, "child", "http_stream", &url);
+                }
             }
             Err(_) => eprintln!("http: REIN_BENCH_MOCK_URL is not set; no http_* rows"),
         }
