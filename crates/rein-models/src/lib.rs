@@ -28,7 +28,16 @@ pub mod http;
 mod limit;
 mod model;
 mod scripted;
-#[cfg(all(test, any(feature = "anthropic", feature = "bedrock")))]
+#[cfg(all(
+    test,
+    any(
+        feature = "openai",
+        feature = "gemini",
+        feature = "anthropic",
+        feature = "ollama",
+        feature = "bedrock"
+    )
+))]
 mod test_requests;
 
 #[cfg(feature = "anthropic")]

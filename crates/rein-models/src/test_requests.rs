@@ -1,16 +1,18 @@
 //! Requests the providers' unit tests encode alike.
 #![allow(clippy::unwrap_used)]
 
+#[cfg(any(feature = "anthropic", feature = "bedrock"))]
 use rein_core::{
-    ContentBlock, Message, Role, ToolResult, ToolUse,
+    ContentBlock, Role, ToolResult, ToolUse,
     message::{ReasoningContent, ReasoningText},
-    request::{CachePoints, InferenceConfig, ModelRequest},
-    tool::ToolSpec,
+    request::{CachePoints, InferenceConfig},
 };
+use rein_core::{Message, request::ModelRequest, tool::ToolSpec};
 use serde_json::json;
 
 /// The third request of a tool loop (a question, two rounds of a call with reasoning and its
 /// result), with a system prompt, two tools and the given cache points.
+#[cfg(any(feature = "anthropic", feature = "bedrock"))]
 pub(crate) fn tool_loop(cache: CachePoints) -> ModelRequest {
     let mut messages = vec![Message::user("Weather in Paris and Rome?")];
     for (id, city) in [("t1", "Paris"), ("t2", "Rome")] {
@@ -45,6 +47,12 @@ pub(crate) fn tool_loop(cache: CachePoints) -> ModelRequest {
 
 /// A request for a typed answer (SPEC §13): a closed (strict) or open schema, with or
 /// without a tool offered.
+#[cfg(any(
+    feature = "openai",
+    feature = "gemini",
+    feature = "anthropic",
+    feature = "ollama"
+))]
 pub(crate) fn typed(tools: bool, strict: bool) -> ModelRequest {
     use rein_core::request::OutputFormat;
     let mut schema = json!({"type": "object", "properties": {"total": {"type": "integer"}},
