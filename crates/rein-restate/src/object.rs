@@ -37,6 +37,15 @@ use crate::wire::{InvokeRequest, ResumeRequest, RunReport, SessionView};
 /// invocation, on whichever worker runs it.
 pub(crate) type Factory = Arc<dyn Fn(&str) -> Result<AgentBuilder, Error> + Send + Sync>;
 
+/// The session's record of its runs (none yet, or written by an earlier release: no run
+/// going). A macro for the reason `read_tail!` is.
+macro_rules! read_runs {
+    ($ctx:expr) => {{
+        let runs: Option<Json<Runs>> = $ctx.get(RUNS).await?;
+        runs.map(Json::into_inner).unwrap_or_default()
+    }};
+}
+
 /// The tail a run that never finished left: its head, its entries and how many keys it wrote.
 /// (A macro: `get` borrows its key for the context's lifetime, which a shared function over
 /// both kinds of context cannot name.)
@@ -126,8 +135,7 @@ impl ReinAgent {
         // Whether a run goes is in this object's own state (sent with the invocation: no
         // call). Two invokes at once may both see none: the run of the second checks, when it
         // starts, that no run started since its invoke looked (the count), and refuses.
-        let runs: Option<Json<Runs>> = ctx.get(RUNS).await?;
-        let runs = runs.map(Json::into_inner).unwrap_or_default();
+        let runs = read_runs!(ctx);
         if runs.going.is_some() {
             return Err(run_in_progress().into());
         }
@@ -254,9 +262,8 @@ impl ReinAgent {
             Some(admin) => {
                 // The `invoke` waiting for the run goes too (named by this object's state; by
                 // the inbox's claim for an invoke of an earlier release).
-                let runs: Option<Json<Runs>> = ctx.get(RUNS).await?;
-                let invoker = runs
-                    .and_then(|Json(runs)| runs.going)
+                let invoker = read_runs!(ctx)
+                    .going
                     .filter(|going| going.run == run)
                     .and_then(|going| going.by);
                 let targets: Vec<String> = std::iter::once(run.clone())
@@ -393,8 +400,7 @@ impl ReinAgent {
     ) -> Result<Json<RunReport>, HandlerError> {
         let key = ctx.key().to_owned();
         crate::drain::note_run(&key, ctx.invocation_id());
-        let runs: Option<Json<Runs>> = ctx.get(RUNS).await?;
-        let runs = runs.map(Json::into_inner).unwrap_or_default();
+        let runs = read_runs!(ctx);
         // Another invoke's run started after this invoke saw none going (both looked at
         // once): this one waited behind it, and is refused as if it had seen it.
         if claim.as_ref().is_some_and(|c| c.after != runs.started) {
@@ -457,6 +463,12 @@ impl ReinAgent {
         };
         ctx.set(RUNS, Json(runs.clone()));
         let inbox = || ctx.object_client::<ReinInboxClient>(key.clone());
+        // The run is over: the session takes invokes again, and its inbox closes (kept for a
+        // resume when the run paused).
+        let end = |paused: bool| {
+            ctx.set(RUNS, Json(runs.ended()));
+            inbox().close(Json(paused))
+        };
         let open = inbox().open(Json(ctx.invocation_id().to_owned()));
         if resuming {
             // Called: the signal `open` sends for what was queued while the session was paused
@@ -531,11 +543,7 @@ impl ReinAgent {
                     if written > 0 {
                         clear_tail(&ctx, written);
                     }
-                    ctx.set(RUNS, Json(runs.ended()));
-                    inbox()
-                        .close(Json(agent.pending_interrupts().is_some()))
-                        .call()
-                        .await?;
+                    end(agent.pending_interrupts().is_some()).call().await?;
                     return Err(TerminalError::new_with_code(status, e.to_string()).into());
                 }
                 None => failed_report(&key, &agent, e),
@@ -555,8 +563,7 @@ impl ReinAgent {
             // Cancelled through Restate as it saved: the run ends unsaved (its tail keeps what
             // it did), and the session is free again.
             Err(e) => {
-                ctx.set(RUNS, Json(runs.ended()));
-                inbox().close(Json(paused)).call().await?;
+                end(paused).call().await?;
                 return Err(e.into());
             }
         };
@@ -565,10 +572,9 @@ impl ReinAgent {
         if written > 0 {
             clear_tail(&ctx, written);
         }
-        ctx.set(RUNS, Json(runs.ended()));
         // A cancel through Restate that comes only now fails this call; the inbox must close
         // all the same (nothing else would free it).
-        if inbox().close(Json(paused)).call().await.is_err() {
+        if end(paused).call().await.is_err() {
             inbox().close(Json(paused)).call().await?;
         }
         Ok(Json(report))
@@ -620,10 +626,8 @@ impl Runs {
 
 /// Marks the session's run over (for `settle`: the run was killed).
 async fn end_run(ctx: &ObjectContext<'_>) -> Result<(), TerminalError> {
-    let runs: Option<Json<Runs>> = ctx.get(RUNS).await?;
-    if let Some(Json(runs)) = runs
-        && runs.going.is_some()
-    {
+    let runs = read_runs!(ctx);
+    if runs.going.is_some() {
         ctx.set(RUNS, Json(runs.ended()));
     }
     Ok(())
