@@ -20,7 +20,7 @@ use cpu_time::ProcessTime;
 use http_body_util::StreamBody;
 use hyper::body::Frame;
 use rein::Agent;
-use rein::agui::AguiServer;
+use rein::agui::{AguiServer, ServerLimits};
 use rein::models::{ScriptedModel, SharedModel};
 use rein::sessions::MemorySessionStore;
 use serde_json::json;
@@ -69,6 +69,10 @@ async fn run(rec: &Recorder, cfg: &Config) -> Result<(), Box<dyn std::error::Err
             .max_total_tokens(1_000_000)
     })
     .token(BEARER)
+    // Every run is a new thread (its own session): the default cap on new threads per minute
+    // (60, a bound on how fast a client fills the store) would answer 429 to a fast machine's
+    // rounds. The cap is not what is measured; the rest of the limits stay the defaults.
+    .limits(ServerLimits::default().new_threads_per_minute(u32::MAX))
     .console(false)
     .bind("127.0.0.1:0")
     .await?

@@ -79,11 +79,20 @@ impl Conversation {
         raw.saturating_add(added)
     }
 
-    /// Forgets the count from message `idx` on (it changed or went).
+    /// Takes messages `idx..` out of the count, before they change or go. The count is a sum
+    /// over messages, so it subtracts what leaves rather than counting again what stays: a
+    /// truncation of a long history by a turn costs that turn, not the history.
     fn recount_from(&mut self, idx: usize) {
-        if idx < self.counted.upto {
-            // The per-message counts are not kept: count everything again.
-            self.counted = Counted::default();
+        let Counted { upto, raw } = self.counted;
+        if idx < upto {
+            let leaving = self.messages[idx..upto]
+                .iter()
+                .map(raw_message)
+                .sum::<u64>();
+            self.counted = Counted {
+                upto: idx,
+                raw: raw.saturating_sub(leaving),
+            };
         }
     }
 
@@ -100,23 +109,24 @@ impl Conversation {
 
     /// Appends user blocks, joining a trailing user message. Returns (index, id, new?).
     pub(crate) fn append_user(&mut self, blocks: Vec<ContentBlock>) -> (usize, MessageId, bool) {
+        let joins = self
+            .messages
+            .last()
+            .is_some_and(|last| last.role == Role::User);
+        if joins {
+            // Out of the count before it changes.
+            self.recount_from(self.messages.len() - 1);
+        }
         let msgs = Arc::make_mut(&mut self.messages);
-        let (idx, new) = match msgs.last_mut() {
-            Some(last) if last.role == Role::User => {
-                last.content.extend(blocks);
-                (msgs.len() - 1, false)
-            }
+        match msgs.last_mut() {
+            Some(last) if joins => last.content.extend(blocks),
             _ => {
                 msgs.push(Message::new(Role::User, blocks));
-                (msgs.len() - 1, true)
+                self.ids.push(MessageId::new());
             }
-        };
-        if new {
-            self.ids.push(MessageId::new());
-        } else {
-            self.recount_from(idx);
         }
-        (idx, self.ids[idx], new)
+        let idx = self.messages.len() - 1;
+        (idx, self.ids[idx], !joins)
     }
 
     pub(crate) fn get(&self, idx: usize) -> Option<&Message> {
@@ -147,9 +157,17 @@ impl Conversation {
     }
 
     fn drain_front(&mut self, n: usize) {
-        if n > 0 {
-            self.recount_from(0);
-        }
+        let Counted { upto, raw } = self.counted;
+        self.counted = if n <= upto {
+            // What stays keeps its count; only what leaves is counted.
+            let leaving = self.messages[..n].iter().map(raw_message).sum::<u64>();
+            Counted {
+                upto: upto - n,
+                raw: raw.saturating_sub(leaving),
+            }
+        } else {
+            Counted::default()
+        };
         Arc::make_mut(&mut self.messages).drain(..n);
         self.ids.drain(..n);
     }
@@ -922,6 +940,23 @@ mod tests {
         check(&mut c, "a drop from the front");
         c.truncate(1);
         check(&mut c, "a truncation");
+        // Changes that reach into the counted part while later messages are not counted yet.
+        for i in 1..4 {
+            for m in turn_with_tool(i) {
+                c.push(m);
+            }
+            check(&mut c, "a turn");
+        }
+        c.push(Message::assistant("not counted yet"));
+        c.truncate(6);
+        check(&mut c, "a truncation into the counted part");
+        c.push(Message::user("not counted yet"));
+        c.drain_front(2);
+        check(&mut c, "a drop from the front of the counted part");
+        c.push(Message::user("not counted yet"));
+        c.push(Message::assistant("nor this"));
+        c.drain_front(6);
+        check(&mut c, "a drop past the counted part");
         c.clear();
         check(&mut c, "clearing");
         assert_eq!(c.raw_tokens(), 0);
