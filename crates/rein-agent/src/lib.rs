@@ -41,6 +41,7 @@ mod retry;
 mod run;
 mod schema_cache;
 mod session;
+mod simple_schema;
 mod stream;
 mod structured;
 pub mod telemetry;

@@ -1,29 +1,73 @@
-//! Compiled tool-input validators shared by every agent of the process.
+//! Tool-input and typed-answer schema checks shared by every agent of the process.
 //!
 //! Compiling a JSON schema is ≈95 % of building an agent (≈10 µs for one small schema), and
-//! servers often build an agent per request or per session from the same tools. Validators are
+//! servers often build an agent per request or per session from the same tools. Checks are
 //! therefore kept by the schema's allocation first — a tool handle's schema is one `Arc` shared
 //! by every agent given the handle, so it is found without reading it — and then by content: a
 //! structural hash picks the bucket, equality confirms the hit (a schema made anew with the same
 //! content, as a server listing its tools again makes it). The cache is bounded; when full it
 //! starts over, so programs that generate schemas on the fly cannot grow it without limit.
+//!
+//! A schema of the simple subset ([`crate::simple_schema`]) is not compiled until an input
+//! fails its hand check: jsonschema's validator then words the errors.
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash as _, Hasher};
-use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use serde_json::Value;
+
+use crate::simple_schema;
 
 /// Most schemas kept at once, by content and by allocation each.
 const CAPACITY: usize = 512;
 
-type Entry = (Arc<Value>, Arc<jsonschema::Validator>);
+/// A schema's check: a simple schema's inputs checked by hand, jsonschema's validator compiled
+/// when first needed (at once for any other schema).
+pub(crate) struct SchemaCheck {
+    schema: Arc<Value>,
+    simple: bool,
+    compiled: OnceLock<jsonschema::Validator>,
+}
 
-/// A schema known by its address: its validator and, once asked, its token count.
+impl SchemaCheck {
+    fn new(schema: &Arc<Value>) -> Result<Self, String> {
+        let check = Self {
+            schema: schema.clone(),
+            simple: simple_schema::is_simple(schema),
+            compiled: OnceLock::new(),
+        };
+        // A simple schema compiles (`simple_schema`'s property); any other is compiled now, so
+        // that an invalid one fails the build.
+        if !check.simple {
+            check.validator()?;
+        }
+        Ok(check)
+    }
+
+    /// Whether `input` is valid, known without jsonschema: a simple schema's valid input.
+    /// Otherwise [`validator`](Self::validator) decides.
+    pub(crate) fn quickly_accepts(&self, input: &Value) -> bool {
+        self.simple && simple_schema::accepts(&self.schema, input)
+    }
+
+    /// jsonschema's validator of the schema, compiled on first use.
+    pub(crate) fn validator(&self) -> Result<&jsonschema::Validator, String> {
+        if let Some(v) = self.compiled.get() {
+            return Ok(v);
+        }
+        // Two threads may compile at once; one result is kept, the other dropped.
+        let v = jsonschema::validator_for(&self.schema).map_err(|e| e.to_string())?;
+        Ok(self.compiled.get_or_init(|| v))
+    }
+}
+
+/// A schema known by its address: its check and, once asked, its token count.
 struct Known {
-    /// Held so that no other schema can be allocated at this address while it is kept.
+    /// Held so that no other schema can be allocated at this address while it is kept (the
+    /// check may hold another allocation of the same content).
     _schema: Arc<Value>,
-    validator: Arc<jsonschema::Validator>,
+    check: Arc<SchemaCheck>,
     tokens: Option<u64>,
 }
 
@@ -34,18 +78,18 @@ struct Cache {
     /// By the schema's address.
     by_address: HashMap<usize, Known>,
     /// By content: structural hash, then equality.
-    buckets: HashMap<u64, Vec<Entry>>,
+    buckets: HashMap<u64, Vec<Arc<SchemaCheck>>>,
     len: usize,
 }
 
 impl Cache {
-    fn remember_address(&mut self, schema: &Arc<Value>, validator: &Arc<jsonschema::Validator>) {
+    fn remember_address(&mut self, schema: &Arc<Value>, check: &Arc<SchemaCheck>) {
         if self.by_address.len() >= CAPACITY {
             self.by_address.clear();
         }
         let known = Known {
             _schema: schema.clone(),
-            validator: validator.clone(),
+            check: check.clone(),
             tokens: None,
         };
         self.by_address.insert(address(schema), known);
@@ -60,10 +104,11 @@ fn address(schema: &Arc<Value>) -> usize {
     Arc::as_ptr(schema).addr()
 }
 
-/// The validator of `schema`, compiled once per process (per distinct schema).
-pub(crate) fn validator_for(schema: &Arc<Value>) -> Result<Arc<jsonschema::Validator>, String> {
+/// The check of `schema`, made once per process (per distinct schema); an error when
+/// jsonschema does not compile the schema.
+pub(crate) fn check_for(schema: &Arc<Value>) -> Result<Arc<SchemaCheck>, String> {
     if let Some(known) = cache().by_address.get(&address(schema)) {
-        return Ok(known.validator.clone());
+        return Ok(known.check.clone());
     }
     let key = hash_of(schema);
     {
@@ -71,29 +116,25 @@ pub(crate) fn validator_for(schema: &Arc<Value>) -> Result<Arc<jsonschema::Valid
         let found = cache
             .buckets
             .get(&key)
-            .and_then(|b| b.iter().find(|(s, _)| s == schema))
-            .map(|(_, v)| v.clone());
-        if let Some(v) = found {
-            cache.remember_address(schema, &v);
-            return Ok(v);
+            .and_then(|b| b.iter().find(|c| c.schema == *schema))
+            .cloned();
+        if let Some(c) = found {
+            cache.remember_address(schema, &c);
+            return Ok(c);
         }
     }
-    // Compiled outside the lock: another thread may compile the same schema meanwhile, which is
+    // Made outside the lock: another thread may make the same schema's meanwhile, which is
     // harmless (one of the two is kept).
-    let validator = Arc::new(jsonschema::validator_for(schema).map_err(|e| e.to_string())?);
+    let check = Arc::new(SchemaCheck::new(schema)?);
     let mut cache = cache();
     if cache.len >= CAPACITY {
         cache.buckets.clear();
         cache.len = 0;
     }
-    cache
-        .buckets
-        .entry(key)
-        .or_default()
-        .push((schema.clone(), validator.clone()));
+    cache.buckets.entry(key).or_default().push(check.clone());
     cache.len += 1;
-    cache.remember_address(schema, &validator);
-    Ok(validator)
+    cache.remember_address(schema, &check);
+    Ok(check)
 }
 
 /// `count(schema)`, counted once per schema allocation the cache knows (an agent's tools'
@@ -159,7 +200,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn equal_schemas_share_one_validator_and_different_ones_do_not() {
+    fn equal_schemas_share_one_check_and_different_ones_do_not() {
         let a = Arc::new(
             json!({"type": "object", "properties": {"city": {"type": "string"}, "n": {"type": "integer", "maximum": 3}}}),
         );
@@ -168,13 +209,36 @@ mod tests {
         );
         let c = Arc::new(json!({"type": "object", "properties": {"city": {"type": "number"}}}));
         assert_eq!(hash_of(&a), hash_of(&b), "key order does not matter");
-        let va = validator_for(&a).unwrap();
-        let vb = validator_for(&b).unwrap();
-        let vc = validator_for(&c).unwrap();
-        assert!(Arc::ptr_eq(&va, &vb));
-        assert!(!Arc::ptr_eq(&va, &vc));
-        assert!(va.is_valid(&json!({"city": "Oslo"})));
-        assert!(!vc.is_valid(&json!({"city": "Oslo"})));
+        let ca = check_for(&a).unwrap();
+        let cb = check_for(&b).unwrap();
+        let cc = check_for(&c).unwrap();
+        assert!(Arc::ptr_eq(&ca, &cb));
+        assert!(!Arc::ptr_eq(&ca, &cc));
+        // `b`, found by content, is kept alive by its address's entry: no other schema can be
+        // allocated there and found as `a`'s.
+        assert!(Arc::strong_count(&b) >= 2);
+        assert!(ca.quickly_accepts(&json!({"city": "Oslo"})));
+        assert!(!cc.quickly_accepts(&json!({"city": "Oslo"})));
+        assert!(!cc.validator().unwrap().is_valid(&json!({"city": "Oslo"})));
+    }
+
+    /// A simple schema's validator is compiled only when an input fails the hand check; any
+    /// other schema's at once.
+    #[test]
+    fn only_a_schema_outside_the_simple_subset_is_compiled_at_once() {
+        let simple =
+            Arc::new(json!({"type": "object", "properties": {"lazy": {"type": "integer"}}}));
+        let check = check_for(&simple).unwrap();
+        assert!(check.quickly_accepts(&json!({"lazy": 1})));
+        assert!(check.compiled.get().is_none());
+        assert!(!check.quickly_accepts(&json!({"lazy": "1"})));
+        assert!(!check.validator().unwrap().is_valid(&json!({"lazy": "1"})));
+        assert!(check.compiled.get().is_some());
+        let pattern = Arc::new(json!({"type": "string", "pattern": "^eager"}));
+        let check = check_for(&pattern).unwrap();
+        assert!(check.compiled.get().is_some());
+        assert!(!check.quickly_accepts(&json!("eager")));
+        assert!(check.validator().unwrap().is_valid(&json!("eager")));
     }
 
     /// A schema seen once is found again by its allocation, and the entry keeps the schema
@@ -183,17 +247,17 @@ mod tests {
     fn a_schema_seen_once_is_found_by_its_address_and_kept_alive() {
         let schema =
             Arc::new(json!({"type": "object", "properties": {"only_here": {"type": "boolean"}}}));
-        let v = validator_for(&schema).unwrap();
+        let c = check_for(&schema).unwrap();
         let found = cache()
             .by_address
             .get(&address(&schema))
-            .map(|k| k.validator.clone());
-        assert!(Arc::ptr_eq(&found.expect("found by address"), &v));
+            .map(|k| k.check.clone());
+        assert!(Arc::ptr_eq(&found.expect("found by address"), &c));
         assert!(
             Arc::strong_count(&schema) >= 3,
             "the cache holds the schema"
         );
-        assert!(Arc::ptr_eq(&validator_for(&schema).unwrap(), &v));
+        assert!(Arc::ptr_eq(&check_for(&schema).unwrap(), &c));
         // Its token count is counted once.
         assert_eq!(token_count(&schema, |_| 7), 7);
         assert_eq!(token_count(&schema, |_| unreachable!("counted again")), 7);
@@ -206,8 +270,8 @@ mod tests {
     #[test]
     fn an_invalid_schema_is_an_error_and_is_not_kept() {
         let bad = Arc::new(json!({"type": 12}));
-        assert!(validator_for(&bad).is_err());
-        assert!(validator_for(&bad).is_err());
+        assert!(check_for(&bad).is_err());
+        assert!(check_for(&bad).is_err());
         assert!(!cache().by_address.contains_key(&address(&bad)));
     }
 }

@@ -13,7 +13,7 @@ use rein_core::{
 };
 use serde_json::Value;
 
-use crate::schema_cache;
+use crate::schema_cache::{self, SchemaCheck};
 
 /// How the model is asked for a typed answer. Whatever the strategy, the answer is checked
 /// (schema, then type) and a failing one is sent back with its errors, within the agent's
@@ -66,7 +66,7 @@ pub(crate) type TypeCheck = fn(&Value) -> Result<(), String>;
 /// The typed answer of an agent, as built.
 pub(crate) struct OutputSpec {
     pub(crate) format: OutputFormat,
-    validator: Arc<jsonschema::Validator>,
+    check: Arc<SchemaCheck>,
     type_check: Option<TypeCheck>,
     pub(crate) strategy: OutputStrategy,
     pub(crate) max_retries: u32,
@@ -125,7 +125,7 @@ impl OutputSpec {
                 format.name
             )));
         }
-        let validator = schema_cache::validator_for(&format.schema).map_err(invalid)?;
+        let check = schema_cache::check_for(&format.schema).map_err(invalid)?;
         format.strict = is_strict(&format.schema);
         let strategy = strategy.unwrap_or_else(|| default_strategy(provider));
         let schema_text = format.schema.to_string();
@@ -172,7 +172,7 @@ impl OutputSpec {
         };
         Ok(Self {
             format,
-            validator,
+            check,
             type_check: request.type_check,
             strategy,
             max_retries,
@@ -231,20 +231,25 @@ impl OutputSpec {
         }
         let value: Value = serde_json::from_str(unfenced(text))
             .map_err(|e| vec![format!("the answer is not a JSON value: {e}")])?;
-        let errors: Vec<String> = self
-            .validator
-            .iter_errors(&value)
-            .take(MAX_ERRORS)
-            .map(|e| {
-                let path = e.instance_path().to_string();
-                let error = if path.is_empty() {
-                    e.to_string()
-                } else {
-                    format!("at {path}: {e}")
-                };
-                cut(error, MAX_ERROR_LEN)
-            })
-            .collect();
+        let errors: Vec<String> = if self.check.quickly_accepts(&value) {
+            Vec::new()
+        } else {
+            self.check
+                .validator()
+                .map_err(|e| vec![format!("the answer's schema is invalid: {e}")])?
+                .iter_errors(&value)
+                .take(MAX_ERRORS)
+                .map(|e| {
+                    let path = e.instance_path().to_string();
+                    let error = if path.is_empty() {
+                        e.to_string()
+                    } else {
+                        format!("at {path}: {e}")
+                    };
+                    cut(error, MAX_ERROR_LEN)
+                })
+                .collect()
+        };
         if !errors.is_empty() {
             return Err(errors);
         }

@@ -1,4 +1,4 @@
-//! The agent's tools and their compiled input validators; how a tool phase runs them.
+//! The agent's tools and their input checks; how a tool phase runs them.
 
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
@@ -9,7 +9,7 @@ use rein_core::{
     tool::{ToolSource, ToolSpec},
 };
 
-use crate::schema_cache;
+use crate::schema_cache::{self, SchemaCheck};
 
 /// How the tool uses of one model response are run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,22 +32,22 @@ impl Default for ToolExecutor {
 
 struct ToolEntry {
     handle: ToolHandle,
-    validator: Arc<jsonschema::Validator>,
+    check: Arc<SchemaCheck>,
 }
 
 impl ToolEntry {
     fn new(handle: ToolHandle) -> Result<Self, BuildError> {
-        let validator = schema_cache::validator_for(&handle.spec().input_schema).map_err(|e| {
+        let check = schema_cache::check_for(&handle.spec().input_schema).map_err(|e| {
             BuildError::InvalidToolSchema {
                 tool: handle.name().to_owned(),
-                reason: e.to_string(),
+                reason: e,
             }
         })?;
-        Ok(Self { handle, validator })
+        Ok(Self { handle, check })
     }
 }
 
-/// The agent's tools, with their compiled input validators: those given at build, and those
+/// The agent's tools, with their input checks: those given at build, and those
 /// of its tool sources as last listed.
 #[derive(Default)]
 pub(crate) struct ToolSet {
@@ -230,33 +230,41 @@ impl ToolSet {
         tool: &ToolHandle,
         input: &serde_json::Value,
     ) -> Result<(), String> {
+        let invalid_schema = |e: String| format!("the tool's input schema is invalid: {e}");
         let listed = self.sourced.as_ref().and_then(|s| {
             read(&s.listed)
                 .by_name
                 .get(tool.name())
-                .map(|e| e.validator.clone())
+                .map(|e| e.check.clone())
         });
         let owned;
-        let validator = match (self.by_name.get(tool.name()), listed) {
-            (Some(e), _) if e.handle == *tool => &*e.validator,
-            (_, Some(v)) => {
-                owned = v;
+        let check = match (self.by_name.get(tool.name()), listed) {
+            (Some(e), _) if e.handle == *tool => &*e.check,
+            (_, Some(c)) => {
+                owned = c;
                 &*owned
             }
             _ => {
-                owned = schema_cache::validator_for(&tool.spec().input_schema)
-                    .map_err(|e| format!("the tool's input schema is invalid: {e}"))?;
+                owned =
+                    schema_cache::check_for(&tool.spec().input_schema).map_err(invalid_schema)?;
                 &*owned
             }
         };
-        validator.validate(input).map_err(|e| {
-            let path = e.instance_path().to_string();
-            if path.is_empty() {
-                e.to_string()
-            } else {
-                format!("{e} (at {path})")
-            }
-        })
+        if check.quickly_accepts(input) {
+            return Ok(());
+        }
+        check
+            .validator()
+            .map_err(invalid_schema)?
+            .validate(input)
+            .map_err(|e| {
+                let path = e.instance_path().to_string();
+                if path.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("{e} (at {path})")
+                }
+            })
     }
 }
 
