@@ -368,7 +368,7 @@ async fn measure(
         let (d, l) = (median(&mut durable), median(&mut local));
         // A step is a model call or a tool call (2 per tool turn, and the last answer): what
         // the run does, each journaled. What durability adds around them — the turn boundaries'
-        // inbox checks, the inbox's open and close, the save — is spread over them.
+        // inbox checks, the history written as it grows, the save — is spread over them.
         let journaled = (2 * steps + 1) as f64;
         let note = json!({"note": "(durable run - in-process run) / steps (model and tool calls, each journaled; the run's other overhead spread over them); one worker, 50 tool turns"});
         rec.record(

@@ -6,7 +6,7 @@
 //! under 2 s, its run unfinished). So the worker counts the `ReinAgent` invocations it serves;
 //! on shutdown it stops accepting connections, answers new `ReinAgent` invocations 503
 //! (Restate retries them on another worker), keeps serving the inbox's short calls that runs
-//! in flight make, and closes the connections only once no run is in flight (or the grace
+//! in flight make (and `ReinAgent/current_run`, which the inbox asks), and closes the connections only once no run is in flight (or the grace
 //! period is over).
 //!
 //! It also watches what the worker answers Restate for a journal mismatch (RT0016: the code
@@ -92,9 +92,10 @@ impl Service<Request<Incoming>> for Tracked {
 
     fn call(&self, req: Request<Incoming>) -> Self::Future {
         // A session's run: `/invoke/ReinAgent/{handler}`. The inbox's calls are short, and the
-        // runs in flight need them to finish.
+        // runs in flight need them to finish — as the inbox needs `current_run` (a read) to
+        // take their injections and cancels.
         let path = req.uri().path();
-        let run = path.contains("/invoke/ReinAgent/");
+        let run = path.contains("/invoke/ReinAgent/") && !path.ends_with("/current_run");
         let handler = path.rsplit('/').take(2).collect::<Vec<_>>();
         let handler = format!("{}/{}", handler.get(1).unwrap_or(&""), handler[0]);
         let guard = if run {

@@ -8,13 +8,22 @@
 //! the run ends are rejected (`run ended`); a run paused on interrupts keeps them for its
 //! resume. Injecting when no run is going or paused is a 409 (`NoActiveRun`).
 //!
+//! Runs do not tell the inbox that they start or end (a run nobody injects into costs no inbox
+//! call): `inject`, `cancel` and `status` of a queued item ask the session's `ReinAgent` (its
+//! shared `current_run`, which answers while the run holds the object) which run goes, how
+//! many runs have ended not paused and whether the last one paused. What was queued before a
+//! run ended not paused is rejected then, lazily; a resumed run `attach`es, so that what was
+//! queued while the session was paused is signalled to it before its first turn boundary.
+//!
 //! Only `inject`, `status` and `cancel` are reachable through Restate's ingress (each asks the
-//! worker's authenticator first); `claim`, `release`, `open`, `take`, `report`, `close`,
-//! `running`, `abandoned` and `cancel_now` are the run's own (and `abandon`'s) and ingress-private. The state is kept per item (`item/{seq}`, with the indexes `id/{id}` and
-//! `key/{idempotency key}`) beside a small `meta` record, and read lazily: a call reads and
-//! writes the few keys it needs, never the whole inbox. The queue and what is remembered are
-//! bounded (see the constants). The earlier release's one-record state (`inbox`) is converted
-//! on first use.
+//! worker's authenticator first); `attach`, `take`, `report`, `running`, `abandoned` and
+//! `cancel_now` are the run's own (and `abandon`'s) and ingress-private, as are `claim`,
+//! `release`, `open` and `close`, which only an earlier release's invoke or run in flight
+//! across the upgrade still calls. The state is kept per item (`item/{seq}`, with the indexes
+//! `id/{id}` and `key/{idempotency key}`) beside a small `meta` record, and read lazily: a call
+//! reads and writes the few keys it needs, never the whole inbox. The queue and what is
+//! remembered are bounded (see the constants). The earlier release's one-record state
+//! (`inbox`) is converted on first use.
 
 use rein_core::{Message, id::InjectionId};
 use restate_sdk::prelude::*;
@@ -23,6 +32,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 use crate::caller::{AUTHENTICATE, Callers, Operation};
+use crate::object::{ReinAgentClient, RunView};
 use crate::wire::{InjectRequest, InjectionReport, InjectionStatus};
 
 const META: &str = "meta";
@@ -43,6 +53,9 @@ pub(crate) const MAX_IDEMPOTENCY_KEY_BYTES: usize = 256;
 /// before Restate cancels it where it stands (Kubernetes' default grace period).
 pub(crate) const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// Why an item queued for a run that ended is rejected.
+const RUN_ENDED: &str = "run ended";
+
 fn item_key(seq: u64) -> String {
     format!("item/{seq}")
 }
@@ -55,7 +68,8 @@ fn idempotency_key(key: &str) -> String {
     format!("key/{key}")
 }
 
-/// The run an inbox feeds.
+/// The run an inbox feeds, as the earlier release's `claim`, `open` and `close` told it (this
+/// release's runs tell it nothing: it asks the session's `ReinAgent`, [`current`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 enum RunStatus {
@@ -70,7 +84,8 @@ enum RunStatus {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 struct Meta {
     status: RunStatus,
-    /// The Restate invocation of the running run (for cancel).
+    /// The Restate invocation of the running run when the inbox last looked (its signals and
+    /// cancel go to it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     invocation: Option<String>,
     next: u64,
@@ -90,9 +105,13 @@ struct Meta {
     /// A signal is out that the run has not answered with a `take` yet (one is enough).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     signalled: bool,
+    /// The session's count of runs ended not paused when the inbox last looked: what is queued
+    /// was queued since, and is rejected once the count has moved on.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    finished: u64,
 }
 
-fn is_zero(n: &u64) -> bool {
+pub(crate) fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
@@ -105,11 +124,12 @@ pub(crate) fn signal_name(n: u64) -> String {
 /// unless a signal it has not answered yet is out: the run calls `take` at its next turn
 /// boundary only after a signal, so a turn with nothing queued costs no call (issue #37).
 fn signal(ctx: &ObjectContext<'_>, meta: &mut Meta) {
-    if meta.signalled || meta.status != RunStatus::Running {
+    if meta.signalled {
         return;
     }
     let Some(run) = meta.invocation.clone() else {
-        // Claimed, not opened yet: `open` signals what is queued by then.
+        // No run goes (paused), or claimed by an earlier release's invoke and not opened yet:
+        // the run's `attach` (`open`) signals what is queued by then.
         return;
     };
     ctx.invocation_handle(run)
@@ -126,6 +146,79 @@ pub(crate) struct Turn {
     pub(crate) items: Vec<(InjectionId, Message)>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(crate) stop: bool,
+}
+
+/// A resumed run tells the inbox that it goes (what was queued while the session was paused is
+/// its), and how many runs had ended not paused when it started.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Attach {
+    pub(crate) run: String,
+    pub(crate) finished: u64,
+}
+
+/// Whether anything may be injected now: a run goes, or the session is paused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Feeding {
+    Nothing,
+    Something,
+}
+
+/// Asks the session's `ReinAgent` which run goes, how many have ended and whether the last one
+/// paused (its shared `current_run`: no wait behind the run), and brings the inbox up to date:
+/// what was queued for a run that has ended since, not paused, is rejected (`run ended`); a new
+/// run's signals count from zero. A session no run of this release has ended on keeps what the
+/// earlier release's `claim`, `open` and `close` told the inbox.
+async fn current(ctx: &ObjectContext<'_>, meta: &mut Meta) -> Result<Feeding, HandlerError> {
+    let Json(view) = ctx
+        .object_client::<ReinAgentClient>(ctx.key().to_owned())
+        .current_run()
+        .call()
+        .await?;
+    if ended_since(meta, &view) {
+        reject_queued(ctx, meta).await?;
+        meta.finished = view.finished;
+    }
+    // An earlier release's run opened (or its invoke claimed) the inbox, and has not closed it.
+    let legacy = meta.status == RunStatus::Running;
+    let going = view
+        .going
+        .or_else(|| meta.invocation.clone().filter(|_| legacy));
+    let paused = view.paused.unwrap_or(meta.status == RunStatus::Paused);
+    follow(meta, going);
+    Ok(if meta.invocation.is_some() || legacy || paused {
+        Feeding::Something
+    } else {
+        Feeding::Nothing
+    })
+}
+
+/// Points the inbox at the run going (none: no run goes): a run it was not pointed at yet
+/// gets signals counted from zero and no cancel of the run before it. (Unchanged when it was:
+/// a signal sent to it already is not sent again.)
+fn follow(meta: &mut Meta, going: Option<String>) {
+    if going != meta.invocation {
+        meta.invocation = going;
+        meta.stop = false;
+        meta.signals = 0;
+        meta.signalled = false;
+    }
+}
+
+/// The run `run` starts: what is queued (kept for it while the session was paused, or sent
+/// while an earlier release's `invoke` claimed the session) is signalled to it. An injection
+/// may have pointed the inbox at it already (a run marks itself going before it calls): that
+/// signal is out, and is not sent twice.
+fn starts(ctx: &ObjectContext<'_>, meta: &mut Meta, run: String) {
+    follow(meta, Some(run));
+    if meta.head != meta.next {
+        signal(ctx, meta);
+    }
+}
+
+/// Whether a queued item was queued for a run that has ended, not paused, since the inbox
+/// last looked (its rejection not written yet: `status` cannot write).
+fn ended_since(meta: &Meta, view: &RunView) -> bool {
+    view.finished != meta.finished
 }
 
 /// An `invoke`'s claim on the session: its invocation, and the status it found (restored when
@@ -217,15 +310,18 @@ impl ReinInbox {
             ));
         }
         let mut meta = load(&ctx).await?;
+        let feeding = current(&ctx, &mut meta).await?;
         if let Some(key) = &request.idempotency_key {
             let seq: Option<Json<u64>> = ctx.get(&idempotency_key(key)).await?;
             if let Some(Json(seq)) = seq
                 && let Some(item) = item(&ctx, seq).await?
             {
+                ctx.set(META, Json(meta));
                 return Ok(Json(item.report()));
             }
         }
-        if meta.status == RunStatus::Idle {
+        if feeding == Feeding::Nothing {
+            ctx.set(META, Json(meta));
             return Err(refused(
                 409,
                 "no run is going or paused on this session (NoActiveRun)",
@@ -299,7 +395,12 @@ impl ReinInbox {
         let report = match seq {
             Some(Json(seq)) => {
                 let item: Option<Json<Item>> = ctx.get(&item_key(seq)).await?;
-                item.map(|Json(item)| item.report())
+                match item {
+                    Some(Json(item)) if item.status == InjectionStatus::Queued => {
+                        Some(queued_report(&ctx, item).await?)
+                    }
+                    item => item.map(|Json(item)| item.report()),
+                }
             }
             // Not converted yet (no exclusive call since the upgrade): the earlier record.
             None => {
@@ -310,6 +411,22 @@ impl ReinInbox {
         report
             .map(Json)
             .ok_or_else(|| refused(404, "unknown injection id"))
+    }
+
+    /// A resumed run goes (called by the session's `ReinAgent`, before its first turn
+    /// boundary): what was queued while the session was paused is signalled to it, unless a run
+    /// ended not paused since it was queued (then it is rejected).
+    #[handler(ingress_private)]
+    async fn attach(&self, ctx: ObjectContext<'_>, run: Json<Attach>) -> Result<(), HandlerError> {
+        let Attach { run, finished } = run.into_inner();
+        let mut meta = load(&ctx).await?;
+        if meta.finished != finished {
+            reject_queued(&ctx, &mut meta).await?;
+            meta.finished = finished;
+        }
+        starts(&ctx, &mut meta, run);
+        ctx.set(META, Json(meta));
+        Ok(())
     }
 
     /// Cancels the session's running run: it stops at its next turn boundary, once the tools
@@ -327,21 +444,19 @@ impl ReinInbox {
             .into_inner()
             .admitted()?;
         let mut meta = load(&ctx).await?;
-        let Some(invocation) = meta
-            .invocation
-            .clone()
-            .filter(|_| meta.status == RunStatus::Running)
-        else {
+        current(&ctx, &mut meta).await?;
+        let Some(invocation) = meta.invocation.clone() else {
+            ctx.set(META, Json(meta));
             return Ok(Json(false));
         };
         if !meta.stop {
             meta.stop = true;
             signal(&ctx, &mut meta);
-            ctx.set(META, Json(meta));
             ctx.object_client::<ReinInboxClient>(ctx.key().to_owned())
                 .cancel_now(Json(invocation))
                 .send_after(CANCEL_GRACE);
         }
+        ctx.set(META, Json(meta));
         Ok(Json(true))
     }
 
@@ -352,18 +467,21 @@ impl ReinInbox {
         ctx: ObjectContext<'_>,
         invocation: Json<String>,
     ) -> Result<(), HandlerError> {
-        let meta = load(&ctx).await?;
+        let mut meta = load(&ctx).await?;
+        current(&ctx, &mut meta).await?;
         let invocation = invocation.into_inner();
-        if meta.status == RunStatus::Running && meta.invocation.as_deref() == Some(&invocation) {
+        if meta.invocation.as_deref() == Some(&invocation) {
             ctx.invocation_handle(invocation).cancel();
         }
+        ctx.set(META, Json(meta));
         Ok(())
     }
 
     /// An earlier release's `invoke` claims the session for a new run: `false` when a run goes
     /// (the invoke is refused); the claim holds until the run ends (`close`) or the invoke
     /// `release`s it. (This release's `invoke` asks its own object's state instead — no call —
-    /// but an invoke of the earlier release in flight across the upgrade still calls this.)
+    /// but an invoke of the earlier release in flight across the upgrade still calls this; so
+    /// do such a run's `open` and `close`, which this release's runs no longer call.)
     #[handler(ingress_private)]
     async fn claim(
         &self,
@@ -397,8 +515,8 @@ impl ReinInbox {
         Ok(())
     }
 
-    /// A run starts (called by the session's `ReinAgent`; not through the ingress: whoever
-    /// could name the invocation here could cancel any invocation of the cluster).
+    /// An earlier release's run starts (not through the ingress: whoever could name the
+    /// invocation here could cancel any invocation of the cluster).
     #[handler(ingress_private)]
     async fn open(
         &self,
@@ -407,14 +525,7 @@ impl ReinInbox {
     ) -> Result<(), HandlerError> {
         let mut meta = load(&ctx).await?;
         meta.status = RunStatus::Running;
-        meta.invocation = Some(invocation.into_inner());
-        meta.stop = false;
-        meta.signals = 0;
-        meta.signalled = false;
-        // Kept for this run (it was paused), or sent while `invoke` claimed the session.
-        if meta.head != meta.next {
-            signal(&ctx, &mut meta);
-        }
+        starts(&ctx, &mut meta, invocation.into_inner());
         ctx.set(META, Json(meta));
         Ok(())
     }
@@ -475,15 +586,16 @@ impl ReinInbox {
         Ok(())
     }
 
-    /// The run ended (`paused`: on interrupts, keeping its queue for the resume).
+    /// An earlier release's run ended (`paused`: on interrupts, keeping its queue for the
+    /// resume).
     #[handler(ingress_private)]
     async fn close(&self, ctx: ObjectContext<'_>, paused: Json<bool>) -> Result<(), HandlerError> {
         let meta = load(&ctx).await?;
         close(&ctx, meta, paused.into_inner()).await
     }
 
-    /// The running run's invocation and the `invoke` that claimed the session for it, if a
-    /// run is going (for `abandon`).
+    /// The running run's invocation and the `invoke` that claimed the session for it, if an
+    /// earlier release's run is going (for `abandon`; this release's runs are in `runs`).
     #[handler(ingress_private)]
     async fn running(
         &self,
@@ -498,9 +610,9 @@ impl ReinInbox {
         ))
     }
 
-    /// The run `invocation` was abandoned (killed): the inbox closes as that run's end would
-    /// have closed it — its claim cleared, so new invokes are taken. `false` (nothing done)
-    /// when another run has opened the inbox since.
+    /// The earlier release's run `invocation` was abandoned (killed): the inbox closes as that
+    /// run's end would have closed it — its claim cleared, so new invokes are taken. `false`
+    /// (nothing done) when another run has opened the inbox since, or no such run opened it.
     #[handler(ingress_private)]
     async fn abandoned(
         &self,
@@ -509,7 +621,7 @@ impl ReinInbox {
     ) -> Result<Json<bool>, HandlerError> {
         let (invocation, paused) = run.into_inner();
         let meta = load(&ctx).await?;
-        if meta.invocation.as_deref() != Some(invocation.as_str()) {
+        if meta.status != RunStatus::Running || meta.invocation.as_deref() != Some(&invocation) {
             return Ok(Json(false));
         }
         close(&ctx, meta, paused).await?;
@@ -529,19 +641,46 @@ async fn close(ctx: &ObjectContext<'_>, mut meta: Meta, paused: bool) -> Result<
         meta.status = RunStatus::Paused;
     } else {
         meta.status = RunStatus::Idle;
-        for seq in meta.head..meta.next {
-            if let Some(mut item) = item(ctx, seq).await? {
-                item.message = None;
-                item.status = InjectionStatus::Rejected;
-                item.reason = Some("run ended".into());
-                ctx.set(&item_key(seq), Json(item));
-            }
-        }
-        meta.head = meta.next;
-        meta.queued_bytes = 0;
+        reject_queued(ctx, &mut meta).await?;
     }
     ctx.set(META, Json(meta));
     Ok(())
+}
+
+/// Rejects what is still queued: the run it was queued for has ended (not paused).
+async fn reject_queued(ctx: &ObjectContext<'_>, meta: &mut Meta) -> Result<(), TerminalError> {
+    for seq in meta.head..meta.next {
+        if let Some(mut item) = item(ctx, seq).await? {
+            item.message = None;
+            item.status = InjectionStatus::Rejected;
+            item.reason = Some(RUN_ENDED.into());
+            ctx.set(&item_key(seq), Json(item));
+        }
+    }
+    meta.head = meta.next;
+    meta.queued_bytes = 0;
+    Ok(())
+}
+
+/// A queued item's report: rejected when the run it was queued for has ended since, not paused
+/// (written so at the inbox's next exclusive call).
+async fn queued_report(
+    ctx: &SharedObjectContext<'_>,
+    item: Item,
+) -> Result<InjectionReport, HandlerError> {
+    let meta: Option<Json<Meta>> = ctx.get(META).await?;
+    let meta = meta.map(Json::into_inner).unwrap_or_default();
+    let Json(view) = ctx
+        .object_client::<ReinAgentClient>(ctx.key().to_owned())
+        .current_run()
+        .call()
+        .await?;
+    let mut report = item.report();
+    if ended_since(&meta, &view) {
+        report.status = InjectionStatus::Rejected;
+        report.reason = Some(RUN_ENDED.into());
+    }
+    Ok(report)
 }
 
 fn refused(status: u16, message: impl Into<String>) -> HandlerError {
@@ -694,6 +833,7 @@ mod legacy {
                     stop: false,
                     signals: 0,
                     signalled: false,
+                    finished: 0,
                 },
                 items: items.into_iter().collect(),
             }
@@ -734,6 +874,7 @@ mod tests {
                 stop: false,
                 signals: 0,
                 signalled: false,
+                finished: 0,
             }
         );
         let items: Vec<(u64, Item)> = converted.items;

@@ -1,7 +1,8 @@
 //! The two Restate virtual objects, keyed by session id:
 //! - `ReinAgent` runs the session's agent: `run_input` (behind `invoke`) and `resume`
 //!   (exclusive: one run per session across the cluster); `invoke` (shared: it refuses new input
-//!   while a run goes, unless asked to queue) and `session` (shared: reads while a run goes on);
+//!   while a run goes, unless asked to queue), `session` (shared: reads while a run goes on)
+//!   and `current_run` (shared, for the inbox: which run goes);
 //! - `ReinInbox` takes what other processes send a running session — injected messages and a
 //!   cancel — because the agent's own object is busy while it runs.
 //!
@@ -29,7 +30,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::caller::{AUTHENTICATE, Callers, Operation};
-use crate::inbox::{InboxOutcome, ReinInbox, ReinInboxClient, signal_name};
+use crate::inbox::{Attach, InboxOutcome, ReinInbox, ReinInboxClient, signal_name};
 use crate::tail::{self, TAIL, TailBinding, TailEntry, TailHead, entry_key};
 use crate::wire::{InvokeRequest, ResumeRequest, RunReport, SessionView};
 
@@ -239,14 +240,21 @@ impl ReinAgent {
                 .await?
                 .into_inner();
         }
-        let Json(running) = ctx
-            .object_client::<ReinInboxClient>(key.clone())
-            .running()
-            .call()
-            .await?;
+        // The run going and the `invoke` waiting for it: named by this object's `runs`, or
+        // (an earlier release's run) by the inbox's claim.
+        let running = match read_runs!(ctx).going {
+            Some(going) => Some((going.run, going.by)),
+            None => {
+                ctx.object_client::<ReinInboxClient>(key.clone())
+                    .running()
+                    .call()
+                    .await?
+                    .0
+            }
+        };
         // The stuck `invoke` killed may have freed the inbox already: the run is still
         // settled.
-        let Some((run, claimant)) = running else {
+        let Some((run, invoker)) = running else {
             if killed == 0 {
                 return Err(
                     TerminalError::new_with_code(409, "no run is going on this session").into(),
@@ -260,16 +268,8 @@ impl ReinAgent {
         };
         match self.admin.clone() {
             Some(admin) => {
-                // The `invoke` waiting for the run goes too (named by this object's state; by
-                // the inbox's claim for an invoke of an earlier release).
-                let invoker = read_runs!(ctx)
-                    .going
-                    .filter(|going| going.run == run)
-                    .and_then(|going| going.by);
-                let targets: Vec<String> = std::iter::once(run.clone())
-                    .chain(claimant)
-                    .chain(invoker)
-                    .collect();
+                // The `invoke` waiting for the run goes too.
+                let targets: Vec<String> = std::iter::once(run.clone()).chain(invoker).collect();
                 ctx.run(|| async move {
                     for target in &targets {
                         kill(&admin, target).await?;
@@ -293,9 +293,8 @@ impl ReinAgent {
             .await?)
     }
 
-    /// After `abandon` ended the run `run` (the inbox's; none when the inbox had been freed
-    /// already): what it did joins the session, its report is the last run's, and the inbox
-    /// takes new runs.
+    /// After `abandon` ended the run `run` (none when no record named it any more): what it did
+    /// joins the session, its report is the last run's, and the session takes new runs.
     #[handler(ingress_private)]
     async fn settle(
         &self,
@@ -317,18 +316,25 @@ impl ReinAgent {
             run.get_or_insert(head.run);
         }
         // The run that marked itself going is over (this handler is exclusive: it runs after
-        // it), killed: the session takes invokes again.
-        end_run(&ctx).await?;
+        // it), killed: the session takes invokes again, and the inbox, when next asked, keeps or
+        // rejects what was queued for it as the run's own end would have.
         let paused = stored.as_ref().is_some_and(|s| s.paused.is_some());
-        let closed = match &run {
-            Some(run) => {
+        let runs = read_runs!(ctx);
+        let closed = match (runs.going.as_ref(), &run) {
+            (Some(going), Some(run)) if going.run != *run => false,
+            (Some(_), _) => {
+                ctx.set(RUNS, Json(runs.ended(paused)));
+                true
+            }
+            // An earlier release's run, which the inbox's claim and `open` named.
+            (None, Some(run)) => {
                 ctx.object_client::<ReinInboxClient>(key.clone())
                     .abandoned(Json((run.clone(), paused)))
                     .call()
                     .await?
                     .0
             }
-            None => false,
+            (None, None) => false,
         };
         let run = run.unwrap_or_default();
         let report = RunReport {
@@ -387,6 +393,23 @@ impl ReinAgent {
             messages: stored.messages,
             pending: stored.paused.map(|p| p.interrupts()).unwrap_or_default(),
             last_run: last_run.map(Json::into_inner),
+        }))
+    }
+
+    /// Which run goes, how many runs have ended for good and whether the last one paused (for
+    /// the session's inbox, which asks instead of being told by every run: shared, it answers
+    /// while the run holds the object). Ingress-private: it names the run's invocation. Its
+    /// state is read lazily: the one record, not the session's whole history.
+    #[handler(ingress_private, lazy_state)]
+    async fn current_run(
+        &self,
+        ctx: SharedObjectContext<'_>,
+    ) -> Result<Json<RunView>, HandlerError> {
+        let runs = read_runs!(ctx);
+        Ok(Json(RunView {
+            going: runs.going.map(|going| going.run),
+            finished: runs.finished,
+            paused: runs.paused,
         }))
     }
 }
@@ -460,25 +483,25 @@ impl ReinAgent {
                 run: ctx.invocation_id().to_owned(),
                 by: claim.map(|c| c.by),
             }),
+            ..runs
         };
         ctx.set(RUNS, Json(runs.clone()));
-        let inbox = || ctx.object_client::<ReinInboxClient>(key.clone());
-        // The run is over: the session takes invokes again, and its inbox closes (kept for a
-        // resume when the run paused).
-        let end = |paused: bool| {
-            ctx.set(RUNS, Json(runs.ended()));
-            inbox().close(Json(paused))
-        };
-        let open = inbox().open(Json(ctx.invocation_id().to_owned()));
+        // The run is over: the session takes invokes again. The inbox is not told: it asks
+        // `current_run` when something is injected, and rejects then what was queued for a run
+        // that ended not paused.
+        let end = |paused: bool| ctx.set(RUNS, Json(runs.ended(paused)));
         if resuming {
-            // Called: the signal `open` sends for what was queued while the session was paused
-            // must be journaled before the first turn boundary's timer.
-            open.call().await?;
-        } else {
-            // Sent: an inbox that was not paused has nothing queued (it refuses injections
-            // when no run goes), so `open` signals nothing; the run's later inbox calls reach
-            // the inbox after it (Restate keeps one caller's calls to an object in order).
-            open.send();
+            // What was injected while the session was paused waits in the inbox: told which
+            // run goes, it signals it. Called, not sent: that signal must be journaled before
+            // the first turn boundary's timer.
+            let run = Attach {
+                run: ctx.invocation_id().to_owned(),
+                finished: runs.finished,
+            };
+            ctx.object_client::<ReinInboxClient>(key.clone())
+                .attach(Json(run))
+                .call()
+                .await?;
         }
 
         let cancel = agent.cancel_handle();
@@ -543,7 +566,7 @@ impl ReinAgent {
                     if written > 0 {
                         clear_tail(&ctx, written);
                     }
-                    end(agent.pending_interrupts().is_some()).call().await?;
+                    end(agent.pending_interrupts().is_some());
                     return Err(TerminalError::new_with_code(status, e.to_string()).into());
                 }
                 None => failed_report(&key, &agent, e),
@@ -563,7 +586,7 @@ impl ReinAgent {
             // Cancelled through Restate as it saved: the run ends unsaved (its tail keeps what
             // it did), and the session is free again.
             Err(e) => {
-                end(paused).call().await?;
+                end(paused);
                 return Err(e.into());
             }
         };
@@ -572,11 +595,7 @@ impl ReinAgent {
         if written > 0 {
             clear_tail(&ctx, written);
         }
-        // A cancel through Restate that comes only now fails this call; the inbox must close
-        // all the same (nothing else would free it).
-        if end(paused).call().await.is_err() {
-            inbox().close(Json(paused)).call().await?;
-        }
+        end(paused);
         Ok(Json(report))
     }
 }
@@ -599,12 +618,33 @@ pub(crate) struct InvokeClaim {
     after: u64,
 }
 
-/// The object's record of its runs (`runs`): how many started, and the one going.
+/// The object's record of its runs (`runs`): how many started, the one going, how many ended
+/// not paused and whether the last one paused (what the inbox asks through `current_run`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct Runs {
     started: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     going: Option<Going>,
+    /// Runs that ended not paused: each one's end rejects what was still queued for it.
+    #[serde(default, skip_serializing_if = "crate::inbox::is_zero")]
+    finished: u64,
+    /// Whether the last run ended paused (none: no run of this release has ended; the inbox
+    /// then keeps what the earlier release's `close` told it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    paused: Option<bool>,
+}
+
+/// What the inbox learns from `current_run`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub(crate) struct RunView {
+    /// The invocation of the run going.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) going: Option<String>,
+    /// How many runs have ended not paused (what was queued before such an end is rejected).
+    #[serde(default)]
+    pub(crate) finished: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) paused: Option<bool>,
 }
 
 /// The run going: its invocation and the `invoke` waiting for it (none: a resume, or queued).
@@ -616,21 +656,16 @@ struct Going {
 }
 
 impl Runs {
-    fn ended(&self) -> Self {
+    /// The record once the run going has ended (`paused`: on interrupts, its inbox's queue kept
+    /// for the resume; else what is still queued is rejected, lazily, by the inbox).
+    fn ended(&self, paused: bool) -> Self {
         Self {
             started: self.started,
             going: None,
+            finished: self.finished + u64::from(!paused),
+            paused: Some(paused),
         }
     }
-}
-
-/// Marks the session's run over (for `settle`: the run was killed).
-async fn end_run(ctx: &ObjectContext<'_>) -> Result<(), TerminalError> {
-    let runs = read_runs!(ctx);
-    if runs.going.is_some() {
-        ctx.set(RUNS, Json(runs.ended()));
-    }
-    Ok(())
 }
 
 fn run_in_progress() -> TerminalError {
@@ -838,7 +873,7 @@ async fn serve(
             };
             let _ = reply.send(value);
         }
-        // The run has ended: nothing more is taken (what is queued is rejected at the close).
+        // The run has ended: nothing more is taken (what is queued is rejected by the inbox).
         Op::Injections { reply } => {
             let _ = reply.send(Ok(Vec::new()));
         }
@@ -928,4 +963,32 @@ pub(crate) fn endpoint(
         })
         .bind(ReinInbox { callers })
         .build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The inbox rejects what was queued once `finished` moves on: a run's end moves it only
+    /// when the run did not pause (a paused run's queue waits for its resume), and a record
+    /// written before these fields reads as no run of this release ended.
+    #[test]
+    fn only_a_run_that_ends_not_paused_moves_the_inbox_on() {
+        let earlier: Runs =
+            serde_json::from_str(r#"{"started": 3, "going": {"run": "inv_1"}}"#).unwrap();
+        assert_eq!((earlier.finished, earlier.paused), (0, None));
+        let paused = earlier.ended(true);
+        assert!(paused.going.is_none());
+        assert_eq!(
+            (paused.started, paused.finished, paused.paused),
+            (3, 0, Some(true))
+        );
+        let finished = paused.ended(false);
+        assert_eq!((finished.finished, finished.paused), (1, Some(false)));
+        let written = serde_json::to_value(&finished).unwrap();
+        assert_eq!(
+            written,
+            serde_json::json!({"started": 3, "finished": 1, "paused": false})
+        );
+    }
 }

@@ -742,10 +742,11 @@ async fn session_calls(restate: &Restate, session: &str) -> BTreeMap<String, u64
 }
 
 /// Issue #37 (a run's fixed cost): an invoke asks its own object whether a run goes — no call
-/// to the inbox's `claim` — so a run is four invocations: `invoke`, the run, the inbox's
-/// `open` and `close` (it was five).
+/// to the inbox's `claim` — and a run tells the inbox nothing (the inbox asks the agent's
+/// `current_run` when something is injected), so a run nobody injects into is two invocations:
+/// `invoke` and the run (it was five, then four with the inbox's `open` and `close`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_invoke_is_four_invocations_and_claims_no_inbox() {
+async fn a_run_nobody_injects_into_is_two_invocations_and_calls_no_inbox() {
     let Some(restate) = Restate::start("fixed-cost").await else {
         return;
     };
@@ -757,16 +758,123 @@ async fn an_invoke_is_four_invocations_and_claims_no_inbox() {
         .unwrap();
     assert_eq!(report.text, "Finished 1 steps.");
     let calls = session_calls(&restate, "one").await;
-    let expected: BTreeMap<String, u64> = [
-        ("ReinAgent/invoke", 1),
-        ("ReinAgent/run_input", 1),
-        ("ReinInbox/open", 1),
-        ("ReinInbox/close", 1),
-    ]
-    .into_iter()
-    .map(|(h, n)| (h.to_owned(), n))
-    .collect();
+    let expected: BTreeMap<String, u64> = [("ReinAgent/invoke", 1), ("ReinAgent/run_input", 1)]
+        .into_iter()
+        .map(|(h, n)| (h.to_owned(), n))
+        .collect();
     assert_eq!(calls, expected);
+}
+
+/// SPEC §5 across processes, with an inbox that is not told when runs end: what was queued for
+/// a run that ended (cancelled here, before it took it) is rejected (`run ended`) and never
+/// reaches the session's next run, which gets only its own injections; what was queued while
+/// the session was paused waits through a resume that failed (an unknown interrupt) and an
+/// invoke refused (interrupts pending), and reaches the resume that runs, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_of_an_ended_run_is_rejected_and_a_paused_ones_waits_for_its_resume() {
+    let Some(restate) = Restate::start("lazy-inbox").await else {
+        return;
+    };
+    let ledger = restate.ledger();
+    let _worker = Worker::start(
+        &restate,
+        WorkerOptions {
+            tool_delay_ms: 600,
+            ledger: Some(&ledger),
+            ..Default::default()
+        },
+    )
+    .await;
+    let client = Client::new(&restate.ingress).unwrap();
+    let run = client
+        .start("c", InvokeRequest::text("steps 50"))
+        .await
+        .unwrap();
+    wait_until("the first tool call of the run", async || {
+        ledger_lines(&ledger).iter().any(|(_, s, _)| s == "c")
+    })
+    .await;
+    // Cancelled, the run stops at its next turn boundary, once its tool (600 ms) is done: what
+    // is injected meanwhile stays queued there.
+    assert!(client.cancel("c").await.unwrap());
+    let left = client
+        .inject("c", InjectRequest::text("left behind"))
+        .await
+        .unwrap();
+    let cancelled = answered(client.attach(&run)).await.unwrap();
+    assert_eq!(
+        cancelled.stop_reason,
+        StopReason::Cancelled,
+        "{cancelled:?}"
+    );
+    let status = client.injection("c", left.id).await.unwrap();
+    assert_eq!(
+        (status.status, status.reason.as_deref()),
+        (InjectionStatus::Rejected, Some("run ended"))
+    );
+    let e = client
+        .inject("c", InjectRequest::text("no run"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), Some(409), "{e}");
+
+    let lines = ledger_lines(&ledger).len();
+    let next = client
+        .start("c", InvokeRequest::text("steps 3"))
+        .await
+        .unwrap();
+    wait_until("a tool call of the next run", async || {
+        ledger_lines(&ledger).len() > lines
+    })
+    .await;
+    let own = client
+        .inject("c", InjectRequest::text("for the next run"))
+        .await
+        .unwrap();
+    let report = answered(client.attach(&next)).await.unwrap();
+    assert_eq!(report.text, "Finished 3 steps. seen: for the next run");
+    let ids: Vec<_> = report.injections.iter().map(|i| i.id).collect();
+    assert_eq!(ids, vec![own.id]);
+    let status = client.injection("c", left.id).await.unwrap();
+    assert_eq!(status.status, InjectionStatus::Rejected);
+    // Quoted: the injected message itself (the model's answer quotes it too).
+    let history = serde_json::to_string(&client.session("c").await.unwrap().messages).unwrap();
+    assert_eq!(history.matches("\"left behind\"").count(), 0);
+    assert_eq!(history.matches("\"for the next run\"").count(), 1);
+
+    // Paused: the queue waits through runs that end paused without running.
+    let paused = client
+        .invoke("p", InvokeRequest::text("delete /tmp/p"))
+        .await
+        .unwrap();
+    assert_eq!(paused.stop_reason, StopReason::Interrupt);
+    let note = client
+        .inject("p", InjectRequest::text("while paused"))
+        .await
+        .unwrap();
+    let unknown = ResumeRequest::new(vec![InterruptResponse::new("nope", json!(true))]);
+    assert_eq!(
+        client.resume("p", unknown).await.unwrap_err().status(),
+        Some(400)
+    );
+    let e = client
+        .invoke("p", InvokeRequest::text("hello"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), Some(409), "{e}");
+    assert_eq!(
+        client.injection("p", note.id).await.unwrap().status,
+        InjectionStatus::Queued
+    );
+    let approve = ResumeRequest::new(vec![paused.interrupts[0].answer(json!({"approved": true}))]);
+    let done = client.resume("p", approve).await.unwrap();
+    assert_eq!(done.text, "Deleted.");
+    let ids: Vec<_> = done.injections.iter().map(|i| i.id).collect();
+    assert_eq!(ids, vec![note.id]);
+    assert_eq!(
+        client.injection("p", note.id).await.unwrap().status,
+        InjectionStatus::Consumed
+    );
 }
 
 /// One run at a time per session: an invoke sent while a run goes is refused (409

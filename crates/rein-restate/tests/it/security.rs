@@ -214,6 +214,10 @@ async fn the_inbox_internal_handlers_are_refused_by_the_ingress() {
             Some(json!([note.id, {"consumed": false, "reason": "eaten"}])),
         ),
         ("open", Some(json!(paused.session))),
+        (
+            "attach",
+            Some(json!({"run": paused.session, "finished": 7})),
+        ),
         ("running", None),
         ("abandoned", Some(json!([paused.session, false]))),
         ("claim", Some(json!("inv_forged"))),
@@ -223,6 +227,7 @@ async fn the_inbox_internal_handlers_are_refused_by_the_ingress() {
     let agent_attacks = [
         ("settle", Some(json!("inv_forged"))),
         ("run_input", Some(json!({"messages": [], "state": {}}))),
+        ("current_run", None),
     ];
     let targets = attacks
         .into_iter()
