@@ -26,7 +26,7 @@ use crate::measure::{
 };
 
 #[global_allocator]
-static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+pub(crate) static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 const SDK: &str = "rein";
 const EVENTS_TOOLS10: f64 = 42.0;

@@ -6,7 +6,8 @@
 //! `valgrind --tool=callgrind` twice, with N1 and N2 invocations after the same warm-up; the
 //! row is (I(N2) − I(N1)) / (N2 − N1): start-up, warm-up and shutdown cancel out. All threads
 //! are counted (the OpenTelemetry batch processor's included). The callgrind files stay in
-//! `target/bench/callgrind/` for `callgrind_annotate`.
+//! `target/bench/callgrind/` for `callgrind_annotate`. Each child also prints the allocations
+//! it made (the counting allocator's), so the row `allocations_per_invocation` comes the same way.
 
 use std::path::Path;
 use std::process::{Command, ExitCode};
@@ -57,11 +58,13 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
     let _ = std::fs::create_dir_all(&dir);
     let rec = Recorder::new("rein", out, json!({"tool": "callgrind"}));
     let mut per = std::collections::HashMap::new();
+    let mut allocs_per = std::collections::HashMap::new();
     for (variant, n1, n2) in VARIANTS {
         if !want(variant) {
             continue;
         }
-        let count = |n: usize| -> Option<f64> {
+        // (instructions, allocations) of a child making `n` invocations.
+        let count = |n: usize| -> Option<(f64, f64)> {
             let file = dir.join(format!("{variant}.{n}.out"));
             let o = Command::new("valgrind")
                 .arg("--tool=callgrind")
@@ -75,19 +78,31 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
                 eprintln!("bench-instr: {variant} {n} failed: {err}");
                 return None;
             }
-            collected(&err)
+            Some((
+                collected(&err)?,
+                allocations(&String::from_utf8_lossy(&o.stdout))?,
+            ))
         };
-        let (Some(a), Some(b)) = (count(n1), count(n2)) else {
+        let (Some((a, alloc_a)), Some((b, alloc_b))) = (count(n1), count(n2)) else {
             continue;
         };
         let v = (b - a) / (n2 - n1) as f64;
+        let allocs = (alloc_b - alloc_a) / (n2 - n1) as f64;
         per.insert(variant, v);
+        allocs_per.insert(variant, allocs);
         rec.record(
             variant,
             "instructions_per_invocation",
             v,
             "Ir",
             json!({"n": [n1, n2], "note": "callgrind, (I(N2) - I(N1)) / (N2 - N1), all threads"}),
+        );
+        rec.record(
+            variant,
+            "allocations_per_invocation",
+            allocs,
+            "allocations",
+            json!({"n": [n1, n2], "note": "the counting allocator's allocation calls, (A(N2) - A(N1)) / (N2 - N1)"}),
         );
     }
     if let (Some(plain), Some(built)) = (per.get("invoke_plain"), per.get("built_plain")) {
@@ -97,6 +112,18 @@ pub(crate) fn main(args: &[String]) -> ExitCode {
             built - plain,
             "Ir",
             json!({"note": "built_plain - invoke_plain: building an agent of the defaults (no tools) and dropping it, what the inflight row's agent built per invocation pays"}),
+        );
+    }
+    if let (Some(plain), Some(built)) = (
+        allocs_per.get("invoke_plain"),
+        allocs_per.get("built_plain"),
+    ) {
+        rec.record(
+            "built_plain",
+            "agent_build_allocations",
+            built - plain,
+            "allocations",
+            json!({"note": "built_plain - invoke_plain: the allocations an agent of the defaults owns (made by build, freed when it is dropped)"}),
         );
     }
     if let (Some(plain), Some(tools)) = (per.get("built_plain"), per.get("built_tools10")) {
@@ -163,7 +190,16 @@ fn collected(stderr: &str) -> Option<f64> {
         .and_then(|n| n.trim().parse().ok())
 }
 
-/// The child: `VARIANT N` — a warm-up of 100 invocations, then N.
+/// The count the child prints: `allocations N`.
+fn allocations(stdout: &str) -> Option<f64> {
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("allocations "))
+        .and_then(|n| n.trim().parse().ok())
+}
+
+/// The child: `VARIANT N` — a warm-up of 100 invocations, then N; prints the allocations the
+/// process made (`allocations N`: start-up and warm-up cancel out between two counts).
 pub(crate) fn child(args: &[String]) -> ExitCode {
     let variant = args.first().map(String::as_str).unwrap_or("");
     let n: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(100);
@@ -257,5 +293,6 @@ pub(crate) fn child(args: &[String]) -> ExitCode {
         None => run(&mut agent, 100 + n),
     }
     drop(sink);
+    println!("allocations {}", crate::bench::GLOBAL.stats().allocations);
     ExitCode::SUCCESS
 }

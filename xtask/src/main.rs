@@ -6,8 +6,9 @@
 //!   when `REIN_MCP_EVERYTHING` is (the reference MCP server's command line).
 //! - `bench-all [--quick]`: Rein's scenarios, rig's (`xtask/rig-peer`) and the Python peers'
 //!   (Strands Agents, OpenAI Agents) in one run, then the ratio table.
-//! - `bench-instr [--out FILE] [PREFIX ...]`: instruction counts (callgrind) per invocation of
-//!   `invoke_text`, `tools10_seq` and the `otel` variants, deterministic on a loaded machine.
+//! - `bench-instr [--out FILE] [PREFIX ...]`: instruction counts (callgrind) and allocation
+//!   counts per invocation of `invoke_text`, `tools10_seq` and the `otel` variants,
+//!   deterministic on a loaded machine.
 //! - `mock-openai [--delay-ms MS]`: the local OpenAI-compatible server of the `http_*`
 //!   scenarios (prints its port, stops when stdin closes).
 //! - `ci`: runs `.ci/run`.
