@@ -60,7 +60,7 @@ pub enum OnRetryLimit {
     Confirm,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct AgentConfig {
     pub(crate) max_hook_retries: u32,
     pub(crate) on_retry_limit: OnRetryLimit,
@@ -76,15 +76,47 @@ pub(crate) struct AgentConfig {
     pub(crate) tool_choice: ToolChoice,
 }
 
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            max_hook_retries: 3,
+            on_retry_limit: OnRetryLimit::Deny,
+            limits: Limits::default(),
+            executor: ToolExecutor::default(),
+            retry: RetryStrategy::default(),
+            hold_deltas: false,
+            hold_back: DEFAULT_STREAM_HOLD_BACK,
+            max_handoffs: 5,
+            inference: InferenceConfig::default(),
+            tool_choice: ToolChoice::Auto,
+        }
+    }
+}
+
 /// What does not change between invocations.
 pub(crate) struct AgentCore {
     pub(crate) name: Arc<str>,
     pub(crate) model: SharedModel,
     /// The model's provider, id and server (for telemetry and a journal), asked of the model
-    /// when first needed: asking allocates, and most agents never need it.
-    pub(crate) model_info: OnceLock<ModelInfo>,
+    /// when first needed: asking allocates, and most agents never need it (boxed: 8 B in the
+    /// core instead of 88 B).
+    pub(crate) model_info: OnceLock<Box<ModelInfo>>,
     pub(crate) system_prompt: Option<Arc<str>>,
     pub(crate) tools: ToolSet,
+    /// The typed answer asked for, if any (SPEC §13).
+    pub(crate) output: Option<Box<crate::structured::OutputSpec>>,
+    /// The heuristic token count of the system prompt and tools (SPEC §6.1), counted when
+    /// first needed.
+    pub(crate) fixed_raw: OnceLock<u64>,
+    /// Hooks, handlers, configuration, journal, conversation manager: one value shared by
+    /// every agent that leaves them all at their defaults.
+    pub(crate) settings: Arc<AgentSettings>,
+}
+
+/// The part of an agent's definition most agents leave at the defaults. Held apart from the
+/// core so that those agents share one (an agent built per request then allocates, walks and
+/// frees ≈500 B less: issue 44).
+pub(crate) struct AgentSettings {
     pub(crate) hooks: HookRegistry,
     /// The intervention handlers (also installed into `hooks`): they alone check a message
     /// injected mid-run.
@@ -95,17 +127,61 @@ pub(crate) struct AgentCore {
     /// The conversation manager a new conversation of this agent gets a copy of, as built
     /// (`None`: the default).
     pub(crate) manager: Option<Box<Manager>>,
-    /// The typed answer asked for, if any (SPEC §13).
-    pub(crate) output: Option<Box<crate::structured::OutputSpec>>,
-    /// The heuristic token count of the system prompt and tools (SPEC §6.1), counted when
-    /// first needed.
-    pub(crate) fixed_raw: OnceLock<u64>,
+}
+
+/// The settings of every agent built with the defaults.
+static DEFAULT_SETTINGS: std::sync::LazyLock<Arc<AgentSettings>> = std::sync::LazyLock::new(|| {
+    Arc::new(AgentSettings {
+        hooks: HookRegistry::new(),
+        interventions: None,
+        config: AgentConfig::default(),
+        journal: None,
+        manager: None,
+    })
+});
+
+impl AgentSettings {
+    /// These settings, shared: the one default value when they are the defaults.
+    fn shared(self) -> Arc<Self> {
+        let default = &*DEFAULT_SETTINGS;
+        let is_default = self.hooks.is_empty()
+            && self.interventions.is_none()
+            && self.journal.is_none()
+            && self.manager.is_none()
+            && self.config == default.config;
+        if is_default {
+            default.clone()
+        } else {
+            Arc::new(self)
+        }
+    }
 }
 
 impl AgentCore {
+    /// A core of these parts (the settings shared when they are the defaults).
+    pub(crate) fn new(
+        name: Arc<str>,
+        model: SharedModel,
+        system_prompt: Option<Arc<str>>,
+        tools: ToolSet,
+        output: Option<Box<crate::structured::OutputSpec>>,
+        settings: AgentSettings,
+    ) -> Self {
+        Self {
+            name,
+            model,
+            model_info: OnceLock::new(),
+            system_prompt,
+            tools,
+            output,
+            fixed_raw: OnceLock::new(),
+            settings: settings.shared(),
+        }
+    }
+
     /// What the model says about itself (asked once, when first needed).
     pub(crate) fn model_info(&self) -> &ModelInfo {
-        self.model_info.get_or_init(|| self.model.info())
+        self.model_info.get_or_init(|| Box::new(self.model.info()))
     }
 
     /// The system prompt and tools a request of this agent carries (a typed answer may state
@@ -313,7 +389,7 @@ impl Agent {
     /// caller's polling. The last item is `AgentEvent::Finished` (or an error).
     pub fn stream(&mut self, input: impl Into<Input>) -> AgentStream<'_> {
         let input = input.into();
-        let hold = self.core.config.hold_deltas;
+        let hold = self.core.settings.config.hold_deltas;
         let partial = self
             .core
             .output
@@ -560,5 +636,40 @@ impl Agent {
                 .sum()
         };
         fixed.saturating_add(messages)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rein_core::event::BeforeInvocationEvent;
+    use rein_models::ScriptedModel;
+
+    use super::{Agent, Arc, DEFAULT_SETTINGS};
+
+    /// Agents that leave hooks, handlers, configuration, journal and conversation manager at
+    /// the defaults hold no settings of their own (issue 44: an agent built per request then
+    /// allocates and frees none of it); changing any one gives the agent its own, as built.
+    #[test]
+    fn only_agents_of_the_default_settings_share_them() {
+        let model = ScriptedModel::repeating_text("ok");
+        let builder = || Agent::builder().model(model.clone());
+        let shares = |agent: &Agent| Arc::ptr_eq(&agent.core.settings, &DEFAULT_SETTINGS);
+        let named = builder().name("support").system_prompt("Be brief.");
+        assert!(
+            shares(&named.build().unwrap()),
+            "name and prompt are the core's"
+        );
+        assert!(shares(&builder().build().unwrap()));
+        let limited = builder().max_turns(1).build().unwrap();
+        assert!(!shares(&limited));
+        assert_eq!(limited.core.settings.config.limits.max_turns, Some(1));
+        let hooked = builder().hook(|_: &mut BeforeInvocationEvent| {});
+        assert!(!shares(&hooked.build().unwrap()));
+        assert!(!shares(
+            &builder().no_conversation_manager().build().unwrap()
+        ));
+        // A new conversation shares its agent's core, settings and all.
+        let conversation = limited.new_conversation().build();
+        assert_eq!(conversation.core.settings.config.limits.max_turns, Some(1));
     }
 }

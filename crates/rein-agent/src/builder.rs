@@ -2,7 +2,7 @@
 //! [`ConversationBuilder`] (another conversation of a built agent).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use rein_core::request::OutputFormat;
 use rein_core::{
@@ -16,9 +16,7 @@ use rein_hooks::{HookEvent, HookOrder, HookRegistry, IntoHookResult, Plugin};
 use rein_interventions::{InterventionRegistry, SharedHandler};
 use rein_models::{Model, SharedModel};
 
-use crate::agent::{
-    Agent, AgentConfig, AgentCore, DEFAULT_STREAM_HOLD_BACK, Limits, OnRetryLimit, Team,
-};
+use crate::agent::{Agent, AgentConfig, AgentCore, AgentSettings, Limits, OnRetryLimit, Team};
 use crate::cancel::CancelSlot;
 use crate::conversation::{Conversation, ConversationManager, Manager, NoConversationManager};
 use crate::handoff::{Handoff, TransferTool};
@@ -64,7 +62,12 @@ impl Agent {
     pub fn new_conversation(&self) -> ConversationBuilder {
         let core = self.team.as_ref().map_or(&self.core, |t| &t.root).clone();
         ConversationBuilder {
-            manager: core.manager.as_deref().cloned().unwrap_or_default(),
+            manager: core
+                .settings
+                .manager
+                .as_deref()
+                .cloned()
+                .unwrap_or_default(),
             core,
             team: self.team.clone(),
             messages: Vec::new(),
@@ -110,18 +113,7 @@ impl Default for AgentBuilder {
             hooks: HookRegistry::new(),
             plugin_error: None,
             manager: Manager::default(),
-            config: AgentConfig {
-                max_hook_retries: 3,
-                on_retry_limit: OnRetryLimit::Deny,
-                limits: Limits::default(),
-                executor: ToolExecutor::default(),
-                retry: RetryStrategy::default(),
-                hold_deltas: false,
-                hold_back: DEFAULT_STREAM_HOLD_BACK,
-                max_handoffs: 5,
-                inference: InferenceConfig::default(),
-                tool_choice: ToolChoice::Auto,
-            },
+            config: AgentConfig::default(),
             messages: Vec::new(),
             state: Map::new(),
             session: None,
@@ -333,10 +325,11 @@ impl AgentBuilder {
     }
 
     /// How many characters of streamed text the stream guard keeps back after each pass
-    /// (default [`DEFAULT_STREAM_HOLD_BACK`]; 0 releases everything a pass lets through). Only
-    /// used when a handler subscribes to `model_output` (or a hook to `ModelOutputEvent`): a
-    /// match of up to `chars + 1` characters split across deltas is then caught whole before
-    /// any of it reaches the caller (SPEC §3.9). Costs the caller that much latency on text.
+    /// (default [`DEFAULT_STREAM_HOLD_BACK`](crate::DEFAULT_STREAM_HOLD_BACK); 0 releases
+    /// everything a pass lets through). Only used when a handler subscribes to `model_output`
+    /// (or a hook to `ModelOutputEvent`): a match of up to `chars + 1` characters split across
+    /// deltas is then caught whole before any of it reaches the caller (SPEC §3.9). Costs the
+    /// caller that much latency on text.
     pub fn stream_hold_back(mut self, chars: usize) -> Self {
         self.config.hold_back = chars;
         self
@@ -511,20 +504,21 @@ impl AgentBuilder {
             None => None,
         };
         let manager = (!self.manager.is_default()).then(|| Box::new(self.manager.clone()));
-        let core = Arc::new(AgentCore {
-            name: self.name,
-            model_info: OnceLock::new(),
-            model,
-            system_prompt: self.system_prompt,
-            tools,
+        let settings = AgentSettings {
             hooks: self.hooks,
             interventions,
             config: self.config,
             journal: self.journal,
             manager,
+        };
+        let core = Arc::new(AgentCore::new(
+            self.name,
+            model,
+            self.system_prompt,
+            tools,
             output,
-            fixed_raw: OnceLock::new(),
-        });
+            settings,
+        ));
         if !team.is_empty() && team.insert(core.name.clone(), core.clone()).is_some() {
             return Err(BuildError::DuplicateAgent(core.name.to_string()).into());
         }

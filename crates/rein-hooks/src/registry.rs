@@ -218,6 +218,11 @@ macro_rules! registry {
             fn append_all(&mut self, other: HookRegistry) {
                 $(self.append(other.$field);)*
             }
+
+            /// Whether no callback, plugin or plugin tool is registered.
+            pub fn is_empty(&self) -> bool {
+                $(self.$field.0.entries.is_empty() &&)* self.plugins.is_empty() && self.tools.is_empty()
+            }
         }
     };
 }

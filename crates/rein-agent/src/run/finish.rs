@@ -208,7 +208,7 @@ impl Driver<'_> {
             return Ok(());
         }
         let completed = phase.completed();
-        let to = listeners(&self.agent.core.hooks, self.inv, self.sink);
+        let to = listeners(&self.agent.core.settings.hooks, self.inv, self.sink);
         self.agent
             .history
             .close_open_tool_uses(&completed, text, &to)
@@ -248,11 +248,17 @@ impl Agent {
                 span.record("error.type", crate::telemetry::error_type(e));
             }
         }
-        let result = if self.core.hooks.has::<AfterInvocationEvent>() {
+        let result = if self.core.settings.hooks.has::<AfterInvocationEvent>() {
             // Boxed (layout rule 1).
             Box::pin(async {
                 let mut ev = AfterInvocationEvent::new(cx.clone(), result);
-                let dispatched = self.core.hooks.dispatch(&mut ev).instrument(span).await;
+                let dispatched = self
+                    .core
+                    .settings
+                    .hooks
+                    .dispatch(&mut ev)
+                    .instrument(span)
+                    .await;
                 dispatched.and_then(|()| ev.into_result())
             })
             .await

@@ -60,8 +60,8 @@ impl Driver<'_> {
             }
             let mut messages = vec![item.message.clone()];
             // The interventions alone check injected input (plain hooks do not see it).
-            let checks =
-                (self.agent.core.interventions.as_ref()).is_some_and(|i| i.checks_injected());
+            let checks = (self.agent.core.settings.interventions.as_ref())
+                .is_some_and(|i| i.checks_injected());
             if checks {
                 let mut ev = BeforeInvocationEvent::new(
                     self.inv.cx.clone(),
@@ -70,7 +70,7 @@ impl Driver<'_> {
                 )
                 .as_injected(item.id)
                 .with_answers(answers);
-                let checked = match &self.agent.core.interventions {
+                let checked = match &self.agent.core.settings.interventions {
                     // Boxed (layout rule 1).
                     Some(interventions) => Box::pin(interventions.check_injected(&mut ev)).await,
                     None => Ok(()),
@@ -112,7 +112,7 @@ impl Driver<'_> {
             // (Dropped here: layout rule 3.)
             drop(given);
             let delivered = messages.first().cloned().unwrap_or(item.message);
-            let to = listeners(&self.agent.core.hooks, self.inv, self.sink);
+            let to = listeners(&self.agent.core.settings.hooks, self.inv, self.sink);
             self.agent.history.add_all(messages, &to).await?;
             self.agent.interceptor.consumed(item.id, &delivered);
             crate::telemetry::injection(true, None);

@@ -82,7 +82,7 @@ impl Driver<'_> {
     pub(super) async fn model_call(&mut self, index: u32) -> Result<StepReport, Error> {
         // The span covers the guards too: their run_guardrail spans are its children. Its
         // sampler-relevant attributes are set here, at creation.
-        let config = &self.agent.core.config.inference;
+        let config = &self.agent.core.settings.config.inference;
         let span = tracing::info_span!(
             "chat",
             otel.name = %format_args!("chat {}", self.agent.core.model_info().model_id),
@@ -274,8 +274,8 @@ impl Driver<'_> {
                 self.inv.cx.invocation_state.clone(),
             );
             request.system_prompt = self.agent.core.system_prompt.clone();
-            request.tool_choice = self.agent.core.config.tool_choice.clone();
-            request.config = self.agent.core.config.inference.clone();
+            request.tool_choice = self.agent.core.settings.config.tool_choice.clone();
+            request.config = self.agent.core.settings.config.inference.clone();
             if let Some(spec) = &self.agent.core.output {
                 if let Some(prompt) = &spec.system_prompt {
                     request.system_prompt = Some(prompt.clone());
@@ -291,7 +291,7 @@ impl Driver<'_> {
             }
             request
         };
-        if !self.agent.core.hooks.has::<BeforeModelCallEvent>() {
+        if !self.agent.core.settings.hooks.has::<BeforeModelCallEvent>() {
             return Ok(Request::Send(request));
         }
         // The event's pass in a block (layout rule 3).
@@ -304,7 +304,7 @@ impl Driver<'_> {
             if self.inv.run.resumes_held_call() {
                 ev = ev.as_resume();
             }
-            let dispatched = self.agent.core.hooks.dispatch(&mut ev).await;
+            let dispatched = self.agent.core.settings.hooks.dispatch(&mut ev).await;
             self.record(ev.take_decisions());
             dispatched?;
             let guidance = ev.take_guidance();
@@ -313,7 +313,7 @@ impl Driver<'_> {
             (ev.into_verdict(), if held { Vec::new() } else { guidance })
         };
         if !guidance.is_empty() {
-            let to = listeners(&self.agent.core.hooks, self.inv, self.sink);
+            let to = listeners(&self.agent.core.settings.hooks, self.inv, self.sink);
             for g in &guidance {
                 self.agent
                     .history
@@ -356,7 +356,7 @@ impl Driver<'_> {
                 (Ok(response), Some(text))
             }
         };
-        if !self.agent.core.hooks.has::<AfterModelCallEvent>() {
+        if !self.agent.core.settings.hooks.has::<AfterModelCallEvent>() {
             return Either::Left(std::future::ready(Ok(StepReport::ModelCalled(
                 match (outcome, withheld) {
                     (_, Some(text)) => ModelCallVerdict::Withhold { text },
@@ -379,7 +379,7 @@ impl Driver<'_> {
             ev.withhold(text);
         }
         Either::Right(async move {
-            if let Err(e) = self.agent.core.hooks.dispatch(&mut ev).await {
+            if let Err(e) = self.agent.core.settings.hooks.dispatch(&mut ev).await {
                 self.record(ev.take_decisions());
                 return Err(e);
             }
@@ -419,7 +419,7 @@ impl Driver<'_> {
         &mut self,
         guidance: Vec<String>,
     ) -> Result<StepReport, Error> {
-        let to = listeners(&self.agent.core.hooks, self.inv, self.sink);
+        let to = listeners(&self.agent.core.settings.hooks, self.inv, self.sink);
         for g in guidance {
             self.agent
                 .history
@@ -437,7 +437,7 @@ impl Driver<'_> {
     ) -> Result<StepReport, Error> {
         self.record(record.into_iter().map(|r| *r).collect());
         let message = Message::assistant(text);
-        let to = listeners(&self.agent.core.hooks, self.inv, self.sink);
+        let to = listeners(&self.agent.core.settings.hooks, self.inv, self.sink);
         self.agent.history.add(message.clone(), &to).await?;
         Ok(StepReport::EndedTurn(message))
     }
@@ -456,7 +456,7 @@ impl Driver<'_> {
             });
         }
         let has_tool_use = response.message.has_tool_use();
-        let to = listeners(&self.agent.core.hooks, self.inv, self.sink);
+        let to = listeners(&self.agent.core.settings.hooks, self.inv, self.sink);
         let index = self.agent.history.add(response.message, &to).await?;
         Ok(StepReport::Accepted {
             index,
@@ -487,7 +487,7 @@ impl Agent {
         sink.model_call_started(index, inv.run.output_retries().0 + 1);
         let started = Instant::now();
         inv.streaming_response = true;
-        let guarded = self.core.hooks.has::<ModelOutputEvent>();
+        let guarded = self.core.settings.hooks.has::<ModelOutputEvent>();
         if !span.is_disabled() {
             span.record(
                 "rein.request.estimated_input_tokens",
@@ -539,10 +539,10 @@ impl Agent {
         first: &mut Option<Duration>,
         sink: &Sink,
     ) -> Result<Streamed, Stop> {
-        let hold_back = self.core.config.hold_back;
+        let hold_back = self.core.settings.config.hold_back;
         // Boxed apart from this (boxed) future (layout rule 2).
         let mut guard = Box::new(OutputGuard::new(
-            &self.core.hooks,
+            &self.core.settings.hooks,
             inv.cx.clone(),
             index,
             hold_back,

@@ -80,7 +80,7 @@ impl Agent {
             gen_ai.usage.cache_creation.input_tokens = tracing::field::Empty,
             rein.stop_reason = tracing::field::Empty,
         );
-        let config = &self.core.config;
+        let config = &self.core.settings.config;
         let resume = match &self.pending {
             Some(p) if is_resume => Resume::from(&p.at),
             _ => Resume::No,
@@ -108,7 +108,7 @@ impl Agent {
             handoff: None,
             handoffs: Vec::new(),
             max_handoffs: config.max_handoffs,
-            journal: input.journal.or_else(|| self.core.journal.clone()),
+            journal: input.journal.or_else(|| self.core.settings.journal.clone()),
             span: span.clone(),
             input: input.messages,
             responses: input.responses,
@@ -127,13 +127,19 @@ impl Driver<'_> {
         // A stream dropped mid-run (its future dropped during the tool phase) leaves tool uses
         // without results: answer them first, through the message path.
         if self.agent.pending.is_none() {
-            let to = listeners(&self.agent.core.hooks, self.inv, self.sink);
+            let to = listeners(&self.agent.core.settings.hooks, self.inv, self.sink);
             self.agent
                 .history
                 .close_open_tool_uses(&[], TOOL_CANCELLED, &to)
                 .await?;
         }
-        if self.agent.core.hooks.has::<BeforeInvocationEvent>() {
+        if self
+            .agent
+            .core
+            .settings
+            .hooks
+            .has::<BeforeInvocationEvent>()
+        {
             let mut ev = BeforeInvocationEvent::new(
                 self.inv.cx.clone(),
                 messages,
@@ -142,7 +148,7 @@ impl Driver<'_> {
             if self.inv.run.is_resume() {
                 ev = ev.as_resume().with_answers(self.inv.answers.clone());
             }
-            let dispatched = self.agent.core.hooks.dispatch(&mut ev).await;
+            let dispatched = self.agent.core.settings.hooks.dispatch(&mut ev).await;
             // Decisions (a handler error among them) are recorded even when the dispatch fails.
             self.record(ev.take_decisions());
             dispatched?;
@@ -161,7 +167,7 @@ impl Driver<'_> {
                 }
             };
         }
-        let to = listeners(&self.agent.core.hooks, self.inv, self.sink);
+        let to = listeners(&self.agent.core.settings.hooks, self.inv, self.sink);
         self.agent.history.add_all(messages, &to).await?;
         Ok(StepReport::Done)
     }

@@ -134,9 +134,9 @@ impl Driver<'_> {
             self.inv.cx.invocation_state.clone(),
         );
         call.system_prompt = Some(request.system_prompt().clone());
-        call.config = self.agent.core.config.inference.clone();
+        call.config = self.agent.core.settings.config.inference.clone();
         let index = self.inv.run.model_calls();
-        let hooks = self.agent.core.hooks.clone();
+        let hooks = self.agent.core.settings.hooks.clone();
         if hooks.has::<BeforeModelCallEvent>() {
             let estimate =
                 tokens.request(call.system_prompt.as_deref(), &call.tools, &call.messages);

@@ -121,13 +121,13 @@ impl Driver<'_> {
         let span = self.inv.span.clone();
         let run = ToolRun {
             tools: &self.agent.core.tools,
-            hooks: &self.agent.core.hooks,
+            hooks: &self.agent.core.settings.hooks,
             cx: &cx,
             answers: &answers,
             agent_state: &self.agent.state,
             sink: self.sink,
             model_call_index,
-            max_hook_retries: self.agent.core.config.max_hook_retries,
+            max_hook_retries: self.agent.core.settings.config.max_hook_retries,
             journal: self.inv.journal.clone(),
             handoff: Mutex::new(HandoffClaim {
                 asked: self.inv.handoff.take(),
@@ -141,7 +141,7 @@ impl Driver<'_> {
         // Journaled calls go one after another: the journal's order must not depend on timing.
         let executor = match &run.journal {
             Some(_) => ToolExecutor::Sequential,
-            None => self.agent.core.config.executor,
+            None => self.agent.core.settings.config.executor,
         };
         match executor {
             ToolExecutor::Sequential => {
@@ -199,7 +199,7 @@ impl Driver<'_> {
             let mut phase = self.inv.tool_phase.take().unwrap_or_default();
             // Tool-use rewrites (hooks, transforms) are committed to the stored message.
             let rewrites = phase.take_rewrites();
-            let to = listeners(&self.agent.core.hooks, self.inv, self.sink);
+            let to = listeners(&self.agent.core.settings.hooks, self.inv, self.sink);
             self.agent
                 .history
                 .rewrite_tool_uses(index, &rewrites, &to)
@@ -244,7 +244,7 @@ impl Driver<'_> {
                 }))
             }
             PhaseEnd::Completed(blocks) => {
-                let to = listeners(&self.agent.core.hooks, self.inv, self.sink);
+                let to = listeners(&self.agent.core.settings.hooks, self.inv, self.sink);
                 self.agent.history.append_user(blocks, &to).await?;
                 // Answers are cleared once the tool cycle completes.
                 self.inv.answers = InterruptAnswers::default();
