@@ -46,13 +46,24 @@ impl SchemaCheck {
     }
 
     /// Whether `input` is valid, known without jsonschema: a simple schema's valid input.
-    /// Otherwise [`validator`](Self::validator) decides.
-    pub(crate) fn quickly_accepts(&self, input: &Value) -> bool {
+    fn quickly_accepts(&self, input: &Value) -> bool {
         self.simple && simple_schema::accepts(&self.schema, input)
     }
 
+    /// The validator that decides `input` and words its errors, or `None` when the input is
+    /// known valid without it (compiled only then, on first use).
+    pub(crate) fn validator_unless_accepted(
+        &self,
+        input: &Value,
+    ) -> Result<Option<&jsonschema::Validator>, String> {
+        if self.quickly_accepts(input) {
+            return Ok(None);
+        }
+        self.validator().map(Some)
+    }
+
     /// jsonschema's validator of the schema, compiled on first use.
-    pub(crate) fn validator(&self) -> Result<&jsonschema::Validator, String> {
+    fn validator(&self) -> Result<&jsonschema::Validator, String> {
         if let Some(v) = self.compiled.get() {
             return Ok(v);
         }

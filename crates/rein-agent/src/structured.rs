@@ -231,12 +231,13 @@ impl OutputSpec {
         }
         let value: Value = serde_json::from_str(unfenced(text))
             .map_err(|e| vec![format!("the answer is not a JSON value: {e}")])?;
-        let errors: Vec<String> = if self.check.quickly_accepts(&value) {
-            Vec::new()
-        } else {
-            self.check
-                .validator()
-                .map_err(|e| vec![format!("the answer's schema is invalid: {e}")])?
+        let validator = self
+            .check
+            .validator_unless_accepted(&value)
+            .map_err(|e| vec![format!("the answer's schema is invalid: {e}")])?;
+        let errors: Vec<String> = match validator {
+            None => Vec::new(),
+            Some(validator) => validator
                 .iter_errors(&value)
                 .take(MAX_ERRORS)
                 .map(|e| {
@@ -248,7 +249,7 @@ impl OutputSpec {
                     };
                     cut(error, MAX_ERROR_LEN)
                 })
-                .collect()
+                .collect(),
         };
         if !errors.is_empty() {
             return Err(errors);

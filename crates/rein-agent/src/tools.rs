@@ -250,21 +250,20 @@ impl ToolSet {
                 &*owned
             }
         };
-        if check.quickly_accepts(input) {
-            return Ok(());
-        }
-        check
-            .validator()
+        let Some(validator) = check
+            .validator_unless_accepted(input)
             .map_err(invalid_schema)?
-            .validate(input)
-            .map_err(|e| {
-                let path = e.instance_path().to_string();
-                if path.is_empty() {
-                    e.to_string()
-                } else {
-                    format!("{e} (at {path})")
-                }
-            })
+        else {
+            return Ok(());
+        };
+        validator.validate(input).map_err(|e| {
+            let path = e.instance_path().to_string();
+            if path.is_empty() {
+                e.to_string()
+            } else {
+                format!("{e} (at {path})")
+            }
+        })
     }
 }
 
