@@ -891,7 +891,8 @@ pub(crate) fn child(args: &[String]) -> ExitCode {
 /// linking only the facade with `openai`, as rig's rows run in its own small peer binary, so
 /// peak RSS compares like with like (at N = 1 it is mostly the executable's resident code).
 /// Built here (`cargo build -p http-bench` in this build's profile) and found beside this
-/// executable; the rows are recorded by `measure.rs` as rig's are.
+/// executable; the rows are recorded by `measure.rs` as rig's are. Beside them the
+/// `http_floor_*` rows (the same child, no SDK) and each N's ratio to its floor.
 fn http_rows(rec: &Recorder, quick: bool, url: &str) {
     let Ok(exe) = std::env::current_exe() else {
         return;
@@ -913,7 +914,24 @@ fn http_rows(rec: &Recorder, quick: bool, url: &str) {
         }
     }
     let child = exe.with_file_name(format!("http-bench{}", std::env::consts::EXE_SUFFIX));
-    http_children(rec, quick, &child, "child", "http", url);
+    let rein = http_children(rec, quick, &child, "child", "http", url);
+    let floor = http_children(rec, quick, &child, "child", "http_floor", url);
+    // Each N against its floor: at N = 1 both pay the machine's cold start after the server's
+    // 20 ms (the floor's own N = 1 costs several times its N = 1 000), so what is Rein's own
+    // is this ratio, compared across N.
+    for (n, cpu) in &rein {
+        let Some((_, floor_cpu)) = floor.iter().find(|(m, _)| m == n) else {
+            continue;
+        };
+        rec.record(
+            &format!("http_{n}"),
+            "cpu_per_model_call_vs_floor",
+            cpu / floor_cpu,
+            "x",
+            json!({"floor_cpu_per_model_call_us": floor_cpu,
+                   "note": "Rein's CPU per model call / the floor's (http_floor_N: the same requests by the same HTTP client, no SDK), same run"}),
+        );
+    }
 }
 
 /// rig on the same scenarios (`xtask/rig-peer`, outside the workspace, its own target dir),

@@ -605,7 +605,8 @@ pub(crate) fn http_conversations<A, F>(
 
 /// The `<variant>_N` scenarios (`http`: N = 1, 100, 1 000 concurrent conversations over real
 /// HTTP against the mock server at `url`), each N measured by a fresh process of `exe`
-/// (`<exe> <child> <variant> N ROUNDS` with `REIN_BENCH_MOCK_URL`), recorded as rows.
+/// (`<exe> <child> <variant> N ROUNDS` with `REIN_BENCH_MOCK_URL`), recorded as rows; gives
+/// back (N, CPU per model call in µs) of each child that ran.
 pub(crate) fn http_children(
     rec: &Recorder,
     quick: bool,
@@ -613,7 +614,8 @@ pub(crate) fn http_children(
     child: &str,
     variant: &str,
     url: &str,
-) {
+) -> Vec<(usize, f64)> {
+    let mut cpu_per_call = Vec::new();
     for (n, rounds) in http_rounds(quick) {
         let out = Command::new(exe)
             .args([child, variant, &n.to_string(), &rounds.to_string()])
@@ -641,6 +643,7 @@ pub(crate) fn http_children(
             "req/s",
             extra.clone(),
         );
+        cpu_per_call.push((n, f("cpu_s") / f("calls") * 1e6));
         rec.record(
             &scn,
             "cpu_per_model_call",
@@ -666,4 +669,5 @@ pub(crate) fn http_children(
             extra,
         );
     }
+    cpu_per_call
 }
