@@ -4,6 +4,7 @@
 //! (`legacy`), and a checkpoint of a newer release is refused with a typed error.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use rein_core::{
     Error, Map, Message, ToolResult,
@@ -319,10 +320,15 @@ impl PausedRun {
 }
 
 /// Checks an answer against the response schema its interrupt declares: the first error, with
-/// where in the answer it is. Nothing is fetched: a schema referring elsewhere refuses.
+/// where in the answer it is. Nothing is fetched: a schema referring elsewhere refuses. The
+/// check is the process's cached one (by content), so a schema is compiled once, not per answer.
 fn check_response(schema: &Value, answer: &Value) -> Result<(), String> {
-    let validator = jsonschema::validator_for(schema)
-        .map_err(|e| format!("the interrupt's response schema is not a valid JSON schema: {e}"))?;
+    let invalid =
+        |e: String| format!("the interrupt's response schema is not a valid JSON schema: {e}");
+    let check = crate::schema_cache::check_for(&Arc::new(schema.clone())).map_err(invalid)?;
+    let Some(validator) = check.validator_unless_accepted(answer).map_err(invalid)? else {
+        return Ok(());
+    };
     match validator.iter_errors(answer).next() {
         None => Ok(()),
         Some(e) => Err(format!(

@@ -220,5 +220,24 @@ fn an_answer_must_match_the_declared_response_schema() {
     assert!(run.answered_by(&asked.answer(json!({"age": 36}))).is_ok());
     // A schema that is no schema takes no answer.
     run.interrupts[0].interrupt.response_schema = Some(json!({"type": 7}));
-    assert!(run.answered_by(&asked.answer(json!({"age": 36}))).is_err());
+    let e = run
+        .answered_by(&asked.answer(json!({"age": 36})))
+        .unwrap_err();
+    assert!(e.to_string().contains("not a valid JSON schema"), "{e}");
+    // An error says where in the answer it is, whether the schema is checked by hand first or
+    // not (`not` is outside the hand-checked subset).
+    for schema in [
+        json!({"type": "object", "properties": {"age": {"type": "integer"}}}),
+        json!({"type": "object", "properties": {"age": {"type": "integer"}}, "not": {"required": ["x"]}}),
+    ] {
+        run.interrupts[0].interrupt.response_schema = Some(schema.clone());
+        let e = run
+            .answered_by(&asked.answer(json!({"age": "old"})))
+            .unwrap_err();
+        assert!(e.to_string().contains("/age"), "{schema}: {e}");
+        assert!(
+            run.answered_by(&asked.answer(json!({"age": 7}))).is_ok(),
+            "{schema}"
+        );
+    }
 }
