@@ -60,8 +60,12 @@ impl Driver<'_> {
         );
         let mut result = self.outcome_result(outcome).await;
         if managed && let Ok(r) = &mut result {
-            // Boxed (layout rule 1).
-            Box::pin(self.manage_context(r)).await;
+            // The manager's summary, then its apply. Only the summary's step is boxed (layout
+            // rule 1): a run whose manager asks for none allocates nothing here.
+            if let Some(request) = self.summary_request() {
+                Box::pin(self.summarize(request, r)).await;
+            }
+            self.agent.apply_conversation_manager();
         }
         result
     }
