@@ -636,6 +636,10 @@ impl Model for ScriptedModel {
     }
 }
 
+/// A [`ConversationModel`]'s responses by model turn, each in an `Arc`: a call's stream replays
+/// it from there.
+type Turns = Arc<[Arc<ScriptedResponse>]>;
+
 /// A scripted model that keeps nothing between calls: it answers from the conversation alone.
 /// The n-th model turn after the user's latest text message (counted by the assistant messages
 /// since) gets the n-th response of the script; a turn past the script is an error
@@ -664,10 +668,9 @@ impl Model for ScriptedModel {
 /// ```
 #[derive(Debug, Clone)]
 pub struct ConversationModel {
-    /// (Each response in an `Arc`: a call's stream replays it from there.)
-    turns: Arc<[Arc<ScriptedResponse>]>,
+    turns: Turns,
     /// Scripts for user messages containing a phrase (lower-cased), first match wins.
-    rules: Arc<[(String, Arc<[Arc<ScriptedResponse>]>)]>,
+    rules: Arc<[(String, Turns)]>,
 }
 
 impl ConversationModel {
