@@ -260,7 +260,13 @@ impl Agent {
             sink: &sink,
         };
         let result = driver.finish(outcome, started).await;
-        self.end(&inv.cx, result, span).await
+        if self.ends_plainly() {
+            self.ending(&inv.cx);
+            finish::record_end(&span, &result);
+            self.ended(&inv.cx);
+            return result;
+        }
+        Box::pin(self.end(&inv.cx, result, span)).await
     }
 }
 
