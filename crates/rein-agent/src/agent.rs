@@ -233,7 +233,7 @@ pub(crate) struct Team {
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct Input {
-    pub(crate) messages: Vec<Message>,
+    pub(crate) messages: InputMessages,
     pub(crate) responses: Vec<InterruptResponse>,
     pub(crate) state: Option<InvocationState>,
     /// The journal of the run this invocation is a step of (an agent running as a tool).
@@ -248,7 +248,11 @@ impl Input {
 
     /// A text prompt.
     pub fn text(text: impl Into<String>) -> Self {
-        Self::messages(vec![Message::user(text)])
+        // (Never a resume: a text block answers no interrupt.)
+        Self {
+            messages: InputMessages::One(Message::user(text)),
+            ..Self::default()
+        }
     }
 
     /// Messages to add.
@@ -274,7 +278,7 @@ impl Input {
             return Self::resume(responses);
         }
         Self {
-            messages,
+            messages: InputMessages::Many(messages),
             ..Self::default()
         }
     }
@@ -295,6 +299,43 @@ impl Input {
 
     pub(crate) fn is_resume(&self) -> bool {
         !self.responses.is_empty()
+    }
+}
+
+/// The messages of an input. A prompt's one message is kept as it is: a vector for it would be
+/// one more allocation per invocation, freed as soon as the message is stored.
+#[derive(Debug, Clone)]
+pub(crate) enum InputMessages {
+    One(Message),
+    Many(Vec<Message>),
+}
+
+impl Default for InputMessages {
+    fn default() -> Self {
+        Self::Many(Vec::new())
+    }
+}
+
+impl InputMessages {
+    /// As a vector (what events and a paused input hold).
+    pub(crate) fn into_vec(self) -> Vec<Message> {
+        match self {
+            Self::One(message) => vec![message],
+            Self::Many(messages) => messages,
+        }
+    }
+}
+
+impl IntoIterator for InputMessages {
+    type Item = Message;
+    type IntoIter = std::iter::Chain<std::option::IntoIter<Message>, std::vec::IntoIter<Message>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        let (one, many) = match self {
+            Self::One(message) => (Some(message), Vec::new()),
+            Self::Many(messages) => (None, messages),
+        };
+        one.into_iter().chain(many)
     }
 }
 

@@ -122,7 +122,7 @@ impl History {
     /// Appends messages in order, user content through [`append_user`](Self::append_user).
     pub(crate) async fn add_all(
         &mut self,
-        messages: Vec<Message>,
+        messages: impl IntoIterator<Item = Message>,
         to: &Listeners<'_>,
     ) -> Result<(), Error> {
         for m in messages {

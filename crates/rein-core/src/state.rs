@@ -313,7 +313,9 @@ impl RunState {
 
     /// Empties the state (a driver ending a run).
     pub fn clear(&self) {
-        if self.0.touched.swap(false, Ordering::Relaxed) {
+        // Loaded first: a swap writes the line even when it was unset (most runs), which a
+        // cold line per agent makes a cache miss for ownership twice per invocation.
+        if self.0.touched.load(Ordering::Relaxed) && self.0.touched.swap(false, Ordering::Relaxed) {
             self.0
                 .map
                 .lock()

@@ -60,8 +60,12 @@ impl Driver<'_> {
         );
         let mut result = self.outcome_result(outcome).await;
         if managed && let Ok(r) = &mut result {
-            // Boxed (layout rule 1).
-            Box::pin(self.manage_context(r)).await;
+            // The manager's summary, then its apply. Only the summary's step is boxed (layout
+            // rule 1): a run whose manager asks for none allocates nothing here.
+            if let Some(request) = self.summary_request() {
+                Box::pin(self.summarize(request, r)).await;
+            }
+            self.agent.apply_conversation_manager();
         }
         result
     }
@@ -217,59 +221,61 @@ impl Driver<'_> {
 }
 
 impl Agent {
-    /// The session persists the end state; AfterInvocation sees the real result.
+    /// Whether a run's result is delivered without a session to save or AfterInvocation hooks
+    /// to run (most agents): the run then finishes it in place through the plain steps of
+    /// [`end`](Self::end) instead of moving it through that future (each move a copy of the
+    /// whole result).
+    pub(super) fn ends_plainly(&self) -> bool {
+        !self.has_session() && !self.core.settings.hooks.has::<AfterInvocationEvent>()
+    }
+
+    /// The session persists the end state; AfterInvocation sees the real result. Awaited
+    /// boxed (layout rule 1): only agents with a session or such hooks get here.
     pub(super) async fn end(
         &mut self,
         cx: &InvocationContext,
         result: Result<AgentResult, Error>,
         span: tracing::Span,
     ) -> Result<AgentResult, Error> {
-        // What hooks wrote after the pause is persisted with it.
+        self.ending(cx);
+        let result = if self.has_session() {
+            self.session_end(result).await
+        } else {
+            result
+        };
+        record_end(&span, &result);
+        let result = if self.core.settings.hooks.has::<AfterInvocationEvent>() {
+            let mut ev = AfterInvocationEvent::new(cx.clone(), result);
+            let dispatched = self
+                .core
+                .settings
+                .hooks
+                .dispatch(&mut ev)
+                .instrument(span)
+                .await;
+            dispatched.and_then(|()| ev.into_result())
+        } else {
+            result
+        };
+        self.ended(cx);
+        result
+    }
+
+    /// Before the result is delivered: what hooks wrote after a pause, and the injections still
+    /// queued, are kept with it.
+    pub(super) fn ending(&mut self, cx: &InvocationContext) {
         if let Some(p) = &mut self.pending {
             p.run_state = cx.run_state.snapshot();
         }
         self.keep_injections();
-        // Boxed (layout rule 1).
-        let result = if self.has_session() {
-            Box::pin(self.session_end(result)).await
-        } else {
-            result
-        };
-        match &result {
-            Ok(r) => {
-                let usage = &r.usage;
-                span.record("gen_ai.usage.input_tokens", int(usage.input_tokens));
-                span.record("gen_ai.usage.output_tokens", int(usage.output_tokens));
-                crate::telemetry::cache_tokens(&span, usage);
-                span.record("rein.stop_reason", r.stop_reason.as_str());
-            }
-            Err(e) => {
-                span.record("otel.status_code", "error");
-                span.record("error.type", crate::telemetry::error_type(e));
-            }
-        }
-        let result = if self.core.settings.hooks.has::<AfterInvocationEvent>() {
-            // Boxed (layout rule 1).
-            Box::pin(async {
-                let mut ev = AfterInvocationEvent::new(cx.clone(), result);
-                let dispatched = self
-                    .core
-                    .settings
-                    .hooks
-                    .dispatch(&mut ev)
-                    .instrument(span)
-                    .await;
-                dispatched.and_then(|()| ev.into_result())
-            })
-            .await
-        } else {
-            result
-        };
-        // The run ends unless interrupts wait: its state goes (AfterInvocation still saw it).
+    }
+
+    /// After: the run ends unless interrupts wait, and its state goes (AfterInvocation still
+    /// saw it).
+    pub(super) fn ended(&self, cx: &InvocationContext) {
         if self.pending.is_none() {
             cx.run_state.clear();
         }
-        result
     }
 
     fn cancelled_message(&self) -> Message {
@@ -278,5 +284,22 @@ impl Agent {
                 .message()
                 .unwrap_or_else(|| CANCELLED_BY_USER.into()),
         )
+    }
+}
+
+/// The run's span records how it ended.
+pub(super) fn record_end(span: &tracing::Span, result: &Result<AgentResult, Error>) {
+    match result {
+        Ok(r) => {
+            let usage = &r.usage;
+            span.record("gen_ai.usage.input_tokens", int(usage.input_tokens));
+            span.record("gen_ai.usage.output_tokens", int(usage.output_tokens));
+            crate::telemetry::cache_tokens(span, usage);
+            span.record("rein.stop_reason", r.stop_reason.as_str());
+        }
+        Err(e) => {
+            span.record("otel.status_code", "error");
+            span.record("error.type", crate::telemetry::error_type(e));
+        }
     }
 }

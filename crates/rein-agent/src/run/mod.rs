@@ -33,7 +33,7 @@ use std::task::Poll;
 use std::time::Instant;
 
 use rein_core::{
-    Error, Message,
+    Error,
     audit::DecisionRecord,
     event::InvocationContext,
     interrupt::{Interrupt, InterruptAnswers, InterruptEvent},
@@ -42,7 +42,7 @@ use rein_core::{
     stream::Usage,
 };
 
-use crate::agent::{Agent, Input};
+use crate::agent::{Agent, Input, InputMessages};
 use crate::checkpoint::{Pause, PausedRun, PendingHandoff, PendingInterrupt};
 use crate::history::Listeners;
 use crate::stream::{AgentEvent, Sink};
@@ -79,7 +79,7 @@ pub(crate) struct Invocation {
     span: tracing::Span,
     /// The input's messages and a resume's answers, until the step that takes them (here, not
     /// the driver's arguments: layout rule 3).
-    input: Vec<Message>,
+    input: InputMessages,
     responses: Vec<InterruptResponse>,
     /// The nonce of this invocation's pause (it pauses at most once), drawn when the first
     /// interrupt is raised: an invocation that does not pause draws none.
@@ -260,7 +260,13 @@ impl Agent {
             sink: &sink,
         };
         let result = driver.finish(outcome, started).await;
-        self.end(&inv.cx, result, span).await
+        if self.ends_plainly() {
+            self.ending(&inv.cx);
+            finish::record_end(&span, &result);
+            self.ended(&inv.cx);
+            return result;
+        }
+        Box::pin(self.end(&inv.cx, result, span)).await
     }
 }
 

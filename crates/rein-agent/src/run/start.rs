@@ -20,7 +20,7 @@ use serde_json::Value;
 use super::machine::{RETRY_LIMIT, Resume, Run, StepReport, ToolPhase};
 use super::model::Called;
 use super::{Driver, Invocation, listeners};
-use crate::agent::{Agent, Input, OnRetryLimit};
+use crate::agent::{Agent, Input, InputMessages, OnRetryLimit};
 use crate::checkpoint::{Pause, PausedRun, PendingInterrupt, ResponsePause};
 use crate::history::TOOL_CANCELLED;
 
@@ -122,7 +122,7 @@ impl Driver<'_> {
     /// BeforeInvocation on the input, then the input is stored (unless denied or held).
     pub(super) async fn admit_input(
         &mut self,
-        mut messages: Vec<Message>,
+        mut messages: InputMessages,
     ) -> Result<StepReport, Error> {
         // A stream dropped mid-run (its future dropped during the tool phase) leaves tool uses
         // without results: answer them first, through the message path.
@@ -142,7 +142,7 @@ impl Driver<'_> {
         {
             let mut ev = BeforeInvocationEvent::new(
                 self.inv.cx.clone(),
-                messages,
+                messages.into_vec(),
                 self.agent.history.conv().snapshot(),
             );
             if self.inv.run.is_resume() {
@@ -153,7 +153,7 @@ impl Driver<'_> {
             self.record(ev.take_decisions());
             dispatched?;
             messages = match ev.into_verdict() {
-                InputVerdict::Admit(messages) => messages,
+                InputVerdict::Admit(messages) => InputMessages::Many(messages),
                 // Nothing is stored: neither the denied input nor the cancel text.
                 InputVerdict::Deny(text) => return Ok(StepReport::InputDenied(text)),
                 InputVerdict::Hold {
@@ -183,7 +183,7 @@ impl Driver<'_> {
         // The paused run is consumed by the resume.
         self.agent.session_sync().await?;
         let fed = match resumed.at {
-            Pause::Input { messages } => self.admit_input(messages).await,
+            Pause::Input { messages } => self.admit_input(InputMessages::Many(messages)).await,
             Pause::Request {
                 model_call_index, ..
             } => self.model_call(model_call_index).await,

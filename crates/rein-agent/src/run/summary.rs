@@ -24,22 +24,17 @@ use crate::telemetry::int;
 pub(crate) const SUMMARY: &str = "rein:summary";
 
 impl Driver<'_> {
-    /// After an invocation that ended normally: the manager's summary, if it asks for one,
-    /// then its `apply`. The summary's decisions and usage go into `result`.
-    pub(super) async fn manage_context(&mut self, result: &mut AgentResult) {
-        let request = {
-            let (tokens, fixed) = self.agent.token_parts();
-            let edit = HistoryEdit::new(self.agent.history.conv_mut()).with_tokens(tokens, fixed);
-            self.agent.manager.summary_request(&edit)
-        };
-        if let Some(request) = request {
-            // Boxed (layout rule 1): only agents whose manager summarizes get here.
-            Box::pin(self.summarize(request, result)).await;
-        }
-        self.agent.apply_conversation_manager();
+    /// After an invocation that ended normally: what the conversation manager asks to have
+    /// summarized, if anything ([`summarize`](Self::summarize) then writes it), before its
+    /// `apply`.
+    pub(super) fn summary_request(&mut self) -> Option<SummaryRequest> {
+        let (tokens, fixed) = self.agent.token_parts();
+        let edit = HistoryEdit::new(self.agent.history.conv_mut()).with_tokens(tokens, fixed);
+        self.agent.manager.summary_request(&edit)
     }
 
-    async fn summarize(&mut self, request: SummaryRequest, result: &mut AgentResult) {
+    /// Writes the summary `request` asks for; its decisions and usage go into `result`.
+    pub(super) async fn summarize(&mut self, request: SummaryRequest, result: &mut AgentResult) {
         let end = request.end().min(self.agent.history.conv().len());
         let span = tracing::info_span!(
             "summarize_context",
