@@ -51,12 +51,12 @@ macro_rules! read_runs {
 }
 
 /// The tail a run that never finished left ([`FoundTail`]): this release's chunks, or an
-/// earlier release's head and entries. Which keys it has comes from the state's key list, so
-/// that a session without a tail costs one journal entry. (A macro: `get` borrows its key for
-/// the context's lifetime, which a shared function over both kinds of context cannot name.)
+/// earlier release's head and entries, found among `$keys`, the state's keys (its key list is one
+/// journal entry, a `get` of a key not there another). (A macro: `get` borrows its key for the
+/// context's lifetime, which a shared function over both kinds of context cannot name.)
 macro_rules! read_tail {
-    ($ctx:expr) => {{
-        let keys = TailKeys::among(&$ctx.get_keys().await?);
+    ($ctx:expr, $keys:expr) => {{
+        let keys = TailKeys::among($keys);
         let mut found: Option<FoundTail> = None;
         if let Some(entries) = keys.legacy_entries {
             let head: Option<Json<LegacyHead>> = $ctx.get(LEGACY_HEAD).await?;
@@ -321,7 +321,8 @@ impl ReinAgent {
         let stored: Option<Json<Checkpoint>> = ctx.get(SESSION).await?;
         let mut stored = stored.map(Json::into_inner);
         let mut its_tail = false;
-        let unfinished = read_tail!(ctx);
+        let keys = ctx.get_keys().await?;
+        let unfinished = read_tail!(ctx, &keys);
         if let Some(found) = unfinished {
             its_tail = run.as_ref().is_none_or(|run| *run == found.run);
             let folded = tail::fold(stored, &found.run, found.entries);
@@ -398,7 +399,8 @@ impl ReinAgent {
         let stored: Option<Json<Checkpoint>> = ctx.get(SESSION).await?;
         let last_run: Option<Json<RunReport>> = ctx.get(LAST_RUN).await?;
         let mut stored = stored.map(Json::into_inner);
-        let unfinished = read_tail!(ctx);
+        let keys = ctx.get_keys().await?;
+        let unfinished = read_tail!(ctx, &keys);
         if let Some(found) = unfinished {
             stored = Some(tail::fold(stored, &found.run, found.entries));
         }
@@ -445,16 +447,24 @@ impl ReinAgent {
         if claim.as_ref().is_some_and(|c| c.after != runs.started) {
             return Err(run_in_progress().into());
         }
-        let stored: Option<Json<Checkpoint>> = ctx.get(SESSION).await?;
+        // Unless the last run ended here and cleared its tail, the state's keys say whether
+        // there is a tail (below) and a checkpoint (a new session's first run reads none).
+        let keys = if runs.going.is_none() && runs.tail_cleared {
+            None
+        } else {
+            Some(ctx.get_keys().await?)
+        };
+        let stored: Option<Json<Checkpoint>> = match &keys {
+            Some(keys) if !keys.iter().any(|key| key == SESSION) => None,
+            _ => ctx.get(SESSION).await?,
+        };
         let mut stored = stored.map(Json::into_inner);
         // A run that never finished (killed, abandoned, its worker gone for good) left its
         // history in the tail: it joins the session first, so that this run's tail starts
-        // afresh. (A replay of this invocation reads what its first attempt read.) Not looked
-        // for when the last run ended here and cleared its tail: no read of it then.
-        let unfinished = if runs.going.is_none() && runs.tail_cleared {
-            None
-        } else {
-            read_tail!(ctx)
+        // afresh. (A replay of this invocation reads what its first attempt read.)
+        let unfinished = match &keys {
+            Some(keys) => read_tail!(ctx, keys),
+            None => None,
         };
         if let Some(found) = unfinished {
             let folded = tail::fold(stored, &found.run, found.entries);

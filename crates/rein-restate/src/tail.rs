@@ -101,15 +101,19 @@ pub(crate) struct FoundTail {
     pub(crate) keys: TailKeys,
 }
 
-/// A run's tail as it writes it: the entries it has not written yet, and how many chunks it
-/// wrote.
+/// A run's tail as it writes it: the entries it has not written yet, those of the chunk it
+/// is filling, and how many chunks it began. A chunk is rewritten whole until it holds what a
+/// tool call or a take added (a turn's input and tool use, then with the result): one key per
+/// turn to clear at the end, and only the turn's opening entries are written twice.
 #[derive(Default)]
 pub(crate) struct TailWriter {
     pending: Vec<TailEntry>,
+    /// The entries of the chunk being filled (written under the last key begun).
+    open: Vec<TailEntry>,
     /// A tool ran, or the inbox was taken from, since the last chunk: what is pending records
     /// it (a result, injected messages) and is written before the next step.
     after_effect: bool,
-    written: u64,
+    chunks: u64,
 }
 
 impl TailWriter {
@@ -124,36 +128,56 @@ impl TailWriter {
     }
 
     /// The chunk to write before a journaled step of `kind`, if what is pending must be on
-    /// record by then: before a tool call, and before any step after a tool call or a take.
-    /// Before a model call that only the input and the model's own turns led to, none: a kill
-    /// during it loses nothing that was done outside the run.
+    /// record by then: before a tool call, and before any step after a tool call or a take
+    /// (which closes the chunk). Before a model call that only the input and the model's own
+    /// turns led to, none: a kill during it loses nothing that was done outside the run.
     pub(crate) fn before_step(&mut self, kind: StepKind, run: &str) -> Option<(String, TailChunk)> {
-        if kind == StepKind::ToolCall || self.after_effect {
+        if self.after_effect {
             self.after_effect = false;
-            self.take(run)
+            self.write(run, true)
+        } else if kind == StepKind::ToolCall {
+            self.write(run, false)
         } else {
             None
         }
     }
 
-    /// Everything pending as a chunk (the run ends without saving the checkpoint).
+    /// Everything pending, as the chunk's last write (the run ends without saving the
+    /// checkpoint).
     pub(crate) fn take(&mut self, run: &str) -> Option<(String, TailChunk)> {
-        if self.pending.is_empty() {
-            return None;
-        }
-        let key = chunk_key(self.written);
-        self.written += 1;
-        let chunk = TailChunk {
-            run: run.to_owned(),
-            entries: std::mem::take(&mut self.pending),
+        self.write(run, true)
+    }
+
+    /// The open chunk with what is pending added, when anything is; `close`: the next write
+    /// begins a new chunk.
+    fn write(&mut self, run: &str, close: bool) -> Option<(String, TailChunk)> {
+        let written = if self.pending.is_empty() {
+            None
+        } else {
+            if self.open.is_empty() {
+                self.chunks += 1;
+            }
+            self.open.append(&mut self.pending);
+            let chunk = TailChunk {
+                run: run.to_owned(),
+                entries: if close {
+                    std::mem::take(&mut self.open)
+                } else {
+                    self.open.clone()
+                },
+            };
+            Some((chunk_key(self.chunks - 1), chunk))
         };
-        Some((key, chunk))
+        if close {
+            self.open.clear();
+        }
+        written
     }
 
     /// The keys written so far (what the run's end clears).
     pub(crate) fn keys(&self) -> TailKeys {
         TailKeys {
-            chunks: self.written,
+            chunks: self.chunks,
             legacy_entries: None,
         }
     }
@@ -389,13 +413,13 @@ mod tests {
         TailEntry::Added { index, message }
     }
 
-    /// The input and a model turn wait for the tool call they lead to, which writes them as one
-    /// chunk; a tool's result is written before the next step, whichever it is; the model's last
-    /// turn is left to the run's end.
+    /// The input and a model turn wait for the tool call they lead to, which writes them as a
+    /// chunk; the tool's result is added to that chunk before the next step, whichever it is,
+    /// and closes it; the model's last turn is left to the run's end.
     #[test]
     fn a_chunk_is_written_before_a_tool_call_and_after_one_not_before_a_model_call() {
         let mut tail = TailWriter::default();
-        tail.push(added(0, Message::user("steps 1")));
+        tail.push(added(0, Message::user("steps 2")));
         assert_eq!(tail.before_step(StepKind::ModelCall, RUN), None);
         tail.push(added(1, tool_call("a")));
         let (key, chunk) = tail.before_step(StepKind::ToolCall, RUN).unwrap();
@@ -403,13 +427,22 @@ mod tests {
         assert_eq!(chunk.run, RUN);
         assert_eq!(
             chunk.entries,
-            vec![added(0, Message::user("steps 1")), added(1, tool_call("a"))]
+            vec![added(0, Message::user("steps 2")), added(1, tool_call("a"))]
         );
         tail.effect_happened();
         tail.push(added(2, result("a")));
         let (key, chunk) = tail.before_step(StepKind::ModelCall, RUN).unwrap();
+        assert_eq!((key.as_str(), chunk.entries.len()), ("tail.0", 3));
+        assert_eq!(chunk.entries[2], added(2, result("a")));
+        // The next turn begins a chunk of its own.
+        tail.push(added(3, tool_call("b")));
+        let (key, chunk) = tail.before_step(StepKind::ToolCall, RUN).unwrap();
         assert_eq!((key.as_str(), chunk.entries.len()), ("tail.1", 1));
-        tail.push(added(3, Message::assistant("Finished 1 steps.")));
+        tail.effect_happened();
+        tail.push(added(4, result("b")));
+        let (key, chunk) = tail.before_step(StepKind::ModelCall, RUN).unwrap();
+        assert_eq!((key.as_str(), chunk.entries.len()), ("tail.1", 2));
+        tail.push(added(5, Message::assistant("Finished 2 steps.")));
         assert_eq!(tail.before_step(StepKind::ModelCall, RUN), None);
         assert_eq!(
             tail.keys().keys().collect::<Vec<_>>(),
