@@ -590,8 +590,8 @@ impl ReinAgent {
                             }
                         }
                         Op::Step { step, run: work, reply } => {
-                            if let Some((key, chunk)) = tail.before_step(step.kind, &this_run) {
-                                ctx.set(&key, Json(chunk));
+                            if let Some((at, chunk)) = tail.before_step(step.kind, &this_run) {
+                                ctx.set(&at, Json(chunk));
                             }
                             let kind = step.kind;
                             run_step(&ctx, step, work, reply, &cancel).await;
@@ -634,8 +634,8 @@ impl ReinAgent {
             // Cancelled through Restate as it saved: the run ends unsaved (its tail keeps what
             // it did, what it held back included), and the session is free again.
             Err(e) => {
-                if let Some((key, chunk)) = tail.take(&this_run) {
-                    ctx.set(&key, Json(chunk));
+                if let Some((at, chunk)) = tail.take(&this_run) {
+                    ctx.set(&at, Json(chunk));
                 }
                 end(paused, false);
                 return Err(e.into());
