@@ -5,12 +5,13 @@
 //! [`TailBinding`] — the agent's session binding — sends every message added or rewritten to the
 //! handler, which keeps it in a [`TailWriter`] and writes what it holds as one chunk (`tail.0`,
 //! `tail.1`, …, each naming the run) with one `set` before the journaled step that needs it on
-//! record: before a tool call (its tool use, and what led to it), and before the first step after
-//! a tool call or an inbox take (the tool's result, the injected messages). Restate applies a
-//! `set` as its journal entry is written, so what a run wrote before it was killed stays. A model
-//! call has no effect outside the run: the input and model turns that no tool call followed wait
-//! for the next such write or the run's end, which saves the checkpoint and clears the tail (a
-//! kill before then loses only what a rerun of the model would give again). The entries name the
+//! record: before the run's first step (its input), before a tool call (its tool use, and what
+//! led to it), and before the first step after a tool call or an inbox take (the tool's result,
+//! the injected messages). Restate applies a `set` as its journal entry is written, so what a run
+//! wrote before it was killed stays. A model call has no effect outside the run: model turns that
+//! no tool call followed wait for the next such write or the run's end, which saves the
+//! checkpoint and clears the tail (a kill before then loses only what a rerun of the model would
+//! give again; the input stays, as it does when an agent is cancelled in process). The entries name the
 //! message's position and carry no message id (an id is random, and a replay must write the same
 //! bytes: Restate compares a replayed `set` with the journaled one).
 //!
@@ -128,14 +129,16 @@ impl TailWriter {
     }
 
     /// The chunk to write before a journaled step of `kind`, if what is pending must be on
-    /// record by then: before a tool call, and before any step after a tool call or a take
-    /// (which closes the chunk). Before a model call that only the input and the model's own
-    /// turns led to, none: a kill during it loses nothing that was done outside the run.
+    /// record by then: before the run's first step (its input: a run killed during its first
+    /// model call keeps the input, as an agent cancelled in process does), before a tool call,
+    /// and before any step after a tool call or a take (which closes the chunk). Before a later
+    /// model call that only the model's own turns led to, none: a kill during it loses nothing
+    /// that was done outside the run.
     pub(crate) fn before_step(&mut self, kind: StepKind, run: &str) -> Option<(String, TailChunk)> {
         if self.after_effect {
             self.after_effect = false;
             self.write(run, true)
-        } else if kind == StepKind::ToolCall {
+        } else if kind == StepKind::ToolCall || self.chunks == 0 {
             self.write(run, false)
         } else {
             None
@@ -413,14 +416,17 @@ mod tests {
         TailEntry::Added { index, message }
     }
 
-    /// The input and a model turn wait for the tool call they lead to, which writes them as a
-    /// chunk; the tool's result is added to that chunk before the next step, whichever it is,
-    /// and closes it; the model's last turn is left to the run's end.
+    /// The input is written before the first model call; a model turn waits for the tool call
+    /// it leads to, which rewrites the chunk with it; the tool's result is added to that chunk
+    /// before the next step, whichever it is, and closes it; the model's last turn is left to
+    /// the run's end.
     #[test]
-    fn a_chunk_is_written_before_a_tool_call_and_after_one_not_before_a_model_call() {
+    fn a_chunk_is_written_at_the_start_before_a_tool_call_and_after_one_not_before_a_model_call() {
         let mut tail = TailWriter::default();
         tail.push(added(0, Message::user("steps 2")));
-        assert_eq!(tail.before_step(StepKind::ModelCall, RUN), None);
+        // The input, before the first model call: the open chunk's first write.
+        let (key, chunk) = tail.before_step(StepKind::ModelCall, RUN).unwrap();
+        assert_eq!((key.as_str(), chunk.entries.len()), ("tail.0", 1));
         tail.push(added(1, tool_call("a")));
         let (key, chunk) = tail.before_step(StepKind::ToolCall, RUN).unwrap();
         assert_eq!(key, "tail.0");

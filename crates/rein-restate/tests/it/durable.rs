@@ -782,8 +782,9 @@ async fn a_run_nobody_injects_into_is_two_invocations_and_calls_no_inbox() {
     );
     // Inside the run, what its state costs (issue #37): `runs` and the state's key list read
     // (a new session: no checkpoint to get, no tail found), `runs` written at the start and the
-    // end, its one tool turn's tail chunk written before the tool and again with the result,
-    // the checkpoint and the report saved, and the one chunk cleared.
+    // end, the tail's one chunk written with the input before the first model call, again with
+    // the tool use before the tool and again with the result, the checkpoint and the report
+    // saved, and the one chunk cleared.
     let query = "SELECT j.entry_type AS k, count(*) AS n FROM sys_journal j JOIN sys_invocation \
                  i ON j.id = i.id WHERE i.target_service_key = 'one' AND \
                  i.target_handler_name = 'run_input' AND j.entry_type LIKE '%State%' GROUP BY k";
@@ -792,7 +793,7 @@ async fn a_run_nobody_injects_into_is_two_invocations_and_calls_no_inbox() {
         counts(&[
             ("Command: GetEagerState", 1),
             ("Command: GetEagerStateKeys", 1),
-            ("Command: SetState", 6),
+            ("Command: SetState", 7),
             ("Command: ClearState", 1),
         ])
     );

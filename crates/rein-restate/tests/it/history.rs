@@ -34,6 +34,16 @@ fn calls(messages: &[(MessageId, Message)]) -> (BTreeSet<String>, BTreeSet<Strin
     (uses, results)
 }
 
+/// Kills `session`'s run through Restate's admin API and waits until it has ended.
+async fn kill_the_run(restate: &Restate, session: &str) {
+    let run = running_run(restate, session).await.expect("the run goes");
+    kill_invocation(restate, &run).await;
+    wait_until("the run ended", async || {
+        running_run(restate, session).await.is_none()
+    })
+    .await;
+}
+
 /// Every tool use answered; every ledger line's call answered with its result — but the last
 /// one's, whose effect may have happened before its step was journaled when the kill came
 /// (Restate then never learns of it: it is answered as interrupted).
@@ -74,12 +84,7 @@ async fn a_killed_run_keeps_every_completed_tool_call() {
         .await
         .unwrap();
     wait_until("3 ledger lines", async || ledger_lines(&ledger).len() >= 3).await;
-    let run = running_run(&restate, "k").await.expect("the run goes");
-    kill_invocation(&restate, &run).await;
-    wait_until("the run ended", async || {
-        running_run(&restate, "k").await.is_none()
-    })
-    .await;
+    kill_the_run(&restate, "k").await;
     let done = ledger_lines(&ledger);
     assert!(done.len() < 200, "killed before its end");
 
@@ -96,6 +101,44 @@ async fn a_killed_run_keeps_every_completed_tool_call() {
     let view = client.session("k").await.unwrap();
     assert_history_holds(&view.messages, &done);
     assert_eq!(ledger_lines(&ledger).len(), done.len(), "nothing ran again");
+}
+
+/// A run killed during its first model call keeps its input (written before that call), as an
+/// agent cancelled in process does; the next run starts after it. Nothing else of the run is
+/// there: its model call never ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_killed_in_its_first_model_call_keeps_its_input() {
+    let Some(restate) = Restate::start("killed-input").await else {
+        return;
+    };
+    let _worker = Worker::start(
+        &restate,
+        WorkerOptions {
+            model_delay_ms: 60_000,
+            ..Default::default()
+        },
+    )
+    .await;
+    let client = Client::new(&restate.ingress).unwrap();
+    client
+        .start("i", InvokeRequest::text("say first"))
+        .await
+        .unwrap();
+    wait_until("the input is on record", async || {
+        client
+            .session("i")
+            .await
+            .is_ok_and(|v| v.messages.iter().any(|(_, m)| m.text() == "say first"))
+    })
+    .await;
+    kill_the_run(&restate, "i").await;
+    let view = client.session("i").await.unwrap();
+    let texts: Vec<(Role, String)> = view
+        .messages
+        .iter()
+        .map(|(_, m)| (m.role, m.text()))
+        .collect();
+    assert_eq!(texts, vec![(Role::User, "say first".to_owned())]);
 }
 
 /// A run on a deployment that is gone (its only worker killed; a new worker is another
