@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use rein_agent::{
     Agent, AgentBuilder, Checkpoint, Input,
-    journal::{Journal, JournalStep},
+    journal::{Journal, JournalStep, StepKind},
 };
 use rein_core::{
     Error, Map, Message,
@@ -31,7 +31,10 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::caller::{AUTHENTICATE, Callers, Operation};
 use crate::inbox::{Attach, InboxOutcome, ReinInbox, ReinInboxClient, signal_name};
-use crate::tail::{self, TAIL, TailBinding, TailEntry, TailHead, entry_key};
+use crate::tail::{
+    self, FoundTail, LEGACY_HEAD, LegacyHead, TailBinding, TailChunk, TailEntry, TailKeys,
+    TailWriter, chunk_key, legacy_entry_key,
+};
 use crate::wire::{InvokeRequest, ResumeRequest, RunReport, SessionView};
 
 /// Builds the agent of a session (its model, tools, interventions): called for every
@@ -47,27 +50,39 @@ macro_rules! read_runs {
     }};
 }
 
-/// The tail a run that never finished left: its head, its entries and how many keys it wrote.
-/// (A macro: `get` borrows its key for the context's lifetime, which a shared function over
-/// both kinds of context cannot name.)
+/// The tail a run that never finished left ([`FoundTail`]): this release's chunks, or an
+/// earlier release's head and entries, found among `$keys`, the state's keys (its key list is one
+/// journal entry, a `get` of a key not there another). (A macro: `get` borrows its key for the
+/// context's lifetime, which a shared function over both kinds of context cannot name.)
 macro_rules! read_tail {
-    ($ctx:expr) => {{
-        let head: Option<Json<TailHead>> = $ctx.get(TAIL).await?;
-        match head {
-            None => None,
-            Some(Json(head)) => {
-                let mut entries = Vec::new();
-                let mut written = 0u64;
-                loop {
-                    let key = entry_key(written);
-                    let entry: Option<Json<TailEntry>> = $ctx.get(&key).await?;
-                    let Some(Json(entry)) = entry else { break };
-                    entries.push(entry);
-                    written += 1;
-                }
-                Some((head, entries, written))
+    ($ctx:expr, $keys:expr) => {{
+        let keys = TailKeys::among($keys);
+        let mut found: Option<FoundTail> = None;
+        if let Some(entries) = keys.legacy_entries {
+            let head: Option<Json<LegacyHead>> = $ctx.get(LEGACY_HEAD).await?;
+            let tail = found.insert(FoundTail {
+                run: head.map(|Json(head)| head.run).unwrap_or_default(),
+                entries: Vec::new(),
+                keys,
+            });
+            for n in 0..entries {
+                let key = legacy_entry_key(n);
+                let entry: Option<Json<TailEntry>> = $ctx.get(&key).await?;
+                tail.entries.extend(entry.map(Json::into_inner));
             }
         }
+        for n in 0..keys.chunks {
+            let key = chunk_key(n);
+            let chunk: Option<Json<TailChunk>> = $ctx.get(&key).await?;
+            let Some(Json(chunk)) = chunk else { continue };
+            let tail = found.get_or_insert_with(|| FoundTail {
+                run: chunk.run.clone(),
+                entries: Vec::new(),
+                keys,
+            });
+            tail.entries.extend(chunk.entries);
+        }
+        found
     }};
 }
 
@@ -306,14 +321,15 @@ impl ReinAgent {
         let stored: Option<Json<Checkpoint>> = ctx.get(SESSION).await?;
         let mut stored = stored.map(Json::into_inner);
         let mut its_tail = false;
-        let unfinished = read_tail!(ctx);
-        if let Some((head, entries, written)) = unfinished {
-            its_tail = run.as_ref().is_none_or(|run| *run == head.run);
-            let folded = tail::fold(stored, &head, entries);
+        let keys = ctx.get_keys().await?;
+        let unfinished = read_tail!(ctx, &keys);
+        if let Some(found) = unfinished {
+            its_tail = run.as_ref().is_none_or(|run| *run == found.run);
+            let folded = tail::fold(stored, &found.run, found.entries);
             ctx.set(SESSION, Json(folded.clone()));
-            clear_tail(&ctx, written);
+            clear_tail(&ctx, found.keys);
             stored = Some(folded);
-            run.get_or_insert(head.run);
+            run.get_or_insert(found.run);
         }
         // The run that marked itself going is over (this handler is exclusive: it runs after
         // it), killed: the session takes invokes again, and the inbox, when next asked, keeps or
@@ -323,7 +339,8 @@ impl ReinAgent {
         let closed = match (runs.going.as_ref(), &run) {
             (Some(going), Some(run)) if going.run != *run => false,
             (Some(_), _) => {
-                ctx.set(RUNS, Json(runs.ended(paused)));
+                // Its tail is folded and cleared (above).
+                ctx.set(RUNS, Json(runs.ended(paused, true)));
                 true
             }
             // An earlier release's run, which the inbox's claim and `open` named.
@@ -382,9 +399,10 @@ impl ReinAgent {
         let stored: Option<Json<Checkpoint>> = ctx.get(SESSION).await?;
         let last_run: Option<Json<RunReport>> = ctx.get(LAST_RUN).await?;
         let mut stored = stored.map(Json::into_inner);
-        let unfinished = read_tail!(ctx);
-        if let Some((head, entries, _)) = unfinished {
-            stored = Some(tail::fold(stored, &head, entries));
+        let keys = ctx.get_keys().await?;
+        let unfinished = read_tail!(ctx, &keys);
+        if let Some(found) = unfinished {
+            stored = Some(tail::fold(stored, &found.run, found.entries));
         }
         let Some(stored) = stored else {
             return Err(TerminalError::new_with_code(404, "unknown session").into());
@@ -429,16 +447,29 @@ impl ReinAgent {
         if claim.as_ref().is_some_and(|c| c.after != runs.started) {
             return Err(run_in_progress().into());
         }
-        let stored: Option<Json<Checkpoint>> = ctx.get(SESSION).await?;
+        // Unless the last run ended here and cleared its tail, the state's keys say whether
+        // there is a tail (below) and a checkpoint (a new session's first run reads none).
+        let keys = if runs.going.is_none() && runs.tail_cleared {
+            None
+        } else {
+            Some(ctx.get_keys().await?)
+        };
+        let stored: Option<Json<Checkpoint>> = match &keys {
+            Some(keys) if !keys.iter().any(|key| key == SESSION) => None,
+            _ => ctx.get(SESSION).await?,
+        };
         let mut stored = stored.map(Json::into_inner);
         // A run that never finished (killed, abandoned, its worker gone for good) left its
         // history in the tail: it joins the session first, so that this run's tail starts
         // afresh. (A replay of this invocation reads what its first attempt read.)
-        let unfinished = read_tail!(ctx);
-        if let Some((head, entries, written)) = unfinished {
-            let folded = tail::fold(stored, &head, entries);
+        let unfinished = match &keys {
+            Some(keys) => read_tail!(ctx, keys),
+            None => None,
+        };
+        if let Some(found) = unfinished {
+            let folded = tail::fold(stored, &found.run, found.entries);
             ctx.set(SESSION, Json(folded.clone()));
-            clear_tail(&ctx, written);
+            clear_tail(&ctx, found.keys);
             stored = Some(folded);
         }
         // A session paused on interrupts: its inbox may hold what was injected meanwhile.
@@ -483,13 +514,16 @@ impl ReinAgent {
                 run: ctx.invocation_id().to_owned(),
                 by: claim.map(|c| c.by),
             }),
+            tail_cleared: false,
             ..runs
         };
         ctx.set(RUNS, Json(runs.clone()));
         // The run is over: the session takes invokes again. The inbox is not told: it asks
         // `current_run` when something is injected, and rejects then what was queued for a run
         // that ended not paused.
-        let end = |paused: bool| ctx.set(RUNS, Json(runs.ended(paused)));
+        let end = |paused: bool, tail_cleared: bool| {
+            ctx.set(RUNS, Json(runs.ended(paused, tail_cleared)));
+        };
         if resuming {
             // What was injected while the session was paused waits in the inbox: told which
             // run goes, it signals it. Called, not sent: that signal must be journaled before
@@ -505,11 +539,14 @@ impl ReinAgent {
         }
 
         let cancel = agent.cancel_handle();
-        let mut written = 0;
+        let this_run = ctx.invocation_id().to_owned();
+        let mut tail = TailWriter::default();
         // The inbox signals the run (`inbox-<n>`) when it has something for it; a turn boundary
         // calls `take` only after a signal. Whether the signal came is read against a timer of
         // no duration set at the previous boundary (fired by now, as a rule): the one of the two
-        // whose completion Restate journaled first wins, so a replay decides the same way.
+        // whose completion Restate journaled first wins, so a replay decides the same way. (Set
+        // later — before the turn's tool calls, so that a run with no tool call sets none — a
+        // boundary after an instant tool waited for it: +10 % per step in `bench durable`.)
         let mut signals = 0u64;
         let mut timer = ctx.sleep(std::time::Duration::ZERO);
         let result = {
@@ -534,6 +571,9 @@ impl ReinAgent {
                             match signalled {
                                 Some(true) => {
                                     signals += 1;
+                                    // What it takes (injected messages) is written before
+                                    // the next step.
+                                    tail.effect_happened();
                                     take(&ctx, &key, &cancel, reply).await;
                                 }
                                 Some(false) => {
@@ -549,24 +589,32 @@ impl ReinAgent {
                                 }
                             }
                         }
-                        op => serve(&ctx, &key, op, &cancel, &mut written).await,
+                        Op::Step { step, run: work, reply } => {
+                            if let Some((at, chunk)) = tail.before_step(step.kind, &this_run) {
+                                ctx.set(&at, Json(chunk));
+                            }
+                            let kind = step.kind;
+                            run_step(&ctx, step, work, reply, &cancel).await;
+                            if kind == StepKind::ToolCall {
+                                tail.effect_happened();
+                            }
+                        }
+                        op => serve(&ctx, &key, op, &mut tail),
                     },
                 }
             }
         };
         // What the run's end reported (rejections of items still queued) is journaled too.
         while let Ok(op) = rx.try_recv() {
-            serve(&ctx, &key, op, &cancel, &mut written).await;
+            serve(&ctx, &key, op, &mut tail);
         }
         let report = match &result {
             Ok(result) => RunReport::of(&key, result),
             Err(e) => match answer_error(e) {
                 // The input or the answers were wrong: nothing ran, nothing changed.
                 Some(status) => {
-                    if written > 0 {
-                        clear_tail(&ctx, written);
-                    }
-                    end(agent.pending_interrupts().is_some());
+                    clear_tail(&ctx, tail.keys());
+                    end(agent.pending_interrupts().is_some(), true);
                     return Err(TerminalError::new_with_code(status, e.to_string()).into());
                 }
                 None => failed_report(&key, &agent, e),
@@ -584,18 +632,20 @@ impl ReinAgent {
         let Json((stored, report)) = match saved {
             Ok(saved) => saved,
             // Cancelled through Restate as it saved: the run ends unsaved (its tail keeps what
-            // it did), and the session is free again.
+            // it did, what it held back included), and the session is free again.
             Err(e) => {
-                end(paused);
+                if let Some((at, chunk)) = tail.take(&this_run) {
+                    ctx.set(&at, Json(chunk));
+                }
+                end(paused, false);
                 return Err(e.into());
             }
         };
+        // The checkpoint holds what the tail held, and what it held back.
         ctx.set(SESSION, Json(stored));
         ctx.set(LAST_RUN, Json(report.clone()));
-        if written > 0 {
-            clear_tail(&ctx, written);
-        }
-        end(paused);
+        clear_tail(&ctx, tail.keys());
+        end(paused, true);
         Ok(Json(report))
     }
 }
@@ -632,6 +682,10 @@ struct Runs {
     /// then keeps what the earlier release's `close` told it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     paused: Option<bool>,
+    /// The last run's end left no tail (it cleared it, or `settle` folded it): the next run
+    /// need not look for one. False in a record an earlier release wrote.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    tail_cleared: bool,
 }
 
 /// What the inbox learns from `current_run`.
@@ -658,12 +712,14 @@ struct Going {
 impl Runs {
     /// The record once the run going has ended (`paused`: on interrupts, its inbox's queue kept
     /// for the resume; else what is still queued is rejected, lazily, by the inbox).
-    fn ended(&self, paused: bool) -> Self {
+    /// `tail_cleared`: the run's tail is cleared or folded (else the next run looks for it).
+    fn ended(&self, paused: bool, tail_cleared: bool) -> Self {
         Self {
             started: self.started,
             going: None,
             finished: self.finished + u64::from(!paused),
             paused: Some(paused),
+            tail_cleared,
         }
     }
 }
@@ -824,56 +880,27 @@ pub(crate) enum Op {
         reply: oneshot::Sender<Result<Vec<(InjectionId, Message)>, Error>>,
     },
     Outcome(InjectionId, InboxOutcome),
-    /// A message added or rewritten: saved to the tail at once.
+    /// A message added or rewritten: saved to the tail ([`TailWriter`]).
     Tail(TailEntry),
 }
 
-/// Clears a tail of `written` entries (the checkpoint holds them now).
-fn clear_tail(ctx: &ObjectContext<'_>, written: u64) {
-    for n in 0..written {
-        ctx.clear(&entry_key(n));
+/// Clears a tail (the checkpoint holds it now).
+fn clear_tail(ctx: &ObjectContext<'_>, keys: TailKeys) {
+    for key in keys.keys() {
+        ctx.clear(&key);
     }
-    ctx.clear(TAIL);
 }
 
-/// Carries out one of the agent's requests on the Restate context.
-async fn serve(
-    ctx: &ObjectContext<'_>,
-    key: &str,
-    op: Op,
-    cancel: &rein_agent::CancelHandle,
-    written: &mut u64,
-) {
+/// Carries out one of the agent's requests that needs no step of the run's loop: a message for
+/// the tail, an outcome for the inbox; a step or a take once the run has ended.
+fn serve(ctx: &ObjectContext<'_>, key: &str, op: Op, tail: &mut TailWriter) {
     match op {
-        Op::Tail(entry) => {
-            if *written == 0 {
-                let run = ctx.invocation_id().to_owned();
-                ctx.set(TAIL, Json(TailHead { run }));
-            }
-            ctx.set(&entry_key(*written), Json(entry));
-            *written += 1;
+        Op::Tail(entry) => tail.push(entry),
+        // The run has ended: nothing more is run or taken (what is queued is rejected by the
+        // inbox).
+        Op::Step { reply, .. } => {
+            let _ = reply.send(Err(Error::Internal("the durable invocation has ended")));
         }
-        Op::Step { step, run, reply } => {
-            let done = ctx
-                .run(|| async move { Ok(Json(run.await)) })
-                .name(step.name)
-                .await;
-            let value = match done {
-                Ok(Json(value)) => Ok(value),
-                Err(e) => {
-                    // Restate cancelled the invocation (or the step failed for good): the run
-                    // stops as a cancelled run does, its history kept valid.
-                    cancel.cancel();
-                    Err(Error::Internal(if e.code() == 409 {
-                        "the durable invocation was cancelled"
-                    } else {
-                        "the journal could not record a step"
-                    }))
-                }
-            };
-            let _ = reply.send(value);
-        }
-        // The run has ended: nothing more is taken (what is queued is rejected by the inbox).
         Op::Injections { reply } => {
             let _ = reply.send(Ok(Vec::new()));
         }
@@ -883,6 +910,34 @@ async fn serve(
                 .send();
         }
     }
+}
+
+/// Runs one of the agent's steps as a Restate `run`.
+async fn run_step(
+    ctx: &ObjectContext<'_>,
+    step: JournalStep,
+    run: BoxFuture<'static, Value>,
+    reply: oneshot::Sender<Result<Value, Error>>,
+    cancel: &rein_agent::CancelHandle,
+) {
+    let done = ctx
+        .run(|| async move { Ok(Json(run.await)) })
+        .name(step.name)
+        .await;
+    let value = match done {
+        Ok(Json(value)) => Ok(value),
+        Err(e) => {
+            // Restate cancelled the invocation (or the step failed for good): the run stops as
+            // a cancelled run does, its history kept valid.
+            cancel.cancel();
+            Err(Error::Internal(if e.code() == 409 {
+                "the durable invocation was cancelled"
+            } else {
+                "the journal could not record a step"
+            }))
+        }
+    };
+    let _ = reply.send(value);
 }
 
 /// A turn boundary after the inbox's signal: everything queued, or the word to stop.
@@ -977,18 +1032,22 @@ mod tests {
         let earlier: Runs =
             serde_json::from_str(r#"{"started": 3, "going": {"run": "inv_1"}}"#).unwrap();
         assert_eq!((earlier.finished, earlier.paused), (0, None));
-        let paused = earlier.ended(true);
+        assert!(
+            !earlier.tail_cleared,
+            "an earlier release's run may have left a tail"
+        );
+        let paused = earlier.ended(true, true);
         assert!(paused.going.is_none());
         assert_eq!(
             (paused.started, paused.finished, paused.paused),
             (3, 0, Some(true))
         );
-        let finished = paused.ended(false);
+        let finished = paused.ended(false, true);
         assert_eq!((finished.finished, finished.paused), (1, Some(false)));
         let written = serde_json::to_value(&finished).unwrap();
         assert_eq!(
             written,
-            serde_json::json!({"started": 3, "finished": 1, "paused": false})
+            serde_json::json!({"started": 3, "finished": 1, "paused": false, "tail_cleared": true})
         );
     }
 }

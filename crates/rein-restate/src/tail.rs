@@ -1,24 +1,30 @@
-//! History that is never lost (issue #37): a run's messages reach the session's state as they
-//! are added, not only when the run ends.
+//! History that is never lost (issue #37): a run's messages reach the session's state while it
+//! runs, not only when it ends.
 //!
 //! The session's checkpoint (`session`) is written when a run ends. Meanwhile the run's
 //! [`TailBinding`] — the agent's session binding — sends every message added or rewritten to the
-//! handler, which writes it under its own key (`tail/0`, `tail/1`, …, after a `tail` record
-//! naming the run) with one `set` each: Restate applies a `set` as its journal entry is written,
-//! so what a run wrote before it was killed stays. The entries name the message's position and
-//! carry no message id (an id is random, and a replay must write the same bytes: Restate
-//! compares a replayed `set` with the journaled one); the run's end saves the checkpoint and
-//! clears the tail.
+//! handler, which keeps it in a [`TailWriter`] and writes what it holds as one chunk (`tail.0`,
+//! `tail.1`, …, each naming the run) with one `set` before the journaled step that needs it on
+//! record: before the run's first step (its input), before a tool call (its tool use, and what
+//! led to it), and before the first step after a tool call or an inbox take (the tool's result,
+//! the injected messages). Restate applies a `set` as its journal entry is written, so what a run
+//! wrote before it was killed stays. A model call has no effect outside the run: model turns that
+//! no tool call followed wait for the next such write or the run's end, which saves the
+//! checkpoint and clears the tail (a kill before then loses only what a rerun of the model would
+//! give again; the input stays, as it does when an agent is cancelled in process). The entries name the
+//! message's position and carry no message id (an id is random, and a replay must write the same
+//! bytes: Restate compares a replayed `set` with the journaled one).
 //!
 //! A tail found at a run's start, or by `session`, is what a run that never finished left
 //! ([`fold`]): its messages join the checkpoint (ids derived from the run and the position), the
 //! pause it went past is dropped, and tool uses left without results are closed as a session
-//! store's restore closes them.
+//! store's restore closes them. An earlier release wrote a record `tail` naming the run, then one
+//! key per entry (`tail/0`, `tail/1`, …): such a tail is read and cleared too.
 
 use std::collections::HashSet;
 use std::sync::Mutex;
 
-use rein_agent::{Checkpoint, SessionBinding};
+use rein_agent::{Checkpoint, SessionBinding, journal::StepKind};
 use rein_core::{
     ContentBlock, Error, Message, Role, id::MessageId, message::ToolResult, tool::BoxFuture,
 };
@@ -27,18 +33,157 @@ use tokio::sync::mpsc;
 
 use crate::object::Op;
 
-/// The key of the record naming the run whose tail follows.
-pub(crate) const TAIL: &str = "tail";
+/// The key of an earlier release's record naming the run whose entries follow.
+pub(crate) const LEGACY_HEAD: &str = "tail";
 
-/// The key of a tail's entry.
-pub(crate) fn entry_key(n: u64) -> String {
+/// The key of an earlier release's tail entry.
+pub(crate) fn legacy_entry_key(n: u64) -> String {
     format!("tail/{n}")
 }
 
-/// The run that writes the tail (its Restate invocation id).
+/// The key of a tail's chunk.
+pub(crate) fn chunk_key(n: u64) -> String {
+    format!("tail.{n}")
+}
+
+/// An earlier release's record naming the run whose entries follow (its Restate invocation id).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct TailHead {
+pub(crate) struct LegacyHead {
     pub(crate) run: String,
+}
+
+/// What one `set` of the tail writes: the run's entries since its previous chunk.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct TailChunk {
+    /// The run that wrote it (its Restate invocation id).
+    pub(crate) run: String,
+    pub(crate) entries: Vec<TailEntry>,
+}
+
+/// The keys a tail found in the state occupies (what clearing it clears).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct TailKeys {
+    /// Chunks `tail.0` to `tail.{chunks - 1}`.
+    pub(crate) chunks: u64,
+    /// An earlier release's tail: its head and this many entries.
+    pub(crate) legacy_entries: Option<u64>,
+}
+
+impl TailKeys {
+    /// The tail's keys among the state's `keys`: the chunks from `tail.0` on, and an earlier
+    /// release's head and its entries from `tail/0` on.
+    pub(crate) fn among(keys: &[String]) -> Self {
+        let present = |key: String| keys.contains(&key);
+        let run_of =
+            |key: fn(u64) -> String| (0u64..).take_while(|n| present(key(*n))).count() as u64;
+        Self {
+            chunks: run_of(chunk_key),
+            legacy_entries: present(LEGACY_HEAD.to_owned()).then(|| run_of(legacy_entry_key)),
+        }
+    }
+
+    /// Every key of the tail.
+    pub(crate) fn keys(self) -> impl Iterator<Item = String> {
+        let legacy = self.legacy_entries.map(|entries| {
+            (0..entries)
+                .map(legacy_entry_key)
+                .chain(std::iter::once(LEGACY_HEAD.to_owned()))
+        });
+        (0..self.chunks)
+            .map(chunk_key)
+            .chain(legacy.into_iter().flatten())
+    }
+}
+
+/// A tail read from the state: the run that left it, its entries in order, and its keys.
+pub(crate) struct FoundTail {
+    pub(crate) run: String,
+    pub(crate) entries: Vec<TailEntry>,
+    pub(crate) keys: TailKeys,
+}
+
+/// A run's tail as it writes it: the entries it has not written yet, those of the chunk it
+/// is filling, and how many chunks it began. A chunk is rewritten whole until it holds what a
+/// tool call or a take added (a turn's input and tool use, then with the result): one key per
+/// turn to clear at the end, and only the turn's opening entries are written twice.
+#[derive(Default)]
+pub(crate) struct TailWriter {
+    pending: Vec<TailEntry>,
+    /// The entries of the chunk being filled (written under the last key begun).
+    open: Vec<TailEntry>,
+    /// A tool ran, or the inbox was taken from, since the last chunk: what is pending records
+    /// it (a result, injected messages) and is written before the next step.
+    after_effect: bool,
+    chunks: u64,
+}
+
+impl TailWriter {
+    pub(crate) fn push(&mut self, entry: TailEntry) {
+        self.pending.push(entry);
+    }
+
+    /// A tool call or an inbox take has happened: the messages it adds are written before the
+    /// next step.
+    pub(crate) fn effect_happened(&mut self) {
+        self.after_effect = true;
+    }
+
+    /// The chunk to write before a journaled step of `kind`, if what is pending must be on
+    /// record by then: before the run's first step (its input: a run killed during its first
+    /// model call keeps the input, as an agent cancelled in process does), before a tool call,
+    /// and before any step after a tool call or a take (which closes the chunk). Before a later
+    /// model call that only the model's own turns led to, none: a kill during it loses nothing
+    /// that was done outside the run.
+    pub(crate) fn before_step(&mut self, kind: StepKind, run: &str) -> Option<(String, TailChunk)> {
+        if self.after_effect {
+            self.after_effect = false;
+            self.write(run, true)
+        } else if kind == StepKind::ToolCall || self.chunks == 0 {
+            self.write(run, false)
+        } else {
+            None
+        }
+    }
+
+    /// Everything pending, as the chunk's last write (the run ends without saving the
+    /// checkpoint).
+    pub(crate) fn take(&mut self, run: &str) -> Option<(String, TailChunk)> {
+        self.write(run, true)
+    }
+
+    /// The open chunk with what is pending added, when anything is; `close`: the next write
+    /// begins a new chunk.
+    fn write(&mut self, run: &str, close: bool) -> Option<(String, TailChunk)> {
+        let written = if self.pending.is_empty() {
+            None
+        } else {
+            if self.open.is_empty() {
+                self.chunks += 1;
+            }
+            self.open.append(&mut self.pending);
+            let chunk = TailChunk {
+                run: run.to_owned(),
+                entries: if close {
+                    std::mem::take(&mut self.open)
+                } else {
+                    self.open.clone()
+                },
+            };
+            Some((chunk_key(self.chunks - 1), chunk))
+        };
+        if close {
+            self.open.clear();
+        }
+        written
+    }
+
+    /// The keys written so far (what the run's end clears).
+    pub(crate) fn keys(&self) -> TailKeys {
+        TailKeys {
+            chunks: self.chunks,
+            legacy_entries: None,
+        }
+    }
 }
 
 /// One change to the history, at its position in it.
@@ -59,11 +204,7 @@ pub(crate) const TOOL_INTERRUPTED: &str = "Tool was interrupted.";
 /// An entry already in it (the run's end saved the checkpoint but was cut before clearing its
 /// tail) is skipped. A tail means its run went past the pause it may have started from: the
 /// pause is dropped (its answers were taken; asking again could run an approved tool twice).
-pub(crate) fn fold(
-    stored: Option<Checkpoint>,
-    head: &TailHead,
-    entries: Vec<TailEntry>,
-) -> Checkpoint {
+pub(crate) fn fold(stored: Option<Checkpoint>, run: &str, entries: Vec<TailEntry>) -> Checkpoint {
     let mut checkpoint = stored.unwrap_or_else(|| {
         Checkpoint::new(
             Vec::new(),
@@ -79,7 +220,7 @@ pub(crate) fn fold(
     for entry in entries {
         match entry {
             TailEntry::Added { index, message } if index >= checkpoint.messages.len() => {
-                let id = message_id(&head.run, index);
+                let id = message_id(run, index);
                 checkpoint.messages.push((id, message));
             }
             TailEntry::Added { .. } => {}
@@ -269,10 +410,81 @@ mod tests {
         }
     }
 
-    fn head() -> TailHead {
-        TailHead {
-            run: "inv-1".into(),
-        }
+    const RUN: &str = "inv-1";
+
+    fn added(index: usize, message: Message) -> TailEntry {
+        TailEntry::Added { index, message }
+    }
+
+    /// The input is written before the first model call; a model turn waits for the tool call
+    /// it leads to, which rewrites the chunk with it; the tool's result is added to that chunk
+    /// before the next step, whichever it is, and closes it; the model's last turn is left to
+    /// the run's end.
+    #[test]
+    fn a_chunk_is_written_at_the_start_before_a_tool_call_and_after_one_not_before_a_model_call() {
+        let mut tail = TailWriter::default();
+        tail.push(added(0, Message::user("steps 2")));
+        // The input, before the first model call: the open chunk's first write.
+        let (key, chunk) = tail.before_step(StepKind::ModelCall, RUN).unwrap();
+        assert_eq!((key.as_str(), chunk.entries.len()), ("tail.0", 1));
+        tail.push(added(1, tool_call("a")));
+        let (key, chunk) = tail.before_step(StepKind::ToolCall, RUN).unwrap();
+        assert_eq!(key, "tail.0");
+        assert_eq!(chunk.run, RUN);
+        assert_eq!(
+            chunk.entries,
+            vec![added(0, Message::user("steps 2")), added(1, tool_call("a"))]
+        );
+        tail.effect_happened();
+        tail.push(added(2, result("a")));
+        let (key, chunk) = tail.before_step(StepKind::ModelCall, RUN).unwrap();
+        assert_eq!((key.as_str(), chunk.entries.len()), ("tail.0", 3));
+        assert_eq!(chunk.entries[2], added(2, result("a")));
+        // The next turn begins a chunk of its own.
+        tail.push(added(3, tool_call("b")));
+        let (key, chunk) = tail.before_step(StepKind::ToolCall, RUN).unwrap();
+        assert_eq!((key.as_str(), chunk.entries.len()), ("tail.1", 1));
+        tail.effect_happened();
+        tail.push(added(4, result("b")));
+        let (key, chunk) = tail.before_step(StepKind::ModelCall, RUN).unwrap();
+        assert_eq!((key.as_str(), chunk.entries.len()), ("tail.1", 2));
+        tail.push(added(5, Message::assistant("Finished 2 steps.")));
+        assert_eq!(tail.before_step(StepKind::ModelCall, RUN), None);
+        assert_eq!(
+            tail.keys().keys().collect::<Vec<_>>(),
+            vec!["tail.0", "tail.1"]
+        );
+        // The run ends unsaved: what is left is written.
+        let (key, chunk) = tail.take(RUN).unwrap();
+        assert_eq!((key.as_str(), chunk.entries.len()), ("tail.2", 1));
+        assert_eq!(tail.take(RUN), None);
+    }
+
+    /// The tail's keys are found among the state's, an earlier release's too, and clearing
+    /// them clears each (an earlier release's head and every entry of it).
+    #[test]
+    fn a_tail_is_found_among_the_state_keys_and_cleared_key_by_key() {
+        let state = |keys: &[&str]| keys.iter().map(|k| (*k).to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            TailKeys::among(&state(&["session", "runs", "last_run"])),
+            TailKeys::default()
+        );
+        assert_eq!(
+            TailKeys::among(&state(&["tail.1", "session", "tail.0", "tail.3"])).chunks,
+            2
+        );
+        let keys = TailKeys::among(&state(&["tail/1", "tail", "tail.0", "tail/0", "tail10"]));
+        assert_eq!(
+            keys,
+            TailKeys {
+                chunks: 1,
+                legacy_entries: Some(2),
+            }
+        );
+        assert_eq!(
+            keys.keys().collect::<Vec<_>>(),
+            vec!["tail.0", "tail/0", "tail/1", "tail"]
+        );
     }
 
     #[test]
@@ -297,7 +509,7 @@ mod tests {
                 message: tool_call("b"),
             },
         ];
-        let folded = fold(Some(stored), &head(), entries.clone());
+        let folded = fold(Some(stored), RUN, entries.clone());
         let texts: Vec<String> = folded
             .messages
             .iter()
@@ -314,12 +526,12 @@ mod tests {
                 serde_json::Value::Null,
                 None,
             )),
-            &head(),
+            RUN,
             entries.clone(),
         );
         assert_eq!(again.messages, folded.messages);
         // Folded into a checkpoint that already holds it: nothing added twice.
-        let twice = fold(Some(folded.clone()), &head(), entries);
+        let twice = fold(Some(folded.clone()), RUN, entries);
         assert_eq!(twice.messages.len(), folded.messages.len());
     }
 }

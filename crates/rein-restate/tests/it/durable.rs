@@ -739,19 +739,24 @@ async fn inbox_calls(restate: &Restate, session: &str, handler: &str) -> u64 {
 /// The session's invocations that Restate knows of, of both objects, by handler.
 async fn session_calls(restate: &Restate, session: &str) -> BTreeMap<String, u64> {
     let query = format!(
-        "SELECT target_service_name || '/' || target_handler_name AS h, count(*) AS n FROM \
-         sys_invocation WHERE target_service_key = '{session}' GROUP BY h"
+        "SELECT target_service_name || '/' || target_handler_name AS k, count(*) AS n FROM \
+         sys_invocation WHERE target_service_key = '{session}' GROUP BY k"
     );
-    admin_query(restate, &query)
+    admin_counts(restate, &query).await
+}
+
+/// The counts (`n`) by key (`k`) an SQL query of Restate's admin API answers.
+async fn admin_counts(restate: &Restate, query: &str) -> BTreeMap<String, u64> {
+    admin_map(restate, query, "k", "n")
         .await
-        .iter()
-        .map(|row| {
-            (
-                row["h"].as_str().unwrap().to_owned(),
-                row["n"].as_u64().unwrap(),
-            )
-        })
+        .into_iter()
+        .map(|(k, n)| (k, n.as_u64().unwrap()))
         .collect()
+}
+
+/// Expected counts, by key.
+fn counts(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
+    pairs.iter().map(|(k, n)| ((*k).to_owned(), *n)).collect()
 }
 
 /// Issue #37 (a run's fixed cost): an invoke asks its own object whether a run goes — no call
@@ -771,11 +776,27 @@ async fn a_run_nobody_injects_into_is_two_invocations_and_calls_no_inbox() {
         .unwrap();
     assert_eq!(report.text, "Finished 1 steps.");
     let calls = session_calls(&restate, "one").await;
-    let expected: BTreeMap<String, u64> = [("ReinAgent/invoke", 1), ("ReinAgent/run_input", 1)]
-        .into_iter()
-        .map(|(h, n)| (h.to_owned(), n))
-        .collect();
-    assert_eq!(calls, expected);
+    assert_eq!(
+        calls,
+        counts(&[("ReinAgent/invoke", 1), ("ReinAgent/run_input", 1)])
+    );
+    // Inside the run, what its state costs (issue #37): `runs` and the state's key list read
+    // (a new session: no checkpoint to get, no tail found), `runs` written at the start and the
+    // end, the tail's one chunk written with the input before the first model call, again with
+    // the tool use before the tool and again with the result, the checkpoint and the report
+    // saved, and the one chunk cleared.
+    let query = "SELECT j.entry_type AS k, count(*) AS n FROM sys_journal j JOIN sys_invocation \
+                 i ON j.id = i.id WHERE i.target_service_key = 'one' AND \
+                 i.target_handler_name = 'run_input' AND j.entry_type LIKE '%State%' GROUP BY k";
+    assert_eq!(
+        admin_counts(&restate, query).await,
+        counts(&[
+            ("Command: GetEagerState", 1),
+            ("Command: GetEagerStateKeys", 1),
+            ("Command: SetState", 7),
+            ("Command: ClearState", 1),
+        ])
+    );
 }
 
 /// SPEC §5 across processes, with an inbox that is not told when runs end: what was queued for

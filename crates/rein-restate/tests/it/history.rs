@@ -5,10 +5,10 @@
 
 use crate::common;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use common::*;
-use rein_core::{ContentBlock, Message, id::MessageId, stream::StopReason};
+use rein_core::{ContentBlock, Message, Role, id::MessageId, message::ToolUse, stream::StopReason};
 use rein_restate::{Client, wire::InvokeRequest};
 
 /// The tool uses and the ids of their results, in the history.
@@ -32,6 +32,16 @@ fn calls(messages: &[(MessageId, Message)]) -> (BTreeSet<String>, BTreeSet<Strin
         }
     }
     (uses, results)
+}
+
+/// Kills `session`'s run through Restate's admin API and waits until it has ended.
+async fn kill_the_run(restate: &Restate, session: &str) {
+    let run = running_run(restate, session).await.expect("the run goes");
+    kill_invocation(restate, &run).await;
+    wait_until("the run ended", async || {
+        running_run(restate, session).await.is_none()
+    })
+    .await;
 }
 
 /// Every tool use answered; every ledger line's call answered with its result — but the last
@@ -74,12 +84,7 @@ async fn a_killed_run_keeps_every_completed_tool_call() {
         .await
         .unwrap();
     wait_until("3 ledger lines", async || ledger_lines(&ledger).len() >= 3).await;
-    let run = running_run(&restate, "k").await.expect("the run goes");
-    kill_invocation(&restate, &run).await;
-    wait_until("the run ended", async || {
-        running_run(&restate, "k").await.is_none()
-    })
-    .await;
+    kill_the_run(&restate, "k").await;
     let done = ledger_lines(&ledger);
     assert!(done.len() < 200, "killed before its end");
 
@@ -96,6 +101,44 @@ async fn a_killed_run_keeps_every_completed_tool_call() {
     let view = client.session("k").await.unwrap();
     assert_history_holds(&view.messages, &done);
     assert_eq!(ledger_lines(&ledger).len(), done.len(), "nothing ran again");
+}
+
+/// A run killed during its first model call keeps its input (written before that call), as an
+/// agent cancelled in process does; the next run starts after it. Nothing else of the run is
+/// there: its model call never ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_killed_in_its_first_model_call_keeps_its_input() {
+    let Some(restate) = Restate::start("killed-input").await else {
+        return;
+    };
+    let _worker = Worker::start(
+        &restate,
+        WorkerOptions {
+            model_delay_ms: 60_000,
+            ..Default::default()
+        },
+    )
+    .await;
+    let client = Client::new(&restate.ingress).unwrap();
+    client
+        .start("i", InvokeRequest::text("say first"))
+        .await
+        .unwrap();
+    wait_until("the input is on record", async || {
+        client
+            .session("i")
+            .await
+            .is_ok_and(|v| v.messages.iter().any(|(_, m)| m.text() == "say first"))
+    })
+    .await;
+    kill_the_run(&restate, "i").await;
+    let view = client.session("i").await.unwrap();
+    let texts: Vec<(Role, String)> = view
+        .messages
+        .iter()
+        .map(|(_, m)| (m.role, m.text()))
+        .collect();
+    assert_eq!(texts, vec![(Role::User, "say first".to_owned())]);
 }
 
 /// A run on a deployment that is gone (its only worker killed; a new worker is another
@@ -289,4 +332,88 @@ async fn a_cancel_at_any_point_keeps_the_result_of_every_tool_that_ran() {
         assert_eq!(results, ran, "{session}: results are the ledger's calls");
         assert_eq!(uses, ran, "{session}: every tool use ran and was answered");
     }
+}
+
+/// The session's state as Restate's admin API reports it: each key with its value as text.
+async fn state_of(restate: &Restate, session: &str) -> BTreeMap<String, String> {
+    let query = format!(
+        "SELECT key, value_utf8 FROM state WHERE service_name = 'ReinAgent' AND \
+         service_key = '{session}'"
+    );
+    admin_map(restate, &query, "key", "value_utf8")
+        .await
+        .into_iter()
+        .map(|(key, value)| (key, value.as_str().unwrap().to_owned()))
+        .collect()
+}
+
+/// An earlier release's tail — a record `tail` naming the run, then one key per message,
+/// `tail/0`, … — left by a run that never ended (and no `runs` record, as before session 21):
+/// the next run folds it into the session (its open tool use answered as interrupted) and
+/// clears it; its own tail is cleared at its end too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_earlier_releases_tail_joins_the_history_of_the_next_run() {
+    let Some(restate) = Restate::start("legacy-tail").await else {
+        return;
+    };
+    let _worker = Worker::start(&restate, WorkerOptions::default()).await;
+    let client = Client::new(&restate.ingress).unwrap();
+    let first = client
+        .invoke("old", InvokeRequest::text("say hi"))
+        .await
+        .unwrap();
+    assert_eq!(first.text, "You said: say hi");
+    let mut state = state_of(&restate, "old").await;
+    assert!(
+        state.keys().all(|k| !k.starts_with("tail")),
+        "the run's end cleared its tail: {state:?}"
+    );
+    state.remove("runs");
+    let tool_use = Message {
+        role: Role::Assistant,
+        content: vec![ContentBlock::ToolUse(Box::new(ToolUse::new(
+            "legacy-1",
+            "ledger",
+            serde_json::json!({}),
+        )))],
+    };
+    state.insert("tail".into(), r#"{"run": "inv_legacy"}"#.into());
+    state.insert(
+        "tail/0".into(),
+        serde_json::json!({"added": {"index": 2, "message": tool_use}}).to_string(),
+    );
+    let new_state: serde_json::Map<String, serde_json::Value> = state
+        .iter()
+        .map(|(k, v)| (k.clone(), serde_json::json!(v.as_bytes())))
+        .collect();
+    let response = reqwest_client()
+        .post(format!("{}/services/ReinAgent/state", restate.admin))
+        .header("content-type", "application/json")
+        .body(serde_json::json!({"object_key": "old", "new_state": new_state}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_success(), "{response:?}");
+    wait_until("the state replaced", async || {
+        state_of(&restate, "old").await.contains_key("tail/0")
+    })
+    .await;
+
+    let next = answered(client.invoke("old", InvokeRequest::text("steps 1")))
+        .await
+        .unwrap();
+    assert_eq!(next.text, "Finished 1 steps.");
+    let view = client.session("old").await.unwrap();
+    let (uses, results) = calls(&view.messages);
+    assert!(uses.contains("legacy-1"), "{uses:?}");
+    assert!(
+        results.contains("legacy-1 (Tool was interrupted.)"),
+        "{results:?}"
+    );
+    assert_eq!(uses.len(), 2, "the legacy call and the new run's: {uses:?}");
+    let state = state_of(&restate, "old").await;
+    assert!(
+        state.keys().all(|k| !k.starts_with("tail")),
+        "both tails cleared: {state:?}"
+    );
 }

@@ -390,6 +390,20 @@ pub async fn admin_query(restate: &Restate, query: &str) -> Vec<serde_json::Valu
     }
 }
 
+/// The rows of an SQL query as a map: column `key`'s text to column `value`.
+pub async fn admin_map(
+    restate: &Restate,
+    query: &str,
+    key: &str,
+    value: &str,
+) -> std::collections::BTreeMap<String, serde_json::Value> {
+    admin_query(restate, query)
+        .await
+        .into_iter()
+        .map(|row| (row[key].as_str().unwrap().to_owned(), row[value].clone()))
+        .collect()
+}
+
 /// An invocation's status as Restate's admin API reports it (`completed`, `running`,
 /// `backing-off`...): answered by the server alone, with no worker serving.
 pub async fn invocation_status(restate: &Restate, invocation: &str) -> String {
