@@ -22,12 +22,11 @@ use crate::stream::AgentEvent;
 use crate::telemetry::int;
 
 impl Driver<'_> {
-    /// Turns the run's outcome into its result (which [`Agent::end`] then delivers).
-    pub(super) async fn finish(
-        mut self,
-        outcome: Outcome,
-        started: Instant,
-    ) -> Result<AgentResult, Error> {
+    /// The run has stopped on `outcome`: what is still queued is settled and the duration
+    /// taken. Whether the conversation manager runs after it (a run that ended or paused with
+    /// its history as the result shows it; not a failure, a cancel, or a held request: that
+    /// history must match what was approved).
+    pub(super) fn stopped(&mut self, outcome: &Outcome, started: Instant) -> bool {
         self.agent.cancel.end();
         // A run paused on interrupts has not ended: what is queued waits for the resume.
         // Whatever is still queued when the run ends is rejected, exactly once.
@@ -46,10 +45,7 @@ impl Driver<'_> {
             self.reject_injection(&item.message, item.id, reason);
         }
         self.inv.metrics.duration = started.elapsed();
-        // The conversation manager runs after a run that ended or paused with its history
-        // as the result shows it (not after a failure, a cancel, or a held request: that
-        // history must match what was approved).
-        let managed = matches!(
+        matches!(
             outcome,
             Outcome::Reply { .. }
                 | Outcome::Stored { .. }
@@ -57,35 +53,40 @@ impl Driver<'_> {
                 | Outcome::Held { .. }
                 | Outcome::HeldInput { .. }
                 | Outcome::CancelledAfterTools
-        );
-        let mut result = self.outcome_result(outcome).await;
-        if managed && let Ok(r) = &mut result {
-            // The manager's summary, then its apply. Only the summary's step is boxed (layout
-            // rule 1): a run whose manager asks for none allocates nothing here.
-            if let Some(request) = self.summary_request() {
-                Box::pin(self.summarize(request, r)).await;
-            }
-            self.agent.apply_conversation_manager();
-        }
-        result
+        )
     }
 
-    /// The result of the run's outcome (before the conversation manager runs).
-    async fn outcome_result(&mut self, outcome: Outcome) -> Result<AgentResult, Error> {
+    /// A run cut off (failed or cancelled) answers the tool uses of the tool phase it was cut
+    /// off in; a cancel withdraws the response streaming. Only such a run awaits this (boxed,
+    /// layout rule 1), so the common path builds no future to finish.
+    pub(super) async fn repair(&mut self, outcome: &Outcome) -> Result<(), Error> {
         match outcome {
-            Outcome::Failed(e) => {
-                // Boxed (layout rule 1).
-                let _ = Box::pin(self.close_tool_phase(TOOL_INTERRUPTED)).await;
-                Err(e)
+            Outcome::Failed(_) => {
+                // The failure is the result: an error repairing is dropped.
+                let _ = self.close_tool_phase(TOOL_INTERRUPTED).await;
+                Ok(())
             }
             Outcome::Cancelled => {
                 if self.inv.streaming_response {
                     self.sink.discard("cancelled".into(), None);
                 }
-                let repaired = Box::pin(self.close_tool_phase(TOOL_CANCELLED)).await;
-                repaired
-                    .map(|()| self.result(StopReason::Cancelled, self.agent.cancelled_message()))
+                self.close_tool_phase(TOOL_CANCELLED).await
             }
+            _ => Ok(()),
+        }
+    }
+
+    /// The result of the run's outcome (before the conversation manager runs), written once
+    /// into the caller's place; `repaired` is what [`repair`](Self::repair) came to.
+    pub(super) fn outcome_result(
+        &mut self,
+        outcome: Outcome,
+        repaired: Result<(), Error>,
+    ) -> Result<AgentResult, Error> {
+        match outcome {
+            Outcome::Failed(e) => Err(e),
+            Outcome::Cancelled => repaired
+                .map(|()| self.result(StopReason::Cancelled, self.agent.cancelled_message())),
             Outcome::Reply {
                 message,
                 stop_reason,

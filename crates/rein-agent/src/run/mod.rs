@@ -253,13 +253,28 @@ impl Agent {
             })
             .await
         };
-        // Two futures one after the other (layout rule 3).
-        let driver = Driver {
+        // Finished here, not in a future of its own: the outcome and the result are then
+        // written once in this future's state instead of moved into another's and out (each
+        // move a copy); the steps that await are boxed and taken by few runs.
+        let mut driver = Driver {
             agent: self,
             inv: &mut inv,
             sink: &sink,
         };
-        let result = driver.finish(outcome, started).await;
+        let managed = driver.stopped(&outcome, started);
+        let repaired = match outcome {
+            Outcome::Failed(_) | Outcome::Cancelled => Box::pin(driver.repair(&outcome)).await,
+            _ => Ok(()),
+        };
+        let mut result = driver.outcome_result(outcome, repaired);
+        if managed && let Ok(r) = &mut result {
+            // The manager's summary, then its apply. Only the summary's step is boxed (layout
+            // rule 1): a run whose manager asks for none allocates nothing here.
+            if let Some(request) = driver.summary_request() {
+                Box::pin(driver.summarize(request, r)).await;
+            }
+            driver.agent.apply_conversation_manager();
+        }
         if self.ends_plainly() {
             self.ending(&inv.cx);
             finish::record_end(&span, &result);
