@@ -181,7 +181,10 @@ impl Driver<'_> {
                     Ok(StepReport::Done)
                 }
                 Step::EndTurn { text, record } => self.end_turn(text, record).await,
-                Step::Accept { response, edited } => self.accept(response, edited).await,
+                Step::Accept { response, edited } => match self.accept_now(response, edited) {
+                    Ok(report) => Ok(report),
+                    Err(accepting) => self.accept(accepting).await,
+                },
                 Step::RunTools {
                     index,
                     model_call_index,
