@@ -17,6 +17,7 @@ use super::machine::Outcome;
 use super::{Driver, listeners};
 use crate::agent::{Agent, CANCELLED_BY_USER};
 use crate::checkpoint::{Pause, ResponsePause};
+use crate::conversation::SummaryRequest;
 use crate::history::{TOOL_CANCELLED, TOOL_INTERRUPTED};
 use crate::stream::AgentEvent;
 use crate::telemetry::int;
@@ -74,6 +75,20 @@ impl Driver<'_> {
             }
             _ => Ok(()),
         }
+    }
+
+    /// The conversation manager's summary `request` written, its decisions and usage put in
+    /// `result`. By value, result and all (boxed by the caller, layout rule 1): the run then
+    /// carries the result across no await of its own.
+    pub(super) async fn summarized(
+        mut self,
+        request: SummaryRequest,
+        mut result: Result<AgentResult, Error>,
+    ) -> Result<AgentResult, Error> {
+        if let Ok(r) = &mut result {
+            self.summarize(request, r).await;
+        }
+        result
     }
 
     /// The result of the run's outcome (before the conversation manager runs), written once

@@ -237,46 +237,58 @@ impl Agent {
         };
         let cancel = self.cancel.begin();
         let started = Instant::now();
-        let outcome = {
-            // The run's span is the parent of its chat, execute_tool and run_guardrail spans:
-            // entered at each poll of the steps (not through `Instrument`, whose move copied
-            // the whole run future). A cancel wins over a step that is ready at the same poll.
-            let driver = Driver {
+        // Finished here, not in a future of its own: the result is written once, into this
+        // future's state, instead of moved into another future and out (each move a copy).
+        // The outcome and its driver live in this block only, and the result is carried across
+        // no await (the summary's step takes it and gives it back): carried across two, a
+        // local keeps a place of its own in the future (424 B more, measured).
+        let managed;
+        let mut result = {
+            let outcome = {
+                // The run's span is the parent of its chat, execute_tool and run_guardrail
+                // spans: entered at each poll of the steps (not through `Instrument`, whose move
+                // copied the whole run future). A cancel wins over a step that is ready at the
+                // same poll.
+                let driver = Driver {
+                    agent: self,
+                    inv: &mut inv,
+                    sink: &sink,
+                };
+                let mut drive = std::pin::pin!(driver.drive());
+                std::future::poll_fn(|cx| {
+                    if cancel.as_ref().is_some_and(|c| c.poll_cancelled(cx)) {
+                        return Poll::Ready(Outcome::Cancelled);
+                    }
+                    let _entered = span.enter();
+                    drive.as_mut().poll(cx)
+                })
+                .await
+            };
+            let mut driver = Driver {
                 agent: self,
                 inv: &mut inv,
                 sink: &sink,
             };
-            let mut drive = std::pin::pin!(driver.drive());
-            std::future::poll_fn(|cx| {
-                if cancel.as_ref().is_some_and(|c| c.poll_cancelled(cx)) {
-                    return Poll::Ready(Outcome::Cancelled);
-                }
-                let _entered = span.enter();
-                drive.as_mut().poll(cx)
-            })
-            .await
+            managed = driver.stopped(&outcome, started);
+            // Boxed (layout rule 1): only a failed or cancelled run has something to repair.
+            let repaired = match outcome {
+                Outcome::Failed(_) | Outcome::Cancelled => Box::pin(driver.repair(&outcome)).await,
+                _ => Ok(()),
+            };
+            driver.outcome_result(outcome, repaired)
         };
-        // Finished here, not in a future of its own: the outcome and the result are then
-        // written once in this future's state instead of moved into another's and out (each
-        // move a copy); the steps that await are boxed and taken by few runs.
-        let mut driver = Driver {
-            agent: self,
-            inv: &mut inv,
-            sink: &sink,
-        };
-        let managed = driver.stopped(&outcome, started);
-        let repaired = match outcome {
-            Outcome::Failed(_) | Outcome::Cancelled => Box::pin(driver.repair(&outcome)).await,
-            _ => Ok(()),
-        };
-        let mut result = driver.outcome_result(outcome, repaired);
-        if managed && let Ok(r) = &mut result {
-            // The manager's summary, then its apply. Only the summary's step is boxed (layout
-            // rule 1): a run whose manager asks for none allocates nothing here.
+        if managed && matches!(result, Ok(_)) {
+            let mut driver = Driver {
+                agent: self,
+                inv: &mut inv,
+                sink: &sink,
+            };
+            // Only the summary's step is boxed (layout rule 1): a run whose manager asks for
+            // none allocates nothing here.
             if let Some(request) = driver.summary_request() {
-                Box::pin(driver.summarize(request, r)).await;
+                result = Box::pin(driver.summarized(request, result)).await;
             }
-            driver.agent.apply_conversation_manager();
+            self.apply_conversation_manager();
         }
         if self.ends_plainly() {
             self.ending(&inv.cx);
