@@ -239,9 +239,10 @@ impl Agent {
         let started = Instant::now();
         // Finished here, not in a future of its own: the result is written once, into this
         // future's state, instead of moved into another future and out (each move a copy).
-        // The outcome and its driver live in this block only, and the result is carried across
-        // no await (the summary's step takes it and gives it back): carried across two, a
-        // local keeps a place of its own in the future (424 B more, measured).
+        // The outcome and its driver live in this block only, and the result is neither carried
+        // nor borrowed across an await (the summary's step takes it and gives it back): a local
+        // live or borrowed across two awaits keeps a place of its own in the future (424 B more,
+        // measured).
         let managed;
         let mut result = {
             let outcome = {
@@ -277,6 +278,9 @@ impl Agent {
             };
             driver.outcome_result(outcome, repaired)
         };
+        // Matched, not `is_ok()`: a borrow would keep the result's place in the future across
+        // the awaits below (1 520 B instead of 1 208).
+        #[allow(clippy::redundant_pattern_matching)]
         if managed && matches!(result, Ok(_)) {
             let mut driver = Driver {
                 agent: self,
