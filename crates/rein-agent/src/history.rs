@@ -119,6 +119,27 @@ impl History {
         Ok(idx)
     }
 
+    /// Appends a message at once when storing it awaits nothing — no session to persist it
+    /// to, no `MessageAdded` hook (the stream still hears of it) — and returns its index; else
+    /// hands it back for [`add`](Self::add). The common step then builds no future.
+    pub(crate) fn add_now(
+        &mut self,
+        message: Message,
+        to: &Listeners<'_>,
+    ) -> Result<usize, Message> {
+        if self.session.is_some() || to.hooks.has::<MessageAddedEvent>() {
+            return Err(message);
+        }
+        let (idx, id) = self.conv.push(message);
+        if let Some(message) = self.conv.get(idx) {
+            to.sink.emit(|| AgentEvent::MessageAdded {
+                id,
+                message: message.clone(),
+            });
+        }
+        Ok(idx)
+    }
+
     /// Appends messages in order, user content through [`append_user`](Self::append_user).
     pub(crate) async fn add_all(
         &mut self,

@@ -143,6 +143,9 @@ impl InjectionRecord {
 
 impl AgentResult {
     /// A result.
+    // Inlined across crates: a caller that assigns the other fields then drops no empty
+    // values it was given (the run builds one per invocation).
+    #[inline]
     pub fn new(stop_reason: StopReason, message: Message, invocation_id: InvocationId) -> Self {
         Self {
             stop_reason,

@@ -17,17 +17,17 @@ use super::machine::Outcome;
 use super::{Driver, listeners};
 use crate::agent::{Agent, CANCELLED_BY_USER};
 use crate::checkpoint::{Pause, ResponsePause};
+use crate::conversation::SummaryRequest;
 use crate::history::{TOOL_CANCELLED, TOOL_INTERRUPTED};
 use crate::stream::AgentEvent;
 use crate::telemetry::int;
 
 impl Driver<'_> {
-    /// Turns the run's outcome into its result (which [`Agent::end`] then delivers).
-    pub(super) async fn finish(
-        mut self,
-        outcome: Outcome,
-        started: Instant,
-    ) -> Result<AgentResult, Error> {
+    /// The run has stopped on `outcome`: what is still queued is settled and the duration
+    /// taken. Whether the conversation manager runs after it (a run that ended or paused with
+    /// its history as the result shows it; not a failure, a cancel, or a held request: that
+    /// history must match what was approved).
+    pub(super) fn stopped(&mut self, outcome: &Outcome, started: Instant) -> bool {
         self.agent.cancel.end();
         // A run paused on interrupts has not ended: what is queued waits for the resume.
         // Whatever is still queued when the run ends is rejected, exactly once.
@@ -46,10 +46,7 @@ impl Driver<'_> {
             self.reject_injection(&item.message, item.id, reason);
         }
         self.inv.metrics.duration = started.elapsed();
-        // The conversation manager runs after a run that ended or paused with its history
-        // as the result shows it (not after a failure, a cancel, or a held request: that
-        // history must match what was approved).
-        let managed = matches!(
+        matches!(
             outcome,
             Outcome::Reply { .. }
                 | Outcome::Stored { .. }
@@ -57,35 +54,54 @@ impl Driver<'_> {
                 | Outcome::Held { .. }
                 | Outcome::HeldInput { .. }
                 | Outcome::CancelledAfterTools
-        );
-        let mut result = self.outcome_result(outcome).await;
-        if managed && let Ok(r) = &mut result {
-            // The manager's summary, then its apply. Only the summary's step is boxed (layout
-            // rule 1): a run whose manager asks for none allocates nothing here.
-            if let Some(request) = self.summary_request() {
-                Box::pin(self.summarize(request, r)).await;
-            }
-            self.agent.apply_conversation_manager();
-        }
-        result
+        )
     }
 
-    /// The result of the run's outcome (before the conversation manager runs).
-    async fn outcome_result(&mut self, outcome: Outcome) -> Result<AgentResult, Error> {
+    /// A run cut off (failed or cancelled) answers the tool uses of the tool phase it was cut
+    /// off in; a cancel withdraws the response streaming. Only such a run awaits this (boxed,
+    /// layout rule 1), so the common path builds no future to finish.
+    pub(super) async fn repair(&mut self, outcome: &Outcome) -> Result<(), Error> {
         match outcome {
-            Outcome::Failed(e) => {
-                // Boxed (layout rule 1).
-                let _ = Box::pin(self.close_tool_phase(TOOL_INTERRUPTED)).await;
-                Err(e)
+            Outcome::Failed(_) => {
+                // The failure is the result: an error repairing is dropped.
+                let _ = self.close_tool_phase(TOOL_INTERRUPTED).await;
+                Ok(())
             }
             Outcome::Cancelled => {
                 if self.inv.streaming_response {
                     self.sink.discard("cancelled".into(), None);
                 }
-                let repaired = Box::pin(self.close_tool_phase(TOOL_CANCELLED)).await;
-                repaired
-                    .map(|()| self.result(StopReason::Cancelled, self.agent.cancelled_message()))
+                self.close_tool_phase(TOOL_CANCELLED).await
             }
+            _ => Ok(()),
+        }
+    }
+
+    /// The conversation manager's summary `request` written, its decisions and usage put in
+    /// `result`. By value, result and all (boxed by the caller, layout rule 1): the run then
+    /// carries the result across no await of its own.
+    pub(super) async fn summarized(
+        mut self,
+        request: SummaryRequest,
+        mut result: Result<AgentResult, Error>,
+    ) -> Result<AgentResult, Error> {
+        if let Ok(r) = &mut result {
+            self.summarize(request, r).await;
+        }
+        result
+    }
+
+    /// The result of the run's outcome (before the conversation manager runs), written once
+    /// into the caller's place; `repaired` is what [`repair`](Self::repair) came to.
+    pub(super) fn outcome_result(
+        &mut self,
+        outcome: Outcome,
+        repaired: Result<(), Error>,
+    ) -> Result<AgentResult, Error> {
+        match outcome {
+            Outcome::Failed(e) => Err(e),
+            Outcome::Cancelled => repaired
+                .map(|()| self.result(StopReason::Cancelled, self.agent.cancelled_message())),
             Outcome::Reply {
                 message,
                 stop_reason,
@@ -191,6 +207,9 @@ impl Driver<'_> {
     }
 
     /// The result, with what the invocation accumulated.
+    // Inlined into each arm: built in the caller's place, not built here and copied there
+    // (312 B).
+    #[inline(always)]
     fn result(&mut self, stop_reason: StopReason, message: Message) -> AgentResult {
         let mut r = AgentResult::new(stop_reason, message, self.inv.cx.invocation_id);
         r.usage = *self.inv.run.usage();

@@ -181,7 +181,10 @@ impl Driver<'_> {
                     Ok(StepReport::Done)
                 }
                 Step::EndTurn { text, record } => self.end_turn(text, record).await,
-                Step::Accept { response, edited } => self.accept(response, edited).await,
+                Step::Accept { response, edited } => match self.accept_now(response, edited) {
+                    Ok(report) => Ok(report),
+                    Err(accepting) => self.accept(accepting).await,
+                },
                 Step::RunTools {
                     index,
                     model_call_index,
@@ -234,32 +237,63 @@ impl Agent {
         };
         let cancel = self.cancel.begin();
         let started = Instant::now();
-        let outcome = {
-            // The run's span is the parent of its chat, execute_tool and run_guardrail spans:
-            // entered at each poll of the steps (not through `Instrument`, whose move copied
-            // the whole run future). A cancel wins over a step that is ready at the same poll.
-            let driver = Driver {
+        // Finished here, not in a future of its own: the result is written once, into this
+        // future's state, instead of moved into another future and out (each move a copy).
+        // The outcome and its driver live in this block only, and the result is neither carried
+        // nor borrowed across an await (the summary's step takes it and gives it back): a local
+        // live or borrowed across two awaits keeps a place of its own in the future (424 B more,
+        // measured).
+        let managed;
+        let mut result = {
+            let outcome = {
+                // The run's span is the parent of its chat, execute_tool and run_guardrail
+                // spans: entered at each poll of the steps (not through `Instrument`, whose move
+                // copied the whole run future). A cancel wins over a step that is ready at the
+                // same poll.
+                let driver = Driver {
+                    agent: self,
+                    inv: &mut inv,
+                    sink: &sink,
+                };
+                let mut drive = std::pin::pin!(driver.drive());
+                std::future::poll_fn(|cx| {
+                    if cancel.as_ref().is_some_and(|c| c.poll_cancelled(cx)) {
+                        return Poll::Ready(Outcome::Cancelled);
+                    }
+                    let _entered = span.enter();
+                    drive.as_mut().poll(cx)
+                })
+                .await
+            };
+            let mut driver = Driver {
                 agent: self,
                 inv: &mut inv,
                 sink: &sink,
             };
-            let mut drive = std::pin::pin!(driver.drive());
-            std::future::poll_fn(|cx| {
-                if cancel.as_ref().is_some_and(|c| c.poll_cancelled(cx)) {
-                    return Poll::Ready(Outcome::Cancelled);
-                }
-                let _entered = span.enter();
-                drive.as_mut().poll(cx)
-            })
-            .await
+            managed = driver.stopped(&outcome, started);
+            // Boxed (layout rule 1): only a failed or cancelled run has something to repair.
+            let repaired = match outcome {
+                Outcome::Failed(_) | Outcome::Cancelled => Box::pin(driver.repair(&outcome)).await,
+                _ => Ok(()),
+            };
+            driver.outcome_result(outcome, repaired)
         };
-        // Two futures one after the other (layout rule 3).
-        let driver = Driver {
-            agent: self,
-            inv: &mut inv,
-            sink: &sink,
-        };
-        let result = driver.finish(outcome, started).await;
+        // Matched, not `is_ok()`: a borrow would keep the result's place in the future across
+        // the awaits below (1 520 B instead of 1 208).
+        #[allow(clippy::redundant_pattern_matching)]
+        if managed && matches!(result, Ok(_)) {
+            let mut driver = Driver {
+                agent: self,
+                inv: &mut inv,
+                sink: &sink,
+            };
+            // Only the summary's step is boxed (layout rule 1): a run whose manager asks for
+            // none allocates nothing here.
+            if let Some(request) = driver.summary_request() {
+                result = Box::pin(driver.summarized(request, result)).await;
+            }
+            self.apply_conversation_manager();
+        }
         if self.ends_plainly() {
             self.ending(&inv.cx);
             finish::record_end(&span, &result);

@@ -443,12 +443,13 @@ impl Driver<'_> {
     }
 
     /// Stores the accepted response; the stream learns that the deltas it showed stand (or were
-    /// rewritten).
-    pub(super) async fn accept(
+    /// rewritten). Stored at once when that awaits nothing (most agents: the step then builds
+    /// no future); else what is left to store is handed back for [`accept`](Self::accept).
+    pub(super) fn accept_now(
         &mut self,
         response: ModelResponse,
         edited: bool,
-    ) -> Result<StepReport, Error> {
+    ) -> Result<StepReport, Accepting> {
         self.sink.verdict(true);
         if edited {
             self.sink.emit(|| AgentEvent::ResponseReplaced {
@@ -457,14 +458,42 @@ impl Driver<'_> {
         }
         let has_tool_use = response.message.has_tool_use();
         let to = listeners(&self.agent.core.settings.hooks, self.inv, self.sink);
-        let index = self.agent.history.add(response.message, &to).await?;
+        match self.agent.history.add_now(response.message, &to) {
+            Ok(index) => Ok(StepReport::Accepted {
+                index,
+                stop_reason: response.stop_reason,
+                has_tool_use,
+                invalid_inputs: response.invalid_tool_inputs,
+            }),
+            Err(message) => Err(Accepting {
+                message,
+                stop_reason: response.stop_reason,
+                has_tool_use,
+                invalid_inputs: response.invalid_tool_inputs,
+            }),
+        }
+    }
+
+    /// Stores an accepted response through the message path's awaits (a session, a
+    /// `MessageAdded` hook).
+    pub(super) async fn accept(&mut self, accepting: Accepting) -> Result<StepReport, Error> {
+        let to = listeners(&self.agent.core.settings.hooks, self.inv, self.sink);
+        let index = self.agent.history.add(accepting.message, &to).await?;
         Ok(StepReport::Accepted {
             index,
-            stop_reason: response.stop_reason,
-            has_tool_use,
-            invalid_inputs: response.invalid_tool_inputs,
+            stop_reason: accepting.stop_reason,
+            has_tool_use: accepting.has_tool_use,
+            invalid_inputs: accepting.invalid_inputs,
         })
     }
+}
+
+/// An accepted response whose storing awaits (see [`Driver::accept_now`]).
+pub(super) struct Accepting {
+    message: Message,
+    stop_reason: StopReason,
+    has_tool_use: bool,
+    invalid_inputs: Vec<(String, String)>,
 }
 
 impl Agent {
