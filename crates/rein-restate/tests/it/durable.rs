@@ -905,10 +905,7 @@ async fn the_queue_of_an_ended_run_is_rejected_and_a_paused_ones_waits_for_its_r
     assert_eq!(done.text, "Deleted.");
     let ids: Vec<_> = done.injections.iter().map(|i| i.id).collect();
     assert_eq!(ids, vec![note.id]);
-    assert_eq!(
-        client.injection("p", note.id).await.unwrap().status,
-        InjectionStatus::Consumed
-    );
+    injection_becomes(&client, "p", note.id, InjectionStatus::Consumed).await;
 }
 
 /// One run at a time per session: an invoke sent while a run goes is refused (409
