@@ -35,6 +35,14 @@ impl Listeners<'_> {
         self.sink.is_enabled() || self.hooks.has::<MessageAddedEvent>()
     }
 
+    /// Streams a stored message (nothing is copied when nobody streams).
+    fn stream_added(&self, id: MessageId, message: &Message) {
+        self.sink.emit(|| AgentEvent::MessageAdded {
+            id,
+            message: message.clone(),
+        });
+    }
+
     /// Streams a stored message; what fires `MessageAdded`, if a hook listens (made here, not
     /// in an async fn, so that the caller carries only the box).
     fn added(
@@ -42,10 +50,7 @@ impl Listeners<'_> {
         id: MessageId,
         message: Message,
     ) -> Option<Pin<Box<impl Future<Output = Result<(), Error>> + use<'_>>>> {
-        self.sink.emit(|| AgentEvent::MessageAdded {
-            id,
-            message: message.clone(),
-        });
+        self.stream_added(id, &message);
         self.hooks.has::<MessageAddedEvent>().then(|| {
             fire(
                 self.hooks,
@@ -132,10 +137,7 @@ impl History {
         }
         let (idx, id) = self.conv.push(message);
         if let Some(message) = self.conv.get(idx) {
-            to.sink.emit(|| AgentEvent::MessageAdded {
-                id,
-                message: message.clone(),
-            });
+            to.stream_added(id, message);
         }
         Ok(idx)
     }
