@@ -475,9 +475,19 @@ async fn measure(
     // 1 000 concurrent sessions across two workers, 2 model calls of 100 ms and a tool each.
     {
         let scale_port = free_port().ok_or("no free port")?;
-        let _a = start_worker(binary, admin, scale_port, true, 100).await?;
-        let _b = start_worker(binary, admin, scale_port, false, 100).await?;
+        let first = start_worker(binary, admin, scale_port, true, 100).await?;
+        let second = start_worker(binary, admin, scale_port, false, 100).await?;
         let sessions = if quick { 200 } else { 1_000 };
+        // CPU over the row, restate-server's and the two workers' apart: wall alone cannot say
+        // whether Rein's sessions cost the engine more or only wait longer.
+        let cpu = || {
+            (
+                cpu_seconds(server).unwrap_or(f64::NAN),
+                cpu_seconds(first.0.id()).unwrap_or(f64::NAN)
+                    + cpu_seconds(second.0.id()).unwrap_or(f64::NAN),
+            )
+        };
+        let (server_before, workers_before) = cpu();
         let t0 = Instant::now();
         // All start at once inside Restate; at most 100 HTTP requests open here.
         let http = std::sync::Arc::new(tokio::sync::Semaphore::new(100));
@@ -512,12 +522,29 @@ async fn measure(
             }
         }
         let wall = t0.elapsed().as_secs_f64();
+        let (server_after, workers_after) = cpu();
         if ok != sessions {
             return Err(format!("{} of {sessions} sessions failed", sessions - ok));
         }
         let note = json!({"note": "N sessions at once, 2 workers, each: 2 model calls of 100 ms + 1 tool; in-process the same takes ~0.2 s", "sessions": sessions});
         let row = format!("durable_{sessions}");
         rec.record(&row, "wall", wall, "s", note);
+        let per_session = |cpu: f64| cpu / sessions as f64 * 1e6;
+        let note = json!({"note": "CPU (user + system) over the row / sessions"});
+        rec.record(
+            &row,
+            "server_cpu_per_session",
+            per_session(server_after - server_before),
+            "us",
+            note.clone(),
+        );
+        rec.record(
+            &row,
+            "workers_cpu_per_session",
+            per_session(workers_after - workers_before),
+            "us",
+            note,
+        );
         // Its floors, through the same server (the floor services are still served), started
         // and attached as the sessions are: as many bare invocations of the same three steps;
         // and as many bare sessions — what any SDK's durable session with an immediate 409 and
@@ -535,9 +562,17 @@ async fn measure(
             ),
         ];
         for (name, target, note) in floors {
+            let before = cpu_seconds(server).unwrap_or(f64::NAN);
             let floor =
                 floor_sessions(ingress, sessions, |i| target.replace("{i}", &i.to_string()))
                     .await?;
+            rec.record(
+                &row,
+                &format!("{name}_server_cpu_per_session"),
+                per_session(cpu_seconds(server).unwrap_or(f64::NAN) - before),
+                "us",
+                json!({"note": "restate-server's CPU (user + system) over the floor's sessions / sessions"}),
+            );
             rec.record(
                 &row,
                 &format!("{name}_wall"),
