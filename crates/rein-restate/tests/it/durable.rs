@@ -905,7 +905,10 @@ async fn the_queue_of_an_ended_run_is_rejected_and_a_paused_ones_waits_for_its_r
     assert_eq!(done.text, "Deleted.");
     let ids: Vec<_> = done.injections.iter().map(|i| i.id).collect();
     assert_eq!(ids, vec![note.id]);
-    injection_becomes(&client, "p", note.id, InjectionStatus::Consumed).await;
+    assert_eq!(
+        client.injection("p", note.id).await.unwrap().status,
+        InjectionStatus::Consumed
+    );
 }
 
 /// One run at a time per session: an invoke sent while a run goes is refused (409
@@ -1049,6 +1052,96 @@ async fn a_turn_boundary_with_nothing_queued_calls_no_inbox() {
     );
     let takes = inbox_calls(&restate, "busy", "take").await;
     assert!((1..30).contains(&takes), "{takes} takes");
+}
+
+/// Once a run's report is back, `status` gives every injection the outcome the report lists
+/// (never `delivered`), read at once: the run reports outcomes to the inbox one-way as it settles
+/// them, then — only when it reported any — makes one call to the inbox (a barrier) before it
+/// returns. The messages are injected while the run's one tool call goes, so they are taken at
+/// its last turn boundary and their outcomes reported just before the run ends; the last one is
+/// read first. (With the one-way reports alone, its `status` said `delivered` in the first
+/// round of each of four tries.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn once_the_runs_report_is_back_status_agrees_with_it() {
+    let Some(restate) = Restate::start("agree").await else {
+        return;
+    };
+    let _worker = Worker::start(
+        &restate,
+        WorkerOptions {
+            tool_delay_ms: 300,
+            ..Default::default()
+        },
+    )
+    .await;
+    let client = Client::new(&restate.ingress).unwrap();
+    let (mut consumed, mut rejected) = (0, 0);
+    for round in 0..5 {
+        // A `screened-*` session rejects injected `spam`.
+        let session = format!("screened-{round}");
+        let run = client
+            .start(&session, InvokeRequest::text("steps 1"))
+            .await
+            .unwrap();
+        let mut injected = Vec::new();
+        for n in 0..12 {
+            let text = if n % 2 == 0 { "note" } else { "spam" };
+            let text = format!("{text}-{n}");
+            let accepted = answered(async {
+                loop {
+                    match client
+                        .inject(&session, InjectRequest::text(text.as_str()))
+                        .await
+                    {
+                        Ok(accepted) => break accepted,
+                        // The run has not marked itself going yet.
+                        Err(e) if e.status() == Some(409) => {
+                            tokio::time::sleep(Duration::from_millis(5)).await;
+                        }
+                        Err(e) => panic!("{session}: {e}"),
+                    }
+                }
+            })
+            .await;
+            injected.push(accepted.id);
+        }
+        let report = answered(client.attach(&run)).await.unwrap();
+        // The last reported first: the outcome most likely still on its way.
+        for id in injected.iter().rev() {
+            let status = client.injection(&session, *id).await.unwrap();
+            match report.injections.iter().find(|r| r.id == *id) {
+                Some(reported) => assert_eq!(&status, reported, "{session}"),
+                // Queued after the run's last turn boundary: rejected from the run's end.
+                None => assert_eq!(
+                    (status.status, status.reason.as_deref()),
+                    (InjectionStatus::Rejected, Some("run ended")),
+                    "{session}"
+                ),
+            }
+        }
+        for reported in &report.injections {
+            match reported.status {
+                InjectionStatus::Consumed => consumed += 1,
+                InjectionStatus::Rejected => {
+                    let reason = reported.reason.as_deref().unwrap_or_default();
+                    assert!(reason.contains("no spam"), "{session}: {reason}");
+                    rejected += 1;
+                }
+                other => panic!("{session}: reported {other:?}"),
+            }
+        }
+        // One barrier for a run that reported outcomes, none for one that reported nothing.
+        let barriers = inbox_calls(&restate, &session, "reported").await;
+        assert_eq!(
+            barriers,
+            u64::from(!report.injections.is_empty()),
+            "{session}"
+        );
+    }
+    assert!(
+        consumed > 0 && rejected > 0,
+        "{consumed} consumed, {rejected} rejected"
+    );
 }
 
 /// SPEC §13 on Restate: a durable agent with an output type gives its typed answer (in the

@@ -444,41 +444,6 @@ pub async fn kill_invocation(restate: &Restate, invocation: &str) {
     );
 }
 
-/// Asserts the outcome `status` gives for injection `id` in `session`'s inbox: a run reports each
-/// outcome to the inbox one-way, so `status` may say `delivered` for a moment after the run's own
-/// report (which holds the outcomes already) has come back.
-pub async fn injection_becomes(
-    client: &rein_restate::Client,
-    session: &str,
-    id: rein_core::id::InjectionId,
-    expected: rein_restate::wire::InjectionStatus,
-) {
-    let status = final_injection_status(client, session, id).await;
-    assert_eq!(status, expected, "injection {id:?}");
-}
-
-/// The outcome (`consumed` or `rejected`) `status` gives for injection `id` in `session`'s inbox
-/// once it has one (see [`injection_becomes`]).
-pub async fn final_injection_status(
-    client: &rein_restate::Client,
-    session: &str,
-    id: rein_core::id::InjectionId,
-) -> rein_restate::wire::InjectionStatus {
-    use rein_restate::wire::InjectionStatus;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let status = client.injection(session, id).await.map(|s| s.status);
-        if let Ok(s @ (InjectionStatus::Consumed | InjectionStatus::Rejected)) = &status {
-            return *s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "injection {id:?} has no outcome: {status:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// Waits (up to 60 s) until `ready` holds.
 pub async fn wait_until(what: &str, mut ready: impl AsyncFnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(60);
