@@ -46,19 +46,10 @@ fn collect(v: &Value, uses: &mut BTreeSet<String>, results: &mut BTreeSet<String
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_and_typed_errors_through_the_ingress() {
-    let Some(restate) = Restate::start("errors").await else {
+    let Some((restate, _worker, client)) = durable("errors", WorkerOptions::default()).await else {
         return;
     };
     let ledger = restate.ledger();
-    let _worker = Worker::start(
-        &restate,
-        WorkerOptions {
-            ledger: Some(&ledger),
-            ..Default::default()
-        },
-    )
-    .await;
-    let client = Client::new(&restate.ingress).unwrap();
 
     let report = client
         .invoke("s1", InvokeRequest::text("steps 2"))
@@ -171,11 +162,9 @@ async fn runs_and_typed_errors_through_the_ingress() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approval_raised_on_one_worker_answered_by_curl_resumed_on_another() {
-    let Some(restate) = Restate::start("approval").await else {
+    let Some((restate, mut a, client)) = durable("approval", WorkerOptions::default()).await else {
         return;
     };
-    let client = Client::new(&restate.ingress).unwrap();
-    let mut a = Worker::start(&restate, WorkerOptions::default()).await;
     let paused = client
         .invoke("ticket-7", InvokeRequest::text("delete /srv/old"))
         .await
@@ -220,11 +209,9 @@ async fn approval_raised_on_one_worker_answered_by_curl_resumed_on_another() {
 /// fingerprint is refused (409) — `/b` is never deleted until approved as shown.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replayed_or_unbound_resume_approves_nothing_through_the_ingress() {
-    let Some(restate) = Restate::start("replay").await else {
+    let Some((restate, _worker, client)) = durable("replay", WorkerOptions::default()).await else {
         return;
     };
-    let _worker = Worker::start(&restate, WorkerOptions::default()).await;
-    let client = Client::new(&restate.ingress).unwrap();
     let http = reqwest_client();
     let resume = |body: Value| {
         let request = http
@@ -295,11 +282,10 @@ async fn a_replayed_or_unbound_resume_approves_nothing_through_the_ingress() {
 /// whichever worker, goes on with it (not with the agent the factory builds).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handoff_holds_across_invocations_of_a_durable_session() {
-    let Some(restate) = Restate::start("handoff").await else {
+    let Some((_restate, _worker, client)) = durable("handoff", WorkerOptions::default()).await
+    else {
         return;
     };
-    let _worker = Worker::start(&restate, WorkerOptions::default()).await;
-    let client = Client::new(&restate.ingress).unwrap();
     let first = client
         .invoke("h", InvokeRequest::text("transfer"))
         .await
@@ -315,18 +301,17 @@ async fn a_handoff_holds_across_invocations_of_a_durable_session() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancel_from_another_process_stops_the_run_with_a_valid_history() {
-    let Some(restate) = Restate::start("cancel").await else {
-        return;
-    };
-    let _worker = Worker::start(
-        &restate,
+    let Some((_restate, _worker, client)) = durable(
+        "cancel",
         WorkerOptions {
             tool_delay_ms: 20,
             ..Default::default()
         },
     )
-    .await;
-    let client = Client::new(&restate.ingress).unwrap();
+    .await
+    else {
+        return;
+    };
     let invocation = client
         .start("long", InvokeRequest::text("steps 200"))
         .await
@@ -352,18 +337,17 @@ async fn a_cancel_from_another_process_stops_the_run_with_a_valid_history() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn injections_from_four_processes_each_consumed_or_rejected_once_in_order() {
-    let Some(restate) = Restate::start("inject").await else {
-        return;
-    };
-    let _worker = Worker::start(
-        &restate,
+    let Some((restate, _worker, client)) = durable(
+        "inject",
         WorkerOptions {
             tool_delay_ms: 5,
             ..Default::default()
         },
     )
-    .await;
-    let client = Client::new(&restate.ingress).unwrap();
+    .await
+    else {
+        return;
+    };
     let invocation = client
         .start("busy", InvokeRequest::text("steps 60"))
         .await
@@ -439,21 +423,19 @@ async fn injections_from_four_processes_each_consumed_or_rejected_once_in_order(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_survives_a_restate_restart() {
-    let Some(mut restate) = Restate::start("restart").await else {
-        return;
-    };
-    let ledger = restate.ledger();
-    let _worker = Worker::start(
-        &restate,
+    let Some((mut restate, _worker, client)) = durable(
+        "restart",
         WorkerOptions {
             model_delay_ms: 30,
             tool_delay_ms: 30,
-            ledger: Some(&ledger),
             ..Default::default()
         },
     )
-    .await;
-    let client = Client::new(&restate.ingress).unwrap();
+    .await
+    else {
+        return;
+    };
+    let ledger = restate.ledger();
     let invocation = client
         .start("survivor", InvokeRequest::text("steps 10"))
         .await
@@ -524,20 +506,18 @@ async fn a_worker_stops_gracefully_on_sigterm_while_another_serves() {
 /// after the first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_invoke_during_a_run_is_refused_unless_it_asks_to_queue() {
-    let Some(restate) = Restate::start("second").await else {
-        return;
-    };
-    let ledger = restate.ledger();
-    let _worker = Worker::start(
-        &restate,
+    let Some((restate, _worker, client)) = durable(
+        "second",
         WorkerOptions {
             tool_delay_ms: 20,
-            ledger: Some(&ledger),
             ..Default::default()
         },
     )
-    .await;
-    let client = Client::new(&restate.ingress).unwrap();
+    .await
+    else {
+        return;
+    };
+    let ledger = restate.ledger();
     let first = client
         .start("b", InvokeRequest::text("steps 20"))
         .await
@@ -581,19 +561,11 @@ async fn a_second_invoke_during_a_run_is_refused_unless_it_asks_to_queue() {
 /// and `inject` (the second request gets the first's answer).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_idempotency_key_twice_is_one_invoke_resume_or_inject() {
-    let Some(restate) = Restate::start("idempotent").await else {
+    let Some((restate, _worker, client)) = durable("idempotent", WorkerOptions::default()).await
+    else {
         return;
     };
     let ledger = restate.ledger();
-    let _worker = Worker::start(
-        &restate,
-        WorkerOptions {
-            ledger: Some(&ledger),
-            ..Default::default()
-        },
-    )
-    .await;
-    let client = Client::new(&restate.ingress).unwrap();
     let http = reqwest_client();
     let post = |path: &str, key: &str, body: Value| {
         let request = http
@@ -678,20 +650,18 @@ async fn the_same_idempotency_key_twice_is_one_invoke_resume_or_inject() {
 /// a run cut off by the shutdown would be left unfinished.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_lets_the_run_in_flight_finish_before_the_worker_exits() {
-    let Some(restate) = Restate::start("sigterm").await else {
-        return;
-    };
-    let ledger = restate.ledger();
-    let mut worker = Worker::start(
-        &restate,
+    let Some((restate, mut worker, client)) = durable(
+        "sigterm",
         WorkerOptions {
             tool_delay_ms: 50,
-            ledger: Some(&ledger),
             ..Default::default()
         },
     )
-    .await;
-    let client = Client::new(&restate.ingress).unwrap();
+    .await
+    else {
+        return;
+    };
+    let ledger = restate.ledger();
     let invocation = client
         .start("term", InvokeRequest::text("steps 20"))
         .await
@@ -765,11 +735,10 @@ fn counts(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
 /// `invoke` and the run (it was five, then four with the inbox's `open` and `close`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_nobody_injects_into_is_two_invocations_and_calls_no_inbox() {
-    let Some(restate) = Restate::start("fixed-cost").await else {
+    let Some((restate, _worker, client)) = durable("fixed-cost", WorkerOptions::default()).await
+    else {
         return;
     };
-    let _worker = Worker::start(&restate, WorkerOptions::default()).await;
-    let client = Client::new(&restate.ingress).unwrap();
     let report = client
         .invoke("one", InvokeRequest::text("steps 1"))
         .await
@@ -806,20 +775,18 @@ async fn a_run_nobody_injects_into_is_two_invocations_and_calls_no_inbox() {
 /// invoke refused (interrupts pending), and reaches the resume that runs, once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_queue_of_an_ended_run_is_rejected_and_a_paused_ones_waits_for_its_resume() {
-    let Some(restate) = Restate::start("lazy-inbox").await else {
-        return;
-    };
-    let ledger = restate.ledger();
-    let _worker = Worker::start(
-        &restate,
+    let Some((restate, _worker, client)) = durable(
+        "lazy-inbox",
         WorkerOptions {
             tool_delay_ms: 600,
-            ledger: Some(&ledger),
             ..Default::default()
         },
     )
-    .await;
-    let client = Client::new(&restate.ingress).unwrap();
+    .await
+    else {
+        return;
+    };
+    let ledger = restate.ledger();
     let run = client
         .start("c", InvokeRequest::text("steps 50"))
         .await
@@ -919,20 +886,18 @@ async fn the_queue_of_an_ended_run_is_rejected_and_a_paused_ones_waits_for_its_r
 /// pair meets depends on when its requests arrive, so the pair checks only what holds in each.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn of_two_invokes_at_once_one_runs_and_the_other_is_refused() {
-    let Some(restate) = Restate::start("two-at-once").await else {
-        return;
-    };
-    let ledger = restate.ledger();
-    let _worker = Worker::start(
-        &restate,
+    let Some((restate, _worker, client)) = durable(
+        "two-at-once",
         WorkerOptions {
             tool_delay_ms: 30,
-            ledger: Some(&ledger),
             ..Default::default()
         },
     )
-    .await;
-    let client = Client::new(&restate.ingress).unwrap();
+    .await
+    else {
+        return;
+    };
+    let ledger = restate.ledger();
     let mut ran_before = 0;
     for round in 0..3 {
         // Sent while the first run goes (its first step done): refused at once.
@@ -1011,20 +976,18 @@ async fn of_two_invokes_at_once_one_runs_and_the_other_is_refused() {
 /// during a run still reaches it, at a later boundary, once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_boundary_with_nothing_queued_calls_no_inbox() {
-    let Some(restate) = Restate::start("quiet-inbox").await else {
-        return;
-    };
-    let ledger = restate.ledger();
-    let _worker = Worker::start(
-        &restate,
+    let Some((restate, _worker, client)) = durable(
+        "quiet-inbox",
         WorkerOptions {
             tool_delay_ms: 20,
-            ledger: Some(&ledger),
             ..Default::default()
         },
     )
-    .await;
-    let client = Client::new(&restate.ingress).unwrap();
+    .await
+    else {
+        return;
+    };
+    let ledger = restate.ledger();
     let quiet = client
         .invoke("quiet", InvokeRequest::text("steps 5"))
         .await
@@ -1063,18 +1026,17 @@ async fn a_turn_boundary_with_nothing_queued_calls_no_inbox() {
 /// round of each of four tries.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn once_the_runs_report_is_back_status_agrees_with_it() {
-    let Some(restate) = Restate::start("agree").await else {
-        return;
-    };
-    let _worker = Worker::start(
-        &restate,
+    let Some((restate, _worker, client)) = durable(
+        "agree",
         WorkerOptions {
             tool_delay_ms: 300,
             ..Default::default()
         },
     )
-    .await;
-    let client = Client::new(&restate.ingress).unwrap();
+    .await
+    else {
+        return;
+    };
     let (mut consumed, mut rejected) = (0, 0);
     for round in 0..5 {
         // A `screened-*` session rejects injected `spam`.

@@ -189,11 +189,10 @@ async fn requests_not_signed_by_restate_are_refused_by_the_worker() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_inbox_internal_handlers_are_refused_by_the_ingress() {
-    let Some(restate) = Restate::start("private").await else {
+    let Some((restate, _worker, client)) = durable("private", WorkerOptions::default()).await
+    else {
         return;
     };
-    let _worker = Worker::start(&restate, WorkerOptions::default()).await;
-    let client = Client::new(&restate.ingress).unwrap();
     let paused = client
         .invoke("victim", InvokeRequest::text("delete /tmp/v"))
         .await
@@ -442,11 +441,10 @@ async fn state_of(restate: &Restate, object: &str, key: &str) -> BTreeMap<String
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_user_content_is_injectable_and_the_inbox_is_bounded() {
-    let Some(restate) = Restate::start("inbox-caps").await else {
+    let Some((restate, _worker, client)) = durable("inbox-caps", WorkerOptions::default()).await
+    else {
         return;
     };
-    let _worker = Worker::start(&restate, WorkerOptions::default()).await;
-    let client = Client::new(&restate.ingress).unwrap();
     let paused = client
         .invoke("full", InvokeRequest::text("delete /tmp/f"))
         .await

@@ -354,6 +354,28 @@ impl Drop for Worker {
     }
 }
 
+/// What most durable tests start with: a Restate server, one worker registered with it (its
+/// `ledger` the server's, [`Restate::ledger`]) and a client of the ingress; `None` (the test says
+/// SKIPPED) when no server is installed. Bind the server and the worker to names (`_worker`,
+/// not `_`): each is killed when dropped.
+pub async fn durable(
+    test: &str,
+    options: WorkerOptions<'_>,
+) -> Option<(Restate, Worker, rein_restate::Client)> {
+    let restate = Restate::start(test).await?;
+    let ledger = restate.ledger();
+    let worker = Worker::start(
+        &restate,
+        WorkerOptions {
+            ledger: Some(&ledger),
+            ..options
+        },
+    )
+    .await;
+    let client = rein_restate::Client::new(&restate.ingress).unwrap();
+    Some((restate, worker, client))
+}
+
 /// Ledger lines: (millis, session, tool use id). A malformed line fails the test (two
 /// processes' writes interleaved, say) rather than hiding a run.
 pub fn ledger_lines(path: &Path) -> Vec<(u128, String, String)> {
