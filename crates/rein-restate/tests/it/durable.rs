@@ -1029,7 +1029,7 @@ async fn once_the_runs_report_is_back_status_agrees_with_it() {
     let Some((restate, _worker, client)) = durable(
         "agree",
         WorkerOptions {
-            tool_delay_ms: 300,
+            tool_delay_ms: 500,
             ..Default::default()
         },
     )
@@ -1055,17 +1055,20 @@ async fn once_the_runs_report_is_back_status_agrees_with_it() {
                         .inject(&session, InjectRequest::text(text.as_str()))
                         .await
                     {
-                        Ok(accepted) => break accepted,
-                        // The run has not marked itself going yet.
-                        Err(e) if e.status() == Some(409) => {
+                        Ok(accepted) => break Some(accepted.id),
+                        // The run has not marked itself going yet (nothing accepted so far)...
+                        Err(e) if e.status() == Some(409) && injected.is_empty() => {
                             tokio::time::sleep(Duration::from_millis(5)).await;
                         }
+                        // ... or has ended (a slow machine).
+                        Err(e) if e.status() == Some(409) => break None,
                         Err(e) => panic!("{session}: {e}"),
                     }
                 }
             })
             .await;
-            injected.push(accepted.id);
+            let Some(id) = accepted else { break };
+            injected.push(id);
         }
         let report = answered(client.attach(&run)).await.unwrap();
         // The last reported first: the outcome most likely still on its way.
