@@ -582,10 +582,10 @@ async fn write_state(restate: &Restate, object: &str, key: &str, state: &[(&str,
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_and_inbox_stored_by_the_earlier_release_still_load() {
-    let Some(restate) = Restate::start("earlier").await else {
+    let Some((restate, _worker, client)) = durable("earlier", WorkerOptions::default()).await
+    else {
         return;
     };
-    let _worker = Worker::start(&restate, WorkerOptions::default()).await;
     // Written by release 0.1's worker (commit 3408974, restate-server 1.7.12; read back from
     // Restate's `state` table): a session paused on a `delete` approval, its inbox holding one
     // consumed message (key k1) and one queued (key k2). `release_fixtures.rs` covers the
@@ -613,7 +613,6 @@ async fn a_session_and_inbox_stored_by_the_earlier_release_still_load() {
         rein_core::id::InjectionId("2779830b-0fee-58ea-9925-290bc368e09e".parse().unwrap());
     let queued =
         rein_core::id::InjectionId("e1d5828c-8651-55ed-923e-f7b73cc3594c".parse().unwrap());
-    let client = Client::new(&restate.ingress).unwrap();
 
     // Read before anything converts it, then through a call that converts it.
     assert_eq!(
