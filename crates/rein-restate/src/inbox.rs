@@ -4,7 +4,10 @@
 //! in arrival order, and the running run is signalled. The run takes the queue at its first
 //! turn boundary after the signal with a call that Restate journals (a crash of the run's
 //! worker replays the same items: none lost, none twice) and
-//! reports each item's outcome back here, where the sender reads it. Items still queued when
+//! reports each item's outcome back here, where the sender reads it: one-way as they come, then
+//! with one call at its end (`reported`, made only by a run that reported something), which
+//! returns once they are all written — `status` agrees with the run's report by the time the
+//! report reaches its caller. Items still queued when
 //! the run ends are rejected (`run ended`); a run paused on interrupts keeps them for its
 //! resume. Injecting when no run is going or paused is a 409 (`NoActiveRun`).
 //!
@@ -16,8 +19,8 @@
 //! queued while the session was paused is signalled to it before its first turn boundary.
 //!
 //! Only `inject`, `status` and `cancel` are reachable through Restate's ingress (each asks the
-//! worker's authenticator first); `attach`, `take`, `report`, `running`, `abandoned` and
-//! `cancel_now` are the run's own (and `abandon`'s) and ingress-private, as are `claim`,
+//! worker's authenticator first); `attach`, `take`, `report`, `reported`, `running`, `abandoned`
+//! and `cancel_now` are the run's own (and `abandon`'s) and ingress-private, as are `claim`,
 //! `release`, `open` and `close`, which only an earlier release's invoke or run in flight
 //! across the upgrade still calls. The state is kept per item (`item/{seq}`, with the indexes
 //! `id/{id}` and `key/{idempotency key}`) beside a small `meta` record, and read lazily: a call
@@ -583,6 +586,14 @@ impl ReinInbox {
             item.reason = outcome.reason;
             ctx.set(&item_key(seq), Json(item));
         }
+        Ok(())
+    }
+
+    /// The run has ended and sent every outcome it reports: called after them, this exclusive
+    /// handler runs once they are written (Restate runs one invocation's calls to one object
+    /// key in order), so the run returns its report only once `status` agrees with it.
+    #[handler(ingress_private)]
+    async fn reported(&self, _ctx: ObjectContext<'_>) -> Result<(), HandlerError> {
         Ok(())
     }
 

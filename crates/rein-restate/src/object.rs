@@ -549,6 +549,7 @@ impl ReinAgent {
         // boundary after an instant tool waited for it: +10 % per step in `bench durable`.)
         let mut signals = 0u64;
         let mut timer = ctx.sleep(std::time::Duration::ZERO);
+        let mut outcomes = Outcomes::default();
         let result = {
             let run = agent.invoke(input);
             tokio::pin!(run);
@@ -599,15 +600,18 @@ impl ReinAgent {
                                 tail.effect_happened();
                             }
                         }
-                        op => serve(&ctx, &key, op, &mut tail),
+                        op => serve(&ctx, &key, op, &mut tail, &mut outcomes),
                     },
                 }
             }
         };
         // What the run's end reported (rejections of items still queued) is journaled too.
         while let Ok(op) = rx.try_recv() {
-            serve(&ctx, &key, op, &mut tail);
+            serve(&ctx, &key, op, &mut tail, &mut outcomes);
         }
+        // Every way out below returns a report (or an error) that may list outcomes: the inbox
+        // has written them all first.
+        outcomes.settle(&ctx, &key).await;
         let report = match &result {
             Ok(result) => RunReport::of(&key, result),
             Err(e) => match answer_error(e) {
@@ -893,7 +897,13 @@ fn clear_tail(ctx: &ObjectContext<'_>, keys: TailKeys) {
 
 /// Carries out one of the agent's requests that needs no step of the run's loop: a message for
 /// the tail, an outcome for the inbox; a step or a take once the run has ended.
-fn serve(ctx: &ObjectContext<'_>, key: &str, op: Op, tail: &mut TailWriter) {
+fn serve(
+    ctx: &ObjectContext<'_>,
+    key: &str,
+    op: Op,
+    tail: &mut TailWriter,
+    outcomes: &mut Outcomes,
+) {
     match op {
         Op::Tail(entry) => tail.push(entry),
         // The run has ended: nothing more is run or taken (what is queued is rejected by the
@@ -904,10 +914,53 @@ fn serve(ctx: &ObjectContext<'_>, key: &str, op: Op, tail: &mut TailWriter) {
         Op::Injections { reply } => {
             let _ = reply.send(Ok(Vec::new()));
         }
-        Op::Outcome(id, outcome) => {
-            ctx.object_client::<ReinInboxClient>(key.to_owned())
-                .report(Json((id, outcome)))
-                .send();
+        Op::Outcome(id, outcome) => outcomes.send(ctx, key, id, outcome),
+    }
+}
+
+/// The outcomes a run reports to its inbox: each sent one-way as the agent settles it (the run
+/// waits for none), then, once the run has ended, one call if it sent any — a barrier. Restate
+/// runs the invocations one invocation makes on one object key in the order it made them (a
+/// Virtual Object's ordering guarantee) and the inbox's handlers are exclusive, so the call
+/// returns only after every outcome sent before it is written: the caller never gets the run's
+/// report while `status` still says `delivered`. A run that reported nothing calls nothing.
+#[derive(Default)]
+struct Outcomes {
+    sent: bool,
+}
+
+impl Outcomes {
+    fn send(&mut self, ctx: &ObjectContext<'_>, key: &str, id: InjectionId, outcome: InboxOutcome) {
+        ctx.object_client::<ReinInboxClient>(key.to_owned())
+            .report(Json((id, outcome)))
+            .send();
+        self.sent = true;
+    }
+
+    /// Waits until the inbox has written every outcome sent. (No deadlock while this run holds
+    /// the session's `ReinAgent`: of its handlers, the inbox's exclusive ones call only the
+    /// shared `current_run`.)
+    async fn settle(self, ctx: &ObjectContext<'_>, key: &str) {
+        if !self.sent {
+            return;
+        }
+        for attempt in 0..2 {
+            let settled = ctx
+                .object_client::<ReinInboxClient>(key.to_owned())
+                .reported()
+                .call()
+                .await;
+            match settled {
+                Ok(()) => return,
+                // A cancel through Restate arriving now cancels the call the run waits for
+                // (never the sends before it), and is spent: a second call is not cancelled.
+                Err(e) if e.code() == 409 && attempt == 0 => {}
+                // The outcomes still arrive; only the wait for them is given up.
+                Err(e) => {
+                    tracing::warn!(session = %key, "the inbox did not confirm the outcomes: {e}");
+                    return;
+                }
+            }
         }
     }
 }

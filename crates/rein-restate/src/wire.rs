@@ -291,7 +291,8 @@ pub struct InjectionReport {
 pub enum InjectionStatus {
     /// Accepted, waiting for the run's next turn boundary.
     Queued,
-    /// Taken by the run at a turn boundary; its outcome is on the way.
+    /// Taken by the run at a turn boundary; its outcome is on the way (settled once the run's
+    /// report is back).
     Delivered,
     /// Admitted into the conversation.
     Consumed,

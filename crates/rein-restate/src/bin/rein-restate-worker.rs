@@ -26,6 +26,9 @@
 //!   call appends `<millis> model invoice-attempt-<n>` to the ledger when it starts;
 //! - anything else: `You said: <text>`.
 //!
+//! In a session `screened-*`, an injected message whose text starts with `spam` is rejected (an
+//! intervention denies it: `no spam`); elsewhere every injected message is admitted.
+//!
 //! `REIN_DEMO_REVISION=2` deploys a revision of the agent with one more intervention (it
 //! denies every `ledger` call): a run journaled by the first revision no longer replays on it
 //! (a journal mismatch).
@@ -44,7 +47,7 @@ use rein_core::{
     state::InvocationState,
     tool::{ToolError, ToolOutput},
 };
-use rein_interventions::{BeforeToolCallAction, Intervention};
+use rein_interventions::{BeforeInvocationAction, BeforeToolCallAction, Intervention};
 use rein_models::{Model, ModelInfo, ModelRequest, ModelStream, ScriptedModel};
 use serde_json::json;
 
@@ -243,6 +246,19 @@ fn agent(session: &str) -> Result<rein_agent::AgentBuilder, rein_core::Error> {
                 BeforeToolCallAction::deny("the ledger is frozen")
             } else {
                 BeforeToolCallAction::Proceed
+            }
+        }))
+    } else {
+        builder
+    };
+    // Sessions `screened-*` reject injected spam (what the run's input says is never checked).
+    let builder = if session.starts_with("screened-") {
+        builder.intervention(Intervention::named("spam").before_invocation(|ev, _| {
+            let spam = ev.messages.iter().any(|m| m.text().starts_with("spam"));
+            if ev.is_injected() && spam {
+                BeforeInvocationAction::deny("no spam")
+            } else {
+                BeforeInvocationAction::Proceed
             }
         }))
     } else {

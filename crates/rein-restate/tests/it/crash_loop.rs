@@ -224,9 +224,9 @@ async fn runs_survive_workers_killed_at_random_points() {
         let note = format!("note for {session}");
         // The injected note, if delivered, is extra user text: the rest is the reference.
         if let Some(id) = injected {
-            let status = final_injection_status(&client, session, *id).await;
+            let status = client.injection(session, *id).await.unwrap();
             let delivered = history.matches(&note).count();
-            match status {
+            match status.status {
                 InjectionStatus::Consumed => {
                     injected_consumed += 1;
                     // Once in the history (and echoed once by the final answer).

@@ -85,11 +85,11 @@ async fn remove_deployment(restate: &Restate, id: &str) {
 /// left, is removed and stopped. The resume runs on revision 2 from revision 1's checkpoint.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_paused_on_revision_1_resumes_on_revision_2() {
-    let Some(restate) = Restate::start("deploy-paused").await else {
+    let Some((restate, mut first, client)) =
+        durable("deploy-paused", WorkerOptions::default()).await
+    else {
         return;
     };
-    let mut first = Worker::start(&restate, WorkerOptions::default()).await;
-    let client = Client::new(&restate.ingress).unwrap();
     let paused = client
         .invoke("p", InvokeRequest::text("delete /srv/old"))
         .await
@@ -132,20 +132,18 @@ async fn a_run_paused_on_revision_1_resumes_on_revision_2() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_in_flight_across_a_deploy_finishes_on_its_revision_or_is_abandoned_when_it_is_gone()
 {
-    let Some(restate) = Restate::start("deploy-in-flight").await else {
-        return;
-    };
-    let ledger = restate.ledger();
-    let mut first = Worker::start(
-        &restate,
+    let Some((restate, mut first, client)) = durable(
+        "deploy-in-flight",
         WorkerOptions {
             tool_delay_ms: 30,
-            ledger: Some(&ledger),
             ..Default::default()
         },
     )
-    .await;
-    let client = Client::new(&restate.ingress).unwrap();
+    .await
+    else {
+        return;
+    };
+    let ledger = restate.ledger();
     let ran = |session: &'static str| {
         let ledger = ledger.clone();
         move || {

@@ -46,19 +46,10 @@ fn collect(v: &Value, uses: &mut BTreeSet<String>, results: &mut BTreeSet<String
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_and_typed_errors_through_the_ingress() {
-    let Some(restate) = Restate::start("errors").await else {
+    let Some((restate, _worker, client)) = durable("errors", WorkerOptions::default()).await else {
         return;
     };
     let ledger = restate.ledger();
-    let _worker = Worker::start(
-        &restate,
-        WorkerOptions {
-            ledger: Some(&ledger),
-            ..Default::default()
-        },
-    )
-    .await;
-    let client = Client::new(&restate.ingress).unwrap();
 
     let report = client
         .invoke("s1", InvokeRequest::text("steps 2"))
@@ -171,11 +162,9 @@ async fn runs_and_typed_errors_through_the_ingress() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approval_raised_on_one_worker_answered_by_curl_resumed_on_another() {
-    let Some(restate) = Restate::start("approval").await else {
+    let Some((restate, mut a, client)) = durable("approval", WorkerOptions::default()).await else {
         return;
     };
-    let client = Client::new(&restate.ingress).unwrap();
-    let mut a = Worker::start(&restate, WorkerOptions::default()).await;
     let paused = client
         .invoke("ticket-7", InvokeRequest::text("delete /srv/old"))
         .await
@@ -220,11 +209,9 @@ async fn approval_raised_on_one_worker_answered_by_curl_resumed_on_another() {
 /// fingerprint is refused (409) — `/b` is never deleted until approved as shown.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replayed_or_unbound_resume_approves_nothing_through_the_ingress() {
-    let Some(restate) = Restate::start("replay").await else {
+    let Some((restate, _worker, client)) = durable("replay", WorkerOptions::default()).await else {
         return;
     };
-    let _worker = Worker::start(&restate, WorkerOptions::default()).await;
-    let client = Client::new(&restate.ingress).unwrap();
     let http = reqwest_client();
     let resume = |body: Value| {
         let request = http
@@ -295,11 +282,10 @@ async fn a_replayed_or_unbound_resume_approves_nothing_through_the_ingress() {
 /// whichever worker, goes on with it (not with the agent the factory builds).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handoff_holds_across_invocations_of_a_durable_session() {
-    let Some(restate) = Restate::start("handoff").await else {
+    let Some((_restate, _worker, client)) = durable("handoff", WorkerOptions::default()).await
+    else {
         return;
     };
-    let _worker = Worker::start(&restate, WorkerOptions::default()).await;
-    let client = Client::new(&restate.ingress).unwrap();
     let first = client
         .invoke("h", InvokeRequest::text("transfer"))
         .await
@@ -315,18 +301,17 @@ async fn a_handoff_holds_across_invocations_of_a_durable_session() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancel_from_another_process_stops_the_run_with_a_valid_history() {
-    let Some(restate) = Restate::start("cancel").await else {
-        return;
-    };
-    let _worker = Worker::start(
-        &restate,
+    let Some((_restate, _worker, client)) = durable(
+        "cancel",
         WorkerOptions {
             tool_delay_ms: 20,
             ..Default::default()
         },
     )
-    .await;
-    let client = Client::new(&restate.ingress).unwrap();
+    .await
+    else {
+        return;
+    };
     let invocation = client
         .start("long", InvokeRequest::text("steps 200"))
         .await
@@ -352,18 +337,17 @@ async fn a_cancel_from_another_process_stops_the_run_with_a_valid_history() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn injections_from_four_processes_each_consumed_or_rejected_once_in_order() {
-    let Some(restate) = Restate::start("inject").await else {
-        return;
-    };
-    let _worker = Worker::start(
-        &restate,
+    let Some((restate, _worker, client)) = durable(
+        "inject",
         WorkerOptions {
             tool_delay_ms: 5,
             ..Default::default()
         },
     )
-    .await;
-    let client = Client::new(&restate.ingress).unwrap();
+    .await
+    else {
+        return;
+    };
     let invocation = client
         .start("busy", InvokeRequest::text("steps 60"))
         .await
@@ -439,21 +423,19 @@ async fn injections_from_four_processes_each_consumed_or_rejected_once_in_order(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_survives_a_restate_restart() {
-    let Some(mut restate) = Restate::start("restart").await else {
-        return;
-    };
-    let ledger = restate.ledger();
-    let _worker = Worker::start(
-        &restate,
+    let Some((mut restate, _worker, client)) = durable(
+        "restart",
         WorkerOptions {
             model_delay_ms: 30,
             tool_delay_ms: 30,
-            ledger: Some(&ledger),
             ..Default::default()
         },
     )
-    .await;
-    let client = Client::new(&restate.ingress).unwrap();
+    .await
+    else {
+        return;
+    };
+    let ledger = restate.ledger();
     let invocation = client
         .start("survivor", InvokeRequest::text("steps 10"))
         .await
@@ -524,20 +506,18 @@ async fn a_worker_stops_gracefully_on_sigterm_while_another_serves() {
 /// after the first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_invoke_during_a_run_is_refused_unless_it_asks_to_queue() {
-    let Some(restate) = Restate::start("second").await else {
-        return;
-    };
-    let ledger = restate.ledger();
-    let _worker = Worker::start(
-        &restate,
+    let Some((restate, _worker, client)) = durable(
+        "second",
         WorkerOptions {
             tool_delay_ms: 20,
-            ledger: Some(&ledger),
             ..Default::default()
         },
     )
-    .await;
-    let client = Client::new(&restate.ingress).unwrap();
+    .await
+    else {
+        return;
+    };
+    let ledger = restate.ledger();
     let first = client
         .start("b", InvokeRequest::text("steps 20"))
         .await
@@ -581,19 +561,11 @@ async fn a_second_invoke_during_a_run_is_refused_unless_it_asks_to_queue() {
 /// and `inject` (the second request gets the first's answer).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_idempotency_key_twice_is_one_invoke_resume_or_inject() {
-    let Some(restate) = Restate::start("idempotent").await else {
+    let Some((restate, _worker, client)) = durable("idempotent", WorkerOptions::default()).await
+    else {
         return;
     };
     let ledger = restate.ledger();
-    let _worker = Worker::start(
-        &restate,
-        WorkerOptions {
-            ledger: Some(&ledger),
-            ..Default::default()
-        },
-    )
-    .await;
-    let client = Client::new(&restate.ingress).unwrap();
     let http = reqwest_client();
     let post = |path: &str, key: &str, body: Value| {
         let request = http
@@ -678,20 +650,18 @@ async fn the_same_idempotency_key_twice_is_one_invoke_resume_or_inject() {
 /// a run cut off by the shutdown would be left unfinished.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_lets_the_run_in_flight_finish_before_the_worker_exits() {
-    let Some(restate) = Restate::start("sigterm").await else {
-        return;
-    };
-    let ledger = restate.ledger();
-    let mut worker = Worker::start(
-        &restate,
+    let Some((restate, mut worker, client)) = durable(
+        "sigterm",
         WorkerOptions {
             tool_delay_ms: 50,
-            ledger: Some(&ledger),
             ..Default::default()
         },
     )
-    .await;
-    let client = Client::new(&restate.ingress).unwrap();
+    .await
+    else {
+        return;
+    };
+    let ledger = restate.ledger();
     let invocation = client
         .start("term", InvokeRequest::text("steps 20"))
         .await
@@ -765,11 +735,10 @@ fn counts(pairs: &[(&str, u64)]) -> BTreeMap<String, u64> {
 /// `invoke` and the run (it was five, then four with the inbox's `open` and `close`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_nobody_injects_into_is_two_invocations_and_calls_no_inbox() {
-    let Some(restate) = Restate::start("fixed-cost").await else {
+    let Some((restate, _worker, client)) = durable("fixed-cost", WorkerOptions::default()).await
+    else {
         return;
     };
-    let _worker = Worker::start(&restate, WorkerOptions::default()).await;
-    let client = Client::new(&restate.ingress).unwrap();
     let report = client
         .invoke("one", InvokeRequest::text("steps 1"))
         .await
@@ -806,20 +775,18 @@ async fn a_run_nobody_injects_into_is_two_invocations_and_calls_no_inbox() {
 /// invoke refused (interrupts pending), and reaches the resume that runs, once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_queue_of_an_ended_run_is_rejected_and_a_paused_ones_waits_for_its_resume() {
-    let Some(restate) = Restate::start("lazy-inbox").await else {
-        return;
-    };
-    let ledger = restate.ledger();
-    let _worker = Worker::start(
-        &restate,
+    let Some((restate, _worker, client)) = durable(
+        "lazy-inbox",
         WorkerOptions {
             tool_delay_ms: 600,
-            ledger: Some(&ledger),
             ..Default::default()
         },
     )
-    .await;
-    let client = Client::new(&restate.ingress).unwrap();
+    .await
+    else {
+        return;
+    };
+    let ledger = restate.ledger();
     let run = client
         .start("c", InvokeRequest::text("steps 50"))
         .await
@@ -905,7 +872,10 @@ async fn the_queue_of_an_ended_run_is_rejected_and_a_paused_ones_waits_for_its_r
     assert_eq!(done.text, "Deleted.");
     let ids: Vec<_> = done.injections.iter().map(|i| i.id).collect();
     assert_eq!(ids, vec![note.id]);
-    injection_becomes(&client, "p", note.id, InjectionStatus::Consumed).await;
+    assert_eq!(
+        client.injection("p", note.id).await.unwrap().status,
+        InjectionStatus::Consumed
+    );
 }
 
 /// One run at a time per session: an invoke sent while a run goes is refused (409
@@ -916,20 +886,18 @@ async fn the_queue_of_an_ended_run_is_rejected_and_a_paused_ones_waits_for_its_r
 /// pair meets depends on when its requests arrive, so the pair checks only what holds in each.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn of_two_invokes_at_once_one_runs_and_the_other_is_refused() {
-    let Some(restate) = Restate::start("two-at-once").await else {
-        return;
-    };
-    let ledger = restate.ledger();
-    let _worker = Worker::start(
-        &restate,
+    let Some((restate, _worker, client)) = durable(
+        "two-at-once",
         WorkerOptions {
             tool_delay_ms: 30,
-            ledger: Some(&ledger),
             ..Default::default()
         },
     )
-    .await;
-    let client = Client::new(&restate.ingress).unwrap();
+    .await
+    else {
+        return;
+    };
+    let ledger = restate.ledger();
     let mut ran_before = 0;
     for round in 0..3 {
         // Sent while the first run goes (its first step done): refused at once.
@@ -1008,20 +976,18 @@ async fn of_two_invokes_at_once_one_runs_and_the_other_is_refused() {
 /// during a run still reaches it, at a later boundary, once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_boundary_with_nothing_queued_calls_no_inbox() {
-    let Some(restate) = Restate::start("quiet-inbox").await else {
-        return;
-    };
-    let ledger = restate.ledger();
-    let _worker = Worker::start(
-        &restate,
+    let Some((restate, _worker, client)) = durable(
+        "quiet-inbox",
         WorkerOptions {
             tool_delay_ms: 20,
-            ledger: Some(&ledger),
             ..Default::default()
         },
     )
-    .await;
-    let client = Client::new(&restate.ingress).unwrap();
+    .await
+    else {
+        return;
+    };
+    let ledger = restate.ledger();
     let quiet = client
         .invoke("quiet", InvokeRequest::text("steps 5"))
         .await
@@ -1049,6 +1015,98 @@ async fn a_turn_boundary_with_nothing_queued_calls_no_inbox() {
     );
     let takes = inbox_calls(&restate, "busy", "take").await;
     assert!((1..30).contains(&takes), "{takes} takes");
+}
+
+/// Once a run's report is back, `status` gives every injection the outcome the report lists
+/// (never `delivered`), read at once: the run reports outcomes to the inbox one-way as it settles
+/// them, then — only when it reported any — makes one call to the inbox (a barrier) before it
+/// returns. The messages are injected while the run's one tool call goes, so they are taken at
+/// its last turn boundary and their outcomes reported just before the run ends; the last one is
+/// read first. (With the one-way reports alone, its `status` said `delivered` in the first
+/// round of each of four tries.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn once_the_runs_report_is_back_status_agrees_with_it() {
+    let Some((restate, _worker, client)) = durable(
+        "agree",
+        WorkerOptions {
+            tool_delay_ms: 500,
+            ..Default::default()
+        },
+    )
+    .await
+    else {
+        return;
+    };
+    let (mut consumed, mut rejected) = (0, 0);
+    for round in 0..5 {
+        // A `screened-*` session rejects injected `spam`.
+        let session = format!("screened-{round}");
+        let run = client
+            .start(&session, InvokeRequest::text("steps 1"))
+            .await
+            .unwrap();
+        let mut injected = Vec::new();
+        for n in 0..12 {
+            let text = if n % 2 == 0 { "note" } else { "spam" };
+            let text = format!("{text}-{n}");
+            let accepted = answered(async {
+                loop {
+                    match client
+                        .inject(&session, InjectRequest::text(text.as_str()))
+                        .await
+                    {
+                        Ok(accepted) => break Some(accepted.id),
+                        // The run has not marked itself going yet (nothing accepted so far)...
+                        Err(e) if e.status() == Some(409) && injected.is_empty() => {
+                            tokio::time::sleep(Duration::from_millis(5)).await;
+                        }
+                        // ... or has ended (a slow machine).
+                        Err(e) if e.status() == Some(409) => break None,
+                        Err(e) => panic!("{session}: {e}"),
+                    }
+                }
+            })
+            .await;
+            let Some(id) = accepted else { break };
+            injected.push(id);
+        }
+        let report = answered(client.attach(&run)).await.unwrap();
+        // The last reported first: the outcome most likely still on its way.
+        for id in injected.iter().rev() {
+            let status = client.injection(&session, *id).await.unwrap();
+            match report.injections.iter().find(|r| r.id == *id) {
+                Some(reported) => assert_eq!(&status, reported, "{session}"),
+                // Queued after the run's last turn boundary: rejected from the run's end.
+                None => assert_eq!(
+                    (status.status, status.reason.as_deref()),
+                    (InjectionStatus::Rejected, Some("run ended")),
+                    "{session}"
+                ),
+            }
+        }
+        for reported in &report.injections {
+            match reported.status {
+                InjectionStatus::Consumed => consumed += 1,
+                InjectionStatus::Rejected => {
+                    let reason = reported.reason.as_deref().unwrap_or_default();
+                    assert!(reason.contains("no spam"), "{session}: {reason}");
+                    rejected += 1;
+                }
+                other => panic!("{session}: reported {other:?}"),
+            }
+        }
+        // One barrier for a run that reported outcomes, none for one that reported nothing.
+        let barriers = inbox_calls(&restate, &session, "reported").await;
+        assert_eq!(
+            barriers,
+            u64::from(!report.injections.is_empty()),
+            "{session}"
+        );
+    }
+    assert!(
+        consumed > 0 && rejected > 0,
+        "{consumed} consumed, {rejected} rejected"
+    );
 }
 
 /// SPEC §13 on Restate: a durable agent with an output type gives its typed answer (in the

@@ -65,20 +65,18 @@ fn assert_history_holds(messages: &[(MessageId, Message)], ledger: &[(u128, Stri
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_run_keeps_every_completed_tool_call() {
-    let Some(restate) = Restate::start("killed").await else {
-        return;
-    };
-    let ledger = restate.ledger();
-    let _worker = Worker::start(
-        &restate,
+    let Some((restate, _worker, client)) = durable(
+        "killed",
         WorkerOptions {
             tool_delay_ms: 30,
-            ledger: Some(&ledger),
             ..Default::default()
         },
     )
-    .await;
-    let client = Client::new(&restate.ingress).unwrap();
+    .await
+    else {
+        return;
+    };
+    let ledger = restate.ledger();
     client
         .start("k", InvokeRequest::text("steps 200"))
         .await
@@ -108,18 +106,17 @@ async fn a_killed_run_keeps_every_completed_tool_call() {
 /// there: its model call never ended.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_killed_in_its_first_model_call_keeps_its_input() {
-    let Some(restate) = Restate::start("killed-input").await else {
-        return;
-    };
-    let _worker = Worker::start(
-        &restate,
+    let Some((restate, _worker, client)) = durable(
+        "killed-input",
         WorkerOptions {
             model_delay_ms: 60_000,
             ..Default::default()
         },
     )
-    .await;
-    let client = Client::new(&restate.ingress).unwrap();
+    .await
+    else {
+        return;
+    };
     client
         .start("i", InvokeRequest::text("say first"))
         .await
@@ -147,20 +144,18 @@ async fn a_run_killed_in_its_first_model_call_keeps_its_input() {
 /// held its claim on the session: every invoke was a 409).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn abandon_ends_a_run_stuck_on_a_dead_deployment_and_keeps_its_history() {
-    let Some(restate) = Restate::start("abandon").await else {
-        return;
-    };
-    let ledger = restate.ledger();
-    let mut a = Worker::start(
-        &restate,
+    let Some((restate, mut a, client)) = durable(
+        "abandon",
         WorkerOptions {
             tool_delay_ms: 30,
-            ledger: Some(&ledger),
             ..Default::default()
         },
     )
-    .await;
-    let client = Client::new(&restate.ingress).unwrap();
+    .await
+    else {
+        return;
+    };
+    let ledger = restate.ledger();
     let e = client.abandon("z").await.unwrap_err();
     assert_eq!(e.status(), Some(409), "no run: {e}");
     client
@@ -285,21 +280,19 @@ async fn a_journal_mismatch_after_a_deploy_is_logged_and_the_run_can_be_abandone
 /// boundary, once its tools have finished).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancel_at_any_point_keeps_the_result_of_every_tool_that_ran() {
-    let Some(restate) = Restate::start("honest-cancel").await else {
-        return;
-    };
-    let ledger = restate.ledger();
-    let _worker = Worker::start(
-        &restate,
+    let Some((restate, _worker, client)) = durable(
+        "honest-cancel",
         WorkerOptions {
             tool_delay_ms: 25,
             model_delay_ms: 5,
-            ledger: Some(&ledger),
             ..Default::default()
         },
     )
-    .await;
-    let client = Client::new(&restate.ingress).unwrap();
+    .await
+    else {
+        return;
+    };
+    let ledger = restate.ledger();
     let mut seed = std::process::id() as u64;
     let mut runs = Vec::new();
     for i in 0..6 {
@@ -353,11 +346,10 @@ async fn state_of(restate: &Restate, session: &str) -> BTreeMap<String, String> 
 /// clears it; its own tail is cleared at its end too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_earlier_releases_tail_joins_the_history_of_the_next_run() {
-    let Some(restate) = Restate::start("legacy-tail").await else {
+    let Some((restate, _worker, client)) = durable("legacy-tail", WorkerOptions::default()).await
+    else {
         return;
     };
-    let _worker = Worker::start(&restate, WorkerOptions::default()).await;
-    let client = Client::new(&restate.ingress).unwrap();
     let first = client
         .invoke("old", InvokeRequest::text("say hi"))
         .await

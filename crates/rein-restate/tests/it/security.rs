@@ -189,11 +189,10 @@ async fn requests_not_signed_by_restate_are_refused_by_the_worker() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_inbox_internal_handlers_are_refused_by_the_ingress() {
-    let Some(restate) = Restate::start("private").await else {
+    let Some((restate, _worker, client)) = durable("private", WorkerOptions::default()).await
+    else {
         return;
     };
-    let _worker = Worker::start(&restate, WorkerOptions::default()).await;
-    let client = Client::new(&restate.ingress).unwrap();
     let paused = client
         .invoke("victim", InvokeRequest::text("delete /tmp/v"))
         .await
@@ -218,6 +217,7 @@ async fn the_inbox_internal_handlers_are_refused_by_the_ingress() {
             "attach",
             Some(json!({"run": paused.session, "finished": 7})),
         ),
+        ("reported", None),
         ("running", None),
         ("abandoned", Some(json!([paused.session, false]))),
         ("claim", Some(json!("inv_forged"))),
@@ -257,7 +257,8 @@ async fn the_inbox_internal_handlers_are_refused_by_the_ingress() {
         .await
         .unwrap();
     assert_eq!(done.injections.len(), 1, "{done:?}");
-    injection_becomes(&client, "victim", note.id, InjectionStatus::Consumed).await;
+    let status = client.injection("victim", note.id).await.unwrap();
+    assert_eq!(status.status, InjectionStatus::Consumed);
 }
 
 // ---- Finding 8: the principal comes from the worker's authenticator, not the body ----
@@ -440,11 +441,10 @@ async fn state_of(restate: &Restate, object: &str, key: &str) -> BTreeMap<String
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_user_content_is_injectable_and_the_inbox_is_bounded() {
-    let Some(restate) = Restate::start("inbox-caps").await else {
+    let Some((restate, _worker, client)) = durable("inbox-caps", WorkerOptions::default()).await
+    else {
         return;
     };
-    let _worker = Worker::start(&restate, WorkerOptions::default()).await;
-    let client = Client::new(&restate.ingress).unwrap();
     let paused = client
         .invoke("full", InvokeRequest::text("delete /tmp/f"))
         .await
@@ -582,10 +582,10 @@ async fn write_state(restate: &Restate, object: &str, key: &str, state: &[(&str,
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_and_inbox_stored_by_the_earlier_release_still_load() {
-    let Some(restate) = Restate::start("earlier").await else {
+    let Some((restate, _worker, client)) = durable("earlier", WorkerOptions::default()).await
+    else {
         return;
     };
-    let _worker = Worker::start(&restate, WorkerOptions::default()).await;
     // Written by release 0.1's worker (commit 3408974, restate-server 1.7.12; read back from
     // Restate's `state` table): a session paused on a `delete` approval, its inbox holding one
     // consumed message (key k1) and one queued (key k2). `release_fixtures.rs` covers the
@@ -613,7 +613,6 @@ async fn a_session_and_inbox_stored_by_the_earlier_release_still_load() {
         rein_core::id::InjectionId("2779830b-0fee-58ea-9925-290bc368e09e".parse().unwrap());
     let queued =
         rein_core::id::InjectionId("e1d5828c-8651-55ed-923e-f7b73cc3594c".parse().unwrap());
-    let client = Client::new(&restate.ingress).unwrap();
 
     // Read before anything converts it, then through a call that converts it.
     assert_eq!(
@@ -650,7 +649,10 @@ async fn a_session_and_inbox_stored_by_the_earlier_release_still_load() {
     assert_eq!(done.text, "Deleted.");
     assert_eq!(done.injections.len(), 1);
     assert_eq!(done.injections[0].id, queued);
-    injection_becomes(&client, "old", queued, InjectionStatus::Consumed).await;
+    assert_eq!(
+        client.injection("old", queued).await.unwrap().status,
+        InjectionStatus::Consumed
+    );
     assert_eq!(
         client.injection("old", consumed).await.unwrap().status,
         InjectionStatus::Consumed

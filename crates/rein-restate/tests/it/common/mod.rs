@@ -354,6 +354,28 @@ impl Drop for Worker {
     }
 }
 
+/// What most durable tests start with: a Restate server, one worker registered with it (its
+/// `ledger` the server's, [`Restate::ledger`]) and a client of the ingress; `None` (the test says
+/// SKIPPED) when no server is installed. Bind the server and the worker to names (`_worker`,
+/// not `_`): each is killed when dropped.
+pub async fn durable(
+    test: &str,
+    options: WorkerOptions<'_>,
+) -> Option<(Restate, Worker, rein_restate::Client)> {
+    let restate = Restate::start(test).await?;
+    let ledger = restate.ledger();
+    let worker = Worker::start(
+        &restate,
+        WorkerOptions {
+            ledger: Some(&ledger),
+            ..options
+        },
+    )
+    .await;
+    let client = rein_restate::Client::new(&restate.ingress).unwrap();
+    Some((restate, worker, client))
+}
+
 /// Ledger lines: (millis, session, tool use id). A malformed line fails the test (two
 /// processes' writes interleaved, say) rather than hiding a run.
 pub fn ledger_lines(path: &Path) -> Vec<(u128, String, String)> {
@@ -442,41 +464,6 @@ pub async fn kill_invocation(restate: &Restate, invocation: &str) {
         "kill {invocation}: {status} {}",
         response.text().await.unwrap_or_default()
     );
-}
-
-/// Asserts the outcome `status` gives for injection `id` in `session`'s inbox: a run reports each
-/// outcome to the inbox one-way, so `status` may say `delivered` for a moment after the run's own
-/// report (which holds the outcomes already) has come back.
-pub async fn injection_becomes(
-    client: &rein_restate::Client,
-    session: &str,
-    id: rein_core::id::InjectionId,
-    expected: rein_restate::wire::InjectionStatus,
-) {
-    let status = final_injection_status(client, session, id).await;
-    assert_eq!(status, expected, "injection {id:?}");
-}
-
-/// The outcome (`consumed` or `rejected`) `status` gives for injection `id` in `session`'s inbox
-/// once it has one (see [`injection_becomes`]).
-pub async fn final_injection_status(
-    client: &rein_restate::Client,
-    session: &str,
-    id: rein_core::id::InjectionId,
-) -> rein_restate::wire::InjectionStatus {
-    use rein_restate::wire::InjectionStatus;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let status = client.injection(session, id).await.map(|s| s.status);
-        if let Ok(s @ (InjectionStatus::Consumed | InjectionStatus::Rejected)) = &status {
-            return *s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "injection {id:?} has no outcome: {status:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// Waits (up to 60 s) until `ready` holds.
