@@ -84,16 +84,21 @@ impl Conversation {
     /// truncation of a long history by a turn costs that turn, not the history.
     fn recount_from(&mut self, idx: usize) {
         let Counted { upto, raw } = self.counted;
-        if idx < upto {
+        if idx >= upto {
+            return;
+        }
+        // `raw` is the count of the first `upto` messages: whichever side is shorter is
+        // counted (a history cut back to its start counts nothing).
+        let raw = if idx <= upto - idx {
+            self.messages[..idx].iter().map(raw_message).sum::<u64>()
+        } else {
             let leaving = self.messages[idx..upto]
                 .iter()
                 .map(raw_message)
                 .sum::<u64>();
-            self.counted = Counted {
-                upto: idx,
-                raw: raw.saturating_sub(leaving),
-            };
-        }
+            raw.saturating_sub(leaving)
+        };
+        self.counted = Counted { upto: idx, raw };
     }
 
     pub(crate) fn last(&self) -> Option<&Message> {

@@ -460,7 +460,12 @@ impl StreamAssembler {
                 Ok(())
             }
             (Some(OpenBlock::ToolUse { json, .. }), BlockDelta::ToolInput(s)) => {
-                json.push_str(&s);
+                // As text: a whole input in one piece is taken as it is, not copied.
+                if json.is_empty() {
+                    *json = s;
+                } else {
+                    json.push_str(&s);
+                }
                 Ok(())
             }
             (Some(OpenBlock::Reasoning { text, .. }), BlockDelta::ReasoningText(s)) => {

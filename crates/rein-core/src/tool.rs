@@ -235,24 +235,32 @@ pub trait ToolProgressListener: Send + Sync {
 /// What a running tool can see and do besides its input.
 #[derive(Clone)]
 pub struct ToolContext {
-    tool_use_id: Arc<str>,
-    tool_name: Arc<str>,
-    invocation_id: InvocationId,
-    invocation_state: InvocationState,
-    agent_state: AgentState,
-    answers: InterruptAnswers,
-    raised: Arc<Mutex<Vec<Interrupt>>>,
+    /// What every clone of the context shares: one allocation to make, one count to clone.
+    call: Arc<ToolCallShared>,
     extension: Option<Arc<dyn Any + Send + Sync>>,
     /// `None` when nobody listens: reporting is then a branch, nothing more.
     progress: Option<Arc<dyn ToolProgressListener>>,
 }
 
+/// The part of a [`ToolContext`] its clones share.
+struct ToolCallShared {
+    /// The tool use id, then the tool's name (one allocation for both).
+    ids: Box<str>,
+    /// Where the name starts in `ids`.
+    name_at: usize,
+    invocation_id: InvocationId,
+    invocation_state: InvocationState,
+    agent_state: AgentState,
+    answers: InterruptAnswers,
+    raised: Mutex<Vec<Interrupt>>,
+}
+
 impl fmt::Debug for ToolContext {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ToolContext")
-            .field("tool_use_id", &self.tool_use_id)
-            .field("tool_name", &self.tool_name)
-            .field("invocation_id", &self.invocation_id)
+            .field("tool_use_id", &self.tool_use_id())
+            .field("tool_name", &self.tool_name())
+            .field("invocation_id", &self.call.invocation_id)
             .finish_non_exhaustive()
     }
 }
@@ -267,14 +275,19 @@ impl ToolContext {
         agent_state: AgentState,
         answers: InterruptAnswers,
     ) -> Self {
+        let mut ids = String::with_capacity(tool_use_id.len() + tool_name.len());
+        ids.push_str(tool_use_id);
+        ids.push_str(tool_name);
         Self {
-            tool_use_id: tool_use_id.into(),
-            tool_name: tool_name.into(),
-            invocation_id,
-            invocation_state,
-            agent_state,
-            answers,
-            raised: Arc::default(),
+            call: Arc::new(ToolCallShared {
+                ids: ids.into_boxed_str(),
+                name_at: tool_use_id.len(),
+                invocation_id,
+                invocation_state,
+                agent_state,
+                answers,
+                raised: Mutex::default(),
+            }),
             extension: None,
             progress: None,
         }
@@ -301,7 +314,7 @@ impl ToolContext {
     /// ```
     pub fn report_progress(&self, progress: ToolProgress) {
         if let Some(listener) = &self.progress {
-            listener.tool_progress(&self.tool_use_id, &self.tool_name, progress);
+            listener.tool_progress(self.tool_use_id(), self.tool_name(), progress);
         }
     }
 
@@ -325,19 +338,19 @@ impl ToolContext {
     /// The answer a resume carries for the interrupt `id` (ids of your own, raised with
     /// [`raise_interrupt`](Self::raise_interrupt)).
     pub fn answer(&self, id: &str) -> Option<&Value> {
-        self.answers.get(id)
+        self.call.answers.get(id)
     }
 
     /// The answer a resume carries for the interrupt `id`, only if it was given for
     /// `fingerprint` (an answer bound to no fingerprint or another one is none).
     pub fn answer_bound(&self, id: &str, fingerprint: &str) -> Option<&Value> {
-        self.answers.get_bound(id, fingerprint)
+        self.call.answers.get_bound(id, fingerprint)
     }
 
     /// Raises a prepared interrupt (an id of your own, unique and stable across resumes); the
     /// tool then returns, and runs again on resume.
     pub fn raise_interrupt(&self, interrupt: Interrupt) {
-        let mut raised = self.raised.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut raised = (self.call.raised.lock()).unwrap_or_else(PoisonError::into_inner);
         if !raised.iter().any(|i| i.id == interrupt.id) {
             raised.push(interrupt);
         }
@@ -345,27 +358,27 @@ impl ToolContext {
 
     /// The id of the tool use being answered.
     pub fn tool_use_id(&self) -> &str {
-        &self.tool_use_id
+        self.call.ids.get(..self.call.name_at).unwrap_or_default()
     }
 
     /// The tool's name.
     pub fn tool_name(&self) -> &str {
-        &self.tool_name
+        self.call.ids.get(self.call.name_at..).unwrap_or_default()
     }
 
     /// The invocation id.
     pub fn invocation_id(&self) -> InvocationId {
-        self.invocation_id
+        self.call.invocation_id
     }
 
     /// The caller's invocation state.
     pub fn invocation_state(&self) -> &InvocationState {
-        &self.invocation_state
+        &self.call.invocation_state
     }
 
     /// The agent's state (shared, writable).
     pub fn agent_state(&self) -> &AgentState {
-        &self.agent_state
+        &self.call.agent_state
     }
 
     /// Asks a human: returns the answer when this invocation is a resume that carries one,
@@ -384,13 +397,14 @@ impl ToolContext {
         name: &str,
         reason: impl Into<Value>,
     ) -> Result<Value, InterruptRaised> {
-        let id = tool_call_interrupt_id(&self.tool_use_id, name);
-        if let Some(answer) = self.answers.get(&id) {
+        let id = tool_call_interrupt_id(self.tool_use_id(), name);
+        if let Some(answer) = self.call.answers.get(&id) {
             return Ok(answer.clone());
         }
         let interrupt =
-            Interrupt::new(id.clone(), name, reason).with_tool_use_id(self.tool_use_id.as_ref());
-        self.raised
+            Interrupt::new(id.clone(), name, reason).with_tool_use_id(self.tool_use_id());
+        self.call
+            .raised
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(interrupt);
@@ -399,7 +413,8 @@ impl ToolContext {
 
     /// The interrupts this tool raised (the agent reads them after the call).
     pub fn raised_interrupts(&self) -> Vec<Interrupt> {
-        self.raised
+        self.call
+            .raised
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()

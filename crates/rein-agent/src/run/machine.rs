@@ -790,21 +790,19 @@ impl ToolPhase {
         self.children.push((tool_use_id, child));
     }
 
-    /// The tool use as it runs: as a human edited it (to be rewritten in the stored message),
-    /// else as stored.
-    pub(crate) fn take_edit(&mut self, stored: ToolUse) -> ToolUse {
-        match self
+    /// The tool use as a human edited it (to be rewritten in the stored message), if they did;
+    /// else the stored one runs.
+    pub(crate) fn take_edit(&mut self, stored: &ToolUse) -> Option<ToolUse> {
+        if self.edits.is_empty() {
+            return None;
+        }
+        let at = self
             .edits
             .iter()
-            .position(|e| e.tool_use_id == stored.tool_use_id)
-        {
-            Some(at) => {
-                let edited = self.edits.swap_remove(at);
-                self.rewrite(edited.clone());
-                edited
-            }
-            None => stored,
-        }
+            .position(|e| e.tool_use_id == stored.tool_use_id)?;
+        let edited = self.edits.swap_remove(at);
+        self.rewrite(edited.clone());
+        Some(edited)
     }
 
     /// The result held for the tool use `tool_use_id`, if any (taken: it goes through

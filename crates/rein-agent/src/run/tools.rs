@@ -3,6 +3,7 @@
 //! their results are stored, or the phase pauses on interrupts.
 
 use std::any::Any;
+use std::borrow::Cow;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -18,6 +19,7 @@ use rein_core::{
     },
     interrupt::{Interrupt, InterruptAnswers, InterruptEvent},
     message::ToolResultStatus,
+    result::ToolMetrics,
     stream::Usage,
     tool::{ToolContext, ToolProgress, ToolProgressListener},
 };
@@ -67,49 +69,36 @@ impl Driver<'_> {
 
     /// Runs the phase's open tool uses; returns the index of their assistant message.
     async fn run_tools(&mut self, invalid_inputs: &[(String, String)]) -> Result<usize, Error> {
+        let Some(index) = self.inv.tool_phase.as_ref().map(|p| p.index) else {
+            return Err(Error::Internal("no tool phase under way"));
+        };
         let (Some(phase), Some(assistant)) = (
-            self.inv.tool_phase.as_ref(),
-            self.inv
-                .tool_phase
-                .as_ref()
-                .and_then(|p| self.agent.history.conv().get(p.index)),
+            self.inv.tool_phase.as_mut(),
+            self.agent.history.conv().get(index),
         ) else {
             return Err(Error::Internal("a tool phase on a message not in history"));
         };
-        let index = phase.index;
-        let open: Vec<(usize, ToolUse)> = assistant
-            .tool_uses()
-            .enumerate()
-            .filter(|(i, _)| phase.is_open(*i))
-            .map(|(i, u)| (i, u.clone()))
-            .collect();
+        // The tool uses run as stored, borrowed from history (nothing writes it during the
+        // phase): a copy is made only for what needs one of its own (an event, an edit).
         // A result held for an answer goes through AfterToolCall again; its tool does not run.
         // A tool use a human edited when approving runs as edited.
         // An interrupted tool resumes from the state it saved.
-        let todo: Vec<(usize, ToolUse, Option<Box<Carried>>)> = match self.inv.tool_phase.as_mut() {
-            Some(phase) => open
-                .into_iter()
-                .map(|(i, u)| {
-                    let held = phase.take_held(&u.tool_use_id);
-                    let child = phase.take_child(&u.tool_use_id);
-                    // Boxed (layout rule 1): nearly every tool use carries nothing.
-                    let carried = (held.is_some() || child.is_some())
-                        .then(|| Box::new(Carried { held, child }));
-                    (i, phase.take_edit(u), carried)
-                })
-                .collect(),
-            // (Dropped here: layout rule 3.)
-            None => {
-                drop(open);
-                Vec::new()
-            }
-        };
-        let invalid = |id: &str| {
-            invalid_inputs
-                .iter()
-                .find(|(i, _)| i == id)
-                .map(|(_, e)| e.as_str())
-        };
+        let todo: Vec<Todo<'_>> = assistant
+            .tool_uses()
+            .enumerate()
+            .filter_map(|(i, u)| {
+                if !phase.is_open(i) {
+                    return None;
+                }
+                let held = phase.take_held(&u.tool_use_id);
+                let child = phase.take_child(&u.tool_use_id);
+                // Boxed (layout rule 1): nearly every tool use carries nothing.
+                let carried =
+                    (held.is_some() || child.is_some()).then(|| Box::new(Carried { held, child }));
+                let tool_use = phase.take_edit(u).map_or(Cow::Borrowed(u), Cow::Owned);
+                Some((i, tool_use, carried))
+            })
+            .collect();
         let answers = self.inv.answers.clone();
         let cx = self.inv.cx.clone();
         let model_call_index = self
@@ -152,7 +141,7 @@ impl Driver<'_> {
                         let Some((i, tool_use, carried)) = todo.next() else {
                             break;
                         };
-                        let bad = invalid(&tool_use.tool_use_id);
+                        let bad = invalid_input(invalid_inputs, &tool_use.tool_use_id);
                         let ToolCall { span, outcome } = run.start(tool_use, bad, carried);
                         (i, span, outcome)
                     };
@@ -165,19 +154,7 @@ impl Driver<'_> {
                 }
             }
             ToolExecutor::Concurrent { max } => {
-                let mut results = futures_util::stream::iter(todo)
-                    .map(|(i, tool_use, carried)| {
-                        let bad = invalid(&tool_use.tool_use_id);
-                        // Started here, the call boxed apart from its task (layout rules 2, 3).
-                        let ToolCall { span, outcome } = run.start(tool_use, bad, carried);
-                        let outcome = Box::pin(outcome);
-                        async move {
-                            let out = crate::telemetry::in_span!(&span.span, outcome);
-                            span.close(out.as_ref());
-                            (i, out)
-                        }
-                    })
-                    .buffer_unordered(max.max(1));
+                let mut results = run.concurrently(todo, invalid_inputs, max);
                 while let Some((i, outcome)) = results.next().await {
                     self.inv.settle_tool(i, outcome?, self.sink);
                 }
@@ -259,7 +236,7 @@ impl Driver<'_> {
 impl Invocation {
     /// Records what one tool use came to; returns whether a sequential phase stops here. Its
     /// interrupts get the pause's nonce and are streamed here (one place, whatever raised them).
-    fn settle_tool(&mut self, position: usize, mut o: ToolOutcome, sink: &Sink) -> bool {
+    fn settle_tool(&mut self, position: usize, mut o: ToolOutcome<'_>, sink: &Sink) -> bool {
         if !o.interrupts.is_empty() {
             self.stamp(&mut o.interrupts);
             for p in &o.interrupts {
@@ -276,11 +253,18 @@ impl Invocation {
             }
         }
         if let Some((name, took, is_error)) = o.ran {
-            let m = self.metrics.tools.entry(name).or_default();
-            m.calls += 1;
-            m.total_time += took;
-            if is_error {
-                m.errors += 1;
+            let add = |m: &mut ToolMetrics| {
+                m.calls += 1;
+                m.total_time += took;
+                if is_error {
+                    m.errors += 1;
+                }
+            };
+            // Looked up first: the name is copied for the map once, not per call.
+            let tools = &mut self.metrics.tools;
+            match tools.get_mut(&*name) {
+                Some(m) => add(m),
+                None => add(tools.entry(name.into_owned()).or_default()),
             }
         }
         match &mut self.tool_phase {
@@ -296,8 +280,8 @@ impl Invocation {
     }
 }
 
-/// What one tool use came to.
-struct ToolOutcome {
+/// What one tool use came to (`'u`: the stored tool use's borrow).
+struct ToolOutcome<'u> {
     /// `None` when the tool is waiting for an interrupt answer.
     result: Option<ToolResult>,
     /// The result of a tool that ran, held for an answer (AfterToolCall interrupts); boxed
@@ -307,7 +291,8 @@ struct ToolOutcome {
     /// A committed rewrite of the tool use (hooks or transforms).
     rewritten: Option<Box<ToolUse>>,
     decisions: Vec<DecisionRecord>,
-    ran: Option<(String, Duration, bool)>,
+    /// The tool's name, how long it took, whether it failed.
+    ran: Option<(Cow<'u, str>, Duration, bool)>,
     /// What an agent running as the tool left (boxed: layout rule 1).
     sub_run: Option<Box<SubRun>>,
 }
@@ -391,6 +376,18 @@ impl HandoffClaim {
     }
 }
 
+/// A tool use to run: its position in the message, the tool use (borrowed as stored, or
+/// edited), what it carries from an earlier pause.
+type Todo<'u> = (usize, Cow<'u, ToolUse>, Option<Box<Carried>>);
+
+/// The parse error of the tool use `id`'s input, if its JSON was not valid.
+fn invalid_input<'a>(invalid_inputs: &'a [(String, String)], id: &str) -> Option<&'a str> {
+    invalid_inputs
+        .iter()
+        .find(|(i, _)| i == id)
+        .map(|(_, e)| e.as_str())
+}
+
 /// Interrupts raised at `event` about the tool use `subject`.
 fn raised_at(
     event: InterruptEvent,
@@ -423,7 +420,7 @@ struct ToolSpan {
 impl ToolSpan {
     /// Records how the tool use ended.
     #[inline]
-    fn close(&self, out: Result<&ToolOutcome, &Error>) {
+    fn close(&self, out: Result<&ToolOutcome<'_>, &Error>) {
         let span = &self.span;
         if let Ok(o) = out
             && let Some(r) = &o.result
@@ -452,14 +449,38 @@ impl ToolSpan {
 }
 
 impl ToolRun<'_> {
+    /// The concurrent executor: the calls of `todo`, at most `max` at a time, each as it
+    /// finishes. (A function of its own: the stream's type is named with the tool uses' borrow,
+    /// which a closure in the caller's future could not prove `Send` for.)
+    fn concurrently<'s>(
+        &'s self,
+        todo: Vec<Todo<'s>>,
+        invalid_inputs: &'s [(String, String)],
+        max: usize,
+    ) -> impl futures_util::Stream<Item = (usize, Result<ToolOutcome<'s>, Error>)> + Send + 's {
+        futures_util::stream::iter(todo)
+            .map(move |(i, tool_use, carried)| {
+                let bad = invalid_input(invalid_inputs, &tool_use.tool_use_id);
+                // Started here, the call boxed apart from its task (layout rules 2, 3).
+                let ToolCall { span, outcome } = self.start(tool_use, bad, carried);
+                let outcome = Box::pin(outcome);
+                async move {
+                    let out = crate::telemetry::in_span!(&span.span, outcome);
+                    span.close(out.as_ref());
+                    (i, out)
+                }
+            })
+            .buffer_unordered(max.max(1))
+    }
+
     /// Opens a tool use's span and makes the future that runs it (polled inside the span).
     #[inline]
     fn start<'s>(
         &'s self,
-        tool_use: ToolUse,
+        tool_use: Cow<'s, ToolUse>,
         invalid_json: Option<&'s str>,
         carried: Option<Box<Carried>>,
-    ) -> ToolCall<impl Future<Output = Result<ToolOutcome, Error>> + 's> {
+    ) -> ToolCall<impl Future<Output = Result<ToolOutcome<'s>, Error>> + 's> {
         let span = tracing::info_span!(
             "execute_tool",
             otel.name = %format_args!("execute_tool {}", tool_use.name),
@@ -485,12 +506,12 @@ impl ToolRun<'_> {
         }
     }
 
-    async fn run_inner(
+    async fn run_inner<'u>(
         &self,
-        original: ToolUse,
+        original: Cow<'u, ToolUse>,
         invalid_json: Option<&str>,
         carried: Option<Box<Carried>>,
-    ) -> Result<ToolOutcome, Error> {
+    ) -> Result<ToolOutcome<'u>, Error> {
         // A held result boxed (layout rule 1).
         let (mut held, child) = match carried {
             Some(c) => (c.held.map(Box::new), c.child),
@@ -511,8 +532,9 @@ impl ToolRun<'_> {
             }),
         };
         let mut retries = ToolRetries::new(self.max_hook_retries);
-        // The tool use moves through the events and comes back out of them: no copies on the
-        // common path; only ever moved, never borrowed (layout rule 3).
+        // The tool use moves through the events and comes back out of them: borrowed from the
+        // stored message until an event needs one of its own; only ever moved, never borrowed
+        // (layout rule 3).
         let mut current = original;
         loop {
             // (`if let`, not a `match` on both: layout rule 3.)
@@ -526,18 +548,16 @@ impl ToolRun<'_> {
                 let result = ToolResult::error(&current.tool_use_id, invalid_json_text(detail));
                 (current, selected, result)
             } else {
-                // The event and its verdict are taken apart in a block (layout rule 3).
-                let (mut tool_use, tool, cancelled) = {
+                let (mut tool_use, tool, cancelled) = if self.hooks.has::<BeforeToolCallEvent>() {
+                    // The event and its verdict are taken apart in a block (layout rule 3).
                     let (current, selected) = self.with_tool(current);
-                    let mut ev = BeforeToolCallEvent::new(self.cx.clone(), current)
+                    let mut ev = BeforeToolCallEvent::new(self.cx.clone(), current.into_owned())
                         .with_selected_tool(selected)
                         .with_model_call_index(self.model_call_index)
                         .with_answers(self.answers.clone());
-                    if self.hooks.has::<BeforeToolCallEvent>() {
-                        let dispatched = self.hooks.dispatch(&mut ev).await;
-                        self.record(ev.take_decisions(), &mut outcome);
-                        dispatched?;
-                    }
+                    let dispatched = self.hooks.dispatch(&mut ev).await;
+                    self.record(ev.take_decisions(), &mut outcome);
+                    dispatched?;
                     let verdict = ev.into_verdict();
                     let cancelled = match verdict.action {
                         ToolCallAction::Interrupt(interrupts) => {
@@ -552,7 +572,11 @@ impl ToolRun<'_> {
                     if verdict.edited {
                         outcome.rewritten = Some(Box::new(verdict.tool_use.clone()));
                     }
-                    (verdict.tool_use, verdict.tool, cancelled)
+                    (Cow::Owned(verdict.tool_use), verdict.tool, cancelled)
+                } else {
+                    // No hook: the call runs as the model asked (no event to make).
+                    let (current, selected) = self.with_tool(current);
+                    (current, selected, None)
                 };
                 // (`if let`s, not a `match` on a tuple or on the check: a scrutinee would live
                 // across the tool's call.)
@@ -578,45 +602,47 @@ impl ToolRun<'_> {
                 };
                 (tool_use, tool, result)
             };
-            // AfterToolCall inline: a future of its own would move the tool use and result again.
-            let verdict = if self.hooks.has::<AfterToolCallEvent>() {
-                let mut ev = AfterToolCallEvent::new(self.cx.clone(), tool_use, result)
-                    .with_selected_tool(selected)
-                    .with_model_call_index(self.model_call_index)
-                    .with_answers(self.answers.clone());
+            let (tool_use, mut result) = if self.hooks.has::<AfterToolCallEvent>() {
+                // AfterToolCall inline: a future of its own would move the tool use and result
+                // again.
+                let mut ev =
+                    AfterToolCallEvent::new(self.cx.clone(), tool_use.into_owned(), result)
+                        .with_selected_tool(selected)
+                        .with_model_call_index(self.model_call_index)
+                        .with_answers(self.answers.clone());
                 let dispatched = self.hooks.dispatch(&mut ev).await;
                 self.record(ev.take_decisions(), &mut outcome);
                 dispatched?;
-                ev.into_verdict()
-            } else {
-                ToolResultVerdict::Keep { tool_use, result }
-            };
-            let (tool_use, mut result) = match verdict {
-                ToolResultVerdict::Keep { tool_use, result } => (tool_use, result),
-                ToolResultVerdict::Hold {
-                    tool_use,
-                    result,
-                    interrupts,
-                } => {
-                    let subject = &tool_use.tool_use_id;
-                    outcome.interrupts =
-                        raised_at(InterruptEvent::AfterToolCall, subject, interrupts);
-                    outcome.held = Some(Box::new(result));
-                    return Ok(outcome);
+                match ev.into_verdict() {
+                    ToolResultVerdict::Keep { tool_use, result } => (Cow::Owned(tool_use), result),
+                    ToolResultVerdict::Hold {
+                        tool_use,
+                        result,
+                        interrupts,
+                    } => {
+                        let subject = &tool_use.tool_use_id;
+                        outcome.interrupts =
+                            raised_at(InterruptEvent::AfterToolCall, subject, interrupts);
+                        outcome.held = Some(Box::new(result));
+                        return Ok(outcome);
+                    }
+                    ToolResultVerdict::Retry { tool_use } => match retries.retry() {
+                        Ok(()) => {
+                            current = Cow::Owned(tool_use);
+                            continue;
+                        }
+                        Err(text) => {
+                            let record =
+                                retry_limit_record(EventKind::AfterToolCall, retries.max())
+                                    .with_tool_use_id(Some(tool_use.tool_use_id.clone()));
+                            self.record(vec![record], &mut outcome);
+                            let result = ToolResult::error(&tool_use.tool_use_id, text);
+                            (Cow::Owned(tool_use), result)
+                        }
+                    },
                 }
-                ToolResultVerdict::Retry { tool_use } => match retries.retry() {
-                    Ok(()) => {
-                        current = tool_use;
-                        continue;
-                    }
-                    Err(text) => {
-                        let record = retry_limit_record(EventKind::AfterToolCall, retries.max())
-                            .with_tool_use_id(Some(tool_use.tool_use_id.clone()));
-                        self.record(vec![record], &mut outcome);
-                        let result = ToolResult::error(&tool_use.tool_use_id, text);
-                        (tool_use, result)
-                    }
-                },
+            } else {
+                (tool_use, result)
             };
             // The result always answers the tool use id the model gave.
             if result.tool_use_id != tool_use.tool_use_id {
@@ -629,20 +655,20 @@ impl ToolRun<'_> {
     }
 
     /// The tool use with the tool it names, the tool use taken by value (see `run_inner`).
-    fn with_tool(&self, tool_use: ToolUse) -> (ToolUse, Option<ToolHandle>) {
+    fn with_tool<'u>(&self, tool_use: Cow<'u, ToolUse>) -> (Cow<'u, ToolUse>, Option<ToolHandle>) {
         let tool = self.tools.get(&tool_use.name);
         (tool_use, tool)
     }
 
     /// Runs the tool itself. `None` when it raised an interrupt.
-    async fn call_tool(
+    async fn call_tool<'u>(
         &self,
         tool: &ToolHandle,
-        tool_use: &mut ToolUse,
-        outcome: &mut ToolOutcome,
+        tool_use: &mut Cow<'u, ToolUse>,
+        outcome: &mut ToolOutcome<'u>,
     ) -> Option<ToolResult> {
         self.sink.emit(|| AgentEvent::ToolCallStarted {
-            tool_use: tool_use.clone(),
+            tool_use: ToolUse::clone(tool_use),
         });
         if let Some(transfer) = tool.capability::<HandoffTo>() {
             let claimed = self
@@ -682,11 +708,13 @@ impl ToolRun<'_> {
         });
         let started = Instant::now();
         // Without AfterToolCall hooks nobody looks at the input after the call (and nothing can
-        // ask for a retry): hand it to the tool instead of copying it.
-        let input = if self.hooks.has::<AfterToolCallEvent>() {
-            tool_use.input.clone()
-        } else {
-            std::mem::take(&mut tool_use.input)
+        // ask for a retry): a tool use of the call's own hands it to the tool instead of
+        // copying it.
+        let input = match tool_use {
+            Cow::Owned(u) if !self.hooks.has::<AfterToolCallEvent>() => {
+                std::mem::take(&mut u.input)
+            }
+            _ => tool_use.input.clone(),
         };
         let ran = match self.journal.as_deref() {
             // An agent running as this tool journals its own steps (it runs in this one).
@@ -754,12 +782,17 @@ impl ToolRun<'_> {
         };
         let is_error = result.status == ToolResultStatus::Error;
         crate::telemetry::tool_call_metrics(&tool_use.name, is_error);
-        outcome.ran = Some((tool_use.name.clone(), elapsed, is_error));
+        // The name borrowed with the tool use: the invocation's metrics copy it once per tool.
+        let name = match tool_use {
+            Cow::Borrowed(u) => Cow::Borrowed(u.name.as_str()),
+            Cow::Owned(u) => Cow::Owned(u.name.clone()),
+        };
+        outcome.ran = Some((name, elapsed, is_error));
         Some(result)
     }
 
     /// Streams a tool call's decisions and keeps them for the invocation's audit.
-    fn record(&self, decisions: Vec<DecisionRecord>, outcome: &mut ToolOutcome) {
+    fn record(&self, decisions: Vec<DecisionRecord>, outcome: &mut ToolOutcome<'_>) {
         crate::telemetry::decisions(&decisions, self.invocation, &self.cx.invocation_state);
         if self.sink.is_enabled() {
             for d in &decisions {
