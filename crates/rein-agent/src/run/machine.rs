@@ -793,9 +793,6 @@ impl ToolPhase {
     /// The tool use as a human edited it (to be rewritten in the stored message), if they did;
     /// else the stored one runs.
     pub(crate) fn take_edit(&mut self, stored: &ToolUse) -> Option<ToolUse> {
-        if self.edits.is_empty() {
-            return None;
-        }
         let at = self
             .edits
             .iter()
